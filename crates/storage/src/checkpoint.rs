@@ -1,0 +1,106 @@
+//! Kafka's offset checkpoint files (`recovery-point-offset-checkpoint`,
+//! `log-start-offset-checkpoint`, `replication-offset-checkpoint`).
+//!
+//! The format is text: a version line (`0`), an entry count, then one
+//! `topic partition offset` line per partition. Files are replaced atomically
+//! (write a temp file, fsync, rename, fsync the directory) so a crash leaves
+//! either the old or the new checkpoint, never a torn one.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use crate::TopicPartition;
+
+const VERSION: u32 = 0;
+
+/// A checkpoint file in one log dir.
+#[derive(Debug, Clone)]
+pub struct OffsetCheckpoint {
+    path: PathBuf,
+}
+
+impl OffsetCheckpoint {
+    pub fn new(path: PathBuf) -> Self {
+        Self { path }
+    }
+
+    /// Writes all entries, replacing the previous file atomically.
+    pub fn write(&self, entries: &BTreeMap<TopicPartition, i64>) -> io::Result<()> {
+        let mut text = format!("{VERSION}\n{}\n", entries.len());
+        for (tp, offset) in entries {
+            text.push_str(&format!("{} {} {offset}\n", tp.topic, tp.partition));
+        }
+        write_atomically(&self.path, text.as_bytes())
+    }
+
+    /// Reads the entries; a missing file is empty. A malformed file is an
+    /// error (the caller falls back to full recovery).
+    pub fn read(&self) -> io::Result<BTreeMap<TopicPartition, i64>> {
+        let text = match fs::read_to_string(&self.path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
+            Err(e) => return Err(e),
+        };
+        parse(&text).ok_or_else(|| {
+            io::Error::new(io::ErrorKind::InvalidData, format!("malformed checkpoint {}", self.path.display()))
+        })
+    }
+}
+
+fn parse(text: &str) -> Option<BTreeMap<TopicPartition, i64>> {
+    let mut lines = text.lines();
+    if lines.next()?.trim().parse::<u32>().ok()? != VERSION {
+        return None;
+    }
+    let count: usize = lines.next()?.trim().parse().ok()?;
+    let mut entries = BTreeMap::new();
+    for line in lines.by_ref().take(count) {
+        let mut fields = line.split(' ');
+        let (topic, partition, offset) = (fields.next()?, fields.next()?, fields.next()?);
+        if fields.next().is_some() {
+            return None;
+        }
+        entries.insert(TopicPartition::new(topic, partition.parse().ok()?), offset.parse().ok()?);
+    }
+    (entries.len() == count).then_some(entries)
+}
+
+/// Replaces `path` with `contents` crash-safely.
+pub fn write_atomically(path: &Path, contents: &[u8]) -> io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    let mut file = File::create(&tmp)?;
+    file.write_all(contents)?;
+    file.sync_all()?;
+    fs::rename(&tmp, path)?;
+    if let Some(dir) = path.parent() {
+        File::open(dir)?.sync_all()?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_entries() {
+        let dir = tempfile::tempdir().unwrap();
+        let checkpoint = OffsetCheckpoint::new(dir.path().join("recovery-point-offset-checkpoint"));
+        let mut entries = BTreeMap::new();
+        entries.insert(TopicPartition::new("orders", 0), 42);
+        entries.insert(TopicPartition::new("orders", 11), 7);
+        checkpoint.write(&entries).unwrap();
+        let text = fs::read_to_string(dir.path().join("recovery-point-offset-checkpoint")).unwrap();
+        assert_eq!(text, "0\n2\norders 0 42\norders 11 7\n");
+        assert_eq!(checkpoint.read().unwrap(), entries);
+    }
+
+    #[test]
+    fn rejects_a_truncated_file() {
+        assert!(parse("0\n2\norders 0 42\n").is_none());
+        assert!(parse("1\n0\n").is_none());
+        assert!(parse("0\n1\norders x 42\n").is_none());
+    }
+}

@@ -1,0 +1,25 @@
+//! Storage errors. Each variant maps onto one Kafka error code at the broker edge.
+
+use std::io;
+
+/// Everything that can go wrong reading or writing a partition log.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    /// A batch failed its size, magic or CRC check (CORRUPT_MESSAGE).
+    #[error("corrupt record: {0}")]
+    CorruptRecord(String),
+    /// A batch whose contents contradict its header (INVALID_RECORD).
+    #[error("invalid record: {0}")]
+    InvalidRecord(String),
+    /// A batch larger than `max.message.bytes` (MESSAGE_TOO_LARGE).
+    #[error("batch of {size} bytes exceeds the limit of {max} bytes")]
+    RecordTooLarge { size: usize, max: usize },
+    /// A fetch outside `[log start, log end]` (OFFSET_OUT_OF_RANGE).
+    #[error("offset {offset} is outside the log range [{log_start}, {log_end}]")]
+    OffsetOutOfRange { offset: i64, log_start: i64, log_end: i64 },
+    /// The disk failed under us (KAFKA_STORAGE_ERROR).
+    #[error("I/O error: {0}")]
+    Io(#[from] io::Error),
+}
+
+pub type Result<T, E = StorageError> = std::result::Result<T, E>;

@@ -1,0 +1,397 @@
+//! Sparse, memory-mapped offset and time indexes (`.index`, `.timeindex`).
+//!
+//! Both are Kafka's format: fixed-size big-endian entries relative to the
+//! segment's base offset, appended in increasing order, preallocated to
+//! `log.index.size.max.bytes` while the segment is active and trimmed to their
+//! entries when it rolls, so a trimmed file's length tells its entry count.
+
+use std::fs::{File, OpenOptions};
+use std::path::{Path, PathBuf};
+
+use memmap2::MmapMut;
+
+use crate::error::Result;
+
+/// The mmap'd file under both index kinds.
+#[derive(Debug)]
+struct IndexFile {
+    path: PathBuf,
+    file: File,
+    mmap: Option<MmapMut>,
+    entry_size: usize,
+    entries: usize,
+}
+
+impl IndexFile {
+    /// Opens or creates an index; a new file is preallocated to `max_bytes`.
+    /// An existing file keeps its length, and its entries are the whole
+    /// entries it holds.
+    fn open(path: &Path, entry_size: usize, max_bytes: usize) -> Result<Self> {
+        let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
+        let len = file.metadata()?.len() as usize;
+        let entries = len / entry_size;
+        let mut index = Self { path: path.to_owned(), file, mmap: None, entry_size, entries };
+        if len == 0 {
+            index.resize(max_bytes)?;
+        } else {
+            index.remap(len)?;
+        }
+        Ok(index)
+    }
+
+    fn remap(&mut self, len: usize) -> Result<()> {
+        self.mmap = None;
+        if len > 0 {
+            // SAFETY: the file is ours alone (one index per segment, opened by
+            // one log under its lock), so nothing truncates it while mapped.
+            #[allow(unsafe_code)]
+            let mmap = unsafe { MmapMut::map_mut(&self.file)? };
+            self.mmap = Some(mmap);
+        }
+        Ok(())
+    }
+
+    fn capacity(&self) -> usize {
+        self.mmap.as_ref().map_or(0, |m| m.len() / self.entry_size)
+    }
+
+    fn is_full(&self) -> bool {
+        self.entries >= self.capacity()
+    }
+
+    fn entry(&self, i: usize) -> &[u8] {
+        let at = i * self.entry_size;
+        &self.mmap.as_ref().expect("entry of a non-empty index")[at..at + self.entry_size]
+    }
+
+    fn push(&mut self, entry: &[u8]) {
+        debug_assert!(!self.is_full(), "caller checks is_full");
+        let at = self.entries * self.entry_size;
+        let mmap = self.mmap.as_mut().expect("non-full index is mapped");
+        mmap[at..at + self.entry_size].copy_from_slice(entry);
+        self.entries += 1;
+    }
+
+    /// Largest entry index whose key is `<= target`, by binary search.
+    fn floor(&self, target: i64, key: impl Fn(&[u8]) -> i64) -> Option<usize> {
+        let (mut lo, mut hi) = (0, self.entries);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if key(self.entry(mid)) <= target {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo.checked_sub(1)
+    }
+
+    /// Grows or shrinks the file to hold `max_bytes` (rounded down to whole entries).
+    fn resize(&mut self, max_bytes: usize) -> Result<()> {
+        let len = (max_bytes / self.entry_size).max(self.entries) * self.entry_size;
+        self.mmap = None;
+        self.file.set_len(len as u64)?;
+        self.remap(len)
+    }
+
+    /// Shrinks the file to exactly its entries, as done when a segment rolls.
+    fn trim(&mut self) -> Result<()> {
+        self.flush()?;
+        let len = self.entries * self.entry_size;
+        self.mmap = None;
+        self.file.set_len(len as u64)?;
+        self.file.sync_all()?;
+        self.remap(len)
+    }
+
+    fn flush(&self) -> Result<()> {
+        if let Some(mmap) = &self.mmap {
+            mmap.flush()?;
+        }
+        Ok(())
+    }
+
+    fn truncate_entries(&mut self, entries: usize) {
+        self.entries = self.entries.min(entries);
+        let start = self.entries * self.entry_size;
+        if let Some(mmap) = self.mmap.as_mut() {
+            mmap[start..].fill(0);
+        }
+    }
+}
+
+fn u32_at(buf: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes(buf[at..at + 4].try_into().expect("4 bytes"))
+}
+
+fn i64_at(buf: &[u8], at: usize) -> i64 {
+    i64::from_be_bytes(buf[at..at + 8].try_into().expect("8 bytes"))
+}
+
+/// Maps offsets to file positions: 4-byte relative offset, 4-byte position.
+#[derive(Debug)]
+pub struct OffsetIndex {
+    base_offset: i64,
+    inner: IndexFile,
+}
+
+/// One offset index entry, in absolute terms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OffsetPosition {
+    pub offset: i64,
+    pub position: u32,
+}
+
+impl OffsetIndex {
+    const ENTRY: usize = 8;
+
+    pub fn open(path: &Path, base_offset: i64, max_bytes: usize) -> Result<Self> {
+        Ok(Self { base_offset, inner: IndexFile::open(path, Self::ENTRY, max_bytes)? })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    pub fn entries(&self) -> usize {
+        self.inner.entries
+    }
+
+    pub fn is_full(&self) -> bool {
+        self.inner.is_full()
+    }
+
+    pub fn entry(&self, i: usize) -> OffsetPosition {
+        let raw = self.inner.entry(i);
+        OffsetPosition {
+            offset: self.base_offset + i64::from(u32_at(raw, 0)),
+            position: u32_at(raw, 4),
+        }
+    }
+
+    pub fn last(&self) -> Option<OffsetPosition> {
+        self.inner.entries.checked_sub(1).map(|i| self.entry(i))
+    }
+
+    /// Adds an entry; offsets must increase. Returns false when full.
+    pub fn append(&mut self, offset: i64, position: u32) -> bool {
+        if self.inner.is_full() {
+            return false;
+        }
+        debug_assert!(self.last().is_none_or(|last| last.offset < offset));
+        let mut entry = [0u8; Self::ENTRY];
+        entry[..4].copy_from_slice(&((offset - self.base_offset) as u32).to_be_bytes());
+        entry[4..].copy_from_slice(&position.to_be_bytes());
+        self.inner.push(&entry);
+        true
+    }
+
+    /// The entry with the largest offset `<= offset`, or the segment start.
+    pub fn lookup(&self, offset: i64) -> OffsetPosition {
+        let relative = offset - self.base_offset;
+        self.inner
+            .floor(relative, |e| i64::from(u32_at(e, 0)))
+            .map(|i| self.entry(i))
+            .unwrap_or(OffsetPosition { offset: self.base_offset, position: 0 })
+    }
+
+    /// Drops entries at or beyond `offset`.
+    pub fn truncate_to(&mut self, offset: i64) {
+        let keep = self.inner.floor(offset - self.base_offset - 1, |e| i64::from(u32_at(e, 0)));
+        self.inner.truncate_entries(keep.map_or(0, |i| i + 1));
+    }
+
+    pub fn reset(&mut self) {
+        self.inner.truncate_entries(0);
+    }
+
+    pub fn trim(&mut self) -> Result<()> {
+        self.inner.trim()
+    }
+
+    pub fn resize(&mut self, max_bytes: usize) -> Result<()> {
+        self.inner.resize(max_bytes)
+    }
+
+    pub fn flush(&self) -> Result<()> {
+        self.inner.flush()
+    }
+
+    /// Kafka's sanity check: whole entries, increasing, within the segment.
+    pub fn sanity_check(&self, file_len: u64) -> std::result::Result<(), String> {
+        let mut previous: Option<OffsetPosition> = None;
+        for i in 0..self.entries() {
+            let entry = self.entry(i);
+            if u64::from(entry.position) > file_len {
+                return Err(format!("entry {i} points past the end of the log"));
+            }
+            if previous.is_some_and(|p| p.offset >= entry.offset || p.position > entry.position) {
+                return Err(format!("entry {i} is out of order"));
+            }
+            previous = Some(entry);
+        }
+        Ok(())
+    }
+}
+
+/// Maps timestamps to offsets: 8-byte timestamp, 4-byte relative offset.
+#[derive(Debug)]
+pub struct TimeIndex {
+    base_offset: i64,
+    inner: IndexFile,
+}
+
+/// One time index entry, in absolute terms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimestampOffset {
+    pub timestamp: i64,
+    pub offset: i64,
+}
+
+impl TimeIndex {
+    const ENTRY: usize = 12;
+
+    pub fn open(path: &Path, base_offset: i64, max_bytes: usize) -> Result<Self> {
+        Ok(Self { base_offset, inner: IndexFile::open(path, Self::ENTRY, max_bytes)? })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    pub fn entries(&self) -> usize {
+        self.inner.entries
+    }
+
+    pub fn is_full(&self) -> bool {
+        self.inner.is_full()
+    }
+
+    pub fn entry(&self, i: usize) -> TimestampOffset {
+        let raw = self.inner.entry(i);
+        TimestampOffset {
+            timestamp: i64_at(raw, 0),
+            offset: self.base_offset + i64::from(u32_at(raw, 8)),
+        }
+    }
+
+    pub fn last(&self) -> Option<TimestampOffset> {
+        self.inner.entries.checked_sub(1).map(|i| self.entry(i))
+    }
+
+    /// Adds an entry when its timestamp is larger than the last one's, as
+    /// Kafka does; a full index drops the entry.
+    pub fn maybe_append(&mut self, timestamp: i64, offset: i64) {
+        if self.inner.is_full() || self.last().is_some_and(|last| last.timestamp >= timestamp) {
+            return;
+        }
+        let mut entry = [0u8; Self::ENTRY];
+        entry[..8].copy_from_slice(&timestamp.to_be_bytes());
+        entry[8..].copy_from_slice(&((offset - self.base_offset) as u32).to_be_bytes());
+        self.inner.push(&entry);
+    }
+
+    /// The entry with the largest timestamp `<= timestamp`, or the segment start.
+    pub fn lookup(&self, timestamp: i64) -> TimestampOffset {
+        self.inner
+            .floor(timestamp, |e| i64_at(e, 0))
+            .map(|i| self.entry(i))
+            .unwrap_or(TimestampOffset { timestamp: -1, offset: self.base_offset })
+    }
+
+    /// Drops entries pointing at or beyond `offset`.
+    pub fn truncate_to(&mut self, offset: i64) {
+        let keep = (0..self.entries()).take_while(|&i| self.entry(i).offset < offset).count();
+        self.inner.truncate_entries(keep);
+    }
+
+    pub fn reset(&mut self) {
+        self.inner.truncate_entries(0);
+    }
+
+    pub fn trim(&mut self) -> Result<()> {
+        self.inner.trim()
+    }
+
+    pub fn resize(&mut self, max_bytes: usize) -> Result<()> {
+        self.inner.resize(max_bytes)
+    }
+
+    pub fn flush(&self) -> Result<()> {
+        self.inner.flush()
+    }
+
+    /// Timestamps and offsets must both increase.
+    pub fn sanity_check(&self) -> std::result::Result<(), String> {
+        let mut previous: Option<TimestampOffset> = None;
+        for i in 0..self.entries() {
+            let entry = self.entry(i);
+            if entry.offset < self.base_offset {
+                return Err(format!("entry {i} is before the segment"));
+            }
+            if previous.is_some_and(|p| p.timestamp >= entry.timestamp || p.offset > entry.offset) {
+                return Err(format!("entry {i} is out of order"));
+            }
+            previous = Some(entry);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn given_entries_when_lookup_should_return_floor() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut index = OffsetIndex::open(&dir.path().join("0.index"), 100, 80).unwrap();
+        for (offset, position) in [(105, 10), (110, 20), (120, 40)] {
+            assert!(index.append(offset, position));
+        }
+        assert_eq!(index.lookup(99).position, 0);
+        assert_eq!(index.lookup(104).position, 0);
+        assert_eq!(index.lookup(105).position, 10);
+        assert_eq!(index.lookup(119).position, 20);
+        assert_eq!(index.lookup(500).position, 40);
+    }
+
+    #[test]
+    fn given_full_index_when_append_should_refuse() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut index = OffsetIndex::open(&dir.path().join("0.index"), 0, 16).unwrap();
+        assert!(index.append(1, 1));
+        assert!(index.append(2, 2));
+        assert!(index.is_full());
+        assert!(!index.append(3, 3));
+    }
+
+    #[test]
+    fn trimmed_index_reopens_with_its_entries() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("0.timeindex");
+        let mut index = TimeIndex::open(&path, 0, 1200).unwrap();
+        index.maybe_append(10, 1);
+        index.maybe_append(5, 2); // not larger: skipped
+        index.maybe_append(20, 3);
+        index.trim().unwrap();
+        drop(index);
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 24);
+        let index = TimeIndex::open(&path, 0, 1200).unwrap();
+        assert_eq!(index.entries(), 2);
+        assert_eq!(index.lookup(15), TimestampOffset { timestamp: 10, offset: 1 });
+        assert!(index.sanity_check().is_ok());
+    }
+
+    #[test]
+    fn truncate_drops_entries_at_and_after_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut index = OffsetIndex::open(&dir.path().join("0.index"), 0, 80).unwrap();
+        for offset in [5, 10, 15] {
+            index.append(offset, offset as u32 * 10);
+        }
+        index.truncate_to(10);
+        assert_eq!(index.entries(), 1);
+        assert_eq!(index.last().unwrap().offset, 5);
+    }
+}

@@ -1,0 +1,64 @@
+//! Strom's storage engine: the partition log, in Kafka's on-disk format.
+//!
+//! A partition is a directory `<log.dir>/<topic>-<partition>/` of segments,
+//! each named by its 20-digit base offset:
+//!
+//! - [`batch`] reads RecordBatch v2 headers in place and rewrites the few
+//!   fields the broker owns; batches are stored byte for byte otherwise.
+//! - [`index`] holds the sparse, mmap'd `.index` (offset → position) and
+//!   `.timeindex` (timestamp → offset).
+//! - [`segment`] is one `.log` file with its indexes: append, read by offset
+//!   or timestamp, and recovery (verify every batch, truncate a torn tail).
+//! - [`log`] is the ordered run of segments of one partition: validation and
+//!   offset assignment on append, rolling, reads bounded by the high
+//!   watermark, flushing.
+//! - [`checkpoint`] writes Kafka's offset checkpoint files atomically.
+//! - [`manager`] owns every log across `log.dirs`, loads them at start and
+//!   marks a clean shutdown.
+//!
+//! There is no networking here; the broker crate drives all of it.
+
+pub mod batch;
+pub mod checkpoint;
+pub mod error;
+pub mod index;
+pub mod log;
+pub mod manager;
+pub mod segment;
+
+pub use error::{Result, StorageError};
+pub use log::{AppendInfo, Log, LogConfig};
+pub use manager::{LogManager, SharedLog};
+
+use std::fmt;
+
+/// A topic name and partition number.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TopicPartition {
+    pub topic: String,
+    pub partition: i32,
+}
+
+impl TopicPartition {
+    pub fn new(topic: impl Into<String>, partition: i32) -> Self {
+        Self { topic: topic.into(), partition }
+    }
+
+    /// The partition's directory name, `<topic>-<partition>`.
+    pub fn dir_name(&self) -> String {
+        format!("{}-{}", self.topic, self.partition)
+    }
+}
+
+impl fmt::Display for TopicPartition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}-{}", self.topic, self.partition)
+    }
+}
+
+/// Milliseconds since the Unix epoch, the clock Kafka timestamps use.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}

@@ -1,0 +1,237 @@
+//! The log manager: every partition log across `log.dirs`.
+//!
+//! It places new partitions on the dir holding the fewest, loads all logs at
+//! start (recovering them after an unclean shutdown), writes the recovery
+//! point and log start checkpoints, and marks a clean shutdown with
+//! `.kafka_cleanshutdown` so the next start can skip recovery.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+
+use crate::checkpoint::OffsetCheckpoint;
+use crate::error::Result;
+use crate::log::{Log, LogConfig};
+use crate::TopicPartition;
+
+pub const RECOVERY_POINT_CHECKPOINT: &str = "recovery-point-offset-checkpoint";
+pub const LOG_START_CHECKPOINT: &str = "log-start-offset-checkpoint";
+pub const HIGH_WATERMARK_CHECKPOINT: &str = "replication-offset-checkpoint";
+pub const CLEAN_SHUTDOWN_MARKER: &str = ".kafka_cleanshutdown";
+const DELETE_SUFFIX: &str = "-delete";
+
+/// A partition log shared between the request path and background tasks.
+pub type SharedLog = Arc<Mutex<Log>>;
+
+#[derive(Debug)]
+struct Entry {
+    dir: usize,
+    log: SharedLog,
+}
+
+#[derive(Debug)]
+pub struct LogManager {
+    dirs: Vec<PathBuf>,
+    logs: RwLock<HashMap<TopicPartition, Entry>>,
+    /// Whether the previous process shut down cleanly, per dir.
+    clean: Vec<bool>,
+}
+
+/// `<topic>-<partition>` back to its parts; topic names may contain `-`.
+pub fn parse_partition_dir(name: &str) -> Option<TopicPartition> {
+    let (topic, partition) = name.rsplit_once('-')?;
+    if topic.is_empty() || partition.is_empty() || !partition.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some(TopicPartition::new(topic, partition.parse().ok()?))
+}
+
+impl LogManager {
+    /// Prepares the dirs (created when missing) and consumes their clean
+    /// shutdown markers.
+    pub fn new(dirs: Vec<PathBuf>) -> Result<Self> {
+        let mut clean = Vec::with_capacity(dirs.len());
+        for dir in &dirs {
+            std::fs::create_dir_all(dir)?;
+            let marker = dir.join(CLEAN_SHUTDOWN_MARKER);
+            clean.push(marker.exists());
+            if marker.exists() {
+                std::fs::remove_file(&marker)?;
+            }
+            remove_deleted_logs(dir)?;
+        }
+        Ok(Self { dirs, logs: RwLock::new(HashMap::new()), clean })
+    }
+
+    pub fn dirs(&self) -> &[PathBuf] {
+        &self.dirs
+    }
+
+    /// Every partition directory found on disk.
+    pub fn partitions_on_disk(&self) -> Result<Vec<(TopicPartition, usize)>> {
+        let mut found = Vec::new();
+        for (i, dir) in self.dirs.iter().enumerate() {
+            for entry in std::fs::read_dir(dir)? {
+                let entry = entry?;
+                if !entry.file_type()?.is_dir() {
+                    continue;
+                }
+                if let Some(tp) = entry.file_name().to_str().and_then(parse_partition_dir) {
+                    found.push((tp, i));
+                }
+            }
+        }
+        Ok(found)
+    }
+
+    /// Opens a partition's existing log (in dir `dir_index`), recovering it
+    /// if the last shutdown of that dir was unclean.
+    pub fn load(&self, tp: &TopicPartition, dir_index: usize, config: LogConfig, now_ms: i64) -> Result<SharedLog> {
+        let dir = &self.dirs[dir_index];
+        let recovery = OffsetCheckpoint::new(dir.join(RECOVERY_POINT_CHECKPOINT)).read().unwrap_or_default();
+        let starts = OffsetCheckpoint::new(dir.join(LOG_START_CHECKPOINT)).read().unwrap_or_default();
+        let (log, report) = Log::open(
+            &dir.join(tp.dir_name()),
+            config,
+            recovery.get(tp).copied().unwrap_or(0),
+            starts.get(tp).copied().unwrap_or(0),
+            self.clean[dir_index],
+            now_ms,
+        )?;
+        if report.recovered_segments > 0 {
+            tracing::info!(partition = %tp, recovered = report.recovered_segments,
+                truncated_bytes = report.truncated_bytes, "recovered log");
+        }
+        Ok(self.insert(tp, dir_index, log))
+    }
+
+    fn insert(&self, tp: &TopicPartition, dir: usize, log: Log) -> SharedLog {
+        let shared = Arc::new(Mutex::new(log));
+        let entry = Entry { dir, log: shared.clone() };
+        self.logs.write().expect("log map lock").insert(tp.clone(), entry);
+        shared
+    }
+
+    /// The log of `tp`, created on the dir holding the fewest partitions.
+    pub fn get_or_create(&self, tp: &TopicPartition, config: LogConfig, now_ms: i64) -> Result<SharedLog> {
+        if let Some(entry) = self.logs.read().expect("log map lock").get(tp) {
+            return Ok(entry.log.clone());
+        }
+        let dir = self.least_loaded_dir();
+        let (log, _) = Log::open(&self.dirs[dir].join(tp.dir_name()), config, 0, 0, true, now_ms)?;
+        Ok(self.insert(tp, dir, log))
+    }
+
+    pub fn get(&self, tp: &TopicPartition) -> Option<SharedLog> {
+        self.logs.read().expect("log map lock").get(tp).map(|e| e.log.clone())
+    }
+
+    fn least_loaded_dir(&self) -> usize {
+        let mut counts = vec![0usize; self.dirs.len()];
+        for entry in self.logs.read().expect("log map lock").values() {
+            counts[entry.dir] += 1;
+        }
+        (0..counts.len()).min_by_key(|i| counts[*i]).unwrap_or(0)
+    }
+
+    /// Forgets `tp` and removes its files: renamed first, so a crash midway
+    /// leaves a `-delete` dir that the next start removes.
+    pub fn delete(&self, tp: &TopicPartition) -> Result<()> {
+        let Some(entry) = self.logs.write().expect("log map lock").remove(tp) else {
+            return Ok(());
+        };
+        let dir = self.dirs[entry.dir].join(tp.dir_name());
+        let doomed = self.dirs[entry.dir].join(format!("{}.{}{DELETE_SUFFIX}", tp.dir_name(), unique_suffix()));
+        std::fs::rename(&dir, &doomed)?;
+        std::fs::remove_dir_all(&doomed)?;
+        Ok(())
+    }
+
+    /// Removes a partition dir that no topic owns (deleted while we were down).
+    pub fn delete_orphan(&self, tp: &TopicPartition, dir_index: usize) -> Result<()> {
+        std::fs::remove_dir_all(self.dirs[dir_index].join(tp.dir_name()))?;
+        Ok(())
+    }
+
+    fn snapshot(&self) -> Vec<(TopicPartition, usize, SharedLog)> {
+        let logs = self.logs.read().expect("log map lock");
+        logs.iter().map(|(tp, e)| (tp.clone(), e.dir, e.log.clone())).collect()
+    }
+
+    /// Writes the recovery point and log start checkpoints of every dir, and
+    /// the high watermarks given by the replica layer.
+    pub fn checkpoint(&self, high_watermarks: &HashMap<TopicPartition, i64>) -> Result<()> {
+        let mut recovery = vec![BTreeMap::new(); self.dirs.len()];
+        let mut starts = vec![BTreeMap::new(); self.dirs.len()];
+        let mut marks = vec![BTreeMap::new(); self.dirs.len()];
+        for (tp, dir, log) in self.snapshot() {
+            let log = log.lock().expect("log lock");
+            recovery[dir].insert(tp.clone(), log.recovery_point());
+            starts[dir].insert(tp.clone(), log.log_start_offset());
+            if let Some(hw) = high_watermarks.get(&tp) {
+                marks[dir].insert(tp, *hw);
+            }
+        }
+        for (i, dir) in self.dirs.iter().enumerate() {
+            OffsetCheckpoint::new(dir.join(RECOVERY_POINT_CHECKPOINT)).write(&recovery[i])?;
+            OffsetCheckpoint::new(dir.join(LOG_START_CHECKPOINT)).write(&starts[i])?;
+            OffsetCheckpoint::new(dir.join(HIGH_WATERMARK_CHECKPOINT)).write(&marks[i])?;
+        }
+        Ok(())
+    }
+
+    /// Flushes logs whose `flush.ms` has passed.
+    pub fn flush_due(&self, now_ms: i64) -> Result<()> {
+        for (_, _, log) in self.snapshot() {
+            let mut log = log.lock().expect("log lock");
+            if log.flush_due(now_ms) {
+                log.flush(now_ms)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Closes every log, writes final checkpoints and the clean shutdown marker.
+    pub fn shutdown(&self, high_watermarks: &HashMap<TopicPartition, i64>, now_ms: i64) -> Result<()> {
+        for (_, _, log) in self.snapshot() {
+            log.lock().expect("log lock").close(now_ms)?;
+        }
+        self.checkpoint(high_watermarks)?;
+        for dir in &self.dirs {
+            crate::checkpoint::write_atomically(&dir.join(CLEAN_SHUTDOWN_MARKER), b"")?;
+        }
+        Ok(())
+    }
+}
+
+fn unique_suffix() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("{nanos:x}")
+}
+
+fn remove_deleted_logs(dir: &Path) -> Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.to_str().is_some_and(|p| p.ends_with(DELETE_SUFFIX)) {
+            std::fs::remove_dir_all(&path)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partition_dir_names_parse_back() {
+        assert_eq!(parse_partition_dir("orders-3"), Some(TopicPartition::new("orders", 3)));
+        assert_eq!(parse_partition_dir("my-topic-12"), Some(TopicPartition::new("my-topic", 12)));
+        assert_eq!(parse_partition_dir("orders"), None);
+        assert_eq!(parse_partition_dir("orders-+1"), None);
+        assert_eq!(parse_partition_dir("orders-x"), None);
+        assert_eq!(parse_partition_dir("-1"), None);
+    }
+}

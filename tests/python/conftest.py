@@ -1,0 +1,53 @@
+"""Fixtures that start the real `strom` binary for each test.
+
+`broker` is a broker with the default configuration; `broker_factory(**overrides)`
+starts one with extra config (keyword names use `_` for `.`, or pass a dict
+of Kafka keys). Every broker started by a test is shut down at teardown, and a
+broker that died on its own or failed a clean shutdown fails the test. When a
+test fails, the tail of each broker's log is attached to the report.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from harness import Broker, config_value, dotted
+
+
+@pytest.fixture
+def broker_factory(request, tmp_path):
+    brokers: list[Broker] = []
+    request.node.strom_brokers = brokers
+
+    def start_broker(overrides: dict[str, object] | None = None, /, **keyword_overrides: object) -> Broker:
+        config = {key: config_value(value) for key, value in (overrides or {}).items()}
+        config.update(dotted(keyword_overrides))
+        broker = Broker(tmp_path / f"broker{len(brokers)}", config)
+        brokers.append(broker)
+        broker.start()
+        return broker
+
+    yield start_broker
+
+    failures = []
+    for broker in brokers:
+        try:
+            broker.close()
+        except AssertionError as exc:
+            failures.append(exc)
+    if failures:
+        raise failures[0]
+
+
+@pytest.fixture
+def broker(broker_factory) -> Broker:
+    return broker_factory()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if report.failed:
+        for broker in getattr(item, "strom_brokers", ()):
+            report.sections.append((f"strom log {broker.log_path}", broker.log_tail()))
+    return report
