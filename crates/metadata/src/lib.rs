@@ -1,1 +1,23 @@
-//! placeholder
+//! Cluster metadata for Strom.
+//!
+//! Topics, partitions, topic ids and configs are records in an append-only
+//! metadata log, replayed into an in-memory image at start:
+//!
+//! - [`records`] defines the metadata records and their encoding;
+//! - [`image`] is the state they build (topics by name and id, partitions,
+//!   config overrides), shared with readers as an `Arc` snapshot;
+//! - [`controller`] validates changes (Kafka's topic name rules, partition
+//!   and replication checks, topic configs), writes them to the log and
+//!   publishes the next image;
+//! - [`topic_config`] lists the topic-level configs and their validation.
+//!
+//! On one node the log has a single voter; a cluster will replicate the same
+//! records through a Raft quorum.
+
+pub mod controller;
+pub mod image;
+pub mod records;
+pub mod topic_config;
+
+pub use controller::{Controller, MetadataError, NewTopic};
+pub use image::{MetadataImage, PartitionImage, TopicImage};

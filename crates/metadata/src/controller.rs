@@ -1,0 +1,322 @@
+//! The controller: the only writer of the metadata log.
+//!
+//! Every change is validated against the current image, written to the
+//! metadata log (`<dir>/__cluster_metadata-0`, RecordBatch v2, fsync'd before
+//! the change is visible) and then applied to a new image. On a single node
+//! the log has one voter; a Raft quorum will replicate the same records.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex, RwLock};
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+use strom_storage::{Log, LogConfig};
+use uuid::Uuid;
+
+use crate::image::{MetadataImage, TopicImage};
+use crate::records::MetadataRecord;
+use crate::topic_config::validate_topic_config;
+
+/// The metadata log's partition directory, as Kafka names it.
+pub const METADATA_LOG_DIR: &str = "__cluster_metadata-0";
+const MAX_TOPIC_NAME_LEN: usize = 249;
+
+/// Why a metadata change was refused; each maps to one Kafka error code.
+#[derive(Debug, thiserror::Error)]
+pub enum MetadataError {
+    #[error("topic '{0}' already exists")]
+    TopicAlreadyExists(String),
+    #[error("unknown topic or partition")]
+    UnknownTopic,
+    #[error("{0}")]
+    InvalidTopic(String),
+    #[error("{0}")]
+    InvalidPartitions(String),
+    #[error("{0}")]
+    InvalidReplicationFactor(String),
+    #[error("{0}")]
+    InvalidConfig(String),
+    #[error("metadata log: {0}")]
+    Storage(#[from] strom_storage::StorageError),
+}
+
+/// A topic to create, as asked by CreateTopics or auto-creation.
+#[derive(Debug, Clone)]
+pub struct NewTopic {
+    pub name: String,
+    pub partitions: i32,
+    pub replication_factor: i16,
+    pub configs: BTreeMap<String, String>,
+}
+
+pub struct Controller {
+    node_id: i32,
+    log: Mutex<Log>,
+    image: RwLock<Arc<MetadataImage>>,
+}
+
+/// Kafka's topic name rules.
+pub fn validate_topic_name(name: &str) -> Result<(), MetadataError> {
+    let invalid = |why: String| Err(MetadataError::InvalidTopic(why));
+    if name.is_empty() {
+        return invalid("topic name is empty".into());
+    }
+    if name == "." || name == ".." {
+        return invalid(format!("topic name cannot be '{name}'"));
+    }
+    if name.len() > MAX_TOPIC_NAME_LEN {
+        return invalid(format!("topic name is longer than {MAX_TOPIC_NAME_LEN} characters"));
+    }
+    if let Some(c) = name.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))) {
+        return invalid(format!(
+            "topic name '{name}' contains '{c}'; legal characters are ASCII alphanumerics, '.', '_' and '-'"
+        ));
+    }
+    Ok(())
+}
+
+/// `.` and `_` collide in metric names, so Kafka refuses topics that differ only there.
+fn collision_key(name: &str) -> String {
+    name.replace('.', "_")
+}
+
+impl Controller {
+    /// Opens (or creates) the metadata log in `dir` and replays it.
+    pub fn open(dir: &Path, node_id: i32) -> Result<Self, MetadataError> {
+        let now = strom_storage::now_ms();
+        let (log, _) = Log::open(&dir.join(METADATA_LOG_DIR), LogConfig::default(), 0, 0, false, now)?;
+        let mut image = MetadataImage::default();
+        replay(&log, &mut image)?;
+        let controller = Self { node_id, log: Mutex::new(log), image: RwLock::new(Arc::new(image)) };
+        if controller.image().cluster_id.is_empty() {
+            let cluster_id = new_cluster_id();
+            controller.commit(vec![MetadataRecord::Cluster { cluster_id }])?;
+        }
+        Ok(controller)
+    }
+
+    /// The current image; cheap to take and consistent for as long as it is held.
+    pub fn image(&self) -> Arc<MetadataImage> {
+        self.image.read().expect("image lock").clone()
+    }
+
+    /// Creates a topic on this node, or only checks that it could be created.
+    pub fn create_topic(&self, topic: NewTopic, validate_only: bool) -> Result<TopicImage, MetadataError> {
+        let mut writer = self.log.lock().expect("metadata log lock");
+        let image = self.image();
+        validate_topic_name(&topic.name)?;
+        if image.topic(&topic.name).is_some() {
+            return Err(MetadataError::TopicAlreadyExists(topic.name));
+        }
+        let key = collision_key(&topic.name);
+        if let Some(other) = image.topics().find(|t| collision_key(&t.name) == key) {
+            return Err(MetadataError::InvalidTopic(format!(
+                "topic '{}' collides with existing topic '{}'",
+                topic.name, other.name
+            )));
+        }
+        if topic.partitions < 1 {
+            return Err(MetadataError::InvalidPartitions("number of partitions must be larger than 0".into()));
+        }
+        if topic.replication_factor < 1 {
+            return Err(MetadataError::InvalidReplicationFactor(
+                "replication factor must be larger than 0".into(),
+            ));
+        }
+        if topic.replication_factor > 1 {
+            return Err(MetadataError::InvalidReplicationFactor(format!(
+                "replication factor {} is larger than the 1 available broker",
+                topic.replication_factor
+            )));
+        }
+        for (name, value) in &topic.configs {
+            validate_topic_config(name, value).map_err(MetadataError::InvalidConfig)?;
+        }
+        let topic_id = new_topic_id();
+        let mut records = vec![MetadataRecord::Topic { name: topic.name.clone(), topic_id }];
+        records.extend(topic.configs.iter().map(|(name, value)| MetadataRecord::TopicConfig {
+            topic_id,
+            name: name.clone(),
+            value: Some(value.clone()),
+        }));
+        records.extend((0..topic.partitions).map(|partition| MetadataRecord::Partition {
+            topic_id,
+            partition,
+            replicas: vec![self.node_id],
+            leader: self.node_id,
+            leader_epoch: 0,
+        }));
+        if validate_only {
+            let mut preview = (*image).clone();
+            records.into_iter().for_each(|r| preview.apply(r));
+            return Ok(preview.topic(&topic.name).cloned().expect("just applied"));
+        }
+        let image = self.append_and_apply(&mut writer, records)?;
+        Ok(image.topic(&topic.name).cloned().expect("just created"))
+    }
+
+    /// Deletes a topic by id, returning its name.
+    pub fn delete_topic(&self, topic_id: Uuid) -> Result<String, MetadataError> {
+        let mut writer = self.log.lock().expect("metadata log lock");
+        let name = self.image().topic_by_id(&topic_id).map(|t| t.name.clone()).ok_or(MetadataError::UnknownTopic)?;
+        self.append_and_apply(&mut writer, vec![MetadataRecord::RemoveTopic { topic_id }])?;
+        Ok(name)
+    }
+
+    fn commit(&self, records: Vec<MetadataRecord>) -> Result<Arc<MetadataImage>, MetadataError> {
+        let mut writer = self.log.lock().expect("metadata log lock");
+        self.append_and_apply(&mut writer, records)
+    }
+
+    /// Writes `records` as one batch, fsyncs, then publishes the new image.
+    /// The caller holds the log lock for the whole validate-write-apply step.
+    fn append_and_apply(&self, log: &mut Log, records: Vec<MetadataRecord>) -> Result<Arc<MetadataImage>, MetadataError> {
+        let batch = encode_batch(&records);
+        let now = strom_storage::now_ms();
+        let info = log.append(&batch, 0, now)?;
+        log.flush(now)?;
+        let mut next = (*self.image()).clone();
+        records.into_iter().for_each(|r| next.apply(r));
+        next.last_offset = info.last_offset;
+        let next = Arc::new(next);
+        *self.image.write().expect("image lock") = next.clone();
+        Ok(next)
+    }
+}
+
+fn encode_batch(records: &[MetadataRecord]) -> Bytes {
+    let now = strom_storage::now_ms();
+    let records: Vec<Record> = records
+        .iter()
+        .enumerate()
+        .map(|(i, record)| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: 0,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            sequence: i as i32 - 1,
+            timestamp: now,
+            key: None,
+            value: Some(record.encode()),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    let options = RecordEncodeOptions { version: 2, compression: Compression::None };
+    RecordBatchEncoder::encode(&mut buf, &records, &options).expect("encoding into memory cannot fail");
+    buf.freeze()
+}
+
+fn replay(log: &Log, image: &mut MetadataImage) -> Result<(), MetadataError> {
+    let mut offset = log.log_start_offset();
+    let end = log.log_end_offset();
+    while offset < end {
+        let Some(slice) = log.read(offset, 1 << 20, end, true)? else { break };
+        let mut bytes = slice.read()?;
+        while !bytes.is_empty() {
+            let set = RecordBatchDecoder::decode(&mut bytes)
+                .map_err(|e| MetadataError::InvalidConfig(format!("undecodable metadata batch: {e}")))?;
+            for record in set.records {
+                offset = record.offset + 1;
+                let value = record.value.unwrap_or_default();
+                match MetadataRecord::decode(&value) {
+                    Ok(decoded) => image.apply(decoded),
+                    Err(e) => tracing::error!(offset = record.offset, "skipping metadata record: {e}"),
+                }
+                image.last_offset = record.offset;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn new_topic_id() -> Uuid {
+    loop {
+        let id = Uuid::new_v4();
+        // Kafka reserves the zero id and avoids ids whose base64 form starts with '-'.
+        if !id.is_nil() && id.as_bytes()[0] & 0xfc != 0xf8 {
+            return id;
+        }
+    }
+}
+
+/// A cluster id in Kafka's style: 16 random bytes, URL-safe base64, unpadded.
+fn new_cluster_id() -> String {
+    base64_url(new_topic_id().as_bytes())
+}
+
+fn base64_url(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = chunk.iter().enumerate().fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+        for i in 0..=chunk.len() {
+            out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn new_topic(name: &str, partitions: i32) -> NewTopic {
+        NewTopic { name: name.into(), partitions, replication_factor: 1, configs: BTreeMap::new() }
+    }
+
+    #[test]
+    fn topics_survive_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let controller = Controller::open(dir.path(), 1).unwrap();
+        let mut topic = new_topic("orders", 3);
+        topic.configs.insert("retention.ms".into(), "1000".into());
+        let created = controller.create_topic(topic, false).unwrap();
+        controller.create_topic(new_topic("doomed", 1), false).unwrap();
+        let doomed = controller.image().topic("doomed").unwrap().id;
+        controller.delete_topic(doomed).unwrap();
+        let cluster_id = controller.image().cluster_id.clone();
+        drop(controller);
+
+        let controller = Controller::open(dir.path(), 1).unwrap();
+        let image = controller.image();
+        assert_eq!(image.cluster_id, cluster_id);
+        assert_eq!(image.topic("orders"), Some(&created));
+        assert_eq!(image.topic("orders").unwrap().configs["retention.ms"], "1000");
+        assert!(image.topic("doomed").is_none());
+    }
+
+    #[test]
+    fn refuses_bad_topics() {
+        let dir = tempfile::tempdir().unwrap();
+        let controller = Controller::open(dir.path(), 1).unwrap();
+        for name in ["", ".", "..", "a/b", &"x".repeat(250)] {
+            assert!(matches!(controller.create_topic(new_topic(name, 1), false), Err(MetadataError::InvalidTopic(_))));
+        }
+        assert!(controller.create_topic(new_topic(&"x".repeat(249), 1), false).is_ok());
+        controller.create_topic(new_topic("a.b", 1), false).unwrap();
+        assert!(matches!(controller.create_topic(new_topic("a_b", 1), false), Err(MetadataError::InvalidTopic(_))));
+        assert!(matches!(
+            controller.create_topic(new_topic("a.b", 1), false),
+            Err(MetadataError::TopicAlreadyExists(_))
+        ));
+        assert!(matches!(controller.create_topic(new_topic("p", 0), false), Err(MetadataError::InvalidPartitions(_))));
+        let validate_only = controller.create_topic(new_topic("v", 2), true).unwrap();
+        assert_eq!(validate_only.partitions.len(), 2);
+        assert!(controller.image().topic("v").is_none());
+    }
+
+    #[test]
+    fn cluster_ids_look_like_kafkas() {
+        let id = new_cluster_id();
+        assert_eq!(id.len(), 22);
+        assert!(!id.starts_with('-'));
+    }
+}

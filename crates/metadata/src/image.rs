@@ -1,0 +1,98 @@
+//! The metadata image: the state the metadata log replays to.
+//!
+//! Readers take an `Arc` snapshot and never block writers; the controller
+//! builds the next image by applying records to a copy.
+
+use std::collections::{BTreeMap, HashMap};
+
+use uuid::Uuid;
+
+use crate::records::MetadataRecord;
+
+/// One partition's assignment and leadership.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionImage {
+    pub replicas: Vec<i32>,
+    pub isr: Vec<i32>,
+    pub leader: i32,
+    pub leader_epoch: i32,
+}
+
+/// A topic, its partitions and its config overrides.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicImage {
+    pub name: String,
+    pub id: Uuid,
+    pub partitions: BTreeMap<i32, PartitionImage>,
+    pub configs: BTreeMap<String, String>,
+}
+
+impl TopicImage {
+    /// Kafka marks its own bookkeeping topics internal.
+    pub fn is_internal(&self) -> bool {
+        matches!(self.name.as_str(), "__consumer_offsets" | "__transaction_state")
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct MetadataImage {
+    pub cluster_id: String,
+    topics: BTreeMap<String, TopicImage>,
+    names_by_id: HashMap<Uuid, String>,
+    /// Offset of the last record applied.
+    pub last_offset: i64,
+}
+
+impl MetadataImage {
+    pub fn topics(&self) -> impl Iterator<Item = &TopicImage> {
+        self.topics.values()
+    }
+
+    pub fn topic(&self, name: &str) -> Option<&TopicImage> {
+        self.topics.get(name)
+    }
+
+    pub fn topic_by_id(&self, id: &Uuid) -> Option<&TopicImage> {
+        self.names_by_id.get(id).and_then(|name| self.topics.get(name))
+    }
+
+    /// Applies one record. Records that refer to unknown topics are ignored
+    /// with a warning: they can only follow a removal in the same log.
+    pub fn apply(&mut self, record: MetadataRecord) {
+        match record {
+            MetadataRecord::Cluster { cluster_id } => self.cluster_id = cluster_id,
+            MetadataRecord::Topic { name, topic_id } => {
+                self.names_by_id.insert(topic_id, name.clone());
+                let topic = TopicImage { name: name.clone(), id: topic_id, partitions: BTreeMap::new(), configs: BTreeMap::new() };
+                self.topics.insert(name, topic);
+            }
+            MetadataRecord::Partition { topic_id, partition, replicas, leader, leader_epoch } => {
+                if let Some(topic) = self.topic_mut(&topic_id) {
+                    let isr = replicas.clone();
+                    topic.partitions.insert(partition, PartitionImage { replicas, isr, leader, leader_epoch });
+                }
+            }
+            MetadataRecord::TopicConfig { topic_id, name, value } => {
+                if let Some(topic) = self.topic_mut(&topic_id) {
+                    match value {
+                        Some(value) => topic.configs.insert(name, value),
+                        None => topic.configs.remove(&name),
+                    };
+                }
+            }
+            MetadataRecord::RemoveTopic { topic_id } => {
+                if let Some(name) = self.names_by_id.remove(&topic_id) {
+                    self.topics.remove(&name);
+                }
+            }
+        }
+    }
+
+    fn topic_mut(&mut self, id: &Uuid) -> Option<&mut TopicImage> {
+        let name = self.names_by_id.get(id);
+        if name.is_none() {
+            tracing::warn!(topic_id = %id, "metadata record for an unknown topic ignored");
+        }
+        self.topics.get_mut(name?)
+    }
+}

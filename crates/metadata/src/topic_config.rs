@@ -1,0 +1,118 @@
+//! Topic-level configs: Kafka's names, types and the broker configs that
+//! supply their defaults.
+
+/// The type and bounds of a config value.
+#[derive(Debug, Clone, Copy)]
+pub enum Kind {
+    Long { min: i64 },
+    Int { min: i32 },
+    Double { min: f64, max: f64 },
+    Bool,
+    /// One of the listed values.
+    Choice(&'static [&'static str]),
+    /// A comma-separated list drawn from the listed values.
+    List(&'static [&'static str]),
+}
+
+/// One topic config.
+#[derive(Debug, Clone, Copy)]
+pub struct TopicConfigDef {
+    pub name: &'static str,
+    pub kind: Kind,
+    /// The broker config whose value is the default.
+    pub broker_synonym: &'static str,
+}
+
+const fn def(name: &'static str, kind: Kind, broker_synonym: &'static str) -> TopicConfigDef {
+    TopicConfigDef { name, kind, broker_synonym }
+}
+
+const CODECS: &[&str] = &["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"];
+
+/// Every topic config Strom accepts.
+pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
+    def("cleanup.policy", Kind::List(&["delete", "compact"]), "log.cleanup.policy"),
+    def("compression.type", Kind::Choice(CODECS), "compression.type"),
+    def("delete.retention.ms", Kind::Long { min: 0 }, "log.cleaner.delete.retention.ms"),
+    def("file.delete.delay.ms", Kind::Long { min: 0 }, "log.segment.delete.delay.ms"),
+    def("flush.messages", Kind::Long { min: 1 }, "log.flush.interval.messages"),
+    def("flush.ms", Kind::Long { min: 0 }, "log.flush.interval.ms"),
+    def("index.interval.bytes", Kind::Int { min: 0 }, "log.index.interval.bytes"),
+    def("max.compaction.lag.ms", Kind::Long { min: 1 }, "log.cleaner.max.compaction.lag.ms"),
+    def("max.message.bytes", Kind::Int { min: 0 }, "message.max.bytes"),
+    def("message.timestamp.type", Kind::Choice(&["CreateTime", "LogAppendTime"]), "log.message.timestamp.type"),
+    def("message.timestamp.before.max.ms", Kind::Long { min: 0 }, "log.message.timestamp.before.max.ms"),
+    def("message.timestamp.after.max.ms", Kind::Long { min: 0 }, "log.message.timestamp.after.max.ms"),
+    def("min.cleanable.dirty.ratio", Kind::Double { min: 0.0, max: 1.0 }, "log.cleaner.min.cleanable.ratio"),
+    def("min.compaction.lag.ms", Kind::Long { min: 0 }, "log.cleaner.min.compaction.lag.ms"),
+    def("min.insync.replicas", Kind::Int { min: 1 }, "min.insync.replicas"),
+    def("preallocate", Kind::Bool, "log.preallocate"),
+    def("retention.bytes", Kind::Long { min: i64::MIN }, "log.retention.bytes"),
+    def("retention.ms", Kind::Long { min: -1 }, "log.retention.ms"),
+    def("segment.bytes", Kind::Int { min: 14 }, "log.segment.bytes"),
+    def("segment.index.bytes", Kind::Int { min: 4 }, "log.index.size.max.bytes"),
+    def("segment.jitter.ms", Kind::Long { min: 0 }, "log.roll.jitter.ms"),
+    def("segment.ms", Kind::Long { min: 1 }, "log.roll.ms"),
+    def("unclean.leader.election.enable", Kind::Bool, "unclean.leader.election.enable"),
+];
+
+pub fn topic_config_def(name: &str) -> Option<&'static TopicConfigDef> {
+    TOPIC_CONFIGS.iter().find(|d| d.name == name)
+}
+
+/// Checks a value against its kind; the error says what was expected.
+pub fn check_value(kind: Kind, value: &str) -> Result<(), String> {
+    let value = value.trim();
+    match kind {
+        Kind::Long { min } => match value.parse::<i64>() {
+            Ok(v) if v >= min => Ok(()),
+            Ok(_) => Err(format!("value must be at least {min}")),
+            Err(_) => Err("expected a 64-bit integer".into()),
+        },
+        Kind::Int { min } => match value.parse::<i32>() {
+            Ok(v) if v >= min => Ok(()),
+            Ok(_) => Err(format!("value must be at least {min}")),
+            Err(_) => Err("expected a 32-bit integer".into()),
+        },
+        Kind::Double { min, max } => match value.parse::<f64>() {
+            Ok(v) if (min..=max).contains(&v) => Ok(()),
+            _ => Err(format!("expected a number between {min} and {max}")),
+        },
+        Kind::Bool => match value.to_ascii_lowercase().as_str() {
+            "true" | "false" => Ok(()),
+            _ => Err("expected true or false".into()),
+        },
+        Kind::Choice(choices) if choices.contains(&value) => Ok(()),
+        Kind::Choice(choices) => Err(format!("expected one of {}", choices.join(", "))),
+        Kind::List(choices) => {
+            let items: Vec<&str> = value.split(',').map(str::trim).collect();
+            if items.iter().all(|item| choices.contains(item)) {
+                Ok(())
+            } else {
+                Err(format!("expected a list of {}", choices.join(", ")))
+            }
+        }
+    }
+}
+
+/// Validates a topic config override.
+pub fn validate_topic_config(name: &str, value: &str) -> Result<(), String> {
+    let def = topic_config_def(name).ok_or_else(|| format!("unknown topic config {name:?}"))?;
+    check_value(def.kind, value).map_err(|e| format!("invalid value {value:?} for {name}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validates_names_and_values() {
+        assert!(validate_topic_config("retention.ms", "-1").is_ok());
+        assert!(validate_topic_config("retention.ms", "-2").is_err());
+        assert!(validate_topic_config("cleanup.policy", "compact,delete").is_ok());
+        assert!(validate_topic_config("cleanup.policy", "shred").is_err());
+        assert!(validate_topic_config("message.timestamp.type", "LogAppendTime").is_ok());
+        assert!(validate_topic_config("segment.bytes", "lots").is_err());
+        assert!(validate_topic_config("no.such.config", "1").is_err());
+    }
+}
