@@ -1,1 +1,33 @@
-//! placeholder
+//! The Strom broker: Kafka's wire protocol over Strom's storage.
+//!
+//! A request travels through these modules, in order:
+//!
+//! - [`server`] binds the listeners, accepts connections and owns start-up,
+//!   background duties (flushes, checkpoints) and clean shutdown;
+//! - [`network`] reads size-prefixed frames (bounded by
+//!   `socket.request.max.bytes`) and writes responses in request order;
+//! - [`dispatch`] checks the API key and version against the ApiVersions
+//!   table, decodes the header and body, routes to a handler and encodes the
+//!   response at the request's version;
+//! - [`handlers`] holds one module per API family (produce, fetch, metadata,
+//!   topics, list_offsets, cluster, api_versions);
+//! - [`replica`] is the partition state the handlers act on: log, high
+//!   watermark and the waiters of delayed fetches;
+//! - [`fetch_session`] keeps incremental fetch sessions (KIP-227).
+//!
+//! [`config`] parses `server.properties` with Kafka's key names, [`error`]
+//! maps internal errors to Kafka error codes and [`alloc`] keeps absurd
+//! wire-declared capacities from aborting the process.
+
+pub mod alloc;
+pub mod config;
+pub mod dispatch;
+pub mod error;
+pub mod fetch_session;
+pub mod handlers;
+pub mod network;
+pub mod replica;
+pub mod server;
+
+pub use config::BrokerConfig;
+pub use server::{BoundBroker, Broker};

@@ -64,6 +64,9 @@ pub fn validate_topic_name(name: &str) -> Result<(), MetadataError> {
     if name.is_empty() {
         return invalid("topic name is empty".into());
     }
+    if name == "__cluster_metadata" {
+        return invalid("'__cluster_metadata' is reserved for the metadata log".into());
+    }
     if name == "." || name == ".." {
         return invalid(format!("topic name cannot be '{name}'"));
     }

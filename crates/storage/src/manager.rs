@@ -18,6 +18,7 @@ pub const RECOVERY_POINT_CHECKPOINT: &str = "recovery-point-offset-checkpoint";
 pub const LOG_START_CHECKPOINT: &str = "log-start-offset-checkpoint";
 pub const HIGH_WATERMARK_CHECKPOINT: &str = "replication-offset-checkpoint";
 pub const CLEAN_SHUTDOWN_MARKER: &str = ".kafka_cleanshutdown";
+const LOCK_FILE: &str = ".lock";
 const DELETE_SUFFIX: &str = "-delete";
 
 /// A partition log shared between the request path and background tasks.
@@ -32,6 +33,8 @@ struct Entry {
 #[derive(Debug)]
 pub struct LogManager {
     dirs: Vec<PathBuf>,
+    /// `.lock` in each dir, held (flock) for the life of the process.
+    _locks: Vec<std::fs::File>,
     logs: RwLock<HashMap<TopicPartition, Entry>>,
     /// Whether the previous process shut down cleanly, per dir.
     clean: Vec<bool>,
@@ -51,8 +54,10 @@ impl LogManager {
     /// shutdown markers.
     pub fn new(dirs: Vec<PathBuf>) -> Result<Self> {
         let mut clean = Vec::with_capacity(dirs.len());
+        let mut locks = Vec::with_capacity(dirs.len());
         for dir in &dirs {
             std::fs::create_dir_all(dir)?;
+            locks.push(lock_dir(dir)?);
             let marker = dir.join(CLEAN_SHUTDOWN_MARKER);
             clean.push(marker.exists());
             if marker.exists() {
@@ -60,7 +65,7 @@ impl LogManager {
             }
             remove_deleted_logs(dir)?;
         }
-        Ok(Self { dirs, logs: RwLock::new(HashMap::new()), clean })
+        Ok(Self { dirs, _locks: locks, logs: RwLock::new(HashMap::new()), clean })
     }
 
     pub fn dirs(&self) -> &[PathBuf] {
@@ -204,6 +209,18 @@ impl LogManager {
     }
 }
 
+/// Takes the dir's `.lock` so two brokers never share a log dir.
+fn lock_dir(dir: &Path) -> Result<std::fs::File> {
+    let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join(LOCK_FILE))?;
+    file.try_lock().map_err(|_| {
+        std::io::Error::new(
+            std::io::ErrorKind::WouldBlock,
+            format!("{} is in use by another process", dir.display()),
+        )
+    })?;
+    Ok(file)
+}
+
 fn unique_suffix() -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -224,6 +241,15 @@ fn remove_deleted_logs(dir: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_log_dir_serves_one_broker_at_a_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = LogManager::new(vec![dir.path().to_owned()]).unwrap();
+        assert!(LogManager::new(vec![dir.path().to_owned()]).is_err());
+        drop(first);
+        assert!(LogManager::new(vec![dir.path().to_owned()]).is_ok());
+    }
 
     #[test]
     fn partition_dir_names_parse_back() {

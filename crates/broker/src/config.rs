@@ -1,0 +1,378 @@
+//! Broker configuration, Kafka style: a `server.properties` file plus
+//! `--override KEY=VALUE` pairs, with Kafka's key names and defaults.
+//!
+//! Unknown keys are warned about and ignored; a known key with an invalid
+//! value stops the start with a message naming the key.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use strom_storage::batch::TimestampType;
+use strom_storage::LogConfig;
+
+/// A config problem, naming the key.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid value {value:?} for configuration {key}: {reason}")]
+pub struct ConfigError {
+    pub key: String,
+    pub value: String,
+    pub reason: String,
+}
+
+/// A `PLAINTEXT://host:port` listener.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listener {
+    pub name: String,
+    pub host: String,
+    pub port: u16,
+}
+
+impl Listener {
+    pub fn socket_addr(&self) -> Result<SocketAddr, String> {
+        let host = if self.host.is_empty() { "0.0.0.0" } else { &self.host };
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        format!("{host}:{}", self.port)
+            .parse()
+            .or_else(|_| format!("[{host}]:{}", self.port).parse())
+            .map_err(|_| format!("{host} is not an IP address"))
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct BrokerConfig {
+    pub node_id: i32,
+    pub listeners: Vec<Listener>,
+    pub advertised_listeners: Vec<Listener>,
+    pub log_dirs: Vec<PathBuf>,
+    pub metadata_log_dir: PathBuf,
+    pub num_partitions: i32,
+    pub default_replication_factor: i16,
+    pub auto_create_topics_enable: bool,
+    pub socket_request_max_bytes: usize,
+    pub min_insync_replicas: i32,
+    pub log_flush_offset_checkpoint_interval_ms: u64,
+    pub replica_high_watermark_checkpoint_interval_ms: u64,
+    pub log_flush_scheduler_interval_ms: u64,
+    pub max_incremental_fetch_session_cache_slots: usize,
+    pub max_connections: usize,
+    /// Defaults for every topic's log.
+    pub log: LogConfig,
+    /// Every key given, as given, for DescribeConfigs.
+    pub provided: BTreeMap<String, String>,
+}
+
+/// Keys of Kafka's standard `server.properties` that Strom accepts without
+/// acting on them (thread counts, buffer sizes, KRaft wiring of one node).
+const ACCEPTED_KEYS: &[&str] = &[
+    "process.roles",
+    "controller.quorum.voters",
+    "controller.quorum.bootstrap.servers",
+    "controller.listener.names",
+    "inter.broker.listener.name",
+    "listener.security.protocol.map",
+    "num.network.threads",
+    "num.io.threads",
+    "socket.send.buffer.bytes",
+    "socket.receive.buffer.bytes",
+    "num.recovery.threads.per.data.dir",
+    "offsets.topic.replication.factor",
+    "share.coordinator.state.topic.replication.factor",
+    "share.coordinator.state.topic.min.isr",
+    "transaction.state.log.replication.factor",
+    "transaction.state.log.min.isr",
+    "log.retention.hours",
+    "log.retention.minutes",
+    "log.retention.ms",
+    "log.retention.bytes",
+    "log.retention.check.interval.ms",
+    "log.cleanup.policy",
+    "group.initial.rebalance.delay.ms",
+    "log.cleaner.enable",
+    "zookeeper.connect",
+];
+
+fn parse_properties(text: &str) -> Vec<(String, String)> {
+    let mut pairs = Vec::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with('!') {
+            continue;
+        }
+        let split = line.find(['=', ':']).unwrap_or(line.len());
+        let (key, value) = line.split_at(split);
+        let value = value.get(1..).unwrap_or("");
+        pairs.push((key.trim().to_owned(), value.trim().to_owned()));
+    }
+    pairs
+}
+
+/// Typed access to the provided keys, each failure naming its key.
+struct Props<'a>(&'a BTreeMap<String, String>);
+
+impl Props<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).map(String::as_str)
+    }
+
+    fn error(key: &str, value: &str, reason: impl Into<String>) -> ConfigError {
+        ConfigError { key: key.into(), value: value.into(), reason: reason.into() }
+    }
+
+    fn parse<T>(&self, key: &str, default: T, min: T) -> Result<T, ConfigError>
+    where
+        T: std::str::FromStr + PartialOrd + std::fmt::Display + Copy,
+    {
+        let Some(raw) = self.get(key) else { return Ok(default) };
+        let value: T = raw.parse().map_err(|_| Self::error(key, raw, "expected a number"))?;
+        if value < min {
+            return Err(Self::error(key, raw, format!("value must be at least {min}")));
+        }
+        Ok(value)
+    }
+
+    fn bool(&self, key: &str, default: bool) -> Result<bool, ConfigError> {
+        match self.get(key).map(str::to_ascii_lowercase).as_deref() {
+            None => Ok(default),
+            Some("true") => Ok(true),
+            Some("false") => Ok(false),
+            Some(raw) => Err(Self::error(key, raw, "expected true or false")),
+        }
+    }
+
+    fn listeners(&self, key: &str) -> Result<Option<Vec<Listener>>, ConfigError> {
+        let Some(raw) = self.get(key) else { return Ok(None) };
+        raw.split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(|item| parse_listener(item).map_err(|reason| Self::error(key, raw, reason)))
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
+    }
+}
+
+fn parse_listener(item: &str) -> Result<Listener, String> {
+    let (name, rest) = item.split_once("://").ok_or("expected NAME://HOST:PORT")?;
+    let (host, port) = rest.rsplit_once(':').ok_or("expected NAME://HOST:PORT")?;
+    let port = port.parse().map_err(|_| format!("{port:?} is not a port"))?;
+    if name.is_empty() {
+        return Err("listener name is empty".into());
+    }
+    Ok(Listener { name: name.to_owned(), host: host.to_owned(), port })
+}
+
+impl BrokerConfig {
+    /// Builds the config from a properties file's text and overrides (which win).
+    pub fn from_properties(text: &str, overrides: &[(String, String)]) -> Result<Self, ConfigError> {
+        let mut provided = BTreeMap::new();
+        for (key, value) in parse_properties(text).into_iter().chain(overrides.iter().cloned()) {
+            provided.insert(key, value);
+        }
+        let config = Self::from_map(provided)?;
+        for key in config.provided.keys() {
+            if !is_known_key(key) {
+                tracing::warn!(key, "ignoring unknown configuration key");
+            }
+        }
+        Ok(config)
+    }
+
+    /// A single-node broker on 127.0.0.1:9092 storing data under `./strom-data`.
+    pub fn embedded_defaults() -> Self {
+        Self::from_map(BTreeMap::new()).expect("defaults are valid")
+    }
+
+    fn from_map(provided: BTreeMap<String, String>) -> Result<Self, ConfigError> {
+        let p = Props(&provided);
+        let node_id = match (p.get("node.id"), p.get("broker.id")) {
+            (Some(_), _) => p.parse("node.id", 1, 0)?,
+            (None, Some(_)) => p.parse("broker.id", 1, 0)?,
+            (None, None) => 1,
+        };
+        let default_listener = Listener { name: "PLAINTEXT".into(), host: "127.0.0.1".into(), port: 9092 };
+        let listeners = p.listeners("listeners")?.unwrap_or_else(|| vec![default_listener]);
+        if listeners.is_empty() {
+            return Err(Props::error("listeners", p.get("listeners").unwrap_or(""), "no listener given"));
+        }
+        for listener in &listeners {
+            listener.socket_addr().map_err(|reason| Props::error("listeners", p.get("listeners").unwrap_or(""), reason))?;
+        }
+        let advertised_listeners = p.listeners("advertised.listeners")?.unwrap_or_else(|| listeners.clone());
+        let log_dirs: Vec<PathBuf> = p
+            .get("log.dirs")
+            .or(p.get("log.dir"))
+            .unwrap_or("./strom-data")
+            .split(',')
+            .map(str::trim)
+            .filter(|d| !d.is_empty())
+            .map(PathBuf::from)
+            .collect();
+        if log_dirs.is_empty() {
+            return Err(Props::error("log.dirs", p.get("log.dirs").unwrap_or(""), "no directory given"));
+        }
+        let metadata_log_dir = p.get("metadata.log.dir").map(PathBuf::from).unwrap_or_else(|| log_dirs[0].clone());
+        let roll_ms = match p.get("log.roll.ms") {
+            Some(_) => p.parse("log.roll.ms", 0i64, 1)?,
+            None => p.parse("log.roll.hours", 168i64, 1)? * 3_600_000,
+        };
+        let timestamp_type = match p.get("log.message.timestamp.type") {
+            None => TimestampType::CreateTime,
+            Some(raw) => raw.parse().map_err(|reason| Props::error("log.message.timestamp.type", raw, reason))?,
+        };
+        let flush_ms = match p.get("log.flush.interval.ms") {
+            Some(_) => p.parse("log.flush.interval.ms", i64::MAX, 0)?,
+            None => i64::MAX,
+        };
+        let log = LogConfig {
+            segment_bytes: p.parse("log.segment.bytes", 1u64 << 30, 14)?,
+            segment_ms: roll_ms,
+            index_interval_bytes: p.parse("log.index.interval.bytes", 4096usize, 0)?,
+            max_index_bytes: p.parse("log.index.size.max.bytes", 10usize << 20, 4)?,
+            max_message_bytes: p.parse("message.max.bytes", 1_048_588usize, 0)?,
+            timestamp_type,
+            flush_interval_messages: p.parse("log.flush.interval.messages", u64::MAX, 1)?,
+            flush_interval_ms: flush_ms,
+        };
+        Ok(Self {
+            node_id,
+            listeners,
+            advertised_listeners,
+            log_dirs,
+            metadata_log_dir,
+            num_partitions: p.parse("num.partitions", 1, 1)?,
+            default_replication_factor: p.parse("default.replication.factor", 1, 1)?,
+            auto_create_topics_enable: p.bool("auto.create.topics.enable", true)?,
+            socket_request_max_bytes: p.parse("socket.request.max.bytes", 100 << 20, 1)?,
+            min_insync_replicas: p.parse("min.insync.replicas", 1, 1)?,
+            log_flush_offset_checkpoint_interval_ms: p.parse("log.flush.offset.checkpoint.interval.ms", 60_000, 1)?,
+            replica_high_watermark_checkpoint_interval_ms: p.parse(
+                "replica.high.watermark.checkpoint.interval.ms",
+                5_000,
+                1,
+            )?,
+            log_flush_scheduler_interval_ms: p.parse("log.flush.scheduler.interval.ms", 1_000, 1)?,
+            max_incremental_fetch_session_cache_slots: p.parse(
+                "max.incremental.fetch.session.cache.slots",
+                1000,
+                0,
+            )?,
+            max_connections: p.parse("max.connections", 10_000, 1)?,
+            log,
+            provided,
+        })
+    }
+
+    /// The log config of a topic: broker defaults overlaid with its overrides
+    /// (already validated by the controller).
+    pub fn log_config_for(&self, overrides: &BTreeMap<String, String>) -> LogConfig {
+        let mut config = self.log.clone();
+        for (key, value) in overrides {
+            let value = value.trim();
+            match key.as_str() {
+                "segment.bytes" => set(&mut config.segment_bytes, value),
+                "segment.ms" => set(&mut config.segment_ms, value),
+                "index.interval.bytes" => set(&mut config.index_interval_bytes, value),
+                "segment.index.bytes" => set(&mut config.max_index_bytes, value),
+                "max.message.bytes" => set(&mut config.max_message_bytes, value),
+                "flush.messages" => set(&mut config.flush_interval_messages, value),
+                "flush.ms" => set(&mut config.flush_interval_ms, value),
+                "message.timestamp.type" => set(&mut config.timestamp_type, value),
+                _ => {}
+            }
+        }
+        config
+    }
+}
+
+fn set<T: std::str::FromStr>(field: &mut T, value: &str) {
+    if let Ok(parsed) = value.parse() {
+        *field = parsed;
+    }
+}
+
+/// Keys Strom reads, plus the standard ones it accepts without acting on.
+fn is_known_key(key: &str) -> bool {
+    const READ: &[&str] = &[
+        "node.id",
+        "broker.id",
+        "listeners",
+        "advertised.listeners",
+        "log.dirs",
+        "log.dir",
+        "metadata.log.dir",
+        "num.partitions",
+        "default.replication.factor",
+        "auto.create.topics.enable",
+        "log.segment.bytes",
+        "log.roll.ms",
+        "log.roll.hours",
+        "log.index.interval.bytes",
+        "log.index.size.max.bytes",
+        "message.max.bytes",
+        "socket.request.max.bytes",
+        "log.flush.interval.messages",
+        "log.flush.interval.ms",
+        "log.flush.scheduler.interval.ms",
+        "log.flush.offset.checkpoint.interval.ms",
+        "replica.high.watermark.checkpoint.interval.ms",
+        "log.message.timestamp.type",
+        "min.insync.replicas",
+        "max.incremental.fetch.session.cache.slots",
+        "max.connections",
+    ];
+    READ.contains(&key) || ACCEPTED_KEYS.contains(&key)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_kafka_properties_and_overrides() {
+        let text = "# comment\nnode.id=3\nlisteners=PLAINTEXT://127.0.0.1:9999\nlog.dirs=/a, /b\nnum.partitions: 6\n";
+        let overrides = vec![("num.partitions".to_owned(), "8".to_owned())];
+        let config = BrokerConfig::from_properties(text, &overrides).unwrap();
+        assert_eq!(config.node_id, 3);
+        assert_eq!(config.listeners[0].port, 9999);
+        assert_eq!(config.advertised_listeners, config.listeners);
+        assert_eq!(config.log_dirs, vec![PathBuf::from("/a"), PathBuf::from("/b")]);
+        assert_eq!(config.num_partitions, 8);
+    }
+
+    #[test]
+    fn embedded_defaults_match_the_readme() {
+        let config = BrokerConfig::embedded_defaults();
+        assert_eq!(config.listeners[0].socket_addr().unwrap(), "127.0.0.1:9092".parse().unwrap());
+        assert_eq!(config.log_dirs, vec![PathBuf::from("./strom-data")]);
+        assert_eq!(config.log.segment_bytes, 1 << 30);
+        assert_eq!(config.log.segment_ms, 168 * 3_600_000);
+        assert_eq!(config.log.max_message_bytes, 1_048_588);
+    }
+
+    #[test]
+    fn invalid_values_name_their_key() {
+        for (key, value) in [
+            ("num.partitions", "zero"),
+            ("num.partitions", "0"),
+            ("auto.create.topics.enable", "maybe"),
+            ("listeners", "localhost:9092"),
+            ("log.message.timestamp.type", "Whenever"),
+        ] {
+            let err = BrokerConfig::from_properties("", &[(key.into(), value.into())]).unwrap_err();
+            assert_eq!(err.key, key);
+            assert!(err.to_string().contains(key));
+        }
+    }
+
+    #[test]
+    fn topic_overrides_replace_broker_defaults() {
+        let config = BrokerConfig::embedded_defaults();
+        let overrides = BTreeMap::from([
+            ("segment.bytes".to_owned(), "1024".to_owned()),
+            ("message.timestamp.type".to_owned(), "LogAppendTime".to_owned()),
+        ]);
+        let log = config.log_config_for(&overrides);
+        assert_eq!(log.segment_bytes, 1024);
+        assert_eq!(log.timestamp_type, TimestampType::LogAppendTime);
+    }
+}

@@ -1,0 +1,142 @@
+//! From a request frame to a response frame.
+//!
+//! The header is checked against the ApiVersions table before anything is
+//! decoded; an unknown API or version closes the connection, except for
+//! ApiVersions, which is answered in v0 with UNSUPPORTED_VERSION so the client
+//! can retry with a version we speak. The body is decoded with the
+//! `kafka-protocol` types and routed to one handler per API.
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::api_versions_response::ApiVersionsResponse;
+use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
+use kafka_protocol::protocol::{Decodable, Encodable};
+
+use crate::error::RequestError;
+use crate::handlers::{self, api_versions};
+use crate::server::Broker;
+
+/// What a handler knows about the request it serves.
+pub struct RequestContext<'a> {
+    pub broker: &'a Broker,
+    pub api_key: ApiKey,
+    pub api_version: i16,
+    pub header: RequestHeader,
+}
+
+/// A handler's result: a response, or none (a Produce with acks=0).
+pub trait Reply {
+    fn into_reply(self) -> Option<Box<dyn EncodeBody>>;
+}
+
+/// A response body, encodable at the request's version.
+pub trait EncodeBody: Send {
+    fn encode_body(&self, buf: &mut BytesMut, version: i16) -> Result<(), String>;
+    fn body_size(&self, version: i16) -> usize;
+}
+
+impl<T: Encodable + Send + 'static> EncodeBody for T {
+    fn encode_body(&self, buf: &mut BytesMut, version: i16) -> Result<(), String> {
+        self.encode(buf, version).map_err(|e| e.to_string())
+    }
+
+    fn body_size(&self, version: i16) -> usize {
+        self.compute_size(version).unwrap_or(0)
+    }
+}
+
+impl<T: Encodable + Send + 'static> Reply for T {
+    fn into_reply(self) -> Option<Box<dyn EncodeBody>> {
+        Some(Box::new(self))
+    }
+}
+
+/// A reply that may be withheld.
+pub struct MaybeReply<T>(pub Option<T>);
+
+impl<T: Encodable + Send + 'static> Reply for MaybeReply<T> {
+    fn into_reply(self) -> Option<Box<dyn EncodeBody>> {
+        self.0.map(|r| Box::new(r) as Box<dyn EncodeBody>)
+    }
+}
+
+fn i16_at(frame: &[u8], at: usize) -> i16 {
+    i16::from_be_bytes([frame[at], frame[at + 1]])
+}
+
+/// Serves one request frame; `Ok(None)` means no response is sent.
+pub async fn handle_frame(broker: &Broker, frame: Bytes) -> Result<Option<Bytes>, RequestError> {
+    if frame.len() < 8 {
+        return Err(RequestError::ShortFrame(frame.len()));
+    }
+    let (raw_key, version) = (i16_at(&frame, 0), i16_at(&frame, 2));
+    let correlation_id = i32::from_be_bytes(frame[4..8].try_into().expect("4 bytes"));
+    let api_key = ApiKey::try_from(raw_key)
+        .ok()
+        .filter(|key| api_versions::supported(*key).is_some())
+        .ok_or(RequestError::UnknownApi(raw_key))?;
+    let range = api_versions::supported(api_key).expect("filtered above");
+    if version < range.min || version > range.max {
+        if api_key == ApiKey::ApiVersions {
+            return Ok(Some(unsupported_api_versions(correlation_id)));
+        }
+        return Err(RequestError::UnsupportedVersion { api_key: raw_key, version });
+    }
+    let mut body = frame;
+    let header = RequestHeader::decode(&mut body, api_key.request_header_version(version))
+        .map_err(|e| RequestError::Malformed(format!("request header: {e}")))?;
+    let ctx = RequestContext { broker, api_key, api_version: version, header };
+    let Some(response) = route(&ctx, body).await? else {
+        return Ok(None);
+    };
+    encode_response(&ctx, response.as_ref()).map(Some)
+}
+
+fn decode<T: Decodable>(body: &mut Bytes, version: i16) -> Result<T, RequestError> {
+    let request = T::decode(body, version).map_err(|e| RequestError::Malformed(e.to_string()))?;
+    Ok(request)
+}
+
+async fn route(ctx: &RequestContext<'_>, mut body: Bytes) -> Result<Option<Box<dyn EncodeBody>>, RequestError> {
+    let v = ctx.api_version;
+    let reply = match ctx.api_key {
+        ApiKey::ApiVersions => handlers::api_versions::handle(ctx, decode(&mut body, v)?).into_reply(),
+        ApiKey::Metadata => handlers::metadata::handle(ctx, decode(&mut body, v)?).into_reply(),
+        ApiKey::CreateTopics => handlers::topics::create(ctx, decode(&mut body, v)?).into_reply(),
+        ApiKey::DeleteTopics => handlers::topics::delete(ctx, decode(&mut body, v)?).into_reply(),
+        ApiKey::Produce => handlers::produce::handle(ctx, decode(&mut body, v)?).into_reply(),
+        ApiKey::Fetch => handlers::fetch::handle(ctx, decode(&mut body, v)?).await.into_reply(),
+        ApiKey::ListOffsets => handlers::list_offsets::handle(ctx, decode(&mut body, v)?).into_reply(),
+        ApiKey::DescribeCluster => handlers::cluster::describe(ctx, decode(&mut body, v)?).into_reply(),
+        other => return Err(RequestError::UnknownApi(other as i16)),
+    };
+    Ok(reply)
+}
+
+/// Size prefix, response header, body.
+fn encode_response(ctx: &RequestContext<'_>, response: &dyn EncodeBody) -> Result<Bytes, RequestError> {
+    let header = ResponseHeader::default().with_correlation_id(ctx.header.correlation_id);
+    let header_version = ctx.api_key.response_header_version(ctx.api_version);
+    let mut buf = BytesMut::with_capacity(64 + response.body_size(ctx.api_version));
+    buf.put_i32(0);
+    header.encode(&mut buf, header_version).map_err(|e| RequestError::Encode(e.to_string()))?;
+    response.encode_body(&mut buf, ctx.api_version).map_err(RequestError::Encode)?;
+    let size = (buf.len() - 4) as i32;
+    buf[..4].copy_from_slice(&size.to_be_bytes());
+    Ok(buf.freeze())
+}
+
+/// Kafka's answer to an ApiVersions request of a version it does not know:
+/// a v0 response carrying the error and the versions it does support.
+fn unsupported_api_versions(correlation_id: i32) -> Bytes {
+    let response = ApiVersionsResponse::default()
+        .with_error_code(ResponseError::UnsupportedVersion.code())
+        .with_api_keys(api_versions::api_keys());
+    let mut buf = BytesMut::new();
+    buf.put_i32(0);
+    buf.put_i32(correlation_id);
+    response.encode(&mut buf, 0).expect("v0 ApiVersions encodes");
+    let size = (buf.len() - 4) as i32;
+    buf[..4].copy_from_slice(&size.to_be_bytes());
+    buf.freeze()
+}

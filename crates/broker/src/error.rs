@@ -1,0 +1,44 @@
+//! How internal errors become Kafka error codes on the wire.
+
+use kafka_protocol::error::ResponseError;
+use strom_metadata::MetadataError;
+use strom_storage::StorageError;
+
+/// The Kafka error code for a storage failure.
+pub fn storage_error(e: &StorageError) -> ResponseError {
+    match e {
+        StorageError::CorruptRecord(_) => ResponseError::CorruptMessage,
+        StorageError::InvalidRecord(_) => ResponseError::InvalidRecord,
+        StorageError::RecordTooLarge { .. } => ResponseError::MessageTooLarge,
+        StorageError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
+        StorageError::Io(_) => ResponseError::KafkaStorageError,
+    }
+}
+
+/// The Kafka error code for a refused metadata change.
+pub fn metadata_error(e: &MetadataError) -> ResponseError {
+    match e {
+        MetadataError::TopicAlreadyExists(_) => ResponseError::TopicAlreadyExists,
+        MetadataError::UnknownTopic => ResponseError::UnknownTopicOrPartition,
+        MetadataError::InvalidTopic(_) => ResponseError::InvalidTopicException,
+        MetadataError::InvalidPartitions(_) => ResponseError::InvalidPartitions,
+        MetadataError::InvalidReplicationFactor(_) => ResponseError::InvalidReplicationFactor,
+        MetadataError::InvalidConfig(_) => ResponseError::InvalidConfig,
+        MetadataError::Storage(_) => ResponseError::KafkaStorageError,
+    }
+}
+
+/// Why a connection is closed instead of answered, as Kafka closes it.
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    #[error("frame of {0} bytes is too short for a request header")]
+    ShortFrame(usize),
+    #[error("unknown API key {0}")]
+    UnknownApi(i16),
+    #[error("unsupported version {version} of API key {api_key}")]
+    UnsupportedVersion { api_key: i16, version: i16 },
+    #[error("malformed request: {0}")]
+    Malformed(String),
+    #[error("response encoding failed: {0}")]
+    Encode(String),
+}

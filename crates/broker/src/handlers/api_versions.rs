@@ -1,0 +1,38 @@
+//! ApiVersions: the table every client negotiates against.
+
+use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
+use kafka_protocol::protocol::VersionRange;
+
+use crate::dispatch::RequestContext;
+
+/// The APIs this broker serves; versions are those Kafka 4.1 accepts.
+const SERVED: &[ApiKey] = &[
+    ApiKey::Produce,
+    ApiKey::Fetch,
+    ApiKey::ListOffsets,
+    ApiKey::Metadata,
+    ApiKey::ApiVersions,
+    ApiKey::CreateTopics,
+    ApiKey::DeleteTopics,
+    ApiKey::DescribeCluster,
+];
+
+/// The version range served for `key`, if it is served at all.
+pub fn supported(key: ApiKey) -> Option<VersionRange> {
+    SERVED.contains(&key).then(|| key.valid_versions())
+}
+
+pub fn api_keys() -> Vec<ApiVersion> {
+    SERVED
+        .iter()
+        .map(|key| {
+            let range = key.valid_versions();
+            ApiVersion::default().with_api_key(*key as i16).with_min_version(range.min).with_max_version(range.max)
+        })
+        .collect()
+}
+
+pub fn handle(_ctx: &RequestContext<'_>, _request: ApiVersionsRequest) -> ApiVersionsResponse {
+    ApiVersionsResponse::default().with_api_keys(api_keys())
+}

@@ -1,0 +1,209 @@
+//! Fetch: read batches up to the high watermark, long-polling for
+//! `min_bytes` up to `max_wait_ms`, within incremental fetch sessions.
+//!
+//! The wait is a delayed operation: the fetch registers one `Notify` with
+//! every partition it reads *before* reading, so an append that lands between
+//! the read and the wait still wakes it; no timer polls the log.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::{FetchRequest, FetchResponse};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use super::topic_name;
+use crate::dispatch::RequestContext;
+use crate::error::storage_error;
+use crate::fetch_session::{FetchPlan, FetchTarget, PartitionNews};
+use crate::replica::Partition;
+use crate::server::Broker;
+
+/// Longest wait honoured, whatever the client asks.
+const MAX_WAIT_CAP: Duration = Duration::from_secs(30);
+const READ_COMMITTED: i8 = 1;
+
+/// One partition's part of the response.
+struct Outcome {
+    error: Option<ResponseError>,
+    high_watermark: i64,
+    log_start_offset: i64,
+    records: Bytes,
+}
+
+pub async fn handle(ctx: &RequestContext<'_>, request: FetchRequest) -> FetchResponse {
+    let broker = ctx.broker;
+    let by_id = ctx.api_version >= 13;
+    let requested = requested_targets(broker, &request, by_id);
+    let forgotten: Vec<(Uuid, String, i32)> = request
+        .forgotten_topics_data
+        .iter()
+        .flat_map(|t| {
+            let name = if by_id { resolve_name(broker, t.topic_id) } else { t.topic.0.to_string() };
+            let id = if by_id { t.topic_id } else { Uuid::nil() };
+            t.partitions.iter().map(move |p| (id, name.clone(), *p))
+        })
+        .collect();
+    let plan = match broker.fetch_sessions.begin(request.session_id, request.session_epoch, requested, &forgotten) {
+        Ok(plan) => plan,
+        Err(error) => {
+            return FetchResponse::default().with_error_code(error.code()).with_session_id(request.session_id);
+        }
+    };
+    let partitions: Vec<Option<Arc<Partition>>> =
+        plan.targets.iter().map(|t| broker.replicas.partition(&t.topic, t.partition)).collect();
+    let max_wait = Duration::from_millis(request.max_wait_ms.max(0) as u64).min(MAX_WAIT_CAP);
+    let outcomes = read_with_wait(&plan, &partitions, &request, max_wait).await;
+    let news: Vec<(PartitionNews, bool)> = outcomes
+        .iter()
+        .map(|o| {
+            let state = PartitionNews { high_watermark: o.high_watermark, log_start_offset: o.log_start_offset };
+            (state, o.error.is_some() || !o.records.is_empty())
+        })
+        .collect();
+    let included = broker.fetch_sessions.finish(&plan, &news);
+    let read_committed = request.isolation_level == READ_COMMITTED;
+    let mut responses = build_responses(&plan, outcomes, &included, read_committed);
+    if ctx.api_version < 5 {
+        // The log start offset is reported from v5 on.
+        responses.iter_mut().flat_map(|t| t.partitions.iter_mut()).for_each(|p| p.log_start_offset = -1);
+    }
+    FetchResponse::default().with_session_id(plan.session_id).with_responses(responses)
+}
+
+fn resolve_name(broker: &Broker, id: Uuid) -> String {
+    broker.replicas.topic_by_id(&id).map(|t| t.name.clone()).unwrap_or_default()
+}
+
+fn requested_targets(broker: &Broker, request: &FetchRequest, by_id: bool) -> Vec<FetchTarget> {
+    let mut targets = Vec::new();
+    for topic in &request.topics {
+        let (name, id) = if by_id {
+            (resolve_name(broker, topic.topic_id), topic.topic_id)
+        } else {
+            (topic.topic.0.to_string(), Uuid::nil())
+        };
+        for p in &topic.partitions {
+            targets.push(FetchTarget {
+                topic: name.clone(),
+                topic_id: id,
+                partition: p.partition,
+                fetch_offset: p.fetch_offset,
+                partition_max_bytes: p.partition_max_bytes,
+            });
+        }
+    }
+    targets
+}
+
+/// Reads until `min_bytes` are available, an error occurs or `max_wait` passes.
+async fn read_with_wait(
+    plan: &FetchPlan,
+    partitions: &[Option<Arc<Partition>>],
+    request: &FetchRequest,
+    max_wait: Duration,
+) -> Vec<Outcome> {
+    let deadline = Instant::now() + max_wait;
+    let waiter = Arc::new(Notify::new());
+    loop {
+        partitions.iter().flatten().for_each(|p| p.watch(&waiter));
+        let outcomes = read_all(plan, partitions, request.max_bytes);
+        let bytes: usize = outcomes.iter().map(|o| o.records.len()).sum();
+        let satisfied = bytes >= request.min_bytes.max(0) as usize || outcomes.iter().any(|o| o.error.is_some());
+        if satisfied || Instant::now() >= deadline {
+            return outcomes;
+        }
+        if tokio::time::timeout_at(deadline, waiter.notified()).await.is_err() {
+            // Expired: answer with whatever arrived while waiting.
+            return read_all(plan, partitions, request.max_bytes);
+        }
+    }
+}
+
+/// Kafka's read limits: each partition up to its `partition_max_bytes`, the
+/// whole response up to `max_bytes`, but the first batch found is returned
+/// whole even when larger, so a big batch can never stall a consumer.
+fn read_all(plan: &FetchPlan, partitions: &[Option<Arc<Partition>>], max_bytes: i32) -> Vec<Outcome> {
+    let mut remaining = max_bytes.max(0) as usize;
+    let mut first = true;
+    plan.targets
+        .iter()
+        .zip(partitions)
+        .map(|(target, partition)| {
+            let Some(partition) = partition else {
+                let error = if target.topic.is_empty() {
+                    ResponseError::UnknownTopicId
+                } else {
+                    ResponseError::UnknownTopicOrPartition
+                };
+                return Outcome { error: Some(error), high_watermark: -1, log_start_offset: -1, records: Bytes::new() };
+            };
+            let limit = (target.partition_max_bytes.max(0) as usize).min(remaining);
+            let outcome = read_one(partition, target.fetch_offset, limit, first);
+            remaining = remaining.saturating_sub(outcome.records.len());
+            first &= outcome.records.is_empty();
+            outcome
+        })
+        .collect()
+}
+
+fn read_one(partition: &Partition, offset: i64, max_bytes: usize, min_one_batch: bool) -> Outcome {
+    let failed = |error, high_watermark, log_start_offset| Outcome {
+        error: Some(error),
+        high_watermark,
+        log_start_offset,
+        records: Bytes::new(),
+    };
+    match partition.read(offset, max_bytes, min_one_batch) {
+        Ok(read) => {
+            let records = match read.slice.map(|s| s.read()).transpose() {
+                Ok(records) => records.unwrap_or_default(),
+                Err(e) => {
+                    tracing::error!(partition = %partition.tp, "fetch read failed: {e}");
+                    return failed(storage_error(&e), read.high_watermark, read.log_start_offset);
+                }
+            };
+            Outcome { error: None, high_watermark: read.high_watermark, log_start_offset: read.log_start_offset, records }
+        }
+        Err(e) => failed(storage_error(&e), partition.high_watermark(), partition.log_start_offset()),
+    }
+}
+
+/// Groups partition results by topic, in request order, keeping only the
+/// partitions an incremental session includes.
+fn build_responses(
+    plan: &FetchPlan,
+    outcomes: Vec<Outcome>,
+    included: &[bool],
+    read_committed: bool,
+) -> Vec<FetchableTopicResponse> {
+    let mut responses: Vec<FetchableTopicResponse> = Vec::new();
+    for ((target, outcome), include) in plan.targets.iter().zip(outcomes).zip(included) {
+        if !include {
+            continue;
+        }
+        let data = PartitionData::default()
+            .with_partition_index(target.partition)
+            .with_error_code(outcome.error.map_or(0, |e| e.code()))
+            .with_high_watermark(outcome.high_watermark)
+            // No transactions yet: the last stable offset is the high watermark.
+            .with_last_stable_offset(outcome.high_watermark)
+            .with_log_start_offset(outcome.log_start_offset)
+            .with_aborted_transactions(read_committed.then(Vec::new))
+            .with_records(Some(outcome.records));
+        let same_topic = responses
+            .last()
+            .is_some_and(|r| r.topic_id == target.topic_id && r.topic.0.as_str() == target.topic.as_str());
+        if !same_topic {
+            responses.push(
+                FetchableTopicResponse::default().with_topic(topic_name(&target.topic)).with_topic_id(target.topic_id),
+            );
+        }
+        responses.last_mut().expect("pushed above").partitions.push(data);
+    }
+    responses
+}

@@ -1,0 +1,77 @@
+//! ListOffsets: earliest, latest, max-timestamp and by-timestamp lookups.
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::list_offsets_request::ListOffsetsPartition;
+use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse};
+use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
+
+use crate::dispatch::RequestContext;
+use crate::error::storage_error;
+use crate::replica::Partition;
+
+const LATEST: i64 = -1;
+const EARLIEST: i64 = -2;
+const MAX_TIMESTAMP: i64 = -3;
+const EARLIEST_LOCAL: i64 = -4;
+const EARLIEST_PENDING_UPLOAD: i64 = -5;
+const LATEST_TIERED: i64 = -6;
+
+pub fn handle(ctx: &RequestContext<'_>, request: ListOffsetsRequest) -> ListOffsetsResponse {
+    let topics = request
+        .topics
+        .into_iter()
+        .map(|topic| {
+            let hosted = ctx.broker.replicas.topic(topic.name.0.as_str());
+            let partitions = topic
+                .partitions
+                .iter()
+                .map(|p| {
+                    let partition = hosted
+                        .as_ref()
+                        .and_then(|t| usize::try_from(p.partition_index).ok().and_then(|i| t.partitions.get(i)));
+                    let response = match partition {
+                        Some(partition) => list_partition(partition, p),
+                        None => failure(p.partition_index, ResponseError::UnknownTopicOrPartition),
+                    };
+                    // The leader epoch is reported from v4 on.
+                    if ctx.api_version < 4 {
+                        response.with_leader_epoch(-1)
+                    } else {
+                        response
+                    }
+                })
+                .collect();
+            ListOffsetsTopicResponse::default().with_name(topic.name).with_partitions(partitions)
+        })
+        .collect();
+    ListOffsetsResponse::default().with_topics(topics)
+}
+
+fn list_partition(partition: &Partition, request: &ListOffsetsPartition) -> ListOffsetsPartitionResponse {
+    let response = ListOffsetsPartitionResponse::default()
+        .with_partition_index(request.partition_index)
+        .with_leader_epoch(partition.leader_epoch);
+    let found = match request.timestamp {
+        // Without transactions the last stable offset is the high watermark,
+        // so both isolation levels see the same latest offset.
+        LATEST => Ok(Some((-1, partition.high_watermark()))),
+        EARLIEST | EARLIEST_LOCAL => Ok(Some((-1, partition.log_start_offset()))),
+        EARLIEST_PENDING_UPLOAD | LATEST_TIERED => Ok(Some((-1, -1))),
+        MAX_TIMESTAMP => partition.log().lock().expect("log lock").offset_of_max_timestamp(),
+        timestamp if timestamp >= 0 => partition.log().lock().expect("log lock").offset_for_timestamp(timestamp),
+        _ => return failure(request.partition_index, ResponseError::InvalidRequest),
+    };
+    match found {
+        Ok(Some((timestamp, offset))) => response.with_timestamp(timestamp).with_offset(offset),
+        Ok(None) => response.with_timestamp(-1).with_offset(-1),
+        Err(e) => failure(request.partition_index, storage_error(&e)),
+    }
+}
+
+fn failure(partition: i32, error: ResponseError) -> ListOffsetsPartitionResponse {
+    ListOffsetsPartitionResponse::default()
+        .with_partition_index(partition)
+        .with_error_code(error.code())
+        .with_timestamp(-1)
+        .with_offset(-1)
+}

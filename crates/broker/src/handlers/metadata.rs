@@ -1,0 +1,129 @@
+//! Metadata: brokers, topics (by name or id) and their partitions, with
+//! auto-creation of unknown topics when the broker and request allow it.
+
+use std::collections::BTreeMap;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse};
+use strom_metadata::{MetadataError, NewTopic, TopicImage};
+use uuid::Uuid;
+
+use super::{advertised_endpoint, str_bytes, topic_name, AUTHORIZED_OPERATIONS_OMITTED};
+use crate::dispatch::RequestContext;
+use crate::error::metadata_error;
+use crate::server::Broker;
+
+/// READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS and
+/// ALTER_CONFIGS: everything, as no authorizer is configured.
+const ALL_TOPIC_OPERATIONS: i32 = (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 10) | (1 << 11);
+
+pub fn handle(ctx: &RequestContext<'_>, request: MetadataRequest) -> MetadataResponse {
+    let broker = ctx.broker;
+    // Versions before 4 have no flag: they always ask for auto-creation.
+    let allow_auto_create = ctx.api_version < 4 || request.allow_auto_topic_creation;
+    let operations =
+        if request.include_topic_authorized_operations { ALL_TOPIC_OPERATIONS } else { AUTHORIZED_OPERATIONS_OMITTED };
+    let topics: Vec<MetadataResponseTopic> = match &request.topics {
+        None => broker.controller.image().topics().map(|t| describe_topic(t, operations)).collect(),
+        Some(wanted) => wanted
+            .iter()
+            .map(|t| match (&t.name, t.topic_id) {
+                (Some(name), _) => lookup_by_name(broker, name, allow_auto_create, operations),
+                (None, id) => lookup_by_id(broker, id, operations),
+            })
+            .collect(),
+    };
+    // Topic ids exist from v10 and the cluster id from v2 on.
+    let topics = if ctx.api_version >= 10 {
+        topics
+    } else {
+        topics.into_iter().map(|t| t.with_topic_id(Uuid::nil())).collect()
+    };
+    let cluster_id = (ctx.api_version >= 2).then(|| str_bytes(&broker.controller.image().cluster_id));
+    let (host, port) = advertised_endpoint(broker);
+    MetadataResponse::default()
+        .with_brokers(vec![MetadataResponseBroker::default()
+            .with_node_id(BrokerId(broker.config.node_id))
+            .with_host(str_bytes(&host))
+            .with_port(port)])
+        .with_cluster_id(cluster_id)
+        .with_controller_id(BrokerId(broker.config.node_id))
+        .with_topics(topics)
+        .with_cluster_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED)
+}
+
+fn lookup_by_name(broker: &Broker, name: &str, allow_auto_create: bool, operations: i32) -> MetadataResponseTopic {
+    if let Some(topic) = broker.controller.image().topic(name) {
+        return describe_topic(topic, operations);
+    }
+    if !(allow_auto_create && broker.config.auto_create_topics_enable) {
+        return topic_error(name, ResponseError::UnknownTopicOrPartition);
+    }
+    match auto_create(broker, name) {
+        Ok(topic) => describe_topic(&topic, operations),
+        // Another request created it first: describe the winner's topic.
+        Err(MetadataError::TopicAlreadyExists(_)) => match broker.controller.image().topic(name) {
+            Some(topic) => describe_topic(topic, operations),
+            None => topic_error(name, ResponseError::LeaderNotAvailable),
+        },
+        Err(e) => {
+            tracing::info!(topic = name, "auto-creation refused: {e}");
+            topic_error(name, metadata_error(&e))
+        }
+    }
+}
+
+fn lookup_by_id(broker: &Broker, id: Uuid, operations: i32) -> MetadataResponseTopic {
+    match broker.controller.image().topic_by_id(&id) {
+        Some(topic) => describe_topic(topic, operations),
+        None => MetadataResponseTopic::default()
+            .with_topic_id(id)
+            .with_error_code(ResponseError::UnknownTopicId.code())
+            .with_topic_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED),
+    }
+}
+
+/// Creates `name` with the broker's defaults and opens its partitions.
+pub fn auto_create(broker: &Broker, name: &str) -> Result<TopicImage, MetadataError> {
+    let new_topic = NewTopic {
+        name: name.to_owned(),
+        partitions: broker.config.num_partitions,
+        replication_factor: broker.config.default_replication_factor,
+        configs: BTreeMap::new(),
+    };
+    let topic = broker.controller.create_topic(new_topic, false)?;
+    broker.sync_partitions()?;
+    tracing::info!(topic = name, partitions = topic.partitions.len(), "auto-created topic");
+    Ok(topic)
+}
+
+fn topic_error(name: &str, error: ResponseError) -> MetadataResponseTopic {
+    MetadataResponseTopic::default()
+        .with_name(Some(topic_name(name)))
+        .with_error_code(error.code())
+        .with_topic_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED)
+}
+
+fn describe_topic(topic: &TopicImage, operations: i32) -> MetadataResponseTopic {
+    let partitions = topic
+        .partitions
+        .iter()
+        .map(|(index, p)| {
+            MetadataResponsePartition::default()
+                .with_partition_index(*index)
+                .with_leader_id(BrokerId(p.leader))
+                .with_leader_epoch(p.leader_epoch)
+                .with_replica_nodes(p.replicas.iter().copied().map(BrokerId).collect())
+                .with_isr_nodes(p.isr.iter().copied().map(BrokerId).collect())
+        })
+        .collect();
+    MetadataResponseTopic::default()
+        .with_name(Some(topic_name(&topic.name)))
+        .with_topic_id(topic.id)
+        .with_is_internal(topic.is_internal())
+        .with_partitions(partitions)
+        .with_topic_authorized_operations(operations)
+}

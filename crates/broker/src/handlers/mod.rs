@@ -1,0 +1,37 @@
+//! One module per API family. Handlers take decoded requests and return
+//! response structs; they never touch bytes on the wire.
+
+pub mod api_versions;
+pub mod cluster;
+pub mod fetch;
+pub mod list_offsets;
+pub mod metadata;
+pub mod produce;
+pub mod topics;
+
+use kafka_protocol::messages::TopicName;
+use kafka_protocol::protocol::StrBytes;
+
+use crate::server::Broker;
+
+/// Kafka's value for "authorized operations not requested".
+pub const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
+
+pub fn str_bytes(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_owned())
+}
+
+pub fn topic_name(s: &str) -> TopicName {
+    TopicName(str_bytes(s))
+}
+
+/// The address clients should use for this broker: the first advertised listener.
+pub fn advertised_endpoint(broker: &Broker) -> (String, i32) {
+    let listener = &broker.config.advertised_listeners[0];
+    let host = if listener.host.is_empty() || listener.host == "0.0.0.0" {
+        "127.0.0.1".to_owned()
+    } else {
+        listener.host.clone()
+    };
+    (host, i32::from(listener.port))
+}

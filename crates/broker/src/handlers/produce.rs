@@ -1,0 +1,108 @@
+//! Produce: validate and append each partition's record set.
+//!
+//! With one in-sync replica, acks=1 and acks=all are both satisfied when the
+//! append returns; acks=0 gets no response at all.
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+
+use super::str_bytes;
+use crate::dispatch::{MaybeReply, RequestContext};
+use crate::error::storage_error;
+use crate::replica::TopicPartitions;
+use crate::server::Broker;
+
+pub fn handle(ctx: &RequestContext<'_>, request: ProduceRequest) -> MaybeReply<ProduceResponse> {
+    let broker = ctx.broker;
+    let acks = request.acks;
+    let mut responses: Vec<TopicProduceResponse> = request
+        .topic_data
+        .into_iter()
+        .map(|topic| produce_topic(broker, ctx.api_version, acks, topic))
+        .collect();
+    if acks == 0 {
+        return MaybeReply(None);
+    }
+    for partition in responses.iter_mut().flat_map(|t| t.partition_responses.iter_mut()) {
+        // Fields this version does not carry go back to their defaults.
+        if ctx.api_version < 5 {
+            partition.log_start_offset = -1;
+        }
+        if ctx.api_version < 8 {
+            partition.error_message = None;
+        }
+    }
+    MaybeReply(Some(ProduceResponse::default().with_responses(responses)))
+}
+
+fn produce_topic(broker: &Broker, version: i16, acks: i16, topic: TopicProduceData) -> TopicProduceResponse {
+    // v13 names topics by id; earlier versions by name.
+    let (hosted, unknown) = if version >= 13 {
+        (broker.replicas.topic_by_id(&topic.topic_id), ResponseError::UnknownTopicId)
+    } else {
+        (broker.replicas.topic(topic.name.0.as_str()), ResponseError::UnknownTopicOrPartition)
+    };
+    let partitions = topic
+        .partition_data
+        .into_iter()
+        .map(|data| match &hosted {
+            None => error_response(data.index, unknown, None),
+            Some(hosted) => produce_partition(broker, hosted, acks, data),
+        })
+        .collect();
+    TopicProduceResponse::default()
+        .with_name(topic.name)
+        .with_topic_id(topic.topic_id)
+        .with_partition_responses(partitions)
+}
+
+fn produce_partition(
+    broker: &Broker,
+    hosted: &TopicPartitions,
+    acks: i16,
+    data: PartitionProduceData,
+) -> PartitionProduceResponse {
+    let index = data.index;
+    let Some(partition) = usize::try_from(index).ok().and_then(|i| hosted.partitions.get(i)) else {
+        return error_response(index, ResponseError::UnknownTopicOrPartition, None);
+    };
+    if !matches!(acks, -1..=1) {
+        return error_response(index, ResponseError::InvalidRequiredAcks, None);
+    }
+    let min_insync = min_insync_replicas(broker, &hosted.name);
+    if acks == -1 && min_insync > 1 {
+        let message = format!("min.insync.replicas is {min_insync} but only 1 replica is in sync");
+        return error_response(index, ResponseError::NotEnoughReplicas, Some(message));
+    }
+    let records = data.records.unwrap_or_default();
+    match partition.append(&records, strom_storage::now_ms()) {
+        Ok((info, log_start_offset)) => PartitionProduceResponse::default()
+            .with_index(index)
+            .with_base_offset(info.first_offset)
+            .with_log_append_time_ms(info.log_append_time)
+            .with_log_start_offset(log_start_offset),
+        Err(e) => {
+            tracing::debug!(partition = %partition.tp, "produce rejected: {e}");
+            error_response(index, storage_error(&e), Some(e.to_string()))
+        }
+    }
+}
+
+/// The topic's `min.insync.replicas`, else the broker's.
+fn min_insync_replicas(broker: &Broker, topic: &str) -> i32 {
+    let image = broker.controller.image();
+    let configured = image.topic(topic).and_then(|t| t.configs.get("min.insync.replicas")?.parse().ok());
+    configured.unwrap_or(broker.config.min_insync_replicas)
+}
+
+fn error_response(index: i32, error: ResponseError, message: Option<String>) -> PartitionProduceResponse {
+    PartitionProduceResponse::default()
+        .with_index(index)
+        .with_error_code(error.code())
+        .with_base_offset(-1)
+        .with_log_append_time_ms(-1)
+        .with_log_start_offset(-1)
+        .with_error_message(message.as_deref().map(str_bytes))
+}

@@ -1,0 +1,198 @@
+//! CreateTopics and DeleteTopics.
+
+use std::collections::{BTreeMap, HashSet};
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::create_topics_response::{CreatableTopicConfigs, CreatableTopicResult};
+use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse};
+use strom_metadata::{MetadataError, NewTopic};
+use uuid::Uuid;
+
+use super::{str_bytes, topic_name};
+use crate::dispatch::RequestContext;
+use crate::error::metadata_error;
+use crate::server::Broker;
+
+/// Kafka's `ConfigSource.TOPIC_CONFIG`.
+const SOURCE_TOPIC_CONFIG: i8 = 1;
+
+pub fn create(ctx: &RequestContext<'_>, request: CreateTopicsRequest) -> CreateTopicsResponse {
+    let mut seen = HashSet::new();
+    let duplicates: HashSet<String> =
+        request.topics.iter().map(|t| t.name.0.to_string()).filter(|name| !seen.insert(name.clone())).collect();
+    let topics = request
+        .topics
+        .into_iter()
+        .map(|topic| {
+            let name = topic.name.0.to_string();
+            if duplicates.contains(&name) {
+                return failure(&name, ResponseError::InvalidRequest, "topic appears more than once in the request");
+            }
+            let result = create_one(ctx.broker, topic, request.validate_only);
+            for_version(result, ctx.api_version)
+        })
+        .collect();
+    if !request.validate_only {
+        if let Err(e) = ctx.broker.sync_partitions() {
+            tracing::error!("opening the partitions of new topics failed: {e}");
+        }
+    }
+    CreateTopicsResponse::default().with_topics(topics)
+}
+
+fn create_one(broker: &Broker, topic: CreatableTopic, validate_only: bool) -> CreatableTopicResult {
+    let name = topic.name.0.to_string();
+    let new_topic = match new_topic(broker, &topic) {
+        Ok(new_topic) => new_topic,
+        Err((error, message)) => return failure(&name, error, &message),
+    };
+    match broker.controller.create_topic(new_topic, validate_only) {
+        Ok(created) => {
+            let configs = created
+                .configs
+                .iter()
+                .map(|(k, v)| {
+                    CreatableTopicConfigs::default()
+                        .with_name(str_bytes(k))
+                        .with_value(Some(str_bytes(v)))
+                        .with_config_source(SOURCE_TOPIC_CONFIG)
+                })
+                .collect();
+            let replication = created.partitions.values().next().map_or(0, |p| p.replicas.len() as i16);
+            CreatableTopicResult::default()
+                .with_name(topic_name(&name))
+                .with_topic_id(created.id)
+                .with_num_partitions(created.partitions.len() as i32)
+                .with_replication_factor(replication)
+                .with_configs(Some(configs))
+        }
+        Err(e) => {
+            if !matches!(e, MetadataError::TopicAlreadyExists(_)) {
+                tracing::info!(topic = %name, "create topic refused: {e}");
+            }
+            failure(&name, metadata_error(&e), &e.to_string())
+        }
+    }
+}
+
+/// Resolves defaults (-1) and manual assignments into a topic to create.
+fn new_topic(broker: &Broker, topic: &CreatableTopic) -> Result<NewTopic, (ResponseError, String)> {
+    let mut configs = BTreeMap::new();
+    for config in &topic.configs {
+        let Some(value) = &config.value else {
+            return Err((ResponseError::InvalidConfig, format!("null value for config {}", config.name.as_str())));
+        };
+        configs.insert(config.name.to_string(), value.to_string());
+    }
+    let (partitions, replication_factor) = if topic.assignments.is_empty() {
+        let partitions = if topic.num_partitions == -1 { broker.config.num_partitions } else { topic.num_partitions };
+        let replication = if topic.replication_factor == -1 {
+            broker.config.default_replication_factor
+        } else {
+            topic.replication_factor
+        };
+        (partitions, replication)
+    } else {
+        if topic.num_partitions != -1 || topic.replication_factor != -1 {
+            let message = "both replica assignments and partition count or replication factor were given";
+            return Err((ResponseError::InvalidRequest, message.into()));
+        }
+        check_assignments(broker, topic)?;
+        (topic.assignments.len() as i32, topic.assignments[0].broker_ids.len() as i16)
+    };
+    Ok(NewTopic { name: topic.name.0.to_string(), partitions, replication_factor, configs })
+}
+
+/// Manual assignments must number partitions 0..n and name live brokers.
+fn check_assignments(broker: &Broker, topic: &CreatableTopic) -> Result<(), (ResponseError, String)> {
+    let invalid = |message: String| Err((ResponseError::InvalidReplicaAssignment, message));
+    let mut indexes: Vec<i32> = topic.assignments.iter().map(|a| a.partition_index).collect();
+    indexes.sort_unstable();
+    if indexes.iter().enumerate().any(|(i, p)| *p != i as i32) {
+        return invalid("partitions must be numbered consecutively from 0".into());
+    }
+    for assignment in &topic.assignments {
+        if assignment.broker_ids.is_empty() {
+            return invalid(format!("partition {} has no replicas", assignment.partition_index));
+        }
+        if let Some(unknown) = assignment.broker_ids.iter().find(|b| b.0 != broker.config.node_id) {
+            return invalid(format!("broker {} does not exist", unknown.0));
+        }
+    }
+    Ok(())
+}
+
+/// Topic ids are reported from v7, partition counts and configs from v5.
+fn for_version(mut result: CreatableTopicResult, version: i16) -> CreatableTopicResult {
+    if version < 7 {
+        result.topic_id = Uuid::nil();
+    }
+    if version < 5 {
+        result.num_partitions = -1;
+        result.replication_factor = -1;
+        result.configs = Some(Vec::new());
+        result.topic_config_error_code = 0;
+    }
+    result
+}
+
+fn failure(name: &str, error: ResponseError, message: &str) -> CreatableTopicResult {
+    CreatableTopicResult::default()
+        .with_name(topic_name(name))
+        .with_error_code(error.code())
+        .with_error_message(Some(str_bytes(message)))
+        .with_num_partitions(-1)
+        .with_replication_factor(-1)
+}
+
+pub fn delete(ctx: &RequestContext<'_>, request: DeleteTopicsRequest) -> DeleteTopicsResponse {
+    let broker = ctx.broker;
+    // v6 names topics by name or id; earlier versions by name only.
+    let wanted: Vec<(Option<String>, Uuid)> = if ctx.api_version >= 6 {
+        request.topics.iter().map(|t| (t.name.as_ref().map(|n| n.0.to_string()), t.topic_id)).collect()
+    } else {
+        request.topic_names.iter().map(|n| (Some(n.0.to_string()), Uuid::nil())).collect()
+    };
+    let responses = wanted
+        .into_iter()
+        .map(|(name, id)| {
+            let mut result = delete_one(broker, name, id);
+            // Topic ids are reported from v6, error messages from v5.
+            if ctx.api_version < 6 {
+                result.topic_id = Uuid::nil();
+            }
+            if ctx.api_version < 5 {
+                result.error_message = None;
+            }
+            result
+        })
+        .collect();
+    if let Err(e) = broker.sync_partitions() {
+        tracing::error!("removing the partitions of deleted topics failed: {e}");
+    }
+    DeleteTopicsResponse::default().with_responses(responses)
+}
+
+fn delete_one(broker: &Broker, name: Option<String>, id: Uuid) -> DeletableTopicResult {
+    let image = broker.controller.image();
+    let found = match &name {
+        Some(name) => image.topic(name),
+        None => image.topic_by_id(&id),
+    };
+    let result = DeletableTopicResult::default().with_name(name.as_deref().map(topic_name)).with_topic_id(id);
+    let Some(topic) = found else {
+        let error = if name.is_some() { ResponseError::UnknownTopicOrPartition } else { ResponseError::UnknownTopicId };
+        return result.with_error_code(error.code());
+    };
+    let topic_id = topic.id;
+    let result = result.with_name(Some(topic_name(&topic.name))).with_topic_id(topic_id);
+    match broker.controller.delete_topic(topic_id) {
+        Ok(deleted) => {
+            tracing::info!(topic = %deleted, "deleted topic");
+            result
+        }
+        Err(e) => result.with_error_code(metadata_error(&e).code()).with_error_message(Some(str_bytes(&e.to_string()))),
+    }
+}

@@ -1,0 +1,117 @@
+//! Connections: size-prefixed frames in, responses out in request order.
+//!
+//! Each connection is one task that reads a frame, serves it and writes the
+//! response before reading the next, as Kafka mutes a channel while a request
+//! is in flight; that is what keeps responses in request order. Responses are
+//! buffered and flushed once no further request is already waiting in the
+//! read buffer, so pipelined requests share a write.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+
+use crate::dispatch;
+use crate::server::Broker;
+
+const IO_BUFFER_BYTES: usize = 64 * 1024;
+/// Frames are read in steps of at most this much, so a size prefix alone
+/// never reserves more memory than the bytes that actually arrive.
+const READ_STEP_BYTES: usize = 1 << 20;
+
+/// Why a connection stops reading.
+#[derive(Debug, thiserror::Error)]
+enum FrameError {
+    #[error("request size {size} is outside [0, socket.request.max.bytes = {max}]")]
+    BadSize { size: i32, max: usize },
+    #[error("connection closed mid-frame")]
+    Truncated,
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+/// Reads one frame; `Ok(None)` on a clean end of stream between frames.
+async fn read_frame<R: AsyncRead + Unpin>(reader: &mut R, max: usize) -> Result<Option<Bytes>, FrameError> {
+    let size = match reader.read_i32().await {
+        Ok(size) => size,
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    if size < 0 || size as usize > max {
+        return Err(FrameError::BadSize { size, max });
+    }
+    let size = size as usize;
+    let mut frame = BytesMut::with_capacity(size.min(READ_STEP_BYTES));
+    while frame.len() < size {
+        frame.reserve((size - frame.len()).min(READ_STEP_BYTES));
+        let mut limited = (&mut *reader).take((size - frame.len()) as u64);
+        if limited.read_buf(&mut frame).await? == 0 {
+            return Err(FrameError::Truncated);
+        }
+    }
+    Ok(Some(frame.freeze()))
+}
+
+/// Serves one client connection until it closes, errs, or the broker stops.
+pub async fn serve(broker: Arc<Broker>, stream: TcpStream, peer: SocketAddr, mut shutdown: watch::Receiver<bool>) {
+    let _ = stream.set_nodelay(true);
+    let (read_half, write_half) = stream.into_split();
+    let mut reader = BufReader::with_capacity(IO_BUFFER_BYTES, read_half);
+    let mut writer = BufWriter::with_capacity(IO_BUFFER_BYTES, write_half);
+    let max = broker.config.socket_request_max_bytes;
+    loop {
+        let frame = tokio::select! {
+            biased;
+            _ = shutdown.changed() => break,
+            frame = read_frame(&mut reader, max) => frame,
+        };
+        let frame = match frame {
+            Ok(Some(frame)) => frame,
+            Ok(None) => break,
+            Err(e) => {
+                tracing::warn!(%peer, "closing connection: {e}");
+                break;
+            }
+        };
+        match dispatch::handle_frame(&broker, frame).await {
+            Ok(Some(response)) => {
+                if let Err(e) = writer.write_all(&response).await {
+                    tracing::debug!(%peer, "write failed: {e}");
+                    break;
+                }
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(%peer, "closing connection: {e}");
+                break;
+            }
+        }
+        if reader.buffer().is_empty() && writer.flush().await.is_err() {
+            break;
+        }
+    }
+    let _ = writer.flush().await;
+    let _ = writer.shutdown().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn reads_frames_and_rejects_bad_sizes() {
+        let mut input: &[u8] = &[0, 0, 0, 3, b'a', b'b', b'c'];
+        assert_eq!(read_frame(&mut input, 100).await.unwrap().unwrap(), Bytes::from_static(b"abc"));
+        assert!(read_frame(&mut input, 100).await.unwrap().is_none());
+
+        let mut huge: &[u8] = &0x7fff_ffffi32.to_be_bytes();
+        assert!(matches!(read_frame(&mut huge, 100).await, Err(FrameError::BadSize { .. })));
+        let mut negative: &[u8] = &(-1i32).to_be_bytes();
+        assert!(matches!(read_frame(&mut negative, 100).await, Err(FrameError::BadSize { .. })));
+        let mut truncated: &[u8] = &[0, 0, 0, 9, 1, 2];
+        assert!(matches!(read_frame(&mut truncated, 100).await, Err(FrameError::Truncated)));
+    }
+}

@@ -1,0 +1,207 @@
+//! The replica manager: the partitions this broker hosts and their state.
+//!
+//! Each partition pairs its log with the high watermark and the waiters of
+//! delayed fetches. On one node the in-sync replica set is the leader alone,
+//! so the high watermark follows the log end offset as soon as an append
+//! returns; the same state carries the follower bookkeeping a cluster needs.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+
+use strom_metadata::MetadataImage;
+use strom_storage::segment::FileSlice;
+use strom_storage::{AppendInfo, LogManager, SharedLog, StorageError, TopicPartition};
+use tokio::sync::Notify;
+use uuid::Uuid;
+
+use crate::config::BrokerConfig;
+
+/// The metadata log lives beside the partition logs, as in Kafka.
+const METADATA_TOPIC: &str = "__cluster_metadata";
+/// Dead waiters are swept once a partition holds this many.
+const WAITER_SWEEP_THRESHOLD: usize = 64;
+
+#[derive(Debug)]
+pub struct Partition {
+    pub tp: TopicPartition,
+    pub leader_epoch: i32,
+    log: SharedLog,
+    high_watermark: AtomicI64,
+    waiters: Mutex<Vec<Weak<Notify>>>,
+}
+
+/// What a read found, with the offsets a fetch response reports.
+#[derive(Debug)]
+pub struct ReadResult {
+    pub slice: Option<FileSlice>,
+    pub high_watermark: i64,
+    pub log_start_offset: i64,
+}
+
+impl Partition {
+    fn new(tp: TopicPartition, leader_epoch: i32, log: SharedLog) -> Self {
+        let log_end = log.lock().expect("log lock").log_end_offset();
+        Self { tp, leader_epoch, log, high_watermark: AtomicI64::new(log_end), waiters: Mutex::new(Vec::new()) }
+    }
+
+    pub fn high_watermark(&self) -> i64 {
+        self.high_watermark.load(Ordering::Acquire)
+    }
+
+    pub fn log(&self) -> &SharedLog {
+        &self.log
+    }
+
+    pub fn log_start_offset(&self) -> i64 {
+        self.log.lock().expect("log lock").log_start_offset()
+    }
+
+    /// Appends a producer's record set and wakes the fetches waiting on it.
+    pub fn append(&self, records: &[u8], now_ms: i64) -> Result<(AppendInfo, i64), StorageError> {
+        let (info, log_start) = {
+            let mut log = self.log.lock().expect("log lock");
+            let info = log.append(records, self.leader_epoch, now_ms)?;
+            // One replica in sync: the high watermark is the new log end.
+            self.high_watermark.store(log.log_end_offset(), Ordering::Release);
+            (info, log.log_start_offset())
+        };
+        self.wake_waiters();
+        Ok((info, log_start))
+    }
+
+    /// Reads from `offset`, bounded by the high watermark.
+    pub fn read(&self, offset: i64, max_bytes: usize, min_one_batch: bool) -> Result<ReadResult, StorageError> {
+        let log = self.log.lock().expect("log lock");
+        let high_watermark = self.high_watermark();
+        let slice = log.read(offset, max_bytes, high_watermark, min_one_batch)?;
+        Ok(ReadResult { slice, high_watermark, log_start_offset: log.log_start_offset() })
+    }
+
+    /// Registers a delayed operation to be notified by the next append.
+    pub fn watch(&self, waiter: &Arc<Notify>) {
+        let mut waiters = self.waiters.lock().expect("waiters lock");
+        if waiters.len() >= WAITER_SWEEP_THRESHOLD {
+            waiters.retain(|w| w.strong_count() > 0);
+        }
+        waiters.push(Arc::downgrade(waiter));
+    }
+
+    fn wake_waiters(&self) {
+        let waiters = std::mem::take(&mut *self.waiters.lock().expect("waiters lock"));
+        for waiter in waiters.iter().filter_map(Weak::upgrade) {
+            waiter.notify_one();
+        }
+    }
+}
+
+/// The partitions of one topic, indexed by partition number.
+#[derive(Debug)]
+pub struct TopicPartitions {
+    pub name: String,
+    pub id: Uuid,
+    pub partitions: Vec<Arc<Partition>>,
+}
+
+#[derive(Debug, Default)]
+struct Hosted {
+    by_name: HashMap<String, Arc<TopicPartitions>>,
+    by_id: HashMap<Uuid, Arc<TopicPartitions>>,
+}
+
+pub struct ReplicaManager {
+    config: Arc<BrokerConfig>,
+    logs: LogManager,
+    hosted: RwLock<Hosted>,
+}
+
+impl ReplicaManager {
+    /// Opens the log dirs and loads every partition the image assigns to us;
+    /// partition dirs of topics that no longer exist are removed.
+    pub fn open(config: Arc<BrokerConfig>, logs: LogManager, image: &MetadataImage) -> Result<Self, StorageError> {
+        let now = strom_storage::now_ms();
+        let on_disk = logs.partitions_on_disk()?;
+        for (tp, dir) in on_disk {
+            if tp.topic == METADATA_TOPIC {
+                continue;
+            }
+            let wanted = image.topic(&tp.topic).is_some_and(|t| t.partitions.contains_key(&tp.partition));
+            if !wanted {
+                tracing::info!(partition = %tp, "removing the log of a deleted topic");
+                logs.delete_orphan(&tp, dir)?;
+                continue;
+            }
+            let overrides = &image.topic(&tp.topic).expect("wanted").configs;
+            logs.load(&tp, dir, config.log_config_for(overrides), now)?;
+        }
+        let manager = Self { config, logs, hosted: RwLock::new(Hosted::default()) };
+        manager.sync(image)?;
+        Ok(manager)
+    }
+
+    pub fn topic(&self, name: &str) -> Option<Arc<TopicPartitions>> {
+        self.hosted.read().expect("hosted lock").by_name.get(name).cloned()
+    }
+
+    pub fn topic_by_id(&self, id: &Uuid) -> Option<Arc<TopicPartitions>> {
+        self.hosted.read().expect("hosted lock").by_id.get(id).cloned()
+    }
+
+    pub fn partition(&self, topic: &str, partition: i32) -> Option<Arc<Partition>> {
+        let topic = self.topic(topic)?;
+        usize::try_from(partition).ok().and_then(|p| topic.partitions.get(p).cloned())
+    }
+
+    /// Brings the hosted partitions in line with the image: logs are created
+    /// for new partitions and deleted for removed topics.
+    pub fn sync(&self, image: &MetadataImage) -> Result<(), StorageError> {
+        let now = strom_storage::now_ms();
+        let mut hosted = self.hosted.write().expect("hosted lock");
+        let removed: Vec<Arc<TopicPartitions>> =
+            hosted.by_id.values().filter(|t| image.topic_by_id(&t.id).is_none()).cloned().collect();
+        for topic in removed {
+            hosted.by_id.remove(&topic.id);
+            hosted.by_name.remove(&topic.name);
+            for partition in &topic.partitions {
+                self.logs.delete(&partition.tp)?;
+            }
+        }
+        for topic in image.topics() {
+            let current = hosted.by_id.get(&topic.id);
+            if current.is_some_and(|t| t.partitions.len() == topic.partitions.len()) {
+                continue;
+            }
+            let log_config = self.config.log_config_for(&topic.configs);
+            let mut partitions = current.map(|t| t.partitions.clone()).unwrap_or_default();
+            for (&number, state) in topic.partitions.range(partitions.len() as i32..) {
+                let tp = TopicPartition::new(topic.name.clone(), number);
+                let log = self.logs.get_or_create(&tp, log_config.clone(), now)?;
+                partitions.push(Arc::new(Partition::new(tp, state.leader_epoch, log)));
+            }
+            let entry = Arc::new(TopicPartitions { name: topic.name.clone(), id: topic.id, partitions });
+            hosted.by_name.insert(topic.name.clone(), entry.clone());
+            hosted.by_id.insert(topic.id, entry);
+        }
+        Ok(())
+    }
+
+    fn high_watermarks(&self) -> HashMap<TopicPartition, i64> {
+        let hosted = self.hosted.read().expect("hosted lock");
+        hosted.by_name.values().flat_map(|t| t.partitions.iter()).map(|p| (p.tp.clone(), p.high_watermark())).collect()
+    }
+
+    /// Writes the offset checkpoints of every log dir.
+    pub fn checkpoint(&self) -> Result<(), StorageError> {
+        self.logs.checkpoint(&self.high_watermarks())
+    }
+
+    /// Flushes the logs whose `flush.ms` has passed.
+    pub fn flush_due(&self) -> Result<(), StorageError> {
+        self.logs.flush_due(strom_storage::now_ms())
+    }
+
+    /// Flushes and closes every log and marks the shutdown clean.
+    pub fn shutdown(&self) -> Result<(), StorageError> {
+        self.logs.shutdown(&self.high_watermarks(), strom_storage::now_ms())
+    }
+}

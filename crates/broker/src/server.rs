@@ -1,0 +1,183 @@
+//! The broker process: start-up, the accept loop, background duties and a
+//! clean shutdown.
+//!
+//! Start-up replays the metadata log, then loads (and if needed recovers)
+//! every partition log before the first connection is accepted. Shutdown
+//! stops accepting, lets each connection finish the request it is serving,
+//! then flushes every log and writes the checkpoints and the clean-shutdown
+//! marker.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use strom_metadata::{Controller, MetadataError};
+use strom_storage::{LogManager, StorageError};
+use tokio::net::TcpListener;
+use tokio::sync::{watch, Semaphore};
+use tokio::task::JoinSet;
+
+use crate::config::BrokerConfig;
+use crate::fetch_session::FetchSessionCache;
+use crate::network;
+use crate::replica::ReplicaManager;
+
+/// How long shutdown waits for connections to finish their requests.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Everything a request handler can reach.
+pub struct Broker {
+    pub config: Arc<BrokerConfig>,
+    pub controller: Controller,
+    pub replicas: ReplicaManager,
+    pub fetch_sessions: FetchSessionCache,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("metadata: {0}")]
+    Metadata(#[from] MetadataError),
+    #[error("storage: {0}")]
+    Storage(#[from] StorageError),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind { addr: String, source: std::io::Error },
+    #[error("{0}")]
+    Config(String),
+}
+
+impl Broker {
+    /// Opens the metadata log and every partition log.
+    pub fn open(config: BrokerConfig) -> Result<Arc<Self>, StartError> {
+        let config = Arc::new(config);
+        // Lock the log dirs before touching anything in them.
+        let logs = LogManager::new(config.log_dirs.clone())?;
+        std::fs::create_dir_all(&config.metadata_log_dir).map_err(StorageError::from)?;
+        let controller = Controller::open(&config.metadata_log_dir, config.node_id)?;
+        let replicas = ReplicaManager::open(config.clone(), logs, &controller.image())?;
+        let fetch_sessions = FetchSessionCache::new(config.max_incremental_fetch_session_cache_slots);
+        Ok(Arc::new(Self { config, controller, replicas, fetch_sessions }))
+    }
+
+    /// Applies the controller's latest image to the hosted partitions.
+    pub fn sync_partitions(&self) -> Result<(), StorageError> {
+        self.replicas.sync(&self.controller.image())
+    }
+}
+
+/// A bound, not yet serving, broker: lets callers learn the real ports
+/// (e.g. when a listener asks for port 0) before serving.
+pub struct BoundBroker {
+    broker: Arc<Broker>,
+    listeners: Vec<TcpListener>,
+}
+
+impl BoundBroker {
+    pub async fn bind(broker: Arc<Broker>) -> Result<Self, StartError> {
+        let mut listeners = Vec::new();
+        for listener in &broker.config.listeners {
+            let addr = listener.socket_addr().map_err(StartError::Config)?;
+            let bound = TcpListener::bind(addr)
+                .await
+                .map_err(|source| StartError::Bind { addr: addr.to_string(), source })?;
+            let local = bound.local_addr().map_err(|source| StartError::Bind { addr: addr.to_string(), source })?;
+            tracing::info!(listener = %listener.name, addr = %local, "listening");
+            listeners.push(bound);
+        }
+        Ok(Self { broker, listeners })
+    }
+
+    /// Serves until `shutdown` completes, then shuts down cleanly.
+    pub async fn serve(self, shutdown: impl Future<Output = ()>) -> Result<(), StorageError> {
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let mut background = JoinSet::new();
+        background.spawn(periodic_duties(self.broker.clone(), stop_rx.clone()));
+        let permits = Arc::new(Semaphore::new(self.broker.config.max_connections));
+        let mut acceptors = JoinSet::new();
+        for listener in self.listeners {
+            acceptors.spawn(accept_loop(self.broker.clone(), listener, permits.clone(), stop_rx.clone()));
+        }
+        shutdown.await;
+        tracing::info!("shutting down: no new connections, finishing in-flight requests");
+        let _ = stop_tx.send(true);
+        let mut connections = Vec::new();
+        while let Some(joined) = acceptors.join_next().await {
+            connections.extend(joined.ok());
+        }
+        let drain = async {
+            for set in &mut connections {
+                while set.join_next().await.is_some() {}
+            }
+        };
+        if tokio::time::timeout(DRAIN_TIMEOUT, drain).await.is_err() {
+            tracing::warn!("connections still busy after {DRAIN_TIMEOUT:?}; closing them");
+            connections.iter_mut().for_each(JoinSet::abort_all);
+        }
+        while background.join_next().await.is_some() {}
+        self.broker.replicas.shutdown()?;
+        tracing::info!("shut down cleanly");
+        Ok(())
+    }
+}
+
+async fn accept_loop(
+    broker: Arc<Broker>,
+    listener: TcpListener,
+    permits: Arc<Semaphore>,
+    mut stop: watch::Receiver<bool>,
+) -> JoinSet<()> {
+    let mut connections = JoinSet::new();
+    loop {
+        let accepted = tokio::select! {
+            biased;
+            _ = stop.changed() => break,
+            accepted = listener.accept() => accepted,
+        };
+        // Reap finished connection tasks so the set stays bounded.
+        while connections.try_join_next().is_some() {}
+        match accepted {
+            Ok((stream, peer)) => {
+                let Ok(permit) = permits.clone().try_acquire_owned() else {
+                    tracing::warn!(%peer, "max.connections reached; closing the new connection");
+                    continue;
+                };
+                let broker = broker.clone();
+                let stop = stop.clone();
+                connections.spawn(async move {
+                    network::serve(broker, stream, peer, stop).await;
+                    drop(permit);
+                });
+            }
+            Err(e) => {
+                tracing::warn!("accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+    connections
+}
+
+/// Flushes due logs and writes checkpoints on Kafka's intervals.
+async fn periodic_duties(broker: Arc<Broker>, mut stop: watch::Receiver<bool>) {
+    let config = broker.config.clone();
+    let mut flush = tokio::time::interval(Duration::from_millis(config.log_flush_scheduler_interval_ms));
+    let checkpoint_ms =
+        config.replica_high_watermark_checkpoint_interval_ms.min(config.log_flush_offset_checkpoint_interval_ms);
+    let mut checkpoint = tokio::time::interval(Duration::from_millis(checkpoint_ms));
+    loop {
+        tokio::select! {
+            biased;
+            _ = stop.changed() => return,
+            _ = flush.tick() => {
+                if let Err(e) = broker.replicas.flush_due() {
+                    tracing::error!("flush failed: {e}");
+                }
+            }
+            _ = checkpoint.tick() => {
+                if let Err(e) = broker.replicas.checkpoint() {
+                    tracing::error!("checkpoint failed: {e}");
+                }
+                broker.fetch_sessions.evict_expired();
+            }
+        }
+    }
+}

@@ -1,0 +1,57 @@
+//! `strom server`: start a broker from a properties file and overrides.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
+use strom_broker::{BoundBroker, Broker, BrokerConfig};
+use tokio::signal::unix::{signal, SignalKind};
+
+#[derive(clap::Args)]
+pub struct ServerArgs {
+    /// A Kafka `server.properties` file; embedded defaults when omitted.
+    properties: Option<PathBuf>,
+    /// Set a config key, overriding the file: `--override log.dirs=/data`.
+    #[arg(long = "override", value_name = "KEY=VALUE")]
+    overrides: Vec<String>,
+}
+
+pub fn run(args: ServerArgs) -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let text = match &args.properties {
+        Some(path) => std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?,
+        None => String::new(),
+    };
+    let mut overrides = Vec::new();
+    for item in &args.overrides {
+        let Some((key, value)) = item.split_once('=') else {
+            bail!("--override expects KEY=VALUE, got {item:?}");
+        };
+        overrides.push((key.trim().to_owned(), value.trim().to_owned()));
+    }
+    let config = BrokerConfig::from_properties(&text, &overrides)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(serve(config))
+}
+
+async fn serve(config: BrokerConfig) -> anyhow::Result<()> {
+    let node_id = config.node_id;
+    let broker = Broker::open(config)?;
+    let bound = BoundBroker::bind(broker).await?;
+    tracing::info!(node_id, "broker started");
+    let mut terminate = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    bound
+        .serve(async move {
+            tokio::select! {
+                _ = terminate.recv() => {}
+                _ = interrupt.recv() => {}
+            }
+        })
+        .await?;
+    Ok(())
+}
