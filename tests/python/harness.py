@@ -8,6 +8,7 @@ resolves or a consumer that stalls fails the test instead of hanging it.
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -53,10 +54,21 @@ def strom_binary() -> Path:
 
 
 def free_port() -> int:
-    """A loopback port nobody listens on right now (the kernel picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A free loopback port below the kernel's ephemeral range.
+
+    A port the kernel hands out for bind(0) can later become some client's
+    outgoing source port, and then a restarted broker could not bind it again.
+    """
+    ephemeral_low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    candidates = random.sample(range(max(1024, ephemeral_low // 2), ephemeral_low), 50)
+    for port in candidates + [0]:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return sock.getsockname()[1]
+    raise BrokerError("no free loopback port")
 
 
 def now_ms() -> int:
@@ -81,7 +93,8 @@ def wait_until(condition: Callable[[], object], timeout_s: float, what: str, int
 def dotted(overrides: dict[str, object]) -> dict[str, str]:
     """Turn Python keyword names into Kafka config keys (`num_partitions` -> `num.partitions`).
 
-    Kafka's broker keys never contain underscores, so the mapping is unambiguous.
+    Kafka's own key names use dots only; a key with a real underscore (in a
+    listener name, say) must be passed in a dict instead.
     """
     return {key.replace("_", "."): config_value(value) for key, value in overrides.items()}
 
@@ -138,6 +151,8 @@ class Broker:
         """Start the process and wait until its listener accepts connections."""
         if self.alive():
             raise BrokerError("broker is already running")
+        if self._process is not None and not self._exit_expected:
+            raise BrokerError(f"broker died unexpectedly with {self._process.returncode}\n{self.log_tail()}")
         binary = strom_binary()
         if not binary.is_file():
             raise BrokerError(f"strom binary not found at {binary}: build it or set STROM_BIN")
@@ -216,7 +231,9 @@ class Broker:
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
         if not self.log_path.exists():
             return "(no broker log)"
-        text = self.log_path.read_text(errors="replace").splitlines()
+        with open(self.log_path, "rb") as log:
+            log.seek(max(0, self.log_path.stat().st_size - 256 * 1024))
+            text = log.read().decode(errors="replace").splitlines()
         return "\n".join(text[-lines:])
 
     def close(self) -> None:
@@ -448,13 +465,28 @@ def _confluent_delivery(index: int, report) -> Delivery:
     return Delivery(report.partition(), report.offset(), _CONFLUENT_TIMESTAMP_TYPES[ts_type], ts)
 
 
-def produce_one_confluent(producer: Producer, topic: str, value: bytes, timeout_s: float = 30.0, **kwargs):
-    """Produce a single record and return its delivery outcome (KafkaError or Message)."""
-    outcome: list = []
-    producer.produce(topic, value=value, on_delivery=lambda err, msg: outcome.append(err or msg), **kwargs)
+class Outcome(NamedTuple):
+    """How the delivery of one record ended; `error` is None on success."""
+
+    error: KafkaError | None
+    partition: int
+    offset: int
+    timestamp_type: int
+    timestamp_ms: int
+
+
+def produce_one_confluent(producer: Producer, topic: str, value: bytes, timeout_s: float = 30.0, **kwargs) -> Outcome:
+    """Produce a single record and wait for its delivery report."""
+    outcomes: list[Outcome] = []
+
+    def on_delivery(err, msg):
+        ts_type, ts = msg.timestamp()
+        outcomes.append(Outcome(err, msg.partition(), msg.offset(), _CONFLUENT_TIMESTAMP_TYPES[ts_type], ts))
+
+    producer.produce(topic, value=value, on_delivery=on_delivery, **kwargs)
     remaining = producer.flush(timeout_s)
-    assert remaining == 0 and outcome, f"no delivery report within {timeout_s}s"
-    return outcome[0]
+    assert remaining == 0 and outcomes, f"no delivery report within {timeout_s}s"
+    return outcomes[0]
 
 
 def is_group_noise(msg) -> bool:

@@ -1,0 +1,336 @@
+"""Hostile and broken peers on raw sockets. Whatever arrives, the broker answers
+with a Kafka error or closes the connection as Kafka would, never crashes, does
+not leak memory or connections, and keeps serving well-behaved clients.
+"""
+
+from __future__ import annotations
+
+import random
+import struct
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from confluent_kafka import TopicPartition
+
+from harness import (
+    confluent_consumer,
+    confluent_producer,
+    create_topic,
+    is_group_noise,
+    wait_until,
+)
+from wire import (
+    API_VERSIONS,
+    METADATA,
+    UNSUPPORTED_VERSION,
+    api_versions,
+    api_versions_request,
+    connect,
+    drain,
+    exchange,
+    frame,
+    int32,
+    parse_api_versions,
+    request,
+    request_header,
+    send,
+    split_frames,
+    uvarint,
+)
+
+SEED = 20240601
+DEFAULT_SOCKET_REQUEST_MAX_BYTES = 104857600
+RSS_GROWTH_MAX_KB = 50 * 1024
+REACTION_TIMEOUT_S = 5.0
+
+
+def assert_healthy(broker) -> None:
+    """Alive, and a fresh connection still gets a well-formed ApiVersions answer."""
+    assert broker.alive(), f"broker died\n{broker.log_tail()}"
+    assert api_versions(broker.port).error_code == 0
+
+
+def assert_answered_or_closed(reaction, correlation_id: int) -> None:
+    """A complete but malformed request must get an error response or a closed connection, promptly."""
+    frames, _ = split_frames(reaction.received)
+    assert frames or reaction.closed, "broker neither answered nor closed the connection"
+    for payload in frames:
+        assert struct.unpack_from(">i", payload)[0] == correlation_id, "response to a request we never sent"
+
+
+# ---------------------------------------------------------------- the hostile cases
+
+
+def random_blobs(port: int, rng: random.Random) -> None:
+    """Raw random bytes; after we half-close, the broker must hang up."""
+    for length in [1, 2, 3, 4, 5, 8, 13, 64, 512, 4096, 65536]:
+        reaction = exchange(port, rng.randbytes(length), half_close=True)
+        assert reaction.closed, f"{length} random bytes: connection left open after our EOF"
+
+
+def random_frames(port: int, rng: random.Random) -> None:
+    """Correctly sized frames full of random bytes reach the header decoder."""
+    for length in [0, 1, 2, 5, 8, 9, 10, 11, 12, 13, 40, 300, 5000]:
+        reaction = exchange(port, frame(rng.randbytes(length)), half_close=True)
+        assert reaction.closed, f"random frame of {length} bytes: connection left open after our EOF"
+
+
+def fuzzed_bodies(port: int, rng: random.Random, versions: dict[int, tuple[int, int]]) -> None:
+    """Valid headers for every advertised API and version range, random bodies behind them."""
+    for correlation_id, (api_key, (low, high)) in enumerate(sorted(versions.items()) * 4, start=1000):
+        version = rng.randint(low, high)
+        body = rng.randbytes(rng.choice([0, 1, 3, 7, 16, 64, 300]))
+        reaction = exchange(port, request(api_key, version, correlation_id, body), half_close=True)
+        assert reaction.closed, f"api {api_key} v{version}: connection left open after our EOF"
+        assert_answered_or_closed(reaction, correlation_id)
+
+
+def truncated_frames(port: int, rng: random.Random) -> None:
+    """A frame announcing more bytes than ever arrive, then a close (full, or half with the hang-up checked)."""
+    whole = api_versions_request(3, 7)
+    for cut in [5, 9, len(whole) - 1]:
+        with connect(port) as sock:
+            send(sock, whole[:cut])
+        reaction = exchange(port, whole[:cut], half_close=True)
+        assert reaction.closed, f"frame cut at {cut} bytes: connection left open after our EOF"
+
+
+ABSURD_SIZES = {
+    "int32-max": 0x7FFFFFFF,
+    "int32-min": 0x80000000,
+    "minus-one": 0xFFFFFFFF,
+    "zero": 0,
+    "over-socket-request-max": DEFAULT_SOCKET_REQUEST_MAX_BYTES + 1,
+}
+
+
+def absurd_sizes(port: int, rng: random.Random) -> None:
+    """Size prefixes no frame can have (negative, zero, over the limit): Kafka closes at once."""
+    for name, size in ABSURD_SIZES.items():
+        reaction = exchange(port, struct.pack(">I", size), timeout_s=REACTION_TIMEOUT_S)
+        assert reaction.closed and not reaction.received, f"size prefix {name}: connection not closed"
+
+
+def unknown_apis(port: int, rng: random.Random) -> None:
+    """Kafka closes the connection on an unknown API key or an unsupported version (other than ApiVersions)."""
+    for api_key, version in [(999, 0), (-1, 0), (METADATA, 99), (METADATA, -1)]:
+        reaction = exchange(port, request(api_key, version, 5, b"", flexible=False))
+        assert reaction.closed and not reaction.received, f"api {api_key} v{version}: connection not closed"
+
+
+def malformed_metadata(port: int, rng: random.Random) -> None:
+    """Complete frames whose contents lie: garbage, or counts and lengths far beyond the frame."""
+    for correlation_id, data in enumerate(MALFORMED_METADATA + [request(METADATA, 1, 0, rng.randbytes(37))], start=50):
+        patched = data[:8] + int32(correlation_id) + data[12:]
+        assert_answered_or_closed(exchange(port, patched, until_frames=1), correlation_id)
+
+
+MALFORMED_METADATA = [
+    # v1 (non-flexible): topics array of 2^31-1 entries with none following.
+    request(METADATA, 1, 0, int32(0x7FFFFFFF)),
+    # v1: one topic whose name claims 32767 bytes.
+    request(METADATA, 1, 0, int32(1) + struct.pack(">h", 0x7FFF)),
+    # v1: a negative array length other than -1 (null).
+    request(METADATA, 1, 0, int32(-2)),
+    # v12 (flexible): compact array count 2^31-1 (encoded as n+1 = 2^31).
+    request(METADATA, 12, 0, uvarint(2**31)),
+    # v12: the largest 32-bit unsigned varint.
+    request(METADATA, 12, 0, uvarint(2**32 - 1)),
+    # v12: an over-long varint that never ends within the frame.
+    request(METADATA, 12, 0, b"\xff" * 10),
+    # v12: header tagged fields claiming 2^31 fields.
+    frame(request_header(METADATA, 12, 0, flexible=False) + uvarint(2**31)),
+    # Header client_id claiming 32767 bytes.
+    frame(struct.pack(">hhih", METADATA, 1, 0, 0x7FFF)),
+]
+
+HOSTILE_CASES = [random_blobs, random_frames, truncated_frames, absurd_sizes, unknown_apis, malformed_metadata]
+
+
+# ---------------------------------------------------------------- one case at a time
+
+
+@pytest.mark.parametrize("case", HOSTILE_CASES, ids=lambda case: case.__name__)
+def test_hostile_case_leaves_broker_healthy(broker, case):
+    case(broker.port, random.Random(SEED))
+    assert_healthy(broker)
+
+
+def test_fuzzed_request_bodies_leave_broker_healthy(broker):
+    versions = api_versions(broker.port).versions
+    fuzzed_bodies(broker.port, random.Random(SEED), versions)
+    assert_healthy(broker)
+
+
+def test_api_versions_reports_the_served_apis(broker):
+    versions = api_versions(broker.port).versions
+    for api_key in [0, 1, 2, 3, 18, 19, 20, 60]:
+        assert api_key in versions, f"api {api_key} missing from ApiVersions"
+        low, high = versions[api_key]
+        assert 0 <= low <= high
+    assert versions[API_VERSIONS][1] >= 3
+
+
+def test_unsupported_api_versions_version_gets_v0_error_response(broker):
+    """A client newer than the broker sends ApiVersions v99; Kafka answers in v0 with
+    UNSUPPORTED_VERSION and its own range, and keeps the connection for the retry."""
+    with connect(broker.port) as sock:
+        assert send(sock, api_versions_request(99, 4242))
+        reaction = drain(sock, REACTION_TIMEOUT_S, until_frames=1)
+        [payload], _ = split_frames(reaction.received)
+        try:
+            response = parse_api_versions(payload, 0)
+        except (struct.error, AssertionError) as exc:
+            raise AssertionError(f"not an ApiVersions v0 response ({exc}): {payload.hex()}") from None
+        assert (response.correlation_id, response.error_code) == (4242, UNSUPPORTED_VERSION)
+        assert response.versions[API_VERSIONS][1] >= 3
+
+        assert send(sock, api_versions_request(0, 4243, client_id=None))
+        reaction = drain(sock, REACTION_TIMEOUT_S, until_frames=1)
+        [payload], _ = split_frames(reaction.received)
+        retry = parse_api_versions(payload, 0)
+        assert (retry.correlation_id, retry.error_code) == (4243, 0)
+        assert {0, 1, 2, 3, 18, 19, 20, 60} <= set(retry.versions)
+
+
+def test_pipelined_requests_are_answered_in_order(broker):
+    """Requests written back to back on one connection come back in the order sent."""
+    versions = [i % 4 for i in range(200)]
+    burst = b"".join(api_versions_request(version, 9000 + i) for i, version in enumerate(versions))
+    with connect(broker.port) as sock:
+        assert send(sock, burst)
+        reaction = drain(sock, 30, until_frames=len(versions))
+    frames, _ = split_frames(reaction.received)
+    assert len(frames) == len(versions)
+    for i, (payload, version) in enumerate(zip(frames, versions)):
+        response = parse_api_versions(payload, version)
+        assert (response.correlation_id, response.error_code) == (9000 + i, 0)
+
+
+# ---------------------------------------------------------------- everything at once
+
+
+class SteadyClient(threading.Thread):
+    """A well-behaved confluent-kafka client producing and reading back rounds of records.
+
+    Bounded in rounds and time; any delivery error, consumer error or
+    stalled round is recorded and ends the thread.
+    """
+
+    ROUND_RECORDS = 100
+    ROUND_TIMEOUT_S = 15
+    MAX_ROUNDS = 10_000
+    TIME_LIMIT_S = 180
+
+    def __init__(self, bootstrap: str, topic: str):
+        super().__init__(daemon=True)
+        self.bootstrap, self.topic = bootstrap, topic
+        self.rounds = 0
+        self.errors: list[str] = []
+        self.stop_requested = threading.Event()
+
+    def run(self):
+        try:
+            self.produce_and_read()
+        except Exception as exc:
+            self.errors.append(f"steady client crashed: {exc!r}")
+
+    def produce_and_read(self):
+        producer = confluent_producer(self.bootstrap, **{"linger.ms": 5, "acks": "all"})
+        consumer = confluent_consumer(self.bootstrap)
+        consumer.assign([TopicPartition(self.topic, 0, 0)])
+        expected = 0
+        deadline = time.monotonic() + self.TIME_LIMIT_S
+        try:
+            while not self.stop_requested.is_set() and self.rounds < self.MAX_ROUNDS and time.monotonic() < deadline:
+                failures = []
+
+                def on_delivery(err, msg):
+                    if err:
+                        failures.append(err)
+
+                for i in range(self.ROUND_RECORDS):
+                    value = b"round %d record %d" % (self.rounds, i)
+                    producer.produce(self.topic, value=value, partition=0, on_delivery=on_delivery)
+                if producer.flush(self.ROUND_TIMEOUT_S) or failures:
+                    self.errors.append(f"round {self.rounds}: undelivered or failed: {failures[:3]}")
+                    return
+                expected += self.ROUND_RECORDS
+                if not self.read_up_to(consumer, expected):
+                    return
+                self.rounds += 1
+        finally:
+            consumer.close()
+
+    def read_up_to(self, consumer, expected: int) -> bool:
+        position = expected - self.ROUND_RECORDS
+        round_deadline = time.monotonic() + self.ROUND_TIMEOUT_S
+        while position < expected:
+            if time.monotonic() >= round_deadline:
+                self.errors.append(f"round {self.rounds}: read stalled at offset {position} of {expected}")
+                return False
+            for msg in consumer.consume(num_messages=1000, timeout=0.5):
+                if msg.error():
+                    if is_group_noise(msg):
+                        continue
+                    self.errors.append(f"round {self.rounds}: consumer error {msg.error()}")
+                    return False
+                if msg.offset() != position:
+                    self.errors.append(f"round {self.rounds}: expected offset {position}, got {msg.offset()}")
+                    return False
+                position += 1
+        return True
+
+    def finish(self):
+        self.stop_requested.set()
+        self.join(self.ROUND_TIMEOUT_S * 3)
+        assert not self.is_alive(), "steady client did not stop"
+
+
+def stalled_large_frames(port: int, connections: int = 4) -> None:
+    """Connections that announce a maximum-size request, send a little, and go quiet."""
+    socks = [connect(port) for _ in range(connections)]
+    try:
+        for sock in socks:
+            send(sock, int32(DEFAULT_SOCKET_REQUEST_MAX_BYTES) + b"\x00" * 1024)
+    finally:
+        for sock in socks:
+            sock.close()
+
+
+def test_storm_with_well_behaved_client(broker):
+    create_topic(broker.bootstrap, "steady")
+    steady = SteadyClient(broker.bootstrap, "steady")
+    steady.start()
+    try:
+        wait_until(lambda: steady.rounds >= 2 or not steady.is_alive(), 60, "steady client warm-up")
+        assert not steady.errors and steady.rounds >= 2, steady.errors
+        rss_before_kb, fds_before = broker.rss_kb(), broker.open_fds()
+        rounds_before = steady.rounds
+        versions = api_versions(broker.port).versions
+
+        def attack(worker: int) -> None:
+            rng = random.Random(SEED + worker)
+            for case in HOSTILE_CASES:
+                case(broker.port, rng)
+            fuzzed_bodies(broker.port, rng, versions)
+            stalled_large_frames(broker.port)
+
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            list(pool.map(attack, range(8)))
+
+        wait_until(lambda: steady.rounds > rounds_before + 2 or not steady.is_alive(), 60, "steady client progress")
+    finally:
+        steady.finish()
+    assert not steady.errors, steady.errors
+    assert_healthy(broker)
+
+    growth_kb = broker.rss_kb() - rss_before_kb
+    assert growth_kb <= RSS_GROWTH_MAX_KB, f"RSS grew by {growth_kb} KiB during the storm"
+    wait_until(
+        lambda: broker.open_fds() <= fds_before + 2,
+        30,
+        f"the broker's open fds to drop back near {fds_before} (hostile connections released)",
+    )
