@@ -195,7 +195,9 @@ impl BrokerConfig {
             return Err(Props::error("listeners", p.get("listeners").unwrap_or(""), "no listener given"));
         }
         for listener in &listeners {
-            listener.socket_addr().map_err(|reason| Props::error("listeners", p.get("listeners").unwrap_or(""), reason))?;
+            listener
+                .socket_addr()
+                .map_err(|reason| Props::error("listeners", p.get("listeners").unwrap_or(""), reason))?;
         }
         let advertised_listeners = p.listeners("advertised.listeners")?.unwrap_or_else(|| listeners.clone());
         let log_dirs: Vec<PathBuf> = p
@@ -210,14 +212,17 @@ impl BrokerConfig {
         if log_dirs.is_empty() {
             return Err(Props::error("log.dirs", p.get("log.dirs").unwrap_or(""), "no directory given"));
         }
-        let metadata_log_dir = p.get("metadata.log.dir").map(PathBuf::from).unwrap_or_else(|| log_dirs[0].clone());
+        let metadata_log_dir =
+            p.get("metadata.log.dir").map(PathBuf::from).unwrap_or_else(|| log_dirs[0].clone());
         let roll_ms = match p.get("log.roll.ms") {
             Some(_) => p.parse("log.roll.ms", 0i64, 1)?,
             None => p.parse("log.roll.hours", 168i64, 1)? * 3_600_000,
         };
         let timestamp_type = match p.get("log.message.timestamp.type") {
             None => TimestampType::CreateTime,
-            Some(raw) => raw.parse().map_err(|reason| Props::error("log.message.timestamp.type", raw, reason))?,
+            Some(raw) => {
+                raw.parse().map_err(|reason| Props::error("log.message.timestamp.type", raw, reason))?
+            }
         };
         let flush_ms = match p.get("log.flush.interval.ms") {
             Some(_) => p.parse("log.flush.interval.ms", i64::MAX, 0)?,
@@ -244,7 +249,11 @@ impl BrokerConfig {
             auto_create_topics_enable: p.bool("auto.create.topics.enable", true)?,
             socket_request_max_bytes: p.parse("socket.request.max.bytes", 100 << 20, 1)?,
             min_insync_replicas: p.parse("min.insync.replicas", 1, 1)?,
-            log_flush_offset_checkpoint_interval_ms: p.parse("log.flush.offset.checkpoint.interval.ms", 60_000, 1)?,
+            log_flush_offset_checkpoint_interval_ms: p.parse(
+                "log.flush.offset.checkpoint.interval.ms",
+                60_000,
+                1,
+            )?,
             replica_high_watermark_checkpoint_interval_ms: p.parse(
                 "replica.high.watermark.checkpoint.interval.ms",
                 5_000,

@@ -9,7 +9,10 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::api_versions_response::ApiVersionsResponse;
-use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeClusterRequest,
+    FetchRequest, ListOffsetsRequest, MetadataRequest, ProduceRequest, RequestHeader, ResponseHeader,
+};
 use kafka_protocol::protocol::{Decodable, Encodable};
 
 use crate::error::RequestError;
@@ -64,8 +67,37 @@ fn i16_at(frame: &[u8], at: usize) -> i16 {
     i16::from_be_bytes([frame[at], frame[at + 1]])
 }
 
-/// Serves one request frame; `Ok(None)` means no response is sent.
-pub async fn handle_frame(broker: &Broker, frame: Bytes) -> Result<Option<Bytes>, RequestError> {
+/// A decoded request body, one variant per served API.
+#[derive(Debug)]
+pub enum Request {
+    ApiVersions(ApiVersionsRequest),
+    Metadata(MetadataRequest),
+    CreateTopics(CreateTopicsRequest),
+    DeleteTopics(DeleteTopicsRequest),
+    Produce(ProduceRequest),
+    Fetch(FetchRequest),
+    ListOffsets(ListOffsetsRequest),
+    DescribeCluster(DescribeClusterRequest),
+}
+
+/// What a frame holds once parsed.
+#[derive(Debug)]
+pub enum Parsed {
+    Request {
+        api_key: ApiKey,
+        api_version: i16,
+        header: RequestHeader,
+        request: Request,
+    },
+    /// An ApiVersions request of a version we do not speak.
+    UnsupportedApiVersions {
+        correlation_id: i32,
+    },
+}
+
+/// Parses a request frame (without its size prefix). Pure: no broker state,
+/// so it can be fuzzed on its own.
+pub fn parse_frame(frame: Bytes) -> Result<Parsed, RequestError> {
     if frame.len() < 8 {
         return Err(RequestError::ShortFrame(frame.len()));
     }
@@ -78,39 +110,60 @@ pub async fn handle_frame(broker: &Broker, frame: Bytes) -> Result<Option<Bytes>
     let range = api_versions::supported(api_key).expect("filtered above");
     if version < range.min || version > range.max {
         if api_key == ApiKey::ApiVersions {
-            return Ok(Some(unsupported_api_versions(correlation_id)));
+            return Ok(Parsed::UnsupportedApiVersions { correlation_id });
         }
         return Err(RequestError::UnsupportedVersion { api_key: raw_key, version });
     }
     let mut body = frame;
     let header = RequestHeader::decode(&mut body, api_key.request_header_version(version))
         .map_err(|e| RequestError::Malformed(format!("request header: {e}")))?;
-    let ctx = RequestContext { broker, api_key, api_version: version, header };
-    let Some(response) = route(&ctx, body).await? else {
+    let request = decode_body(api_key, version, &mut body)?;
+    Ok(Parsed::Request { api_key, api_version: version, header, request })
+}
+
+fn decode_body(api_key: ApiKey, version: i16, body: &mut Bytes) -> Result<Request, RequestError> {
+    fn decode<T: Decodable>(body: &mut Bytes, version: i16) -> Result<T, RequestError> {
+        T::decode(body, version).map_err(|e| RequestError::Malformed(e.to_string()))
+    }
+    Ok(match api_key {
+        ApiKey::ApiVersions => Request::ApiVersions(decode(body, version)?),
+        ApiKey::Metadata => Request::Metadata(decode(body, version)?),
+        ApiKey::CreateTopics => Request::CreateTopics(decode(body, version)?),
+        ApiKey::DeleteTopics => Request::DeleteTopics(decode(body, version)?),
+        ApiKey::Produce => Request::Produce(decode(body, version)?),
+        ApiKey::Fetch => Request::Fetch(decode(body, version)?),
+        ApiKey::ListOffsets => Request::ListOffsets(decode(body, version)?),
+        ApiKey::DescribeCluster => Request::DescribeCluster(decode(body, version)?),
+        other => return Err(RequestError::UnknownApi(other as i16)),
+    })
+}
+
+/// Serves one request frame; `Ok(None)` means no response is sent.
+pub async fn handle_frame(broker: &Broker, frame: Bytes) -> Result<Option<Bytes>, RequestError> {
+    let (api_key, api_version, header, request) = match parse_frame(frame)? {
+        Parsed::Request { api_key, api_version, header, request } => (api_key, api_version, header, request),
+        Parsed::UnsupportedApiVersions { correlation_id } => {
+            return Ok(Some(unsupported_api_versions(correlation_id)))
+        }
+    };
+    let ctx = RequestContext { broker, api_key, api_version, header };
+    let Some(response) = route(&ctx, request).await else {
         return Ok(None);
     };
     encode_response(&ctx, response.as_ref()).map(Some)
 }
 
-fn decode<T: Decodable>(body: &mut Bytes, version: i16) -> Result<T, RequestError> {
-    let request = T::decode(body, version).map_err(|e| RequestError::Malformed(e.to_string()))?;
-    Ok(request)
-}
-
-async fn route(ctx: &RequestContext<'_>, mut body: Bytes) -> Result<Option<Box<dyn EncodeBody>>, RequestError> {
-    let v = ctx.api_version;
-    let reply = match ctx.api_key {
-        ApiKey::ApiVersions => handlers::api_versions::handle(ctx, decode(&mut body, v)?).into_reply(),
-        ApiKey::Metadata => handlers::metadata::handle(ctx, decode(&mut body, v)?).into_reply(),
-        ApiKey::CreateTopics => handlers::topics::create(ctx, decode(&mut body, v)?).into_reply(),
-        ApiKey::DeleteTopics => handlers::topics::delete(ctx, decode(&mut body, v)?).into_reply(),
-        ApiKey::Produce => handlers::produce::handle(ctx, decode(&mut body, v)?).into_reply(),
-        ApiKey::Fetch => handlers::fetch::handle(ctx, decode(&mut body, v)?).await.into_reply(),
-        ApiKey::ListOffsets => handlers::list_offsets::handle(ctx, decode(&mut body, v)?).into_reply(),
-        ApiKey::DescribeCluster => handlers::cluster::describe(ctx, decode(&mut body, v)?).into_reply(),
-        other => return Err(RequestError::UnknownApi(other as i16)),
-    };
-    Ok(reply)
+async fn route(ctx: &RequestContext<'_>, request: Request) -> Option<Box<dyn EncodeBody>> {
+    match request {
+        Request::ApiVersions(r) => handlers::api_versions::handle(ctx, r).into_reply(),
+        Request::Metadata(r) => handlers::metadata::handle(ctx, r).into_reply(),
+        Request::CreateTopics(r) => handlers::topics::create(ctx, r).into_reply(),
+        Request::DeleteTopics(r) => handlers::topics::delete(ctx, r).into_reply(),
+        Request::Produce(r) => handlers::produce::handle(ctx, r).into_reply(),
+        Request::Fetch(r) => handlers::fetch::handle(ctx, r).await.into_reply(),
+        Request::ListOffsets(r) => handlers::list_offsets::handle(ctx, r).into_reply(),
+        Request::DescribeCluster(r) => handlers::cluster::describe(ctx, r).into_reply(),
+    }
 }
 
 /// Size prefix, response header, body.

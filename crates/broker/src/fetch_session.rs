@@ -220,7 +220,10 @@ mod tests {
         // Forgetting a partition removes it; a stale epoch is refused.
         let forget = cache.begin(plan.session_id, 2, vec![], &[(Uuid::nil(), "t".into(), 0)]).unwrap();
         assert_eq!(forget.targets, vec![target(1, 0)]);
-        assert_eq!(cache.begin(plan.session_id, 2, vec![], &[]).unwrap_err(), ResponseError::InvalidFetchSessionEpoch);
+        assert_eq!(
+            cache.begin(plan.session_id, 2, vec![], &[]).unwrap_err(),
+            ResponseError::InvalidFetchSessionEpoch
+        );
         assert_eq!(cache.begin(12345, 1, vec![], &[]).unwrap_err(), ResponseError::FetchSessionIdNotFound);
     }
 

@@ -56,7 +56,12 @@ async fn read_frame<R: AsyncRead + Unpin>(reader: &mut R, max: usize) -> Result<
 }
 
 /// Serves one client connection until it closes, errs, or the broker stops.
-pub async fn serve(broker: Arc<Broker>, stream: TcpStream, peer: SocketAddr, mut shutdown: watch::Receiver<bool>) {
+pub async fn serve(
+    broker: Arc<Broker>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let _ = stream.set_nodelay(true);
     let (read_half, write_half) = stream.into_split();
     let mut reader = BufReader::with_capacity(IO_BUFFER_BYTES, read_half);

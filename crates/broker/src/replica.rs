@@ -42,7 +42,13 @@ pub struct ReadResult {
 impl Partition {
     fn new(tp: TopicPartition, leader_epoch: i32, log: SharedLog) -> Self {
         let log_end = log.lock().expect("log lock").log_end_offset();
-        Self { tp, leader_epoch, log, high_watermark: AtomicI64::new(log_end), waiters: Mutex::new(Vec::new()) }
+        Self {
+            tp,
+            leader_epoch,
+            log,
+            high_watermark: AtomicI64::new(log_end),
+            waiters: Mutex::new(Vec::new()),
+        }
     }
 
     pub fn high_watermark(&self) -> i64 {
@@ -71,7 +77,12 @@ impl Partition {
     }
 
     /// Reads from `offset`, bounded by the high watermark.
-    pub fn read(&self, offset: i64, max_bytes: usize, min_one_batch: bool) -> Result<ReadResult, StorageError> {
+    pub fn read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        min_one_batch: bool,
+    ) -> Result<ReadResult, StorageError> {
         let log = self.log.lock().expect("log lock");
         let high_watermark = self.high_watermark();
         let slice = log.read(offset, max_bytes, high_watermark, min_one_batch)?;
@@ -118,7 +129,11 @@ pub struct ReplicaManager {
 impl ReplicaManager {
     /// Opens the log dirs and loads every partition the image assigns to us;
     /// partition dirs of topics that no longer exist are removed.
-    pub fn open(config: Arc<BrokerConfig>, logs: LogManager, image: &MetadataImage) -> Result<Self, StorageError> {
+    pub fn open(
+        config: Arc<BrokerConfig>,
+        logs: LogManager,
+        image: &MetadataImage,
+    ) -> Result<Self, StorageError> {
         let now = strom_storage::now_ms();
         let on_disk = logs.partitions_on_disk()?;
         for (tp, dir) in on_disk {
@@ -187,7 +202,12 @@ impl ReplicaManager {
 
     fn high_watermarks(&self) -> HashMap<TopicPartition, i64> {
         let hosted = self.hosted.read().expect("hosted lock");
-        hosted.by_name.values().flat_map(|t| t.partitions.iter()).map(|p| (p.tp.clone(), p.high_watermark())).collect()
+        hosted
+            .by_name
+            .values()
+            .flat_map(|t| t.partitions.iter())
+            .map(|p| (p.tp.clone(), p.high_watermark()))
+            .collect()
     }
 
     /// Writes the offset checkpoints of every log dir.

@@ -79,7 +79,8 @@ impl BoundBroker {
             let bound = TcpListener::bind(addr)
                 .await
                 .map_err(|source| StartError::Bind { addr: addr.to_string(), source })?;
-            let local = bound.local_addr().map_err(|source| StartError::Bind { addr: addr.to_string(), source })?;
+            let local =
+                bound.local_addr().map_err(|source| StartError::Bind { addr: addr.to_string(), source })?;
             tracing::info!(listener = %listener.name, addr = %local, "listening");
             listeners.push(bound);
         }
@@ -160,8 +161,9 @@ async fn accept_loop(
 async fn periodic_duties(broker: Arc<Broker>, mut stop: watch::Receiver<bool>) {
     let config = broker.config.clone();
     let mut flush = tokio::time::interval(Duration::from_millis(config.log_flush_scheduler_interval_ms));
-    let checkpoint_ms =
-        config.replica_high_watermark_checkpoint_interval_ms.min(config.log_flush_offset_checkpoint_interval_ms);
+    let checkpoint_ms = config
+        .replica_high_watermark_checkpoint_interval_ms
+        .min(config.log_flush_offset_checkpoint_interval_ms);
     let mut checkpoint = tokio::time::interval(Duration::from_millis(checkpoint_ms));
     loop {
         tokio::select! {

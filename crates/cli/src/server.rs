@@ -23,7 +23,9 @@ pub fn run(args: ServerArgs) -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let text = match &args.properties {
-        Some(path) => std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?,
+        Some(path) => {
+            std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?
+        }
         None => String::new(),
     };
     let mut overrides = Vec::new();

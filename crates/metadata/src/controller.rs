@@ -122,7 +122,9 @@ impl Controller {
             )));
         }
         if topic.partitions < 1 {
-            return Err(MetadataError::InvalidPartitions("number of partitions must be larger than 0".into()));
+            return Err(MetadataError::InvalidPartitions(
+                "number of partitions must be larger than 0".into(),
+            ));
         }
         if topic.replication_factor < 1 {
             return Err(MetadataError::InvalidReplicationFactor(
@@ -164,7 +166,8 @@ impl Controller {
     /// Deletes a topic by id, returning its name.
     pub fn delete_topic(&self, topic_id: Uuid) -> Result<String, MetadataError> {
         let mut writer = self.log.lock().expect("metadata log lock");
-        let name = self.image().topic_by_id(&topic_id).map(|t| t.name.clone()).ok_or(MetadataError::UnknownTopic)?;
+        let name =
+            self.image().topic_by_id(&topic_id).map(|t| t.name.clone()).ok_or(MetadataError::UnknownTopic)?;
         self.append_and_apply(&mut writer, vec![MetadataRecord::RemoveTopic { topic_id }])?;
         Ok(name)
     }
@@ -176,7 +179,11 @@ impl Controller {
 
     /// Writes `records` as one batch, fsyncs, then publishes the new image.
     /// The caller holds the log lock for the whole validate-write-apply step.
-    fn append_and_apply(&self, log: &mut Log, records: Vec<MetadataRecord>) -> Result<Arc<MetadataImage>, MetadataError> {
+    fn append_and_apply(
+        &self,
+        log: &mut Log,
+        records: Vec<MetadataRecord>,
+    ) -> Result<Arc<MetadataImage>, MetadataError> {
         let batch = encode_batch(&records);
         let now = strom_storage::now_ms();
         let info = log.append(&batch, 0, now)?;
@@ -301,16 +308,25 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let controller = Controller::open(dir.path(), 1).unwrap();
         for name in ["", ".", "..", "a/b", &"x".repeat(250)] {
-            assert!(matches!(controller.create_topic(new_topic(name, 1), false), Err(MetadataError::InvalidTopic(_))));
+            assert!(matches!(
+                controller.create_topic(new_topic(name, 1), false),
+                Err(MetadataError::InvalidTopic(_))
+            ));
         }
         assert!(controller.create_topic(new_topic(&"x".repeat(249), 1), false).is_ok());
         controller.create_topic(new_topic("a.b", 1), false).unwrap();
-        assert!(matches!(controller.create_topic(new_topic("a_b", 1), false), Err(MetadataError::InvalidTopic(_))));
+        assert!(matches!(
+            controller.create_topic(new_topic("a_b", 1), false),
+            Err(MetadataError::InvalidTopic(_))
+        ));
         assert!(matches!(
             controller.create_topic(new_topic("a.b", 1), false),
             Err(MetadataError::TopicAlreadyExists(_))
         ));
-        assert!(matches!(controller.create_topic(new_topic("p", 0), false), Err(MetadataError::InvalidPartitions(_))));
+        assert!(matches!(
+            controller.create_topic(new_topic("p", 0), false),
+            Err(MetadataError::InvalidPartitions(_))
+        ));
         let validate_only = controller.create_topic(new_topic("v", 2), true).unwrap();
         assert_eq!(validate_only.partitions.len(), 2);
         assert!(controller.image().topic("v").is_none());

@@ -63,13 +63,20 @@ impl MetadataImage {
             MetadataRecord::Cluster { cluster_id } => self.cluster_id = cluster_id,
             MetadataRecord::Topic { name, topic_id } => {
                 self.names_by_id.insert(topic_id, name.clone());
-                let topic = TopicImage { name: name.clone(), id: topic_id, partitions: BTreeMap::new(), configs: BTreeMap::new() };
+                let topic = TopicImage {
+                    name: name.clone(),
+                    id: topic_id,
+                    partitions: BTreeMap::new(),
+                    configs: BTreeMap::new(),
+                };
                 self.topics.insert(name, topic);
             }
             MetadataRecord::Partition { topic_id, partition, replicas, leader, leader_epoch } => {
                 if let Some(topic) = self.topic_mut(&topic_id) {
                     let isr = replicas.clone();
-                    topic.partitions.insert(partition, PartitionImage { replicas, isr, leader, leader_epoch });
+                    topic
+                        .partitions
+                        .insert(partition, PartitionImage { replicas, isr, leader, leader_epoch });
                 }
             }
             MetadataRecord::TopicConfig { topic_id, name, value } => {

@@ -183,8 +183,18 @@ mod tests {
         let records = [
             MetadataRecord::Cluster { cluster_id: "abc".into() },
             MetadataRecord::Topic { name: "orders".into(), topic_id: id },
-            MetadataRecord::Partition { topic_id: id, partition: 3, replicas: vec![1, 2], leader: 1, leader_epoch: 4 },
-            MetadataRecord::TopicConfig { topic_id: id, name: "retention.ms".into(), value: Some("1000".into()) },
+            MetadataRecord::Partition {
+                topic_id: id,
+                partition: 3,
+                replicas: vec![1, 2],
+                leader: 1,
+                leader_epoch: 4,
+            },
+            MetadataRecord::TopicConfig {
+                topic_id: id,
+                name: "retention.ms".into(),
+                value: Some("1000".into()),
+            },
             MetadataRecord::TopicConfig { topic_id: id, name: "retention.ms".into(), value: None },
             MetadataRecord::RemoveTopic { topic_id: id },
         ];

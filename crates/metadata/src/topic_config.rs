@@ -4,9 +4,16 @@
 /// The type and bounds of a config value.
 #[derive(Debug, Clone, Copy)]
 pub enum Kind {
-    Long { min: i64 },
-    Int { min: i32 },
-    Double { min: f64, max: f64 },
+    Long {
+        min: i64,
+    },
+    Int {
+        min: i32,
+    },
+    Double {
+        min: f64,
+        max: f64,
+    },
     Bool,
     /// One of the listed values.
     Choice(&'static [&'static str]),
@@ -40,7 +47,11 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
     def("index.interval.bytes", Kind::Int { min: 0 }, "log.index.interval.bytes"),
     def("max.compaction.lag.ms", Kind::Long { min: 1 }, "log.cleaner.max.compaction.lag.ms"),
     def("max.message.bytes", Kind::Int { min: 0 }, "message.max.bytes"),
-    def("message.timestamp.type", Kind::Choice(&["CreateTime", "LogAppendTime"]), "log.message.timestamp.type"),
+    def(
+        "message.timestamp.type",
+        Kind::Choice(&["CreateTime", "LogAppendTime"]),
+        "log.message.timestamp.type",
+    ),
     def("message.timestamp.before.max.ms", Kind::Long { min: 0 }, "log.message.timestamp.before.max.ms"),
     def("message.timestamp.after.max.ms", Kind::Long { min: 0 }, "log.message.timestamp.after.max.ms"),
     def("min.cleanable.dirty.ratio", Kind::Double { min: 0.0, max: 1.0 }, "log.cleaner.min.cleanable.ratio"),

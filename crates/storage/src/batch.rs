@@ -238,8 +238,8 @@ pub fn count_uncompressed_records(batch: &[u8]) -> Result<usize> {
     let mut rest = &batch[HEADER_LEN..];
     let mut count = 0;
     while !rest.is_empty() {
-        let (length, used) = read_varint(rest)
-            .ok_or_else(|| StorageError::InvalidRecord("truncated record length".into()))?;
+        let (length, used) =
+            read_varint(rest).ok_or_else(|| StorageError::InvalidRecord("truncated record length".into()))?;
         let length = usize::try_from(length)
             .map_err(|_| StorageError::InvalidRecord(format!("negative record length {length}")))?;
         let end = used
@@ -354,11 +354,7 @@ mod tests {
     fn log_append_time_rewrite_keeps_the_crc_valid() {
         let bytes = batch(2, 5, Compression::Lz4);
         let mut header: [u8; HEADER_LEN] = bytes[..HEADER_LEN].try_into().unwrap();
-        let rewrite = HeaderRewrite {
-            base_offset: 42,
-            partition_leader_epoch: 7,
-            log_append_time: Some(99),
-        };
+        let rewrite = HeaderRewrite { base_offset: 42, partition_leader_epoch: 7, log_append_time: Some(99) };
         assert_eq!(rewrite_header(&mut header, &bytes, rewrite), 99);
         let mut stored = header.to_vec();
         stored.extend_from_slice(&bytes[HEADER_LEN..]);

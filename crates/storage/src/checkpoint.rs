@@ -44,7 +44,10 @@ impl OffsetCheckpoint {
             Err(e) => return Err(e),
         };
         parse(&text).ok_or_else(|| {
-            io::Error::new(io::ErrorKind::InvalidData, format!("malformed checkpoint {}", self.path.display()))
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("malformed checkpoint {}", self.path.display()),
+            )
         })
     }
 }

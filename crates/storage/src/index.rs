@@ -163,10 +163,7 @@ impl OffsetIndex {
 
     pub fn entry(&self, i: usize) -> OffsetPosition {
         let raw = self.inner.entry(i);
-        OffsetPosition {
-            offset: self.base_offset + i64::from(u32_at(raw, 0)),
-            position: u32_at(raw, 4),
-        }
+        OffsetPosition { offset: self.base_offset + i64::from(u32_at(raw, 0)), position: u32_at(raw, 4) }
     }
 
     pub fn last(&self) -> Option<OffsetPosition> {
@@ -269,10 +266,7 @@ impl TimeIndex {
 
     pub fn entry(&self, i: usize) -> TimestampOffset {
         let raw = self.inner.entry(i);
-        TimestampOffset {
-            timestamp: i64_at(raw, 0),
-            offset: self.base_offset + i64::from(u32_at(raw, 8)),
-        }
+        TimestampOffset { timestamp: i64_at(raw, 0), offset: self.base_offset + i64::from(u32_at(raw, 8)) }
     }
 
     pub fn last(&self) -> Option<TimestampOffset> {

@@ -58,7 +58,5 @@ impl fmt::Display for TopicPartition {
 
 /// Milliseconds since the Unix epoch, the clock Kafka timestamps use.
 pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 
-use crate::batch::{self, Batches, BatchHeader, HeaderRewrite, TimestampType, HEADER_LEN};
+use crate::batch::{self, BatchHeader, Batches, HeaderRewrite, TimestampType, HEADER_LEN};
 use crate::error::{Result, StorageError};
 use crate::segment::{FileSlice, LogSegment, PreparedBatch, RecoveryReport, SegmentConfig};
 
@@ -231,10 +231,19 @@ impl Log {
             let (raw, tail) = rest.split_at(header.size);
             rest = tail;
             let mut new_header: [u8; HEADER_LEN] = raw[..HEADER_LEN].try_into().expect("validated");
-            let rewrite = HeaderRewrite { base_offset: next_offset, partition_leader_epoch: leader_epoch, log_append_time };
+            let rewrite = HeaderRewrite {
+                base_offset: next_offset,
+                partition_leader_epoch: leader_epoch,
+                log_append_time,
+            };
             let max_timestamp = batch::rewrite_header(&mut new_header, raw, rewrite);
             let last_offset = next_offset + i64::from(header.last_offset_delta);
-            prepared.push(PreparedBatch { header: new_header, body: &raw[HEADER_LEN..], last_offset, max_timestamp });
+            prepared.push(PreparedBatch {
+                header: new_header,
+                body: &raw[HEADER_LEN..],
+                last_offset,
+                max_timestamp,
+            });
             next_offset = last_offset + 1;
         }
         let bytes = records.len();
@@ -263,7 +272,10 @@ impl Log {
         for raw in batches.by_ref() {
             let raw = raw?;
             if raw.len() > self.config.max_message_bytes {
-                return Err(StorageError::RecordTooLarge { size: raw.len(), max: self.config.max_message_bytes });
+                return Err(StorageError::RecordTooLarge {
+                    size: raw.len(),
+                    max: self.config.max_message_bytes,
+                });
             }
             let header = BatchHeader::parse(raw)?;
             if header.magic != batch::MAGIC_V2 {
@@ -307,7 +319,13 @@ impl Log {
         Ok(headers)
     }
 
-    fn maybe_roll(&mut self, bytes: usize, last_offset: i64, _first_timestamp: i64, now_ms: i64) -> Result<()> {
+    fn maybe_roll(
+        &mut self,
+        bytes: usize,
+        last_offset: i64,
+        _first_timestamp: i64,
+        now_ms: i64,
+    ) -> Result<()> {
         let active = self.active();
         if active.is_empty() {
             return Ok(());
@@ -337,7 +355,13 @@ impl Log {
     /// Reads whole batches from `offset`, at most `max_bytes` (but at least
     /// one batch with `min_one_batch`), never at or past `max_offset` (the
     /// high watermark). `None` when there is nothing to read yet.
-    pub fn read(&self, offset: i64, max_bytes: usize, max_offset: i64, min_one_batch: bool) -> Result<Option<FileSlice>> {
+    pub fn read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        max_offset: i64,
+        min_one_batch: bool,
+    ) -> Result<Option<FileSlice>> {
         let log_end = self.log_end_offset();
         if offset < self.log_start_offset || offset > log_end {
             return Err(StorageError::OffsetOutOfRange { offset, log_start: self.log_start_offset, log_end });
@@ -444,7 +468,12 @@ mod tests {
     use proptest::prelude::*;
 
     fn small_config() -> LogConfig {
-        LogConfig { segment_bytes: 4096, index_interval_bytes: 256, max_index_bytes: 1024, ..LogConfig::default() }
+        LogConfig {
+            segment_bytes: 4096,
+            index_interval_bytes: 256,
+            max_index_bytes: 1024,
+            ..LogConfig::default()
+        }
     }
 
     fn open(dir: &Path, config: LogConfig, clean: bool) -> Log {

@@ -91,7 +91,13 @@ impl LogManager {
 
     /// Opens a partition's existing log (in dir `dir_index`), recovering it
     /// if the last shutdown of that dir was unclean.
-    pub fn load(&self, tp: &TopicPartition, dir_index: usize, config: LogConfig, now_ms: i64) -> Result<SharedLog> {
+    pub fn load(
+        &self,
+        tp: &TopicPartition,
+        dir_index: usize,
+        config: LogConfig,
+        now_ms: i64,
+    ) -> Result<SharedLog> {
         let dir = &self.dirs[dir_index];
         let recovery = OffsetCheckpoint::new(dir.join(RECOVERY_POINT_CHECKPOINT)).read().unwrap_or_default();
         let starts = OffsetCheckpoint::new(dir.join(LOG_START_CHECKPOINT)).read().unwrap_or_default();
@@ -146,7 +152,8 @@ impl LogManager {
             return Ok(());
         };
         let dir = self.dirs[entry.dir].join(tp.dir_name());
-        let doomed = self.dirs[entry.dir].join(format!("{}.{}{DELETE_SUFFIX}", tp.dir_name(), unique_suffix()));
+        let doomed =
+            self.dirs[entry.dir].join(format!("{}.{}{DELETE_SUFFIX}", tp.dir_name(), unique_suffix()));
         std::fs::rename(&dir, &doomed)?;
         std::fs::remove_dir_all(&doomed)?;
         Ok(())
@@ -211,7 +218,8 @@ impl LogManager {
 
 /// Takes the dir's `.lock` so two brokers never share a log dir.
 fn lock_dir(dir: &Path) -> Result<std::fs::File> {
-    let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join(LOCK_FILE))?;
+    let file =
+        std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join(LOCK_FILE))?;
     file.try_lock().map_err(|_| {
         std::io::Error::new(
             std::io::ErrorKind::WouldBlock,
@@ -222,9 +230,8 @@ fn lock_dir(dir: &Path) -> Result<std::fs::File> {
 }
 
 fn unique_suffix() -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
     format!("{nanos:x}")
 }
 

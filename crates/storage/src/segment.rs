@@ -104,8 +104,11 @@ impl LogSegment {
             OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&log_path)?;
         let size = file.metadata()?.len();
         std::io::Seek::seek(&mut file, std::io::SeekFrom::End(0))?;
-        let index =
-            OffsetIndex::open(&dir.join(file_name(base_offset, ".index")), base_offset, config.max_index_bytes)?;
+        let index = OffsetIndex::open(
+            &dir.join(file_name(base_offset, ".index")),
+            base_offset,
+            config.max_index_bytes,
+        )?;
         let time_index = TimeIndex::open(
             &dir.join(file_name(base_offset, ".timeindex")),
             base_offset,
@@ -284,10 +287,8 @@ impl LogSegment {
         while let Some(header) = self.header_at(position)? {
             if header.max_timestamp >= timestamp && header.last_offset() >= from_offset {
                 let records = self.decode_batch(position, header.size)?;
-                let found = records
-                    .iter()
-                    .find(|(ts, offset)| *ts >= timestamp && *offset >= from_offset)
-                    .copied();
+                let found =
+                    records.iter().find(|(ts, offset)| *ts >= timestamp && *offset >= from_offset).copied();
                 if found.is_some() {
                     return Ok(found);
                 }
@@ -306,10 +307,10 @@ impl LogSegment {
             return Ok(None);
         };
         let records = self.decode_batch(position, header.size)?;
-        Ok(records.into_iter().find(|(ts, _)| *ts == self.max_timestamp).or(Some((
-            self.max_timestamp,
-            self.offset_of_max_timestamp,
-        ))))
+        Ok(records
+            .into_iter()
+            .find(|(ts, _)| *ts == self.max_timestamp)
+            .or(Some((self.max_timestamp, self.offset_of_max_timestamp))))
     }
 
     /// (timestamp, offset) of each record in the batch at `position`.

@@ -28,7 +28,10 @@ pub fn api_keys() -> Vec<ApiVersion> {
         .iter()
         .map(|key| {
             let range = key.valid_versions();
-            ApiVersion::default().with_api_key(*key as i16).with_min_version(range.min).with_max_version(range.max)
+            ApiVersion::default()
+                .with_api_key(*key as i16)
+                .with_min_version(range.min)
+                .with_max_version(range.max)
         })
         .collect()
 }

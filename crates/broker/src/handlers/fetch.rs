@@ -48,12 +48,15 @@ pub async fn handle(ctx: &RequestContext<'_>, request: FetchRequest) -> FetchRes
             t.partitions.iter().map(move |p| (id, name.clone(), *p))
         })
         .collect();
-    let plan = match broker.fetch_sessions.begin(request.session_id, request.session_epoch, requested, &forgotten) {
-        Ok(plan) => plan,
-        Err(error) => {
-            return FetchResponse::default().with_error_code(error.code()).with_session_id(request.session_id);
-        }
-    };
+    let plan =
+        match broker.fetch_sessions.begin(request.session_id, request.session_epoch, requested, &forgotten) {
+            Ok(plan) => plan,
+            Err(error) => {
+                return FetchResponse::default()
+                    .with_error_code(error.code())
+                    .with_session_id(request.session_id);
+            }
+        };
     let partitions: Vec<Option<Arc<Partition>>> =
         plan.targets.iter().map(|t| broker.replicas.partition(&t.topic, t.partition)).collect();
     let max_wait = Duration::from_millis(request.max_wait_ms.max(0) as u64).min(MAX_WAIT_CAP);
@@ -61,7 +64,8 @@ pub async fn handle(ctx: &RequestContext<'_>, request: FetchRequest) -> FetchRes
     let news: Vec<(PartitionNews, bool)> = outcomes
         .iter()
         .map(|o| {
-            let state = PartitionNews { high_watermark: o.high_watermark, log_start_offset: o.log_start_offset };
+            let state =
+                PartitionNews { high_watermark: o.high_watermark, log_start_offset: o.log_start_offset };
             (state, o.error.is_some() || !o.records.is_empty())
         })
         .collect();
@@ -113,7 +117,8 @@ async fn read_with_wait(
         partitions.iter().flatten().for_each(|p| p.watch(&waiter));
         let outcomes = read_all(plan, partitions, request.max_bytes);
         let bytes: usize = outcomes.iter().map(|o| o.records.len()).sum();
-        let satisfied = bytes >= request.min_bytes.max(0) as usize || outcomes.iter().any(|o| o.error.is_some());
+        let satisfied =
+            bytes >= request.min_bytes.max(0) as usize || outcomes.iter().any(|o| o.error.is_some());
         if satisfied || Instant::now() >= deadline {
             return outcomes;
         }
@@ -140,7 +145,12 @@ fn read_all(plan: &FetchPlan, partitions: &[Option<Arc<Partition>>], max_bytes: 
                 } else {
                     ResponseError::UnknownTopicOrPartition
                 };
-                return Outcome { error: Some(error), high_watermark: -1, log_start_offset: -1, records: Bytes::new() };
+                return Outcome {
+                    error: Some(error),
+                    high_watermark: -1,
+                    log_start_offset: -1,
+                    records: Bytes::new(),
+                };
             };
             let limit = (target.partition_max_bytes.max(0) as usize).min(remaining);
             let outcome = read_one(partition, target.fetch_offset, limit, first);
@@ -167,7 +177,12 @@ fn read_one(partition: &Partition, offset: i64, max_bytes: usize, min_one_batch:
                     return failed(storage_error(&e), read.high_watermark, read.log_start_offset);
                 }
             };
-            Outcome { error: None, high_watermark: read.high_watermark, log_start_offset: read.log_start_offset, records }
+            Outcome {
+                error: None,
+                high_watermark: read.high_watermark,
+                log_start_offset: read.log_start_offset,
+                records,
+            }
         }
         Err(e) => failed(storage_error(&e), partition.high_watermark(), partition.log_start_offset()),
     }
@@ -200,7 +215,9 @@ fn build_responses(
             .is_some_and(|r| r.topic_id == target.topic_id && r.topic.0.as_str() == target.topic.as_str());
         if !same_topic {
             responses.push(
-                FetchableTopicResponse::default().with_topic(topic_name(&target.topic)).with_topic_id(target.topic_id),
+                FetchableTopicResponse::default()
+                    .with_topic(topic_name(&target.topic))
+                    .with_topic_id(target.topic_id),
             );
         }
         responses.last_mut().expect("pushed above").partitions.push(data);

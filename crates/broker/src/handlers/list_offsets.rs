@@ -2,7 +2,9 @@
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::list_offsets_request::ListOffsetsPartition;
-use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse};
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 
 use crate::dispatch::RequestContext;
@@ -26,9 +28,9 @@ pub fn handle(ctx: &RequestContext<'_>, request: ListOffsetsRequest) -> ListOffs
                 .partitions
                 .iter()
                 .map(|p| {
-                    let partition = hosted
-                        .as_ref()
-                        .and_then(|t| usize::try_from(p.partition_index).ok().and_then(|i| t.partitions.get(i)));
+                    let partition = hosted.as_ref().and_then(|t| {
+                        usize::try_from(p.partition_index).ok().and_then(|i| t.partitions.get(i))
+                    });
                     let response = match partition {
                         Some(partition) => list_partition(partition, p),
                         None => failure(p.partition_index, ResponseError::UnknownTopicOrPartition),
@@ -58,7 +60,9 @@ fn list_partition(partition: &Partition, request: &ListOffsetsPartition) -> List
         EARLIEST | EARLIEST_LOCAL => Ok(Some((-1, partition.log_start_offset()))),
         EARLIEST_PENDING_UPLOAD | LATEST_TIERED => Ok(Some((-1, -1))),
         MAX_TIMESTAMP => partition.log().lock().expect("log lock").offset_of_max_timestamp(),
-        timestamp if timestamp >= 0 => partition.log().lock().expect("log lock").offset_for_timestamp(timestamp),
+        timestamp if timestamp >= 0 => {
+            partition.log().lock().expect("log lock").offset_for_timestamp(timestamp)
+        }
         _ => return failure(request.partition_index, ResponseError::InvalidRequest),
     };
     match found {

@@ -18,14 +18,18 @@ use crate::server::Broker;
 
 /// READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS and
 /// ALTER_CONFIGS: everything, as no authorizer is configured.
-const ALL_TOPIC_OPERATIONS: i32 = (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 10) | (1 << 11);
+const ALL_TOPIC_OPERATIONS: i32 =
+    (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 10) | (1 << 11);
 
 pub fn handle(ctx: &RequestContext<'_>, request: MetadataRequest) -> MetadataResponse {
     let broker = ctx.broker;
     // Versions before 4 have no flag: they always ask for auto-creation.
     let allow_auto_create = ctx.api_version < 4 || request.allow_auto_topic_creation;
-    let operations =
-        if request.include_topic_authorized_operations { ALL_TOPIC_OPERATIONS } else { AUTHORIZED_OPERATIONS_OMITTED };
+    let operations = if request.include_topic_authorized_operations {
+        ALL_TOPIC_OPERATIONS
+    } else {
+        AUTHORIZED_OPERATIONS_OMITTED
+    };
     let topics: Vec<MetadataResponseTopic> = match &request.topics {
         None => broker.controller.image().topics().map(|t| describe_topic(t, operations)).collect(),
         Some(wanted) => wanted
@@ -55,7 +59,12 @@ pub fn handle(ctx: &RequestContext<'_>, request: MetadataRequest) -> MetadataRes
         .with_cluster_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED)
 }
 
-fn lookup_by_name(broker: &Broker, name: &str, allow_auto_create: bool, operations: i32) -> MetadataResponseTopic {
+fn lookup_by_name(
+    broker: &Broker,
+    name: &str,
+    allow_auto_create: bool,
+    operations: i32,
+) -> MetadataResponseTopic {
     if let Some(topic) = broker.controller.image().topic(name) {
         return describe_topic(topic, operations);
     }

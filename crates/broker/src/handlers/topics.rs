@@ -6,7 +6,9 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::create_topics_response::{CreatableTopicConfigs, CreatableTopicResult};
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
-use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse};
+use kafka_protocol::messages::{
+    CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
+};
 use strom_metadata::{MetadataError, NewTopic};
 use uuid::Uuid;
 
@@ -20,15 +22,23 @@ const SOURCE_TOPIC_CONFIG: i8 = 1;
 
 pub fn create(ctx: &RequestContext<'_>, request: CreateTopicsRequest) -> CreateTopicsResponse {
     let mut seen = HashSet::new();
-    let duplicates: HashSet<String> =
-        request.topics.iter().map(|t| t.name.0.to_string()).filter(|name| !seen.insert(name.clone())).collect();
+    let duplicates: HashSet<String> = request
+        .topics
+        .iter()
+        .map(|t| t.name.0.to_string())
+        .filter(|name| !seen.insert(name.clone()))
+        .collect();
     let topics = request
         .topics
         .into_iter()
         .map(|topic| {
             let name = topic.name.0.to_string();
             if duplicates.contains(&name) {
-                return failure(&name, ResponseError::InvalidRequest, "topic appears more than once in the request");
+                return failure(
+                    &name,
+                    ResponseError::InvalidRequest,
+                    "topic appears more than once in the request",
+                );
             }
             let result = create_one(ctx.broker, topic, request.validate_only);
             for_version(result, ctx.api_version)
@@ -82,12 +92,16 @@ fn new_topic(broker: &Broker, topic: &CreatableTopic) -> Result<NewTopic, (Respo
     let mut configs = BTreeMap::new();
     for config in &topic.configs {
         let Some(value) = &config.value else {
-            return Err((ResponseError::InvalidConfig, format!("null value for config {}", config.name.as_str())));
+            return Err((
+                ResponseError::InvalidConfig,
+                format!("null value for config {}", config.name.as_str()),
+            ));
         };
         configs.insert(config.name.to_string(), value.to_string());
     }
     let (partitions, replication_factor) = if topic.assignments.is_empty() {
-        let partitions = if topic.num_partitions == -1 { broker.config.num_partitions } else { topic.num_partitions };
+        let partitions =
+            if topic.num_partitions == -1 { broker.config.num_partitions } else { topic.num_partitions };
         let replication = if topic.replication_factor == -1 {
             broker.config.default_replication_factor
         } else {
@@ -183,7 +197,11 @@ fn delete_one(broker: &Broker, name: Option<String>, id: Uuid) -> DeletableTopic
     };
     let result = DeletableTopicResult::default().with_name(name.as_deref().map(topic_name)).with_topic_id(id);
     let Some(topic) = found else {
-        let error = if name.is_some() { ResponseError::UnknownTopicOrPartition } else { ResponseError::UnknownTopicId };
+        let error = if name.is_some() {
+            ResponseError::UnknownTopicOrPartition
+        } else {
+            ResponseError::UnknownTopicId
+        };
         return result.with_error_code(error.code());
     };
     let topic_id = topic.id;
@@ -193,6 +211,8 @@ fn delete_one(broker: &Broker, name: Option<String>, id: Uuid) -> DeletableTopic
             tracing::info!(topic = %deleted, "deleted topic");
             result
         }
-        Err(e) => result.with_error_code(metadata_error(&e).code()).with_error_message(Some(str_bytes(&e.to_string()))),
+        Err(e) => result
+            .with_error_code(metadata_error(&e).code())
+            .with_error_message(Some(str_bytes(&e.to_string()))),
     }
 }
