@@ -111,11 +111,24 @@ impl IndexFile {
         Ok(())
     }
 
+    /// Forgets entries past `entries`, zeroing only the ones that were
+    /// written, so a preallocated index costs nothing to truncate.
+    /// Drops every entry by cutting the file, which is cheaper than zeroing
+    /// a preallocated map; the capacity stays as it was.
+    fn clear(&mut self) -> Result<()> {
+        let capacity = self.mmap.as_ref().map_or(0, |m| m.len());
+        self.entries = 0;
+        self.mmap = None;
+        self.file.set_len(0)?;
+        self.resize(capacity)
+    }
+
     fn truncate_entries(&mut self, entries: usize) {
-        self.entries = self.entries.min(entries);
-        let start = self.entries * self.entry_size;
+        let old = self.entries;
+        self.entries = old.min(entries);
+        let (start, end) = (self.entries * self.entry_size, old * self.entry_size);
         if let Some(mmap) = self.mmap.as_mut() {
-            mmap[start..].fill(0);
+            mmap[start..end].fill(0);
         }
     }
 }
@@ -198,8 +211,8 @@ impl OffsetIndex {
         self.inner.truncate_entries(keep.map_or(0, |i| i + 1));
     }
 
-    pub fn reset(&mut self) {
-        self.inner.truncate_entries(0);
+    pub fn reset(&mut self) -> Result<()> {
+        self.inner.clear()
     }
 
     pub fn trim(&mut self) -> Result<()> {
@@ -299,8 +312,8 @@ impl TimeIndex {
         self.inner.truncate_entries(keep);
     }
 
-    pub fn reset(&mut self) {
-        self.inner.truncate_entries(0);
+    pub fn reset(&mut self) -> Result<()> {
+        self.inner.clear()
     }
 
     pub fn trim(&mut self) -> Result<()> {

@@ -30,6 +30,13 @@ struct Entry {
     log: SharedLog,
 }
 
+/// The checkpoints of one dir as found at start.
+#[derive(Debug, Default)]
+struct StartCheckpoints {
+    recovery_points: BTreeMap<TopicPartition, i64>,
+    log_starts: BTreeMap<TopicPartition, i64>,
+}
+
 #[derive(Debug)]
 pub struct LogManager {
     dirs: Vec<PathBuf>,
@@ -38,6 +45,7 @@ pub struct LogManager {
     logs: RwLock<HashMap<TopicPartition, Entry>>,
     /// Whether the previous process shut down cleanly, per dir.
     clean: Vec<bool>,
+    checkpoints: Vec<StartCheckpoints>,
 }
 
 /// `<topic>-<partition>` back to its parts; topic names may contain `-`.
@@ -65,7 +73,8 @@ impl LogManager {
             }
             remove_deleted_logs(dir)?;
         }
-        Ok(Self { dirs, _locks: locks, logs: RwLock::new(HashMap::new()), clean })
+        let checkpoints = dirs.iter().map(|dir| read_start_checkpoints(dir)).collect();
+        Ok(Self { dirs, _locks: locks, logs: RwLock::new(HashMap::new()), clean, checkpoints })
     }
 
     pub fn dirs(&self) -> &[PathBuf] {
@@ -99,13 +108,12 @@ impl LogManager {
         now_ms: i64,
     ) -> Result<SharedLog> {
         let dir = &self.dirs[dir_index];
-        let recovery = OffsetCheckpoint::new(dir.join(RECOVERY_POINT_CHECKPOINT)).read().unwrap_or_default();
-        let starts = OffsetCheckpoint::new(dir.join(LOG_START_CHECKPOINT)).read().unwrap_or_default();
+        let checkpoints = &self.checkpoints[dir_index];
         let (log, report) = Log::open(
             &dir.join(tp.dir_name()),
             config,
-            recovery.get(tp).copied().unwrap_or(0),
-            starts.get(tp).copied().unwrap_or(0),
+            checkpoints.recovery_points.get(tp).copied().unwrap_or(0),
+            checkpoints.log_starts.get(tp).copied().unwrap_or(0),
             self.clean[dir_index],
             now_ms,
         )?;
@@ -214,6 +222,18 @@ impl LogManager {
         }
         Ok(())
     }
+}
+
+/// A checkpoint that cannot be read means recovery from offset 0 and the
+/// first segment as log start: slower, never wrong.
+fn read_start_checkpoints(dir: &Path) -> StartCheckpoints {
+    let read = |name: &str| {
+        OffsetCheckpoint::new(dir.join(name)).read().unwrap_or_else(|e| {
+            tracing::warn!("ignoring {name}: {e}");
+            BTreeMap::new()
+        })
+    };
+    StartCheckpoints { recovery_points: read(RECOVERY_POINT_CHECKPOINT), log_starts: read(LOG_START_CHECKPOINT) }
 }
 
 /// Takes the dir's `.lock` so two brokers never share a log dir.

@@ -332,8 +332,8 @@ impl LogSegment {
     /// Rescans the whole file: verifies every batch, rebuilds both indexes and
     /// truncates at the first batch that is partial or fails its checks.
     pub fn recover(&mut self, max_batch_bytes: usize) -> Result<RecoveryReport> {
-        self.index.reset();
-        self.time_index.reset();
+        self.index.reset()?;
+        self.time_index.reset()?;
         self.index.resize(self.config.max_index_bytes)?;
         self.time_index.resize(self.config.max_index_bytes)?;
         self.bytes_since_last_index_entry = 0;
