@@ -18,6 +18,8 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 use crate::error::RequestError;
 use crate::handlers::{self, api_versions};
 use crate::server::Broker;
+use strom_storage::segment::FileSlice;
+use uuid::Uuid;
 
 /// What a handler knows about the request it serves.
 pub struct RequestContext<'a> {
@@ -36,6 +38,45 @@ pub trait Reply {
 pub trait EncodeBody: Send {
     fn encode_body(&self, buf: &mut BytesMut, version: i16) -> Result<(), String>;
     fn body_size(&self, version: i16) -> usize;
+    /// Byte fields encoded as markers, to be replaced by file ranges.
+    fn splices(&self) -> &[Splice] {
+        &[]
+    }
+}
+
+/// A bytes field of a response that stays in a segment file: the response is
+/// encoded with a unique 16-byte marker in its place, and the marker (with its
+/// length prefix) is cut out and replaced by the file range when written, so
+/// fetched records never pass through user space.
+pub struct Splice {
+    pub marker: Bytes,
+    pub slice: FileSlice,
+}
+
+impl Splice {
+    pub fn new(slice: FileSlice) -> Self {
+        Self { marker: Bytes::copy_from_slice(Uuid::new_v4().as_bytes()), slice }
+    }
+}
+
+/// A piece of an encoded response.
+#[derive(Debug)]
+pub enum Chunk {
+    Bytes(Bytes),
+    File(FileSlice),
+}
+
+impl Chunk {
+    pub fn len(&self) -> usize {
+        match self {
+            Chunk::Bytes(b) => b.len(),
+            Chunk::File(f) => f.len,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 impl<T: Encodable + Send + 'static> EncodeBody for T {
@@ -139,11 +180,11 @@ fn decode_body(api_key: ApiKey, version: i16, body: &mut Bytes) -> Result<Reques
 }
 
 /// Serves one request frame; `Ok(None)` means no response is sent.
-pub async fn handle_frame(broker: &Broker, frame: Bytes) -> Result<Option<Bytes>, RequestError> {
+pub async fn handle_frame(broker: &Broker, frame: Bytes) -> Result<Option<Vec<Chunk>>, RequestError> {
     let (api_key, api_version, header, request) = match parse_frame(frame)? {
         Parsed::Request { api_key, api_version, header, request } => (api_key, api_version, header, request),
         Parsed::UnsupportedApiVersions { correlation_id } => {
-            return Ok(Some(unsupported_api_versions(correlation_id)))
+            return Ok(Some(vec![Chunk::Bytes(unsupported_api_versions(correlation_id))]));
         }
     };
     let ctx = RequestContext { broker, api_key, api_version, header };
@@ -167,16 +208,75 @@ async fn route(ctx: &RequestContext<'_>, request: Request) -> Option<Box<dyn Enc
 }
 
 /// Size prefix, response header, body.
-fn encode_response(ctx: &RequestContext<'_>, response: &dyn EncodeBody) -> Result<Bytes, RequestError> {
+fn encode_response(ctx: &RequestContext<'_>, response: &dyn EncodeBody) -> Result<Vec<Chunk>, RequestError> {
     let header = ResponseHeader::default().with_correlation_id(ctx.header.correlation_id);
     let header_version = ctx.api_key.response_header_version(ctx.api_version);
     let mut buf = BytesMut::with_capacity(64 + response.body_size(ctx.api_version));
     buf.put_i32(0);
     header.encode(&mut buf, header_version).map_err(|e| RequestError::Encode(e.to_string()))?;
     response.encode_body(&mut buf, ctx.api_version).map_err(RequestError::Encode)?;
-    let size = (buf.len() - 4) as i32;
-    buf[..4].copy_from_slice(&size.to_be_bytes());
-    Ok(buf.freeze())
+    let spliced: usize = response.splices().iter().map(|s| s.slice.len).sum();
+    let markers: usize = response.splices().iter().map(|s| s.marker.len()).sum();
+    let flexible = header_version >= 1;
+    // The size counts the file bytes and the real length prefixes in place
+    // of the markers and theirs.
+    let prefixes: isize = response
+        .splices()
+        .iter()
+        .map(|s| prefix_len(s.slice.len, flexible) as isize - prefix_len(s.marker.len(), flexible) as isize)
+        .sum();
+    let size = (buf.len() - 4 + spliced - markers) as isize + prefixes;
+    buf[..4].copy_from_slice(&(size as i32).to_be_bytes());
+    splice_chunks(buf.freeze(), response.splices(), flexible)
+}
+
+/// Bytes taken by the length prefix of a `len`-byte field: an int32, or in
+/// flexible versions an unsigned varint of `len + 1`.
+fn prefix_len(len: usize, flexible: bool) -> usize {
+    if !flexible {
+        return 4;
+    }
+    let mut value = len as u64 + 1;
+    let mut bytes = 1;
+    while value >= 0x80 {
+        value >>= 7;
+        bytes += 1;
+    }
+    bytes
+}
+
+/// Cuts each marker and its length prefix out of `buf`, putting the real
+/// length prefix and the file range in their place.
+fn splice_chunks(buf: Bytes, splices: &[Splice], flexible: bool) -> Result<Vec<Chunk>, RequestError> {
+    let mut chunks = Vec::with_capacity(1 + 2 * splices.len());
+    let mut start = 0;
+    for splice in splices {
+        let marker = splice.marker.as_ref();
+        let found = buf[start..]
+            .windows(marker.len())
+            .position(|w| w == marker)
+            .ok_or_else(|| RequestError::Encode("splice marker not found".into()))?;
+        let at = start + found;
+        let mut piece = BytesMut::from(&buf[start..at - prefix_len(marker.len(), flexible)]);
+        if flexible {
+            put_uvarint(&mut piece, splice.slice.len as u64 + 1);
+        } else {
+            piece.put_i32(splice.slice.len as i32);
+        }
+        chunks.push(Chunk::Bytes(piece.freeze()));
+        chunks.push(Chunk::File(splice.slice.clone()));
+        start = at + marker.len();
+    }
+    chunks.push(Chunk::Bytes(buf.slice(start..)));
+    Ok(chunks)
+}
+
+fn put_uvarint(buf: &mut BytesMut, mut value: u64) {
+    while value >= 0x80 {
+        buf.put_u8(value as u8 | 0x80);
+        value >>= 7;
+    }
+    buf.put_u8(value as u8);
 }
 
 /// Kafka's answer to an ApiVersions request of a version it does not know:

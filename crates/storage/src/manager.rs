@@ -233,7 +233,10 @@ fn read_start_checkpoints(dir: &Path) -> StartCheckpoints {
             BTreeMap::new()
         })
     };
-    StartCheckpoints { recovery_points: read(RECOVERY_POINT_CHECKPOINT), log_starts: read(LOG_START_CHECKPOINT) }
+    StartCheckpoints {
+        recovery_points: read(RECOVERY_POINT_CHECKPOINT),
+        log_starts: read(LOG_START_CHECKPOINT),
+    }
 }
 
 /// Takes the dir's `.lock` so two brokers never share a log dir.

@@ -17,11 +17,12 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::topic_name;
-use crate::dispatch::RequestContext;
+use crate::dispatch::{EncodeBody, Reply, RequestContext, Splice};
 use crate::error::storage_error;
 use crate::fetch_session::{FetchPlan, FetchTarget, PartitionNews};
 use crate::replica::Partition;
 use crate::server::Broker;
+use strom_storage::segment::FileSlice;
 
 /// Longest wait honoured, whatever the client asks.
 const MAX_WAIT_CAP: Duration = Duration::from_secs(30);
@@ -32,10 +33,42 @@ struct Outcome {
     error: Option<ResponseError>,
     high_watermark: i64,
     log_start_offset: i64,
-    records: Bytes,
+    records: Option<FileSlice>,
 }
 
-pub async fn handle(ctx: &RequestContext<'_>, request: FetchRequest) -> FetchResponse {
+impl Outcome {
+    fn bytes(&self) -> usize {
+        self.records.as_ref().map_or(0, |r| r.len)
+    }
+}
+
+/// A fetch response whose records stay in the segment files until written.
+pub struct FetchReply {
+    response: FetchResponse,
+    splices: Vec<Splice>,
+}
+
+impl EncodeBody for FetchReply {
+    fn encode_body(&self, buf: &mut bytes::BytesMut, version: i16) -> Result<(), String> {
+        self.response.encode_body(buf, version)
+    }
+
+    fn body_size(&self, version: i16) -> usize {
+        self.response.body_size(version)
+    }
+
+    fn splices(&self) -> &[Splice] {
+        &self.splices
+    }
+}
+
+impl Reply for FetchReply {
+    fn into_reply(self) -> Option<Box<dyn EncodeBody>> {
+        Some(Box::new(self))
+    }
+}
+
+pub async fn handle(ctx: &RequestContext<'_>, request: FetchRequest) -> FetchReply {
     let broker = ctx.broker;
     let by_id = ctx.api_version >= 13;
     let requested = requested_targets(broker, &request, by_id);
@@ -52,9 +85,10 @@ pub async fn handle(ctx: &RequestContext<'_>, request: FetchRequest) -> FetchRes
         match broker.fetch_sessions.begin(request.session_id, request.session_epoch, requested, &forgotten) {
             Ok(plan) => plan,
             Err(error) => {
-                return FetchResponse::default()
+                let response = FetchResponse::default()
                     .with_error_code(error.code())
                     .with_session_id(request.session_id);
+                return FetchReply { response, splices: Vec::new() };
             }
         };
     let partitions: Vec<Option<Arc<Partition>>> =
@@ -66,17 +100,18 @@ pub async fn handle(ctx: &RequestContext<'_>, request: FetchRequest) -> FetchRes
         .map(|o| {
             let state =
                 PartitionNews { high_watermark: o.high_watermark, log_start_offset: o.log_start_offset };
-            (state, o.error.is_some() || !o.records.is_empty())
+            (state, o.error.is_some() || o.bytes() > 0)
         })
         .collect();
     let included = broker.fetch_sessions.finish(&plan, &news);
     let read_committed = request.isolation_level == READ_COMMITTED;
-    let mut responses = build_responses(&plan, outcomes, &included, read_committed);
+    let (mut responses, splices) = build_responses(&plan, outcomes, &included, read_committed);
     if ctx.api_version < 5 {
         // The log start offset is reported from v5 on.
         responses.iter_mut().flat_map(|t| t.partitions.iter_mut()).for_each(|p| p.log_start_offset = -1);
     }
-    FetchResponse::default().with_session_id(plan.session_id).with_responses(responses)
+    let response = FetchResponse::default().with_session_id(plan.session_id).with_responses(responses);
+    FetchReply { response, splices }
 }
 
 fn resolve_name(broker: &Broker, id: Uuid) -> String {
@@ -116,7 +151,7 @@ async fn read_with_wait(
     loop {
         partitions.iter().flatten().for_each(|p| p.watch(&waiter));
         let outcomes = read_all(plan, partitions, request.max_bytes);
-        let bytes: usize = outcomes.iter().map(|o| o.records.len()).sum();
+        let bytes: usize = outcomes.iter().map(Outcome::bytes).sum();
         let satisfied =
             bytes >= request.min_bytes.max(0) as usize || outcomes.iter().any(|o| o.error.is_some());
         if satisfied || Instant::now() >= deadline {
@@ -149,54 +184,46 @@ fn read_all(plan: &FetchPlan, partitions: &[Option<Arc<Partition>>], max_bytes: 
                     error: Some(error),
                     high_watermark: -1,
                     log_start_offset: -1,
-                    records: Bytes::new(),
+                    records: None,
                 };
             };
             let limit = (target.partition_max_bytes.max(0) as usize).min(remaining);
             let outcome = read_one(partition, target.fetch_offset, limit, first);
-            remaining = remaining.saturating_sub(outcome.records.len());
-            first &= outcome.records.is_empty();
+            remaining = remaining.saturating_sub(outcome.bytes());
+            first &= outcome.bytes() == 0;
             outcome
         })
         .collect()
 }
 
 fn read_one(partition: &Partition, offset: i64, max_bytes: usize, min_one_batch: bool) -> Outcome {
-    let failed = |error, high_watermark, log_start_offset| Outcome {
-        error: Some(error),
-        high_watermark,
-        log_start_offset,
-        records: Bytes::new(),
-    };
     match partition.read(offset, max_bytes, min_one_batch) {
-        Ok(read) => {
-            let records = match read.slice.map(|s| s.read()).transpose() {
-                Ok(records) => records.unwrap_or_default(),
-                Err(e) => {
-                    tracing::error!(partition = %partition.tp, "fetch read failed: {e}");
-                    return failed(storage_error(&e), read.high_watermark, read.log_start_offset);
-                }
-            };
-            Outcome {
-                error: None,
-                high_watermark: read.high_watermark,
-                log_start_offset: read.log_start_offset,
-                records,
-            }
-        }
-        Err(e) => failed(storage_error(&e), partition.high_watermark(), partition.log_start_offset()),
+        Ok(read) => Outcome {
+            error: None,
+            high_watermark: read.high_watermark,
+            log_start_offset: read.log_start_offset,
+            records: read.slice,
+        },
+        Err(e) => Outcome {
+            error: Some(storage_error(&e)),
+            high_watermark: partition.high_watermark(),
+            log_start_offset: partition.log_start_offset(),
+            records: None,
+        },
     }
 }
 
 /// Groups partition results by topic, in request order, keeping only the
-/// partitions an incremental session includes.
+/// partitions an incremental session includes. Records are represented by
+/// splice markers, replaced by the file bytes when the response is written.
 fn build_responses(
     plan: &FetchPlan,
     outcomes: Vec<Outcome>,
     included: &[bool],
     read_committed: bool,
-) -> Vec<FetchableTopicResponse> {
+) -> (Vec<FetchableTopicResponse>, Vec<Splice>) {
     let mut responses: Vec<FetchableTopicResponse> = Vec::new();
+    let mut splices = Vec::new();
     for ((target, outcome), include) in plan.targets.iter().zip(outcomes).zip(included) {
         if !include {
             continue;
@@ -209,7 +236,15 @@ fn build_responses(
             .with_last_stable_offset(outcome.high_watermark)
             .with_log_start_offset(outcome.log_start_offset)
             .with_aborted_transactions(read_committed.then(Vec::new))
-            .with_records(Some(outcome.records));
+            .with_records(Some(match outcome.records.filter(|r| r.len > 0) {
+                Some(slice) => {
+                    let splice = Splice::new(slice);
+                    let marker = splice.marker.clone();
+                    splices.push(splice);
+                    marker
+                }
+                None => Bytes::new(),
+            }));
         let same_topic = responses
             .last()
             .is_some_and(|r| r.topic_id == target.topic_id && r.topic.0.as_str() == target.topic.as_str());
@@ -222,5 +257,5 @@ fn build_responses(
         }
         responses.last_mut().expect("pushed above").partitions.push(data);
     }
-    responses
+    (responses, splices)
 }
