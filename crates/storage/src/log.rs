@@ -598,6 +598,31 @@ mod tests {
     }
 
     #[test]
+    fn missing_or_corrupt_indexes_are_rebuilt_on_clean_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = open(dir.path(), small_config(), true);
+        let written = fill(&mut log, 120);
+        let end = log.log_end_offset();
+        log.close(0).unwrap();
+        drop(log);
+        let first = crate::segment::file_name(0, ".index");
+        std::fs::remove_file(dir.path().join(&first)).unwrap();
+        let second_base = written
+            .iter()
+            .map(|(b, _)| *b)
+            .find(|b| dir.path().join(crate::segment::file_name(*b, ".log")).exists() && *b > 0)
+            .unwrap();
+        let garbage: Vec<u8> = (0..64u8).rev().collect();
+        std::fs::write(dir.path().join(crate::segment::file_name(second_base, ".index")), garbage).unwrap();
+        let (log, report) = Log::open(dir.path(), small_config(), end, 0, true, 0).unwrap();
+        assert_eq!(report.recovered_segments, 2);
+        assert_eq!(report.truncated_bytes, 0);
+        let bases: Vec<i64> = written.iter().map(|(base, _)| *base).collect();
+        assert_eq!(read_all(&log, 0), bases);
+        assert!(log.segments().all(|s| s.index().sanity_check(s.size()).is_ok()));
+    }
+
+    #[test]
     fn log_append_time_stamps_the_batch() {
         let dir = tempfile::tempdir().unwrap();
         let config = LogConfig { timestamp_type: TimestampType::LogAppendTime, ..small_config() };

@@ -1,0 +1,74 @@
+"""`strom server` as an operator meets it: properties files, overrides, bad
+values, unknown keys and signals."""
+
+import signal
+import subprocess
+
+from harness import free_port, strom_binary, wait_until
+import socket
+
+
+def run_server(tmp_path, *args, timeout_s=10):
+    """Runs `strom server` expecting it to exit on its own; returns (code, stderr)."""
+    done = subprocess.run(
+        [str(strom_binary()), "server", *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
+    return done.returncode, done.stderr
+
+
+def test_invalid_value_stops_the_start_naming_the_key(tmp_path):
+    code, stderr = run_server(tmp_path, "--override", "num.partitions=many", "--override", f"log.dirs={tmp_path}/d")
+    assert code != 0
+    assert "num.partitions" in stderr
+    assert not (tmp_path / "d").exists(), "nothing is created before the config is valid"
+
+
+def test_invalid_value_in_properties_file_names_the_key(tmp_path):
+    props = tmp_path / "server.properties"
+    props.write_text(f"log.dirs={tmp_path}/d\nlog.message.timestamp.type=Sometimes\n")
+    code, stderr = run_server(tmp_path, str(props))
+    assert code != 0
+    assert "log.message.timestamp.type" in stderr
+
+
+def test_missing_properties_file_is_a_one_line_error(tmp_path):
+    code, stderr = run_server(tmp_path, str(tmp_path / "absent.properties"))
+    assert code != 0
+    assert "absent.properties" in stderr
+    assert len(stderr.strip().splitlines()) == 1
+
+
+def test_properties_file_with_unknown_key_starts_and_stops_on_sigint(tmp_path):
+    port = free_port()
+    props = tmp_path / "server.properties"
+    props.write_text(
+        "# Kafka's standard file, trimmed\n"
+        "process.roles=broker,controller\n"
+        f"listeners=PLAINTEXT://127.0.0.1:{port}\n"
+        f"log.dirs={tmp_path}/data\n"
+        "num.network.threads=3\n"
+        "no.such.setting=1\n"
+    )
+    log = open(tmp_path / "broker.log", "w")
+    proc = subprocess.Popen([str(strom_binary()), "server", str(props)], cwd=tmp_path, stderr=log, stdout=log)
+    try:
+
+        def accepting():
+            with socket.socket() as s:
+                return s.connect_ex(("127.0.0.1", port)) == 0
+
+        wait_until(accepting, 10, "broker accepting connections")
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=15) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = (tmp_path / "broker.log").read_text()
+    assert "no.such.setting" in text, "unknown keys are warned about"
+    assert "num.network.threads" not in text, "Kafka's standard keys are accepted quietly"
+    assert (tmp_path / "data" / ".kafka_cleanshutdown").exists()
