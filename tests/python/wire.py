@@ -6,6 +6,12 @@ correlation_id(int32) | client_id(nullable int16-length string), plus an empty
 tagged-field section (uvarint 0) in header v2, which flexible versions use.
 Responses start with size | correlation_id; ApiVersions responses always use
 response header v0, so no tagged fields follow the correlation id.
+
+Beyond that, it speaks the requests real clients cannot be made to send as a
+test needs them: Fetch with chosen sessions, epochs and size limits (v4-18),
+Produce by name or topic id and with acks=0 (v3-13), Metadata and DeleteTopics
+by topic id; and it builds and checks RecordBatch v2 (CRC-32C) by hand.
+Decoders read every field of their version and insist nothing is left over.
 """
 
 from __future__ import annotations
@@ -13,11 +19,31 @@ from __future__ import annotations
 import socket
 import struct
 import time
-from typing import NamedTuple
+import uuid
+from typing import NamedTuple, Sequence
 
-API_VERSIONS = 18
+import crc32c
+
+PRODUCE = 0
+FETCH = 1
 METADATA = 3
+API_VERSIONS = 18
+DELETE_TOPICS = 20
+
+# Kafka error codes.
+NONE = 0
+OFFSET_OUT_OF_RANGE = 1
+CORRUPT_MESSAGE = 2
+UNKNOWN_TOPIC_OR_PARTITION = 3
 UNSUPPORTED_VERSION = 35
+FETCH_SESSION_ID_NOT_FOUND = 70
+INVALID_FETCH_SESSION_EPOCH = 71
+UNKNOWN_TOPIC_ID = 100
+
+# Fetch session ids and epochs (KIP-227).
+NO_SESSION = 0
+INITIAL_EPOCH = 0
+FINAL_EPOCH = -1
 
 # First flexible version of each API Strom serves; earlier versions use request header v1.
 FIRST_FLEXIBLE_VERSION = {0: 9, 1: 12, 2: 6, 3: 9, 18: 3, 19: 5, 20: 4, 60: 0}
@@ -50,6 +76,73 @@ def nullable_string(value: str | None) -> bytes:
 def compact_string(value: str) -> bytes:
     data = value.encode()
     return uvarint(len(data) + 1) + data
+
+
+def int8(value: int) -> bytes:
+    return struct.pack(">b", value)
+
+
+def int64(value: int) -> bytes:
+    return struct.pack(">q", value)
+
+
+def varint(value: int) -> bytes:
+    """Zigzag varint, as record fields use."""
+    return uvarint((value << 1) ^ (value >> 63))
+
+
+class Writer:
+    """Builds a request body for one API version: in flexible versions strings,
+    bytes and arrays take their compact (uvarint length + 1) forms and
+    `tagged_fields` writes an empty tagged-field section."""
+
+    def __init__(self, flexible: bool):
+        self.flexible = flexible
+        self.out = bytearray()
+
+    def raw(self, data: bytes) -> "Writer":
+        self.out += data
+        return self
+
+    def int8(self, value: int) -> "Writer":
+        return self.raw(int8(value))
+
+    def int16(self, value: int) -> "Writer":
+        return self.raw(int16(value))
+
+    def int32(self, value: int) -> "Writer":
+        return self.raw(int32(value))
+
+    def int64(self, value: int) -> "Writer":
+        return self.raw(int64(value))
+
+    def boolean(self, value: bool) -> "Writer":
+        return self.raw(b"\x01" if value else b"\x00")
+
+    def uuid(self, value: uuid.UUID) -> "Writer":
+        return self.raw(value.bytes)
+
+    def length(self, size: int | None) -> "Writer":
+        """A string/bytes/array length; None for null."""
+        size = -1 if size is None else size
+        return self.raw(uvarint(size + 1) if self.flexible else int32(size))
+
+    def nullable_string(self, value: str | None) -> "Writer":
+        if self.flexible:
+            return self.raw(uvarint(0) if value is None else compact_string(value))
+        return self.raw(nullable_string(value))
+
+    string = nullable_string
+
+    def nullable_bytes(self, value: bytes | None) -> "Writer":
+        self.length(None if value is None else len(value))
+        return self.raw(value or b"")
+
+    def tagged_fields(self) -> "Writer":
+        return self.raw(uvarint(0)) if self.flexible else self
+
+    def build(self) -> bytes:
+        return bytes(self.out)
 
 
 def is_flexible(api_key: int, api_version: int) -> bool:
@@ -154,10 +247,14 @@ def split_frames(data: bytes) -> tuple[list[bytes], bytes]:
 
 
 class Reader:
-    """Sequential decoding of a response body; running off the end raises struct.error."""
+    """Sequential decoding of a response body; running off the end raises struct.error.
 
-    def __init__(self, data: bytes):
-        self.data, self.position = data, 0
+    With `flexible`, strings, bytes and arrays are read in their compact
+    (uvarint length + 1) forms and `tagged_fields` skips a tagged-field section.
+    """
+
+    def __init__(self, data: bytes, flexible: bool = False):
+        self.data, self.position, self.flexible = data, 0, flexible
 
     def take(self, fmt: str):
         values = struct.unpack_from(fmt, self.data, self.position)
@@ -179,8 +276,62 @@ class Reader:
             size = self.uvarint()
             self.position += size
 
+    def tagged_fields(self) -> None:
+        if self.flexible:
+            self.skip_tagged_fields()
+
+    def int8(self) -> int:
+        return self.take(">b")
+
+    def int16(self) -> int:
+        return self.take(">h")
+
+    def int32(self) -> int:
+        return self.take(">i")
+
+    def int64(self) -> int:
+        return self.take(">q")
+
+    def boolean(self) -> bool:
+        return self.take(">?")
+
+    def uuid(self) -> uuid.UUID:
+        return uuid.UUID(bytes=self.raw(16))
+
+    def raw(self, size: int) -> bytes:
+        if self.position + size > len(self.data):
+            raise struct.error(f"{size} bytes wanted at {self.position}, {len(self.data) - self.position} left")
+        value = self.data[self.position : self.position + size]
+        self.position += size
+        return value
+
+    def length(self) -> int:
+        """A string/bytes/array length; -1 for null."""
+        return self.uvarint() - 1 if self.flexible else self.take(">i")
+
+    def nullable_string(self) -> str | None:
+        size = self.uvarint() - 1 if self.flexible else self.take(">h")
+        return None if size < 0 else self.raw(size).decode()
+
+    def string(self) -> str:
+        value = self.nullable_string()
+        assert value is not None, "null in a non-nullable string"
+        return value
+
+    def nullable_bytes(self) -> bytes | None:
+        size = self.length()
+        return None if size < 0 else self.raw(size)
+
+    def array(self, read_item) -> list | None:
+        """A (nullable) array whose items `read_item(self)` decodes."""
+        count = self.length()
+        return None if count < 0 else [read_item(self) for _ in range(count)]
+
     def at_end(self) -> bool:
         return self.position == len(self.data)
+
+    def assert_at_end(self, what: str) -> None:
+        assert self.at_end(), f"{len(self.data) - self.position} unexpected trailing bytes in {what}"
 
 
 class ApiVersionsResponse(NamedTuple):
@@ -217,3 +368,569 @@ def api_versions(port: int, correlation_id: int = 1) -> ApiVersionsResponse:
     response = parse_api_versions(frames[0], 3)
     assert response.correlation_id == correlation_id
     return response
+
+
+# ---------------------------------------------------------------- one connection, many requests
+
+
+class Connection:
+    """A connection for request/response round trips, read one whole frame at a time."""
+
+    def __init__(self, port: int, timeout_s: float = 5.0):
+        self.sock = connect(port, timeout_s)
+        self.buffer = bytearray()
+
+    def __enter__(self) -> "Connection":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def send(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def receive(self, timeout_s: float = 5.0) -> bytes:
+        """The next response frame (without its size); fails if none arrives within `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            frames, _ = split_frames(bytes(self.buffer))
+            if frames:
+                del self.buffer[: 4 + len(frames[0])]
+                return frames[0]
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(f"no response frame within {timeout_s}s")
+            self.sock.settimeout(remaining)
+            try:
+                chunk = self.sock.recv(65536)
+            except socket.timeout:
+                continue
+            if not chunk:
+                raise AssertionError("the broker closed the connection instead of answering")
+            self.buffer += chunk
+
+    def call(self, data: bytes, timeout_s: float = 5.0) -> bytes:
+        self.send(data)
+        return self.receive(timeout_s)
+
+    def unread_by_peer(self) -> int:
+        """Bytes sent on this loopback connection that the peer process has not read yet:
+        our kernel send queue plus the peer socket's receive queue, from /proc/net/tcp."""
+        local, peer = self.sock.getsockname(), self.sock.getpeername()
+        ours = peers = None
+        for row in tcp_sockets():
+            if (row.local, row.remote) == (local, peer):
+                ours = row
+            elif (row.local, row.remote) == (peer, local):
+                peers = row
+        assert ours is not None and peers is not None, f"connection {local} <-> {peer} missing from /proc/net/tcp"
+        return ours.tx_queue + peers.rx_queue
+
+
+def call(port: int, data: bytes, timeout_s: float = 5.0) -> bytes:
+    """One request on a fresh connection; the response frame."""
+    with Connection(port, timeout_s) as conn:
+        return conn.call(data, timeout_s)
+
+
+class TcpSocket(NamedTuple):
+    local: tuple[str, int]
+    remote: tuple[str, int]
+    tx_queue: int
+    rx_queue: int
+
+
+def tcp_sockets() -> list[TcpSocket]:
+    """IPv4 TCP sockets of this network namespace, from /proc/net/tcp."""
+
+    def address(text: str) -> tuple[str, int]:
+        host, port = text.split(":")
+        return socket.inet_ntoa(struct.pack("<I", int(host, 16))), int(port, 16)
+
+    rows = []
+    with open("/proc/net/tcp") as table:
+        next(table)
+        for line in table:
+            fields = line.split()
+            tx_queue, rx_queue = (int(q, 16) for q in fields[4].split(":"))
+            rows.append(TcpSocket(address(fields[1]), address(fields[2]), tx_queue, rx_queue))
+    return rows
+
+
+def response_reader(payload: bytes, api_key: int, version: int) -> tuple[int, Reader]:
+    """The correlation id and a reader positioned at the body (response header v1 for flexible versions)."""
+    flexible = is_flexible(api_key, version)
+    reader = Reader(payload, flexible)
+    correlation_id = reader.int32()
+    reader.tagged_fields()
+    return correlation_id, reader
+
+
+# ---------------------------------------------------------------- record batches (magic v2)
+
+
+class BatchRecord(NamedTuple):
+    """A record to put in a hand-built batch, or one read back with its absolute offset."""
+
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+    timestamp_ms: int = 0
+    offset: int = -1
+
+
+class RecordBatch(NamedTuple):
+    base_offset: int
+    last_offset_delta: int
+    partition_leader_epoch: int
+    attributes: int
+    base_timestamp: int
+    max_timestamp: int
+    records: list[BatchRecord]
+    size: int
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+
+BATCH_CRC_START = 21  # attributes onwards is covered by the CRC
+COMPRESSION_MASK = 0x07
+
+
+def _sized(data: bytes | None) -> bytes:
+    return varint(-1) if data is None else varint(len(data)) + data
+
+
+def encode_record_batch(records: Sequence[BatchRecord], base_offset: int = 0, crc_delta: int = 0) -> bytes:
+    """An uncompressed, non-transactional RecordBatch v2 with CreateTime timestamps.
+
+    `crc_delta` is added to the CRC-32C, to build a batch with a wrong checksum.
+    """
+    assert records, "a batch needs at least one record"
+    base_ts = records[0].timestamp_ms
+    body = bytearray()
+    for delta, rec in enumerate(records):
+        fields = (
+            int8(0)
+            + varint(rec.timestamp_ms - base_ts)
+            + varint(delta)
+            + _sized(rec.key)
+            + _sized(rec.value)
+            + varint(len(rec.headers))
+            + b"".join(_sized(k.encode()) + _sized(v) for k, v in rec.headers)
+        )
+        body += varint(len(fields)) + fields
+    after_crc = (
+        int16(0)  # attributes: no compression, CreateTime, not transactional
+        + int32(len(records) - 1)
+        + int64(base_ts)
+        + int64(max(r.timestamp_ms for r in records))
+        + int64(-1)  # producer id
+        + int16(-1)  # producer epoch
+        + int32(-1)  # base sequence
+        + int32(len(records))
+        + bytes(body)
+    )
+    crc = (crc32c.crc32c(after_crc) + crc_delta) & 0xFFFFFFFF
+    after_length = int32(-1) + int8(2) + struct.pack(">I", crc) + after_crc  # leader epoch, magic, crc
+    return int64(base_offset) + int32(len(after_length)) + after_length
+
+
+def decode_record_batches(data: bytes) -> list[RecordBatch]:
+    """Every complete batch in `data` (a fetch may end with a partial one, which is dropped),
+    checking magic and CRC-32C. Only uncompressed batches can be opened."""
+    batches, position = [], 0
+    while position + 12 <= len(data):
+        base_offset, length = struct.unpack_from(">qi", data, position)
+        end = position + 12 + length
+        if end > len(data):
+            break
+        batch = data[position:end]
+        leader_epoch, magic, crc = struct.unpack_from(">ibI", batch, 12)
+        assert magic == 2, f"batch at offset {base_offset}: magic {magic}"
+        assert crc32c.crc32c(batch[BATCH_CRC_START:]) == crc, f"batch at offset {base_offset}: bad CRC"
+        reader = Reader(batch)
+        reader.position = BATCH_CRC_START
+        attributes, last_delta, base_ts, max_ts = reader.take(">hiqq")
+        reader.take(">qhi")  # producer id, epoch, base sequence
+        count = reader.int32()
+        assert attributes & COMPRESSION_MASK == 0, f"batch at offset {base_offset} is compressed"
+        records = [_decode_record(reader, base_offset, base_ts) for _ in range(count)]
+        reader.assert_at_end(f"batch at offset {base_offset}")
+        batches.append(
+            RecordBatch(base_offset, last_delta, leader_epoch, attributes, base_ts, max_ts, records, len(batch))
+        )
+        position = end
+    return batches
+
+
+def _read_varint(reader: Reader) -> int:
+    raw = reader.uvarint()
+    return (raw >> 1) ^ -(raw & 1)
+
+
+def _read_sized(reader: Reader) -> bytes | None:
+    size = _read_varint(reader)
+    return None if size < 0 else reader.raw(size)
+
+
+def _decode_record(reader: Reader, base_offset: int, base_ts: int) -> BatchRecord:
+    length = _read_varint(reader)
+    end = reader.position + length
+    reader.int8()  # attributes
+    timestamp = base_ts + _read_varint(reader)
+    offset = base_offset + _read_varint(reader)
+    key, value = _read_sized(reader), _read_sized(reader)
+    headers = tuple((_read_sized(reader).decode(), _read_sized(reader)) for _ in range(_read_varint(reader)))
+    assert reader.position == end, f"record at offset {offset}: length {length} does not match its fields"
+    return BatchRecord(key, value, headers, timestamp, offset)
+
+
+# ---------------------------------------------------------------- Metadata (v12-13: topic ids)
+
+
+class MetadataTopic(NamedTuple):
+    error_code: int
+    name: str | None
+    topic_id: uuid.UUID
+    partitions: list[int]
+
+
+class MetadataResponse(NamedTuple):
+    correlation_id: int
+    cluster_id: str | None
+    controller_id: int
+    brokers: list[tuple[int, str, int]]
+    topics: list[MetadataTopic]
+
+    def topic(self, name: str) -> MetadataTopic | None:
+        return next((t for t in self.topics if t.name == name), None)
+
+
+def metadata_request(
+    correlation_id: int, topics: Sequence[str | uuid.UUID] | None = None, version: int = 12
+) -> bytes:
+    """Metadata v12/v13 for all topics (None) or the named ones (names or ids); never auto-creates."""
+    assert version in (12, 13)
+    w = Writer(flexible=True)
+    w.length(None if topics is None else len(topics))
+    for topic in topics or ():
+        by_id = isinstance(topic, uuid.UUID)
+        w.uuid(topic if by_id else uuid.UUID(int=0)).nullable_string(None if by_id else topic).tagged_fields()
+    w.boolean(False).boolean(False).tagged_fields()  # allow auto creation, include authorized operations
+    return request(METADATA, version, correlation_id, w.build())
+
+
+def parse_metadata(payload: bytes, version: int = 12) -> MetadataResponse:
+    correlation_id, r = response_reader(payload, METADATA, version)
+    r.int32()  # throttle
+
+    def broker(r: Reader):
+        node = (r.int32(), r.string(), r.int32())
+        r.nullable_string()  # rack
+        r.tagged_fields()
+        return node
+
+    def partition(r: Reader) -> int:
+        r.int16()  # error
+        index = r.int32()
+        r.take(">ii")  # leader, leader epoch
+        for _ in range(3):  # replicas, isr, offline
+            r.array(Reader.int32)
+        r.tagged_fields()
+        return index
+
+    def topic(r: Reader) -> MetadataTopic:
+        error, name, topic_id = r.int16(), r.nullable_string(), r.uuid()
+        r.boolean()  # internal
+        partitions = r.array(partition)
+        r.int32()  # authorized operations
+        r.tagged_fields()
+        return MetadataTopic(error, name, topic_id, partitions)
+
+    brokers = r.array(broker)
+    cluster_id, controller_id = r.nullable_string(), r.int32()
+    topics = r.array(topic)
+    if version >= 13:
+        r.int16()  # top-level error
+    r.tagged_fields()
+    r.assert_at_end(f"Metadata v{version}")
+    return MetadataResponse(correlation_id, cluster_id, controller_id, brokers, topics)
+
+
+def topic_id_of(port: int, name: str) -> uuid.UUID:
+    """The topic id the broker reports for `name` (Metadata v12)."""
+    topic = parse_metadata(call(port, metadata_request(1, [name]))).topic(name)
+    assert topic is not None and topic.error_code == NONE, f"topic {name!r} not in metadata: {topic}"
+    assert topic.topic_id.int != 0, f"topic {name!r} has the zero topic id"
+    return topic.topic_id
+
+
+# ---------------------------------------------------------------- Fetch (v4-18)
+
+
+class FetchPartition(NamedTuple):
+    partition: int
+    fetch_offset: int
+    partition_max_bytes: int = 1 << 20
+
+
+def fetch_request(
+    version: int,
+    correlation_id: int,
+    topics: Sequence[tuple[str | uuid.UUID, Sequence[FetchPartition]]] = (),
+    *,
+    max_wait_ms: int = 0,
+    min_bytes: int = 0,
+    max_bytes: int = 0x7FFFFFFF,
+    isolation_level: int = 0,
+    session_id: int = NO_SESSION,
+    session_epoch: int = FINAL_EPOCH,
+    forgotten: Sequence[tuple[str | uuid.UUID, Sequence[int]]] = (),
+) -> bytes:
+    """A consumer's Fetch. Topics are names up to v12 and topic ids from v13."""
+    assert 4 <= version <= 18
+    w = Writer(is_flexible(FETCH, version))
+
+    def topic(name_or_id) -> None:
+        if version >= 13:
+            assert isinstance(name_or_id, uuid.UUID), "Fetch v13+ names topics by id"
+            w.uuid(name_or_id)
+        else:
+            w.string(name_or_id)
+
+    if version <= 14:
+        w.int32(-1)  # replica id: a consumer
+    w.int32(max_wait_ms).int32(min_bytes).int32(max_bytes).int8(isolation_level)
+    if version >= 7:
+        w.int32(session_id).int32(session_epoch)
+    w.length(len(topics))
+    for name_or_id, partitions in topics:
+        topic(name_or_id)
+        w.length(len(partitions))
+        for p in partitions:
+            w.int32(p.partition)
+            if version >= 9:
+                w.int32(-1)  # current leader epoch
+            w.int64(p.fetch_offset)
+            if version >= 12:
+                w.int32(-1)  # last fetched epoch
+            if version >= 5:
+                w.int64(-1)  # log start offset (followers only)
+            w.int32(p.partition_max_bytes).tagged_fields()
+        w.tagged_fields()
+    if version >= 7:
+        w.length(len(forgotten))
+        for name_or_id, partitions in forgotten:
+            topic(name_or_id)
+            w.length(len(partitions))
+            for p in partitions:
+                w.int32(p)
+            w.tagged_fields()
+    else:
+        assert not forgotten, "forgotten topics need Fetch v7+"
+    if version >= 11:
+        w.string("")  # rack id
+    w.tagged_fields()
+    return request(FETCH, version, correlation_id, w.build())
+
+
+class FetchedPartition(NamedTuple):
+    partition: int
+    error_code: int
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    aborted_transactions: list | None
+    preferred_read_replica: int
+    records: bytes | None
+
+    @property
+    def batches(self) -> list[RecordBatch]:
+        return decode_record_batches(self.records or b"")
+
+    @property
+    def offsets(self) -> list[int]:
+        return [r.offset for b in self.batches for r in b.records]
+
+
+class FetchResponse(NamedTuple):
+    correlation_id: int
+    throttle_time_ms: int
+    error_code: int
+    session_id: int
+    topics: list[tuple[str | uuid.UUID, list[FetchedPartition]]]
+
+    def partitions(self) -> dict[tuple[str | uuid.UUID, int], FetchedPartition]:
+        """Every partition in the response by (topic name or id, partition); duplicates fail."""
+        found = {}
+        for topic, partitions in self.topics:
+            for p in partitions:
+                assert (topic, p.partition) not in found, f"{topic}[{p.partition}] appears twice"
+                found[(topic, p.partition)] = p
+        return found
+
+
+def parse_fetch_response(payload: bytes, version: int) -> FetchResponse:
+    correlation_id, r = response_reader(payload, FETCH, version)
+    throttle = r.int32()
+    error_code, session_id = (r.int16(), r.int32()) if version >= 7 else (NONE, NO_SESSION)
+
+    def aborted(r: Reader):
+        entry = (r.int64(), r.int64())
+        r.tagged_fields()
+        return entry
+
+    def partition(r: Reader) -> FetchedPartition:
+        index, error, hw, lso = r.int32(), r.int16(), r.int64(), r.int64()
+        log_start = r.int64() if version >= 5 else -1
+        aborted_transactions = r.array(aborted)
+        preferred = r.int32() if version >= 11 else -1
+        records = r.nullable_bytes()
+        r.tagged_fields()
+        return FetchedPartition(index, error, hw, lso, log_start, aborted_transactions, preferred, records)
+
+    def topic(r: Reader):
+        name_or_id = r.uuid() if version >= 13 else r.string()
+        partitions = r.array(partition)
+        r.tagged_fields()
+        return name_or_id, partitions
+
+    topics = r.array(topic)
+    r.tagged_fields()
+    r.assert_at_end(f"Fetch v{version}")
+    return FetchResponse(correlation_id, throttle, error_code, session_id, topics)
+
+
+def fetch(port: int, version: int, *args, timeout_s: float = 35.0, **kwargs) -> FetchResponse:
+    """One Fetch round trip on a fresh connection (see `fetch_request` for the arguments)."""
+    correlation_id = 4242
+    response = parse_fetch_response(
+        call(port, fetch_request(version, correlation_id, *args, **kwargs), timeout_s), version
+    )
+    assert response.correlation_id == correlation_id
+    return response
+
+
+# ---------------------------------------------------------------- Produce (v3-13)
+
+
+class ProducedPartition(NamedTuple):
+    index: int
+    error_code: int
+    base_offset: int
+    log_append_time_ms: int
+    log_start_offset: int
+    error_message: str | None
+
+
+class ProduceResponse(NamedTuple):
+    correlation_id: int
+    topics: list[tuple[str | uuid.UUID, list[ProducedPartition]]]
+
+
+def produce_request(
+    version: int,
+    correlation_id: int,
+    topics: Sequence[tuple[str | uuid.UUID, Sequence[tuple[int, bytes | None]]]],
+    acks: int = -1,
+    timeout_ms: int = 30_000,
+) -> bytes:
+    """Produce record sets: (topic, [(partition, records)]); topics are names up to v12, ids from v13."""
+    assert 3 <= version <= 13
+    w = Writer(is_flexible(PRODUCE, version))
+    w.nullable_string(None).int16(acks).int32(timeout_ms)  # no transactional id
+    w.length(len(topics))
+    for name_or_id, partitions in topics:
+        if version >= 13:
+            assert isinstance(name_or_id, uuid.UUID), "Produce v13 names topics by id"
+            w.uuid(name_or_id)
+        else:
+            w.string(name_or_id)
+        w.length(len(partitions))
+        for index, records in partitions:
+            w.int32(index).nullable_bytes(records).tagged_fields()
+        w.tagged_fields()
+    w.tagged_fields()
+    return request(PRODUCE, version, correlation_id, w.build())
+
+
+def parse_produce_response(payload: bytes, version: int) -> ProduceResponse:
+    correlation_id, r = response_reader(payload, PRODUCE, version)
+
+    def record_error(r: Reader):
+        entry = (r.int32(), r.nullable_string())
+        r.tagged_fields()
+        return entry
+
+    def partition(r: Reader) -> ProducedPartition:
+        index, error, base_offset, append_time = r.int32(), r.int16(), r.int64(), r.int64()
+        log_start = r.int64() if version >= 5 else -1
+        message = None
+        if version >= 8:
+            r.array(record_error)
+            message = r.nullable_string()
+        r.tagged_fields()
+        return ProducedPartition(index, error, base_offset, append_time, log_start, message)
+
+    def topic(r: Reader):
+        name_or_id = r.uuid() if version >= 13 else r.string()
+        partitions = r.array(partition)
+        r.tagged_fields()
+        return name_or_id, partitions
+
+    topics = r.array(topic)
+    r.int32()  # throttle
+    r.tagged_fields()
+    r.assert_at_end(f"Produce v{version}")
+    return ProduceResponse(correlation_id, topics)
+
+
+def produce(port: int, version: int, topics, acks: int = -1) -> ProduceResponse:
+    """One Produce round trip (acks must not be 0: that gets no response)."""
+    assert acks != 0
+    correlation_id = 777
+    response = parse_produce_response(call(port, produce_request(version, correlation_id, topics, acks)), version)
+    assert response.correlation_id == correlation_id
+    return response
+
+
+# ---------------------------------------------------------------- DeleteTopics (v6: names or ids)
+
+
+class DeletedTopic(NamedTuple):
+    name: str | None
+    topic_id: uuid.UUID
+    error_code: int
+    error_message: str | None
+
+
+def delete_topics_v6_request(
+    correlation_id: int, topics: Sequence[str | uuid.UUID], timeout_ms: int = 15_000
+) -> bytes:
+    w = Writer(flexible=True)
+    w.length(len(topics))
+    for topic in topics:
+        by_id = isinstance(topic, uuid.UUID)
+        w.nullable_string(None if by_id else topic).uuid(topic if by_id else uuid.UUID(int=0)).tagged_fields()
+    w.int32(timeout_ms).tagged_fields()
+    return request(DELETE_TOPICS, 6, correlation_id, w.build())
+
+
+def parse_delete_topics_v6(payload: bytes) -> list[DeletedTopic]:
+    _, r = response_reader(payload, DELETE_TOPICS, 6)
+    r.int32()  # throttle
+
+    def result(r: Reader) -> DeletedTopic:
+        entry = DeletedTopic(r.nullable_string(), r.uuid(), r.int16(), r.nullable_string())
+        r.tagged_fields()
+        return entry
+
+    results = r.array(result)
+    r.tagged_fields()
+    r.assert_at_end("DeleteTopics v6")
+    return results

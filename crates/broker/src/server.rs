@@ -31,6 +31,8 @@ pub struct Broker {
     pub controller: Controller,
     pub replicas: ReplicaManager,
     pub fetch_sessions: FetchSessionCache,
+    /// Flips to true when shutdown begins; delayed operations end early on it.
+    stopping: watch::Sender<bool>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -55,7 +57,13 @@ impl Broker {
         let controller = Controller::open(&config.metadata_log_dir, config.node_id)?;
         let replicas = ReplicaManager::open(config.clone(), logs, &controller.image())?;
         let fetch_sessions = FetchSessionCache::new(config.max_incremental_fetch_session_cache_slots);
-        Ok(Arc::new(Self { config, controller, replicas, fetch_sessions }))
+        let (stopping, _) = watch::channel(false);
+        Ok(Arc::new(Self { config, controller, replicas, fetch_sessions, stopping }))
+    }
+
+    /// A receiver that sees `true` once shutdown begins.
+    pub fn stopping(&self) -> watch::Receiver<bool> {
+        self.stopping.subscribe()
     }
 
     /// Applies the controller's latest image to the hosted partitions.
@@ -89,7 +97,7 @@ impl BoundBroker {
 
     /// Serves until `shutdown` completes, then shuts down cleanly.
     pub async fn serve(self, shutdown: impl Future<Output = ()>) -> Result<(), StorageError> {
-        let (stop_tx, stop_rx) = watch::channel(false);
+        let stop_rx = self.broker.stopping();
         let mut background = JoinSet::new();
         background.spawn(periodic_duties(self.broker.clone(), stop_rx.clone()));
         let permits = Arc::new(Semaphore::new(self.broker.config.max_connections));
@@ -99,7 +107,7 @@ impl BoundBroker {
         }
         shutdown.await;
         tracing::info!("shutting down: no new connections, finishing in-flight requests");
-        let _ = stop_tx.send(true);
+        self.broker.stopping.send_replace(true);
         let mut connections = Vec::new();
         while let Some(joined) = acceptors.join_next().await {
             connections.extend(joined.ok());

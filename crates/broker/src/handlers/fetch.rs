@@ -12,7 +12,7 @@ use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::{FetchRequest, FetchResponse};
-use tokio::sync::Notify;
+use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 use uuid::Uuid;
 
@@ -85,16 +85,15 @@ pub async fn handle(ctx: &RequestContext<'_>, request: FetchRequest) -> FetchRep
         match broker.fetch_sessions.begin(request.session_id, request.session_epoch, requested, &forgotten) {
             Ok(plan) => plan,
             Err(error) => {
-                let response = FetchResponse::default()
-                    .with_error_code(error.code())
-                    .with_session_id(request.session_id);
+                // Kafka answers session errors without a session.
+                let response = FetchResponse::default().with_error_code(error.code()).with_session_id(0);
                 return FetchReply { response, splices: Vec::new() };
             }
         };
     let partitions: Vec<Option<Arc<Partition>>> =
         plan.targets.iter().map(|t| broker.replicas.partition(&t.topic, t.partition)).collect();
     let max_wait = Duration::from_millis(request.max_wait_ms.max(0) as u64).min(MAX_WAIT_CAP);
-    let outcomes = read_with_wait(&plan, &partitions, &request, max_wait).await;
+    let outcomes = read_with_wait(&plan, &partitions, &request, max_wait, broker.stopping()).await;
     let news: Vec<(PartitionNews, bool)> = outcomes
         .iter()
         .map(|o| {
@@ -139,12 +138,14 @@ fn requested_targets(broker: &Broker, request: &FetchRequest, by_id: bool) -> Ve
     targets
 }
 
-/// Reads until `min_bytes` are available, an error occurs or `max_wait` passes.
+/// Reads until `min_bytes` are available, an error occurs, `max_wait` passes
+/// or the broker starts shutting down.
 async fn read_with_wait(
     plan: &FetchPlan,
     partitions: &[Option<Arc<Partition>>],
     request: &FetchRequest,
     max_wait: Duration,
+    mut stopping: watch::Receiver<bool>,
 ) -> Vec<Outcome> {
     let deadline = Instant::now() + max_wait;
     let waiter = Arc::new(Notify::new());
@@ -154,12 +155,14 @@ async fn read_with_wait(
         let bytes: usize = outcomes.iter().map(Outcome::bytes).sum();
         let satisfied =
             bytes >= request.min_bytes.max(0) as usize || outcomes.iter().any(|o| o.error.is_some());
-        if satisfied || Instant::now() >= deadline {
+        if satisfied || Instant::now() >= deadline || *stopping.borrow() {
             return outcomes;
         }
-        if tokio::time::timeout_at(deadline, waiter.notified()).await.is_err() {
+        tokio::select! {
+            _ = waiter.notified() => {}
+            _ = stopping.changed() => return read_all(plan, partitions, request.max_bytes),
             // Expired: answer with whatever arrived while waiting.
-            return read_all(plan, partitions, request.max_bytes);
+            _ = tokio::time::sleep_until(deadline) => return read_all(plan, partitions, request.max_bytes),
         }
     }
 }
