@@ -9,10 +9,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex, RwLock};
 
-use bytes::{Bytes, BytesMut};
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use bytes::Bytes;
 use strom_storage::{Log, LogConfig};
 use uuid::Uuid;
 
@@ -198,51 +195,18 @@ impl Controller {
 }
 
 fn encode_batch(records: &[MetadataRecord]) -> Bytes {
-    let now = strom_storage::now_ms();
-    let records: Vec<Record> = records
-        .iter()
-        .enumerate()
-        .map(|(i, record)| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: 0,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: i as i32 - 1,
-            timestamp: now,
-            key: None,
-            value: Some(record.encode()),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    let options = RecordEncodeOptions { version: 2, compression: Compression::None };
-    RecordBatchEncoder::encode(&mut buf, &records, &options).expect("encoding into memory cannot fail");
-    buf.freeze()
+    let entries: Vec<_> = records.iter().map(|r| (None, Some(r.encode()))).collect();
+    strom_storage::batch::encode_batch(&entries, strom_storage::now_ms())
 }
 
 fn replay(log: &Log, image: &mut MetadataImage) -> Result<(), MetadataError> {
-    let mut offset = log.log_start_offset();
-    let end = log.log_end_offset();
-    while offset < end {
-        let Some(slice) = log.read(offset, 1 << 20, end, true)? else { break };
-        let mut bytes = slice.read()?;
-        while !bytes.is_empty() {
-            let set = RecordBatchDecoder::decode(&mut bytes)
-                .map_err(|e| MetadataError::InvalidConfig(format!("undecodable metadata batch: {e}")))?;
-            for record in set.records {
-                offset = record.offset + 1;
-                let value = record.value.unwrap_or_default();
-                match MetadataRecord::decode(&value) {
-                    Ok(decoded) => image.apply(decoded),
-                    Err(e) => tracing::error!(offset = record.offset, "skipping metadata record: {e}"),
-                }
-                image.last_offset = record.offset;
-            }
+    for record in log.read_records(log.log_end_offset())? {
+        let value = record.value.unwrap_or_default();
+        match MetadataRecord::decode(&value) {
+            Ok(decoded) => image.apply(decoded),
+            Err(e) => tracing::error!(offset = record.offset, "skipping metadata record: {e}"),
         }
+        image.last_offset = record.offset;
     }
     Ok(())
 }

@@ -6,6 +6,11 @@
 //! max timestamp and the CRC that covers it). Everything else stays byte for
 //! byte as the producer sent it.
 
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions,
+};
+
 use crate::error::{Result, StorageError};
 
 /// Offset of `base_offset` (i64).
@@ -291,6 +296,47 @@ pub fn rewrite_header(header: &mut [u8; HEADER_LEN], batch: &[u8], rewrite: Head
     let crc = crc32c::crc32c_append(crc32c::crc32c(&header[ATTRIBUTES..]), &batch[HEADER_LEN..]);
     header[CRC..CRC + 4].copy_from_slice(&crc.to_be_bytes());
     now
+}
+
+/// Encodes key/value pairs as one uncompressed batch, for records the broker
+/// writes itself (metadata, group offsets). Offsets start at 0; the log
+/// assigns the real ones on append.
+pub fn encode_batch(entries: &[(Option<Bytes>, Option<Bytes>)], timestamp_ms: i64) -> Bytes {
+    let records: Vec<Record> = entries
+        .iter()
+        .enumerate()
+        .map(|(i, (key, value))| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: 0,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: kafka_protocol::records::TimestampType::Creation,
+            offset: i as i64,
+            // The encoder splits batches where offset minus sequence changes.
+            sequence: i as i32 - 1,
+            timestamp: timestamp_ms,
+            key: key.clone(),
+            value: value.clone(),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    let options = RecordEncodeOptions { version: 2, compression: Compression::None };
+    RecordBatchEncoder::encode(&mut buf, &records, &options).expect("encoding into memory cannot fail");
+    buf.freeze()
+}
+
+/// Decodes every record of a buffer of whole batches.
+pub fn decode_records(mut bytes: Bytes) -> Result<Vec<Record>> {
+    let mut records = Vec::new();
+    while !bytes.is_empty() {
+        let set = RecordBatchDecoder::decode(&mut bytes)
+            .map_err(|e| StorageError::CorruptRecord(format!("undecodable batch: {e}")))?;
+        records.extend(set.records);
+    }
+    Ok(records)
 }
 
 #[cfg(test)]

@@ -454,6 +454,21 @@ impl Log {
         Ok(())
     }
 
+    /// Every record from the log start up to `max_offset`, decoded: for the
+    /// small internal logs the broker replays at start.
+    pub fn read_records(&self, max_offset: i64) -> Result<Vec<kafka_protocol::records::Record>> {
+        let mut records = Vec::new();
+        let mut offset = self.log_start_offset;
+        while offset < max_offset {
+            let Some(slice) = self.read(offset, 1 << 20, max_offset, true)? else { break };
+            let batch = batch::decode_records(slice.read()?)?;
+            let Some(last) = batch.last() else { break };
+            offset = last.offset + 1;
+            records.extend(batch.into_iter().filter(|r| r.offset < max_offset));
+        }
+        Ok(records)
+    }
+
     /// The segment holding `offset`, for tools.
     pub fn segment_for(&self, offset: i64) -> Option<&LogSegment> {
         self.segments.range((Bound::Unbounded, Bound::Included(offset))).next_back().map(|(_, s)| s)
