@@ -11,6 +11,8 @@ use std::path::PathBuf;
 use strom_storage::batch::TimestampType;
 use strom_storage::LogConfig;
 
+use crate::group::GroupConfig;
+
 /// A config problem, naming the key.
 #[derive(Debug, thiserror::Error)]
 #[error("invalid value {value:?} for configuration {key}: {reason}")]
@@ -58,6 +60,8 @@ pub struct BrokerConfig {
     pub max_connections: usize,
     /// Defaults for every topic's log.
     pub log: LogConfig,
+    /// The group coordinator's settings.
+    pub groups: GroupConfig,
     /// Every key given, as given, for DescribeConfigs.
     pub provided: BTreeMap<String, String>,
 }
@@ -87,7 +91,6 @@ const ACCEPTED_KEYS: &[&str] = &[
     "log.retention.bytes",
     "log.retention.check.interval.ms",
     "log.cleanup.policy",
-    "group.initial.rebalance.delay.ms",
     "log.cleaner.enable",
     "zookeeper.connect",
 ];
@@ -266,6 +269,21 @@ impl BrokerConfig {
                 0,
             )?,
             max_connections: p.parse("max.connections", 10_000, 1)?,
+            groups: GroupConfig {
+                offsets_topic_partitions: p.parse("offsets.topic.num.partitions", 50, 1)?,
+                offsets_topic_segment_bytes: p.parse("offsets.topic.segment.bytes", 100 << 20, 1)?,
+                min_session_timeout_ms: p.parse("group.min.session.timeout.ms", 6_000, 0)?,
+                max_session_timeout_ms: p.parse("group.max.session.timeout.ms", 1_800_000, 0)?,
+                initial_rebalance_delay_ms: p.parse("group.initial.rebalance.delay.ms", 3_000, 0)?,
+                max_size: p.parse("group.max.size", i32::MAX as usize, 1)?,
+                offset_metadata_max_bytes: p.parse("offset.metadata.max.bytes", 4096, 0)?,
+                offsets_retention_ms: p.parse("offsets.retention.minutes", 10_080i64, 1)? * 60_000,
+                offsets_retention_check_interval_ms: p.parse(
+                    "offsets.retention.check.interval.ms",
+                    600_000,
+                    1,
+                )?,
+            },
             log,
             provided,
         })
@@ -328,6 +346,15 @@ fn is_known_key(key: &str) -> bool {
         "min.insync.replicas",
         "max.incremental.fetch.session.cache.slots",
         "max.connections",
+        "offsets.topic.num.partitions",
+        "offsets.topic.segment.bytes",
+        "group.min.session.timeout.ms",
+        "group.max.session.timeout.ms",
+        "group.initial.rebalance.delay.ms",
+        "group.max.size",
+        "offset.metadata.max.bytes",
+        "offsets.retention.minutes",
+        "offsets.retention.check.interval.ms",
     ];
     READ.contains(&key) || ACCEPTED_KEYS.contains(&key)
 }

@@ -10,8 +10,11 @@ use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::api_versions_response::ApiVersionsResponse;
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeClusterRequest,
-    FetchRequest, ListOffsetsRequest, MetadataRequest, ProduceRequest, RequestHeader, ResponseHeader,
+    ApiKey, ApiVersionsRequest, CreateTopicsRequest, DeleteGroupsRequest, DeleteTopicsRequest,
+    DescribeClusterRequest, DescribeGroupsRequest, FetchRequest, FindCoordinatorRequest, HeartbeatRequest,
+    JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest,
+    OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest, ProduceRequest, RequestHeader,
+    ResponseHeader, SyncGroupRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
 
@@ -27,6 +30,8 @@ pub struct RequestContext<'a> {
     pub api_key: ApiKey,
     pub api_version: i16,
     pub header: RequestHeader,
+    /// The client's address as Kafka reports it, `/127.0.0.1`.
+    pub client_host: String,
 }
 
 /// A handler's result: a response, or none (a Produce with acks=0).
@@ -119,6 +124,17 @@ pub enum Request {
     Fetch(FetchRequest),
     ListOffsets(ListOffsetsRequest),
     DescribeCluster(DescribeClusterRequest),
+    FindCoordinator(FindCoordinatorRequest),
+    JoinGroup(JoinGroupRequest),
+    SyncGroup(SyncGroupRequest),
+    Heartbeat(HeartbeatRequest),
+    LeaveGroup(LeaveGroupRequest),
+    ListGroups(ListGroupsRequest),
+    DescribeGroups(DescribeGroupsRequest),
+    DeleteGroups(DeleteGroupsRequest),
+    OffsetCommit(OffsetCommitRequest),
+    OffsetFetch(OffsetFetchRequest),
+    OffsetDelete(OffsetDeleteRequest),
 }
 
 /// What a frame holds once parsed.
@@ -128,7 +144,7 @@ pub enum Parsed {
         api_key: ApiKey,
         api_version: i16,
         header: RequestHeader,
-        request: Request,
+        request: Box<Request>,
     },
     /// An ApiVersions request of a version we do not speak.
     UnsupportedApiVersions {
@@ -159,7 +175,7 @@ pub fn parse_frame(frame: Bytes) -> Result<Parsed, RequestError> {
     let header = RequestHeader::decode(&mut body, api_key.request_header_version(version))
         .map_err(|e| RequestError::Malformed(format!("request header: {e}")))?;
     let request = decode_body(api_key, version, &mut body)?;
-    Ok(Parsed::Request { api_key, api_version: version, header, request })
+    Ok(Parsed::Request { api_key, api_version: version, header, request: Box::new(request) })
 }
 
 fn decode_body(api_key: ApiKey, version: i16, body: &mut Bytes) -> Result<Request, RequestError> {
@@ -175,20 +191,36 @@ fn decode_body(api_key: ApiKey, version: i16, body: &mut Bytes) -> Result<Reques
         ApiKey::Fetch => Request::Fetch(decode(body, version)?),
         ApiKey::ListOffsets => Request::ListOffsets(decode(body, version)?),
         ApiKey::DescribeCluster => Request::DescribeCluster(decode(body, version)?),
+        ApiKey::FindCoordinator => Request::FindCoordinator(decode(body, version)?),
+        ApiKey::JoinGroup => Request::JoinGroup(decode(body, version)?),
+        ApiKey::SyncGroup => Request::SyncGroup(decode(body, version)?),
+        ApiKey::Heartbeat => Request::Heartbeat(decode(body, version)?),
+        ApiKey::LeaveGroup => Request::LeaveGroup(decode(body, version)?),
+        ApiKey::ListGroups => Request::ListGroups(decode(body, version)?),
+        ApiKey::DescribeGroups => Request::DescribeGroups(decode(body, version)?),
+        ApiKey::DeleteGroups => Request::DeleteGroups(decode(body, version)?),
+        ApiKey::OffsetCommit => Request::OffsetCommit(decode(body, version)?),
+        ApiKey::OffsetFetch => Request::OffsetFetch(decode(body, version)?),
+        ApiKey::OffsetDelete => Request::OffsetDelete(decode(body, version)?),
         other => return Err(RequestError::UnknownApi(other as i16)),
     })
 }
 
 /// Serves one request frame; `Ok(None)` means no response is sent.
-pub async fn handle_frame(broker: &Broker, frame: Bytes) -> Result<Option<Vec<Chunk>>, RequestError> {
+pub async fn handle_frame(
+    broker: &Broker,
+    peer: std::net::SocketAddr,
+    frame: Bytes,
+) -> Result<Option<Vec<Chunk>>, RequestError> {
     let (api_key, api_version, header, request) = match parse_frame(frame)? {
         Parsed::Request { api_key, api_version, header, request } => (api_key, api_version, header, request),
         Parsed::UnsupportedApiVersions { correlation_id } => {
             return Ok(Some(vec![Chunk::Bytes(unsupported_api_versions(correlation_id))]));
         }
     };
-    let ctx = RequestContext { broker, api_key, api_version, header };
-    let Some(response) = route(&ctx, request).await else {
+    let client_host = format!("/{}", peer.ip());
+    let ctx = RequestContext { broker, api_key, api_version, header, client_host };
+    let Some(response) = route(&ctx, *request).await else {
         return Ok(None);
     };
     encode_response(&ctx, response.as_ref()).map(Some)
@@ -204,6 +236,17 @@ async fn route(ctx: &RequestContext<'_>, request: Request) -> Option<Box<dyn Enc
         Request::Fetch(r) => handlers::fetch::handle(ctx, r).await.into_reply(),
         Request::ListOffsets(r) => handlers::list_offsets::handle(ctx, r).into_reply(),
         Request::DescribeCluster(r) => handlers::cluster::describe(ctx, r).into_reply(),
+        Request::FindCoordinator(r) => handlers::groups::find_coordinator(ctx, r).into_reply(),
+        Request::JoinGroup(r) => handlers::groups::join(ctx, r).await.into_reply(),
+        Request::SyncGroup(r) => handlers::groups::sync(ctx, r).await.into_reply(),
+        Request::Heartbeat(r) => handlers::groups::heartbeat(ctx, r).into_reply(),
+        Request::LeaveGroup(r) => handlers::groups::leave(ctx, r).into_reply(),
+        Request::ListGroups(r) => handlers::groups::list(ctx, r).into_reply(),
+        Request::DescribeGroups(r) => handlers::groups::describe(ctx, r).into_reply(),
+        Request::DeleteGroups(r) => handlers::groups::delete(ctx, r).into_reply(),
+        Request::OffsetCommit(r) => handlers::offsets::commit(ctx, r).into_reply(),
+        Request::OffsetFetch(r) => handlers::offsets::fetch(ctx, r).into_reply(),
+        Request::OffsetDelete(r) => handlers::offsets::delete(ctx, r).into_reply(),
     }
 }
 

@@ -24,6 +24,7 @@ pub mod config;
 pub mod dispatch;
 pub mod error;
 pub mod fetch_session;
+pub mod group;
 pub mod handlers;
 pub mod network;
 pub mod replica;

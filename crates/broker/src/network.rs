@@ -89,7 +89,7 @@ pub async fn serve(
                 break;
             }
         };
-        match dispatch::handle_frame(&broker, frame).await {
+        match dispatch::handle_frame(&broker, peer, frame).await {
             Ok(Some(response)) => {
                 if let Err(e) = write_response(&mut writer, response).await {
                     tracing::debug!(%peer, "write failed: {e}");

@@ -19,6 +19,7 @@ use tokio::task::JoinSet;
 
 use crate::config::BrokerConfig;
 use crate::fetch_session::FetchSessionCache;
+use crate::group::GroupCoordinator;
 use crate::network;
 use crate::replica::ReplicaManager;
 
@@ -31,6 +32,7 @@ pub struct Broker {
     pub controller: Controller,
     pub replicas: ReplicaManager,
     pub fetch_sessions: FetchSessionCache,
+    pub groups: GroupCoordinator,
     /// Flips to true when shutdown begins; delayed operations end early on it.
     stopping: watch::Sender<bool>,
 }
@@ -57,8 +59,11 @@ impl Broker {
         let controller = Controller::open(&config.metadata_log_dir, config.node_id)?;
         let replicas = ReplicaManager::open(config.clone(), logs, &controller.image())?;
         let fetch_sessions = FetchSessionCache::new(config.max_incremental_fetch_session_cache_slots);
+        let groups = GroupCoordinator::new(config.groups.clone());
         let (stopping, _) = watch::channel(false);
-        Ok(Arc::new(Self { config, controller, replicas, fetch_sessions, stopping }))
+        let broker = Self { config, controller, replicas, fetch_sessions, groups, stopping };
+        broker.groups.load(&broker)?;
+        Ok(Arc::new(broker))
     }
 
     /// A receiver that sees `true` once shutdown begins.
@@ -100,6 +105,7 @@ impl BoundBroker {
         let stop_rx = self.broker.stopping();
         let mut background = JoinSet::new();
         background.spawn(periodic_duties(self.broker.clone(), stop_rx.clone()));
+        background.spawn(GroupCoordinator::run_timers(self.broker.clone()));
         let permits = Arc::new(Semaphore::new(self.broker.config.max_connections));
         let mut acceptors = JoinSet::new();
         for listener in self.listeners {

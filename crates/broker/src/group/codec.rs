@@ -275,7 +275,8 @@ mod tests {
         assert_eq!(RecordKey::decode(&key.encode()).unwrap(), key);
         let key = RecordKey::Group { group: "g".into() };
         assert_eq!(RecordKey::decode(&key.encode()).unwrap(), key);
-        let offset = OffsetValue { offset: 42, leader_epoch: 3, metadata: "m".into(), commit_timestamp_ms: 7 };
+        let offset =
+            OffsetValue { offset: 42, leader_epoch: 3, metadata: "m".into(), commit_timestamp_ms: 7 };
         assert_eq!(OffsetValue::decode(&offset.encode()).unwrap(), offset);
         let group = GroupValue {
             protocol_type: "consumer".into(),
@@ -305,7 +306,8 @@ mod tests {
 
     #[test]
     fn truncated_values_fail() {
-        let offset = OffsetValue { offset: 1, leader_epoch: -1, metadata: String::new(), commit_timestamp_ms: 0 };
+        let offset =
+            OffsetValue { offset: 1, leader_epoch: -1, metadata: String::new(), commit_timestamp_ms: 0 };
         let bytes = offset.encode();
         for len in 0..bytes.len() {
             assert!(OffsetValue::decode(&bytes[..len]).is_err());

@@ -246,8 +246,11 @@ impl Group {
         self.phase_deadline = Some(now + timeout);
         let protocol = self.protocol.clone().unwrap_or_default();
         let leader = self.leader.clone().unwrap_or_default();
-        let everyone: Vec<(String, Option<String>, Bytes)> =
-            self.members.iter().map(|m| (m.id.clone(), m.instance_id.clone(), m.metadata(&protocol))).collect();
+        let everyone: Vec<(String, Option<String>, Bytes)> = self
+            .members
+            .iter()
+            .map(|m| (m.id.clone(), m.instance_id.clone(), m.metadata(&protocol)))
+            .collect();
         for member in &mut self.members {
             member.heartbeat_deadline = now + member.session_timeout;
             if let Some(waiter) = member.join_waiter.take() {
@@ -307,7 +310,8 @@ impl Group {
             let _ = waiter.send(JoinResult::error(ResponseError::UnknownMemberId, id));
         }
         if let Some(waiter) = member.sync_waiter.take() {
-            let _ = waiter.send(SyncResult { error: Some(ResponseError::UnknownMemberId), assignment: Bytes::new() });
+            let _ = waiter
+                .send(SyncResult { error: Some(ResponseError::UnknownMemberId), assignment: Bytes::new() });
         }
         if let Some(instance) = &member.instance_id {
             if self.static_members.get(instance).is_some_and(|m| m == id) {
@@ -337,11 +341,12 @@ impl Group {
     /// Timers: expired sessions, rebalance phases past their deadline and the
     /// end of the initial delay. Returns whether the group changed.
     pub fn tick(&mut self, limits: GroupLimits, now: Instant) -> bool {
+        // While rebalancing, the rebalance deadline decides who is dropped.
+        let rebalancing = self.state == GroupState::PreparingRebalance;
         let expired: Vec<String> = self
             .members
             .iter()
-            .filter(|m| m.join_waiter.is_none() && m.heartbeat_deadline <= now)
-            .filter(|m| self.state != GroupState::PreparingRebalance)
+            .filter(|m| !rebalancing && m.join_waiter.is_none() && m.heartbeat_deadline <= now)
             .map(|m| m.id.clone())
             .collect();
         let mut changed = false;
@@ -455,7 +460,10 @@ mod tests {
             client_host: "h".into(),
             session_timeout: Duration::from_secs(10),
             rebalance_timeout: Duration::from_secs(30),
-            protocols: vec![("range".into(), Bytes::from(id.to_owned())), ("roundrobin".into(), Bytes::new())],
+            protocols: vec![
+                ("range".into(), Bytes::from(id.to_owned())),
+                ("roundrobin".into(), Bytes::new()),
+            ],
             assignment: Bytes::new(),
             join_waiter: Some(tx),
             sync_waiter: None,

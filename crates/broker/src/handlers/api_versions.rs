@@ -16,6 +16,17 @@ const SERVED: &[ApiKey] = &[
     ApiKey::CreateTopics,
     ApiKey::DeleteTopics,
     ApiKey::DescribeCluster,
+    ApiKey::FindCoordinator,
+    ApiKey::JoinGroup,
+    ApiKey::SyncGroup,
+    ApiKey::Heartbeat,
+    ApiKey::LeaveGroup,
+    ApiKey::ListGroups,
+    ApiKey::DescribeGroups,
+    ApiKey::DeleteGroups,
+    ApiKey::OffsetCommit,
+    ApiKey::OffsetFetch,
+    ApiKey::OffsetDelete,
 ];
 
 /// The version range served for `key`, if it is served at all.

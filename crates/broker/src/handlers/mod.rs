@@ -4,8 +4,10 @@
 pub mod api_versions;
 pub mod cluster;
 pub mod fetch;
+pub mod groups;
 pub mod list_offsets;
 pub mod metadata;
+pub mod offsets;
 pub mod produce;
 pub mod topics;
 

@@ -1,0 +1,844 @@
+//! The group coordinator: consumer groups under the classic protocol and
+//! their committed offsets.
+//!
+//! Every group belongs to one partition of `__consumer_offsets` (Java's
+//! `String.hashCode` of the id, made non-negative, modulo
+//! `offsets.topic.num.partitions`). Offset commits and the group's membership
+//! after each rebalance are records in that partition, written through the
+//! normal log, and replayed when the broker starts.
+//!
+//! [`state`] is the pure state machine of one group; this module adds the
+//! locking, the persistence, the timers and the request-level checks.
+
+pub mod codec;
+pub mod state;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
+use strom_metadata::{MetadataError, NewTopic};
+use tokio::sync::oneshot;
+use uuid::Uuid;
+
+use crate::server::Broker;
+use codec::{GroupValue, OffsetValue, RecordKey};
+use state::{Group, GroupLimits, GroupState, JoinResult, Member, SyncResult};
+
+/// Kafka's internal topic for group state.
+pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+/// How often timers (sessions, rebalance deadlines) are checked.
+const TICK: Duration = Duration::from_millis(100);
+
+/// Group settings from the broker config, Kafka's names.
+#[derive(Debug, Clone)]
+pub struct GroupConfig {
+    pub offsets_topic_partitions: i32,
+    pub offsets_topic_segment_bytes: i64,
+    pub min_session_timeout_ms: i32,
+    pub max_session_timeout_ms: i32,
+    pub initial_rebalance_delay_ms: i32,
+    pub max_size: usize,
+    pub offset_metadata_max_bytes: usize,
+    pub offsets_retention_ms: i64,
+    pub offsets_retention_check_interval_ms: u64,
+}
+
+/// A JoinGroup request, decoded.
+pub struct JoinRequest {
+    pub group_id: String,
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub session_timeout_ms: i32,
+    pub rebalance_timeout_ms: i32,
+    pub protocol_type: String,
+    pub protocols: Vec<(String, Bytes)>,
+    /// v4+: a new member must first learn its id (MEMBER_ID_REQUIRED).
+    pub require_known_member_id: bool,
+}
+
+/// A SyncGroup request, decoded.
+pub struct SyncRequest {
+    pub group_id: String,
+    pub generation: i32,
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub protocol_type: Option<String>,
+    pub protocol_name: Option<String>,
+    pub assignments: HashMap<String, Bytes>,
+}
+
+/// One partition of an OffsetCommit.
+pub struct CommitEntry {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    pub leader_epoch: i32,
+    pub metadata: Option<String>,
+}
+
+/// A described group, for DescribeGroups.
+pub struct GroupDescription {
+    pub state: &'static str,
+    pub protocol_type: String,
+    pub protocol: String,
+    /// (member id, instance id, client id, client host, metadata, assignment)
+    pub members: Vec<(String, Option<String>, String, String, Bytes, Bytes)>,
+}
+
+pub struct GroupCoordinator {
+    config: GroupConfig,
+    groups: Mutex<HashMap<String, Group>>,
+}
+
+/// Java's `String.hashCode`, over UTF-16 code units.
+pub fn java_hash(s: &str) -> i32 {
+    s.encode_utf16().fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)))
+}
+
+impl GroupCoordinator {
+    pub fn new(config: GroupConfig) -> Self {
+        Self { config, groups: Mutex::new(HashMap::new()) }
+    }
+
+    pub fn config(&self) -> &GroupConfig {
+        &self.config
+    }
+
+    fn limits(&self) -> GroupLimits {
+        GroupLimits {
+            initial_rebalance_delay: Duration::from_millis(
+                self.config.initial_rebalance_delay_ms.max(0) as u64
+            ),
+            max_size: self.config.max_size,
+        }
+    }
+
+    /// The `__consumer_offsets` partition that owns `group_id`.
+    pub fn partition_for(&self, group_id: &str) -> i32 {
+        let hash = java_hash(group_id);
+        // Kafka's Utils.abs: MIN_VALUE maps to 0.
+        let non_negative = if hash == i32::MIN { 0 } else { hash.abs() };
+        non_negative % self.config.offsets_topic_partitions
+    }
+
+    /// Creates `__consumer_offsets` on first use, with Kafka's settings.
+    pub fn ensure_offsets_topic(&self, broker: &Broker) -> Result<(), ResponseError> {
+        if broker.controller.image().topic(OFFSETS_TOPIC).is_some() {
+            return Ok(());
+        }
+        let configs = BTreeMap::from([
+            ("cleanup.policy".to_owned(), "compact".to_owned()),
+            ("segment.bytes".to_owned(), self.config.offsets_topic_segment_bytes.to_string()),
+        ]);
+        let topic = NewTopic {
+            name: OFFSETS_TOPIC.to_owned(),
+            partitions: self.config.offsets_topic_partitions,
+            replication_factor: 1,
+            configs,
+        };
+        match broker.controller.create_topic(topic, false) {
+            Ok(_) | Err(MetadataError::TopicAlreadyExists(_)) => {}
+            Err(e) => {
+                tracing::error!("cannot create {OFFSETS_TOPIC}: {e}");
+                return Err(ResponseError::CoordinatorNotAvailable);
+            }
+        }
+        broker.sync_partitions().map_err(|e| {
+            tracing::error!("cannot open {OFFSETS_TOPIC}: {e}");
+            ResponseError::CoordinatorNotAvailable
+        })
+    }
+
+    /// Writes records to the group's `__consumer_offsets` partition.
+    fn persist(
+        &self,
+        broker: &Broker,
+        group_id: &str,
+        entries: &[(Option<Bytes>, Option<Bytes>)],
+    ) -> Result<(), ResponseError> {
+        self.ensure_offsets_topic(broker)?;
+        let partition = broker
+            .replicas
+            .partition(OFFSETS_TOPIC, self.partition_for(group_id))
+            .ok_or(ResponseError::CoordinatorNotAvailable)?;
+        let batch = strom_storage::batch::encode_batch(entries, strom_storage::now_ms());
+        partition.append(&batch, strom_storage::now_ms()).map(|_| ()).map_err(|e| {
+            tracing::error!(group = group_id, "writing group state failed: {e}");
+            ResponseError::CoordinatorNotAvailable
+        })
+    }
+
+    fn persist_group(&self, broker: &Broker, group: &Group) {
+        let key = RecordKey::Group { group: group.id.clone() }.encode();
+        let value = group.to_value(strom_storage::now_ms()).encode();
+        let _ = self.persist(broker, &group.id, &[(Some(key), Some(value))]);
+    }
+
+    /// Replays every `__consumer_offsets` partition: offsets and the last
+    /// stored membership of every group.
+    pub fn load(&self, broker: &Broker) -> Result<(), strom_storage::StorageError> {
+        let Some(topic) = broker.replicas.topic(OFFSETS_TOPIC) else { return Ok(()) };
+        let now = Instant::now();
+        let mut groups = self.groups.lock().expect("groups lock");
+        for partition in &topic.partitions {
+            let records =
+                partition.log().lock().expect("log lock").read_records(partition.high_watermark())?;
+            for record in records {
+                let Some(key) = record.key.as_deref().and_then(|k| RecordKey::decode(k).ok()) else {
+                    continue;
+                };
+                apply_record(&mut groups, key, record.value.as_deref(), now);
+            }
+        }
+        groups.retain(|_, g| !(g.members.is_empty() && g.offsets.is_empty() && g.generation == 0));
+        tracing::info!(groups = groups.len(), "loaded consumer groups");
+        Ok(())
+    }
+
+    /// JoinGroup: answers at once, or when the rebalance completes.
+    pub async fn join(&self, request: JoinRequest) -> JoinResult {
+        let member_id = request.member_id.clone();
+        let waiter = {
+            let mut groups = self.groups.lock().expect("groups lock");
+            match self.join_locked(&mut groups, request, Instant::now()) {
+                Ok(waiter) => waiter,
+                Err(result) => return *result,
+            }
+        };
+        waiter.await.unwrap_or_else(|_| JoinResult::error(ResponseError::UnknownMemberId, &member_id))
+    }
+
+    fn join_locked(
+        &self,
+        groups: &mut HashMap<String, Group>,
+        request: JoinRequest,
+        now: Instant,
+    ) -> Result<oneshot::Receiver<JoinResult>, Box<JoinResult>> {
+        let fail = |error| Err(Box::new(JoinResult::error(error, &request.member_id)));
+        if request.group_id.is_empty() {
+            return fail(ResponseError::InvalidGroupId);
+        }
+        let timeouts = self.config.min_session_timeout_ms..=self.config.max_session_timeout_ms;
+        if !timeouts.contains(&request.session_timeout_ms) {
+            return fail(ResponseError::InvalidSessionTimeout);
+        }
+        if !groups.contains_key(&request.group_id) && !request.member_id.is_empty() {
+            return fail(ResponseError::UnknownMemberId);
+        }
+        let limits = self.limits();
+        let group = groups.entry(request.group_id.clone()).or_insert_with(|| Group::new(&request.group_id));
+        if group.state == GroupState::Dead {
+            return fail(ResponseError::CoordinatorNotAvailable);
+        }
+        if !group.accepts(&request.protocol_type, &request.protocols) {
+            return fail(ResponseError::InconsistentGroupProtocol);
+        }
+        let (tx, rx) = oneshot::channel();
+        if request.member_id.is_empty() {
+            if let Some(existing) =
+                request.instance_id.as_ref().and_then(|i| group.static_members.get(i)).cloned()
+            {
+                return rejoin_static(group, &existing, request, limits, now, tx).map(|_| rx);
+            }
+            let new_id = format!("{}-{}", request.client_id, Uuid::new_v4());
+            if request.require_known_member_id && request.instance_id.is_none() {
+                group.pending.insert(new_id.clone());
+                return Err(Box::new(JoinResult::error(ResponseError::MemberIdRequired, &new_id)));
+            }
+            if group.members.len() >= limits.max_size {
+                return fail(ResponseError::GroupMaxSizeReached);
+            }
+            group.add_member(new_member(new_id, &request, tx, now), &request.protocol_type, limits, now);
+        } else {
+            if let Some(instance) = &request.instance_id {
+                if group.static_members.get(instance).is_some_and(|m| *m != request.member_id) {
+                    return fail(ResponseError::FencedInstanceId);
+                }
+            }
+            if group.pending.contains(&request.member_id) {
+                if group.members.len() >= limits.max_size {
+                    group.pending.remove(&request.member_id);
+                    return fail(ResponseError::GroupMaxSizeReached);
+                }
+                let member = new_member(request.member_id.clone(), &request, tx, now);
+                group.add_member(member, &request.protocol_type, limits, now);
+            } else if group.member(&request.member_id).is_some() {
+                if let Some(result) = rejoin_known(group, &request, limits, now, tx) {
+                    return Err(Box::new(result));
+                }
+            } else {
+                return fail(ResponseError::UnknownMemberId);
+            }
+        }
+        group.maybe_complete_join(now, false);
+        Ok(rx)
+    }
+
+    /// SyncGroup: the leader's assignment, or a wait for it.
+    pub async fn sync(&self, broker: &Broker, request: SyncRequest) -> SyncResult {
+        let fail = |error| SyncResult { error: Some(error), assignment: Bytes::new() };
+        let waiter = {
+            let mut groups = self.groups.lock().expect("groups lock");
+            let Some(group) = groups.get_mut(&request.group_id) else {
+                return fail(ResponseError::UnknownMemberId);
+            };
+            let Some(member) = group.member(&request.member_id) else {
+                return fail(ResponseError::UnknownMemberId);
+            };
+            if request.instance_id.is_some() && member.instance_id != request.instance_id {
+                return fail(ResponseError::FencedInstanceId);
+            }
+            if request.generation != group.generation {
+                return fail(ResponseError::IllegalGeneration);
+            }
+            let type_mismatch =
+                request.protocol_type.is_some() && request.protocol_type != group.protocol_type;
+            let name_mismatch = request.protocol_name.is_some() && request.protocol_name != group.protocol;
+            if type_mismatch || name_mismatch {
+                return fail(ResponseError::InconsistentGroupProtocol);
+            }
+            match group.state {
+                GroupState::Empty | GroupState::Dead => return fail(ResponseError::UnknownMemberId),
+                GroupState::PreparingRebalance => return fail(ResponseError::RebalanceInProgress),
+                GroupState::Stable => {
+                    return SyncResult { error: None, assignment: member.assignment.clone() };
+                }
+                GroupState::CompletingRebalance => {}
+            }
+            let (tx, rx) = oneshot::channel();
+            group.member_mut(&request.member_id).expect("checked").sync_waiter = Some(tx);
+            if group.leader.as_deref() == Some(request.member_id.as_str()) {
+                group.complete_sync(request.assignments);
+                self.persist_group(broker, group);
+            }
+            rx
+        };
+        waiter.await.unwrap_or_else(|_| fail(ResponseError::RebalanceInProgress))
+    }
+
+    /// Heartbeat: keeps the member's session alive and tells it whether to rejoin.
+    pub fn heartbeat(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation: i32,
+    ) -> Option<ResponseError> {
+        let mut groups = self.groups.lock().expect("groups lock");
+        let Some(group) = groups.get_mut(group_id) else { return Some(ResponseError::UnknownMemberId) };
+        let state = group.state;
+        let current_generation = group.generation;
+        let Some(member) = group.member_mut(member_id) else { return Some(ResponseError::UnknownMemberId) };
+        if instance_id.is_some() && member.instance_id.as_deref() != instance_id {
+            return Some(ResponseError::FencedInstanceId);
+        }
+        if generation != current_generation {
+            return Some(ResponseError::IllegalGeneration);
+        }
+        member.heartbeat_deadline = Instant::now() + member.session_timeout;
+        match state {
+            GroupState::PreparingRebalance => Some(ResponseError::RebalanceInProgress),
+            GroupState::Empty | GroupState::Dead => Some(ResponseError::UnknownMemberId),
+            GroupState::Stable | GroupState::CompletingRebalance => None,
+        }
+    }
+
+    /// LeaveGroup for each (member id, instance id); returns each outcome.
+    pub fn leave(
+        &self,
+        group_id: &str,
+        leaving: &[(String, Option<String>)],
+    ) -> Result<Vec<Option<ResponseError>>, ResponseError> {
+        let mut groups = self.groups.lock().expect("groups lock");
+        let group = groups.get_mut(group_id).ok_or(ResponseError::UnknownMemberId)?;
+        let outcomes = leaving
+            .iter()
+            .map(|(member_id, instance_id)| {
+                let id = match instance_id {
+                    Some(instance) => match group.static_members.get(instance) {
+                        Some(id) if member_id.is_empty() || id == member_id => id.clone(),
+                        Some(_) => return Some(ResponseError::FencedInstanceId),
+                        None => return Some(ResponseError::UnknownMemberId),
+                    },
+                    None => member_id.clone(),
+                };
+                if group.pending.remove(&id) {
+                    return None;
+                }
+                group.remove_member(&id).map_or(Some(ResponseError::UnknownMemberId), |_| None)
+            })
+            .collect();
+        group.on_members_left(self.limits(), Instant::now());
+        Ok(outcomes)
+    }
+
+    /// OffsetCommit: checks the committer against the group, then stores
+    /// every valid partition in one write.
+    pub fn commit(
+        &self,
+        broker: &Broker,
+        group_id: &str,
+        generation: i32,
+        member_id: &str,
+        instance_id: Option<&str>,
+        entries: &[CommitEntry],
+    ) -> Vec<Option<ResponseError>> {
+        let mut groups = self.groups.lock().expect("groups lock");
+        if let Err(error) = self.check_committer(&groups, group_id, generation, member_id, instance_id) {
+            return vec![Some(error); entries.len()];
+        }
+        let now_ms = strom_storage::now_ms();
+        let mut records = Vec::new();
+        let outcomes: Vec<Option<ResponseError>> = entries
+            .iter()
+            .map(|e| {
+                if broker.replicas.partition(&e.topic, e.partition).is_none() {
+                    return Some(ResponseError::UnknownTopicOrPartition);
+                }
+                if e.metadata.as_ref().is_some_and(|m| m.len() > self.config.offset_metadata_max_bytes) {
+                    return Some(ResponseError::OffsetMetadataTooLarge);
+                }
+                let key = RecordKey::Offset {
+                    group: group_id.to_owned(),
+                    topic: e.topic.clone(),
+                    partition: e.partition,
+                };
+                let value = OffsetValue {
+                    offset: e.offset,
+                    leader_epoch: e.leader_epoch,
+                    metadata: e.metadata.clone().unwrap_or_default(),
+                    commit_timestamp_ms: now_ms,
+                };
+                records.push((key, value));
+                None
+            })
+            .collect();
+        if records.is_empty() {
+            return outcomes;
+        }
+        let encoded: Vec<_> = records.iter().map(|(k, v)| (Some(k.encode()), Some(v.encode()))).collect();
+        if let Err(error) = self.persist(broker, group_id, &encoded) {
+            return outcomes.into_iter().map(|o| o.or(Some(error))).collect();
+        }
+        let group = groups.entry(group_id.to_owned()).or_insert_with(|| Group::new(group_id));
+        for (key, value) in records {
+            if let RecordKey::Offset { topic, partition, .. } = key {
+                group.offsets.insert((topic, partition), value);
+            }
+        }
+        outcomes
+    }
+
+    fn check_committer(
+        &self,
+        groups: &HashMap<String, Group>,
+        group_id: &str,
+        generation: i32,
+        member_id: &str,
+        instance_id: Option<&str>,
+    ) -> Result<(), ResponseError> {
+        let group = groups.get(group_id);
+        // A commit from outside the group (manual assignment) is fine while
+        // the group has no members.
+        if generation < 0 && member_id.is_empty() {
+            return match group {
+                Some(g) if !g.is_empty() => Err(ResponseError::UnknownMemberId),
+                _ => Ok(()),
+            };
+        }
+        let group = group.ok_or(ResponseError::IllegalGeneration)?;
+        let member = group.member(member_id).ok_or(ResponseError::UnknownMemberId)?;
+        if instance_id.is_some() && member.instance_id.as_deref() != instance_id {
+            return Err(ResponseError::FencedInstanceId);
+        }
+        if generation != group.generation {
+            return Err(ResponseError::IllegalGeneration);
+        }
+        if group.state == GroupState::CompletingRebalance {
+            return Err(ResponseError::RebalanceInProgress);
+        }
+        Ok(())
+    }
+
+    /// Committed offsets of `group_id` for the given partitions, or all.
+    pub fn fetch_offsets(
+        &self,
+        group_id: &str,
+        partitions: Option<&[(String, i32)]>,
+    ) -> Vec<(String, i32, Option<OffsetValue>)> {
+        let groups = self.groups.lock().expect("groups lock");
+        let offsets = groups.get(group_id).map(|g| &g.offsets);
+        match partitions {
+            Some(wanted) => wanted
+                .iter()
+                .map(|(t, p)| (t.clone(), *p, offsets.and_then(|o| o.get(&(t.clone(), *p))).cloned()))
+                .collect(),
+            None => {
+                let mut all: Vec<_> = offsets
+                    .into_iter()
+                    .flatten()
+                    .map(|((t, p), v)| (t.clone(), *p, Some(v.clone())))
+                    .collect();
+                all.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+                all
+            }
+        }
+    }
+
+    /// OffsetDelete: refused for topics the group's members subscribe to.
+    pub fn delete_offsets(
+        &self,
+        broker: &Broker,
+        group_id: &str,
+        partitions: &[(String, i32)],
+    ) -> Result<Vec<Option<ResponseError>>, ResponseError> {
+        let mut groups = self.groups.lock().expect("groups lock");
+        let group = groups.get_mut(group_id).ok_or(ResponseError::GroupIdNotFound)?;
+        let subscribed = subscribed_topics(group);
+        let mut tombstones = Vec::new();
+        let outcomes = partitions
+            .iter()
+            .map(|(topic, partition)| {
+                if subscribed.iter().any(|s| s == topic) {
+                    return Some(ResponseError::GroupSubscribedToTopic);
+                }
+                if group.offsets.remove(&(topic.clone(), *partition)).is_some() {
+                    let key = RecordKey::Offset {
+                        group: group_id.to_owned(),
+                        topic: topic.clone(),
+                        partition: *partition,
+                    };
+                    tombstones.push((Some(key.encode()), None));
+                }
+                None
+            })
+            .collect();
+        if !tombstones.is_empty() {
+            self.persist(broker, group_id, &tombstones)?;
+        }
+        Ok(outcomes)
+    }
+
+    /// (group id, protocol type, state) of every group.
+    pub fn list(&self) -> Vec<(String, String, &'static str)> {
+        let groups = self.groups.lock().expect("groups lock");
+        let mut listed: Vec<_> = groups
+            .values()
+            .map(|g| (g.id.clone(), g.protocol_type.clone().unwrap_or_default(), g.state.name()))
+            .collect();
+        listed.sort();
+        listed
+    }
+
+    pub fn describe(&self, group_id: &str) -> Option<GroupDescription> {
+        let groups = self.groups.lock().expect("groups lock");
+        let group = groups.get(group_id)?;
+        let protocol = group.protocol.clone().unwrap_or_default();
+        let show_members = matches!(
+            group.state,
+            GroupState::Stable | GroupState::CompletingRebalance | GroupState::PreparingRebalance
+        );
+        let members = if show_members {
+            group
+                .members
+                .iter()
+                .map(|m| {
+                    let metadata = m
+                        .protocols
+                        .iter()
+                        .find(|(n, _)| *n == protocol)
+                        .map(|(_, b)| b.clone())
+                        .unwrap_or_default();
+                    let assignment =
+                        if group.state == GroupState::Stable { m.assignment.clone() } else { Bytes::new() };
+                    (
+                        m.id.clone(),
+                        m.instance_id.clone(),
+                        m.client_id.clone(),
+                        m.client_host.clone(),
+                        metadata,
+                        assignment,
+                    )
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Some(GroupDescription {
+            state: group.state.name(),
+            protocol_type: group.protocol_type.clone().unwrap_or_default(),
+            protocol: if group.state == GroupState::Stable { protocol } else { String::new() },
+            members,
+        })
+    }
+
+    /// DeleteGroups: only groups without members; their offsets go too.
+    pub fn delete_group(&self, broker: &Broker, group_id: &str) -> Option<ResponseError> {
+        let mut groups = self.groups.lock().expect("groups lock");
+        let Some(group) = groups.get(group_id) else { return Some(ResponseError::GroupIdNotFound) };
+        if !group.is_empty() {
+            return Some(ResponseError::NonEmptyGroup);
+        }
+        let mut tombstones = vec![(Some(RecordKey::Group { group: group_id.to_owned() }.encode()), None)];
+        for (topic, partition) in group.offsets.keys() {
+            let key =
+                RecordKey::Offset { group: group_id.to_owned(), topic: topic.clone(), partition: *partition };
+            tombstones.push((Some(key.encode()), None));
+        }
+        if let Err(error) = self.persist(broker, group_id, &tombstones) {
+            return Some(error);
+        }
+        groups.remove(group_id);
+        None
+    }
+
+    /// Runs the timers until the broker stops: sessions, rebalance
+    /// deadlines, and the expiry of old offsets of empty groups.
+    pub async fn run_timers(broker: Arc<Broker>) {
+        let mut stopping = broker.stopping();
+        let mut tick = tokio::time::interval(TICK);
+        let retention_check = Duration::from_millis(broker.groups.config.offsets_retention_check_interval_ms);
+        let mut last_retention_check = Instant::now();
+        loop {
+            tokio::select! {
+                _ = stopping.changed() => return,
+                _ = tick.tick() => {}
+            }
+            let now = Instant::now();
+            let limits = broker.groups.limits();
+            {
+                let mut groups = broker.groups.groups.lock().expect("groups lock");
+                for group in groups.values_mut() {
+                    group.tick(limits, now);
+                }
+            }
+            if now - last_retention_check >= retention_check {
+                last_retention_check = now;
+                broker.groups.expire_offsets(&broker);
+            }
+        }
+    }
+
+    /// Removes offsets older than `offsets.retention.minutes` from groups
+    /// without members, writing tombstones.
+    fn expire_offsets(&self, broker: &Broker) {
+        let now_ms = strom_storage::now_ms();
+        let mut groups = self.groups.lock().expect("groups lock");
+        for group in groups.values_mut().filter(|g| g.is_empty()) {
+            let expired: Vec<(String, i32)> = group
+                .offsets
+                .iter()
+                .filter(|(_, v)| now_ms - v.commit_timestamp_ms > self.config.offsets_retention_ms)
+                .map(|(k, _)| k.clone())
+                .collect();
+            if expired.is_empty() {
+                continue;
+            }
+            let tombstones: Vec<_> = expired
+                .iter()
+                .map(|(topic, partition)| {
+                    let key = RecordKey::Offset {
+                        group: group.id.clone(),
+                        topic: topic.clone(),
+                        partition: *partition,
+                    };
+                    (Some(key.encode()), None)
+                })
+                .collect();
+            if self.persist(broker, &group.id, &tombstones).is_ok() {
+                tracing::info!(group = %group.id, expired = expired.len(), "expired committed offsets");
+                for key in expired {
+                    group.offsets.remove(&key);
+                }
+            }
+        }
+    }
+}
+
+fn new_member(
+    id: String,
+    request: &JoinRequest,
+    waiter: oneshot::Sender<JoinResult>,
+    now: Instant,
+) -> Member {
+    let session_timeout = Duration::from_millis(request.session_timeout_ms.max(0) as u64);
+    Member {
+        id,
+        instance_id: request.instance_id.clone(),
+        client_id: request.client_id.clone(),
+        client_host: request.client_host.clone(),
+        session_timeout,
+        rebalance_timeout: Duration::from_millis(request.rebalance_timeout_ms.max(0) as u64),
+        protocols: request.protocols.clone(),
+        assignment: Bytes::new(),
+        join_waiter: Some(waiter),
+        sync_waiter: None,
+        heartbeat_deadline: now + session_timeout,
+    }
+}
+
+/// A known member joins again. Returns an immediate answer when no rebalance
+/// is needed; otherwise parks the member's join.
+fn rejoin_known(
+    group: &mut Group,
+    request: &JoinRequest,
+    limits: GroupLimits,
+    now: Instant,
+    waiter: oneshot::Sender<JoinResult>,
+) -> Option<JoinResult> {
+    let is_leader = group.leader.as_deref() == Some(request.member_id.as_str());
+    let state = group.state;
+    let member = group.member_mut(&request.member_id).expect("caller checked");
+    let unchanged = member.protocols == request.protocols;
+    member.session_timeout = Duration::from_millis(request.session_timeout_ms.max(0) as u64);
+    member.rebalance_timeout = Duration::from_millis(request.rebalance_timeout_ms.max(0) as u64);
+    member.heartbeat_deadline = now + member.session_timeout;
+    let quiet =
+        matches!(state, GroupState::CompletingRebalance) || (state == GroupState::Stable && !is_leader);
+    if unchanged && quiet {
+        return Some(current_generation(group, &request.member_id));
+    }
+    let member = group.member_mut(&request.member_id).expect("caller checked");
+    member.protocols = request.protocols.clone();
+    member.join_waiter = Some(waiter);
+    if state != GroupState::PreparingRebalance {
+        group.prepare_rebalance(limits, now);
+    }
+    None
+}
+
+/// A static member rejoining with a new member id takes over its old
+/// identity: in a stable group without a rebalance.
+fn rejoin_static(
+    group: &mut Group,
+    old_id: &str,
+    request: JoinRequest,
+    limits: GroupLimits,
+    now: Instant,
+    waiter: oneshot::Sender<JoinResult>,
+) -> Result<(), Box<JoinResult>> {
+    let new_id = format!("{}-{}", request.client_id, Uuid::new_v4());
+    let Some(mut old) = group.remove_member(old_id) else {
+        return Err(Box::new(JoinResult::error(ResponseError::UnknownMemberId, "")));
+    };
+    let was_leader = group.leader.is_none() || group.leader.as_deref() == Some(old_id);
+    let unchanged = old.protocols == request.protocols;
+    old.id = new_id.clone();
+    old.client_id = request.client_id.clone();
+    old.client_host = request.client_host.clone();
+    old.session_timeout = Duration::from_millis(request.session_timeout_ms.max(0) as u64);
+    old.heartbeat_deadline = now + old.session_timeout;
+    group.static_members.insert(request.instance_id.clone().expect("static"), new_id.clone());
+    if group.state == GroupState::Stable && unchanged {
+        group.members.push(old);
+        if was_leader {
+            group.leader = Some(new_id.clone());
+        }
+        return Err(Box::new(current_generation(group, &new_id)));
+    }
+    old.protocols = request.protocols;
+    old.join_waiter = Some(waiter);
+    group.members.push(old);
+    if group.state != GroupState::PreparingRebalance {
+        group.prepare_rebalance(limits, now);
+    }
+    group.maybe_complete_join(now, false);
+    Ok(())
+}
+
+/// The answer to a join that changes nothing: the current generation.
+fn current_generation(group: &Group, member_id: &str) -> JoinResult {
+    JoinResult {
+        error: None,
+        generation: group.generation,
+        protocol_type: group.protocol_type.clone(),
+        protocol: group.protocol.clone(),
+        leader: group.leader.clone().unwrap_or_default(),
+        member_id: member_id.to_owned(),
+        members: Vec::new(),
+    }
+}
+
+/// Topics the members of a consumer-protocol group subscribe to.
+fn subscribed_topics(group: &Group) -> Vec<String> {
+    use kafka_protocol::messages::ConsumerProtocolSubscription;
+    use kafka_protocol::protocol::Decodable;
+    if group.protocol_type.as_deref() != Some("consumer") {
+        return Vec::new();
+    }
+    let protocol = group.protocol.clone().unwrap_or_default();
+    let mut topics = Vec::new();
+    for member in &group.members {
+        let Some((_, metadata)) = member.protocols.iter().find(|(n, _)| *n == protocol) else { continue };
+        let mut buf = metadata.clone();
+        if buf.len() < 2 {
+            continue;
+        }
+        let version = i16::from_be_bytes([buf[0], buf[1]]);
+        let mut body = buf.split_off(2);
+        if let Ok(subscription) = ConsumerProtocolSubscription::decode(&mut body, version.clamp(0, 3)) {
+            topics.extend(subscription.topics.iter().map(|t| t.to_string()));
+        }
+    }
+    topics
+}
+
+fn apply_record(groups: &mut HashMap<String, Group>, key: RecordKey, value: Option<&[u8]>, now: Instant) {
+    let group = groups.entry(key.group().to_owned()).or_insert_with(|| Group::new(key.group()));
+    match (key, value) {
+        (RecordKey::Offset { topic, partition, .. }, Some(value)) => match OffsetValue::decode(value) {
+            Ok(offset) => {
+                group.offsets.insert((topic, partition), offset);
+            }
+            Err(e) => tracing::warn!("skipping offset record: {e}"),
+        },
+        (RecordKey::Offset { topic, partition, .. }, None) => {
+            group.offsets.remove(&(topic, partition));
+        }
+        (RecordKey::Group { .. }, Some(value)) => match GroupValue::decode(value) {
+            Ok(stored) => group.restore(stored, now),
+            Err(e) => tracing::warn!("skipping group record: {e}"),
+        },
+        (RecordKey::Group { .. }, None) => {
+            group.restore(
+                GroupValue {
+                    protocol_type: String::new(),
+                    generation: 0,
+                    protocol: None,
+                    leader: None,
+                    state_timestamp_ms: -1,
+                    members: Vec::new(),
+                },
+                now,
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::BrokerConfig;
+
+    #[test]
+    fn java_string_hash_matches_the_jvm() {
+        assert_eq!(java_hash(""), 0);
+        assert_eq!(java_hash("a"), 97);
+        assert_eq!(java_hash("hello"), 99_162_322);
+        // "polygenelubricants" hashes to Integer.MIN_VALUE in Java.
+        assert_eq!(java_hash("polygenelubricants"), i32::MIN);
+    }
+
+    #[test]
+    fn groups_map_to_kafkas_partitions() {
+        let coordinator = GroupCoordinator::new(BrokerConfig::embedded_defaults().groups);
+        assert_eq!(coordinator.partition_for("polygenelubricants"), 0);
+        // 99162322 % 50
+        assert_eq!(coordinator.partition_for("hello"), 22);
+    }
+}

@@ -1,0 +1,253 @@
+//! FindCoordinator and the classic group APIs: JoinGroup, SyncGroup,
+//! Heartbeat, LeaveGroup, ListGroups, DescribeGroups, DeleteGroups.
+
+use std::collections::HashMap;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
+use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
+use kafka_protocol::messages::find_coordinator_response::Coordinator;
+use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
+use kafka_protocol::messages::leave_group_response::MemberResponse;
+use kafka_protocol::messages::list_groups_response::ListedGroup;
+use kafka_protocol::messages::{
+    BrokerId, DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
+    FindCoordinatorRequest, FindCoordinatorResponse, GroupId, HeartbeatRequest, HeartbeatResponse,
+    JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest, LeaveGroupResponse, ListGroupsRequest,
+    ListGroupsResponse, SyncGroupRequest, SyncGroupResponse,
+};
+
+use super::{advertised_endpoint, str_bytes, AUTHORIZED_OPERATIONS_OMITTED};
+use crate::dispatch::RequestContext;
+use crate::group::{JoinRequest, SyncRequest};
+
+const KEY_TYPE_GROUP: i8 = 0;
+
+fn code(error: Option<ResponseError>) -> i16 {
+    error.map_or(0, |e| e.code())
+}
+
+fn group_id(s: &str) -> GroupId {
+    GroupId(str_bytes(s))
+}
+
+pub fn find_coordinator(
+    ctx: &RequestContext<'_>,
+    request: FindCoordinatorRequest,
+) -> FindCoordinatorResponse {
+    let broker = ctx.broker;
+    let (host, port) = advertised_endpoint(broker);
+    let lookup = |key: &str| -> Coordinator {
+        let base = Coordinator::default().with_key(str_bytes(key));
+        let error = if request.key_type != KEY_TYPE_GROUP {
+            Some(ResponseError::CoordinatorNotAvailable)
+        } else if key.is_empty() {
+            Some(ResponseError::InvalidGroupId)
+        } else {
+            broker.groups.ensure_offsets_topic(broker).err()
+        };
+        match error {
+            Some(error) => base.with_node_id(BrokerId(-1)).with_port(-1).with_error_code(error.code()),
+            None => {
+                base.with_node_id(BrokerId(broker.config.node_id)).with_host(str_bytes(&host)).with_port(port)
+            }
+        }
+    };
+    if ctx.api_version >= 4 {
+        let coordinators = request.coordinator_keys.iter().map(|k| lookup(k.as_str())).collect();
+        return FindCoordinatorResponse::default().with_coordinators(coordinators);
+    }
+    let found = lookup(request.key.as_str());
+    let response = FindCoordinatorResponse::default()
+        .with_error_code(found.error_code)
+        .with_node_id(found.node_id)
+        .with_host(found.host)
+        .with_port(found.port);
+    if ctx.api_version >= 1 && found.error_code != 0 {
+        return response.with_error_message(Some(str_bytes("the coordinator is not available")));
+    }
+    response
+}
+
+pub async fn join(ctx: &RequestContext<'_>, request: JoinGroupRequest) -> JoinGroupResponse {
+    let join = JoinRequest {
+        group_id: request.group_id.to_string(),
+        member_id: request.member_id.to_string(),
+        instance_id: request.group_instance_id.as_ref().map(|s| s.to_string()),
+        client_id: ctx.header.client_id.as_ref().map(|s| s.to_string()).unwrap_or_default(),
+        client_host: ctx.client_host.clone(),
+        session_timeout_ms: request.session_timeout_ms,
+        // v0 has no rebalance timeout: it is the session timeout.
+        rebalance_timeout_ms: if ctx.api_version >= 1 {
+            request.rebalance_timeout_ms
+        } else {
+            request.session_timeout_ms
+        },
+        protocol_type: request.protocol_type.to_string(),
+        protocols: request.protocols.iter().map(|p| (p.name.to_string(), p.metadata.clone())).collect(),
+        require_known_member_id: ctx.api_version >= 4,
+    };
+    let result = ctx.broker.groups.join(join).await;
+    let members = result
+        .members
+        .into_iter()
+        .map(|(id, instance, metadata)| {
+            let member =
+                JoinGroupResponseMember::default().with_member_id(str_bytes(&id)).with_metadata(metadata);
+            if ctx.api_version >= 5 {
+                member.with_group_instance_id(instance.as_deref().map(str_bytes))
+            } else {
+                member
+            }
+        })
+        .collect();
+    let response = JoinGroupResponse::default()
+        .with_error_code(code(result.error))
+        .with_generation_id(result.generation)
+        .with_protocol_name(result.protocol.as_deref().map(str_bytes))
+        .with_leader(str_bytes(&result.leader))
+        .with_member_id(str_bytes(&result.member_id))
+        .with_members(members);
+    if ctx.api_version >= 7 {
+        response.with_protocol_type(result.protocol_type.as_deref().map(str_bytes))
+    } else {
+        response
+    }
+}
+
+pub async fn sync(ctx: &RequestContext<'_>, request: SyncGroupRequest) -> SyncGroupResponse {
+    let assignments: HashMap<String, bytes::Bytes> =
+        request.assignments.iter().map(|a| (a.member_id.to_string(), a.assignment.clone())).collect();
+    let sync = SyncRequest {
+        group_id: request.group_id.to_string(),
+        generation: request.generation_id,
+        member_id: request.member_id.to_string(),
+        instance_id: request.group_instance_id.as_ref().map(|s| s.to_string()),
+        protocol_type: request.protocol_type.as_ref().map(|s| s.to_string()),
+        protocol_name: request.protocol_name.as_ref().map(|s| s.to_string()),
+        assignments,
+    };
+    let result = ctx.broker.groups.sync(ctx.broker, sync).await;
+    let response =
+        SyncGroupResponse::default().with_error_code(code(result.error)).with_assignment(result.assignment);
+    if ctx.api_version >= 5 && result.error.is_none() {
+        return response.with_protocol_type(request.protocol_type).with_protocol_name(request.protocol_name);
+    }
+    response
+}
+
+pub fn heartbeat(ctx: &RequestContext<'_>, request: HeartbeatRequest) -> HeartbeatResponse {
+    let error = ctx.broker.groups.heartbeat(
+        request.group_id.as_str(),
+        request.member_id.as_str(),
+        request.group_instance_id.as_deref(),
+        request.generation_id,
+    );
+    HeartbeatResponse::default().with_error_code(code(error))
+}
+
+pub fn leave(ctx: &RequestContext<'_>, request: LeaveGroupRequest) -> LeaveGroupResponse {
+    let leaving: Vec<(String, Option<String>)> = if ctx.api_version >= 3 {
+        request
+            .members
+            .iter()
+            .map(|m| (m.member_id.to_string(), m.group_instance_id.as_ref().map(|s| s.to_string())))
+            .collect()
+    } else {
+        vec![(request.member_id.to_string(), None)]
+    };
+    match ctx.broker.groups.leave(request.group_id.as_str(), &leaving) {
+        Err(error) => LeaveGroupResponse::default().with_error_code(error.code()),
+        Ok(outcomes) if ctx.api_version < 3 => {
+            LeaveGroupResponse::default().with_error_code(code(outcomes[0]))
+        }
+        Ok(outcomes) => {
+            let members = leaving
+                .iter()
+                .zip(outcomes)
+                .map(|((member, instance), error)| {
+                    MemberResponse::default()
+                        .with_member_id(str_bytes(member))
+                        .with_group_instance_id(instance.as_deref().map(str_bytes))
+                        .with_error_code(code(error))
+                })
+                .collect();
+            LeaveGroupResponse::default().with_members(members)
+        }
+    }
+}
+
+pub fn list(ctx: &RequestContext<'_>, request: ListGroupsRequest) -> ListGroupsResponse {
+    let states: Vec<String> = request.states_filter.iter().map(|s| s.to_ascii_lowercase()).collect();
+    let types: Vec<String> = request.types_filter.iter().map(|s| s.to_ascii_lowercase()).collect();
+    let groups = ctx
+        .broker
+        .groups
+        .list()
+        .into_iter()
+        .filter(|(_, _, state)| states.is_empty() || states.contains(&state.to_ascii_lowercase()))
+        .filter(|_| types.is_empty() || types.iter().any(|t| t == "classic"))
+        .map(|(id, protocol_type, state)| {
+            let listed = ListedGroup::default()
+                .with_group_id(group_id(&id))
+                .with_protocol_type(str_bytes(&protocol_type));
+            match ctx.api_version {
+                v if v >= 5 => {
+                    listed.with_group_state(str_bytes(state)).with_group_type(str_bytes("classic"))
+                }
+                4 => listed.with_group_state(str_bytes(state)),
+                _ => listed,
+            }
+        })
+        .collect();
+    ListGroupsResponse::default().with_groups(groups)
+}
+
+pub fn describe(ctx: &RequestContext<'_>, request: DescribeGroupsRequest) -> DescribeGroupsResponse {
+    let operations = AUTHORIZED_OPERATIONS_OMITTED;
+    let groups = request
+        .groups
+        .iter()
+        .map(|id| {
+            let base = DescribedGroup::default().with_group_id(id.clone());
+            let base = if ctx.api_version >= 3 { base.with_authorized_operations(operations) } else { base };
+            let Some(described) = ctx.broker.groups.describe(id.as_str()) else {
+                return base.with_group_state(str_bytes("Dead"));
+            };
+            let members = described
+                .members
+                .into_iter()
+                .map(|(member, instance, client_id, host, metadata, assignment)| {
+                    let m = DescribedGroupMember::default()
+                        .with_member_id(str_bytes(&member))
+                        .with_client_id(str_bytes(&client_id))
+                        .with_client_host(str_bytes(&host))
+                        .with_member_metadata(metadata)
+                        .with_member_assignment(assignment);
+                    if ctx.api_version >= 4 {
+                        m.with_group_instance_id(instance.as_deref().map(str_bytes))
+                    } else {
+                        m
+                    }
+                })
+                .collect();
+            base.with_group_state(str_bytes(described.state))
+                .with_protocol_type(str_bytes(&described.protocol_type))
+                .with_protocol_data(str_bytes(&described.protocol))
+                .with_members(members)
+        })
+        .collect();
+    DescribeGroupsResponse::default().with_groups(groups)
+}
+
+pub fn delete(ctx: &RequestContext<'_>, request: DeleteGroupsRequest) -> DeleteGroupsResponse {
+    let results = request
+        .groups_names
+        .iter()
+        .map(|id| {
+            let error = ctx.broker.groups.delete_group(ctx.broker, id.as_str());
+            DeletableGroupResult::default().with_group_id(id.clone()).with_error_code(code(error))
+        })
+        .collect();
+    DeleteGroupsResponse::default().with_results(results)
+}

@@ -1,0 +1,221 @@
+//! OffsetCommit, OffsetFetch and OffsetDelete.
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::offset_delete_response::{
+    OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
+};
+use kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic, OffsetFetchResponseTopics,
+};
+use kafka_protocol::messages::{
+    OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteRequest, OffsetDeleteResponse, OffsetFetchRequest,
+    OffsetFetchResponse,
+};
+use uuid::Uuid;
+
+use super::{str_bytes, topic_name};
+use crate::dispatch::RequestContext;
+use crate::group::codec::OffsetValue;
+use crate::group::CommitEntry;
+use crate::server::Broker;
+
+fn code(error: Option<ResponseError>) -> i16 {
+    error.map_or(0, |e| e.code())
+}
+
+/// v10 names topics by id; earlier versions by name.
+fn resolve(broker: &Broker, by_id: bool, name: &str, id: Uuid) -> String {
+    if by_id {
+        broker.replicas.topic_by_id(&id).map(|t| t.name.clone()).unwrap_or_default()
+    } else {
+        name.to_owned()
+    }
+}
+
+pub fn commit(ctx: &RequestContext<'_>, request: OffsetCommitRequest) -> OffsetCommitResponse {
+    let broker = ctx.broker;
+    let by_id = ctx.api_version >= 10;
+    let mut entries = Vec::new();
+    let mut shape = Vec::new();
+    for topic in &request.topics {
+        let name = resolve(broker, by_id, topic.name.as_str(), topic.topic_id);
+        for p in &topic.partitions {
+            entries.push(CommitEntry {
+                topic: name.clone(),
+                partition: p.partition_index,
+                offset: p.committed_offset,
+                leader_epoch: p.committed_leader_epoch,
+                metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
+            });
+        }
+        shape.push((topic.name.clone(), topic.topic_id, topic.partitions.len()));
+    }
+    let mut outcomes = broker
+        .groups
+        .commit(
+            broker,
+            request.group_id.as_str(),
+            request.generation_id_or_member_epoch,
+            request.member_id.as_str(),
+            request.group_instance_id.as_deref(),
+            &entries,
+        )
+        .into_iter();
+    let mut entries = entries.into_iter();
+    let topics = shape
+        .into_iter()
+        .map(|(name, id, count)| {
+            let partitions = (0..count)
+                .map(|_| {
+                    let entry = entries.next().expect("one outcome per entry");
+                    let error = outcomes.next().flatten();
+                    let error = if by_id && entry.topic.is_empty() {
+                        Some(ResponseError::UnknownTopicId)
+                    } else {
+                        error
+                    };
+                    OffsetCommitResponsePartition::default()
+                        .with_partition_index(entry.partition)
+                        .with_error_code(code(error))
+                })
+                .collect();
+            OffsetCommitResponseTopic::default()
+                .with_name(name)
+                .with_topic_id(if by_id { id } else { Uuid::nil() })
+                .with_partitions(partitions)
+        })
+        .collect();
+    OffsetCommitResponse::default().with_topics(topics)
+}
+
+/// A topic's partitions with their committed offsets, if any.
+type TopicOffsets = (String, Vec<(i32, Option<OffsetValue>)>);
+
+/// One group's committed offsets, grouped by topic in request order.
+fn fetched(broker: &Broker, group: &str, wanted: Option<Vec<(String, i32)>>) -> Vec<TopicOffsets> {
+    let offsets = broker.groups.fetch_offsets(group, wanted.as_deref());
+    let mut topics: Vec<TopicOffsets> = Vec::new();
+    for (topic, partition, value) in offsets {
+        match topics.iter_mut().find(|(t, _)| *t == topic) {
+            Some((_, partitions)) => partitions.push((partition, value)),
+            None => topics.push((topic, vec![(partition, value)])),
+        }
+    }
+    topics
+}
+
+pub fn fetch(ctx: &RequestContext<'_>, request: OffsetFetchRequest) -> OffsetFetchResponse {
+    let broker = ctx.broker;
+    if ctx.api_version < 8 {
+        let wanted = request.topics.as_ref().map(|topics| {
+            topics.iter().flat_map(|t| t.partition_indexes.iter().map(|p| (t.name.to_string(), *p))).collect()
+        });
+        let topics = fetched(broker, request.group_id.as_str(), wanted)
+            .into_iter()
+            .map(|(topic, partitions)| {
+                let partitions = partitions
+                    .into_iter()
+                    .map(|(index, value)| {
+                        let (offset, epoch, metadata) = unpack(value);
+                        let p = OffsetFetchResponsePartition::default()
+                            .with_partition_index(index)
+                            .with_committed_offset(offset)
+                            .with_metadata(Some(str_bytes(&metadata)));
+                        if ctx.api_version >= 5 {
+                            p.with_committed_leader_epoch(epoch)
+                        } else {
+                            p
+                        }
+                    })
+                    .collect();
+                OffsetFetchResponseTopic::default().with_name(topic_name(&topic)).with_partitions(partitions)
+            })
+            .collect();
+        return OffsetFetchResponse::default().with_topics(topics);
+    }
+    let by_id = ctx.api_version >= 10;
+    let groups = request
+        .groups
+        .iter()
+        .map(|group| {
+            let wanted = group.topics.as_ref().map(|topics| {
+                topics
+                    .iter()
+                    .flat_map(|t| {
+                        let name = resolve(broker, by_id, t.name.as_str(), t.topic_id);
+                        t.partition_indexes.iter().map(move |p| (name.clone(), *p))
+                    })
+                    .collect()
+            });
+            let topics = fetched(broker, group.group_id.as_str(), wanted)
+                .into_iter()
+                .map(|(topic, partitions)| {
+                    let partitions = partitions
+                        .into_iter()
+                        .map(|(index, value)| {
+                            let (offset, epoch, metadata) = unpack(value);
+                            OffsetFetchResponsePartitions::default()
+                                .with_partition_index(index)
+                                .with_committed_offset(offset)
+                                .with_committed_leader_epoch(epoch)
+                                .with_metadata(Some(str_bytes(&metadata)))
+                        })
+                        .collect();
+                    let id = if by_id {
+                        broker.replicas.topic(&topic).map_or(Uuid::nil(), |t| t.id)
+                    } else {
+                        Uuid::nil()
+                    };
+                    let name = if by_id { topic_name("") } else { topic_name(&topic) };
+                    OffsetFetchResponseTopics::default()
+                        .with_name(name)
+                        .with_topic_id(id)
+                        .with_partitions(partitions)
+                })
+                .collect();
+            OffsetFetchResponseGroup::default().with_group_id(group.group_id.clone()).with_topics(topics)
+        })
+        .collect();
+    OffsetFetchResponse::default().with_groups(groups)
+}
+
+/// (offset, leader epoch, metadata), with Kafka's "none committed" values.
+fn unpack(value: Option<OffsetValue>) -> (i64, i32, String) {
+    value.map_or((-1, -1, String::new()), |v| (v.offset, v.leader_epoch, v.metadata))
+}
+
+pub fn delete(ctx: &RequestContext<'_>, request: OffsetDeleteRequest) -> OffsetDeleteResponse {
+    let partitions: Vec<(String, i32)> = request
+        .topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| (t.name.to_string(), p.partition_index)))
+        .collect();
+    match ctx.broker.groups.delete_offsets(ctx.broker, request.group_id.as_str(), &partitions) {
+        Err(error) => OffsetDeleteResponse::default().with_error_code(error.code()),
+        Ok(outcomes) => {
+            let mut outcomes = outcomes.into_iter();
+            let topics = request
+                .topics
+                .iter()
+                .map(|t| {
+                    let partitions = t
+                        .partitions
+                        .iter()
+                        .map(|p| {
+                            let error = outcomes.next().flatten();
+                            OffsetDeleteResponsePartition::default()
+                                .with_partition_index(p.partition_index)
+                                .with_error_code(code(error))
+                        })
+                        .collect();
+                    OffsetDeleteResponseTopic::default().with_name(t.name.clone()).with_partitions(partitions)
+                })
+                .collect();
+            OffsetDeleteResponse::default().with_topics(topics)
+        }
+    }
+}
