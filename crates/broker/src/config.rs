@@ -283,6 +283,8 @@ impl BrokerConfig {
                     600_000,
                     1,
                 )?,
+                consumer_session_timeout_ms: p.parse("group.consumer.session.timeout.ms", 45_000, 1)?,
+                consumer_heartbeat_interval_ms: p.parse("group.consumer.heartbeat.interval.ms", 5_000, 1)?,
             },
             log,
             provided,
@@ -355,6 +357,8 @@ fn is_known_key(key: &str) -> bool {
         "offset.metadata.max.bytes",
         "offsets.retention.minutes",
         "offsets.retention.check.interval.ms",
+        "group.consumer.session.timeout.ms",
+        "group.consumer.heartbeat.interval.ms",
     ];
     READ.contains(&key) || ACCEPTED_KEYS.contains(&key)
 }

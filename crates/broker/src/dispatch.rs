@@ -10,11 +10,11 @@ use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::api_versions_response::ApiVersionsResponse;
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, CreateTopicsRequest, DeleteGroupsRequest, DeleteTopicsRequest,
-    DescribeClusterRequest, DescribeGroupsRequest, FetchRequest, FindCoordinatorRequest, HeartbeatRequest,
-    JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest,
-    OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest, ProduceRequest, RequestHeader,
-    ResponseHeader, SyncGroupRequest,
+    ApiKey, ApiVersionsRequest, ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest,
+    CreateTopicsRequest, DeleteGroupsRequest, DeleteTopicsRequest, DescribeClusterRequest,
+    DescribeGroupsRequest, FetchRequest, FindCoordinatorRequest, HeartbeatRequest, JoinGroupRequest,
+    LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
+    OffsetDeleteRequest, OffsetFetchRequest, ProduceRequest, RequestHeader, ResponseHeader, SyncGroupRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
 
@@ -135,6 +135,8 @@ pub enum Request {
     OffsetCommit(OffsetCommitRequest),
     OffsetFetch(OffsetFetchRequest),
     OffsetDelete(OffsetDeleteRequest),
+    ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest),
+    ConsumerGroupDescribe(ConsumerGroupDescribeRequest),
 }
 
 /// What a frame holds once parsed.
@@ -202,6 +204,8 @@ fn decode_body(api_key: ApiKey, version: i16, body: &mut Bytes) -> Result<Reques
         ApiKey::OffsetCommit => Request::OffsetCommit(decode(body, version)?),
         ApiKey::OffsetFetch => Request::OffsetFetch(decode(body, version)?),
         ApiKey::OffsetDelete => Request::OffsetDelete(decode(body, version)?),
+        ApiKey::ConsumerGroupHeartbeat => Request::ConsumerGroupHeartbeat(decode(body, version)?),
+        ApiKey::ConsumerGroupDescribe => Request::ConsumerGroupDescribe(decode(body, version)?),
         other => return Err(RequestError::UnknownApi(other as i16)),
     })
 }
@@ -247,6 +251,8 @@ async fn route(ctx: &RequestContext<'_>, request: Request) -> Option<Box<dyn Enc
         Request::OffsetCommit(r) => handlers::offsets::commit(ctx, r).into_reply(),
         Request::OffsetFetch(r) => handlers::offsets::fetch(ctx, r).into_reply(),
         Request::OffsetDelete(r) => handlers::offsets::delete(ctx, r).into_reply(),
+        Request::ConsumerGroupHeartbeat(r) => handlers::consumer_groups::heartbeat(ctx, r).into_reply(),
+        Request::ConsumerGroupDescribe(r) => handlers::consumer_groups::describe(ctx, r).into_reply(),
     }
 }
 

@@ -11,6 +11,7 @@
 //! locking, the persistence, the timers and the request-level checks.
 
 pub mod codec;
+pub mod consumer;
 pub mod state;
 
 use std::collections::{BTreeMap, HashMap};
@@ -44,6 +45,8 @@ pub struct GroupConfig {
     pub offset_metadata_max_bytes: usize,
     pub offsets_retention_ms: i64,
     pub offsets_retention_check_interval_ms: u64,
+    pub consumer_session_timeout_ms: i32,
+    pub consumer_heartbeat_interval_ms: i32,
 }
 
 /// A JoinGroup request, decoded.
@@ -200,6 +203,50 @@ impl GroupCoordinator {
         Ok(())
     }
 
+    /// ConsumerGroupHeartbeat (KIP-848).
+    pub fn consumer_heartbeat(
+        &self,
+        broker: &Broker,
+        group_id: &str,
+        heartbeat: consumer::Heartbeat,
+    ) -> Result<consumer::HeartbeatReply, ResponseError> {
+        if group_id.is_empty() {
+            return Err(ResponseError::InvalidGroupId);
+        }
+        let topics: consumer::TopicsView = broker
+            .controller
+            .image()
+            .topics()
+            .map(|t| (t.name.clone(), (t.id, t.partitions.len() as i32)))
+            .collect();
+        let session = Duration::from_millis(self.config.consumer_session_timeout_ms.max(0) as u64);
+        let mut groups = self.groups.lock().expect("groups lock");
+        if !groups.contains_key(group_id) && heartbeat.member_epoch != 0 {
+            return Err(ResponseError::UnknownMemberId);
+        }
+        let group = groups.entry(group_id.to_owned()).or_insert_with(|| Group::new(group_id));
+        if group.consumer.is_none() {
+            if !group.members.is_empty() {
+                return Err(ResponseError::GroupIdNotFound);
+            }
+            group.consumer = Some(consumer::ConsumerGroup::default());
+        }
+        let consumer = group.consumer.as_mut().expect("set above");
+        consumer.heartbeat(heartbeat, &topics, session, Instant::now())
+    }
+
+    /// A KIP-848 group's state, for ConsumerGroupDescribe.
+    pub fn describe_consumer_group(&self, group_id: &str) -> Option<consumer::ConsumerGroup> {
+        let groups = self.groups.lock().expect("groups lock");
+        groups.get(group_id)?.consumer.as_ref().map(|c| consumer::ConsumerGroup {
+            epoch: c.epoch,
+            assignment_epoch: c.assignment_epoch,
+            assignor: c.assignor.clone(),
+            members: c.members.clone(),
+            target: c.target.clone(),
+        })
+    }
+
     /// JoinGroup: answers at once, or when the rebalance completes.
     pub async fn join(&self, request: JoinRequest) -> JoinResult {
         let member_id = request.member_id.clone();
@@ -232,6 +279,9 @@ impl GroupCoordinator {
         }
         let limits = self.limits();
         let group = groups.entry(request.group_id.clone()).or_insert_with(|| Group::new(&request.group_id));
+        if group.consumer.as_ref().is_some_and(|c| !c.members.is_empty()) {
+            return fail(ResponseError::InconsistentGroupProtocol);
+        }
         if group.state == GroupState::Dead {
             return fail(ResponseError::CoordinatorNotAvailable);
         }
@@ -452,6 +502,13 @@ impl GroupCoordinator {
             };
         }
         let group = group.ok_or(ResponseError::IllegalGeneration)?;
+        if let Some(consumer) = &group.consumer {
+            let member = consumer.members.get(member_id).ok_or(ResponseError::UnknownMemberId)?;
+            if generation != member.epoch && generation != member.previous_epoch {
+                return Err(ResponseError::StaleMemberEpoch);
+            }
+            return Ok(());
+        }
         let member = group.member(member_id).ok_or(ResponseError::UnknownMemberId)?;
         if instance_id.is_some() && member.instance_id.as_deref() != instance_id {
             return Err(ResponseError::FencedInstanceId);
@@ -524,12 +581,16 @@ impl GroupCoordinator {
         Ok(outcomes)
     }
 
-    /// (group id, protocol type, state) of every group.
-    pub fn list(&self) -> Vec<(String, String, &'static str)> {
+    /// (group id, protocol type, state, group type) of every group.
+    pub fn list(&self) -> Vec<(String, String, &'static str, &'static str)> {
         let groups = self.groups.lock().expect("groups lock");
         let mut listed: Vec<_> = groups
             .values()
-            .map(|g| (g.id.clone(), g.protocol_type.clone().unwrap_or_default(), g.state.name()))
+            .map(|g| {
+                let protocol_type =
+                    if g.consumer.is_some() { Some("consumer".to_owned()) } else { g.protocol_type.clone() };
+                (g.id.clone(), protocol_type.unwrap_or_default(), g.state_name(), g.group_type())
+            })
             .collect();
         listed.sort();
         listed
@@ -614,7 +675,14 @@ impl GroupCoordinator {
             {
                 let mut groups = broker.groups.groups.lock().expect("groups lock");
                 for group in groups.values_mut() {
-                    group.tick(limits, now);
+                    match &mut group.consumer {
+                        Some(consumer) => {
+                            consumer.tick(now);
+                        }
+                        None => {
+                            group.tick(limits, now);
+                        }
+                    }
                 }
             }
             if now - last_retention_check >= retention_check {

@@ -127,6 +127,8 @@ pub struct Group {
     /// first join (`group.initial.rebalance.delay.ms`).
     pub initial_delay_until: Option<Instant>,
     pub state_timestamp_ms: i64,
+    /// Set when the group speaks the KIP-848 consumer protocol.
+    pub consumer: Option<super::consumer::ConsumerGroup>,
 }
 
 impl Group {
@@ -145,6 +147,7 @@ impl Group {
             phase_deadline: None,
             initial_delay_until: None,
             state_timestamp_ms: -1,
+            consumer: None,
         }
     }
 
@@ -156,8 +159,25 @@ impl Group {
         self.members.iter_mut().find(|m| m.id == id)
     }
 
+    /// No members under either protocol.
     pub fn is_empty(&self) -> bool {
-        self.members.is_empty()
+        self.members.is_empty() && self.consumer.as_ref().is_none_or(|c| c.members.is_empty())
+    }
+
+    /// `classic` or `consumer`, as ListGroups reports it.
+    pub fn group_type(&self) -> &'static str {
+        if self.consumer.is_some() {
+            "consumer"
+        } else {
+            "classic"
+        }
+    }
+
+    pub fn state_name(&self) -> &'static str {
+        match &self.consumer {
+            Some(consumer) => consumer.state_name(),
+            None => self.state.name(),
+        }
     }
 
     /// Whether `protocols` can join: same protocol type and, once the group

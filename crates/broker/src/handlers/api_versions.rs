@@ -27,6 +27,8 @@ const SERVED: &[ApiKey] = &[
     ApiKey::OffsetCommit,
     ApiKey::OffsetFetch,
     ApiKey::OffsetDelete,
+    ApiKey::ConsumerGroupHeartbeat,
+    ApiKey::ConsumerGroupDescribe,
 ];
 
 /// The version range served for `key`, if it is served at all.

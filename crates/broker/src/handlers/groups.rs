@@ -185,16 +185,14 @@ pub fn list(ctx: &RequestContext<'_>, request: ListGroupsRequest) -> ListGroupsR
         .groups
         .list()
         .into_iter()
-        .filter(|(_, _, state)| states.is_empty() || states.contains(&state.to_ascii_lowercase()))
-        .filter(|_| types.is_empty() || types.iter().any(|t| t == "classic"))
-        .map(|(id, protocol_type, state)| {
+        .filter(|(_, _, state, _)| states.is_empty() || states.contains(&state.to_ascii_lowercase()))
+        .filter(|(_, _, _, kind)| types.is_empty() || types.iter().any(|t| t == kind))
+        .map(|(id, protocol_type, state, kind)| {
             let listed = ListedGroup::default()
                 .with_group_id(group_id(&id))
                 .with_protocol_type(str_bytes(&protocol_type));
             match ctx.api_version {
-                v if v >= 5 => {
-                    listed.with_group_state(str_bytes(state)).with_group_type(str_bytes("classic"))
-                }
+                v if v >= 5 => listed.with_group_state(str_bytes(state)).with_group_type(str_bytes(kind)),
                 4 => listed.with_group_state(str_bytes(state)),
                 _ => listed,
             }

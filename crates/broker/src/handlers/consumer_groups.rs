@@ -1,0 +1,131 @@
+//! The KIP-848 consumer group APIs: ConsumerGroupHeartbeat and
+//! ConsumerGroupDescribe.
+
+use std::collections::BTreeSet;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::consumer_group_describe_response::{
+    Assignment as DescribedAssignment, DescribedGroup, Member, TopicPartitions as DescribedPartitions,
+};
+use kafka_protocol::messages::consumer_group_heartbeat_response::{Assignment, TopicPartitions};
+use kafka_protocol::messages::{
+    ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+};
+
+use super::{str_bytes, topic_name, AUTHORIZED_OPERATIONS_OMITTED};
+use crate::dispatch::RequestContext;
+use crate::group::consumer::{Heartbeat, Tp, DEFAULT_ASSIGNOR};
+
+pub fn heartbeat(
+    ctx: &RequestContext<'_>,
+    request: ConsumerGroupHeartbeatRequest,
+) -> ConsumerGroupHeartbeatResponse {
+    let owned = request
+        .topic_partitions
+        .as_ref()
+        .map(|topics| topics.iter().flat_map(|t| t.partitions.iter().map(|p| (t.topic_id, *p))).collect());
+    let heartbeat = Heartbeat {
+        member_id: request.member_id.to_string(),
+        member_epoch: request.member_epoch,
+        instance_id: request.instance_id.as_ref().map(|s| s.to_string()),
+        rack_id: request.rack_id.as_ref().map(|s| s.to_string()),
+        client_id: ctx.header.client_id.as_ref().map(|s| s.to_string()).unwrap_or_default(),
+        client_host: ctx.client_host.clone(),
+        rebalance_timeout_ms: request.rebalance_timeout_ms,
+        subscribed: request
+            .subscribed_topic_names
+            .as_ref()
+            .map(|names| names.iter().map(|n| n.to_string()).collect()),
+        assignor: request.server_assignor.as_ref().map(|s| s.to_string()),
+        owned,
+    };
+    let broker = ctx.broker;
+    if request.subscribed_topic_regex.as_ref().is_some_and(|r| !r.is_empty()) {
+        return ConsumerGroupHeartbeatResponse::default()
+            .with_error_code(ResponseError::InvalidRequest.code())
+            .with_error_message(Some(str_bytes("regular expression subscriptions are not supported")));
+    }
+    match broker.groups.consumer_heartbeat(broker, request.group_id.as_str(), heartbeat) {
+        Ok(reply) => ConsumerGroupHeartbeatResponse::default()
+            .with_member_id(Some(str_bytes(&reply.member_id)))
+            .with_member_epoch(reply.member_epoch)
+            .with_heartbeat_interval_ms(broker.groups.config().consumer_heartbeat_interval_ms)
+            .with_assignment(
+                reply.assignment.map(|a| Assignment::default().with_topic_partitions(by_topic(&a))),
+            ),
+        Err(error) => ConsumerGroupHeartbeatResponse::default()
+            .with_error_code(error.code())
+            .with_member_id(Some(request.member_id))
+            .with_member_epoch(request.member_epoch),
+    }
+}
+
+fn by_topic(partitions: &BTreeSet<Tp>) -> Vec<TopicPartitions> {
+    let mut topics: Vec<TopicPartitions> = Vec::new();
+    for (id, partition) in partitions {
+        match topics.last_mut() {
+            Some(t) if t.topic_id == *id => t.partitions.push(*partition),
+            _ => topics.push(TopicPartitions::default().with_topic_id(*id).with_partitions(vec![*partition])),
+        }
+    }
+    topics
+}
+
+pub fn describe(
+    ctx: &RequestContext<'_>,
+    request: ConsumerGroupDescribeRequest,
+) -> ConsumerGroupDescribeResponse {
+    let image = ctx.broker.controller.image();
+    let described = |partitions: &BTreeSet<Tp>| {
+        let topics = by_topic(partitions)
+            .into_iter()
+            .map(|t| {
+                let name = image.topic_by_id(&t.topic_id).map(|t| t.name.clone()).unwrap_or_default();
+                DescribedPartitions::default()
+                    .with_topic_id(t.topic_id)
+                    .with_topic_name(topic_name(&name))
+                    .with_partitions(t.partitions)
+            })
+            .collect();
+        DescribedAssignment::default().with_topic_partitions(topics)
+    };
+    let groups = request
+        .group_ids
+        .iter()
+        .map(|id| {
+            let base = DescribedGroup::default()
+                .with_group_id(id.clone())
+                .with_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED);
+            let Some(group) = ctx.broker.groups.describe_consumer_group(id.as_str()) else {
+                return base
+                    .with_error_code(ResponseError::GroupIdNotFound.code())
+                    .with_error_message(Some(str_bytes("no consumer group with this id")));
+            };
+            let members = group
+                .members
+                .values()
+                .map(|m| {
+                    let target = group.target.get(&m.id).cloned().unwrap_or_default();
+                    Member::default()
+                        .with_member_id(str_bytes(&m.id))
+                        .with_instance_id(m.instance_id.as_deref().map(str_bytes))
+                        .with_rack_id(m.rack_id.as_deref().map(str_bytes))
+                        .with_member_epoch(m.epoch)
+                        .with_client_id(str_bytes(&m.client_id))
+                        .with_client_host(str_bytes(&m.client_host))
+                        .with_subscribed_topic_names(m.subscribed.iter().map(|t| topic_name(t)).collect())
+                        .with_assignment(described(&m.assigned))
+                        .with_target_assignment(described(&target))
+                })
+                .collect();
+            let assignor = if group.assignor.is_empty() { DEFAULT_ASSIGNOR } else { &group.assignor };
+            base.with_group_state(str_bytes(group.state_name()))
+                .with_group_epoch(group.epoch)
+                .with_assignment_epoch(group.assignment_epoch)
+                .with_assignor_name(str_bytes(assignor))
+                .with_members(members)
+        })
+        .collect();
+    ConsumerGroupDescribeResponse::default().with_groups(groups)
+}
