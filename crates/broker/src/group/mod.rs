@@ -599,6 +599,28 @@ impl GroupCoordinator {
     pub fn describe(&self, group_id: &str) -> Option<GroupDescription> {
         let groups = self.groups.lock().expect("groups lock");
         let group = groups.get(group_id)?;
+        if let Some(consumer) = &group.consumer {
+            let members = consumer
+                .members
+                .values()
+                .map(|m| {
+                    (
+                        m.id.clone(),
+                        m.instance_id.clone(),
+                        m.client_id.clone(),
+                        m.client_host.clone(),
+                        Bytes::new(),
+                        Bytes::new(),
+                    )
+                })
+                .collect();
+            return Some(GroupDescription {
+                state: consumer.state_name(),
+                protocol_type: "consumer".into(),
+                protocol: consumer.assignor.clone(),
+                members,
+            });
+        }
         let protocol = group.protocol.clone().unwrap_or_default();
         let show_members = matches!(
             group.state,

@@ -68,6 +68,10 @@ fn produce_partition(
     let Some(partition) = usize::try_from(index).ok().and_then(|i| hosted.partitions.get(i)) else {
         return error_response(index, ResponseError::UnknownTopicOrPartition, None);
     };
+    if hosted.name == crate::group::OFFSETS_TOPIC {
+        let message = format!("cannot append to internal topic {}", hosted.name);
+        return error_response(index, ResponseError::InvalidTopicException, Some(message));
+    }
     if !matches!(acks, -1..=1) {
         return error_response(index, ResponseError::InvalidRequiredAcks, None);
     }
