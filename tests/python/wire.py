@@ -10,7 +10,9 @@ response header v0, so no tagged fields follow the correlation id.
 Beyond that, it speaks the requests real clients cannot be made to send as a
 test needs them: Fetch with chosen sessions, epochs and size limits (v4-18),
 Produce by name or topic id and with acks=0 (v3-13), Metadata and DeleteTopics
-by topic id; and it builds and checks RecordBatch v2 (CRC-32C) by hand.
+by topic id, the classic group protocol (FindCoordinator v4, JoinGroup v5-9,
+SyncGroup v5, Heartbeat v4) with whatever member ids, generations and
+timeouts a test needs; and it builds and checks RecordBatch v2 (CRC-32C) by hand.
 Decoders read every field of their version and insist nothing is left over.
 """
 
@@ -27,6 +29,10 @@ import crc32c
 PRODUCE = 0
 FETCH = 1
 METADATA = 3
+FIND_COORDINATOR = 10
+JOIN_GROUP = 11
+HEARTBEAT = 12
+SYNC_GROUP = 14
 API_VERSIONS = 18
 DELETE_TOPICS = 20
 
@@ -35,9 +41,16 @@ NONE = 0
 OFFSET_OUT_OF_RANGE = 1
 CORRUPT_MESSAGE = 2
 UNKNOWN_TOPIC_OR_PARTITION = 3
+ILLEGAL_GENERATION = 22
+INCONSISTENT_GROUP_PROTOCOL = 23
+UNKNOWN_MEMBER_ID = 25
+INVALID_SESSION_TIMEOUT = 26
+REBALANCE_IN_PROGRESS = 27
 UNSUPPORTED_VERSION = 35
 FETCH_SESSION_ID_NOT_FOUND = 70
 INVALID_FETCH_SESSION_EPOCH = 71
+MEMBER_ID_REQUIRED = 79
+FENCED_INSTANCE_ID = 82
 UNKNOWN_TOPIC_ID = 100
 
 # Fetch session ids and epochs (KIP-227).
@@ -46,7 +59,7 @@ INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
 
 # First flexible version of each API Strom serves; earlier versions use request header v1.
-FIRST_FLEXIBLE_VERSION = {0: 9, 1: 12, 2: 6, 3: 9, 18: 3, 19: 5, 20: 4, 60: 0}
+FIRST_FLEXIBLE_VERSION = {0: 9, 1: 12, 2: 6, 3: 9, 10: 3, 11: 6, 12: 4, 14: 4, 18: 3, 19: 5, 20: 4, 60: 0}
 
 
 def int16(value: int) -> bytes:
@@ -598,6 +611,7 @@ class MetadataTopic(NamedTuple):
     name: str | None
     topic_id: uuid.UUID
     partitions: list[int]
+    internal: bool = False
 
 
 class MetadataResponse(NamedTuple):
@@ -646,11 +660,11 @@ def parse_metadata(payload: bytes, version: int = 12) -> MetadataResponse:
 
     def topic(r: Reader) -> MetadataTopic:
         error, name, topic_id = r.int16(), r.nullable_string(), r.uuid()
-        r.boolean()  # internal
+        internal = r.boolean()
         partitions = r.array(partition)
         r.int32()  # authorized operations
         r.tagged_fields()
-        return MetadataTopic(error, name, topic_id, partitions)
+        return MetadataTopic(error, name, topic_id, partitions, internal)
 
     brokers = r.array(broker)
     cluster_id, controller_id = r.nullable_string(), r.int32()
@@ -934,3 +948,193 @@ def parse_delete_topics_v6(payload: bytes) -> list[DeletedTopic]:
     r.tagged_fields()
     r.assert_at_end("DeleteTopics v6")
     return results
+
+
+# ---------------------------------------------------------------- classic groups
+
+
+def consumer_subscription(topics: Sequence[str]) -> bytes:
+    """ConsumerProtocolSubscription v0, the member metadata of protocol type "consumer"."""
+    return int16(0) + int32(len(topics)) + b"".join(nullable_string(t) for t in topics) + int32(-1)
+
+
+def consumer_assignment(assigned: dict[str, Sequence[int]]) -> bytes:
+    """ConsumerProtocolAssignment v0: partitions per topic, no user data."""
+    body = int16(0) + int32(len(assigned))
+    for topic, partitions in assigned.items():
+        body += nullable_string(topic) + int32(len(partitions)) + b"".join(int32(p) for p in partitions)
+    return body + int32(-1)
+
+
+class Coordinator(NamedTuple):
+    key: str
+    node_id: int
+    host: str
+    port: int
+    error_code: int
+    error_message: str | None
+
+
+def find_coordinator_v4_request(correlation_id: int, keys: Sequence[str], key_type: int = 0) -> bytes:
+    """FindCoordinator v4: batched keys (KIP-699); key type 0 is a group."""
+    w = Writer(flexible=True).int8(key_type).length(len(keys))
+    for key in keys:
+        w.string(key)
+    w.tagged_fields()
+    return request(FIND_COORDINATOR, 4, correlation_id, w.build())
+
+
+def parse_find_coordinator_v4(payload: bytes) -> list[Coordinator]:
+    _, r = response_reader(payload, FIND_COORDINATOR, 4)
+    r.int32()  # throttle
+
+    def coordinator(r: Reader) -> Coordinator:
+        entry = Coordinator(r.string(), r.int32(), r.string(), r.int32(), r.int16(), r.nullable_string())
+        r.tagged_fields()
+        return entry
+
+    coordinators = r.array(coordinator)
+    r.tagged_fields()
+    r.assert_at_end("FindCoordinator v4")
+    return coordinators
+
+
+class JoinMember(NamedTuple):
+    member_id: str
+    group_instance_id: str | None
+    metadata: bytes
+
+
+class JoinGroupResponse(NamedTuple):
+    correlation_id: int
+    error_code: int
+    generation_id: int
+    protocol_type: str | None
+    protocol_name: str | None
+    leader: str
+    skip_assignment: bool
+    member_id: str
+    members: list[JoinMember]
+
+
+def join_group_request(
+    version: int,
+    correlation_id: int,
+    group_id: str,
+    member_id: str = "",
+    *,
+    session_timeout_ms: int = 10_000,
+    rebalance_timeout_ms: int = 10_000,
+    group_instance_id: str | None = None,
+    protocol_type: str = "consumer",
+    protocols: Sequence[tuple[str, bytes]] = (),
+    reason: str | None = None,
+) -> bytes:
+    """JoinGroup v5-9 (v5 is the first with group instance ids, v8 adds the reason)."""
+    assert 5 <= version <= 9
+    w = Writer(is_flexible(JOIN_GROUP, version))
+    w.string(group_id).int32(session_timeout_ms).int32(rebalance_timeout_ms).string(member_id)
+    w.nullable_string(group_instance_id).string(protocol_type)
+    w.length(len(protocols))
+    for name, metadata in protocols:
+        w.string(name).nullable_bytes(metadata).tagged_fields()
+    if version >= 8:
+        w.nullable_string(reason)
+    w.tagged_fields()
+    return request(JOIN_GROUP, version, correlation_id, w.build())
+
+
+def parse_join_group(payload: bytes, version: int) -> JoinGroupResponse:
+    correlation_id, r = response_reader(payload, JOIN_GROUP, version)
+    r.int32()  # throttle
+    error_code, generation_id = r.int16(), r.int32()
+    protocol_type = r.nullable_string() if version >= 7 else None
+    protocol_name = r.nullable_string()
+    leader = r.string()
+    skip_assignment = r.boolean() if version >= 9 else False
+    member_id = r.string()
+
+    def member(r: Reader) -> JoinMember:
+        entry = JoinMember(r.string(), r.nullable_string(), r.nullable_bytes())
+        r.tagged_fields()
+        return entry
+
+    members = r.array(member)
+    r.tagged_fields()
+    r.assert_at_end(f"JoinGroup v{version}")
+    return JoinGroupResponse(
+        correlation_id,
+        error_code,
+        generation_id,
+        protocol_type,
+        protocol_name,
+        leader,
+        skip_assignment,
+        member_id,
+        members,
+    )
+
+
+def join_group_v9_request(correlation_id: int, group_id: str, member_id: str = "", **kwargs) -> bytes:
+    return join_group_request(9, correlation_id, group_id, member_id, **kwargs)
+
+
+def parse_join_group_v9(payload: bytes) -> JoinGroupResponse:
+    return parse_join_group(payload, 9)
+
+
+class SyncGroupResponse(NamedTuple):
+    correlation_id: int
+    error_code: int
+    protocol_type: str | None
+    protocol_name: str | None
+    assignment: bytes | None
+
+
+def sync_group_v5_request(
+    correlation_id: int,
+    group_id: str,
+    generation_id: int,
+    member_id: str,
+    *,
+    group_instance_id: str | None = None,
+    protocol_type: str | None = "consumer",
+    protocol_name: str | None = None,
+    assignments: dict[str, bytes] | None = None,
+) -> bytes:
+    w = Writer(flexible=True)
+    w.string(group_id).int32(generation_id).string(member_id).nullable_string(group_instance_id)
+    w.nullable_string(protocol_type).nullable_string(protocol_name)
+    w.length(len(assignments or {}))
+    for member, assignment in (assignments or {}).items():
+        w.string(member).nullable_bytes(assignment).tagged_fields()
+    w.tagged_fields()
+    return request(SYNC_GROUP, 5, correlation_id, w.build())
+
+
+def parse_sync_group_v5(payload: bytes) -> SyncGroupResponse:
+    correlation_id, r = response_reader(payload, SYNC_GROUP, 5)
+    r.int32()  # throttle
+    error_code, protocol_type, protocol_name = r.int16(), r.nullable_string(), r.nullable_string()
+    response = SyncGroupResponse(correlation_id, error_code, protocol_type, protocol_name, r.nullable_bytes())
+    r.tagged_fields()
+    r.assert_at_end("SyncGroup v5")
+    return response
+
+
+def heartbeat_v4_request(
+    correlation_id: int, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None = None
+) -> bytes:
+    w = Writer(flexible=True)
+    w.string(group_id).int32(generation_id).string(member_id).nullable_string(group_instance_id).tagged_fields()
+    return request(HEARTBEAT, 4, correlation_id, w.build())
+
+
+def parse_heartbeat_v4(payload: bytes) -> int:
+    """The error code."""
+    _, r = response_reader(payload, HEARTBEAT, 4)
+    r.int32()  # throttle
+    error_code = r.int16()
+    r.tagged_fields()
+    r.assert_at_end("Heartbeat v4")
+    return error_code

@@ -95,12 +95,13 @@ impl IndexFile {
     }
 
     /// Shrinks the file to exactly its entries, as done when a segment rolls.
+    /// The new length is not forced to disk: if a crash loses it, the index
+    /// fails its sanity check on load and is rebuilt.
     fn trim(&mut self) -> Result<()> {
         self.flush()?;
         let len = self.entries * self.entry_size;
         self.mmap = None;
         self.file.set_len(len as u64)?;
-        self.file.sync_all()?;
         self.remap(len)
     }
 

@@ -426,6 +426,9 @@ impl Log {
     /// recovery point to the log end.
     pub fn flush(&mut self, now_ms: i64) -> Result<()> {
         let log_end = self.log_end_offset();
+        if self.recovery_point >= log_end && self.unflushed_messages == 0 {
+            return Ok(());
+        }
         let from = self.segments.range(..=self.recovery_point).next_back().map_or(0, |(base, _)| *base);
         for segment in self.segments.range(from..).map(|(_, s)| s) {
             segment.flush()?;

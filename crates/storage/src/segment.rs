@@ -424,9 +424,7 @@ impl LogSegment {
     pub fn close(&mut self) -> Result<()> {
         self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp);
         self.index.trim()?;
-        self.time_index.trim()?;
-        self.file.sync_all()?;
-        Ok(())
+        self.time_index.trim()
     }
 
     /// Removes the segment's files.

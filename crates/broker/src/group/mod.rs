@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use strom_metadata::{MetadataError, NewTopic};
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 use uuid::Uuid;
 
 use crate::server::Broker;
@@ -62,6 +62,8 @@ pub struct JoinRequest {
     pub protocols: Vec<(String, Bytes)>,
     /// v4+: a new member must first learn its id (MEMBER_ID_REQUIRED).
     pub require_known_member_id: bool,
+    /// v9+: a static leader may be told to skip the assignment.
+    pub supports_skip_assignment: bool,
 }
 
 /// A SyncGroup request, decoded.
@@ -176,6 +178,15 @@ impl GroupCoordinator {
         })
     }
 
+    /// A group that just lost its last member is written as empty, so a
+    /// restart does not bring the departed members back.
+    fn persist_if_emptied(&self, broker: &Broker, group: &mut Group) {
+        if group.state == GroupState::Empty && group.generation != group.persisted_generation {
+            self.persist_group(broker, group);
+            group.persisted_generation = group.generation;
+        }
+    }
+
     fn persist_group(&self, broker: &Broker, group: &Group) {
         let key = RecordKey::Group { group: group.id.clone() }.encode();
         let value = group.to_value(strom_storage::now_ms()).encode();
@@ -247,8 +258,9 @@ impl GroupCoordinator {
         })
     }
 
-    /// JoinGroup: answers at once, or when the rebalance completes.
-    pub async fn join(&self, request: JoinRequest) -> JoinResult {
+    /// JoinGroup: answers at once, or when the rebalance completes (or the
+    /// broker stops: NOT_COORDINATOR sends the client elsewhere).
+    pub async fn join(&self, request: JoinRequest, mut stopping: watch::Receiver<bool>) -> JoinResult {
         let member_id = request.member_id.clone();
         let waiter = {
             let mut groups = self.groups.lock().expect("groups lock");
@@ -257,7 +269,10 @@ impl GroupCoordinator {
                 Err(result) => return *result,
             }
         };
-        waiter.await.unwrap_or_else(|_| JoinResult::error(ResponseError::UnknownMemberId, &member_id))
+        tokio::select! {
+            result = waiter => result.unwrap_or_else(|_| JoinResult::error(ResponseError::UnknownMemberId, &member_id)),
+            _ = stopping.wait_for(|stop| *stop) => JoinResult::error(ResponseError::NotCoordinator, &member_id),
+        }
     }
 
     fn join_locked(
@@ -332,11 +347,15 @@ impl GroupCoordinator {
     /// SyncGroup: the leader's assignment, or a wait for it.
     pub async fn sync(&self, broker: &Broker, request: SyncRequest) -> SyncResult {
         let fail = |error| SyncResult { error: Some(error), assignment: Bytes::new() };
+        let mut stopping = broker.stopping();
         let waiter = {
             let mut groups = self.groups.lock().expect("groups lock");
             let Some(group) = groups.get_mut(&request.group_id) else {
                 return fail(ResponseError::UnknownMemberId);
             };
+            if group.is_fenced(&request.member_id, request.instance_id.as_deref()) {
+                return fail(ResponseError::FencedInstanceId);
+            }
             let Some(member) = group.member(&request.member_id) else {
                 return fail(ResponseError::UnknownMemberId);
             };
@@ -365,10 +384,14 @@ impl GroupCoordinator {
             if group.leader.as_deref() == Some(request.member_id.as_str()) {
                 group.complete_sync(request.assignments);
                 self.persist_group(broker, group);
+                group.persisted_generation = group.generation;
             }
             rx
         };
-        waiter.await.unwrap_or_else(|_| fail(ResponseError::RebalanceInProgress))
+        tokio::select! {
+            result = waiter => result.unwrap_or_else(|_| fail(ResponseError::RebalanceInProgress)),
+            _ = stopping.wait_for(|stop| *stop) => fail(ResponseError::NotCoordinator),
+        }
     }
 
     /// Heartbeat: keeps the member's session alive and tells it whether to rejoin.
@@ -381,6 +404,9 @@ impl GroupCoordinator {
     ) -> Option<ResponseError> {
         let mut groups = self.groups.lock().expect("groups lock");
         let Some(group) = groups.get_mut(group_id) else { return Some(ResponseError::UnknownMemberId) };
+        if group.is_fenced(member_id, instance_id) {
+            return Some(ResponseError::FencedInstanceId);
+        }
         let state = group.state;
         let current_generation = group.generation;
         let Some(member) = group.member_mut(member_id) else { return Some(ResponseError::UnknownMemberId) };
@@ -401,6 +427,7 @@ impl GroupCoordinator {
     /// LeaveGroup for each (member id, instance id); returns each outcome.
     pub fn leave(
         &self,
+        broker: &Broker,
         group_id: &str,
         leaving: &[(String, Option<String>)],
     ) -> Result<Vec<Option<ResponseError>>, ResponseError> {
@@ -424,6 +451,7 @@ impl GroupCoordinator {
             })
             .collect();
         group.on_members_left(self.limits(), Instant::now());
+        self.persist_if_emptied(broker, group);
         Ok(outcomes)
     }
 
@@ -502,6 +530,9 @@ impl GroupCoordinator {
             };
         }
         let group = group.ok_or(ResponseError::IllegalGeneration)?;
+        if group.is_fenced(member_id, instance_id) {
+            return Err(ResponseError::FencedInstanceId);
+        }
         if let Some(consumer) = &group.consumer {
             let member = consumer.members.get(member_id).ok_or(ResponseError::UnknownMemberId)?;
             if generation != member.epoch && generation != member.previous_epoch {
@@ -702,7 +733,9 @@ impl GroupCoordinator {
                             consumer.tick(now);
                         }
                         None => {
-                            group.tick(limits, now);
+                            if group.tick(limits, now) {
+                                broker.groups.persist_if_emptied(&broker, group);
+                            }
                         }
                     }
                 }
@@ -813,10 +846,10 @@ fn rejoin_static(
     waiter: oneshot::Sender<JoinResult>,
 ) -> Result<(), Box<JoinResult>> {
     let new_id = format!("{}-{}", request.client_id, Uuid::new_v4());
+    let was_leader = group.leader.as_deref() == Some(old_id);
     let Some(mut old) = group.remove_member(old_id) else {
         return Err(Box::new(JoinResult::error(ResponseError::UnknownMemberId, "")));
     };
-    let was_leader = group.leader.is_none() || group.leader.as_deref() == Some(old_id);
     let unchanged = old.protocols == request.protocols;
     old.id = new_id.clone();
     old.client_id = request.client_id.clone();
@@ -826,10 +859,25 @@ fn rejoin_static(
     group.static_members.insert(request.instance_id.clone().expect("static"), new_id.clone());
     if group.state == GroupState::Stable && unchanged {
         group.members.push(old);
-        if was_leader {
-            group.leader = Some(new_id.clone());
+        if !was_leader {
+            return Err(Box::new(current_generation(group, &new_id)));
         }
-        return Err(Box::new(current_generation(group, &new_id)));
+        // KIP-814: a v9 leader learns the members but keeps the assignment;
+        // older leaders are told the old leader id, so they do not reassign.
+        group.leader = Some(new_id.clone());
+        let mut result = current_generation(group, &new_id);
+        if request.supports_skip_assignment {
+            let protocol = group.protocol.clone().unwrap_or_default();
+            result.members = group
+                .members
+                .iter()
+                .map(|m| (m.id.clone(), m.instance_id.clone(), m.metadata(&protocol)))
+                .collect();
+            result.skip_assignment = true;
+        } else {
+            result.leader = old_id.to_owned();
+        }
+        return Err(Box::new(result));
     }
     old.protocols = request.protocols;
     old.join_waiter = Some(waiter);
@@ -851,6 +899,7 @@ fn current_generation(group: &Group, member_id: &str) -> JoinResult {
         leader: group.leader.clone().unwrap_or_default(),
         member_id: member_id.to_owned(),
         members: Vec::new(),
+        skip_assignment: false,
     }
 }
 

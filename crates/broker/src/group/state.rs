@@ -53,6 +53,8 @@ pub struct JoinResult {
     pub member_id: String,
     /// Every member's metadata, for the leader only.
     pub members: Vec<(String, Option<String>, Bytes)>,
+    /// A rejoining static leader learns the members but must not reassign.
+    pub skip_assignment: bool,
 }
 
 impl JoinResult {
@@ -65,6 +67,7 @@ impl JoinResult {
             leader: String::new(),
             member_id: member_id.to_owned(),
             members: Vec::new(),
+            skip_assignment: false,
         }
     }
 }
@@ -92,7 +95,7 @@ pub struct Member {
 }
 
 impl Member {
-    fn metadata(&self, protocol: &str) -> Bytes {
+    pub fn metadata(&self, protocol: &str) -> Bytes {
         self.protocols.iter().find(|(name, _)| name == protocol).map(|(_, m)| m.clone()).unwrap_or_default()
     }
 
@@ -127,6 +130,8 @@ pub struct Group {
     /// first join (`group.initial.rebalance.delay.ms`).
     pub initial_delay_until: Option<Instant>,
     pub state_timestamp_ms: i64,
+    /// The generation last written to `__consumer_offsets`.
+    pub persisted_generation: i32,
     /// Set when the group speaks the KIP-848 consumer protocol.
     pub consumer: Option<super::consumer::ConsumerGroup>,
 }
@@ -147,6 +152,7 @@ impl Group {
             phase_deadline: None,
             initial_delay_until: None,
             state_timestamp_ms: -1,
+            persisted_generation: 0,
             consumer: None,
         }
     }
@@ -282,6 +288,7 @@ impl Group {
                     leader: leader.clone(),
                     member_id: member.id.clone(),
                     members: if member.id == leader { everyone.clone() } else { Vec::new() },
+                    skip_assignment: false,
                 });
             }
         }
@@ -320,6 +327,12 @@ impl Group {
         }
         self.state = GroupState::Stable;
         self.phase_deadline = None;
+    }
+
+    /// Whether the member id belongs to a static instance other than
+    /// `instance_id` claims: an old incarnation, to be fenced.
+    pub fn is_fenced(&self, member_id: &str, instance_id: Option<&str>) -> bool {
+        instance_id.is_some_and(|i| self.static_members.get(i).is_some_and(|m| m != member_id))
     }
 
     /// Removes a member, answering anything it waits on.
@@ -361,12 +374,11 @@ impl Group {
     /// Timers: expired sessions, rebalance phases past their deadline and the
     /// end of the initial delay. Returns whether the group changed.
     pub fn tick(&mut self, limits: GroupLimits, now: Instant) -> bool {
-        // While rebalancing, the rebalance deadline decides who is dropped.
-        let rebalancing = self.state == GroupState::PreparingRebalance;
+        // A member waiting in a join is alive; any other must keep heartbeating.
         let expired: Vec<String> = self
             .members
             .iter()
-            .filter(|m| !rebalancing && m.join_waiter.is_none() && m.heartbeat_deadline <= now)
+            .filter(|m| m.join_waiter.is_none() && m.heartbeat_deadline <= now)
             .map(|m| m.id.clone())
             .collect();
         let mut changed = false;
@@ -433,6 +445,7 @@ impl Group {
     /// must heartbeat within their session timeout to stay.
     pub fn restore(&mut self, value: GroupValue, now: Instant) {
         self.generation = value.generation;
+        self.persisted_generation = value.generation;
         self.protocol_type = Some(value.protocol_type).filter(|p| !p.is_empty());
         self.protocol = value.protocol.clone();
         self.leader = value.leader;

@@ -86,8 +86,9 @@ pub async fn join(ctx: &RequestContext<'_>, request: JoinGroupRequest) -> JoinGr
         protocol_type: request.protocol_type.to_string(),
         protocols: request.protocols.iter().map(|p| (p.name.to_string(), p.metadata.clone())).collect(),
         require_known_member_id: ctx.api_version >= 4,
+        supports_skip_assignment: ctx.api_version >= 9,
     };
-    let result = ctx.broker.groups.join(join).await;
+    let result = ctx.broker.groups.join(join, ctx.broker.stopping()).await;
     let members = result
         .members
         .into_iter()
@@ -108,6 +109,8 @@ pub async fn join(ctx: &RequestContext<'_>, request: JoinGroupRequest) -> JoinGr
         .with_leader(str_bytes(&result.leader))
         .with_member_id(str_bytes(&result.member_id))
         .with_members(members);
+    let response =
+        if ctx.api_version >= 9 { response.with_skip_assignment(result.skip_assignment) } else { response };
     if ctx.api_version >= 7 {
         response.with_protocol_type(result.protocol_type.as_deref().map(str_bytes))
     } else {
@@ -156,7 +159,7 @@ pub fn leave(ctx: &RequestContext<'_>, request: LeaveGroupRequest) -> LeaveGroup
     } else {
         vec![(request.member_id.to_string(), None)]
     };
-    match ctx.broker.groups.leave(request.group_id.as_str(), &leaving) {
+    match ctx.broker.groups.leave(ctx.broker, request.group_id.as_str(), &leaving) {
         Err(error) => LeaveGroupResponse::default().with_error_code(error.code()),
         Ok(outcomes) if ctx.api_version < 3 => {
             LeaveGroupResponse::default().with_error_code(code(outcomes[0]))
@@ -210,7 +213,13 @@ pub fn describe(ctx: &RequestContext<'_>, request: DescribeGroupsRequest) -> Des
             let base = DescribedGroup::default().with_group_id(id.clone());
             let base = if ctx.api_version >= 3 { base.with_authorized_operations(operations) } else { base };
             let Some(described) = ctx.broker.groups.describe(id.as_str()) else {
-                return base.with_group_state(str_bytes("Dead"));
+                let dead = base.with_group_state(str_bytes("Dead"));
+                if ctx.api_version < 6 {
+                    return dead;
+                }
+                return dead
+                    .with_error_code(ResponseError::GroupIdNotFound.code())
+                    .with_error_message(Some(str_bytes(&format!("group {} not found", id.as_str()))));
             };
             let members = described
                 .members
