@@ -33,14 +33,25 @@ const SERVED: &[ApiKey] = &[
 
 /// The version range served for `key`, if it is served at all.
 pub fn supported(key: ApiKey) -> Option<VersionRange> {
-    SERVED.contains(&key).then(|| key.valid_versions())
+    SERVED.contains(&key).then(|| served_versions(key))
+}
+
+/// Kafka's range, capped where `kafka-protocol` 0.18 lists a version its
+/// decoder does not handle yet (OffsetCommit and OffsetFetch v10).
+fn served_versions(key: ApiKey) -> VersionRange {
+    let range = key.valid_versions();
+    let decodable_max = match key {
+        ApiKey::OffsetCommit | ApiKey::OffsetFetch => 9,
+        _ => range.max,
+    };
+    VersionRange { min: range.min, max: range.max.min(decodable_max) }
 }
 
 pub fn api_keys() -> Vec<ApiVersion> {
     SERVED
         .iter()
         .map(|key| {
-            let range = key.valid_versions();
+            let range = served_versions(*key);
             ApiVersion::default()
                 .with_api_key(*key as i16)
                 .with_min_version(range.min)
