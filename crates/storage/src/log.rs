@@ -641,6 +641,45 @@ mod tests {
     }
 
     #[test]
+    fn given_old_active_segment_when_append_should_roll_and_trim_indexes() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig { segment_ms: 1_000, segment_bytes: 1 << 20, ..small_config() };
+        let mut log = Log::open(dir.path(), config, 0, 0, true, 0).unwrap().0;
+        for i in 0..20 {
+            log.append(&batch(3, 1_000 + i, Compression::None), 0, 10).unwrap();
+        }
+        assert_eq!(log.segments().count(), 1, "young segment: no roll");
+        log.append(&batch(1, 5_000, Compression::None), 0, 1_011).unwrap();
+        assert_eq!(log.segments().count(), 2, "past segment.ms: rolled");
+        let rolled = log.segments().next().unwrap();
+        let index_len = std::fs::metadata(rolled.index().path()).unwrap().len();
+        assert_eq!(index_len, rolled.index().entries() as u64 * 8, "rolled index trimmed to its entries");
+        assert!(rolled.index().entries() > 0);
+        let active = log.segments().last().unwrap();
+        assert_eq!(
+            std::fs::metadata(active.index().path()).unwrap().len(),
+            1024,
+            "active index preallocated"
+        );
+    }
+
+    #[test]
+    fn flush_messages_advances_the_recovery_point() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig { flush_interval_messages: 5, ..small_config() };
+        let mut log = Log::open(dir.path(), config, 0, 0, true, 0).unwrap().0;
+        log.append(&batch(3, 0, Compression::None), 0, 0).unwrap();
+        assert_eq!(log.recovery_point(), 0);
+        log.append(&batch(3, 0, Compression::None), 0, 0).unwrap();
+        assert_eq!(log.recovery_point(), 6, "flushed once 5 messages were unflushed");
+        let config = LogConfig { flush_interval_ms: 100, ..small_config() };
+        let mut log = Log::open(&dir.path().join("timed"), config, 0, 0, true, 0).unwrap().0;
+        log.append(&batch(2, 0, Compression::None), 0, 0).unwrap();
+        assert!(!log.flush_due(50));
+        assert!(log.flush_due(100));
+    }
+
+    #[test]
     fn log_append_time_stamps_the_batch() {
         let dir = tempfile::tempdir().unwrap();
         let config = LogConfig { timestamp_type: TimestampType::LogAppendTime, ..small_config() };
