@@ -4,8 +4,10 @@ Groups of confluent-kafka and kafka-python consumers share partitions, hand
 them over when a member leaves or dies, and commit what they processed; the
 committed offsets survive a clean restart and a kill -9; static members come
 back without a rebalance; the admin APIs list, describe and delete groups and
-their offsets; and the wire-level error paths of JoinGroup, SyncGroup and
-Heartbeat answer with Kafka's codes. Hand-built frames also check what clients
+their offsets; cooperative-sticky members hand over only the partitions
+that move; and the wire-level error paths of JoinGroup, SyncGroup, Heartbeat
+and OffsetCommit answer with Kafka's codes, while OffsetFetch (batched) reads
+back exactly what was accepted. Hand-built frames also check what clients
 only notice as stalls: a member that dies mid-rebalance expires with its
 session, a static leader's restart skips the assignment, an old static
 incarnation is fenced, and a parked JoinGroup does not hold up shutdown.
@@ -28,6 +30,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -63,8 +66,13 @@ from wire import (
     INVALID_SESSION_TIMEOUT,
     MEMBER_ID_REQUIRED,
     NONE,
+    OFFSET_METADATA_TOO_LARGE,
+    REBALANCE_IN_PROGRESS,
     UNKNOWN_MEMBER_ID,
+    UNKNOWN_TOPIC_OR_PARTITION,
+    CommitPartition,
     Connection,
+    FetchedOffset,
     call,
     consumer_assignment,
     consumer_subscription,
@@ -73,11 +81,15 @@ from wire import (
     join_group_request,
     join_group_v9_request,
     metadata_request,
+    offset_commit_v8_request,
+    offset_fetch_v8_request,
     parse_find_coordinator_v4,
     parse_heartbeat_v4,
     parse_join_group,
     parse_join_group_v9,
     parse_metadata,
+    parse_offset_commit_v8,
+    parse_offset_fetch_v8,
     parse_sync_group_v5,
     sync_group_v5_request,
 )
@@ -554,6 +566,100 @@ def test_kafka_python_and_confluent_share_a_group(broker_factory):
             m.close()
 
 
+def test_cooperative_sticky_moves_only_the_partitions_that_change_owner(broker_factory):
+    """KIP-429 incremental rebalancing over the classic protocol: when a second
+    cooperative-sticky member joins, the first gives up only the partitions that move
+    (in a first rebalance) and the newcomer gets them in a follow-up one; the partitions
+    the first member keeps are never revoked. With commit-after-process and no records in
+    flight across the hand-over, every record is consumed exactly once."""
+    broker = broker_factory(group_initial_rebalance_delay_ms=0)
+    topic, group, partitions = "coop", "cooperative", 6
+    everything = frozenset(range(partitions))
+    create_topic(broker.bootstrap, topic, partitions)
+    expected = produce_keyed(broker.bootstrap, topic, 0, 600)
+    ends = end_offsets_of_keys(expected)
+    assert set(ends) == everything, "every partition needs records"
+
+    config = group_config(broker.bootstrap, group, **{"partition.assignment.strategy": "cooperative-sticky"})
+    a = GroupMember({**config, "client.id": "coop-a"}, topic)
+    members = [a]
+    try:
+        wait_until(
+            lambda: a.pump() or (a.owned() == everything and a.committed == ends),
+            REBALANCE_S + 30,
+            f"the first member to own every partition and commit the first records ({ends})",
+        )
+        assert [e for e in a.events if e[1]] == [("assign", everything)], a.events
+
+        b = GroupMember({**config, "client.id": "coop-b"}, topic)
+        members.append(b)
+
+        def split() -> bool:
+            a.pump()
+            b.pump()
+            owned = [a.owned(), b.owned()]
+            if not partitioned_exactly_once(owned, partitions) or [len(o) for o in owned] != [3, 3]:
+                return False
+            return described_assignment(broker.bootstrap, group, topic) == {
+                a.member_id(): owned[0],
+                b.member_id(): owned[1],
+            }
+
+        wait_until(split, 2 * REBALANCE_S, "the two cooperative members to own three partitions each")
+        kept, moved = a.owned(), everything - a.owned()
+        revoked = [set(given_up) for kind, given_up in a.events if kind == "revoke" and given_up]
+        assert revoked, f"the first member never revoked anything, yet it gave up {sorted(moved)}: {a.events}"
+        for partitions_revoked in revoked:
+            assert not partitions_revoked & kept, (
+                f"an eager revocation: the first member revoked {sorted(partitions_revoked)} "
+                f"although it kept {sorted(kept)} (events {a.events})"
+            )
+        assert set().union(*revoked) == moved, (revoked, moved)
+        assert [e for e in a.events if e[0] == "assign" and e[1]] == [("assign", everything)], (
+            f"the first member was given partitions again after its first assignment: {a.events}"
+        )
+        assert [e for e in b.events if e[0] == "revoke" and e[1]] == [], b.events
+        assert frozenset().union(*(got for kind, got in b.events if kind == "assign")) == moved, b.events
+        description = described(broker.bootstrap, group)
+        assert (description.state, description.partition_assignor) == (
+            ConsumerGroupState.STABLE,
+            "cooperative-sticky",
+        )
+
+        def moves() -> tuple[list, list]:
+            # An empty incremental assignment (the end of a cooperative round) moves nothing.
+            return [e for e in a.events if e[1]], [e for e in b.events if e[1]]
+
+        moves_after_split = moves()
+
+        first_ends = ends
+        expected.update(produce_keyed(broker.bootstrap, topic, 600, 600))
+        ends = end_offsets_of_keys(expected)
+        assert all(ends[p] > first_ends[p] for p in everything), "every partition needs new records"
+
+        def drained_and_committed() -> bool:
+            a.pump()
+            b.pump()
+            return all_consumed(members, expected) and {**a.committed, **b.committed} == ends
+
+        wait_until(drained_and_committed, 60, f"all 1200 records consumed and committed ({ends})")
+        assert_records_match(members, expected)
+        seen = Counter((p, o) for m in members for p, o, _ in m.consumed())
+        duplicates = sorted(key for key, count in seen.items() if count > 1)
+        assert not duplicates, f"{len(duplicates)} records consumed twice, first {duplicates[:5]}"
+        assert set(seen) == set(expected)
+        assert {p for p, _, _ in b.consumed()} == moved, "the newcomer read partitions it never owned"
+        resumed_at = {p: min(o for q, o, _ in b.consumed() if q == p) for p in moved}
+        assert resumed_at == {p: first_ends[p] for p in moved}, (
+            f"the newcomer must resume where the first member committed ({first_ends}), resumed at {resumed_at}"
+        )
+        assert moves() == moves_after_split, "partitions moved again after the split"
+        assert committed_offsets(broker.bootstrap, group, topic, range(partitions)) == ends
+    finally:
+        for m in members:
+            m.close()
+
+
 # ---------------------------------------------------------------- durability of offsets
 
 
@@ -979,6 +1085,122 @@ def test_wire_join_sync_heartbeat_errors(broker_factory):
     no_common = wire_join(port, group, protocols=[("sticky-only", consumer_subscription(["t"]))])
     assert no_common.error_code == INCONSISTENT_GROUP_PROTOCOL, no_common
     assert heartbeat(generation, member) == NONE, "refused joins must leave the group as it was"
+
+
+# Kafka's default offset.metadata.max.bytes.
+OFFSET_METADATA_MAX_BYTES = 4096
+NOTHING_COMMITTED = FetchedOffset(-1, -1, "", NONE)
+
+
+def wire_commit(port: int, group: str, generation: int, member_id: str, topics) -> dict[tuple[str, int], int]:
+    """One OffsetCommit v8: the error code of every (topic, partition), which must all be answered."""
+    response = parse_offset_commit_v8(call(port, offset_commit_v8_request(41, group, generation, member_id, topics)))
+    assert response.correlation_id == 41
+    errors = response.errors()
+    asked = {(name, p.partition) for name, partitions in topics for p in partitions}
+    assert set(errors) == asked, f"asked to commit {sorted(asked)}, answered {sorted(errors)}"
+    return errors
+
+
+def wire_fetch_offsets(port: int, groups) -> dict[str, dict[tuple[str, int], FetchedOffset]]:
+    """One OffsetFetch v8 over `groups` [(group, [(topic, [partitions])] or None)]: offsets by group,
+    each group answered once, in request order and without a group-level error."""
+    response = parse_offset_fetch_v8(call(port, offset_fetch_v8_request(42, groups)))
+    assert response.correlation_id == 42
+    assert [g.group_id for g in response.groups] == [g for g, _ in groups], response
+    for g in response.groups:
+        assert g.error_code == NONE, g
+    return {g.group_id: g.offsets() for g in response.groups}
+
+
+def test_wire_offset_commit_checks_the_committer_and_fetch_sees_valid_commits(broker_factory):
+    """OffsetCommit v8 from a classic group's member: Kafka's error for a stale generation,
+    an unknown member, an anonymous commit into a group with members, a commit during
+    CompletingRebalance, an unknown topic or partition and oversized metadata; refused
+    commits store nothing, and a valid one is what OffsetFetch v8 returns."""
+    broker = broker_factory(group_initial_rebalance_delay_ms=0)
+    port, group, topic = broker.port, "wire-offsets", "t"  # `t` is what wire_member subscribes to
+    create_topic(broker.bootstrap, topic, 2)
+    # Long sessions: the member never heartbeats, and must outlive a slow run.
+    timeouts = {"session_timeout_ms": 60_000, "rebalance_timeout_ms": 60_000}
+    member, first_generation = wire_member(port, group, **timeouts)
+
+    # The (only, leading) member rejoins: a new generation, the old one is stale from now on.
+    protocols = [("range", consumer_subscription([topic]))]
+    rejoined = wire_join(port, group, member, protocols=protocols, **timeouts)
+    assert (rejoined.error_code, rejoined.member_id) == (NONE, member), rejoined
+    generation = rejoined.generation_id
+    assert generation == first_generation + 1, rejoined
+    one = [(topic, [CommitPartition(0, 5)])]
+    assert wire_commit(port, group, generation, member, one) == {(topic, 0): REBALANCE_IN_PROGRESS}, (
+        "a member with the current generation committing before its SyncGroup (CompletingRebalance)"
+    )
+    synced = parse_sync_group_v5(
+        call(
+            port,
+            sync_group_v5_request(
+                12,
+                group,
+                generation,
+                member,
+                protocol_name="range",
+                assignments={member: consumer_assignment({topic: [0, 1]})},
+            ),
+        )
+    )
+    assert synced.error_code == NONE, synced
+
+    refusals = {
+        "stale generation": (first_generation, member, ILLEGAL_GENERATION),
+        "future generation": (generation + 1, member, ILLEGAL_GENERATION),
+        "unknown member id": (generation, "no-such-member", UNKNOWN_MEMBER_ID),
+        "anonymous commit while the group has a member": (-1, "", UNKNOWN_MEMBER_ID),
+    }
+    both = [(topic, [CommitPartition(0, 5), CommitPartition(1, 6)])]
+    outcomes = {what: wire_commit(port, group, gen, member_id, both) for what, (gen, member_id, _) in refusals.items()}
+    assert outcomes == {
+        what: {(topic, 0): error, (topic, 1): error} for what, (_, _, error) in refusals.items()
+    }, outcomes
+
+    # Per-partition refusals: the rest of the request still commits.
+    at_limit, over_limit = "m" * OFFSET_METADATA_MAX_BYTES, "m" * (OFFSET_METADATA_MAX_BYTES + 1)
+    mixed = [
+        (topic, [CommitPartition(0, 11, 3, at_limit), CommitPartition(1, 12, 3, over_limit), CommitPartition(2, 13)]),
+        ("no-such-topic", [CommitPartition(0, 14)]),
+    ]
+    assert wire_commit(port, group, generation, member, mixed) == {
+        (topic, 0): NONE,
+        (topic, 1): OFFSET_METADATA_TOO_LARGE,
+        (topic, 2): UNKNOWN_TOPIC_OR_PARTITION,
+        ("no-such-topic", 0): UNKNOWN_TOPIC_OR_PARTITION,
+    }
+    wanted = [(group, [(topic, [0, 1, 2]), ("no-such-topic", [0])])]
+    assert wire_fetch_offsets(port, wanted)[group] == {
+        (topic, 0): FetchedOffset(11, 3, at_limit, NONE),
+        (topic, 1): NOTHING_COMMITTED,
+        (topic, 2): NOTHING_COMMITTED,
+        ("no-such-topic", 0): NOTHING_COMMITTED,
+    }, "only the one accepted partition may have been stored"
+
+    # A valid commit replaces the offsets; null metadata reads back as "", as in Kafka.
+    valid = [(topic, [CommitPartition(0, 42, 7, "first"), CommitPartition(1, 17, -1, None)])]
+    assert wire_commit(port, group, generation, member, valid) == {(topic, 0): NONE, (topic, 1): NONE}
+    committed = {(topic, 0): FetchedOffset(42, 7, "first", NONE), (topic, 1): FetchedOffset(17, -1, "", NONE)}
+    assert wire_fetch_offsets(port, [(group, [(topic, [0, 1])])])[group] == committed
+    assert wire_fetch_offsets(port, [(group, None)])[group] == committed, "all of the group's offsets"
+    assert committed_offsets(broker.bootstrap, group, topic, [0, 1]) == {0: 42, 1: 17}, "AdminClient disagrees"
+    assert parse_heartbeat_v4(call(port, heartbeat_v4_request(5, group, generation, member))) == NONE
+
+    # Batched OffsetFetch (KIP-709): several groups in one request, each answered on its own.
+    other, unused = "wire-offsets-other", "wire-offsets-never-used"
+    anonymous = [(topic, [CommitPartition(1, 99, -1, "other")])]
+    assert wire_commit(port, other, -1, "", anonymous) == {(topic, 1): NONE}, "a commit into a memberless group"
+    answers = wire_fetch_offsets(port, [(group, [(topic, [0, 1])]), (other, None), (unused, [(topic, [0])])])
+    assert answers == {
+        group: committed,
+        other: {(topic, 1): FetchedOffset(99, -1, "other", NONE)},
+        unused: {(topic, 0): NOTHING_COMMITTED},
+    }, answers
 
 
 class StaticWireMember:

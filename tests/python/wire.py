@@ -12,7 +12,8 @@ test needs them: Fetch with chosen sessions, epochs and size limits (v4-18),
 Produce by name or topic id and with acks=0 (v3-13), Metadata and DeleteTopics
 by topic id, the classic group protocol (FindCoordinator v4, JoinGroup v5-9,
 SyncGroup v5, Heartbeat v4) with whatever member ids, generations and
-timeouts a test needs; and it builds and checks RecordBatch v2 (CRC-32C) by hand.
+timeouts a test needs, OffsetCommit v8 and OffsetFetch v8 (batched groups);
+and it builds and checks RecordBatch v2 (CRC-32C) by hand.
 Decoders read every field of their version and insist nothing is left over.
 """
 
@@ -29,6 +30,8 @@ import crc32c
 PRODUCE = 0
 FETCH = 1
 METADATA = 3
+OFFSET_COMMIT = 8
+OFFSET_FETCH = 9
 FIND_COORDINATOR = 10
 JOIN_GROUP = 11
 HEARTBEAT = 12
@@ -41,6 +44,7 @@ NONE = 0
 OFFSET_OUT_OF_RANGE = 1
 CORRUPT_MESSAGE = 2
 UNKNOWN_TOPIC_OR_PARTITION = 3
+OFFSET_METADATA_TOO_LARGE = 12
 ILLEGAL_GENERATION = 22
 INCONSISTENT_GROUP_PROTOCOL = 23
 UNKNOWN_MEMBER_ID = 25
@@ -59,7 +63,7 @@ INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
 
 # First flexible version of each API Strom serves; earlier versions use request header v1.
-FIRST_FLEXIBLE_VERSION = {0: 9, 1: 12, 2: 6, 3: 9, 10: 3, 11: 6, 12: 4, 14: 4, 18: 3, 19: 5, 20: 4, 60: 0}
+FIRST_FLEXIBLE_VERSION = {0: 9, 1: 12, 2: 6, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 14: 4, 18: 3, 19: 5, 20: 4, 60: 0}
 
 
 def int16(value: int) -> bytes:
@@ -1138,3 +1142,149 @@ def parse_heartbeat_v4(payload: bytes) -> int:
     r.tagged_fields()
     r.assert_at_end("Heartbeat v4")
     return error_code
+
+
+# ---------------------------------------------------------------- offsets (OffsetCommit v8, OffsetFetch v8)
+
+
+class CommitPartition(NamedTuple):
+    partition: int
+    offset: int
+    leader_epoch: int = -1
+    metadata: str | None = ""
+
+
+def offset_commit_v8_request(
+    correlation_id: int,
+    group_id: str,
+    generation_id_or_member_epoch: int,
+    member_id: str,
+    topics: Sequence[tuple[str, Sequence[CommitPartition]]],
+    group_instance_id: str | None = None,
+) -> bytes:
+    """OffsetCommit v8 (flexible; no retention time since v5, topics by name until v10)."""
+    w = Writer(flexible=True)
+    w.string(group_id).int32(generation_id_or_member_epoch).string(member_id).nullable_string(group_instance_id)
+    w.length(len(topics))
+    for name, partitions in topics:
+        w.string(name).length(len(partitions))
+        for p in partitions:
+            w.int32(p.partition).int64(p.offset).int32(p.leader_epoch).nullable_string(p.metadata).tagged_fields()
+        w.tagged_fields()
+    w.tagged_fields()
+    return request(OFFSET_COMMIT, 8, correlation_id, w.build())
+
+
+class OffsetCommitResponse(NamedTuple):
+    correlation_id: int
+    throttle_time_ms: int
+    topics: list[tuple[str, list[tuple[int, int]]]]
+
+    def errors(self) -> dict[tuple[str, int], int]:
+        """Error code by (topic, partition); duplicates fail."""
+        found = {}
+        for topic, partitions in self.topics:
+            for index, error in partitions:
+                assert (topic, index) not in found, f"{topic}[{index}] appears twice"
+                found[(topic, index)] = error
+        return found
+
+
+def parse_offset_commit_v8(payload: bytes) -> OffsetCommitResponse:
+    correlation_id, r = response_reader(payload, OFFSET_COMMIT, 8)
+    throttle = r.int32()
+
+    def partition(r: Reader) -> tuple[int, int]:
+        entry = (r.int32(), r.int16())
+        r.tagged_fields()
+        return entry
+
+    def topic(r: Reader):
+        entry = (r.string(), r.array(partition))
+        r.tagged_fields()
+        return entry
+
+    topics = r.array(topic)
+    r.tagged_fields()
+    r.assert_at_end("OffsetCommit v8")
+    return OffsetCommitResponse(correlation_id, throttle, topics)
+
+
+class FetchedOffset(NamedTuple):
+    offset: int
+    leader_epoch: int
+    metadata: str | None
+    error_code: int
+
+
+class FetchedGroupOffsets(NamedTuple):
+    group_id: str
+    error_code: int
+    topics: list[tuple[str, list[tuple[int, FetchedOffset]]]]
+
+    def offsets(self) -> dict[tuple[str, int], FetchedOffset]:
+        """Every partition of this group's answer by (topic, partition); duplicates fail."""
+        found = {}
+        for topic, partitions in self.topics:
+            for index, fetched in partitions:
+                assert (topic, index) not in found, f"{self.group_id}: {topic}[{index}] appears twice"
+                found[(topic, index)] = fetched
+        return found
+
+
+def offset_fetch_v8_request(
+    correlation_id: int,
+    groups: Sequence[tuple[str, Sequence[tuple[str, Sequence[int]]] | None]],
+    require_stable: bool = False,
+) -> bytes:
+    """OffsetFetch v8, batched groups (KIP-709): (group, [(topic, [partitions])] or None for all)."""
+    w = Writer(flexible=True)
+    w.length(len(groups))
+    for group_id, topics in groups:
+        w.string(group_id)
+        w.length(None if topics is None else len(topics))
+        for name, partitions in topics or ():
+            w.string(name).length(len(partitions))
+            for p in partitions:
+                w.int32(p)
+            w.tagged_fields()
+        w.tagged_fields()
+    w.boolean(require_stable).tagged_fields()
+    return request(OFFSET_FETCH, 8, correlation_id, w.build())
+
+
+class OffsetFetchResponse(NamedTuple):
+    correlation_id: int
+    throttle_time_ms: int
+    groups: list[FetchedGroupOffsets]
+
+    def group(self, group_id: str) -> FetchedGroupOffsets:
+        matches = [g for g in self.groups if g.group_id == group_id]
+        assert len(matches) == 1, f"group {group_id!r} answered {len(matches)} times: {self.groups}"
+        return matches[0]
+
+
+def parse_offset_fetch_v8(payload: bytes) -> OffsetFetchResponse:
+    correlation_id, r = response_reader(payload, OFFSET_FETCH, 8)
+    throttle = r.int32()
+
+    def partition(r: Reader) -> tuple[int, FetchedOffset]:
+        index = r.int32()
+        entry = FetchedOffset(r.int64(), r.int32(), r.nullable_string(), r.int16())
+        r.tagged_fields()
+        return index, entry
+
+    def topic(r: Reader):
+        entry = (r.string(), r.array(partition))
+        r.tagged_fields()
+        return entry
+
+    def group(r: Reader) -> FetchedGroupOffsets:
+        group_id, topics, error_code = r.string(), r.array(topic), r.int16()
+        r.tagged_fields()
+        return FetchedGroupOffsets(group_id, error_code, topics)
+
+    groups = r.array(group)
+    r.tagged_fields()
+    r.assert_at_end("OffsetFetch v8")
+    return OffsetFetchResponse(correlation_id, throttle, groups)
