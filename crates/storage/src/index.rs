@@ -46,6 +46,9 @@ impl IndexFile {
             // one log under its lock), so nothing truncates it while mapped.
             #[allow(unsafe_code)]
             let mmap = unsafe { MmapMut::map_mut(&self.file)? };
+            // Entries are touched one page at a time, in order: readahead on
+            // a fault only reads pages of the sparse file nobody needs yet.
+            mmap.advise(memmap2::Advice::Random)?;
             self.mmap = Some(mmap);
         }
         Ok(())

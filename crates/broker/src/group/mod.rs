@@ -752,13 +752,8 @@ impl GroupCoordinator {
     fn expire_offsets(&self, broker: &Broker) {
         let now_ms = strom_storage::now_ms();
         let mut groups = self.groups.lock().expect("groups lock");
-        for group in groups.values_mut().filter(|g| g.is_empty()) {
-            let expired: Vec<(String, i32)> = group
-                .offsets
-                .iter()
-                .filter(|(_, v)| now_ms - v.commit_timestamp_ms > self.config.offsets_retention_ms)
-                .map(|(k, _)| k.clone())
-                .collect();
+        for group in groups.values_mut() {
+            let expired = group.expired_offsets(now_ms, self.config.offsets_retention_ms);
             if expired.is_empty() {
                 continue;
             }

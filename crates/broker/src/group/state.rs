@@ -329,6 +329,22 @@ impl Group {
         self.phase_deadline = None;
     }
 
+    /// Offsets older than the retention, in a group with no members (a
+    /// group with members keeps its offsets however old).
+    pub fn expired_offsets(&self, now_ms: i64, retention_ms: i64) -> Vec<(String, i32)> {
+        if !self.is_empty() {
+            return Vec::new();
+        }
+        let mut expired: Vec<(String, i32)> = self
+            .offsets
+            .iter()
+            .filter(|(_, v)| now_ms - v.commit_timestamp_ms > retention_ms)
+            .map(|(k, _)| k.clone())
+            .collect();
+        expired.sort();
+        expired
+    }
+
     /// Whether the member id belongs to a static instance other than
     /// `instance_id` claims: an old incarnation, to be fenced.
     pub fn is_fenced(&self, member_id: &str, instance_id: Option<&str>) -> bool {
@@ -567,6 +583,24 @@ mod tests {
         group.tick(LIMITS, now + Duration::from_secs(31));
         assert_eq!(group.members.len(), 1);
         assert_eq!(c_rx.try_recv().unwrap().leader, "c");
+    }
+
+    #[test]
+    fn only_old_offsets_of_empty_groups_expire() {
+        let now = Instant::now();
+        let mut group = Group::new("g");
+        let offset = |ts| OffsetValue {
+            offset: 1,
+            leader_epoch: -1,
+            metadata: String::new(),
+            commit_timestamp_ms: ts,
+        };
+        group.offsets.insert(("t".into(), 0), offset(1_000));
+        group.offsets.insert(("t".into(), 1), offset(9_000));
+        assert_eq!(group.expired_offsets(10_000, 5_000), vec![("t".to_owned(), 0)]);
+        let (a, _a) = member("a", now);
+        group.add_member(a, "consumer", LIMITS, now);
+        assert!(group.expired_offsets(10_000, 5_000).is_empty(), "members keep their offsets");
     }
 
     #[test]
