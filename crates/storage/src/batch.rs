@@ -302,10 +302,19 @@ pub fn rewrite_header(header: &mut [u8; HEADER_LEN], batch: &[u8], rewrite: Head
 /// writes itself (metadata, group offsets). Offsets start at 0; the log
 /// assigns the real ones on append.
 pub fn encode_batch(entries: &[(Option<Bytes>, Option<Bytes>)], timestamp_ms: i64) -> Bytes {
+    let records = entries.iter().map(|(key, value)| (key.clone(), value.clone(), timestamp_ms));
+    encode_records(records, Compression::None)
+}
+
+/// Encodes (key, value, timestamp) triples as one batch with `compression`.
+pub fn encode_records(
+    entries: impl IntoIterator<Item = (Option<Bytes>, Option<Bytes>, i64)>,
+    compression: Compression,
+) -> Bytes {
     let records: Vec<Record> = entries
-        .iter()
+        .into_iter()
         .enumerate()
-        .map(|(i, (key, value))| Record {
+        .map(|(i, (key, value, timestamp))| Record {
             transactional: false,
             control: false,
             delete_horizon: false,
@@ -316,14 +325,14 @@ pub fn encode_batch(entries: &[(Option<Bytes>, Option<Bytes>)], timestamp_ms: i6
             offset: i as i64,
             // The encoder splits batches where offset minus sequence changes.
             sequence: i as i32 - 1,
-            timestamp: timestamp_ms,
-            key: key.clone(),
-            value: value.clone(),
+            timestamp,
+            key,
+            value,
             headers: Default::default(),
         })
         .collect();
     let mut buf = BytesMut::new();
-    let options = RecordEncodeOptions { version: 2, compression: Compression::None };
+    let options = RecordEncodeOptions { version: 2, compression };
     RecordBatchEncoder::encode(&mut buf, &records, &options).expect("encoding into memory cannot fail");
     buf.freeze()
 }
@@ -341,34 +350,16 @@ pub fn decode_records(mut bytes: Bytes) -> Result<Vec<Record>> {
 
 #[cfg(test)]
 pub(crate) mod test_support {
-    use bytes::BytesMut;
-    use kafka_protocol::records::{
-        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-    };
+    use kafka_protocol::records::Compression;
 
-    /// Encodes one batch of `count` records with the given timestamps.
+    /// Encodes one batch of `count` records with consecutive timestamps.
     pub fn batch(count: usize, first_timestamp: i64, compression: Compression) -> Vec<u8> {
-        let records: Vec<Record> = (0..count)
-            .map(|i| Record {
-                transactional: false,
-                control: false,
-                delete_horizon: false,
-                partition_leader_epoch: 0,
-                producer_id: -1,
-                producer_epoch: -1,
-                timestamp_type: TimestampType::Creation,
-                offset: i as i64,
-                sequence: i as i32 - 1,
-                timestamp: first_timestamp + i as i64,
-                key: Some(format!("key-{i}").into_bytes().into()),
-                value: Some(vec![b'v'; 10 + i % 7].into()),
-                headers: Default::default(),
-            })
-            .collect();
-        let mut buf = BytesMut::new();
-        let options = RecordEncodeOptions { version: 2, compression };
-        RecordBatchEncoder::encode(&mut buf, &records, &options).expect("encode");
-        buf.to_vec()
+        let records = (0..count).map(|i| {
+            let key = Some(format!("key-{i}").into_bytes().into());
+            let value = Some(vec![b'v'; 10 + i % 7].into());
+            (key, value, first_timestamp + i as i64)
+        });
+        super::encode_records(records, compression).to_vec()
     }
 }
 
