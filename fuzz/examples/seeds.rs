@@ -23,6 +23,7 @@
 use std::path::PathBuf;
 
 use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::consumer_group_heartbeat_request;
 use kafka_protocol::messages::create_topics_request::{
     CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig,
 };
@@ -44,11 +45,11 @@ use kafka_protocol::messages::offset_fetch_request::{
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, BrokerId, CreateTopicsRequest, DeleteGroupsRequest, DeleteTopicsRequest,
-    DescribeClusterRequest, DescribeGroupsRequest, FetchRequest, FindCoordinatorRequest, GroupId,
-    HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest,
-    MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest, ProduceRequest,
-    RequestHeader, SyncGroupRequest, TopicName,
+    ApiKey, ApiVersionsRequest, BrokerId, ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest,
+    CreateTopicsRequest, DeleteGroupsRequest, DeleteTopicsRequest, DescribeClusterRequest,
+    DescribeGroupsRequest, FetchRequest, FindCoordinatorRequest, GroupId, HeartbeatRequest, JoinGroupRequest,
+    LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
+    OffsetDeleteRequest, OffsetFetchRequest, ProduceRequest, RequestHeader, SyncGroupRequest, TopicName,
 };
 use kafka_protocol::protocol::{Encodable, StrBytes};
 use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
@@ -197,6 +198,10 @@ fn body(key: ApiKey, version: i16) -> Result<Bytes, String> {
         ApiKey::OffsetCommit => encode(offset_commit(v), v),
         ApiKey::OffsetFetch => encode(offset_fetch(v), v),
         ApiKey::OffsetDelete => encode(offset_delete(), v),
+        ApiKey::ConsumerGroupHeartbeat => encode(consumer_group_heartbeat(), v),
+        ApiKey::ConsumerGroupDescribe => {
+            encode(ConsumerGroupDescribeRequest::default().with_group_ids(vec![group("billing")]), v)
+        }
         other => panic!("{other:?} is served: add a seed builder for it to fuzz/examples/seeds.rs"),
     }
 }
@@ -547,6 +552,18 @@ fn offset_delete() -> OffsetDeleteRequest {
             .with_name(topic("orders"))
             .with_partitions(vec![OffsetDeleteRequestPartition::default().with_partition_index(0)]),
     ])
+}
+
+fn consumer_group_heartbeat() -> ConsumerGroupHeartbeatRequest {
+    ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(group("billing"))
+        .with_member_id(text(MEMBER_ID))
+        .with_rebalance_timeout_ms(300_000)
+        .with_subscribed_topic_names(Some(vec![topic("orders")]))
+        .with_server_assignor(Some(text("uniform")))
+        .with_topic_partitions(Some(vec![consumer_group_heartbeat_request::TopicPartitions::default()
+            .with_topic_id(Uuid::from_u128(7))
+            .with_partitions(vec![0, 1])]))
 }
 
 fn truncations(seed: &Seed) -> Vec<Seed> {
