@@ -25,8 +25,14 @@ pub fn heartbeat(
         .topic_partitions
         .as_ref()
         .map(|topics| topics.iter().flat_map(|t| t.partitions.iter().map(|p| (t.topic_id, *p))).collect());
+    // v0 clients let the coordinator name them on their first heartbeat.
+    let member_id = if request.member_id.is_empty() && request.member_epoch == 0 {
+        uuid::Uuid::new_v4().simple().to_string()
+    } else {
+        request.member_id.to_string()
+    };
     let heartbeat = Heartbeat {
-        member_id: request.member_id.to_string(),
+        member_id,
         member_epoch: request.member_epoch,
         instance_id: request.instance_id.as_ref().map(|s| s.to_string()),
         rack_id: request.rack_id.as_ref().map(|s| s.to_string()),
