@@ -345,8 +345,7 @@ impl LogSegment {
         let mut position = 0u64;
         let mut batches = 0;
         let mut expected_offset = self.base_offset;
-        while let Some(batch) = self.read_valid_batch(position, file_len, max_batch_bytes, expected_offset) {
-            let header = BatchHeader::parse(&batch).expect("verified");
+        while let Some(header) = self.read_valid_batch(position, file_len, max_batch_bytes, expected_offset) {
             self.index_batch(position, header.size, header.last_offset(), header.max_timestamp);
             expected_offset = header.next_offset();
             self.next_offset = expected_offset;
@@ -363,7 +362,15 @@ impl LogSegment {
         Ok(RecoveryReport { valid_bytes: position, truncated_bytes: truncated, batches })
     }
 
-    fn read_valid_batch(&self, position: u64, file_len: u64, max: usize, expected: i64) -> Option<Vec<u8>> {
+    /// The header of the batch at `position` if the whole batch is there and
+    /// passes its checks.
+    fn read_valid_batch(
+        &self,
+        position: u64,
+        file_len: u64,
+        max: usize,
+        expected: i64,
+    ) -> Option<BatchHeader> {
         let mut head = [0u8; batch::LOG_OVERHEAD];
         if position + head.len() as u64 > file_len {
             return None;
@@ -376,7 +383,7 @@ impl LogSegment {
         let mut buf = vec![0u8; size];
         self.file.read_exact_at(&mut buf, position).ok()?;
         let header = batch::verify_stored(&buf).ok()?;
-        (header.base_offset >= expected).then_some(buf)
+        (header.base_offset >= expected).then_some(header)
     }
 
     /// Index bookkeeping for one batch at `position`: Kafka's rule of an entry

@@ -75,10 +75,13 @@ fn produce_partition(
     if !matches!(acks, -1..=1) {
         return error_response(index, ResponseError::InvalidRequiredAcks, None);
     }
-    let min_insync = min_insync_replicas(broker, &hosted.name);
-    if acks == -1 && min_insync > 1 {
-        let message = format!("min.insync.replicas is {min_insync} but only 1 replica is in sync");
-        return error_response(index, ResponseError::NotEnoughReplicas, Some(message));
+    // Only acks=all asks for the in-sync count: keep the lookup off acks=1.
+    if acks == -1 {
+        let min_insync = min_insync_replicas(broker, &hosted.name);
+        if min_insync > 1 {
+            let message = format!("min.insync.replicas is {min_insync} but only 1 replica is in sync");
+            return error_response(index, ResponseError::NotEnoughReplicas, Some(message));
+        }
     }
     let records = data.records.unwrap_or_default();
     match partition.append(&records, strom_storage::now_ms()) {
