@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use strom_storage::batch::TimestampType;
-use strom_storage::LogConfig;
+use strom_storage::{CleanupPolicy, LogConfig};
 
 use crate::group::GroupConfig;
 
@@ -58,12 +58,31 @@ pub struct BrokerConfig {
     pub log_flush_scheduler_interval_ms: u64,
     pub max_incremental_fetch_session_cache_slots: usize,
     pub max_connections: usize,
+    /// `log.retention.check.interval.ms`
+    pub log_retention_check_interval_ms: u64,
     /// Defaults for every topic's log.
     pub log: LogConfig,
+    /// The log cleaner's settings.
+    pub cleaner: CleanerConfig,
     /// The group coordinator's settings.
     pub groups: GroupConfig,
     /// Every key given, as given, for DescribeConfigs.
     pub provided: BTreeMap<String, String>,
+}
+
+/// The log cleaner (compaction) settings, Kafka's `log.cleaner.*`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CleanerConfig {
+    /// `log.cleaner.enable`
+    pub enable: bool,
+    /// `log.cleaner.threads`
+    pub threads: usize,
+    /// `log.cleaner.dedupe.buffer.size`: memory for the offset maps of all threads.
+    pub dedupe_buffer_size: usize,
+    /// `log.cleaner.io.buffer.size`
+    pub io_buffer_size: usize,
+    /// `log.cleaner.backoff.ms`: sleep when no log needs cleaning.
+    pub backoff_ms: u64,
 }
 
 /// Keys of Kafka's standard `server.properties` that Strom accepts without
@@ -85,13 +104,6 @@ const ACCEPTED_KEYS: &[&str] = &[
     "share.coordinator.state.topic.min.isr",
     "transaction.state.log.replication.factor",
     "transaction.state.log.min.isr",
-    "log.retention.hours",
-    "log.retention.minutes",
-    "log.retention.ms",
-    "log.retention.bytes",
-    "log.retention.check.interval.ms",
-    "log.cleanup.policy",
-    "log.cleaner.enable",
     "zookeeper.connect",
 ];
 
@@ -231,6 +243,15 @@ impl BrokerConfig {
             Some(_) => p.parse("log.flush.interval.ms", i64::MAX, 0)?,
             None => i64::MAX,
         };
+        let retention_ms = match (p.get("log.retention.ms"), p.get("log.retention.minutes")) {
+            (Some(_), _) => p.parse("log.retention.ms", -1i64, -1)?,
+            (None, Some(_)) => minutes_or_unlimited(p.parse("log.retention.minutes", -1i64, -1)?),
+            (None, None) => hours_or_unlimited(p.parse("log.retention.hours", 168i64, -1)?),
+        };
+        let cleanup_policy = match p.get("log.cleanup.policy") {
+            None => CleanupPolicy::DELETE,
+            Some(raw) => raw.parse().map_err(|reason| Props::error("log.cleanup.policy", raw, reason))?,
+        };
         let log = LogConfig {
             segment_bytes: p.parse("log.segment.bytes", 1u64 << 30, 14)?,
             segment_ms: roll_ms,
@@ -240,7 +261,19 @@ impl BrokerConfig {
             timestamp_type,
             flush_interval_messages: p.parse("log.flush.interval.messages", u64::MAX, 1)?,
             flush_interval_ms: flush_ms,
+            cleanup_policy,
+            retention_ms,
+            retention_bytes: p.parse("log.retention.bytes", -1i64, i64::MIN)?,
+            file_delete_delay_ms: p.parse("log.segment.delete.delay.ms", 60_000i64, 0)?,
+            delete_retention_ms: p.parse("log.cleaner.delete.retention.ms", 86_400_000i64, 0)?,
+            min_cleanable_dirty_ratio: p.parse("log.cleaner.min.cleanable.ratio", 0.5f64, 0.0)?,
+            min_compaction_lag_ms: p.parse("log.cleaner.min.compaction.lag.ms", 0i64, 0)?,
+            max_compaction_lag_ms: p.parse("log.cleaner.max.compaction.lag.ms", i64::MAX, 1)?,
         };
+        if log.min_cleanable_dirty_ratio > 1.0 {
+            let raw = p.get("log.cleaner.min.cleanable.ratio").unwrap_or("");
+            return Err(Props::error("log.cleaner.min.cleanable.ratio", raw, "value must be at most 1"));
+        }
         Ok(Self {
             node_id,
             listeners,
@@ -269,6 +302,14 @@ impl BrokerConfig {
                 0,
             )?,
             max_connections: p.parse("max.connections", 10_000, 1)?,
+            log_retention_check_interval_ms: p.parse("log.retention.check.interval.ms", 300_000, 1)?,
+            cleaner: CleanerConfig {
+                enable: p.bool("log.cleaner.enable", true)?,
+                threads: p.parse("log.cleaner.threads", 1, 0)?,
+                dedupe_buffer_size: p.parse("log.cleaner.dedupe.buffer.size", 128 << 20, 1 << 20)?,
+                io_buffer_size: p.parse("log.cleaner.io.buffer.size", 512 << 10, 4096)?,
+                backoff_ms: p.parse("log.cleaner.backoff.ms", 15_000, 0)?,
+            },
             groups: GroupConfig {
                 offsets_topic_partitions: p.parse("offsets.topic.num.partitions", 50, 1)?,
                 offsets_topic_segment_bytes: p.parse("offsets.topic.segment.bytes", 100 << 20, 1)?,
@@ -306,10 +347,34 @@ impl BrokerConfig {
                 "flush.messages" => set(&mut config.flush_interval_messages, value),
                 "flush.ms" => set(&mut config.flush_interval_ms, value),
                 "message.timestamp.type" => set(&mut config.timestamp_type, value),
+                "cleanup.policy" => set(&mut config.cleanup_policy, value),
+                "retention.ms" => set(&mut config.retention_ms, value),
+                "retention.bytes" => set(&mut config.retention_bytes, value),
+                "file.delete.delay.ms" => set(&mut config.file_delete_delay_ms, value),
+                "delete.retention.ms" => set(&mut config.delete_retention_ms, value),
+                "min.cleanable.dirty.ratio" => set(&mut config.min_cleanable_dirty_ratio, value),
+                "min.compaction.lag.ms" => set(&mut config.min_compaction_lag_ms, value),
+                "max.compaction.lag.ms" => set(&mut config.max_compaction_lag_ms, value),
                 _ => {}
             }
         }
         config
+    }
+}
+
+fn hours_or_unlimited(hours: i64) -> i64 {
+    if hours < 0 {
+        -1
+    } else {
+        hours.saturating_mul(3_600_000)
+    }
+}
+
+fn minutes_or_unlimited(minutes: i64) -> i64 {
+    if minutes < 0 {
+        -1
+    } else {
+        minutes.saturating_mul(60_000)
     }
 }
 
@@ -359,6 +424,22 @@ fn is_known_key(key: &str) -> bool {
         "offsets.retention.check.interval.ms",
         "group.consumer.session.timeout.ms",
         "group.consumer.heartbeat.interval.ms",
+        "log.retention.hours",
+        "log.retention.minutes",
+        "log.retention.ms",
+        "log.retention.bytes",
+        "log.retention.check.interval.ms",
+        "log.segment.delete.delay.ms",
+        "log.cleanup.policy",
+        "log.cleaner.enable",
+        "log.cleaner.threads",
+        "log.cleaner.dedupe.buffer.size",
+        "log.cleaner.io.buffer.size",
+        "log.cleaner.backoff.ms",
+        "log.cleaner.delete.retention.ms",
+        "log.cleaner.min.cleanable.ratio",
+        "log.cleaner.min.compaction.lag.ms",
+        "log.cleaner.max.compaction.lag.ms",
     ];
     READ.contains(&key) || ACCEPTED_KEYS.contains(&key)
 }
@@ -387,6 +468,22 @@ mod tests {
         assert_eq!(config.log.segment_bytes, 1 << 30);
         assert_eq!(config.log.segment_ms, 168 * 3_600_000);
         assert_eq!(config.log.max_message_bytes, 1_048_588);
+        assert_eq!(config.log.retention_ms, 168 * 3_600_000);
+        assert_eq!(config.log.retention_bytes, -1);
+        assert_eq!(config.log.cleanup_policy, CleanupPolicy::DELETE);
+        assert_eq!(config.log_retention_check_interval_ms, 300_000);
+    }
+
+    #[test]
+    fn retention_ms_wins_over_minutes_and_hours() {
+        let parse = |pairs: &[(&str, &str)]| {
+            let pairs: Vec<_> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+            BrokerConfig::from_properties("", &pairs).unwrap().log.retention_ms
+        };
+        assert_eq!(parse(&[("log.retention.hours", "1")]), 3_600_000);
+        assert_eq!(parse(&[("log.retention.hours", "1"), ("log.retention.minutes", "2")]), 120_000);
+        assert_eq!(parse(&[("log.retention.minutes", "2"), ("log.retention.ms", "5")]), 5);
+        assert_eq!(parse(&[("log.retention.hours", "-1")]), -1);
     }
 
     #[test]

@@ -27,7 +27,7 @@ pub mod manager;
 pub mod segment;
 
 pub use error::{Result, StorageError};
-pub use log::{AppendInfo, Log, LogConfig};
+pub use log::{AppendInfo, CleanupPolicy, Log, LogConfig};
 pub use manager::{LogManager, SharedLog};
 
 use std::fmt;

@@ -32,6 +32,49 @@ pub struct LogConfig {
     pub flush_interval_messages: u64,
     /// `flush.ms`
     pub flush_interval_ms: i64,
+    /// `cleanup.policy`
+    pub cleanup_policy: CleanupPolicy,
+    /// `retention.ms`; negative keeps segments forever.
+    pub retention_ms: i64,
+    /// `retention.bytes`; negative means no size limit.
+    pub retention_bytes: i64,
+    /// `file.delete.delay.ms`: how long a deleted segment stays as `.deleted`.
+    pub file_delete_delay_ms: i64,
+    /// `delete.retention.ms`: how long the cleaner keeps tombstones.
+    pub delete_retention_ms: i64,
+    /// `min.cleanable.dirty.ratio`
+    pub min_cleanable_dirty_ratio: f64,
+    /// `min.compaction.lag.ms`
+    pub min_compaction_lag_ms: i64,
+    /// `max.compaction.lag.ms`
+    pub max_compaction_lag_ms: i64,
+}
+
+/// `cleanup.policy`: `delete`, `compact`, both, or neither (an empty list).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CleanupPolicy {
+    pub delete: bool,
+    pub compact: bool,
+}
+
+impl CleanupPolicy {
+    pub const DELETE: Self = Self { delete: true, compact: false };
+}
+
+impl std::str::FromStr for CleanupPolicy {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        let mut policy = Self { delete: false, compact: false };
+        for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            match item {
+                "delete" => policy.delete = true,
+                "compact" => policy.compact = true,
+                other => return Err(format!("expected a list of delete, compact; got {other:?}")),
+            }
+        }
+        Ok(policy)
+    }
 }
 
 impl Default for LogConfig {
@@ -45,6 +88,14 @@ impl Default for LogConfig {
             timestamp_type: TimestampType::CreateTime,
             flush_interval_messages: u64::MAX,
             flush_interval_ms: i64::MAX,
+            cleanup_policy: CleanupPolicy::DELETE,
+            retention_ms: 7 * 24 * 60 * 60 * 1000,
+            retention_bytes: -1,
+            file_delete_delay_ms: 60_000,
+            delete_retention_ms: 24 * 60 * 60 * 1000,
+            min_cleanable_dirty_ratio: 0.5,
+            min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: i64::MAX,
         }
     }
 }
