@@ -11,10 +11,11 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::api_versions_response::ApiVersionsResponse;
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest,
-    CreateTopicsRequest, DeleteGroupsRequest, DeleteTopicsRequest, DescribeClusterRequest,
-    DescribeGroupsRequest, FetchRequest, FindCoordinatorRequest, HeartbeatRequest, JoinGroupRequest,
-    LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
-    OffsetDeleteRequest, OffsetFetchRequest, ProduceRequest, RequestHeader, ResponseHeader, SyncGroupRequest,
+    CreateTopicsRequest, DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest,
+    DescribeClusterRequest, DescribeGroupsRequest, FetchRequest, FindCoordinatorRequest, HeartbeatRequest,
+    JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest,
+    OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest, ProduceRequest, RequestHeader,
+    ResponseHeader, SyncGroupRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
 
@@ -120,6 +121,7 @@ pub enum Request {
     Metadata(MetadataRequest),
     CreateTopics(CreateTopicsRequest),
     DeleteTopics(DeleteTopicsRequest),
+    DeleteRecords(DeleteRecordsRequest),
     Produce(ProduceRequest),
     Fetch(FetchRequest),
     ListOffsets(ListOffsetsRequest),
@@ -189,6 +191,7 @@ fn decode_body(api_key: ApiKey, version: i16, body: &mut Bytes) -> Result<Reques
         ApiKey::Metadata => Request::Metadata(decode(body, version)?),
         ApiKey::CreateTopics => Request::CreateTopics(decode(body, version)?),
         ApiKey::DeleteTopics => Request::DeleteTopics(decode(body, version)?),
+        ApiKey::DeleteRecords => Request::DeleteRecords(decode(body, version)?),
         ApiKey::Produce => Request::Produce(decode(body, version)?),
         ApiKey::Fetch => Request::Fetch(decode(body, version)?),
         ApiKey::ListOffsets => Request::ListOffsets(decode(body, version)?),
@@ -236,6 +239,7 @@ async fn route(ctx: &RequestContext<'_>, request: Request) -> Option<Box<dyn Enc
         Request::Metadata(r) => handlers::metadata::handle(ctx, r).into_reply(),
         Request::CreateTopics(r) => handlers::topics::create(ctx, r).into_reply(),
         Request::DeleteTopics(r) => handlers::topics::delete(ctx, r).into_reply(),
+        Request::DeleteRecords(r) => handlers::delete_records::handle(ctx, r).into_reply(),
         Request::Produce(r) => handlers::produce::handle(ctx, r).into_reply(),
         Request::Fetch(r) => handlers::fetch::handle(ctx, r).await.into_reply(),
         Request::ListOffsets(r) => handlers::list_offsets::handle(ctx, r).into_reply(),

@@ -6,6 +6,7 @@
 //! returns; the same state carries the follower bookkeeping a cluster needs.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
@@ -89,6 +90,21 @@ impl Partition {
         Ok(ReadResult { slice, high_watermark, log_start_offset: log.log_start_offset() })
     }
 
+    /// DeleteRecords: makes everything below `offset` (the high watermark
+    /// for -1) unreadable. Returns the new log start offset.
+    pub fn delete_records(&self, offset: i64) -> Result<i64, DeleteRecordsError> {
+        let high_watermark = self.high_watermark();
+        let offset = if offset == DELETE_TO_HIGH_WATERMARK { high_watermark } else { offset };
+        if !(0..=high_watermark).contains(&offset) {
+            return Err(DeleteRecordsError::OffsetOutOfRange);
+        }
+        let mut log = self.log.lock().expect("log lock");
+        if !log.config().cleanup_policy.delete {
+            return Err(DeleteRecordsError::PolicyViolation);
+        }
+        Ok(log.advance_log_start_offset(offset)?)
+    }
+
     /// Registers a delayed operation to be notified by the next append.
     pub fn watch(&self, waiter: &Arc<Notify>) {
         let mut waiters = self.waiters.lock().expect("waiters lock");
@@ -103,6 +119,45 @@ impl Partition {
         for waiter in waiters.iter().filter_map(Weak::upgrade) {
             waiter.notify_one();
         }
+    }
+}
+
+/// DeleteRecords' offset meaning "up to the high watermark".
+const DELETE_TO_HIGH_WATERMARK: i64 = -1;
+
+/// Why DeleteRecords refused a partition.
+#[derive(Debug, thiserror::Error)]
+pub enum DeleteRecordsError {
+    #[error("the offset is beyond the high watermark")]
+    OffsetOutOfRange,
+    #[error("records of a compacted topic cannot be deleted")]
+    PolicyViolation,
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+}
+
+/// Files of deleted segments, removed once their `file.delete.delay.ms` has passed.
+#[derive(Debug, Default)]
+struct DelayedRemovals(Vec<(i64, PathBuf)>);
+
+impl DelayedRemovals {
+    fn schedule(&mut self, due_ms: i64, files: Vec<PathBuf>) {
+        self.0.extend(files.into_iter().map(|f| (due_ms, f)));
+    }
+
+    fn remove_due(&mut self, now_ms: i64) {
+        self.0.retain(|(due_ms, file)| {
+            if *due_ms > now_ms {
+                return true;
+            }
+            match std::fs::remove_file(file) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    tracing::warn!(file = %file.display(), "cannot remove a deleted segment file: {e}")
+                }
+                _ => {}
+            }
+            false
+        });
     }
 }
 
@@ -124,6 +179,7 @@ pub struct ReplicaManager {
     config: Arc<BrokerConfig>,
     logs: LogManager,
     hosted: RwLock<Hosted>,
+    removals: Mutex<DelayedRemovals>,
 }
 
 impl ReplicaManager {
@@ -149,7 +205,8 @@ impl ReplicaManager {
             let overrides = &image.topic(&tp.topic).expect("wanted").configs;
             logs.load(&tp, dir, config.log_config_for(overrides), now)?;
         }
-        let manager = Self { config, logs, hosted: RwLock::new(Hosted::default()) };
+        let manager =
+            Self { config, logs, hosted: RwLock::new(Hosted::default()), removals: Mutex::default() };
         manager.sync(image)?;
         Ok(manager)
     }
@@ -200,14 +257,38 @@ impl ReplicaManager {
         Ok(())
     }
 
-    fn high_watermarks(&self) -> HashMap<TopicPartition, i64> {
+    fn partitions(&self) -> Vec<Arc<Partition>> {
         let hosted = self.hosted.read().expect("hosted lock");
-        hosted
-            .by_name
-            .values()
-            .flat_map(|t| t.partitions.iter())
-            .map(|p| (p.tp.clone(), p.high_watermark()))
-            .collect()
+        hosted.by_name.values().flat_map(|t| t.partitions.iter().cloned()).collect()
+    }
+
+    fn high_watermarks(&self) -> HashMap<TopicPartition, i64> {
+        self.partitions().iter().map(|p| (p.tp.clone(), p.high_watermark())).collect()
+    }
+
+    /// One retention pass over every hosted log; the log start offsets it
+    /// moved are checkpointed at once.
+    pub fn enforce_retention(&self) -> Result<(), StorageError> {
+        let now = strom_storage::now_ms();
+        let mut deleted_any = false;
+        for partition in self.partitions() {
+            let mut log = partition.log.lock().expect("log lock");
+            let deleted = log.delete_retained_segments(partition.high_watermark(), now)?;
+            if deleted.segments > 0 {
+                deleted_any = true;
+                let due = now.saturating_add(log.config().file_delete_delay_ms);
+                self.removals.lock().expect("removals lock").schedule(due, deleted.files);
+            }
+        }
+        if deleted_any {
+            self.checkpoint()?;
+        }
+        Ok(())
+    }
+
+    /// Removes the files of deleted segments whose delay has passed.
+    pub fn remove_deleted_files(&self) {
+        self.removals.lock().expect("removals lock").remove_due(strom_storage::now_ms());
     }
 
     /// Writes the offset checkpoints of every log dir.

@@ -171,7 +171,8 @@ async fn accept_loop(
     connections
 }
 
-/// Flushes due logs and writes checkpoints on Kafka's intervals.
+/// Flushes due logs, enforces retention and writes checkpoints on Kafka's
+/// intervals.
 async fn periodic_duties(broker: Arc<Broker>, mut stop: watch::Receiver<bool>) {
     let config = broker.config.clone();
     let mut flush = tokio::time::interval(Duration::from_millis(config.log_flush_scheduler_interval_ms));
@@ -179,6 +180,7 @@ async fn periodic_duties(broker: Arc<Broker>, mut stop: watch::Receiver<bool>) {
         .replica_high_watermark_checkpoint_interval_ms
         .min(config.log_flush_offset_checkpoint_interval_ms);
     let mut checkpoint = tokio::time::interval(Duration::from_millis(checkpoint_ms));
+    let mut retention = tokio::time::interval(Duration::from_millis(config.log_retention_check_interval_ms));
     loop {
         tokio::select! {
             biased;
@@ -186,6 +188,12 @@ async fn periodic_duties(broker: Arc<Broker>, mut stop: watch::Receiver<bool>) {
             _ = flush.tick() => {
                 if let Err(e) = broker.replicas.flush_due() {
                     tracing::error!("flush failed: {e}");
+                }
+                broker.replicas.remove_deleted_files();
+            }
+            _ = retention.tick() => {
+                if let Err(e) = broker.replicas.enforce_retention() {
+                    tracing::error!("retention check failed: {e}");
                 }
             }
             _ = checkpoint.tick() => {

@@ -13,6 +13,10 @@ use crate::batch::{self, BatchHeader, Batches, HeaderRewrite, TimestampType, HEA
 use crate::error::{Result, StorageError};
 use crate::segment::{FileSlice, LogSegment, PreparedBatch, RecoveryReport, SegmentConfig};
 
+mod retention;
+
+pub use retention::{Deleted, DELETED_SUFFIX};
+
 /// The settings of one log, from broker defaults and topic overrides.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LogConfig {
@@ -166,7 +170,7 @@ impl Log {
             let path = entry?.path();
             if let Some(base) = parse_segment_name(&path, ".log") {
                 bases.push(base);
-            } else if path.extension().is_some_and(|e| e == "tmp") {
+            } else if path.extension().is_some_and(|e| e == "tmp" || e == &DELETED_SUFFIX[1..]) {
                 std::fs::remove_file(&path)?;
             }
         }

@@ -434,9 +434,28 @@ impl LogSegment {
         self.time_index.trim()
     }
 
+    fn paths(&self) -> [PathBuf; 3] {
+        [self.log_path.clone(), self.index.path().to_owned(), self.time_index.path().to_owned()]
+    }
+
+    /// Renames the segment's files with `suffix` appended and closes them;
+    /// readers holding the file keep reading it. Returns the new paths.
+    pub fn rename_to(self, suffix: &str) -> Result<Vec<PathBuf>> {
+        let paths = self.paths();
+        drop(self);
+        let mut renamed = Vec::with_capacity(paths.len());
+        for path in paths {
+            let mut target = path.clone().into_os_string();
+            target.push(suffix);
+            std::fs::rename(&path, &target)?;
+            renamed.push(target.into());
+        }
+        Ok(renamed)
+    }
+
     /// Removes the segment's files.
     pub fn delete(self) -> Result<()> {
-        let paths = [self.log_path.clone(), self.index.path().to_owned(), self.time_index.path().to_owned()];
+        let paths = self.paths();
         drop(self);
         for path in paths {
             match std::fs::remove_file(&path) {

@@ -15,6 +15,7 @@ const SERVED: &[ApiKey] = &[
     ApiKey::ApiVersions,
     ApiKey::CreateTopics,
     ApiKey::DeleteTopics,
+    ApiKey::DeleteRecords,
     ApiKey::DescribeCluster,
     ApiKey::FindCoordinator,
     ApiKey::JoinGroup,

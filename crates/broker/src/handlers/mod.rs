@@ -4,6 +4,7 @@
 pub mod api_versions;
 pub mod cluster;
 pub mod consumer_groups;
+pub mod delete_records;
 pub mod fetch;
 pub mod groups;
 pub mod list_offsets;
