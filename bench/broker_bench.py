@@ -46,6 +46,9 @@ Run (from the repo root, with the release binary built):
     .venv/bin/python bench/broker_bench.py --bytes 2e8 --record-size 100 --producers 3 --json
     .venv/bin/python bench/broker_bench.py --bytes 5e8 --perf /tmp/strom-perf --startup-runs 0
 
+`--compare-copy` reads the data a second time from a broker restarted with
+`fetch.zero.copy.enable=false`, for zero-copy against copying in one run.
+
 `--bytes` and `--record-size` take one value or several (paired up; a single
 value is reused); each pair is one run on a fresh broker. `--override KEY=VALUE`
 is passed through to every broker start.
@@ -677,6 +680,13 @@ def bench_run(args, root: Path, record_size: int, total_bytes: float) -> dict:
         if not args.skip_consume:
             run["consume"] = consume_phase(args, b, record_size, args.perf)
         run["stop_ms"] = b.stop()
+        if args.compare_copy and not args.skip_consume:
+            # The same read on the same data, through a userspace copy instead of sendfile.
+            b.overrides = [*args.override, "fetch.zero.copy.enable=false"]
+            b.start()
+            run["consume_copying"] = consume_phase(args, b, record_size, None)
+            b.stop()
+            b.overrides = args.override
         if args.restart:
             r = b.start()
             r["rss_mb"] = proc_mem_mb(b.pid)["VmRSS"]
@@ -717,7 +727,7 @@ def print_report(result: dict) -> None:
               f"{run['idle']['threads']} threads   " + verdict(idle["VmRSS"], "rss_idle_mb"))
         hdr = f"  {'phase':8} {'MB/s':>8} {'rec/s':>10} {'wall s':>7} {'brk CPU s':>9} {'brk s/GB':>8} {'brk cores':>9} {'drv cores':>9} {'other':>6} {'RSS MB':>7} {'HWM MB':>7}"
         print(hdr)
-        for kind in ("produce", "consume"):
+        for kind in ("produce", "consume", "consume_copying"):
             ph = run.get(kind)
             if not ph:
                 continue
@@ -749,6 +759,11 @@ def print_report(result: dict) -> None:
         c = run.get("consume")
         if c:
             print(f"  consume broker CPU {c['broker_cpu_s_per_gb']:.3f} s/GB   {verdict(c['broker_cpu_s_per_gb'], 'consume_cpu_s_per_gb')}")
+        cc = run.get("consume_copying")
+        if c and cc:
+            print(f"  zero-copy vs copying consume: {c['mb_per_s']:.0f} vs {cc['mb_per_s']:.0f} MB/s, "
+                  f"broker {c['broker_cpu_s_per_gb']:.3f} vs {cc['broker_cpu_s_per_gb']:.3f} s/GB "
+                  f"({cc['broker_cpu_s_per_gb'] / max(c['broker_cpu_s_per_gb'], 1e-9):.2f}x the CPU when copying)")
         if "restart_with_data" in run:
             r = run["restart_with_data"]
             print(f"  restart on this data: first connection {r['connect_ms']:.2f} ms, first ApiVersions {r['api_versions_ms']:.2f} ms, "
@@ -793,6 +808,8 @@ def main() -> None:
     ap.add_argument("--startup-runs", type=int, default=10)
     ap.add_argument("--idle-settle", type=float, default=0.2, help="seconds after start before the idle RSS reading")
     ap.add_argument("--skip-consume", action="store_true")
+    ap.add_argument("--compare-copy", action="store_true",
+                    help="consume a second time with fetch.zero.copy.enable=false (userspace copy instead of sendfile)")
     ap.add_argument("--no-restart", dest="restart", action="store_false", help="skip the restart-on-data measurement")
     ap.add_argument("--perf", type=Path, metavar="DIR", help="perf record the broker during each phase into DIR")
     ap.add_argument("--perf-freq", type=int, default=999)

@@ -58,6 +58,10 @@ pub struct BrokerConfig {
     pub log_flush_scheduler_interval_ms: u64,
     pub max_incremental_fetch_session_cache_slots: usize,
     pub max_connections: usize,
+    /// `fetch.zero.copy.enable` (Strom's own): fetched records go from the
+    /// page cache to the socket with `sendfile`; off, they are copied
+    /// through userspace (for comparison, or where sendfile misbehaves).
+    pub zero_copy_fetch: bool,
     /// `log.retention.check.interval.ms`
     pub log_retention_check_interval_ms: u64,
     /// Defaults for every topic's log.
@@ -302,6 +306,7 @@ impl BrokerConfig {
                 0,
             )?,
             max_connections: p.parse("max.connections", 10_000, 1)?,
+            zero_copy_fetch: p.bool("fetch.zero.copy.enable", true)?,
             log_retention_check_interval_ms: p.parse("log.retention.check.interval.ms", 300_000, 1)?,
             cleaner: CleanerConfig {
                 enable: p.bool("log.cleaner.enable", true)?,
@@ -424,6 +429,7 @@ fn is_known_key(key: &str) -> bool {
         "offsets.retention.check.interval.ms",
         "group.consumer.session.timeout.ms",
         "group.consumer.heartbeat.interval.ms",
+        "fetch.zero.copy.enable",
         "log.retention.hours",
         "log.retention.minutes",
         "log.retention.ms",

@@ -91,7 +91,7 @@ pub async fn serve(
         };
         match dispatch::handle_frame(&broker, peer, frame).await {
             Ok(Some(response)) => {
-                if let Err(e) = write_response(&mut writer, response).await {
+                if let Err(e) = write_response(&mut writer, response, broker.config.zero_copy_fetch).await {
                     tracing::debug!(%peer, "write failed: {e}");
                     break;
                 }
@@ -111,12 +111,17 @@ pub async fn serve(
 }
 
 /// Writes a response's chunks in order: bytes through the buffer, file
-/// ranges straight from the page cache to the socket.
-async fn write_response(writer: &mut BufWriter<OwnedWriteHalf>, chunks: Vec<Chunk>) -> std::io::Result<()> {
+/// ranges straight from the page cache to the socket (or, without
+/// `zero_copy`, through a userspace copy).
+async fn write_response(
+    writer: &mut BufWriter<OwnedWriteHalf>,
+    chunks: Vec<Chunk>,
+    zero_copy: bool,
+) -> std::io::Result<()> {
     for chunk in chunks {
         match chunk {
             Chunk::Bytes(bytes) => writer.write_all(&bytes).await?,
-            Chunk::File(slice) if slice.len <= COPY_BELOW_BYTES => {
+            Chunk::File(slice) if slice.len <= COPY_BELOW_BYTES || !zero_copy => {
                 let bytes = slice.read().map_err(std::io::Error::other)?;
                 writer.write_all(&bytes).await?;
             }
