@@ -27,6 +27,7 @@ use kafka_protocol::messages::consumer_group_heartbeat_request;
 use kafka_protocol::messages::create_topics_request::{
     CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig,
 };
+use kafka_protocol::messages::delete_records_request::{DeleteRecordsPartition, DeleteRecordsTopic};
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
@@ -46,10 +47,11 @@ use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProdu
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, BrokerId, ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest,
-    CreateTopicsRequest, DeleteGroupsRequest, DeleteTopicsRequest, DescribeClusterRequest,
-    DescribeGroupsRequest, FetchRequest, FindCoordinatorRequest, GroupId, HeartbeatRequest, JoinGroupRequest,
-    LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
-    OffsetDeleteRequest, OffsetFetchRequest, ProduceRequest, RequestHeader, SyncGroupRequest, TopicName,
+    CreateTopicsRequest, DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest,
+    DescribeClusterRequest, DescribeGroupsRequest, FetchRequest, FindCoordinatorRequest, GroupId,
+    HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest,
+    MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest, ProduceRequest,
+    RequestHeader, SyncGroupRequest, TopicName,
 };
 use kafka_protocol::protocol::{Encodable, StrBytes};
 use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
@@ -198,6 +200,7 @@ fn body(key: ApiKey, version: i16) -> Result<Bytes, String> {
         ApiKey::OffsetCommit => encode(offset_commit(v), v),
         ApiKey::OffsetFetch => encode(offset_fetch(v), v),
         ApiKey::OffsetDelete => encode(offset_delete(), v),
+        ApiKey::DeleteRecords => encode(delete_records(), v),
         ApiKey::ConsumerGroupHeartbeat => encode(consumer_group_heartbeat(), v),
         ApiKey::ConsumerGroupDescribe => {
             encode(ConsumerGroupDescribeRequest::default().with_group_ids(vec![group("billing")]), v)
@@ -552,6 +555,15 @@ fn offset_delete() -> OffsetDeleteRequest {
             .with_name(topic("orders"))
             .with_partitions(vec![OffsetDeleteRequestPartition::default().with_partition_index(0)]),
     ])
+}
+
+fn delete_records() -> DeleteRecordsRequest {
+    DeleteRecordsRequest::default().with_timeout_ms(30_000).with_topics(vec![DeleteRecordsTopic::default()
+        .with_name(topic("orders"))
+        .with_partitions(vec![
+            DeleteRecordsPartition::default().with_partition_index(0).with_offset(42),
+            DeleteRecordsPartition::default().with_partition_index(1).with_offset(-1),
+        ])])
 }
 
 fn consumer_group_heartbeat() -> ConsumerGroupHeartbeatRequest {
