@@ -27,6 +27,7 @@ use kafka_protocol::messages::consumer_group_heartbeat_request;
 use kafka_protocol::messages::create_topics_request::{
     CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig,
 };
+use kafka_protocol::messages::create_partitions_request::{CreatePartitionsAssignment, CreatePartitionsTopic};
 use kafka_protocol::messages::delete_records_request::{DeleteRecordsPartition, DeleteRecordsTopic};
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
@@ -47,7 +48,7 @@ use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProdu
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, BrokerId, ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest,
-    CreateTopicsRequest, DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest,
+    CreatePartitionsRequest, CreateTopicsRequest, DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest,
     DescribeClusterRequest, DescribeGroupsRequest, FetchRequest, FindCoordinatorRequest, GroupId,
     HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest,
     MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest, ProduceRequest,
@@ -201,6 +202,7 @@ fn body(key: ApiKey, version: i16) -> Result<Bytes, String> {
         ApiKey::OffsetFetch => encode(offset_fetch(v), v),
         ApiKey::OffsetDelete => encode(offset_delete(), v),
         ApiKey::DeleteRecords => encode(delete_records(), v),
+        ApiKey::CreatePartitions => encode(create_partitions(), v),
         ApiKey::ConsumerGroupHeartbeat => encode(consumer_group_heartbeat(), v),
         ApiKey::ConsumerGroupDescribe => {
             encode(ConsumerGroupDescribeRequest::default().with_group_ids(vec![group("billing")]), v)
@@ -554,6 +556,17 @@ fn offset_delete() -> OffsetDeleteRequest {
         OffsetDeleteRequestTopic::default()
             .with_name(topic("orders"))
             .with_partitions(vec![OffsetDeleteRequestPartition::default().with_partition_index(0)]),
+    ])
+}
+
+fn create_partitions() -> CreatePartitionsRequest {
+    let assignment = CreatePartitionsAssignment::default().with_broker_ids(vec![BrokerId(1)]);
+    CreatePartitionsRequest::default().with_timeout_ms(30_000).with_topics(vec![
+        CreatePartitionsTopic::default().with_name(topic("orders")).with_count(3),
+        CreatePartitionsTopic::default()
+            .with_name(topic("payments"))
+            .with_count(2)
+            .with_assignments(Some(vec![assignment])),
     ])
 }
 

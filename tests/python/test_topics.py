@@ -192,3 +192,31 @@ def test_topic_survives_restart(broker, how):
     assert [p.id for p in after.partitions] == list(range(5))
     [record] = consume_confluent(broker.bootstrap, "durable", {4: 1})[4]
     assert record.value == b"kept"
+
+
+def test_partitions_grow_and_new_ones_take_records(broker):
+    from confluent_kafka.admin import NewPartitions
+
+    create_topic(broker.bootstrap, "growing", partitions=2)
+    admin = admin_client(broker.bootstrap)
+
+    dry = admin.create_partitions([NewPartitions("growing", 6)], validate_only=True)
+    wait_future(dry["growing"])
+    assert len(topic_partitions(admin, "growing")) == 2, "validate_only changes nothing"
+
+    wait_future(admin.create_partitions([NewPartitions("growing", 4)])["growing"])
+    wait_until(lambda: len(topic_partitions(admin, "growing")) == 4, ADMIN_TIMEOUT_S, "4 partitions in metadata")
+    producer = confluent_producer(broker.bootstrap)
+    outcome = produce_one_confluent(producer, "growing", b"in a new partition", partition=3)
+    assert outcome.error is None and (outcome.partition, outcome.offset) == (3, 0)
+
+    assert_error(future_error(admin.create_partitions([NewPartitions("growing", 3)])["growing"]), KafkaError.INVALID_PARTITIONS)
+    assert_error(future_error(admin.create_partitions([NewPartitions("growing", 4)])["growing"]), KafkaError.INVALID_PARTITIONS)
+    assert_error(
+        future_error(admin.create_partitions([NewPartitions("growing", 5, replica_assignment=[[7]])])["growing"]),
+        KafkaError.INVALID_REPLICA_ASSIGNMENT,
+    )
+    assert_error(future_error(admin.create_partitions([NewPartitions("absent", 3)])["absent"]), KafkaError.UNKNOWN_TOPIC_OR_PART)
+
+    broker.restart()
+    assert len(topic_partitions(admin_client(broker.bootstrap), "growing")) == 4

@@ -11,11 +11,11 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::api_versions_response::ApiVersionsResponse;
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest,
-    CreateTopicsRequest, DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest,
-    DescribeClusterRequest, DescribeGroupsRequest, FetchRequest, FindCoordinatorRequest, HeartbeatRequest,
-    JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest,
-    OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest, ProduceRequest, RequestHeader,
-    ResponseHeader, SyncGroupRequest,
+    CreatePartitionsRequest, CreateTopicsRequest, DeleteGroupsRequest, DeleteRecordsRequest,
+    DeleteTopicsRequest, DescribeClusterRequest, DescribeGroupsRequest, FetchRequest, FindCoordinatorRequest,
+    HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest,
+    MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest, ProduceRequest,
+    RequestHeader, ResponseHeader, SyncGroupRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
 
@@ -122,6 +122,7 @@ pub enum Request {
     CreateTopics(CreateTopicsRequest),
     DeleteTopics(DeleteTopicsRequest),
     DeleteRecords(DeleteRecordsRequest),
+    CreatePartitions(CreatePartitionsRequest),
     Produce(ProduceRequest),
     Fetch(FetchRequest),
     ListOffsets(ListOffsetsRequest),
@@ -192,6 +193,7 @@ fn decode_body(api_key: ApiKey, version: i16, body: &mut Bytes) -> Result<Reques
         ApiKey::CreateTopics => Request::CreateTopics(decode(body, version)?),
         ApiKey::DeleteTopics => Request::DeleteTopics(decode(body, version)?),
         ApiKey::DeleteRecords => Request::DeleteRecords(decode(body, version)?),
+        ApiKey::CreatePartitions => Request::CreatePartitions(decode(body, version)?),
         ApiKey::Produce => Request::Produce(decode(body, version)?),
         ApiKey::Fetch => Request::Fetch(decode(body, version)?),
         ApiKey::ListOffsets => Request::ListOffsets(decode(body, version)?),
@@ -240,6 +242,7 @@ async fn route(ctx: &RequestContext<'_>, request: Request) -> Option<Box<dyn Enc
         Request::CreateTopics(r) => handlers::topics::create(ctx, r).into_reply(),
         Request::DeleteTopics(r) => handlers::topics::delete(ctx, r).into_reply(),
         Request::DeleteRecords(r) => handlers::delete_records::handle(ctx, r).into_reply(),
+        Request::CreatePartitions(r) => handlers::topics::create_partitions(ctx, r).into_reply(),
         Request::Produce(r) => handlers::produce::handle(ctx, r).into_reply(),
         Request::Fetch(r) => handlers::fetch::handle(ctx, r).await.into_reply(),
         Request::ListOffsets(r) => handlers::list_offsets::handle(ctx, r).into_reply(),

@@ -23,6 +23,7 @@ pub fn metadata_error(e: &MetadataError) -> ResponseError {
         MetadataError::InvalidTopic(_) => ResponseError::InvalidTopicException,
         MetadataError::InvalidPartitions(_) => ResponseError::InvalidPartitions,
         MetadataError::InvalidReplicationFactor(_) => ResponseError::InvalidReplicationFactor,
+        MetadataError::InvalidReplicaAssignment(_) => ResponseError::InvalidReplicaAssignment,
         MetadataError::InvalidConfig(_) => ResponseError::InvalidConfig,
         MetadataError::Storage(_) => ResponseError::KafkaStorageError,
     }

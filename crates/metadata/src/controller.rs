@@ -35,6 +35,8 @@ pub enum MetadataError {
     #[error("{0}")]
     InvalidReplicationFactor(String),
     #[error("{0}")]
+    InvalidReplicaAssignment(String),
+    #[error("{0}")]
     InvalidConfig(String),
     #[error("metadata log: {0}")]
     Storage(#[from] strom_storage::StorageError),
@@ -161,6 +163,66 @@ impl Controller {
     }
 
     /// Deletes a topic by id, returning its name.
+    /// Grows `name` to `count` partitions (CreatePartitions); partitions are
+    /// never removed. `assignments`, when given, names each new partition's
+    /// replicas.
+    pub fn create_partitions(
+        &self,
+        name: &str,
+        count: i32,
+        assignments: Option<&[Vec<i32>]>,
+        validate_only: bool,
+    ) -> Result<(), MetadataError> {
+        let mut writer = self.log.lock().expect("metadata log lock");
+        let image = self.image();
+        let topic = image.topic(name).ok_or(MetadataError::UnknownTopic)?;
+        let current = topic.partitions.len() as i32;
+        if count < current {
+            return Err(MetadataError::InvalidPartitions(format!(
+                "topic currently has {current} partitions, which is higher than the requested {count}"
+            )));
+        }
+        if count == current {
+            return Err(MetadataError::InvalidPartitions(format!("topic already has {current} partitions")));
+        }
+        if let Some(assignments) = assignments {
+            self.check_assignments(assignments, count - current)?;
+        }
+        if validate_only {
+            return Ok(());
+        }
+        let topic_id = topic.id;
+        let records = (current..count)
+            .map(|partition| MetadataRecord::Partition {
+                topic_id,
+                partition,
+                replicas: vec![self.node_id],
+                leader: self.node_id,
+                leader_epoch: 0,
+            })
+            .collect();
+        self.append_and_apply(&mut writer, records)?;
+        Ok(())
+    }
+
+    /// Explicit replica assignments must cover each new partition with
+    /// brokers that exist: here, this one broker.
+    fn check_assignments(&self, assignments: &[Vec<i32>], new_partitions: i32) -> Result<(), MetadataError> {
+        let invalid = |why: String| Err(MetadataError::InvalidReplicaAssignment(why));
+        if assignments.len() != new_partitions as usize {
+            return invalid(format!(
+                "{} replica assignments given for {new_partitions} new partitions",
+                assignments.len()
+            ));
+        }
+        for replicas in assignments {
+            if replicas.is_empty() || replicas.iter().any(|r| *r != self.node_id) {
+                return invalid(format!("replica assignment {replicas:?} names brokers that do not exist"));
+            }
+        }
+        Ok(())
+    }
+
     pub fn delete_topic(&self, topic_id: Uuid) -> Result<String, MetadataError> {
         let mut writer = self.log.lock().expect("metadata log lock");
         let name =
@@ -294,6 +356,32 @@ mod tests {
         let validate_only = controller.create_topic(new_topic("v", 2), true).unwrap();
         assert_eq!(validate_only.partitions.len(), 2);
         assert!(controller.image().topic("v").is_none());
+    }
+
+    #[test]
+    fn partitions_only_grow_and_survive_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let controller = Controller::open(dir.path(), 1).unwrap();
+        controller.create_topic(new_topic("orders", 2), false).unwrap();
+        let grow = |count, assignments: Option<&[Vec<i32>]>, validate_only| {
+            controller.create_partitions("orders", count, assignments, validate_only)
+        };
+        assert!(matches!(grow(1, None, false), Err(MetadataError::InvalidPartitions(_))));
+        assert!(matches!(grow(2, None, false), Err(MetadataError::InvalidPartitions(_))));
+        assert!(matches!(grow(3, Some(&[vec![2]]), false), Err(MetadataError::InvalidReplicaAssignment(_))));
+        assert!(matches!(grow(4, Some(&[vec![1]]), false), Err(MetadataError::InvalidReplicaAssignment(_))));
+        assert!(matches!(
+            controller.create_partitions("nope", 3, None, false),
+            Err(MetadataError::UnknownTopic)
+        ));
+        grow(5, None, true).unwrap();
+        assert_eq!(controller.image().topic("orders").unwrap().partitions.len(), 2, "validate only");
+        grow(4, Some(&[vec![1], vec![1]]), false).unwrap();
+        drop(controller);
+        let reopened = Controller::open(dir.path(), 1).unwrap();
+        let partitions: Vec<i32> =
+            reopened.image().topic("orders").unwrap().partitions.keys().copied().collect();
+        assert_eq!(partitions, vec![0, 1, 2, 3]);
     }
 
     #[test]

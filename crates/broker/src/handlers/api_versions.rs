@@ -16,6 +16,7 @@ const SERVED: &[ApiKey] = &[
     ApiKey::CreateTopics,
     ApiKey::DeleteTopics,
     ApiKey::DeleteRecords,
+    ApiKey::CreatePartitions,
     ApiKey::DescribeCluster,
     ApiKey::FindCoordinator,
     ApiKey::JoinGroup,

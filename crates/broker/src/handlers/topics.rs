@@ -1,13 +1,15 @@
-//! CreateTopics and DeleteTopics.
+//! CreateTopics, DeleteTopics and CreatePartitions.
 
 use std::collections::{BTreeMap, HashSet};
 
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::create_topics_response::{CreatableTopicConfigs, CreatableTopicResult};
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{
-    CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
+    CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
+    DeleteTopicsRequest, DeleteTopicsResponse,
 };
 use strom_metadata::{MetadataError, NewTopic};
 use uuid::Uuid;
@@ -215,4 +217,50 @@ fn delete_one(broker: &Broker, name: Option<String>, id: Uuid) -> DeletableTopic
             .with_error_code(metadata_error(&e).code())
             .with_error_message(Some(str_bytes(&e.to_string()))),
     }
+}
+
+/// CreatePartitions: grows topics; partitions are never removed.
+pub fn create_partitions(
+    ctx: &RequestContext<'_>,
+    request: CreatePartitionsRequest,
+) -> CreatePartitionsResponse {
+    let mut seen = HashSet::new();
+    let duplicates: HashSet<String> = request
+        .topics
+        .iter()
+        .map(|t| t.name.0.to_string())
+        .filter(|name| !seen.insert(name.clone()))
+        .collect();
+    let results = request
+        .topics
+        .iter()
+        .map(|topic| {
+            let name = topic.name.0.to_string();
+            let outcome = if duplicates.contains(&name) {
+                Err((ResponseError::InvalidRequest, "topic appears more than once in the request".to_owned()))
+            } else {
+                let assignments: Option<Vec<Vec<i32>>> = topic
+                    .assignments
+                    .as_ref()
+                    .map(|a| a.iter().map(|a| a.broker_ids.iter().map(|id| id.0).collect()).collect());
+                ctx.broker
+                    .controller
+                    .create_partitions(&name, topic.count, assignments.as_deref(), request.validate_only)
+                    .map_err(|e| (metadata_error(&e), e.to_string()))
+            };
+            let result = CreatePartitionsTopicResult::default().with_name(topic.name.clone());
+            match outcome {
+                Ok(()) => result,
+                Err((error, message)) => {
+                    result.with_error_code(error.code()).with_error_message(Some(str_bytes(&message)))
+                }
+            }
+        })
+        .collect();
+    if !request.validate_only {
+        if let Err(e) = ctx.broker.sync_partitions() {
+            tracing::error!("opening new partitions failed: {e}");
+        }
+    }
+    CreatePartitionsResponse::default().with_results(results)
 }
