@@ -62,6 +62,8 @@ pub struct BrokerConfig {
     /// page cache to the socket with `sendfile`; off, they are copied
     /// through userspace (for comparison, or where sendfile misbehaves).
     pub zero_copy_fetch: bool,
+    /// `metrics.listener=http://HOST:PORT`: where Prometheus scrapes `/metrics`.
+    pub metrics_listener: Option<SocketAddr>,
     /// `log.retention.check.interval.ms`
     pub log_retention_check_interval_ms: u64,
     /// Defaults for every topic's log.
@@ -170,6 +172,19 @@ impl Props<'_> {
     }
 }
 
+impl Props<'_> {
+    fn metrics_listener(&self, key: &str) -> Result<Option<SocketAddr>, ConfigError> {
+        let Some(raw) = self.get(key).filter(|v| !v.trim().is_empty()) else { return Ok(None) };
+        let address = raw
+            .trim()
+            .strip_prefix("http://")
+            .ok_or_else(|| Self::error(key, raw, "expected http://HOST:PORT"))?;
+        let listener =
+            parse_listener(&format!("HTTP://{address}")).map_err(|reason| Self::error(key, raw, reason))?;
+        listener.socket_addr().map(Some).map_err(|reason| Self::error(key, raw, reason))
+    }
+}
+
 fn parse_listener(item: &str) -> Result<Listener, String> {
     let (name, rest) = item.split_once("://").ok_or("expected NAME://HOST:PORT")?;
     let (host, port) = rest.rsplit_once(':').ok_or("expected NAME://HOST:PORT")?;
@@ -181,6 +196,15 @@ fn parse_listener(item: &str) -> Result<Listener, String> {
 }
 
 impl BrokerConfig {
+    /// `logging.level` (Strom's own; a `tracing` filter such as
+    /// `info,strom_storage=debug`), read ahead of the rest so logging is set
+    /// up before the config's own warnings are logged.
+    pub fn logging_filter(text: &str, overrides: &[(String, String)]) -> Option<String> {
+        let from_file = parse_properties(text).into_iter();
+        let pairs = from_file.chain(overrides.iter().cloned());
+        pairs.filter(|(k, _)| k == "logging.level").map(|(_, v)| v).next_back()
+    }
+
     /// Builds the config from a properties file's text and overrides (which win).
     pub fn from_properties(text: &str, overrides: &[(String, String)]) -> Result<Self, ConfigError> {
         let mut provided = BTreeMap::new();
@@ -307,6 +331,7 @@ impl BrokerConfig {
             )?,
             max_connections: p.parse("max.connections", 10_000, 1)?,
             zero_copy_fetch: p.bool("fetch.zero.copy.enable", true)?,
+            metrics_listener: p.metrics_listener("metrics.listener")?,
             log_retention_check_interval_ms: p.parse("log.retention.check.interval.ms", 300_000, 1)?,
             cleaner: CleanerConfig {
                 enable: p.bool("log.cleaner.enable", true)?,
@@ -430,6 +455,8 @@ fn is_known_key(key: &str) -> bool {
         "group.consumer.session.timeout.ms",
         "group.consumer.heartbeat.interval.ms",
         "fetch.zero.copy.enable",
+        "metrics.listener",
+        "logging.level",
         "log.retention.hours",
         "log.retention.minutes",
         "log.retention.ms",

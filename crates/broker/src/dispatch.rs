@@ -21,6 +21,7 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 
 use crate::error::RequestError;
 use crate::handlers::{self, api_versions};
+use crate::metrics::GaugeGuard;
 use crate::server::Broker;
 use strom_storage::segment::FileSlice;
 use uuid::Uuid;
@@ -227,12 +228,14 @@ pub async fn handle_frame(
             return Ok(Some(vec![Chunk::Bytes(unsupported_api_versions(correlation_id))]));
         }
     };
+    let started = std::time::Instant::now();
+    let _in_flight = GaugeGuard::new(&broker.metrics.requests_in_flight);
     let client_host = format!("/{}", peer.ip());
     let ctx = RequestContext { broker, api_key, api_version, header, client_host };
-    let Some(response) = route(&ctx, *request).await else {
-        return Ok(None);
-    };
-    encode_response(&ctx, response.as_ref()).map(Some)
+    let response = route(&ctx, *request).await;
+    let encoded = response.map(|r| encode_response(&ctx, r.as_ref())).transpose();
+    broker.metrics.record_request(api_key as i16, started.elapsed());
+    encoded
 }
 
 async fn route(ctx: &RequestContext<'_>, request: Request) -> Option<Box<dyn EncodeBody>> {

@@ -26,6 +26,7 @@ pub mod error;
 pub mod fetch_session;
 pub mod group;
 pub mod handlers;
+pub mod metrics;
 pub mod network;
 pub mod replica;
 pub mod server;

@@ -257,7 +257,8 @@ impl ReplicaManager {
         Ok(())
     }
 
-    fn partitions(&self) -> Vec<Arc<Partition>> {
+    /// Every hosted partition.
+    pub fn partitions(&self) -> Vec<Arc<Partition>> {
         let hosted = self.hosted.read().expect("hosted lock");
         hosted.by_name.values().flat_map(|t| t.partitions.iter().cloned()).collect()
     }

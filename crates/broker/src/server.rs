@@ -20,6 +20,7 @@ use tokio::task::JoinSet;
 use crate::config::BrokerConfig;
 use crate::fetch_session::FetchSessionCache;
 use crate::group::GroupCoordinator;
+use crate::metrics::{self, GaugeGuard, Metrics};
 use crate::network;
 use crate::replica::ReplicaManager;
 
@@ -33,6 +34,7 @@ pub struct Broker {
     pub replicas: ReplicaManager,
     pub fetch_sessions: FetchSessionCache,
     pub groups: GroupCoordinator,
+    pub metrics: Metrics,
     /// Flips to true when shutdown begins; delayed operations end early on it.
     stopping: watch::Sender<bool>,
 }
@@ -61,7 +63,8 @@ impl Broker {
         let fetch_sessions = FetchSessionCache::new(config.max_incremental_fetch_session_cache_slots);
         let groups = GroupCoordinator::new(config.groups.clone());
         let (stopping, _) = watch::channel(false);
-        let broker = Self { config, controller, replicas, fetch_sessions, groups, stopping };
+        let metrics = Metrics::default();
+        let broker = Self { config, controller, replicas, fetch_sessions, groups, metrics, stopping };
         broker.groups.load(&broker)?;
         Ok(Arc::new(broker))
     }
@@ -82,6 +85,7 @@ impl Broker {
 pub struct BoundBroker {
     broker: Arc<Broker>,
     listeners: Vec<TcpListener>,
+    metrics_listener: Option<TcpListener>,
 }
 
 impl BoundBroker {
@@ -97,7 +101,17 @@ impl BoundBroker {
             tracing::info!(listener = %listener.name, addr = %local, "listening");
             listeners.push(bound);
         }
-        Ok(Self { broker, listeners })
+        let metrics_listener = match broker.config.metrics_listener {
+            Some(addr) => {
+                let bound = TcpListener::bind(addr)
+                    .await
+                    .map_err(|source| StartError::Bind { addr: addr.to_string(), source })?;
+                tracing::info!(addr = %addr, "serving Prometheus metrics at /metrics");
+                Some(bound)
+            }
+            None => None,
+        };
+        Ok(Self { broker, listeners, metrics_listener })
     }
 
     /// Serves until `shutdown` completes, then shuts down cleanly.
@@ -106,6 +120,9 @@ impl BoundBroker {
         let mut background = JoinSet::new();
         background.spawn(periodic_duties(self.broker.clone(), stop_rx.clone()));
         background.spawn(GroupCoordinator::run_timers(self.broker.clone()));
+        if let Some(listener) = self.metrics_listener {
+            background.spawn(metrics::serve_http(self.broker.clone(), listener, stop_rx.clone()));
+        }
         let permits = Arc::new(Semaphore::new(self.broker.config.max_connections));
         let mut acceptors = JoinSet::new();
         for listener in self.listeners {
@@ -158,7 +175,8 @@ async fn accept_loop(
                 let broker = broker.clone();
                 let stop = stop.clone();
                 connections.spawn(async move {
-                    network::serve(broker, stream, peer, stop).await;
+                    let _open = GaugeGuard::new(&broker.metrics.connections);
+                    network::serve(broker.clone(), stream, peer, stop).await;
                     drop(permit);
                 });
             }

@@ -16,12 +16,6 @@ pub struct ServerArgs {
 }
 
 pub fn run(args: ServerArgs) -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     let text = match &args.properties {
         Some(path) => {
             std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?
@@ -35,9 +29,23 @@ pub fn run(args: ServerArgs) -> anyhow::Result<()> {
         };
         overrides.push((key.trim().to_owned(), value.trim().to_owned()));
     }
+    init_logging(BrokerConfig::logging_filter(&text, &overrides))?;
     let config = BrokerConfig::from_properties(&text, &overrides)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(serve(config))
+}
+
+/// Log levels come from `RUST_LOG` when set, else `logging.level`, else `info`.
+fn init_logging(configured: Option<String>) -> anyhow::Result<()> {
+    use tracing_subscriber::EnvFilter;
+    let filter = match (EnvFilter::try_from_default_env(), configured) {
+        (Ok(from_env), _) => from_env,
+        (Err(_), Some(directives)) => EnvFilter::try_new(&directives)
+            .with_context(|| format!("invalid value {directives:?} for configuration logging.level"))?,
+        (Err(_), None) => EnvFilter::new("info"),
+    };
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    Ok(())
 }
 
 async fn serve(config: BrokerConfig) -> anyhow::Result<()> {

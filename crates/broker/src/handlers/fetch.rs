@@ -5,14 +5,15 @@
 //! every partition it reads *before* reading, so an append that lands between
 //! the read and the wait still wakes it; no timer polls the log.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-use kafka_protocol::messages::{FetchRequest, FetchResponse};
-use tokio::sync::{watch, Notify};
+use kafka_protocol::messages::{ApiKey, FetchRequest, FetchResponse};
+use tokio::sync::Notify;
 use tokio::time::Instant;
 use uuid::Uuid;
 
@@ -20,6 +21,7 @@ use super::topic_name;
 use crate::dispatch::{EncodeBody, Reply, RequestContext, Splice};
 use crate::error::storage_error;
 use crate::fetch_session::{FetchPlan, FetchTarget, PartitionNews};
+use crate::metrics::GaugeGuard;
 use crate::replica::Partition;
 use crate::server::Broker;
 use strom_storage::segment::FileSlice;
@@ -93,7 +95,8 @@ pub async fn handle(ctx: &RequestContext<'_>, request: FetchRequest) -> FetchRep
     let partitions: Vec<Option<Arc<Partition>>> =
         plan.targets.iter().map(|t| broker.replicas.partition(&t.topic, t.partition)).collect();
     let max_wait = Duration::from_millis(request.max_wait_ms.max(0) as u64).min(MAX_WAIT_CAP);
-    let outcomes = read_with_wait(&plan, &partitions, &request, max_wait, broker.stopping()).await;
+    let outcomes = read_with_wait(broker, &plan, &partitions, &request, max_wait).await;
+    count_reads(broker, &plan, &outcomes);
     let news: Vec<(PartitionNews, bool)> = outcomes
         .iter()
         .map(|o| {
@@ -141,12 +144,13 @@ fn requested_targets(broker: &Broker, request: &FetchRequest, by_id: bool) -> Ve
 /// Reads until `min_bytes` are available, an error occurs, `max_wait` passes
 /// or the broker starts shutting down.
 async fn read_with_wait(
+    broker: &Broker,
     plan: &FetchPlan,
     partitions: &[Option<Arc<Partition>>],
     request: &FetchRequest,
     max_wait: Duration,
-    mut stopping: watch::Receiver<bool>,
 ) -> Vec<Outcome> {
+    let mut stopping = broker.stopping();
     let deadline = Instant::now() + max_wait;
     let waiter = Arc::new(Notify::new());
     loop {
@@ -158,12 +162,35 @@ async fn read_with_wait(
         if satisfied || Instant::now() >= deadline || *stopping.borrow() {
             return outcomes;
         }
+        let _parked = GaugeGuard::new(&broker.metrics.delayed_fetches);
         tokio::select! {
             _ = waiter.notified() => {}
             _ = stopping.changed() => return read_all(plan, partitions, request.max_bytes),
             // Expired: answer with whatever arrived while waiting.
             _ = tokio::time::sleep_until(deadline) => return read_all(plan, partitions, request.max_bytes),
         }
+    }
+}
+
+/// Counts the record bytes going out and the refused reads, per topic.
+fn count_reads(broker: &Broker, plan: &FetchPlan, outcomes: &[Outcome]) {
+    for (target, outcome) in plan.targets.iter().zip(outcomes) {
+        if let Some(error) = outcome.error {
+            broker.metrics.record_error(ApiKey::Fetch as i16, error.code());
+        }
+        let counted = if outcome.error.is_some() {
+            broker.replicas.topic(&target.topic).is_some()
+        } else {
+            outcome.bytes() > 0
+        };
+        if !counted {
+            continue;
+        }
+        let metrics = broker.metrics.topic(&target.topic);
+        match outcome.error {
+            Some(_) => metrics.failed_fetch_requests.fetch_add(1, Ordering::Relaxed),
+            None => metrics.bytes_out.fetch_add(outcome.bytes() as u64, Ordering::Relaxed),
+        };
     }
 }
 

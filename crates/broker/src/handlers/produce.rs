@@ -3,10 +3,12 @@
 //! With one in-sync replica, acks=1 and acks=all are both satisfied when the
 //! append returns; acks=0 gets no response at all.
 
+use std::sync::atomic::Ordering;
+
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
-use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse};
 
 use super::str_bytes;
 use crate::dispatch::{MaybeReply, RequestContext};
@@ -22,6 +24,7 @@ pub fn handle(ctx: &RequestContext<'_>, request: ProduceRequest) -> MaybeReply<P
         .into_iter()
         .map(|topic| produce_topic(broker, ctx.api_version, acks, topic))
         .collect();
+    count_failures(broker, &responses);
     if acks == 0 {
         return MaybeReply(None);
     }
@@ -85,14 +88,31 @@ fn produce_partition(
     }
     let records = data.records.unwrap_or_default();
     match partition.append(&records, strom_storage::now_ms()) {
-        Ok((info, log_start_offset)) => PartitionProduceResponse::default()
-            .with_index(index)
-            .with_base_offset(info.first_offset)
-            .with_log_append_time_ms(info.log_append_time)
-            .with_log_start_offset(log_start_offset),
+        Ok((info, log_start_offset)) => {
+            let metrics = broker.metrics.topic(&hosted.name);
+            metrics.bytes_in.fetch_add(info.bytes as u64, Ordering::Relaxed);
+            metrics.messages_in.fetch_add(info.records, Ordering::Relaxed);
+            PartitionProduceResponse::default()
+                .with_index(index)
+                .with_base_offset(info.first_offset)
+                .with_log_append_time_ms(info.log_append_time)
+                .with_log_start_offset(log_start_offset)
+        }
         Err(e) => {
             tracing::debug!(partition = %partition.tp, "produce rejected: {e}");
             error_response(index, storage_error(&e), Some(e.to_string()))
+        }
+    }
+}
+
+/// Counts refused partition appends, per error code and per topic.
+fn count_failures(broker: &Broker, responses: &[TopicProduceResponse]) {
+    for topic in responses {
+        for partition in topic.partition_responses.iter().filter(|p| p.error_code != 0) {
+            broker.metrics.record_error(ApiKey::Produce as i16, partition.error_code);
+            if broker.replicas.topic(&topic.name).is_some() {
+                broker.metrics.topic(&topic.name).failed_produce_requests.fetch_add(1, Ordering::Relaxed);
+            }
         }
     }
 }

@@ -211,6 +211,7 @@ fn delete_one(broker: &Broker, name: Option<String>, id: Uuid) -> DeletableTopic
     match broker.controller.delete_topic(topic_id) {
         Ok(deleted) => {
             tracing::info!(topic = %deleted, "deleted topic");
+            broker.metrics.remove_topic(&deleted);
             result
         }
         Err(e) => result
