@@ -168,7 +168,11 @@ impl OffsetPosition {
     /// The load-time rule for an entry after `previous` in the index of a
     /// log of `log_len` bytes: within the log, offsets increasing, positions
     /// not decreasing.
-    pub fn check_follows(&self, previous: Option<&Self>, log_len: u64) -> std::result::Result<(), &'static str> {
+    pub fn check_follows(
+        &self,
+        previous: Option<&Self>,
+        log_len: u64,
+    ) -> std::result::Result<(), &'static str> {
         if u64::from(self.position) > log_len {
             return Err("points past the end of the log");
         }
@@ -256,7 +260,9 @@ impl OffsetIndex {
         let mut previous: Option<OffsetPosition> = None;
         for i in 0..self.entries() {
             let entry = self.entry(i);
-            entry.check_follows(previous.as_ref(), file_len).map_err(|reason| format!("entry {i} {reason}"))?;
+            entry
+                .check_follows(previous.as_ref(), file_len)
+                .map_err(|reason| format!("entry {i} {reason}"))?;
             previous = Some(entry);
         }
         Ok(())
@@ -286,7 +292,11 @@ impl TimestampOffset {
     /// The load-time rule for an entry after `previous` in the time index of
     /// the segment at `base_offset`: timestamps increasing, offsets not
     /// decreasing and within the segment.
-    pub fn check_follows(&self, previous: Option<&Self>, base_offset: i64) -> std::result::Result<(), &'static str> {
+    pub fn check_follows(
+        &self,
+        previous: Option<&Self>,
+        base_offset: i64,
+    ) -> std::result::Result<(), &'static str> {
         if self.offset < base_offset {
             return Err("is before the segment");
         }

@@ -178,7 +178,12 @@ mod tests {
         Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
     };
 
-    fn record(offset: i64, key: Option<&str>, value: Option<&str>, headers: &[(&str, Option<&str>)]) -> Record {
+    fn record(
+        offset: i64,
+        key: Option<&str>,
+        value: Option<&str>,
+        headers: &[(&str, Option<&str>)],
+    ) -> Record {
         Record {
             transactional: false,
             control: false,
@@ -194,24 +199,32 @@ mod tests {
             value: value.map(|v| Bytes::copy_from_slice(v.as_bytes())),
             headers: headers
                 .iter()
-                .map(|(k, v)| (StrBytes::from_string(k.to_string()), v.map(|v| Bytes::copy_from_slice(v.as_bytes()))))
+                .map(|(k, v)| {
+                    (StrBytes::from_string(k.to_string()), v.map(|v| Bytes::copy_from_slice(v.as_bytes())))
+                })
                 .collect::<IndexMap<_, _>>(),
         }
     }
 
     fn encode(records: &[Record], compression: Compression) -> Vec<u8> {
         let mut buf = BytesMut::new();
-        RecordBatchEncoder::encode(&mut buf, records, &RecordEncodeOptions { version: 2, compression }).unwrap();
+        RecordBatchEncoder::encode(&mut buf, records, &RecordEncodeOptions { version: 2, compression })
+            .unwrap();
         buf.to_vec()
     }
 
-    fn decoded(batch: &[u8]) -> Vec<(Option<Vec<u8>>, Option<Vec<u8>>, i32, i64, Vec<(Vec<u8>, Option<Vec<u8>>)>)> {
+    type MaybeBytes = Option<Vec<u8>>;
+    /// key, value, offset delta, timestamp delta, headers.
+    type Owned = (MaybeBytes, MaybeBytes, i32, i64, Vec<(Vec<u8>, MaybeBytes)>);
+
+    fn decoded(batch: &[u8]) -> Vec<Owned> {
         let header = BatchHeader::parse(batch).unwrap();
         let data = records_data(batch, &header).unwrap();
         RecordIter::new(&data, header.records_count as usize)
             .map(|view| {
                 let view = view.unwrap();
-                let headers = view.headers.iter().map(|h| (h.key.to_vec(), h.value.map(<[u8]>::to_vec))).collect();
+                let headers =
+                    view.headers.iter().map(|h| (h.key.to_vec(), h.value.map(<[u8]>::to_vec))).collect();
                 let owned = |b: Option<&[u8]>| b.map(<[u8]>::to_vec);
                 (owned(view.key), owned(view.value), view.offset_delta, view.timestamp_delta, headers)
             })
@@ -233,11 +246,15 @@ mod tests {
             let views = decoded(&batch);
             let bytes = |s: &str| Some(s.as_bytes().to_vec());
             let headers = vec![(b"h".to_vec(), bytes("x")), (b"n".to_vec(), None)];
-            assert_eq!(views, [
-                (bytes("k0"), bytes("v0"), 0, 0, headers),
-                (None, bytes(""), 1, 1, vec![]),
-                (bytes("k2"), None, 2, 2, vec![]),
-            ], "{compression:?}");
+            assert_eq!(
+                views,
+                [
+                    (bytes("k0"), bytes("v0"), 0, 0, headers),
+                    (None, bytes(""), 1, 1, vec![]),
+                    (bytes("k2"), None, 2, 2, vec![]),
+                ],
+                "{compression:?}"
+            );
         }
     }
 
