@@ -25,6 +25,8 @@ use strom_storage::index::{OffsetIndex, OffsetPosition, TimeIndex, TimestampOffs
 use strom_storage::record::{records_data, RecordIter, RecordView};
 
 #[derive(clap::Args, Debug, Default)]
+#[command(after_help = "Exits with status 1 when a file is missing or unreadable, or damaged: \
+    an invalid batch, bytes after the last whole batch, an index entry that disagrees with its log.")]
 pub struct DumpLogArgs {
     /// The data and index files to dump: a comma separated list, or the flag repeated.
     #[arg(long, required = true, value_delimiter = ',', value_name = "FILE1,FILE2,...")]
@@ -163,8 +165,10 @@ impl<'a, W: Write, E: Write> Dumper<'a, W, E> {
         let mut batches = BatchReader::new(file, limit);
         let mut last_offset = base_offset - 1;
         let mut gaps = Vec::new();
-        while let Some((position, raw)) = batches.next().map_err(|e| self.log_failure(path, e))? {
-            let Some(header) = self.print_batch(position, raw)? else { continue };
+        while let Some((position, header, raw)) = batches.next().map_err(|e| self.log_failure(path, e))? {
+            if !self.print_batch(position, &header, raw)? {
+                continue;
+            }
             if self.args.deep() {
                 self.print_records(path, position, raw, &header, &mut last_offset, &mut gaps)?;
             }
@@ -194,25 +198,21 @@ impl<'a, W: Write, E: Write> Dumper<'a, W, E> {
         }
     }
 
-    /// Prints the batch line; returns the header when the batch can be read further.
-    fn print_batch(&mut self, position: u64, raw: &[u8]) -> io::Result<Option<BatchHeader>> {
-        let header = match BatchHeader::parse(raw) {
-            Ok(header) if header.magic == MAGIC_V2 => header,
-            Ok(header) => {
-                writeln!(
-                    self.out,
-                    "baseOffset: {} position: {position} size: {} magic: {} isvalid: false (Strom reads only magic 2)",
-                    header.base_offset, header.size, header.magic
-                )?;
-                self.failed = true;
-                return Ok(None);
-            }
-            Err(e) => unreachable!("the reader hands out whole batches: {e}"),
-        };
+    /// Prints the batch line; false when its records cannot be read.
+    fn print_batch(&mut self, position: u64, header: &BatchHeader, raw: &[u8]) -> io::Result<bool> {
+        if header.magic != MAGIC_V2 {
+            writeln!(
+                self.out,
+                "baseOffset: {} position: {position} size: {} magic: {} isvalid: false (Strom reads only magic 2)",
+                header.base_offset, header.size, header.magic
+            )?;
+            self.failed = true;
+            return Ok(false);
+        }
         let valid = batch::compute_crc(raw) == header.crc;
         self.failed |= !valid;
-        write_batch_line(&mut self.out, position, &header, valid)?;
-        Ok(Some(header))
+        write_batch_line(&mut self.out, position, header, valid)?;
+        Ok(true)
     }
 
     fn print_records(
@@ -580,26 +580,28 @@ impl BatchReader {
         Self { reader: BufReader::with_capacity(1 << 16, file), position: 0, limit, buf: Vec::new() }
     }
 
-    /// The next batch and its position; `None` at the end or before a batch
-    /// that does not fit (a torn tail, or past `limit`).
-    fn next(&mut self) -> Result<Option<(u64, &[u8])>, ReadError> {
+    /// The next batch: its position, header and bytes. `None` at the end or
+    /// before a batch that does not fit (a torn tail, or past `limit`).
+    fn next(&mut self) -> Result<Option<(u64, BatchHeader, &[u8])>, ReadError> {
         if self.limit - self.position < LOG_OVERHEAD as u64 {
             return Ok(None);
         }
+        let corrupt = |e: strom_storage::StorageError| ReadError::Corrupt {
+            position: self.position,
+            reason: e.to_string(),
+        };
         self.buf.resize(LOG_OVERHEAD, 0);
         self.reader.read_exact(&mut self.buf).map_err(ReadError::Io)?;
-        let size = match batch::batch_size(&self.buf).expect("12 bytes read") {
-            Ok(size) => size,
-            Err(e) => return Err(ReadError::Corrupt { position: self.position, reason: e.to_string() }),
-        };
+        let size = batch::batch_size(&self.buf).expect("12 bytes read").map_err(corrupt)?;
         if size as u64 > self.limit - self.position {
             return Ok(None);
         }
         self.buf.resize(size, 0);
         self.reader.read_exact(&mut self.buf[LOG_OVERHEAD..]).map_err(ReadError::Io)?;
+        let header = BatchHeader::parse(&self.buf).map_err(corrupt)?;
         let position = self.position;
         self.position += size as u64;
-        Ok(Some((position, &self.buf)))
+        Ok(Some((position, header, &self.buf)))
     }
 }
 
