@@ -150,12 +150,13 @@ impl BatchHeader {
         })
     }
 
+    /// Wrapping, so that a damaged header read by recovery or `dump-log` cannot panic.
     pub fn last_offset(&self) -> i64 {
-        self.base_offset + i64::from(self.last_offset_delta)
+        self.base_offset.wrapping_add(i64::from(self.last_offset_delta))
     }
 
     pub fn next_offset(&self) -> i64 {
-        self.last_offset() + 1
+        self.last_offset().wrapping_add(1)
     }
 
     /// The codec id: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd.
