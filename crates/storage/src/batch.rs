@@ -50,6 +50,9 @@ const COMPRESSION_MASK: i16 = 0x07;
 const TIMESTAMP_TYPE_BIT: i16 = 0x08;
 const TRANSACTIONAL_BIT: i16 = 0x10;
 const CONTROL_BIT: i16 = 0x20;
+const DELETE_HORIZON_BIT: i16 = 0x40;
+/// Sequence of a batch whose producer is not idempotent.
+pub const NO_SEQUENCE: i32 = -1;
 
 /// How the broker stamps batch timestamps (`message.timestamp.type`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -147,12 +150,13 @@ impl BatchHeader {
         })
     }
 
+    /// Wrapping, so that a damaged header read by recovery or `dump-log` cannot panic.
     pub fn last_offset(&self) -> i64 {
-        self.base_offset + i64::from(self.last_offset_delta)
+        self.base_offset.wrapping_add(i64::from(self.last_offset_delta))
     }
 
     pub fn next_offset(&self) -> i64 {
-        self.last_offset() + 1
+        self.last_offset().wrapping_add(1)
     }
 
     /// The codec id: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd.
@@ -175,6 +179,49 @@ impl BatchHeader {
     pub fn is_control(&self) -> bool {
         self.attributes & CONTROL_BIT != 0
     }
+
+    /// Set by the log cleaner: the base timestamp then holds the time after
+    /// which the batch's tombstones and markers may be removed.
+    pub fn delete_horizon_ms(&self) -> Option<i64> {
+        (self.attributes & DELETE_HORIZON_BIT != 0).then_some(self.base_timestamp)
+    }
+
+    /// The sequence of the last record, wrapping past `i32::MAX` to 0 as Kafka does.
+    pub fn last_sequence(&self) -> i32 {
+        self.record_sequence(self.last_offset_delta)
+    }
+
+    /// The sequence of the record at `offset_delta`, wrapping as Kafka does.
+    pub fn record_sequence(&self, offset_delta: i32) -> i32 {
+        if self.base_sequence == NO_SEQUENCE {
+            return NO_SEQUENCE;
+        }
+        increment_sequence(self.base_sequence, offset_delta)
+    }
+
+    /// The timestamp of the record at `timestamp_delta`: the batch's max
+    /// timestamp under LogAppendTime, as Kafka reports it.
+    pub fn record_timestamp(&self, timestamp_delta: i64) -> i64 {
+        match self.timestamp_type() {
+            TimestampType::LogAppendTime => self.max_timestamp,
+            TimestampType::CreateTime => self.base_timestamp.wrapping_add(timestamp_delta),
+        }
+    }
+}
+
+/// Kafka's sequence arithmetic: sequences run from 0 to `i32::MAX`, then wrap to 0.
+/// Computed in `i64` so that values read from a damaged file cannot overflow.
+pub fn increment_sequence(sequence: i32, increment: i32) -> i32 {
+    let next = i64::from(sequence) + i64::from(increment);
+    let wrapped = if next > i64::from(i32::MAX) { next - i64::from(i32::MAX) - 1 } else { next };
+    wrapped as i32
+}
+
+/// The inverse of [`increment_sequence`].
+pub fn decrement_sequence(sequence: i32, decrement: i32) -> i32 {
+    let previous = i64::from(sequence) - i64::from(decrement);
+    let wrapped = if previous < 0 { previous + i64::from(i32::MAX) + 1 } else { previous };
+    wrapped as i32
 }
 
 /// CRC-32C over the part of the batch the CRC field covers.
@@ -400,6 +447,19 @@ mod tests {
         assert_eq!(parsed.partition_leader_epoch, 7);
         assert_eq!(parsed.timestamp_type(), TimestampType::LogAppendTime);
         assert_eq!(parsed.max_timestamp, 99);
+    }
+
+    #[test]
+    fn sequences_wrap_at_i32_max_like_kafka() {
+        assert_eq!(increment_sequence(5, 3), 8);
+        assert_eq!(increment_sequence(i32::MAX, 1), 0);
+        assert_eq!(increment_sequence(i32::MAX - 1, 3), 1);
+        assert_eq!(decrement_sequence(1, 3), i32::MAX - 1);
+        assert_eq!(decrement_sequence(8, 3), 5);
+        let mut header = BatchHeader::parse(&batch(3, 0, Compression::None)).unwrap();
+        assert_eq!(header.last_sequence(), NO_SEQUENCE, "no producer, no sequence");
+        header.base_sequence = i32::MAX;
+        assert_eq!(header.last_sequence(), 1);
     }
 
     #[test]

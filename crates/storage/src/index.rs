@@ -159,8 +159,33 @@ pub struct OffsetPosition {
     pub position: u32,
 }
 
+impl OffsetPosition {
+    /// Decodes one stored entry of the index of the segment at `base_offset`.
+    pub fn decode(raw: &[u8], base_offset: i64) -> Self {
+        Self { offset: base_offset + i64::from(u32_at(raw, 0)), position: u32_at(raw, 4) }
+    }
+
+    /// The load-time rule for an entry after `previous` in the index of a
+    /// log of `log_len` bytes: within the log, offsets increasing, positions
+    /// not decreasing.
+    pub fn check_follows(
+        &self,
+        previous: Option<&Self>,
+        log_len: u64,
+    ) -> std::result::Result<(), &'static str> {
+        if u64::from(self.position) > log_len {
+            return Err("points past the end of the log");
+        }
+        if previous.is_some_and(|p| p.offset >= self.offset || p.position > self.position) {
+            return Err("is out of order");
+        }
+        Ok(())
+    }
+}
+
 impl OffsetIndex {
-    const ENTRY: usize = 8;
+    /// Bytes per entry: 4-byte relative offset, 4-byte position.
+    pub const ENTRY: usize = 8;
 
     pub fn open(path: &Path, base_offset: i64, max_bytes: usize) -> Result<Self> {
         Ok(Self { base_offset, inner: IndexFile::open(path, Self::ENTRY, max_bytes)? })
@@ -179,8 +204,7 @@ impl OffsetIndex {
     }
 
     pub fn entry(&self, i: usize) -> OffsetPosition {
-        let raw = self.inner.entry(i);
-        OffsetPosition { offset: self.base_offset + i64::from(u32_at(raw, 0)), position: u32_at(raw, 4) }
+        OffsetPosition::decode(self.inner.entry(i), self.base_offset)
     }
 
     pub fn last(&self) -> Option<OffsetPosition> {
@@ -236,12 +260,9 @@ impl OffsetIndex {
         let mut previous: Option<OffsetPosition> = None;
         for i in 0..self.entries() {
             let entry = self.entry(i);
-            if u64::from(entry.position) > file_len {
-                return Err(format!("entry {i} points past the end of the log"));
-            }
-            if previous.is_some_and(|p| p.offset >= entry.offset || p.position > entry.position) {
-                return Err(format!("entry {i} is out of order"));
-            }
+            entry
+                .check_follows(previous.as_ref(), file_len)
+                .map_err(|reason| format!("entry {i} {reason}"))?;
             previous = Some(entry);
         }
         Ok(())
@@ -262,8 +283,33 @@ pub struct TimestampOffset {
     pub offset: i64,
 }
 
+impl TimestampOffset {
+    /// Decodes one stored entry of the time index of the segment at `base_offset`.
+    pub fn decode(raw: &[u8], base_offset: i64) -> Self {
+        Self { timestamp: i64_at(raw, 0), offset: base_offset + i64::from(u32_at(raw, 8)) }
+    }
+
+    /// The load-time rule for an entry after `previous` in the time index of
+    /// the segment at `base_offset`: timestamps increasing, offsets not
+    /// decreasing and within the segment.
+    pub fn check_follows(
+        &self,
+        previous: Option<&Self>,
+        base_offset: i64,
+    ) -> std::result::Result<(), &'static str> {
+        if self.offset < base_offset {
+            return Err("is before the segment");
+        }
+        if previous.is_some_and(|p| p.timestamp >= self.timestamp || p.offset > self.offset) {
+            return Err("is out of order");
+        }
+        Ok(())
+    }
+}
+
 impl TimeIndex {
-    const ENTRY: usize = 12;
+    /// Bytes per entry: 8-byte timestamp, 4-byte relative offset.
+    pub const ENTRY: usize = 12;
 
     pub fn open(path: &Path, base_offset: i64, max_bytes: usize) -> Result<Self> {
         Ok(Self { base_offset, inner: IndexFile::open(path, Self::ENTRY, max_bytes)? })
@@ -282,8 +328,7 @@ impl TimeIndex {
     }
 
     pub fn entry(&self, i: usize) -> TimestampOffset {
-        let raw = self.inner.entry(i);
-        TimestampOffset { timestamp: i64_at(raw, 0), offset: self.base_offset + i64::from(u32_at(raw, 8)) }
+        TimestampOffset::decode(self.inner.entry(i), self.base_offset)
     }
 
     pub fn last(&self) -> Option<TimestampOffset> {
@@ -337,12 +382,9 @@ impl TimeIndex {
         let mut previous: Option<TimestampOffset> = None;
         for i in 0..self.entries() {
             let entry = self.entry(i);
-            if entry.offset < self.base_offset {
-                return Err(format!("entry {i} is before the segment"));
-            }
-            if previous.is_some_and(|p| p.timestamp >= entry.timestamp || p.offset > entry.offset) {
-                return Err(format!("entry {i} is out of order"));
-            }
+            entry
+                .check_follows(previous.as_ref(), self.base_offset)
+                .map_err(|reason| format!("entry {i} {reason}"))?;
             previous = Some(entry);
         }
         Ok(())

@@ -5,6 +5,8 @@
 //!
 //! - [`batch`] reads RecordBatch v2 headers in place and rewrites the few
 //!   fields the broker owns; batches are stored byte for byte otherwise.
+//! - [`record`] reads the records inside a batch (decompressing it), for
+//!   tools such as `strom dump-log`; the broker itself never needs to.
 //! - [`index`] holds the sparse, mmap'd `.index` (offset → position) and
 //!   `.timeindex` (timestamp → offset).
 //! - [`segment`] is one `.log` file with its indexes: append, read by offset
@@ -24,6 +26,7 @@ pub mod error;
 pub mod index;
 pub mod log;
 pub mod manager;
+pub mod record;
 pub mod segment;
 
 pub use error::{Result, StorageError};
