@@ -508,6 +508,32 @@ mod tests {
     }
 
     #[test]
+    fn logging_level_comes_from_the_last_setting() {
+        assert_eq!(BrokerConfig::logging_filter("num.partitions=1\n", &[]), None);
+        let text = "logging.level=warn\n";
+        assert_eq!(BrokerConfig::logging_filter(text, &[]).as_deref(), Some("warn"));
+        let overrides = [("logging.level".to_owned(), "debug,strom_storage=trace".to_owned())];
+        assert_eq!(
+            BrokerConfig::logging_filter(text, &overrides).as_deref(),
+            Some("debug,strom_storage=trace")
+        );
+    }
+
+    #[test]
+    fn metrics_listener_must_be_an_http_address() {
+        let parse =
+            |value: &str| BrokerConfig::from_properties("", &[("metrics.listener".into(), value.into())]);
+        assert_eq!(
+            parse("http://127.0.0.1:9404").unwrap().metrics_listener,
+            Some("127.0.0.1:9404".parse().unwrap())
+        );
+        assert_eq!(parse("").unwrap().metrics_listener, None);
+        for bad in ["127.0.0.1:9404", "https://127.0.0.1:9404", "http://localhost:x"] {
+            assert_eq!(parse(bad).unwrap_err().key, "metrics.listener", "{bad}");
+        }
+    }
+
+    #[test]
     fn retention_ms_wins_over_minutes_and_hours() {
         let parse = |pairs: &[(&str, &str)]| {
             let pairs: Vec<_> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
