@@ -224,7 +224,12 @@ impl BrokerLevels<'_> {
             });
         }
         synonyms.extend(self.synonyms(&broker_synonyms(def.broker_synonym)));
-        let value = log_config_value(def.name, log).or_else(|| synonyms.first().map(in_finest_unit));
+        // An override shows as written; otherwise the log's own value, so
+        // that units and precedence are exactly those the log applies.
+        let value = match overrides.get(def.name) {
+            Some(value) => Some(value.clone()),
+            None => log_config_value(def.name, log).or_else(|| synonyms.first().map(in_finest_unit)),
+        };
         ConfigEntry {
             name: def.name.into(),
             value,
