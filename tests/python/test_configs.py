@@ -27,6 +27,7 @@ from harness import (
 from wire import Reader, Writer, call, request
 
 NODE_ID = 1
+CREATE_TOPICS = 19
 DESCRIBE_CONFIGS = 32
 INCREMENTAL_ALTER_CONFIGS = 44
 TOPIC, BROKER = 2, 4
@@ -163,6 +164,37 @@ def incremental_alter_v1(
     r.tagged_fields()
     r.assert_at_end("IncrementalAlterConfigs v1")
     return responses
+
+
+def create_topic_v7(port: int, name: str, configs: dict[str, str]) -> tuple[int, dict[str, tuple[str | None, int]]]:
+    """CreateTopics v7 for one topic; its error code and the configs reported, as (value, source) by name."""
+    w = Writer(flexible=True).length(1).string(name).int32(1).int16(1).length(0).length(len(configs))
+    for key, value in configs.items():
+        w.string(key).nullable_string(value).tagged_fields()
+    w.tagged_fields().int32(15_000).boolean(False).tagged_fields()
+    payload = call(port, request(CREATE_TOPICS, 7, 9, w.build(), flexible=True))
+    r = Reader(payload, flexible=True)
+    assert r.int32() == 9
+    r.tagged_fields()
+    r.int32()  # throttle
+
+    def config(r: Reader) -> tuple[str, str | None, int]:
+        key, value, _read_only, source, _sensitive = r.string(), r.nullable_string(), r.boolean(), r.int8(), r.boolean()
+        r.tagged_fields()
+        return key, value, source
+
+    def topic(r: Reader) -> tuple[int, dict]:
+        r.string(), r.uuid()
+        error_code = r.int16()
+        r.nullable_string(), r.int32(), r.int16()
+        reported = {key: (value, source) for key, value, source in r.array(config) or []}
+        r.tagged_fields()
+        return error_code, reported
+
+    [result] = r.array(topic)
+    r.tagged_fields()
+    r.assert_at_end("CreateTopics v7")
+    return result
 
 
 def set_cluster_default(port: int, key: str, value: str | None) -> None:
@@ -434,6 +466,17 @@ def test_new_topics_take_the_dynamic_defaults(broker):
 
     assert len(segment_files(broker.data_dir, "born-small")) >= 3, segment_files(broker.data_dir, "born-small")
     assert describe_topic(broker.bootstrap, "born-small")["segment.bytes"].source == DYNAMIC_DEFAULT_BROKER
+
+
+def test_create_topics_reports_effective_configs(broker):
+    set_cluster_default(broker.port, "log.retention.ms", "4242")
+
+    error_code, reported = create_topic_v7(broker.port, "reported", {"segment.ms": "60000"})
+
+    assert error_code == 0
+    assert reported["segment.ms"] == ("60000", DYNAMIC_TOPIC)
+    assert reported["retention.ms"] == ("4242", DYNAMIC_DEFAULT_BROKER)
+    assert reported["max.message.bytes"] == ("1048588", DEFAULT)
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "lots", "1.5"])

@@ -115,9 +115,7 @@ fn describe_resource(
             validate_topic_name(&topic)
                 .map_err(|e| (ResponseError::InvalidTopicException, Some(e.to_string())))?;
             let topic = image.topic(&topic).ok_or((ResponseError::UnknownTopicOrPartition, None))?;
-            let log = broker.config.with_dynamic_from(image).log_config_for(&topic.configs);
-            let described = TOPIC_CONFIGS.iter().filter(|def| wanted(def.name));
-            Ok(described.map(|def| levels.topic_entry(def, &topic.configs, &log)).collect())
+            Ok(topic_entries(broker, image, &topic.configs, wanted))
         }
         ConfigResource::Broker(node) if node.is_empty() => {
             Ok(levels.cluster_default_entries().into_iter().filter(|e| wanted(&e.name)).collect())
@@ -128,6 +126,21 @@ fn describe_resource(
             Ok(names.into_iter().map(|name| levels.broker_entry(name)).collect())
         }
     }
+}
+
+/// The topic configs `wanted` of a topic with these `overrides`, as this
+/// broker applies them under `image`.
+pub fn topic_entries(
+    broker: &Broker,
+    image: &MetadataImage,
+    overrides: &BTreeMap<String, String>,
+    wanted: impl Fn(&str) -> bool,
+) -> Vec<ConfigEntry> {
+    let node_id = broker.config.node_id.to_string();
+    let levels = levels(broker, image, &node_id);
+    let log = broker.config.with_dynamic_from(image).log_config_for(overrides);
+    let described = TOPIC_CONFIGS.iter().filter(|def| wanted(def.name));
+    described.map(|def| levels.topic_entry(def, overrides, &log)).collect()
 }
 
 fn wire_entry(entry: ConfigEntry, include_synonyms: bool) -> DescribeConfigsResourceResult {
