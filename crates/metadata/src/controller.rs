@@ -202,8 +202,9 @@ impl Controller {
     }
 
     /// Replaces the configs of `resource` with what `change` makes of the
-    /// current ones, or only checks that it could. `change` runs under the
-    /// log lock, so concurrent changes to one resource never lose updates.
+    /// current image and the resource's current configs, or only checks that
+    /// it could. `change` runs under the log lock, so concurrent changes to
+    /// one resource never lose updates.
     /// Every value set is validated; only the differences are written.
     pub fn alter_configs<F>(
         &self,
@@ -212,7 +213,10 @@ impl Controller {
         change: F,
     ) -> Result<(), MetadataError>
     where
-        F: FnOnce(&BTreeMap<String, String>) -> Result<BTreeMap<String, String>, MetadataError>,
+        F: FnOnce(
+            &MetadataImage,
+            &BTreeMap<String, String>,
+        ) -> Result<BTreeMap<String, String>, MetadataError>,
     {
         let mut writer = self.log.lock().expect("metadata log lock");
         let image = self.image();
@@ -220,7 +224,7 @@ impl Controller {
             ConfigResource::Topic(name) => &image.topic(name).ok_or(MetadataError::UnknownTopic)?.configs,
             ConfigResource::Broker(name) => image.broker_configs(name),
         };
-        let next = change(current)?;
+        let next = change(&image, current)?;
         let mut records = Vec::new();
         for (name, value) in &next {
             if current.get(name) != Some(value) {
@@ -364,12 +368,14 @@ mod tests {
         assert!(controller.image().topic("v").is_none());
     }
 
+    /// A change that sets exactly `pairs`.
     fn set(
         pairs: &[(&str, &str)],
-    ) -> impl FnOnce(&BTreeMap<String, String>) -> Result<BTreeMap<String, String>, MetadataError> {
+    ) -> impl FnOnce(&MetadataImage, &BTreeMap<String, String>) -> Result<BTreeMap<String, String>, MetadataError>
+    {
         let next: BTreeMap<String, String> =
             pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        move |_| Ok(next)
+        move |_, _| Ok(next)
     }
 
     #[test]

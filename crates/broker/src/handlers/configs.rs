@@ -199,7 +199,8 @@ impl Op {
 struct Alteration {
     resource_type: i8,
     resource_name: String,
-    /// AlterConfigs replaces the resource's whole set with these `Set`s.
+    /// AlterConfigs replaces the resource's whole set with its `Set`s;
+    /// IncrementalAlterConfigs changes only what its ops name.
     replace: bool,
     ops: Vec<(String, Op)>,
     /// A problem found while decoding the request, reported as is.
@@ -211,15 +212,18 @@ pub fn alter(ctx: &RequestContext<'_>, request: AlterConfigsRequest) -> AlterCon
         .resources
         .into_iter()
         .map(|r| {
-            let ops = r.configs.iter().map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string())));
-            let (ops, nulls): (Vec<_>, Vec<_>) = ops.partition(|(_, value)| value.is_some());
-            let ops = ops.into_iter().map(|(name, value)| (name, Op::Set(value.expect("partitioned"))));
-            let nulls: Vec<String> = nulls.into_iter().map(|(name, _)| name).collect();
+            let (mut ops, mut nulls) = (Vec::with_capacity(r.configs.len()), Vec::new());
+            for config in r.configs {
+                match config.value {
+                    Some(value) => ops.push((config.name.to_string(), Op::Set(value.to_string()))),
+                    None => nulls.push(config.name.to_string()),
+                }
+            }
             Alteration {
                 resource_type: r.resource_type,
                 resource_name: r.resource_name.to_string(),
                 replace: true,
-                ops: ops.collect(),
+                ops,
                 refused: null_values(&nulls),
             }
         })
@@ -337,15 +341,12 @@ fn alter_one(broker: &Broker, alteration: &Alteration, validate_only: bool) -> R
     if let ConfigResource::Broker(_) = resource {
         refuse_read_only(&alteration.ops)?;
     }
-    let image = broker.controller.image();
     let node_id = broker.config.node_id.to_string();
-    let levels = levels(broker, &image, &node_id);
-    let result = broker.controller.alter_configs(&resource, validate_only, |current| {
-        let next = if alteration.replace {
-            alteration.ops.iter().map(|(name, op)| (name.clone(), set_value(op))).collect()
-        } else {
-            apply_ops(&resource, &levels, current, &alteration.ops)?
-        };
+    let result = broker.controller.alter_configs(&resource, validate_only, |image, current| {
+        let levels = levels(broker, image, &node_id);
+        // AlterConfigs replaces the whole set: its SETs apply to nothing.
+        let start = if alteration.replace { &BTreeMap::new() } else { current };
+        let next = apply_ops(&resource, &levels, start, &alteration.ops)?;
         if let ConfigResource::Broker(name) = &resource {
             check_broker_overlay(broker, &levels, name, &next)?;
         }
@@ -359,13 +360,6 @@ fn alter_one(broker: &Broker, alteration: &Alteration, validate_only: bool) -> R
             Ok(())
         }
         Err(e) => Err((metadata_error(&e), Some(e.to_string()))),
-    }
-}
-
-fn set_value(op: &Op) -> String {
-    match op {
-        Op::Set(value) | Op::Append(value) | Op::Subtract(value) => value.trim().to_owned(),
-        Op::Delete => String::new(),
     }
 }
 
