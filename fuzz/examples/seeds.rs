@@ -32,6 +32,7 @@ use kafka_protocol::messages::create_topics_request::{
 };
 use kafka_protocol::messages::delete_records_request::{DeleteRecordsPartition, DeleteRecordsTopic};
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::leave_group_request::MemberIdentity;
@@ -48,6 +49,10 @@ use kafka_protocol::messages::offset_fetch_request::{
 };
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
+use kafka_protocol::messages::{
+    alter_configs_request, incremental_alter_configs_request, AlterConfigsRequest, DescribeConfigsRequest,
+    IncrementalAlterConfigsRequest,
+};
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, BrokerId, ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest,
     CreatePartitionsRequest, CreateTopicsRequest, DeleteGroupsRequest, DeleteRecordsRequest,
@@ -209,6 +214,9 @@ fn body(key: ApiKey, version: i16) -> Result<Bytes, String> {
         ApiKey::ConsumerGroupDescribe => {
             encode(ConsumerGroupDescribeRequest::default().with_group_ids(vec![group("billing")]), v)
         }
+        ApiKey::DescribeConfigs => encode(describe_configs(v), v),
+        ApiKey::AlterConfigs => encode(alter_configs(), v),
+        ApiKey::IncrementalAlterConfigs => encode(incremental_alter_configs(), v),
         other => panic!("{other:?} is served: add a seed builder for it to fuzz/examples/seeds.rs"),
     }
 }
@@ -591,6 +599,44 @@ fn consumer_group_heartbeat() -> ConsumerGroupHeartbeatRequest {
         .with_topic_partitions(Some(vec![consumer_group_heartbeat_request::TopicPartitions::default()
             .with_topic_id(Uuid::from_u128(7))
             .with_partitions(vec![0, 1])]))
+}
+
+fn describe_configs(version: i16) -> DescribeConfigsRequest {
+    DescribeConfigsRequest::default()
+        .with_resources(vec![
+            DescribeConfigsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(text("orders"))
+                .with_configuration_keys(Some(vec![text("retention.ms")])),
+            DescribeConfigsResource::default().with_resource_type(4).with_resource_name(text("1")),
+        ])
+        .with_include_synonyms(true)
+        .with_include_documentation(version >= 3)
+}
+
+fn alter_configs() -> AlterConfigsRequest {
+    AlterConfigsRequest::default().with_resources(vec![alter_configs_request::AlterConfigsResource::default(
+    )
+    .with_resource_type(2)
+    .with_resource_name(text("orders"))
+    .with_configs(vec![alter_configs_request::AlterableConfig::default()
+        .with_name(text("retention.ms"))
+        .with_value(Some(text("60000")))])])
+}
+
+fn incremental_alter_configs() -> IncrementalAlterConfigsRequest {
+    use incremental_alter_configs_request::{AlterConfigsResource, AlterableConfig};
+    IncrementalAlterConfigsRequest::default().with_validate_only(true).with_resources(vec![
+        AlterConfigsResource::default().with_resource_type(4).with_resource_name(text("")).with_configs(
+            vec![
+                AlterableConfig::default()
+                    .with_name(text("log.cleanup.policy"))
+                    .with_config_operation(2)
+                    .with_value(Some(text("compact"))),
+                AlterableConfig::default().with_name(text("log.retention.ms")).with_config_operation(1),
+            ],
+        ),
+    ])
 }
 
 fn truncations(seed: &Seed) -> Vec<Seed> {

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use strom_metadata::MetadataImage;
 use strom_storage::batch::TimestampType;
 use strom_storage::{CleanupPolicy, LogConfig};
 
@@ -287,7 +288,7 @@ impl BrokerConfig {
             max_index_bytes: p.parse("log.index.size.max.bytes", 10usize << 20, 4)?,
             max_message_bytes: p.parse("message.max.bytes", 1_048_588usize, 0)?,
             timestamp_type,
-            flush_interval_messages: p.parse("log.flush.interval.messages", u64::MAX, 1)?,
+            flush_interval_messages: p.parse("log.flush.interval.messages", i64::MAX as u64, 1)?,
             flush_interval_ms: flush_ms,
             cleanup_policy,
             retention_ms,
@@ -362,6 +363,33 @@ impl BrokerConfig {
         })
     }
 
+    /// This broker's config with the dynamic broker configs applied:
+    /// per-broker values over cluster-wide defaults over `server.properties`.
+    /// Synonyms resolve as in Kafka, finest unit first whatever level set
+    /// it. `provided` stays the static set.
+    pub fn with_dynamic(
+        &self,
+        cluster_default: &BTreeMap<String, String>,
+        per_broker: &BTreeMap<String, String>,
+    ) -> Result<Self, ConfigError> {
+        let mut merged = self.provided.clone();
+        merged.extend(cluster_default.iter().chain(per_broker).map(|(k, v)| (k.clone(), v.clone())));
+        let mut config = Self::from_map(merged)?;
+        config.provided = self.provided.clone();
+        Ok(config)
+    }
+
+    /// [`Self::with_dynamic`] with the dynamic configs `image` holds for this
+    /// broker; the static config if they do not parse (the controller
+    /// validated them when they were written).
+    pub fn with_dynamic_from(&self, image: &MetadataImage) -> Self {
+        let per_broker = image.broker_configs(&self.node_id.to_string());
+        self.with_dynamic(image.broker_configs(""), per_broker).unwrap_or_else(|e| {
+            tracing::error!("ignoring the dynamic broker configs: {e}");
+            self.clone()
+        })
+    }
+
     /// The log config of a topic: broker defaults overlaid with its overrides
     /// (already validated by the controller).
     pub fn log_config_for(&self, overrides: &BTreeMap<String, String>) -> LogConfig {
@@ -415,7 +443,7 @@ fn set<T: std::str::FromStr>(field: &mut T, value: &str) {
 }
 
 /// Keys Strom reads, plus the standard ones it accepts without acting on.
-fn is_known_key(key: &str) -> bool {
+pub(crate) fn is_known_key(key: &str) -> bool {
     const READ: &[&str] = &[
         "node.id",
         "broker.id",
@@ -558,6 +586,40 @@ mod tests {
             assert_eq!(err.key, key);
             assert!(err.to_string().contains(key));
         }
+    }
+
+    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn dynamic_configs_overlay_static_ones() {
+        let text = "log.segment.bytes=5000\nlog.retention.hours=5\nmessage.max.bytes=100\n";
+        let config = BrokerConfig::from_properties(text, &[]).unwrap();
+        let cluster_default = map(&[("log.segment.bytes", "6000"), ("message.max.bytes", "200")]);
+        let per_broker = map(&[("message.max.bytes", "300")]);
+        let dynamic = config.with_dynamic(&cluster_default, &per_broker).unwrap();
+        assert_eq!(dynamic.log.segment_bytes, 6000);
+        assert_eq!(dynamic.log.max_message_bytes, 300);
+        assert_eq!(dynamic.log.retention_ms, 5 * 3_600_000);
+        assert_eq!(dynamic.provided, config.provided, "provided stays the static set");
+    }
+
+    #[test]
+    fn finer_units_win_whatever_level_sets_them() {
+        let config = BrokerConfig::from_properties("log.retention.ms=1000\n", &[]).unwrap();
+        let dynamic = config.with_dynamic(&map(&[("log.retention.hours", "2")]), &map(&[])).unwrap();
+        assert_eq!(dynamic.log.retention_ms, 1000);
+        let config = BrokerConfig::from_properties("log.retention.hours=1\n", &[]).unwrap();
+        let dynamic = config.with_dynamic(&map(&[("log.retention.minutes", "2")]), &map(&[])).unwrap();
+        assert_eq!(dynamic.log.retention_ms, 120_000);
+    }
+
+    #[test]
+    fn invalid_dynamic_values_name_their_key() {
+        let config = BrokerConfig::embedded_defaults();
+        let err = config.with_dynamic(&map(&[("log.roll.ms", "0")]), &map(&[])).unwrap_err();
+        assert_eq!(err.key, "log.roll.ms");
     }
 
     #[test]

@@ -10,13 +10,14 @@ use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::api_versions_response::ApiVersionsResponse;
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest,
-    CreatePartitionsRequest, CreateTopicsRequest, DeleteGroupsRequest, DeleteRecordsRequest,
-    DeleteTopicsRequest, DescribeClusterRequest, DescribeGroupsRequest, FetchRequest, FindCoordinatorRequest,
-    HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest,
-    MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest, ProduceRequest,
-    RequestHeader, ResponseHeader, SyncGroupRequest,
+    AlterConfigsRequest, ApiKey, ApiVersionsRequest, ConsumerGroupDescribeRequest,
+    ConsumerGroupHeartbeatRequest, CreatePartitionsRequest, CreateTopicsRequest, DeleteGroupsRequest,
+    DeleteRecordsRequest, DeleteTopicsRequest, DescribeClusterRequest, DescribeGroupsRequest, FetchRequest,
+    FindCoordinatorRequest, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
+    ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest,
+    ProduceRequest, RequestHeader, ResponseHeader, SyncGroupRequest,
 };
+use kafka_protocol::messages::{DescribeConfigsRequest, IncrementalAlterConfigsRequest};
 use kafka_protocol::protocol::{Decodable, Encodable};
 
 use crate::error::RequestError;
@@ -141,6 +142,9 @@ pub enum Request {
     OffsetDelete(OffsetDeleteRequest),
     ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest),
     ConsumerGroupDescribe(ConsumerGroupDescribeRequest),
+    DescribeConfigs(DescribeConfigsRequest),
+    AlterConfigs(AlterConfigsRequest),
+    IncrementalAlterConfigs(IncrementalAlterConfigsRequest),
 }
 
 /// What a frame holds once parsed.
@@ -212,6 +216,9 @@ fn decode_body(api_key: ApiKey, version: i16, body: &mut Bytes) -> Result<Reques
         ApiKey::OffsetDelete => Request::OffsetDelete(decode(body, version)?),
         ApiKey::ConsumerGroupHeartbeat => Request::ConsumerGroupHeartbeat(decode(body, version)?),
         ApiKey::ConsumerGroupDescribe => Request::ConsumerGroupDescribe(decode(body, version)?),
+        ApiKey::DescribeConfigs => Request::DescribeConfigs(decode(body, version)?),
+        ApiKey::AlterConfigs => Request::AlterConfigs(decode(body, version)?),
+        ApiKey::IncrementalAlterConfigs => Request::IncrementalAlterConfigs(decode(body, version)?),
         other => return Err(RequestError::UnknownApi(other as i16)),
     })
 }
@@ -263,6 +270,9 @@ async fn route(ctx: &RequestContext<'_>, request: Request) -> Option<Box<dyn Enc
         Request::OffsetDelete(r) => handlers::offsets::delete(ctx, r).into_reply(),
         Request::ConsumerGroupHeartbeat(r) => handlers::consumer_groups::heartbeat(ctx, r).into_reply(),
         Request::ConsumerGroupDescribe(r) => handlers::consumer_groups::describe(ctx, r).into_reply(),
+        Request::DescribeConfigs(r) => handlers::configs::describe(ctx, r).into_reply(),
+        Request::AlterConfigs(r) => handlers::configs::alter(ctx, r).into_reply(),
+        Request::IncrementalAlterConfigs(r) => handlers::configs::incremental_alter(ctx, r).into_reply(),
     }
 }
 

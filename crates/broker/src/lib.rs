@@ -10,17 +10,20 @@
 //!   table, decodes the header and body, routes to a handler and encodes the
 //!   response at the request's version;
 //! - [`handlers`] holds one module per API family (produce, fetch, metadata,
-//!   topics, list_offsets, cluster, api_versions);
+//!   topics, configs, list_offsets, cluster, api_versions);
 //! - [`replica`] is the partition state the handlers act on: log, high
 //!   watermark and the waiters of delayed fetches;
 //! - [`fetch_session`] keeps incremental fetch sessions (KIP-227).
 //!
-//! [`config`] parses `server.properties` with Kafka's key names, [`error`]
+//! [`config`] parses `server.properties` with Kafka's key names and overlays
+//! the dynamic broker configs, [`config_sources`] says where each described
+//! config value comes from, [`error`]
 //! maps internal errors to Kafka error codes and [`alloc`] keeps absurd
 //! wire-declared capacities from aborting the process.
 
 pub mod alloc;
 pub mod config;
+pub mod config_sources;
 pub mod dispatch;
 pub mod error;
 pub mod fetch_session;

@@ -161,6 +161,22 @@ impl DelayedRemovals {
     }
 }
 
+/// Gives every hosted log the config `image` now gives it. A new
+/// `segment.bytes` or `segment.ms` applies from the next roll; retention is
+/// read from the log's config at each check.
+fn apply_configs(hosted: &Hosted, config: &BrokerConfig, image: &MetadataImage) {
+    for topic in hosted.by_id.values() {
+        let Some(overrides) = image.topic_by_id(&topic.id).map(|t| &t.configs) else { continue };
+        let log_config = config.log_config_for(overrides);
+        for partition in &topic.partitions {
+            let mut log = partition.log.lock().expect("log lock");
+            if *log.config() != log_config {
+                log.set_config(log_config.clone());
+            }
+        }
+    }
+}
+
 /// The partitions of one topic, indexed by partition number.
 #[derive(Debug)]
 pub struct TopicPartitions {
@@ -173,10 +189,16 @@ pub struct TopicPartitions {
 struct Hosted {
     by_name: HashMap<String, Arc<TopicPartitions>>,
     by_id: HashMap<Uuid, Arc<TopicPartitions>>,
+    /// The offset of the last image synced, so an older one is never applied
+    /// over a newer one.
+    synced_offset: Option<i64>,
 }
 
 pub struct ReplicaManager {
-    config: Arc<BrokerConfig>,
+    /// The static config (`server.properties` and overrides).
+    static_config: Arc<BrokerConfig>,
+    /// The static config with the dynamic broker configs applied.
+    config: RwLock<Arc<BrokerConfig>>,
     logs: LogManager,
     hosted: RwLock<Hosted>,
     removals: Mutex<DelayedRemovals>,
@@ -191,6 +213,7 @@ impl ReplicaManager {
         image: &MetadataImage,
     ) -> Result<Self, StorageError> {
         let now = strom_storage::now_ms();
+        let dynamic = config.with_dynamic_from(image);
         let on_disk = logs.partitions_on_disk()?;
         for (tp, dir) in on_disk {
             if tp.topic == METADATA_TOPIC {
@@ -203,12 +226,23 @@ impl ReplicaManager {
                 continue;
             }
             let overrides = &image.topic(&tp.topic).expect("wanted").configs;
-            logs.load(&tp, dir, config.log_config_for(overrides), now)?;
+            logs.load(&tp, dir, dynamic.log_config_for(overrides), now)?;
         }
-        let manager =
-            Self { config, logs, hosted: RwLock::new(Hosted::default()), removals: Mutex::default() };
+        let manager = Self {
+            static_config: config,
+            config: RwLock::new(Arc::new(dynamic)),
+            logs,
+            hosted: RwLock::new(Hosted::default()),
+            removals: Mutex::default(),
+        };
         manager.sync(image)?;
         Ok(manager)
+    }
+
+    /// The broker config in force: static, overlaid by the dynamic broker
+    /// configs of the last image synced.
+    pub fn config(&self) -> Arc<BrokerConfig> {
+        self.config.read().expect("config lock").clone()
     }
 
     pub fn topic(&self, name: &str) -> Option<Arc<TopicPartitions>> {
@@ -225,10 +259,18 @@ impl ReplicaManager {
     }
 
     /// Brings the hosted partitions in line with the image: logs are created
-    /// for new partitions and deleted for removed topics.
+    /// for new partitions and deleted for removed topics, and every log gets
+    /// the config the image now gives it (topic overrides over dynamic broker
+    /// configs over static ones).
     pub fn sync(&self, image: &MetadataImage) -> Result<(), StorageError> {
         let now = strom_storage::now_ms();
         let mut hosted = self.hosted.write().expect("hosted lock");
+        if hosted.synced_offset.is_some_and(|synced| image.last_offset < synced) {
+            return Ok(());
+        }
+        hosted.synced_offset = Some(image.last_offset);
+        let config = Arc::new(self.static_config.with_dynamic_from(image));
+        *self.config.write().expect("config lock") = config.clone();
         let removed: Vec<Arc<TopicPartitions>> =
             hosted.by_id.values().filter(|t| image.topic_by_id(&t.id).is_none()).cloned().collect();
         for topic in removed {
@@ -243,7 +285,7 @@ impl ReplicaManager {
             if current.is_some_and(|t| t.partitions.len() == topic.partitions.len()) {
                 continue;
             }
-            let log_config = self.config.log_config_for(&topic.configs);
+            let log_config = config.log_config_for(&topic.configs);
             let mut partitions = current.map(|t| t.partitions.clone()).unwrap_or_default();
             for (&number, state) in topic.partitions.range(partitions.len() as i32..) {
                 let tp = TopicPartition::new(topic.name.clone(), number);
@@ -254,6 +296,7 @@ impl ReplicaManager {
             hosted.by_name.insert(topic.name.clone(), entry.clone());
             hosted.by_id.insert(topic.id, entry);
         }
+        apply_configs(&hosted, &config, image);
         Ok(())
     }
 

@@ -74,7 +74,8 @@ impl Broker {
         self.stopping.subscribe()
     }
 
-    /// Applies the controller's latest image to the hosted partitions.
+    /// Applies the controller's latest image to the hosted partitions and
+    /// their log configs.
     pub fn sync_partitions(&self) -> Result<(), StorageError> {
         self.replicas.sync(&self.controller.image())
     }

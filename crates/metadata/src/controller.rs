@@ -13,9 +13,9 @@ use bytes::Bytes;
 use strom_storage::{Log, LogConfig};
 use uuid::Uuid;
 
-use crate::image::{MetadataImage, TopicImage};
+use crate::image::{MetadataImage, TopicImage, RESOURCE_BROKER, RESOURCE_TOPIC};
 use crate::records::MetadataRecord;
-use crate::topic_config::validate_topic_config;
+use crate::topic_config::{validate_dynamic_broker_config, validate_topic_config};
 
 /// The metadata log's partition directory, as Kafka names it.
 pub const METADATA_LOG_DIR: &str = "__cluster_metadata-0";
@@ -49,6 +49,38 @@ pub struct NewTopic {
     pub partitions: i32,
     pub replication_factor: i16,
     pub configs: BTreeMap<String, String>,
+}
+
+/// A resource whose configs live in the metadata log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigResource {
+    /// A topic's overrides, by topic name.
+    Topic(String),
+    /// Dynamic broker configs: a node id, or "" for the cluster-wide default.
+    Broker(String),
+}
+
+impl ConfigResource {
+    fn record(&self, name: &str, value: Option<&str>) -> MetadataRecord {
+        let (resource_type, resource_name) = match self {
+            Self::Topic(topic) => (RESOURCE_TOPIC, topic),
+            Self::Broker(broker) => (RESOURCE_BROKER, broker),
+        };
+        MetadataRecord::Config {
+            resource_type,
+            resource_name: resource_name.clone(),
+            name: name.to_owned(),
+            value: value.map(str::to_owned),
+        }
+    }
+
+    fn validate(&self, name: &str, value: &str) -> Result<(), MetadataError> {
+        match self {
+            Self::Topic(_) => validate_topic_config(name, value),
+            Self::Broker(_) => validate_dynamic_broker_config(name, value),
+        }
+        .map_err(MetadataError::InvalidConfig)
+    }
 }
 
 pub struct Controller {
@@ -231,6 +263,46 @@ impl Controller {
         Ok(name)
     }
 
+    /// Replaces the configs of `resource` with what `change` makes of the
+    /// current image and the resource's current configs, or only checks that
+    /// it could. `change` runs under the log lock, so concurrent changes to
+    /// one resource never lose updates.
+    /// Every value set is validated; only the differences are written.
+    pub fn alter_configs<F>(
+        &self,
+        resource: &ConfigResource,
+        validate_only: bool,
+        change: F,
+    ) -> Result<(), MetadataError>
+    where
+        F: FnOnce(
+            &MetadataImage,
+            &BTreeMap<String, String>,
+        ) -> Result<BTreeMap<String, String>, MetadataError>,
+    {
+        let mut writer = self.log.lock().expect("metadata log lock");
+        let image = self.image();
+        let current = match resource {
+            ConfigResource::Topic(name) => &image.topic(name).ok_or(MetadataError::UnknownTopic)?.configs,
+            ConfigResource::Broker(name) => image.broker_configs(name),
+        };
+        let next = change(&image, current)?;
+        let mut records = Vec::new();
+        for (name, value) in &next {
+            if current.get(name) != Some(value) {
+                resource.validate(name, value)?;
+                records.push(resource.record(name, Some(value)));
+            }
+        }
+        let removed = current.keys().filter(|name| !next.contains_key(*name));
+        records.extend(removed.map(|name| resource.record(name, None)));
+        if validate_only || records.is_empty() {
+            return Ok(());
+        }
+        self.append_and_apply(&mut writer, records)?;
+        Ok(())
+    }
+
     fn commit(&self, records: Vec<MetadataRecord>) -> Result<Arc<MetadataImage>, MetadataError> {
         let mut writer = self.log.lock().expect("metadata log lock");
         self.append_and_apply(&mut writer, records)
@@ -356,6 +428,68 @@ mod tests {
         let validate_only = controller.create_topic(new_topic("v", 2), true).unwrap();
         assert_eq!(validate_only.partitions.len(), 2);
         assert!(controller.image().topic("v").is_none());
+    }
+
+    /// A change that sets exactly `pairs`.
+    fn set(
+        pairs: &[(&str, &str)],
+    ) -> impl FnOnce(&MetadataImage, &BTreeMap<String, String>) -> Result<BTreeMap<String, String>, MetadataError>
+    {
+        let next: BTreeMap<String, String> =
+            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        move |_, _| Ok(next)
+    }
+
+    #[test]
+    fn config_changes_replay_at_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let controller = Controller::open(dir.path(), 1).unwrap();
+        let mut topic = new_topic("orders", 1);
+        topic.configs.insert("retention.ms".into(), "1000".into());
+        controller.create_topic(topic, false).unwrap();
+        let orders = ConfigResource::Topic("orders".into());
+        controller.alter_configs(&orders, false, set(&[("segment.bytes", "4096")])).unwrap();
+        let cluster = ConfigResource::Broker(String::new());
+        controller.alter_configs(&cluster, false, set(&[("log.retention.hours", "2")])).unwrap();
+        let node = ConfigResource::Broker("1".into());
+        controller.alter_configs(&node, false, set(&[("message.max.bytes", "2048")])).unwrap();
+        controller.alter_configs(&node, false, set(&[])).unwrap();
+        drop(controller);
+
+        let controller = Controller::open(dir.path(), 1).unwrap();
+        let image = controller.image();
+        let expected = BTreeMap::from([("segment.bytes".to_owned(), "4096".to_owned())]);
+        assert_eq!(image.topic("orders").unwrap().configs, expected, "retention.ms was replaced");
+        assert_eq!(image.broker_configs("")["log.retention.hours"], "2");
+        assert!(image.broker_configs("1").is_empty());
+    }
+
+    #[test]
+    fn config_changes_are_validated() {
+        let dir = tempfile::tempdir().unwrap();
+        let controller = Controller::open(dir.path(), 1).unwrap();
+        controller.create_topic(new_topic("orders", 1), false).unwrap();
+        let orders = ConfigResource::Topic("orders".into());
+        let cluster = ConfigResource::Broker(String::new());
+        for (resource, key, value) in [
+            (&orders, "retention.ms", "soon"),
+            (&orders, "no.such.config", "1"),
+            (&orders, "log.retention.ms", "1"),
+            (&cluster, "log.retention.ms", "-5"),
+            (&cluster, "retention.ms", "1"),
+        ] {
+            let err = controller.alter_configs(resource, false, set(&[(key, value)])).unwrap_err();
+            assert!(matches!(&err, MetadataError::InvalidConfig(m) if m.contains(key)), "{key}: {err}");
+        }
+        let ghost = ConfigResource::Topic("ghost".into());
+        assert!(matches!(
+            controller.alter_configs(&ghost, false, set(&[("retention.ms", "1")])),
+            Err(MetadataError::UnknownTopic)
+        ));
+        let offset = controller.image().last_offset;
+        controller.alter_configs(&orders, true, set(&[("retention.ms", "5")])).unwrap();
+        assert!(controller.image().topic("orders").unwrap().configs.is_empty());
+        assert_eq!(controller.image().last_offset, offset, "validate_only writes nothing");
     }
 
     #[test]

@@ -9,6 +9,12 @@ use uuid::Uuid;
 
 use crate::records::MetadataRecord;
 
+/// Kafka's `ConfigResource.Type` ids of the resources Strom keeps configs for.
+pub const RESOURCE_TOPIC: i8 = 2;
+pub const RESOURCE_BROKER: i8 = 4;
+
+static NO_CONFIGS: BTreeMap<String, String> = BTreeMap::new();
+
 /// One partition's assignment and leadership.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PartitionImage {
@@ -39,6 +45,9 @@ pub struct MetadataImage {
     pub cluster_id: String,
     topics: BTreeMap<String, TopicImage>,
     names_by_id: HashMap<Uuid, String>,
+    /// Dynamic broker configs by resource name: a node id, or "" for the
+    /// cluster-wide defaults.
+    broker_configs: BTreeMap<String, BTreeMap<String, String>>,
     /// Offset of the last record applied.
     pub last_offset: i64,
 }
@@ -54,6 +63,12 @@ impl MetadataImage {
 
     pub fn topic_by_id(&self, id: &Uuid) -> Option<&TopicImage> {
         self.names_by_id.get(id).and_then(|name| self.topics.get(name))
+    }
+
+    /// The dynamic configs of a broker resource: `"1"` for node 1, `""` for
+    /// the cluster-wide defaults.
+    pub fn broker_configs(&self, resource_name: &str) -> &BTreeMap<String, String> {
+        self.broker_configs.get(resource_name).unwrap_or(&NO_CONFIGS)
     }
 
     /// Applies one record. Records that refer to unknown topics are ignored
@@ -87,11 +102,44 @@ impl MetadataImage {
                     };
                 }
             }
+            MetadataRecord::Config { resource_type, resource_name, name, value } => {
+                self.apply_config(resource_type, resource_name, name, value)
+            }
             MetadataRecord::RemoveTopic { topic_id } => {
                 if let Some(name) = self.names_by_id.remove(&topic_id) {
                     self.topics.remove(&name);
                 }
             }
+        }
+    }
+
+    fn apply_config(
+        &mut self,
+        resource_type: i8,
+        resource_name: String,
+        name: String,
+        value: Option<String>,
+    ) {
+        let configs = match resource_type {
+            RESOURCE_TOPIC => match self.topics.get_mut(&resource_name) {
+                Some(topic) => &mut topic.configs,
+                None => {
+                    tracing::warn!(topic = %resource_name, "config record for an unknown topic ignored");
+                    return;
+                }
+            },
+            RESOURCE_BROKER => self.broker_configs.entry(resource_name.clone()).or_default(),
+            other => {
+                tracing::warn!(resource_type = other, "config record for an unknown resource type ignored");
+                return;
+            }
+        };
+        match value {
+            Some(value) => configs.insert(name, value),
+            None => configs.remove(&name),
+        };
+        if resource_type == RESOURCE_BROKER && configs.is_empty() {
+            self.broker_configs.remove(&resource_name);
         }
     }
 

@@ -5,11 +5,14 @@
 //!
 //! - [`records`] defines the metadata records and their encoding;
 //! - [`image`] is the state they build (topics by name and id, partitions,
-//!   config overrides), shared with readers as an `Arc` snapshot;
+//!   topic config overrides, dynamic broker configs), shared with readers as
+//!   an `Arc` snapshot;
 //! - [`controller`] validates changes (Kafka's topic name rules, partition
-//!   and replication checks, topic configs), writes them to the log and
-//!   publishes the next image;
-//! - [`topic_config`] lists the topic-level configs and their validation.
+//!   and replication checks, topic and dynamic broker configs), writes them
+//!   to the log and publishes the next image;
+//! - [`topic_config`] lists the topic-level configs, the broker configs that
+//!   supply their defaults (the ones that may change at run time) and their
+//!   validation.
 //!
 //! On one node the log has a single voter; a cluster will replicate the same
 //! records through a Raft quorum.
@@ -19,5 +22,5 @@ pub mod image;
 pub mod records;
 pub mod topic_config;
 
-pub use controller::{Controller, MetadataError, NewTopic};
-pub use image::{MetadataImage, PartitionImage, TopicImage};
+pub use controller::{ConfigResource, Controller, MetadataError, NewTopic};
+pub use image::{MetadataImage, PartitionImage, TopicImage, RESOURCE_BROKER, RESOURCE_TOPIC};

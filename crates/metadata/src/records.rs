@@ -19,8 +19,12 @@ pub enum MetadataRecord {
     Topic { name: String, topic_id: Uuid },
     /// A partition of a topic with its replica assignment.
     Partition { topic_id: Uuid, partition: i32, replicas: Vec<i32>, leader: i32, leader_epoch: i32 },
-    /// A topic config set (`Some`) or removed (`None`).
+    /// A topic config set (`Some`) or removed (`None`), written with the topic.
     TopicConfig { topic_id: Uuid, name: String, value: Option<String> },
+    /// A config of any resource set (`Some`) or removed (`None`), like KRaft's
+    /// ConfigRecord: `resource_type` is Kafka's (2 topic, 4 broker) and a
+    /// broker resource is named by its node id, or "" for the cluster default.
+    Config { resource_type: i8, resource_name: String, name: String, value: Option<String> },
     /// A topic and all its partitions removed.
     RemoveTopic { topic_id: Uuid },
 }
@@ -36,8 +40,17 @@ impl MetadataRecord {
             Self::Cluster { .. } => 0,
             Self::Topic { .. } => 2,
             Self::Partition { .. } => 3,
-            Self::TopicConfig { .. } => 4,
+            Self::TopicConfig { .. } | Self::Config { .. } => 4,
             Self::RemoveTopic { .. } => 9,
+        }
+    }
+
+    /// Record type 4 is KRaft's ConfigRecord: version 0 names a topic by id,
+    /// version 1 any resource by type and name.
+    fn version(&self) -> u32 {
+        match self {
+            Self::Config { .. } => 1,
+            _ => 0,
         }
     }
 
@@ -45,7 +58,7 @@ impl MetadataRecord {
         let mut buf = BytesMut::new();
         put_uvarint(&mut buf, FRAME_VERSION);
         put_uvarint(&mut buf, self.type_id());
-        put_uvarint(&mut buf, 0);
+        put_uvarint(&mut buf, self.version());
         match self {
             Self::Cluster { cluster_id } => put_str(&mut buf, cluster_id),
             Self::Topic { name, topic_id } => {
@@ -63,10 +76,13 @@ impl MetadataRecord {
             Self::TopicConfig { topic_id, name, value } => {
                 buf.put_slice(topic_id.as_bytes());
                 put_str(&mut buf, name);
-                buf.put_u8(value.is_some().into());
-                if let Some(value) = value {
-                    put_str(&mut buf, value);
-                }
+                put_optional_str(&mut buf, value.as_deref());
+            }
+            Self::Config { resource_type, resource_name, name, value } => {
+                buf.put_i8(*resource_type);
+                put_str(&mut buf, resource_name);
+                put_str(&mut buf, name);
+                put_optional_str(&mut buf, value.as_deref());
             }
             Self::RemoveTopic { topic_id } => buf.put_slice(topic_id.as_bytes()),
         }
@@ -78,7 +94,9 @@ impl MetadataRecord {
             return Err(DecodeError("unknown frame version"));
         }
         let type_id = get_uvarint(&mut buf)?;
-        if get_uvarint(&mut buf)? != 0 {
+        let version = get_uvarint(&mut buf)?;
+        let known_version = if type_id == 4 { version <= 1 } else { version == 0 };
+        if !known_version {
             return Err(DecodeError("unknown record version"));
         }
         let record = match type_id {
@@ -96,14 +114,18 @@ impl MetadataRecord {
                 let leader_epoch = get_i32(&mut buf)?;
                 Self::Partition { topic_id, partition, replicas, leader, leader_epoch }
             }
-            4 => {
+            4 if version == 0 => {
                 let topic_id = get_uuid(&mut buf)?;
                 let name = get_str(&mut buf)?;
-                let value = match get_u8(&mut buf)? {
-                    0 => None,
-                    _ => Some(get_str(&mut buf)?),
-                };
+                let value = get_optional_str(&mut buf)?;
                 Self::TopicConfig { topic_id, name, value }
+            }
+            4 => {
+                let resource_type = get_u8(&mut buf)? as i8;
+                let resource_name = get_str(&mut buf)?;
+                let name = get_str(&mut buf)?;
+                let value = get_optional_str(&mut buf)?;
+                Self::Config { resource_type, resource_name, name, value }
             }
             9 => Self::RemoveTopic { topic_id: get_uuid(&mut buf)? },
             _ => return Err(DecodeError("unknown record type")),
@@ -148,6 +170,20 @@ fn get_str(buf: &mut &[u8]) -> Result<String, DecodeError> {
     let (s, rest) = buf.split_at(len);
     *buf = rest;
     String::from_utf8(s.to_vec()).map_err(|_| DecodeError("string is not UTF-8"))
+}
+
+fn put_optional_str(buf: &mut BytesMut, s: Option<&str>) {
+    buf.put_u8(s.is_some().into());
+    if let Some(s) = s {
+        put_str(buf, s);
+    }
+}
+
+fn get_optional_str(buf: &mut &[u8]) -> Result<Option<String>, DecodeError> {
+    match get_u8(buf)? {
+        0 => Ok(None),
+        _ => get_str(buf).map(Some),
+    }
 }
 
 fn get_u8(buf: &mut &[u8]) -> Result<u8, DecodeError> {
@@ -196,6 +232,18 @@ mod tests {
                 value: Some("1000".into()),
             },
             MetadataRecord::TopicConfig { topic_id: id, name: "retention.ms".into(), value: None },
+            MetadataRecord::Config {
+                resource_type: 4,
+                resource_name: String::new(),
+                name: "log.retention.ms".into(),
+                value: Some("60000".into()),
+            },
+            MetadataRecord::Config {
+                resource_type: 2,
+                resource_name: "orders".into(),
+                name: "segment.bytes".into(),
+                value: None,
+            },
             MetadataRecord::RemoveTopic { topic_id: id },
         ];
         for record in records {
@@ -205,9 +253,36 @@ mod tests {
 
     #[test]
     fn truncated_records_fail_to_decode() {
-        let encoded = MetadataRecord::Topic { name: "orders".into(), topic_id: Uuid::new_v4() }.encode();
-        for len in 0..encoded.len() {
-            assert!(MetadataRecord::decode(&encoded[..len]).is_err());
+        let records = [
+            MetadataRecord::Topic { name: "orders".into(), topic_id: Uuid::new_v4() },
+            MetadataRecord::Config {
+                resource_type: 2,
+                resource_name: "orders".into(),
+                name: "cleanup.policy".into(),
+                value: Some("compact".into()),
+            },
+        ];
+        for encoded in records.iter().map(MetadataRecord::encode) {
+            for len in 0..encoded.len() {
+                assert!(MetadataRecord::decode(&encoded[..len]).is_err());
+            }
         }
+    }
+
+    #[test]
+    fn unknown_versions_are_refused() {
+        let mut encoded = MetadataRecord::Cluster { cluster_id: "abc".into() }.encode().to_vec();
+        encoded[2] = 1;
+        assert!(MetadataRecord::decode(&encoded).is_err());
+        let mut encoded = MetadataRecord::Config {
+            resource_type: 4,
+            resource_name: "1".into(),
+            name: "message.max.bytes".into(),
+            value: None,
+        }
+        .encode()
+        .to_vec();
+        encoded[2] = 2;
+        assert!(MetadataRecord::decode(&encoded).is_err());
     }
 }

@@ -1,5 +1,6 @@
 //! Topic-level configs: Kafka's names, types and the broker configs that
-//! supply their defaults.
+//! supply their defaults. Those broker configs (Kafka's `DynamicLogConfig`)
+//! are the ones that may also change at run time, cluster-wide or per broker.
 
 /// The type and bounds of a config value.
 #[derive(Debug, Clone, Copy)]
@@ -106,6 +107,48 @@ pub fn check_value(kind: Kind, value: &str) -> Result<(), String> {
     }
 }
 
+/// Broker configs that are one setting in several units, finest first: the
+/// first one set wins, whatever level set it (Kafka's precedence).
+pub const BROKER_SYNONYM_GROUPS: &[&[&str]] = &[
+    &["log.retention.ms", "log.retention.minutes", "log.retention.hours"],
+    &["log.roll.ms", "log.roll.hours"],
+    &["log.roll.jitter.ms", "log.roll.jitter.hours"],
+];
+
+/// The coarser-unit broker synonyms, which no topic config names directly.
+const COARSE_BROKER_SYNONYMS: &[(&str, Kind)] = &[
+    ("log.retention.minutes", Kind::Int { min: -1 }),
+    ("log.retention.hours", Kind::Int { min: -1 }),
+    ("log.roll.hours", Kind::Int { min: 1 }),
+    ("log.roll.jitter.hours", Kind::Int { min: 0 }),
+];
+
+/// The broker configs that share a setting with `name`, finest unit first
+/// (just `name` for most).
+pub fn broker_synonyms(name: &str) -> Vec<&str> {
+    match BROKER_SYNONYM_GROUPS.iter().find(|group| group.contains(&name)) {
+        Some(group) => group.to_vec(),
+        None => vec![name],
+    }
+}
+
+/// The kind of a broker config that may change at run time, or `None` if
+/// it may not.
+pub fn dynamic_broker_config_kind(name: &str) -> Option<Kind> {
+    TOPIC_CONFIGS
+        .iter()
+        .find(|d| d.broker_synonym == name)
+        .map(|d| d.kind)
+        .or_else(|| COARSE_BROKER_SYNONYMS.iter().find(|(n, _)| *n == name).map(|(_, kind)| *kind))
+}
+
+/// Validates a dynamic broker config (a cluster-wide or per-broker default).
+pub fn validate_dynamic_broker_config(name: &str, value: &str) -> Result<(), String> {
+    let kind =
+        dynamic_broker_config_kind(name).ok_or_else(|| format!("unknown dynamic broker config {name:?}"))?;
+    check_value(kind, value).map_err(|e| format!("invalid value {value:?} for {name}: {e}"))
+}
+
 /// Validates a topic config override.
 pub fn validate_topic_config(name: &str, value: &str) -> Result<(), String> {
     let def = topic_config_def(name).ok_or_else(|| format!("unknown topic config {name:?}"))?;
@@ -125,5 +168,27 @@ mod tests {
         assert!(validate_topic_config("message.timestamp.type", "LogAppendTime").is_ok());
         assert!(validate_topic_config("segment.bytes", "lots").is_err());
         assert!(validate_topic_config("no.such.config", "1").is_err());
+    }
+
+    #[test]
+    fn broker_synonyms_of_topic_configs_are_dynamic() {
+        for def in TOPIC_CONFIGS {
+            assert!(dynamic_broker_config_kind(def.broker_synonym).is_some(), "{}", def.broker_synonym);
+        }
+        assert!(validate_dynamic_broker_config("log.retention.hours", "-1").is_ok());
+        assert!(validate_dynamic_broker_config("log.retention.minutes", "ten").is_err());
+        assert!(validate_dynamic_broker_config("log.cleanup.policy", "compact,delete").is_ok());
+        assert!(validate_dynamic_broker_config("log.cleaner.min.cleanable.ratio", "1.5").is_err());
+        let err = validate_dynamic_broker_config("log.segment.bytes", "big").unwrap_err();
+        assert!(err.contains("log.segment.bytes"), "{err}");
+        assert!(validate_dynamic_broker_config("log.dirs", "/tmp").is_err());
+        assert!(validate_dynamic_broker_config("node.id", "2").is_err());
+    }
+
+    #[test]
+    fn synonym_groups_list_the_finest_unit_first() {
+        assert_eq!(broker_synonyms("log.retention.hours")[0], "log.retention.ms");
+        assert_eq!(broker_synonyms("log.roll.hours"), ["log.roll.ms", "log.roll.hours"]);
+        assert_eq!(broker_synonyms("message.max.bytes"), ["message.max.bytes"]);
     }
 }

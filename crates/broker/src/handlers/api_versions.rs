@@ -31,6 +31,9 @@ const SERVED: &[ApiKey] = &[
     ApiKey::OffsetDelete,
     ApiKey::ConsumerGroupHeartbeat,
     ApiKey::ConsumerGroupDescribe,
+    ApiKey::DescribeConfigs,
+    ApiKey::AlterConfigs,
+    ApiKey::IncrementalAlterConfigs,
 ];
 
 /// The version range served for `key`, if it is served at all.

@@ -117,11 +117,11 @@ fn count_failures(broker: &Broker, responses: &[TopicProduceResponse]) {
     }
 }
 
-/// The topic's `min.insync.replicas`, else the broker's.
+/// The topic's `min.insync.replicas`, else the broker's (dynamic or static).
 fn min_insync_replicas(broker: &Broker, topic: &str) -> i32 {
     let image = broker.controller.image();
     let configured = image.topic(topic).and_then(|t| t.configs.get("min.insync.replicas")?.parse().ok());
-    configured.unwrap_or(broker.config.min_insync_replicas)
+    configured.unwrap_or_else(|| broker.replicas.config().min_insync_replicas)
 }
 
 fn error_response(index: i32, error: ResponseError, message: Option<String>) -> PartitionProduceResponse {

@@ -14,13 +14,11 @@ use kafka_protocol::messages::{
 use strom_metadata::{MetadataError, NewTopic};
 use uuid::Uuid;
 
+use super::configs::topic_entries;
 use super::{str_bytes, topic_name};
 use crate::dispatch::RequestContext;
 use crate::error::metadata_error;
 use crate::server::Broker;
-
-/// Kafka's `ConfigSource.TOPIC_CONFIG`.
-const SOURCE_TOPIC_CONFIG: i8 = 1;
 
 pub fn create(ctx: &RequestContext<'_>, request: CreateTopicsRequest) -> CreateTopicsResponse {
     let mut seen = HashSet::new();
@@ -62,14 +60,17 @@ fn create_one(broker: &Broker, topic: CreatableTopic, validate_only: bool) -> Cr
     };
     match broker.controller.create_topic(new_topic, validate_only) {
         Ok(created) => {
-            let configs = created
-                .configs
-                .iter()
-                .map(|(k, v)| {
+            // Every topic config, as Kafka reports them: overrides over
+            // dynamic broker defaults over static ones.
+            let image = broker.controller.image();
+            let configs = topic_entries(broker, &image, &created.configs, |_| true)
+                .into_iter()
+                .map(|entry| {
                     CreatableTopicConfigs::default()
-                        .with_name(str_bytes(k))
-                        .with_value(Some(str_bytes(v)))
-                        .with_config_source(SOURCE_TOPIC_CONFIG)
+                        .with_name(str_bytes(&entry.name))
+                        .with_value(entry.value.as_deref().map(str_bytes))
+                        .with_read_only(entry.read_only)
+                        .with_config_source(entry.source)
                 })
                 .collect();
             let replication = created.partitions.values().next().map_or(0, |p| p.replicas.len() as i16);
