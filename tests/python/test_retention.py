@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaError, TopicPartition
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
 import wire
 from harness import (
@@ -163,3 +164,17 @@ def delete_records_v0(port: int, topic: str, partition: int, offset: int) -> tup
     assert reader.int32() == 1 and reader.string() == topic
     assert reader.int32() == 1 and reader.int32() == partition
     return reader.int64(), reader.int16()
+
+
+def test_a_shorter_retention_set_live_deletes_at_the_next_check(broker_factory):
+    broker = broker_factory(FAST_RETENTION)
+    create_topic(broker.bootstrap, "relaxed", config={"segment.bytes": str(SEGMENT_BYTES)})
+    fill(broker, "relaxed", 100, timestamp_ms=now_ms() - 2 * 86_400_000)
+    # Two days old is well within the default week.
+    assert low_watermark(broker, "relaxed") == 0
+    admin = admin_client(broker.bootstrap)
+    entry = ConfigEntry("retention.ms", "86400000", incremental_operation=AlterConfigOpType.SET)
+    resource = ConfigResource(ConfigResource.Type.TOPIC, "relaxed", incremental_configs=[entry])
+    wait_future(admin.incremental_alter_configs([resource])[resource])
+    wait_until(lambda: low_watermark(broker, "relaxed") > 0, 30, "segments deleted under the new retention.ms")
+    assert segment_bases(partition_dir(broker, "relaxed"))[0] == low_watermark(broker, "relaxed")

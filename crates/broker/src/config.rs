@@ -442,67 +442,10 @@ fn set<T: std::str::FromStr>(field: &mut T, value: &str) {
     }
 }
 
-/// Keys Strom reads, plus the standard ones it accepts without acting on.
-pub(crate) fn is_known_key(key: &str) -> bool {
-    const READ: &[&str] = &[
-        "node.id",
-        "broker.id",
-        "listeners",
-        "advertised.listeners",
-        "log.dirs",
-        "log.dir",
-        "metadata.log.dir",
-        "num.partitions",
-        "default.replication.factor",
-        "auto.create.topics.enable",
-        "log.segment.bytes",
-        "log.roll.ms",
-        "log.roll.hours",
-        "log.index.interval.bytes",
-        "log.index.size.max.bytes",
-        "message.max.bytes",
-        "socket.request.max.bytes",
-        "log.flush.interval.messages",
-        "log.flush.interval.ms",
-        "log.flush.scheduler.interval.ms",
-        "log.flush.offset.checkpoint.interval.ms",
-        "replica.high.watermark.checkpoint.interval.ms",
-        "log.message.timestamp.type",
-        "min.insync.replicas",
-        "max.incremental.fetch.session.cache.slots",
-        "max.connections",
-        "offsets.topic.num.partitions",
-        "offsets.topic.segment.bytes",
-        "group.min.session.timeout.ms",
-        "group.max.session.timeout.ms",
-        "group.initial.rebalance.delay.ms",
-        "group.max.size",
-        "offset.metadata.max.bytes",
-        "offsets.retention.minutes",
-        "offsets.retention.check.interval.ms",
-        "group.consumer.session.timeout.ms",
-        "group.consumer.heartbeat.interval.ms",
-        "fetch.zero.copy.enable",
-        "metrics.listener",
-        "logging.level",
-        "log.retention.hours",
-        "log.retention.minutes",
-        "log.retention.ms",
-        "log.retention.bytes",
-        "log.retention.check.interval.ms",
-        "log.segment.delete.delay.ms",
-        "log.cleanup.policy",
-        "log.cleaner.enable",
-        "log.cleaner.threads",
-        "log.cleaner.dedupe.buffer.size",
-        "log.cleaner.io.buffer.size",
-        "log.cleaner.backoff.ms",
-        "log.cleaner.delete.retention.ms",
-        "log.cleaner.min.cleanable.ratio",
-        "log.cleaner.min.compaction.lag.ms",
-        "log.cleaner.max.compaction.lag.ms",
-    ];
-    READ.contains(&key) || ACCEPTED_KEYS.contains(&key)
+/// Keys Strom reads (the broker keys DescribeConfigs lists), plus the
+/// standard ones it accepts without acting on.
+pub fn is_known_key(key: &str) -> bool {
+    crate::config_sources::BROKER_KEYS.iter().any(|k| k.name == key) || ACCEPTED_KEYS.contains(&key)
 }
 
 #[cfg(test)]
