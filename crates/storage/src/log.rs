@@ -521,8 +521,11 @@ impl Log {
         while offset < max_offset {
             let Some(slice) = self.read(offset, 1 << 20, max_offset, true)? else { break };
             let bytes = slice.read()?;
-            let last_header = Batches::new(&bytes).filter_map(|raw| BatchHeader::parse(raw.ok()?).ok()).last();
-            let Some(next) = last_header.map(|h| h.next_offset()).filter(|next| *next > offset) else { break };
+            let last_header =
+                Batches::new(&bytes).filter_map(|raw| BatchHeader::parse(raw.ok()?).ok()).last();
+            let Some(next) = last_header.map(|h| h.next_offset()).filter(|next| *next > offset) else {
+                break;
+            };
             offset = next;
             records.extend(batch::decode_records(bytes)?.into_iter().filter(|r| r.offset < max_offset));
         }

@@ -115,7 +115,8 @@ fn parse_record(buf: &[u8]) -> Result<(RawRecord<'_>, usize)> {
     let offset_delta = i32::try_from(offset_delta).map_err(|_| invalid("offset delta"))?;
     let key = take_bytes(bytes, &mut at, "key")?;
     let has_value = take_bytes(bytes, &mut at, "value")?.is_some();
-    let record = RawRecord { bytes, timestamp_delta, offset_delta, key, has_value, offset_delta_at, attributes };
+    let record =
+        RawRecord { bytes, timestamp_delta, offset_delta, key, has_value, offset_delta_at, attributes };
     Ok((record, end))
 }
 
@@ -202,7 +203,9 @@ mod tests {
 
     #[test]
     fn walks_the_records_of_every_codec() {
-        for codec in [Compression::None, Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd] {
+        for codec in
+            [Compression::None, Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd]
+        {
             let batch = encode_records(entries(), codec);
             let header = verify_stored(&batch).unwrap();
             let body = records_body(&batch, &header).unwrap();
@@ -215,7 +218,8 @@ mod tests {
             assert_eq!(records[2].key, None);
             let offsets: Vec<i32> = records.iter().map(|r| r.offset_delta).collect();
             assert_eq!(offsets, [0, 1, 2]);
-            let timestamps: Vec<i64> = records.iter().map(|r| header.base_timestamp + r.timestamp_delta).collect();
+            let timestamps: Vec<i64> =
+                records.iter().map(|r| header.base_timestamp + r.timestamp_delta).collect();
             assert_eq!(timestamps, [100, 90, 1_000_000]);
             assert!(check_keys(&batch, &header).is_err(), "keyless record refused");
         }
