@@ -103,9 +103,10 @@ impl CleanerManager {
     }
 
     fn set_first_dirty(&self, tp: &TopicPartition, dir: usize, offset: i64, live: &[LogEntry]) -> Result<()> {
+        let live: HashSet<&TopicPartition> = live.iter().map(|(tp, _, _)| tp).collect();
         let mut state = self.lock();
         state.first_dirty[dir].insert(tp.clone(), offset);
-        state.first_dirty[dir].retain(|tp, _| live.iter().any(|(t, _, _)| t == tp));
+        state.first_dirty[dir].retain(|tp, _| live.contains(tp));
         OffsetCheckpoint::new(self.dirs[dir].join(CHECKPOINT_FILE)).write(&state.first_dirty[dir])?;
         Ok(())
     }
@@ -144,14 +145,31 @@ impl CleanerManager {
         now_ms: i64,
     ) -> Result<bool> {
         let Some(target) = self.grab_dirtiest(logs, now_ms) else { return Ok(false) };
-        if target.reset_checkpoint {
-            self.set_first_dirty(&target.tp, target.dir, target.first_dirty, logs)?;
+        let recorded = if target.reset_checkpoint {
+            self.set_first_dirty(&target.tp, target.dir, target.first_dirty, logs)
+        } else {
+            Ok(())
         }
+        .and_then(|()| self.clean_and_record(&target, logs, cleaner, registered, stop, now_ms));
+        self.lock().in_progress.remove(&target.tp);
+        recorded.map(|()| true)
+    }
+
+    /// Cleans `target` and records how far it is clean; an abort records
+    /// nothing, a failure marks the log uncleanable.
+    fn clean_and_record(
+        &self,
+        target: &LogToClean,
+        logs: &[LogEntry],
+        cleaner: &mut Cleaner,
+        registered: &dyn Fn(&TopicPartition, &SharedLog) -> bool,
+        stop: &dyn Fn() -> bool,
+        now_ms: i64,
+    ) -> Result<()> {
         let checks = Checks { stop, registered: &|| registered(&target.tp, &target.log) };
-        let outcome = cleaner.clean(&target, now_ms, &checks);
-        let recorded = match outcome {
+        match cleaner.clean(target, now_ms, &checks) {
             Ok(end_offset) => {
-                log_stats(&target, end_offset, &cleaner.last_stats);
+                log_stats(target, end_offset, &cleaner.last_stats);
                 self.set_first_dirty(&target.tp, target.dir, end_offset, logs)
             }
             Err(CleanError::Aborted(why)) => {
@@ -167,9 +185,7 @@ impl CleanerManager {
                 self.lock().uncleanable.insert(target.tp.clone());
                 Ok(())
             }
-        };
-        self.lock().in_progress.remove(&target.tp);
-        recorded.map(|()| true)
+        }
     }
 }
 

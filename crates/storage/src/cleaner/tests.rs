@@ -633,3 +633,64 @@ fn crash_before_retired_files_are_removed_keeps_the_swap() {
     assert_eq!(read_dir_log(scenario.original.path(), false), scenario.cleaned_records);
     scenario.assert_no_leftovers();
 }
+
+// ------------------------------------------------------------ measurement
+
+/// Cleaner throughput and offset-map memory per key on a large log (1 GiB,
+/// 1M keys by default; `STROM_CLEANER_BENCH_MB` and `STROM_CLEANER_BENCH_KEYS`
+/// change that). Prints numbers; asserts only correctness. Run with
+/// `cargo test -p strom-storage cleaner_throughput -- --ignored --nocapture`.
+#[test]
+#[ignore = "measurement: writes about 1 GiB"]
+fn cleaner_throughput() {
+    let env =
+        |name: &str, default: usize| std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default);
+    let (target_mb, keys) = (env("STROM_CLEANER_BENCH_MB", 1024), env("STROM_CLEANER_BENCH_KEYS", 1_000_000));
+    let fixture = Fixture::new(LogConfig { index_interval_bytes: 4096, ..compact_config(128 << 20) });
+    let value = Bytes::from(vec![b'v'; 100]);
+    let written_started = Instant::now();
+    let mut next_key = 0usize;
+    while fixture.log.lock().unwrap().size_bytes() < (target_mb as u64) << 20 {
+        let entries: Vec<_> = (0..100)
+            .map(|i| {
+                next_key = (next_key + 1) % keys;
+                (Some(Bytes::from(format!("key-{next_key:07}"))), Some(value.clone()), T0 + i)
+            })
+            .collect();
+        fixture.append(&encode_records(entries, Compression::None));
+    }
+    fixture.roll();
+    let (size, records) = {
+        let log = fixture.log.lock().unwrap();
+        (log.size_bytes(), log.log_end_offset())
+    };
+    let write_secs = written_started.elapsed().as_secs_f64();
+    let mut cleaner =
+        Cleaner::new(CleanerSettings { offset_map_bytes: 128 << 20, io_buffer_bytes: 256 << 10 });
+    assert!(fixture.clean_once(&mut cleaner, T0, &|_, _| true, &|| false));
+    assert!(fixture.manager.uncleanable_partitions().is_empty());
+    let stats = &cleaner.last_stats;
+    let mb = |bytes: u64| bytes as f64 / f64::from(1 << 20);
+    let secs = stats.elapsed.as_secs_f64();
+    let map_secs = stats.map_elapsed.as_secs_f64();
+    println!("log: {:.0} MiB, {records} records, {keys} keys (written in {write_secs:.1} s)", mb(size));
+    println!(
+        "cleaning: {:.1} s, {:.1} MiB/s overall; offset map {:.1} s ({:.1} MiB/s), copy {:.1} s ({:.1} MiB/s)",
+        secs,
+        mb(stats.bytes_read) / secs,
+        map_secs,
+        mb(stats.map_bytes_read) / map_secs,
+        secs - map_secs,
+        mb(stats.bytes_read) / (secs - map_secs),
+    );
+    println!(
+        "offset map: {} keys in {:.1} MiB = {:.1} bytes per key; output {:.0} MiB, {} records",
+        stats.map_keys,
+        mb(stats.map_bytes as u64),
+        stats.map_bytes as f64 / stats.map_keys as f64,
+        mb(stats.bytes_written),
+        stats.records_written,
+    );
+    assert_eq!(stats.map_keys, keys.min(records as usize));
+    assert_eq!(stats.records_written, keys.min(records as usize) as u64);
+}
