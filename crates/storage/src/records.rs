@@ -11,8 +11,9 @@
 //! headers.
 
 use std::borrow::Cow;
+use std::io::Read;
 
-use kafka_protocol::compression::{Compressor, Decompressor, Gzip, Lz4, Snappy, Zstd};
+use kafka_protocol::compression::{Compressor, Gzip, Lz4, Snappy, Zstd};
 
 use crate::batch::{read_varint, BatchHeader, HEADER_LEN};
 use crate::error::{Result, StorageError};
@@ -134,19 +135,71 @@ fn codec_error(e: impl std::fmt::Display) -> StorageError {
     StorageError::CorruptRecord(format!("undecodable batch body: {e}"))
 }
 
-/// The records of `batch`, decompressed when the batch is compressed.
+/// The most a batch body may decompress to: a few hundred bytes of zstd can
+/// claim gigabytes, and the broker must not allocate them for a client.
+pub const MAX_DECOMPRESSED_BYTES: usize = 64 << 20;
+
+fn too_large() -> StorageError {
+    StorageError::InvalidRecord(format!("batch decompresses to more than {MAX_DECOMPRESSED_BYTES} bytes"))
+}
+
+/// Reads `reader` to its end, refusing more than [`MAX_DECOMPRESSED_BYTES`].
+fn read_bounded(reader: impl Read) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    reader.take(MAX_DECOMPRESSED_BYTES as u64 + 1).read_to_end(&mut out).map_err(codec_error)?;
+    if out.len() > MAX_DECOMPRESSED_BYTES {
+        return Err(too_large());
+    }
+    Ok(out)
+}
+
+/// Kafka's snappy: xerial's framing (a 16-byte header, then length-prefixed
+/// raw blocks), or a bare raw block, as Kafka's reader accepts both.
+fn snappy_bounded(body: &[u8]) -> Result<Vec<u8>> {
+    const XERIAL_MAGIC: &[u8] = b"\x82SNAPPY\x00";
+    let blocks: Vec<&[u8]> = match body.strip_prefix(XERIAL_MAGIC) {
+        None => vec![body],
+        Some(rest) => {
+            let mut rest = rest.get(8..).ok_or_else(|| codec_error("truncated snappy header"))?;
+            let mut blocks = Vec::new();
+            while let Some((length, tail)) = rest.split_first_chunk::<4>() {
+                let length = u32::from_be_bytes(*length) as usize;
+                let block = tail.get(..length).ok_or_else(|| codec_error("truncated snappy block"))?;
+                blocks.push(block);
+                rest = &tail[length..];
+            }
+            blocks
+        }
+    };
+    let mut total = 0usize;
+    for block in &blocks {
+        total = total.saturating_add(snap::raw::decompress_len(block).map_err(codec_error)?);
+    }
+    if total > MAX_DECOMPRESSED_BYTES {
+        return Err(too_large());
+    }
+    let mut out = vec![0u8; total];
+    let mut at = 0;
+    for block in blocks {
+        at += snap::raw::Decoder::new().decompress(block, &mut out[at..]).map_err(codec_error)?;
+    }
+    out.truncate(at);
+    Ok(out)
+}
+
+/// The records of `batch`, decompressed when the batch is compressed (at
+/// most [`MAX_DECOMPRESSED_BYTES`]).
 pub fn records_body<'a>(batch: &'a [u8], header: &BatchHeader) -> Result<Cow<'a, [u8]>> {
-    let mut body = &batch[HEADER_LEN..];
-    let copy = |out: &mut bytes::Bytes| Ok(out.clone());
+    let body = &batch[HEADER_LEN..];
     let decompressed = match header.compression() {
         0 => return Ok(Cow::Borrowed(body)),
-        1 => Gzip::decompress(&mut body, copy),
-        2 => Snappy::decompress(&mut body, copy),
-        3 => Lz4::decompress(&mut body, copy),
-        4 => Zstd::decompress(&mut body, copy),
+        1 => read_bounded(flate2::read::MultiGzDecoder::new(body))?,
+        2 => snappy_bounded(body)?,
+        3 => read_bounded(lz4::Decoder::new(body).map_err(codec_error)?)?,
+        4 => read_bounded(zstd::stream::read::Decoder::with_buffer(body).map_err(codec_error)?)?,
         other => return Err(StorageError::CorruptRecord(format!("unknown compression codec {other}"))),
     };
-    Ok(Cow::Owned(decompressed.map_err(codec_error)?.to_vec()))
+    Ok(Cow::Owned(decompressed))
 }
 
 /// Appends `records` compressed with `codec` (the batch attribute's id).
@@ -234,6 +287,20 @@ mod tests {
             compress_into(codec, &raw, &mut batch).unwrap();
             let header = BatchHeader { attributes: codec, ..template };
             assert_eq!(records_body(&batch, &header).unwrap().as_ref(), &raw[..], "codec {codec}");
+        }
+    }
+
+    #[test]
+    fn a_decompression_bomb_is_refused_without_inflating_it() {
+        let zeros = vec![0u8; MAX_DECOMPRESSED_BYTES + 1];
+        let template = verify_stored(&encode_records(entries(), Compression::None)).unwrap();
+        for codec in 1..=4 {
+            let mut batch = vec![0u8; HEADER_LEN];
+            compress_into(codec, &zeros, &mut batch).unwrap();
+            assert!(batch.len() < MAX_DECOMPRESSED_BYTES / 10, "codec {codec} compresses zeros");
+            let header = BatchHeader { attributes: codec, ..template };
+            let refused = records_body(&batch, &header);
+            assert!(matches!(refused, Err(StorageError::InvalidRecord(_))), "codec {codec}: {refused:?}");
         }
     }
 
