@@ -5,7 +5,8 @@
 //! every partition log before the first connection is accepted. Shutdown
 //! stops accepting, lets each connection finish the request it is serving,
 //! then flushes every log and writes the checkpoints and the clean-shutdown
-//! marker.
+//! marker. Background tasks flush logs, write checkpoints, run the group
+//! timers and the log cleaner threads; all of them end when shutdown begins.
 
 use std::future::Future;
 use std::sync::Arc;
