@@ -163,7 +163,7 @@ impl LogManager {
         let Some(entry) = self.logs.write().expect("log map lock").remove(tp) else {
             return Ok(());
         };
-        self.cleaner.forget(tp, entry.dir)?;
+        self.forget_cleaning(tp, entry.dir);
         let dir = self.dirs[entry.dir].join(tp.dir_name());
         let doomed =
             self.dirs[entry.dir].join(format!("{}.{}{DELETE_SUFFIX}", tp.dir_name(), unique_suffix()));
@@ -177,7 +177,7 @@ impl LogManager {
 
     /// Removes a partition dir that no topic owns (deleted while we were down).
     pub fn delete_orphan(&self, tp: &TopicPartition, dir_index: usize) -> Result<()> {
-        self.cleaner.forget(tp, dir_index)?;
+        self.forget_cleaning(tp, dir_index);
         std::fs::remove_dir_all(self.dirs[dir_index].join(tp.dir_name()))?;
         Ok(())
     }
@@ -209,8 +209,18 @@ impl LogManager {
         Ok(())
     }
 
+    /// Drops a removed log's cleaner checkpoint, so a new log of the same
+    /// name starts dirty; a failure to write it only costs a warning.
+    fn forget_cleaning(&self, tp: &TopicPartition, dir: usize) {
+        if let Err(e) = self.cleaner.forget(tp, dir) {
+            tracing::warn!(partition = %tp, "cannot update {}: {e}", crate::cleaner::CHECKPOINT_FILE);
+        }
+    }
+
     /// Cleans the dirtiest compacted log if one is due; returns whether one
-    /// was. Runs on a cleaner thread; `stop` ends it early.
+    /// was. Runs on a cleaner thread; `stop` ends it early. The cleaner asks
+    /// whether its log is still registered while holding that log's lock, so
+    /// nothing may hold the log map lock while waiting for a log lock.
     pub fn clean_dirtiest(&self, cleaner: &mut Cleaner, stop: &dyn Fn() -> bool) -> Result<bool> {
         let registered =
             |tp: &TopicPartition, log: &SharedLog| self.get(tp).is_some_and(|live| Arc::ptr_eq(&live, log));
