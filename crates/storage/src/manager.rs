@@ -227,11 +227,6 @@ impl LogManager {
         self.cleaner.clean_dirtiest(&self.snapshot(), cleaner, &registered, stop, crate::now_ms())
     }
 
-    /// The cleaner's first dirty offset of `tp`, as checkpointed.
-    pub fn cleaner_checkpoint(&self, tp: &TopicPartition) -> Option<i64> {
-        self.cleaner.first_dirty_offset(tp)
-    }
-
     /// Flushes logs whose `flush.ms` has passed.
     pub fn flush_due(&self, now_ms: i64) -> Result<()> {
         for (_, _, log) in self.snapshot() {
