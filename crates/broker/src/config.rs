@@ -92,6 +92,17 @@ pub struct CleanerConfig {
     pub backoff_ms: u64,
 }
 
+impl CleanerConfig {
+    /// One cleaner thread's share of the buffers, divided as Kafka does.
+    pub fn thread_settings(&self) -> strom_storage::cleaner::CleanerSettings {
+        let threads = self.threads.max(1);
+        strom_storage::cleaner::CleanerSettings {
+            offset_map_bytes: self.dedupe_buffer_size / threads,
+            io_buffer_bytes: self.io_buffer_size / threads / 2,
+        }
+    }
+}
+
 /// Keys of Kafka's standard `server.properties` that Strom accepts without
 /// acting on them (thread counts, buffer sizes, KRaft wiring of one node).
 const ACCEPTED_KEYS: &[&str] = &[

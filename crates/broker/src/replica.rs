@@ -340,6 +340,16 @@ impl ReplicaManager {
         self.logs.checkpoint(&self.high_watermarks())
     }
 
+    /// One round of a log cleaner thread: cleans the dirtiest compacted log
+    /// if one is due; returns whether one was.
+    pub fn clean_dirtiest(
+        &self,
+        cleaner: &mut strom_storage::cleaner::Cleaner,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<bool, StorageError> {
+        self.logs.clean_dirtiest(cleaner, stop)
+    }
+
     /// Flushes the logs whose `flush.ms` has passed.
     pub fn flush_due(&self) -> Result<(), StorageError> {
         self.logs.flush_due(strom_storage::now_ms())

@@ -5,7 +5,8 @@
 //! every partition log before the first connection is accepted. Shutdown
 //! stops accepting, lets each connection finish the request it is serving,
 //! then flushes every log and writes the checkpoints and the clean-shutdown
-//! marker.
+//! marker. Background tasks flush logs, write checkpoints, run the group
+//! timers and the log cleaner threads; all of them end when shutdown begins.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -124,6 +125,11 @@ impl BoundBroker {
         if let Some(listener) = self.metrics_listener {
             background.spawn(metrics::serve_http(self.broker.clone(), listener, stop_rx.clone()));
         }
+        if self.broker.config.cleaner.enable {
+            for id in 0..self.broker.config.cleaner.threads {
+                background.spawn(run_log_cleaner(self.broker.clone(), stop_rx.clone(), id));
+            }
+        }
         let permits = Arc::new(Semaphore::new(self.broker.config.max_connections));
         let mut acceptors = JoinSet::new();
         for listener in self.listeners {
@@ -188,6 +194,42 @@ async fn accept_loop(
         }
     }
     connections
+}
+
+/// One log cleaner thread (Kafka's `kafka-log-cleaner-thread-<id>`): cleans
+/// on the blocking pool, one log per round, and sleeps `log.cleaner.backoff.ms`
+/// when no log is due. Shutdown ends a cleaning in progress at its next
+/// chunk, before the logs close.
+async fn run_log_cleaner(broker: Arc<Broker>, mut stop: watch::Receiver<bool>, id: usize) {
+    let backoff = Duration::from_millis(broker.config.cleaner.backoff_ms);
+    let mut cleaner = strom_storage::cleaner::Cleaner::new(broker.config.cleaner.thread_settings());
+    while !*stop.borrow() {
+        let (round_broker, round_stop) = (broker.clone(), stop.clone());
+        let round = tokio::task::spawn_blocking(move || {
+            let cleaned = round_broker.replicas.clean_dirtiest(&mut cleaner, &|| *round_stop.borrow());
+            (cleaner, cleaned)
+        });
+        let cleaned = match round.await {
+            Ok((returned, cleaned)) => {
+                cleaner = returned;
+                cleaned.unwrap_or_else(|e| {
+                    tracing::error!(cleaner = id, "log cleaner round failed: {e}");
+                    false
+                })
+            }
+            Err(e) => {
+                tracing::error!(cleaner = id, "log cleaner thread died: {e}");
+                return;
+            }
+        };
+        if !cleaned {
+            tokio::select! {
+                biased;
+                _ = stop.changed() => return,
+                _ = tokio::time::sleep(backoff) => {}
+            }
+        }
+    }
 }
 
 /// Flushes due logs, enforces retention and writes checkpoints on Kafka's

@@ -14,6 +14,10 @@
 //! - [`log`] is the ordered run of segments of one partition: validation and
 //!   offset assignment on append, rolling, reads bounded by the high
 //!   watermark, flushing.
+//! - [`records`] walks the records inside a batch, for the compacted-topic
+//!   key check and the cleaner.
+//! - [`cleaner`] compacts `cleanup.policy=compact` logs (Kafka's log
+//!   cleaner): offset map, cleaned copies, crash-safe segment swaps.
 //! - [`checkpoint`] writes Kafka's offset checkpoint files atomically.
 //! - [`manager`] owns every log across `log.dirs`, loads them at start and
 //!   marks a clean shutdown.
@@ -22,11 +26,13 @@
 
 pub mod batch;
 pub mod checkpoint;
+pub mod cleaner;
 pub mod error;
 pub mod index;
 pub mod log;
 pub mod manager;
 pub mod record;
+pub mod records;
 pub mod segment;
 
 pub use error::{Result, StorageError};

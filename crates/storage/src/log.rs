@@ -105,7 +105,7 @@ impl Default for LogConfig {
 }
 
 impl LogConfig {
-    fn segment_config(&self) -> SegmentConfig {
+    pub(crate) fn segment_config(&self) -> SegmentConfig {
         SegmentConfig {
             index_interval_bytes: self.index_interval_bytes,
             max_index_bytes: self.max_index_bytes,
@@ -164,6 +164,7 @@ impl Log {
         now_ms: i64,
     ) -> Result<(Self, LoadReport)> {
         std::fs::create_dir_all(dir)?;
+        crate::cleaner::swap::complete_interrupted_swaps(dir)?;
         let mut report = LoadReport::default();
         let mut bases = Vec::new();
         for entry in std::fs::read_dir(dir)? {
@@ -358,6 +359,9 @@ impl Log {
                     )));
                 }
             }
+            if self.config.cleanup_policy.compact {
+                crate::records::check_keys(raw, &header)?;
+            }
             headers.push(header);
         }
         if !batches.remaining().is_empty() {
@@ -513,18 +517,32 @@ impl Log {
     }
 
     /// Every record from the log start up to `max_offset`, decoded: for the
-    /// small internal logs the broker replays at start.
+    /// small internal logs the broker replays at start. Batches emptied by
+    /// the cleaner are stepped over by their header.
     pub fn read_records(&self, max_offset: i64) -> Result<Vec<kafka_protocol::records::Record>> {
         let mut records = Vec::new();
         let mut offset = self.log_start_offset;
         while offset < max_offset {
             let Some(slice) = self.read(offset, 1 << 20, max_offset, true)? else { break };
-            let batch = batch::decode_records(slice.read()?)?;
-            let Some(last) = batch.last() else { break };
-            offset = last.offset + 1;
-            records.extend(batch.into_iter().filter(|r| r.offset < max_offset));
+            let bytes = slice.read()?;
+            let last_header =
+                Batches::new(&bytes).filter_map(|raw| BatchHeader::parse(raw.ok()?).ok()).last();
+            let Some(next) = last_header.map(|h| h.next_offset()).filter(|next| *next > offset) else {
+                break;
+            };
+            offset = next;
+            records.extend(batch::decode_records(bytes)?.into_iter().filter(|r| r.offset < max_offset));
         }
         Ok(records)
+    }
+
+    /// The segments by base offset, for the cleaner's swap.
+    pub(crate) fn segment_map(&self) -> &BTreeMap<i64, LogSegment> {
+        &self.segments
+    }
+
+    pub(crate) fn segment_map_mut(&mut self) -> &mut BTreeMap<i64, LogSegment> {
+        &mut self.segments
     }
 
     /// The segment holding `offset`, for tools.

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
 use crate::checkpoint::OffsetCheckpoint;
+use crate::cleaner::{Cleaner, CleanerManager};
 use crate::error::Result;
 use crate::log::{Log, LogConfig};
 use crate::TopicPartition;
@@ -46,6 +47,8 @@ pub struct LogManager {
     /// Whether the previous process shut down cleanly, per dir.
     clean: Vec<bool>,
     checkpoints: Vec<StartCheckpoints>,
+    /// Which compacted logs are being cleaned and how far each is clean.
+    cleaner: CleanerManager,
 }
 
 /// `<topic>-<partition>` back to its parts; topic names may contain `-`.
@@ -74,7 +77,8 @@ impl LogManager {
             remove_deleted_logs(dir)?;
         }
         let checkpoints = dirs.iter().map(|dir| read_start_checkpoints(dir)).collect();
-        Ok(Self { dirs, _locks: locks, logs: RwLock::new(HashMap::new()), clean, checkpoints })
+        let cleaner = CleanerManager::new(&dirs);
+        Ok(Self { dirs, _locks: locks, logs: RwLock::new(HashMap::new()), clean, checkpoints, cleaner })
     }
 
     pub fn dirs(&self) -> &[PathBuf] {
@@ -159,9 +163,13 @@ impl LogManager {
         let Some(entry) = self.logs.write().expect("log map lock").remove(tp) else {
             return Ok(());
         };
+        self.forget_cleaning(tp, entry.dir);
         let dir = self.dirs[entry.dir].join(tp.dir_name());
         let doomed =
             self.dirs[entry.dir].join(format!("{}.{}{DELETE_SUFFIX}", tp.dir_name(), unique_suffix()));
+        // Under the log lock: a cleaner swap in flight finishes first, and a
+        // later one sees the log is gone.
+        let _quiesced = entry.log.lock().expect("log lock");
         std::fs::rename(&dir, &doomed)?;
         std::fs::remove_dir_all(&doomed)?;
         Ok(())
@@ -169,6 +177,7 @@ impl LogManager {
 
     /// Removes a partition dir that no topic owns (deleted while we were down).
     pub fn delete_orphan(&self, tp: &TopicPartition, dir_index: usize) -> Result<()> {
+        self.forget_cleaning(tp, dir_index);
         std::fs::remove_dir_all(self.dirs[dir_index].join(tp.dir_name()))?;
         Ok(())
     }
@@ -198,6 +207,24 @@ impl LogManager {
             OffsetCheckpoint::new(dir.join(HIGH_WATERMARK_CHECKPOINT)).write(&marks[i])?;
         }
         Ok(())
+    }
+
+    /// Drops a removed log's cleaner checkpoint, so a new log of the same
+    /// name starts dirty; a failure to write it only costs a warning.
+    fn forget_cleaning(&self, tp: &TopicPartition, dir: usize) {
+        if let Err(e) = self.cleaner.forget(tp, dir) {
+            tracing::warn!(partition = %tp, "cannot update {}: {e}", crate::cleaner::CHECKPOINT_FILE);
+        }
+    }
+
+    /// Cleans the dirtiest compacted log if one is due; returns whether one
+    /// was. Runs on a cleaner thread; `stop` ends it early. The cleaner asks
+    /// whether its log is still registered while holding that log's lock, so
+    /// nothing may hold the log map lock while waiting for a log lock.
+    pub fn clean_dirtiest(&self, cleaner: &mut Cleaner, stop: &dyn Fn() -> bool) -> Result<bool> {
+        let registered =
+            |tp: &TopicPartition, log: &SharedLog| self.get(tp).is_some_and(|live| Arc::ptr_eq(&live, log));
+        self.cleaner.clean_dirtiest(&self.snapshot(), cleaner, &registered, stop, crate::now_ms())
     }
 
     /// Flushes logs whose `flush.ms` has passed.

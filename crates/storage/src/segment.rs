@@ -87,33 +87,48 @@ pub struct LogSegment {
 impl LogSegment {
     /// Creates the files of a new, empty segment.
     pub fn create(dir: &Path, base_offset: i64, config: SegmentConfig, now_ms: i64) -> Result<Self> {
-        for suffix in [".log", ".index", ".timeindex"] {
-            let path = dir.join(file_name(base_offset, suffix));
+        Self::create_with_suffix(dir, base_offset, "", config, now_ms)
+    }
+
+    /// Creates a new, empty segment whose file names carry `suffix` after
+    /// the usual one (`.log.cleaned`, ...): the cleaner's not-yet-live output.
+    pub fn create_with_suffix(
+        dir: &Path,
+        base_offset: i64,
+        suffix: &str,
+        config: SegmentConfig,
+        now_ms: i64,
+    ) -> Result<Self> {
+        for kind in [".log", ".index", ".timeindex"] {
+            let path = dir.join(file_name(base_offset, &format!("{kind}{suffix}")));
             if path.exists() {
                 std::fs::remove_file(&path)?;
             }
         }
-        Self::open(dir, base_offset, config, now_ms)
+        Self::open_with_suffix(dir, base_offset, suffix, config, now_ms)
     }
 
     /// Opens a segment's files as they are on disk; [`Self::load_state`] or
     /// [`Self::recover`] then reads the log to learn its end.
     pub fn open(dir: &Path, base_offset: i64, config: SegmentConfig, now_ms: i64) -> Result<Self> {
-        let log_path = dir.join(file_name(base_offset, ".log"));
+        Self::open_with_suffix(dir, base_offset, "", config, now_ms)
+    }
+
+    fn open_with_suffix(
+        dir: &Path,
+        base_offset: i64,
+        suffix: &str,
+        config: SegmentConfig,
+        now_ms: i64,
+    ) -> Result<Self> {
+        let path = |kind: &str| dir.join(file_name(base_offset, &format!("{kind}{suffix}")));
+        let log_path = path(".log");
         let mut file =
             OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&log_path)?;
         let size = file.metadata()?.len();
         std::io::Seek::seek(&mut file, std::io::SeekFrom::End(0))?;
-        let index = OffsetIndex::open(
-            &dir.join(file_name(base_offset, ".index")),
-            base_offset,
-            config.max_index_bytes,
-        )?;
-        let time_index = TimeIndex::open(
-            &dir.join(file_name(base_offset, ".timeindex")),
-            base_offset,
-            config.max_index_bytes,
-        )?;
+        let index = OffsetIndex::open(&path(".index"), base_offset, config.max_index_bytes)?;
+        let time_index = TimeIndex::open(&path(".timeindex"), base_offset, config.max_index_bytes)?;
         Ok(Self {
             base_offset,
             log_path,
