@@ -12,6 +12,8 @@
 //! - [`log`] is the ordered run of segments of one partition: validation and
 //!   offset assignment on append, rolling, reads bounded by the high
 //!   watermark, flushing.
+//! - [`producer_state`] remembers each producer's epoch and last batches so
+//!   idempotent retries are appended once; snapshotted beside the segments.
 //! - [`checkpoint`] writes Kafka's offset checkpoint files atomically.
 //! - [`manager`] owns every log across `log.dirs`, loads them at start and
 //!   marks a clean shutdown.
@@ -24,6 +26,7 @@ pub mod error;
 pub mod index;
 pub mod log;
 pub mod manager;
+pub mod producer_state;
 pub mod segment;
 
 pub use error::{Result, StorageError};
