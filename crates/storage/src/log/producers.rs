@@ -164,8 +164,9 @@ mod tests {
     use super::*;
     use crate::log::LogConfig;
     use crate::producer_state::test_support::idempotent_batch;
-    use crate::producer_state::BatchMetadata;
+    use crate::producer_state::{increment_sequence, BatchMetadata, BATCHES_RETAINED};
     use crate::StorageError;
+    use proptest::prelude::*;
 
     fn config() -> LogConfig {
         LogConfig {
@@ -286,6 +287,186 @@ mod tests {
             !snapshots(dir.path()).contains(&end)
                 || std::fs::read(snapshot_path(dir.path(), end)).unwrap() != b"garbage"
         );
+    }
+
+    /// One step of a producer in the property test.
+    #[derive(Debug, Clone)]
+    enum Step {
+        Next { producer: i64, records: usize },
+        Retry { producer: i64, back: usize },
+        Gap { producer: i64, skip: i32 },
+        Bump { producer: i64, sequence: i32 },
+        Stale { producer: i64 },
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        let producer = 0i64..3;
+        prop_oneof![
+            4 => (producer.clone(), 1usize..4).prop_map(|(producer, records)| Step::Next { producer, records }),
+            2 => (producer.clone(), 0usize..8).prop_map(|(producer, back)| Step::Retry { producer, back }),
+            1 => (producer.clone(), 1i32..3).prop_map(|(producer, skip)| Step::Gap { producer, skip }),
+            1 => (producer.clone(), prop_oneof![Just(0), Just(3)]).prop_map(|(producer, sequence)| Step::Bump { producer, sequence }),
+            1 => producer.prop_map(|producer| Step::Stale { producer }),
+        ]
+    }
+
+    /// An accepted batch as the model sees it: (producer, epoch, first seq, last seq, first offset, last offset).
+    type Accepted = (i64, i16, i32, i32, i64, i64);
+
+    /// What the model expects of a step, and the batch it sends.
+    #[derive(Debug, PartialEq)]
+    enum Expect {
+        Append,
+        Duplicate(i64, i64),
+        OutOfOrder,
+        StaleEpoch,
+    }
+
+    /// Producer `p` starts at a sequence near `i32::MAX` when odd, so wrap-around is exercised.
+    fn start_sequence(producer: i64) -> i32 {
+        if producer % 2 == 1 {
+            i32::MAX - 4
+        } else {
+            0
+        }
+    }
+
+    /// The model's verdict on `step` given the accepted history, with the
+    /// batch to send. A reopen from a snapshot after `reloaded` accepted
+    /// batches remembers only each producer's last batch before it.
+    fn model(step: &Step, history: &[Accepted], reloaded: usize) -> Option<(Expect, i64, i16, i32, usize)> {
+        let producer = match step {
+            Step::Next { producer, .. } | Step::Retry { producer, .. } | Step::Gap { producer, .. } => {
+                *producer
+            }
+            Step::Bump { producer, .. } | Step::Stale { producer } => *producer,
+        };
+        let mine: Vec<&Accepted> = history.iter().filter(|a| a.0 == producer).collect();
+        let last = mine.last().copied();
+        let epoch = last.map_or(0, |a| a.1);
+        let next = last.map_or(start_sequence(producer), |a| increment_sequence(a.3, 1));
+        let known = last.is_some();
+        Some(match step {
+            Step::Next { records, .. } => (Expect::Append, producer, epoch, next, *records),
+            Step::Gap { skip, .. } => {
+                let expect = if known { Expect::OutOfOrder } else { Expect::Append };
+                (expect, producer, epoch, increment_sequence(next, *skip), 1)
+            }
+            Step::Bump { sequence, .. } => {
+                let expect = if known && *sequence != 0 { Expect::OutOfOrder } else { Expect::Append };
+                (expect, producer, epoch + 1, *sequence, 1)
+            }
+            Step::Stale { .. } => {
+                if !known || epoch == 0 {
+                    return None;
+                }
+                (Expect::StaleEpoch, producer, epoch - 1, 0, 1)
+            }
+            Step::Retry { back, .. } => {
+                let same_epoch: Vec<&&Accepted> = mine.iter().rev().take_while(|a| a.1 == epoch).collect();
+                let target = same_epoch.get(*back)?;
+                let records = (target.5 - target.4 + 1) as usize;
+                let last_before_reload = history[..reloaded].iter().rev().find(|a| a.0 == producer);
+                let forgotten = target.4 < history.get(reloaded).map_or(i64::MAX, |a| a.4)
+                    && last_before_reload.is_some_and(|a| a.4 != target.4);
+                let expect = if *back < BATCHES_RETAINED && !forgotten {
+                    Expect::Duplicate(target.4, target.5)
+                } else {
+                    Expect::OutOfOrder
+                };
+                (expect, producer, epoch, target.2, records)
+            }
+        })
+    }
+
+    /// The state the model expects from the surviving history: each
+    /// producer's trailing run of one epoch, at most five batches.
+    fn expected_batches(history: &[Accepted], producer: i64) -> Vec<(i32, i32, i64, i64)> {
+        let mine: Vec<&Accepted> = history.iter().filter(|a| a.0 == producer).collect();
+        let Some(last) = mine.last() else { return Vec::new() };
+        let run: Vec<_> = mine.iter().rev().take_while(|a| a.1 == last.1).take(BATCHES_RETAINED).collect();
+        run.into_iter().rev().map(|a| (a.2, a.3, a.4, a.5)).collect()
+    }
+
+    fn actual_batches(log: &Log, producer: i64) -> Vec<(i32, i32, i64, i64)> {
+        let entry = log.producer_state().get(producer);
+        entry.map_or(Vec::new(), |e| {
+            e.batches().iter().map(|b| (b.first_seq, b.last_seq, b.first_offset, b.last_offset)).collect()
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(40))]
+
+        /// Every step gets the model's verdict; then the log is cut at a
+        /// random point after a crash and the rebuilt state matches the
+        /// batches that survived (a clean close in between leaves a snapshot
+        /// holding only each producer's last batch).
+        #[test]
+        fn producer_rules_hold_and_survive_a_crash(
+            steps in proptest::collection::vec(step(), 1..60),
+            close_after in 0usize..60,
+            cut_permille in 0u64..=1000,
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let config = LogConfig { segment_bytes: 1 << 20, ..config() };
+            let mut log = Log::open(dir.path(), config.clone(), 0, 0, true, 0).unwrap().0;
+            let mut history: Vec<Accepted> = Vec::new();
+            let mut snapshot_at = None;
+            let mut reloaded = 0;
+            for (i, step) in steps.iter().enumerate() {
+                if i == close_after {
+                    log.close(0).unwrap();
+                    snapshot_at = Some((log.log_end_offset(), history.len()));
+                    reloaded = history.len();
+                    let end = log.log_end_offset();
+                    drop(log);
+                    log = Log::open(dir.path(), config.clone(), end, 0, true, 0).unwrap().0;
+                }
+                let Some((expect, producer, epoch, sequence, records)) = model(step, &history, reloaded) else { continue };
+                let end = log.log_end_offset();
+                let outcome = log.append(&idempotent_batch(producer, epoch, sequence, records), 0, 0);
+                let got = match outcome {
+                    Ok(info) if info.records == 0 => Expect::Duplicate(info.first_offset, info.last_offset),
+                    Ok(info) => {
+                        let last_seq = increment_sequence(sequence, records as i32 - 1);
+                        history.push((producer, epoch, sequence, last_seq, info.first_offset, info.last_offset));
+                        Expect::Append
+                    }
+                    Err(StorageError::OutOfOrderSequence(_)) => Expect::OutOfOrder,
+                    Err(StorageError::InvalidProducerEpoch(_)) => Expect::StaleEpoch,
+                    Err(e) => panic!("unexpected error {e}"),
+                };
+                prop_assert_eq!(&got, &expect, "step {} {:?}", i, step);
+                if got != Expect::Append {
+                    prop_assert_eq!(log.log_end_offset(), end, "a refused or duplicate batch writes nothing");
+                }
+            }
+            let snapshot_offset = snapshot_at.map_or(0, |(offset, _)| offset);
+            drop(log);
+            let path = dir.path().join(file_name(0, ".log"));
+            let len = std::fs::metadata(&path).unwrap().len();
+            std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(len * cut_permille / 1000).unwrap();
+            let log = Log::open(dir.path(), config, snapshot_offset, 0, false, 0).unwrap().0;
+            let end = log.log_end_offset();
+            let survived: Vec<Accepted> = history.iter().filter(|a| a.5 < end).copied().collect();
+            // A snapshot used for the rebuild keeps one batch per producer.
+            let from_snapshot = snapshot_at.is_some_and(|(offset, _)| offset <= end && offset > 0);
+            for producer in 0..3 {
+                let mut expected = expected_batches(&survived, producer);
+                if from_snapshot {
+                    let (offset, count) = snapshot_at.unwrap();
+                    let before: Vec<Accepted> = history[..count].to_vec();
+                    let mut rebuilt: Vec<Accepted> = expected_batches(&before, producer).last().map(|b| {
+                        let epoch = before.iter().rev().find(|a| a.0 == producer).unwrap().1;
+                        (producer, epoch, b.0, b.1, b.2, b.3)
+                    }).into_iter().collect();
+                    rebuilt.extend(survived.iter().filter(|a| a.4 >= offset).copied());
+                    expected = expected_batches(&rebuilt, producer);
+                }
+                prop_assert_eq!(actual_batches(&log, producer), expected, "producer {}", producer);
+            }
+        }
     }
 
     #[test]
