@@ -13,9 +13,9 @@ use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest,
     CreateTopicsRequest, DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest,
     DescribeClusterRequest, DescribeGroupsRequest, FetchRequest, FindCoordinatorRequest, HeartbeatRequest,
-    JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest,
-    OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest, ProduceRequest, RequestHeader,
-    ResponseHeader, SyncGroupRequest,
+    InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest,
+    MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest, ProduceRequest,
+    RequestHeader, ResponseHeader, SyncGroupRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
 
@@ -139,6 +139,7 @@ pub enum Request {
     OffsetDelete(OffsetDeleteRequest),
     ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest),
     ConsumerGroupDescribe(ConsumerGroupDescribeRequest),
+    InitProducerId(InitProducerIdRequest),
 }
 
 /// What a frame holds once parsed.
@@ -209,6 +210,7 @@ fn decode_body(api_key: ApiKey, version: i16, body: &mut Bytes) -> Result<Reques
         ApiKey::OffsetDelete => Request::OffsetDelete(decode(body, version)?),
         ApiKey::ConsumerGroupHeartbeat => Request::ConsumerGroupHeartbeat(decode(body, version)?),
         ApiKey::ConsumerGroupDescribe => Request::ConsumerGroupDescribe(decode(body, version)?),
+        ApiKey::InitProducerId => Request::InitProducerId(decode(body, version)?),
         other => return Err(RequestError::UnknownApi(other as i16)),
     })
 }
@@ -257,6 +259,7 @@ async fn route(ctx: &RequestContext<'_>, request: Request) -> Option<Box<dyn Enc
         Request::OffsetDelete(r) => handlers::offsets::delete(ctx, r).into_reply(),
         Request::ConsumerGroupHeartbeat(r) => handlers::consumer_groups::heartbeat(ctx, r).into_reply(),
         Request::ConsumerGroupDescribe(r) => handlers::consumer_groups::describe(ctx, r).into_reply(),
+        Request::InitProducerId(r) => handlers::init_producer_id::handle(ctx, r).into_reply(),
     }
 }
 

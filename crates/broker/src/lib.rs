@@ -13,7 +13,9 @@
 //!   topics, list_offsets, cluster, api_versions);
 //! - [`replica`] is the partition state the handlers act on: log, high
 //!   watermark and the waiters of delayed fetches;
-//! - [`fetch_session`] keeps incremental fetch sessions (KIP-227).
+//! - [`fetch_session`] keeps incremental fetch sessions (KIP-227);
+//! - [`producer_ids`] hands out idempotent producers' ids from blocks
+//!   reserved in the metadata log.
 //!
 //! [`config`] parses `server.properties` with Kafka's key names, [`error`]
 //! maps internal errors to Kafka error codes and [`alloc`] keeps absurd
@@ -27,6 +29,7 @@ pub mod fetch_session;
 pub mod group;
 pub mod handlers;
 pub mod network;
+pub mod producer_ids;
 pub mod replica;
 pub mod server;
 

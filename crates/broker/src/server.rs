@@ -21,6 +21,7 @@ use crate::config::BrokerConfig;
 use crate::fetch_session::FetchSessionCache;
 use crate::group::GroupCoordinator;
 use crate::network;
+use crate::producer_ids::ProducerIdManager;
 use crate::replica::ReplicaManager;
 
 /// How long shutdown waits for connections to finish their requests.
@@ -33,6 +34,7 @@ pub struct Broker {
     pub replicas: ReplicaManager,
     pub fetch_sessions: FetchSessionCache,
     pub groups: GroupCoordinator,
+    pub producer_ids: ProducerIdManager,
     /// Flips to true when shutdown begins; delayed operations end early on it.
     stopping: watch::Sender<bool>,
 }
@@ -61,7 +63,8 @@ impl Broker {
         let fetch_sessions = FetchSessionCache::new(config.max_incremental_fetch_session_cache_slots);
         let groups = GroupCoordinator::new(config.groups.clone());
         let (stopping, _) = watch::channel(false);
-        let broker = Self { config, controller, replicas, fetch_sessions, groups, stopping };
+        let producer_ids = ProducerIdManager::default();
+        let broker = Self { config, controller, replicas, fetch_sessions, groups, producer_ids, stopping };
         broker.groups.load(&broker)?;
         Ok(Arc::new(broker))
     }
@@ -171,8 +174,8 @@ async fn accept_loop(
     connections
 }
 
-/// Flushes due logs, enforces retention and writes checkpoints on Kafka's
-/// intervals.
+/// Flushes due logs, enforces retention, writes checkpoints and expires
+/// idle producer ids on Kafka's intervals.
 async fn periodic_duties(broker: Arc<Broker>, mut stop: watch::Receiver<bool>) {
     let config = broker.config.clone();
     let mut flush = tokio::time::interval(Duration::from_millis(config.log_flush_scheduler_interval_ms));
@@ -181,6 +184,8 @@ async fn periodic_duties(broker: Arc<Broker>, mut stop: watch::Receiver<bool>) {
         .min(config.log_flush_offset_checkpoint_interval_ms);
     let mut checkpoint = tokio::time::interval(Duration::from_millis(checkpoint_ms));
     let mut retention = tokio::time::interval(Duration::from_millis(config.log_retention_check_interval_ms));
+    let mut producer_expiry =
+        tokio::time::interval(Duration::from_millis(config.producer_id_expiration_check_interval_ms));
     loop {
         tokio::select! {
             biased;
@@ -195,6 +200,9 @@ async fn periodic_duties(broker: Arc<Broker>, mut stop: watch::Receiver<bool>) {
                 if let Err(e) = broker.replicas.enforce_retention() {
                     tracing::error!("retention check failed: {e}");
                 }
+            }
+            _ = producer_expiry.tick() => {
+                broker.replicas.remove_expired_producers(config.producer_id_expiration_ms);
             }
             _ = checkpoint.tick() => {
                 if let Err(e) = broker.replicas.checkpoint() {
