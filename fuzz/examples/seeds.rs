@@ -47,8 +47,8 @@ use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, BrokerId, ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest,
     CreateTopicsRequest, DeleteGroupsRequest, DeleteTopicsRequest, DescribeClusterRequest,
-    DescribeGroupsRequest, FetchRequest, FindCoordinatorRequest, GroupId, HeartbeatRequest, JoinGroupRequest,
-    LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
+    DescribeGroupsRequest, FetchRequest, FindCoordinatorRequest, GroupId, HeartbeatRequest,
+    InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
     OffsetDeleteRequest, OffsetFetchRequest, ProduceRequest, RequestHeader, SyncGroupRequest, TopicName,
 };
 use kafka_protocol::protocol::{Encodable, StrBytes};
@@ -202,7 +202,20 @@ fn body(key: ApiKey, version: i16) -> Result<Bytes, String> {
         ApiKey::ConsumerGroupDescribe => {
             encode(ConsumerGroupDescribeRequest::default().with_group_ids(vec![group("billing")]), v)
         }
+        ApiKey::InitProducerId => encode(init_producer_id(v), v),
         other => panic!("{other:?} is served: add a seed builder for it to fuzz/examples/seeds.rs"),
+    }
+}
+
+/// InitProducerId with a transactional id, and from v3 the current id and epoch (KIP-360).
+fn init_producer_id(version: i16) -> InitProducerIdRequest {
+    let request = InitProducerIdRequest::default()
+        .with_transactional_id(Some(StrBytes::from_static_str("orders-tx").into()))
+        .with_transaction_timeout_ms(60_000);
+    if version >= 3 {
+        request.with_producer_id(42.into()).with_producer_epoch(3)
+    } else {
+        request
     }
 }
 
