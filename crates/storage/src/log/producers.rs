@@ -212,6 +212,16 @@ mod tests {
     }
 
     #[test]
+    fn a_retry_reports_the_first_append_time_under_log_append_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig { timestamp_type: crate::batch::TimestampType::LogAppendTime, ..config() };
+        let mut log = Log::open(dir.path(), config, 0, 0, true, 0).unwrap().0;
+        assert_eq!(log.append(&idempotent_batch(5, 0, 0, 1), 0, 777).unwrap().log_append_time, 777);
+        let retry = log.append(&idempotent_batch(5, 0, 0, 1), 0, 999).unwrap();
+        assert_eq!((retry.first_offset, retry.log_append_time, retry.records), (0, 777, 0));
+    }
+
+    #[test]
     fn rolls_and_clean_close_write_snapshots_that_reopen_restores() {
         let dir = tempfile::tempdir().unwrap();
         let mut log = Log::open(dir.path(), config(), 0, 0, true, 0).unwrap().0;
