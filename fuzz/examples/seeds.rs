@@ -57,9 +57,9 @@ use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, BrokerId, ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest,
     CreatePartitionsRequest, CreateTopicsRequest, DeleteGroupsRequest, DeleteRecordsRequest,
     DeleteTopicsRequest, DescribeClusterRequest, DescribeGroupsRequest, FetchRequest, FindCoordinatorRequest,
-    GroupId, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest,
-    MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest, ProduceRequest,
-    RequestHeader, SyncGroupRequest, TopicName,
+    GroupId, HeartbeatRequest, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
+    ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest,
+    ProduceRequest, RequestHeader, SyncGroupRequest, TopicName,
 };
 use kafka_protocol::protocol::{Encodable, StrBytes};
 use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
@@ -217,7 +217,20 @@ fn body(key: ApiKey, version: i16) -> Result<Bytes, String> {
         ApiKey::DescribeConfigs => encode(describe_configs(v), v),
         ApiKey::AlterConfigs => encode(alter_configs(), v),
         ApiKey::IncrementalAlterConfigs => encode(incremental_alter_configs(), v),
+        ApiKey::InitProducerId => encode(init_producer_id(v), v),
         other => panic!("{other:?} is served: add a seed builder for it to fuzz/examples/seeds.rs"),
+    }
+}
+
+/// InitProducerId with a transactional id, and from v3 the current id and epoch (KIP-360).
+fn init_producer_id(version: i16) -> InitProducerIdRequest {
+    let request = InitProducerIdRequest::default()
+        .with_transactional_id(Some(StrBytes::from_static_str("orders-tx").into()))
+        .with_transaction_timeout_ms(60_000);
+    if version >= 3 {
+        request.with_producer_id(42.into()).with_producer_epoch(3)
+    } else {
+        request
     }
 }
 

@@ -388,7 +388,7 @@ def assert_same_sequence(expected: list, actual: list, what: str) -> None:
 
 
 def confluent_producer(bootstrap: str, **conf) -> Producer:
-    """A plain (non-idempotent) producer: Strom has no InitProducerId yet."""
+    """A plain producer unless the test passes `enable.idempotence=True` (librdkafka's default is off too)."""
     return Producer({"bootstrap.servers": bootstrap, "enable.idempotence": False, **conf})
 
 
@@ -551,10 +551,11 @@ def watermarks_confluent(bootstrap: str, topic: str, partitions: Iterable[int]) 
 
 
 def kafka_python_producer(bootstrap: str, **conf):
-    """kafka-python enables idempotence by default; Strom has no InitProducerId yet."""
+    """kafka-python with its own defaults: idempotent (InitProducerId) unless `acks` other than all
+    makes it fall back to a plain producer, or the test passes `enable_idempotence=False`."""
     from kafka import KafkaProducer
 
-    return KafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=False, **conf)
+    return KafkaProducer(bootstrap_servers=bootstrap, **conf)
 
 
 def kafka_python_consumer(bootstrap: str, **conf):

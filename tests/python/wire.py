@@ -38,6 +38,7 @@ HEARTBEAT = 12
 SYNC_GROUP = 14
 API_VERSIONS = 18
 DELETE_TOPICS = 20
+INIT_PRODUCER_ID = 22
 
 # Kafka error codes.
 NONE = 0
@@ -50,7 +51,11 @@ INCONSISTENT_GROUP_PROTOCOL = 23
 UNKNOWN_MEMBER_ID = 25
 INVALID_SESSION_TIMEOUT = 26
 REBALANCE_IN_PROGRESS = 27
+COORDINATOR_NOT_AVAILABLE = 15
 UNSUPPORTED_VERSION = 35
+INVALID_REQUEST = 42
+OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+INVALID_PRODUCER_EPOCH = 47
 FETCH_SESSION_ID_NOT_FOUND = 70
 INVALID_FETCH_SESSION_EPOCH = 71
 MEMBER_ID_REQUIRED = 79
@@ -63,7 +68,7 @@ INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
 
 # First flexible version of each API Strom serves; earlier versions use request header v1.
-FIRST_FLEXIBLE_VERSION = {0: 9, 1: 12, 2: 6, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 14: 4, 18: 3, 19: 5, 20: 4, 60: 0}
+FIRST_FLEXIBLE_VERSION = {0: 9, 1: 12, 2: 6, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 14: 4, 18: 3, 19: 5, 20: 4, 22: 2, 60: 0}
 
 
 def int16(value: int) -> bytes:
@@ -522,10 +527,18 @@ def _sized(data: bytes | None) -> bytes:
     return varint(-1) if data is None else varint(len(data)) + data
 
 
-def encode_record_batch(records: Sequence[BatchRecord], base_offset: int = 0, crc_delta: int = 0) -> bytes:
+def encode_record_batch(
+    records: Sequence[BatchRecord],
+    base_offset: int = 0,
+    crc_delta: int = 0,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+) -> bytes:
     """An uncompressed, non-transactional RecordBatch v2 with CreateTime timestamps.
 
     `crc_delta` is added to the CRC-32C, to build a batch with a wrong checksum.
+    A producer id, epoch and base sequence make it an idempotent producer's batch.
     """
     assert records, "a batch needs at least one record"
     base_ts = records[0].timestamp_ms
@@ -546,9 +559,9 @@ def encode_record_batch(records: Sequence[BatchRecord], base_offset: int = 0, cr
         + int32(len(records) - 1)
         + int64(base_ts)
         + int64(max(r.timestamp_ms for r in records))
-        + int64(-1)  # producer id
-        + int16(-1)  # producer epoch
-        + int32(-1)  # base sequence
+        + int64(producer_id)
+        + int16(producer_epoch)
+        + int32(base_sequence)
         + int32(len(records))
         + bytes(body)
     )
@@ -1288,3 +1301,48 @@ def parse_offset_fetch_v8(payload: bytes) -> OffsetFetchResponse:
     r.tagged_fields()
     r.assert_at_end("OffsetFetch v8")
     return OffsetFetchResponse(correlation_id, throttle, groups)
+
+
+# ---------------------------------------------------------------- InitProducerId (v0-5)
+
+
+class InitProducerIdResponse(NamedTuple):
+    correlation_id: int
+    error_code: int
+    producer_id: int
+    producer_epoch: int
+
+
+def init_producer_id_request(
+    version: int,
+    correlation_id: int,
+    transactional_id: str | None = None,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    transaction_timeout_ms: int = 60_000,
+) -> bytes:
+    """InitProducerId v0-5; the current producer id and epoch (KIP-360) travel from v3 on."""
+    assert 0 <= version <= 5
+    w = Writer(is_flexible(INIT_PRODUCER_ID, version))
+    w.nullable_string(transactional_id).int32(transaction_timeout_ms)
+    if version >= 3:
+        w.int64(producer_id).int16(producer_epoch)
+    w.tagged_fields()
+    return request(INIT_PRODUCER_ID, version, correlation_id, w.build())
+
+
+def parse_init_producer_id(payload: bytes, version: int) -> InitProducerIdResponse:
+    correlation_id, r = response_reader(payload, INIT_PRODUCER_ID, version)
+    r.int32()  # throttle
+    response = InitProducerIdResponse(correlation_id, r.int16(), r.int64(), r.int16())
+    r.tagged_fields()
+    r.assert_at_end(f"InitProducerId v{version}")
+    return response
+
+
+def init_producer_id(port: int, version: int = 4, **kwargs) -> InitProducerIdResponse:
+    """One InitProducerId round trip."""
+    payload = call(port, init_producer_id_request(version, 31, **kwargs))
+    response = parse_init_producer_id(payload, version)
+    assert response.correlation_id == 31
+    return response

@@ -67,6 +67,10 @@ pub struct BrokerConfig {
     pub metrics_listener: Option<SocketAddr>,
     /// `log.retention.check.interval.ms`
     pub log_retention_check_interval_ms: u64,
+    /// `producer.id.expiration.ms`: how long a partition remembers an idle producer.
+    pub producer_id_expiration_ms: i64,
+    /// `producer.id.expiration.check.interval.ms`
+    pub producer_id_expiration_check_interval_ms: u64,
     /// Defaults for every topic's log.
     pub log: LogConfig,
     /// The log cleaner's settings.
@@ -345,6 +349,12 @@ impl BrokerConfig {
             zero_copy_fetch: p.bool("fetch.zero.copy.enable", true)?,
             metrics_listener: p.metrics_listener("metrics.listener")?,
             log_retention_check_interval_ms: p.parse("log.retention.check.interval.ms", 300_000, 1)?,
+            producer_id_expiration_ms: p.parse("producer.id.expiration.ms", 86_400_000, 1)?,
+            producer_id_expiration_check_interval_ms: p.parse(
+                "producer.id.expiration.check.interval.ms",
+                600_000,
+                1,
+            )?,
             cleaner: CleanerConfig {
                 enable: p.bool("log.cleaner.enable", true)?,
                 threads: p.parse("log.cleaner.threads", 1, 0)?,
@@ -487,6 +497,8 @@ mod tests {
         assert_eq!(config.log.retention_bytes, -1);
         assert_eq!(config.log.cleanup_policy, CleanupPolicy::DELETE);
         assert_eq!(config.log_retention_check_interval_ms, 300_000);
+        assert_eq!(config.producer_id_expiration_ms, 86_400_000);
+        assert_eq!(config.producer_id_expiration_check_interval_ms, 600_000);
     }
 
     #[test]

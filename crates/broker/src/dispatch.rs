@@ -13,9 +13,9 @@ use kafka_protocol::messages::{
     AlterConfigsRequest, ApiKey, ApiVersionsRequest, ConsumerGroupDescribeRequest,
     ConsumerGroupHeartbeatRequest, CreatePartitionsRequest, CreateTopicsRequest, DeleteGroupsRequest,
     DeleteRecordsRequest, DeleteTopicsRequest, DescribeClusterRequest, DescribeGroupsRequest, FetchRequest,
-    FindCoordinatorRequest, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
-    ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest,
-    ProduceRequest, RequestHeader, ResponseHeader, SyncGroupRequest,
+    FindCoordinatorRequest, HeartbeatRequest, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest,
+    ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest,
+    OffsetFetchRequest, ProduceRequest, RequestHeader, ResponseHeader, SyncGroupRequest,
 };
 use kafka_protocol::messages::{DescribeConfigsRequest, IncrementalAlterConfigsRequest};
 use kafka_protocol::protocol::{Decodable, Encodable};
@@ -145,6 +145,7 @@ pub enum Request {
     DescribeConfigs(DescribeConfigsRequest),
     AlterConfigs(AlterConfigsRequest),
     IncrementalAlterConfigs(IncrementalAlterConfigsRequest),
+    InitProducerId(InitProducerIdRequest),
 }
 
 /// What a frame holds once parsed.
@@ -219,6 +220,7 @@ fn decode_body(api_key: ApiKey, version: i16, body: &mut Bytes) -> Result<Reques
         ApiKey::DescribeConfigs => Request::DescribeConfigs(decode(body, version)?),
         ApiKey::AlterConfigs => Request::AlterConfigs(decode(body, version)?),
         ApiKey::IncrementalAlterConfigs => Request::IncrementalAlterConfigs(decode(body, version)?),
+        ApiKey::InitProducerId => Request::InitProducerId(decode(body, version)?),
         other => return Err(RequestError::UnknownApi(other as i16)),
     })
 }
@@ -273,6 +275,7 @@ async fn route(ctx: &RequestContext<'_>, request: Request) -> Option<Box<dyn Enc
         Request::DescribeConfigs(r) => handlers::configs::describe(ctx, r).into_reply(),
         Request::AlterConfigs(r) => handlers::configs::alter(ctx, r).into_reply(),
         Request::IncrementalAlterConfigs(r) => handlers::configs::incremental_alter(ctx, r).into_reply(),
+        Request::InitProducerId(r) => handlers::init_producer_id::handle(ctx, r).into_reply(),
     }
 }
 

@@ -11,6 +11,8 @@ pub fn storage_error(e: &StorageError) -> ResponseError {
         StorageError::InvalidRecord(_) => ResponseError::InvalidRecord,
         StorageError::RecordTooLarge { .. } => ResponseError::MessageTooLarge,
         StorageError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
+        StorageError::OutOfOrderSequence(_) => ResponseError::OutOfOrderSequenceNumber,
+        StorageError::InvalidProducerEpoch(_) => ResponseError::InvalidProducerEpoch,
         StorageError::Io(_) => ResponseError::KafkaStorageError,
     }
 }
@@ -25,6 +27,7 @@ pub fn metadata_error(e: &MetadataError) -> ResponseError {
         MetadataError::InvalidReplicationFactor(_) => ResponseError::InvalidReplicationFactor,
         MetadataError::InvalidReplicaAssignment(_) => ResponseError::InvalidReplicaAssignment,
         MetadataError::InvalidConfig(_) => ResponseError::InvalidConfig,
+        MetadataError::ProducerIdsExhausted => ResponseError::UnknownServerError,
         MetadataError::Storage(_) => ResponseError::KafkaStorageError,
     }
 }

@@ -13,7 +13,9 @@
 //!   topics, configs, list_offsets, cluster, api_versions);
 //! - [`replica`] is the partition state the handlers act on: log, high
 //!   watermark and the waiters of delayed fetches;
-//! - [`fetch_session`] keeps incremental fetch sessions (KIP-227).
+//! - [`fetch_session`] keeps incremental fetch sessions (KIP-227);
+//! - [`producer_ids`] hands out idempotent producers' ids from blocks
+//!   reserved in the metadata log.
 //!
 //! [`config`] parses `server.properties` with Kafka's key names and overlays
 //! the dynamic broker configs, [`config_sources`] says where each described
@@ -31,6 +33,7 @@ pub mod group;
 pub mod handlers;
 pub mod metrics;
 pub mod network;
+pub mod producer_ids;
 pub mod replica;
 pub mod server;
 

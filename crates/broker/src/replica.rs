@@ -330,6 +330,18 @@ impl ReplicaManager {
         Ok(())
     }
 
+    /// Forgets, in every hosted log, the producers idle longer than `expiration_ms`.
+    pub fn remove_expired_producers(&self, expiration_ms: i64) {
+        let now = strom_storage::now_ms();
+        for partition in self.partitions() {
+            let removed =
+                partition.log.lock().expect("log lock").remove_expired_producers(now, expiration_ms);
+            if removed > 0 {
+                tracing::debug!(partition = %partition.tp, removed, "expired idle producer ids");
+            }
+        }
+    }
+
     /// Removes the files of deleted segments whose delay has passed.
     pub fn remove_deleted_files(&self) {
         self.removals.lock().expect("removals lock").remove_due(strom_storage::now_ms());

@@ -23,6 +23,7 @@ use crate::fetch_session::FetchSessionCache;
 use crate::group::GroupCoordinator;
 use crate::metrics::{self, GaugeGuard, Metrics};
 use crate::network;
+use crate::producer_ids::ProducerIdManager;
 use crate::replica::ReplicaManager;
 
 /// How long shutdown waits for connections to finish their requests.
@@ -36,6 +37,7 @@ pub struct Broker {
     pub fetch_sessions: FetchSessionCache,
     pub groups: GroupCoordinator,
     pub metrics: Metrics,
+    pub producer_ids: ProducerIdManager,
     /// Flips to true when shutdown begins; delayed operations end early on it.
     stopping: watch::Sender<bool>,
 }
@@ -65,7 +67,9 @@ impl Broker {
         let groups = GroupCoordinator::new(config.groups.clone());
         let (stopping, _) = watch::channel(false);
         let metrics = Metrics::default();
-        let broker = Self { config, controller, replicas, fetch_sessions, groups, metrics, stopping };
+        let producer_ids = ProducerIdManager::default();
+        let broker =
+            Self { config, controller, replicas, fetch_sessions, groups, metrics, producer_ids, stopping };
         broker.groups.load(&broker)?;
         Ok(Arc::new(broker))
     }
@@ -232,8 +236,8 @@ async fn run_log_cleaner(broker: Arc<Broker>, mut stop: watch::Receiver<bool>, i
     }
 }
 
-/// Flushes due logs, enforces retention and writes checkpoints on Kafka's
-/// intervals.
+/// Flushes due logs, enforces retention, writes checkpoints and expires
+/// idle producer ids on Kafka's intervals.
 async fn periodic_duties(broker: Arc<Broker>, mut stop: watch::Receiver<bool>) {
     let config = broker.config.clone();
     let mut flush = tokio::time::interval(Duration::from_millis(config.log_flush_scheduler_interval_ms));
@@ -242,6 +246,8 @@ async fn periodic_duties(broker: Arc<Broker>, mut stop: watch::Receiver<bool>) {
         .min(config.log_flush_offset_checkpoint_interval_ms);
     let mut checkpoint = tokio::time::interval(Duration::from_millis(checkpoint_ms));
     let mut retention = tokio::time::interval(Duration::from_millis(config.log_retention_check_interval_ms));
+    let mut producer_expiry =
+        tokio::time::interval(Duration::from_millis(config.producer_id_expiration_check_interval_ms));
     loop {
         tokio::select! {
             biased;
@@ -256,6 +262,9 @@ async fn periodic_duties(broker: Arc<Broker>, mut stop: watch::Receiver<bool>) {
                 if let Err(e) = broker.replicas.enforce_retention() {
                     tracing::error!("retention check failed: {e}");
                 }
+            }
+            _ = producer_expiry.tick() => {
+                broker.replicas.remove_expired_producers(config.producer_id_expiration_ms);
             }
             _ = checkpoint.tick() => {
                 if let Err(e) = broker.replicas.checkpoint() {

@@ -851,6 +851,7 @@ mod tests {
     use bytes::{Bytes, BytesMut};
     use kafka_protocol::protocol::StrBytes;
     use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions};
+    use strom_storage::producer_state::AppendOrigin;
     use strom_storage::{Log, LogConfig};
 
     const NOW_MS: i64 = 1_700_000_000_000;
@@ -904,8 +905,9 @@ mod tests {
             Self { dir, log }
         }
 
+        /// Appends as the broker, which may also write control batches.
         fn append(&mut self, batch: &[u8]) {
-            self.log.append(batch, 3, NOW_MS).unwrap();
+            self.log.append_as(batch, 3, NOW_MS, AppendOrigin::Coordinator).unwrap();
         }
 
         fn path(&self, suffix: &str) -> PathBuf {

@@ -38,9 +38,17 @@ pub enum MetadataError {
     InvalidReplicaAssignment(String),
     #[error("{0}")]
     InvalidConfig(String),
+    #[error("all producer ids have been handed out")]
+    ProducerIdsExhausted,
     #[error("metadata log: {0}")]
     Storage(#[from] strom_storage::StorageError),
 }
+
+/// Producer ids a broker may hand out: `[start, end)`.
+pub type ProducerIdBlock = std::ops::Range<i64>;
+
+/// Ids per block, as in Kafka.
+pub const PRODUCER_ID_BLOCK_SIZE: i64 = 1000;
 
 /// A topic to create, as asked by CreateTopics or auto-creation.
 #[derive(Debug, Clone)]
@@ -303,6 +311,18 @@ impl Controller {
         Ok(())
     }
 
+    /// Reserves the next block of producer ids for `broker_id`. The record is
+    /// fsync'd before the block is returned, so no id is handed out twice,
+    /// even across a crash.
+    pub fn allocate_producer_ids(&self, broker_id: i32) -> Result<ProducerIdBlock, MetadataError> {
+        let mut writer = self.log.lock().expect("metadata log lock");
+        let start = self.image().next_producer_id;
+        let end = start.checked_add(PRODUCER_ID_BLOCK_SIZE).ok_or(MetadataError::ProducerIdsExhausted)?;
+        let record = MetadataRecord::ProducerIds { broker_id, broker_epoch: -1, next_producer_id: end };
+        self.append_and_apply(&mut writer, vec![record])?;
+        Ok(start..end)
+    }
+
     fn commit(&self, records: Vec<MetadataRecord>) -> Result<Arc<MetadataImage>, MetadataError> {
         let mut writer = self.log.lock().expect("metadata log lock");
         self.append_and_apply(&mut writer, records)
@@ -516,6 +536,18 @@ mod tests {
         let partitions: Vec<i32> =
             reopened.image().topic("orders").unwrap().partitions.keys().copied().collect();
         assert_eq!(partitions, vec![0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn producer_id_blocks_never_repeat_across_restarts() {
+        let dir = tempfile::tempdir().unwrap();
+        let controller = Controller::open(dir.path(), 1).unwrap();
+        assert_eq!(controller.allocate_producer_ids(1).unwrap(), 0..PRODUCER_ID_BLOCK_SIZE);
+        let second = controller.allocate_producer_ids(1).unwrap();
+        assert_eq!(second.start, PRODUCER_ID_BLOCK_SIZE);
+        drop(controller);
+        let controller = Controller::open(dir.path(), 1).unwrap();
+        assert_eq!(controller.allocate_producer_ids(1).unwrap().start, second.end);
     }
 
     #[test]

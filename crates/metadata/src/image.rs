@@ -50,6 +50,8 @@ pub struct MetadataImage {
     broker_configs: BTreeMap<String, BTreeMap<String, String>>,
     /// Offset of the last record applied.
     pub last_offset: i64,
+    /// The first producer id no broker has been given yet.
+    pub next_producer_id: i64,
 }
 
 impl MetadataImage {
@@ -109,6 +111,10 @@ impl MetadataImage {
                 if let Some(name) = self.names_by_id.remove(&topic_id) {
                     self.topics.remove(&name);
                 }
+            }
+            MetadataRecord::ProducerIds { next_producer_id, .. } => {
+                // Ids only ever move forward, whatever the log holds.
+                self.next_producer_id = self.next_producer_id.max(next_producer_id);
             }
         }
     }

@@ -1,6 +1,6 @@
 //! Cluster metadata for Strom.
 //!
-//! Topics, partitions, topic ids and configs are records in an append-only
+//! Topics, partitions, topic ids, configs and producer-id blocks are records in an append-only
 //! metadata log, replayed into an in-memory image at start:
 //!
 //! - [`records`] defines the metadata records and their encoding;
@@ -22,5 +22,7 @@ pub mod image;
 pub mod records;
 pub mod topic_config;
 
-pub use controller::{ConfigResource, Controller, MetadataError, NewTopic};
+pub use controller::{
+    ConfigResource, Controller, MetadataError, NewTopic, ProducerIdBlock, PRODUCER_ID_BLOCK_SIZE,
+};
 pub use image::{MetadataImage, PartitionImage, TopicImage, RESOURCE_BROKER, RESOURCE_TOPIC};

@@ -27,6 +27,9 @@ pub enum MetadataRecord {
     Config { resource_type: i8, resource_name: String, name: String, value: Option<String> },
     /// A topic and all its partitions removed.
     RemoveTopic { topic_id: Uuid },
+    /// A block of producer ids handed to a broker: ids below
+    /// `next_producer_id` are taken (Kafka's ProducerIdsRecord).
+    ProducerIds { broker_id: i32, broker_epoch: i64, next_producer_id: i64 },
 }
 
 /// A record value that does not decode.
@@ -42,6 +45,7 @@ impl MetadataRecord {
             Self::Partition { .. } => 3,
             Self::TopicConfig { .. } | Self::Config { .. } => 4,
             Self::RemoveTopic { .. } => 9,
+            Self::ProducerIds { .. } => 15,
         }
     }
 
@@ -85,6 +89,11 @@ impl MetadataRecord {
                 put_optional_str(&mut buf, value.as_deref());
             }
             Self::RemoveTopic { topic_id } => buf.put_slice(topic_id.as_bytes()),
+            Self::ProducerIds { broker_id, broker_epoch, next_producer_id } => {
+                buf.put_i32(*broker_id);
+                buf.put_i64(*broker_epoch);
+                buf.put_i64(*next_producer_id);
+            }
         }
         buf.freeze()
     }
@@ -128,6 +137,11 @@ impl MetadataRecord {
                 Self::Config { resource_type, resource_name, name, value }
             }
             9 => Self::RemoveTopic { topic_id: get_uuid(&mut buf)? },
+            15 => Self::ProducerIds {
+                broker_id: get_i32(&mut buf)?,
+                broker_epoch: get_i64(&mut buf)?,
+                next_producer_id: get_i64(&mut buf)?,
+            },
             _ => return Err(DecodeError("unknown record type")),
         };
         if buf.has_remaining() {
@@ -200,6 +214,13 @@ fn get_i32(buf: &mut &[u8]) -> Result<i32, DecodeError> {
     Ok(buf.get_i32())
 }
 
+fn get_i64(buf: &mut &[u8]) -> Result<i64, DecodeError> {
+    if buf.remaining() < 8 {
+        return Err(DecodeError("record is truncated"));
+    }
+    Ok(buf.get_i64())
+}
+
 fn get_uuid(buf: &mut &[u8]) -> Result<Uuid, DecodeError> {
     if buf.remaining() < 16 {
         return Err(DecodeError("record is truncated"));
@@ -245,6 +266,7 @@ mod tests {
                 value: None,
             },
             MetadataRecord::RemoveTopic { topic_id: id },
+            MetadataRecord::ProducerIds { broker_id: 1, broker_epoch: -1, next_producer_id: 5_000 },
         ];
         for record in records {
             assert_eq!(MetadataRecord::decode(&record.encode()).unwrap(), record);

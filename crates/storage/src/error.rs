@@ -17,6 +17,12 @@ pub enum StorageError {
     /// A fetch outside `[log start, log end]` (OFFSET_OUT_OF_RANGE).
     #[error("offset {offset} is outside the log range [{log_start}, {log_end}]")]
     OffsetOutOfRange { offset: i64, log_start: i64, log_end: i64 },
+    /// A producer's batch does not follow its last one (OUT_OF_ORDER_SEQUENCE_NUMBER).
+    #[error("out of order sequence: {0}")]
+    OutOfOrderSequence(String),
+    /// A batch from an older epoch of its producer (INVALID_PRODUCER_EPOCH).
+    #[error("invalid producer epoch: {0}")]
+    InvalidProducerEpoch(String),
     /// The disk failed under us (KAFKA_STORAGE_ERROR).
     #[error("I/O error: {0}")]
     Io(#[from] io::Error),

@@ -18,6 +18,8 @@
 //!   key check and the cleaner.
 //! - [`cleaner`] compacts `cleanup.policy=compact` logs (Kafka's log
 //!   cleaner): offset map, cleaned copies, crash-safe segment swaps.
+//! - [`producer_state`] remembers each producer's epoch and last batches so
+//!   idempotent retries are appended once; snapshotted beside the segments.
 //! - [`checkpoint`] writes Kafka's offset checkpoint files atomically.
 //! - [`manager`] owns every log across `log.dirs`, loads them at start and
 //!   marks a clean shutdown.
@@ -31,6 +33,7 @@ pub mod error;
 pub mod index;
 pub mod log;
 pub mod manager;
+pub mod producer_state;
 pub mod record;
 pub mod records;
 pub mod segment;

@@ -11,8 +11,10 @@ use std::path::{Path, PathBuf};
 
 use crate::batch::{self, BatchHeader, Batches, HeaderRewrite, TimestampType, HEADER_LEN};
 use crate::error::{Result, StorageError};
+use crate::producer_state::{AppendOrigin, BatchMetadata, ProducerCheck};
 use crate::segment::{FileSlice, LogSegment, PreparedBatch, RecoveryReport, SegmentConfig};
 
+mod producers;
 mod retention;
 
 pub use retention::{Deleted, DELETED_SUFFIX};
@@ -120,6 +122,7 @@ pub struct AppendInfo {
     pub last_offset: i64,
     /// The stamped time when the log uses LogAppendTime, else -1.
     pub log_append_time: i64,
+    /// Records written: 0 when the append retried a batch already in the log.
     pub records: u64,
     pub bytes: usize,
 }
@@ -142,6 +145,7 @@ pub struct Log {
     recovery_point: i64,
     unflushed_messages: u64,
     last_flush_ms: i64,
+    producers: producers::Producers,
 }
 
 /// The base offset encoded in a segment file name, if it is one.
@@ -184,6 +188,7 @@ impl Log {
             recovery_point,
             unflushed_messages: 0,
             last_flush_ms: now_ms,
+            producers: Default::default(),
         };
         let recover_from = bases.iter().rev().find(|b| **b <= recovery_point).copied().unwrap_or(i64::MIN);
         let last_base = bases.last().copied();
@@ -227,6 +232,7 @@ impl Log {
         if !clean_shutdown {
             log.recovery_point = log.recovery_point.min(recover_from.max(first_base));
         }
+        log.load_producer_state(if clean_shutdown { i64::MAX } else { recovery_point })?;
         report.segments = log.segments.len();
         Ok((log, report))
     }
@@ -277,9 +283,25 @@ impl Log {
     /// Validates `records` (whole v2 batches from a producer), assigns offsets
     /// and appends them. Nothing is written unless every batch is valid.
     pub fn append(&mut self, records: &[u8], leader_epoch: i32, now_ms: i64) -> Result<AppendInfo> {
+        self.append_as(records, leader_epoch, now_ms, AppendOrigin::Client)
+    }
+
+    /// [`Self::append`] for `origin`: the coordinator may write control batches.
+    pub fn append_as(
+        &mut self,
+        records: &[u8],
+        leader_epoch: i32,
+        now_ms: i64,
+        origin: AppendOrigin,
+    ) -> Result<AppendInfo> {
         let headers = self.validate(records)?;
         let log_append_time = (self.config.timestamp_type == TimestampType::LogAppendTime).then_some(now_ms);
         let first_offset = self.log_end_offset();
+        let producer_updates =
+            match self.producers.state.check(&headers, first_offset, log_append_time, origin)? {
+                ProducerCheck::Append(updates) => updates,
+                ProducerCheck::Duplicate(batch) => return Ok(self.duplicate_append(batch)),
+            };
         let mut next_offset = first_offset;
         let mut prepared = Vec::with_capacity(headers.len());
         let mut rest = records;
@@ -306,6 +328,7 @@ impl Log {
         let first_timestamp = prepared.first().map_or(-1, |b| b.max_timestamp);
         self.maybe_roll(bytes, next_offset - 1, first_timestamp, now_ms)?;
         self.active_mut().append(&prepared)?;
+        self.producers.state.apply(producer_updates);
         let appended = (next_offset - first_offset) as u64;
         self.unflushed_messages += appended;
         if self.unflushed_messages >= self.config.flush_interval_messages {
@@ -318,6 +341,18 @@ impl Log {
             records: appended,
             bytes,
         })
+    }
+
+    /// The answer to a retried batch: where it was first written.
+    fn duplicate_append(&self, batch: BatchMetadata) -> AppendInfo {
+        let log_append_time = self.config.timestamp_type == TimestampType::LogAppendTime;
+        AppendInfo {
+            first_offset: batch.first_offset,
+            last_offset: batch.last_offset,
+            log_append_time: if log_append_time { batch.timestamp } else { -1 },
+            records: 0,
+            bytes: 0,
+        }
     }
 
     /// Kafka's checks of a produced record set, header-only: no batch is
@@ -404,6 +439,7 @@ impl Log {
         if self.active().base_offset() == base {
             return Ok(());
         }
+        self.snapshot_producer_state()?;
         self.active_mut().on_roll()?;
         let segment = LogSegment::create(&self.dir, base, self.config.segment_config(), now_ms)?;
         self.segments.insert(base, segment);
@@ -502,6 +538,7 @@ impl Log {
     /// log must not be appended to afterwards.
     pub fn close(&mut self, now_ms: i64) -> Result<()> {
         self.flush(now_ms)?;
+        self.snapshot_producer_state()?;
         for segment in self.segments.values_mut() {
             segment.close()?;
         }

@@ -34,6 +34,7 @@ const SERVED: &[ApiKey] = &[
     ApiKey::DescribeConfigs,
     ApiKey::AlterConfigs,
     ApiKey::IncrementalAlterConfigs,
+    ApiKey::InitProducerId,
 ];
 
 /// The version range served for `key`, if it is served at all.
@@ -42,11 +43,13 @@ pub fn supported(key: ApiKey) -> Option<VersionRange> {
 }
 
 /// Kafka's range, capped where `kafka-protocol` 0.18 lists a version its
-/// decoder does not handle yet (OffsetCommit and OffsetFetch v10).
+/// decoder does not handle yet (OffsetCommit and OffsetFetch v10) or one
+/// Kafka 4.1 does not advertise (InitProducerId v6, two-phase commit).
 fn served_versions(key: ApiKey) -> VersionRange {
     let range = key.valid_versions();
     let decodable_max = match key {
         ApiKey::OffsetCommit | ApiKey::OffsetFetch => 9,
+        ApiKey::InitProducerId => 5,
         _ => range.max,
     };
     VersionRange { min: range.min, max: range.max.min(decodable_max) }

@@ -8,6 +8,7 @@ pub mod consumer_groups;
 pub mod delete_records;
 pub mod fetch;
 pub mod groups;
+pub mod init_producer_id;
 pub mod list_offsets;
 pub mod metadata;
 pub mod offsets;

@@ -12,6 +12,7 @@ use proptest::prelude::*;
 use super::*;
 use crate::batch::{encode_records, BatchHeader, Batches};
 use crate::log::{CleanupPolicy, LogConfig};
+use crate::producer_state::AppendOrigin;
 use crate::segment::file_name;
 use crate::{Log, TopicPartition};
 
@@ -54,8 +55,9 @@ impl Fixture {
         vec![(self.tp.clone(), 0, self.log.clone())]
     }
 
+    /// Appends as the broker, which may also write control batches.
     fn append(&self, batch: &[u8]) -> i64 {
-        self.log.lock().unwrap().append(batch, 0, 0).unwrap().first_offset
+        self.log.lock().unwrap().append_as(batch, 0, 0, AppendOrigin::Coordinator).unwrap().first_offset
     }
 
     fn roll(&self) {

@@ -47,6 +47,7 @@ impl Log {
             let first_base = *self.segments.keys().next().expect("the active segment stays");
             self.log_start_offset = self.log_start_offset.max(first_base);
             self.recovery_point = self.recovery_point.max(first_base);
+            deleted.files.extend(self.retire_producer_snapshots(first_base)?);
             tracing::info!(dir = %self.dir.display(), segments = deleted.segments, bytes = deleted.bytes,
                 log_start_offset = self.log_start_offset, "deleted segments past retention");
         }

@@ -1,0 +1,78 @@
+//! InitProducerId: a producer id and epoch for an idempotent producer.
+//!
+//! As in Kafka, a request without a transactional id always gets a fresh
+//! producer id at epoch 0, even when it names its current id and epoch
+//! (KIP-360): an idempotent producer bumps its epoch on its own, and the
+//! partitions accept the new epoch when it starts at sequence 0.
+//! Transactional ids need the transaction coordinator, which this broker
+//! does not run yet: they get COORDINATOR_NOT_AVAILABLE, as FindCoordinator
+//! answers for them.
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
+
+use crate::dispatch::RequestContext;
+use crate::error::metadata_error;
+
+const NO_PRODUCER_ID: i64 = -1;
+const NO_PRODUCER_EPOCH: i16 = -1;
+
+pub fn handle(ctx: &RequestContext<'_>, request: InitProducerIdRequest) -> InitProducerIdResponse {
+    let broker = ctx.broker;
+    if let Some(error) = request_error(&request) {
+        return error_response(error);
+    }
+    match broker.producer_ids.next_id(&broker.controller, broker.config.node_id) {
+        Ok(id) => InitProducerIdResponse::default().with_producer_id(ProducerId(id)).with_producer_epoch(0),
+        Err(e) => {
+            tracing::error!("cannot reserve producer ids: {e}");
+            error_response(metadata_error(&e))
+        }
+    }
+}
+
+/// Kafka's checks before an id is handed out.
+fn request_error(request: &InitProducerIdRequest) -> Option<ResponseError> {
+    // An id and an epoch come together or not at all.
+    let given = (request.producer_id.0 != NO_PRODUCER_ID, request.producer_epoch != NO_PRODUCER_EPOCH);
+    if given.0 != given.1 {
+        return Some(ResponseError::InvalidRequest);
+    }
+    match &request.transactional_id {
+        None => None,
+        Some(id) if id.0.is_empty() => Some(ResponseError::InvalidRequest),
+        Some(_) => Some(ResponseError::CoordinatorNotAvailable),
+    }
+}
+
+fn error_response(error: ResponseError) -> InitProducerIdResponse {
+    InitProducerIdResponse::default()
+        .with_error_code(error.code())
+        .with_producer_id(ProducerId(NO_PRODUCER_ID))
+        .with_producer_epoch(NO_PRODUCER_EPOCH)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::messages::TransactionalId;
+
+    use crate::handlers::str_bytes;
+
+    fn request(transactional_id: Option<&str>, producer_id: i64, epoch: i16) -> InitProducerIdRequest {
+        InitProducerIdRequest::default()
+            .with_transactional_id(transactional_id.map(|t| TransactionalId(str_bytes(t))))
+            .with_producer_id(ProducerId(producer_id))
+            .with_producer_epoch(epoch)
+    }
+
+    #[test]
+    fn requests_are_checked_as_kafka_checks_them() {
+        assert_eq!(request_error(&request(None, -1, -1)), None);
+        assert_eq!(request_error(&request(None, 42, 3)), None, "a re-init gets a new id");
+        assert_eq!(request_error(&request(None, 42, -1)), Some(ResponseError::InvalidRequest));
+        assert_eq!(request_error(&request(None, -1, 0)), Some(ResponseError::InvalidRequest));
+        assert_eq!(request_error(&request(Some(""), -1, -1)), Some(ResponseError::InvalidRequest));
+        assert_eq!(request_error(&request(Some("tx"), -1, -1)), Some(ResponseError::CoordinatorNotAvailable));
+    }
+}
