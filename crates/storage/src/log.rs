@@ -107,6 +107,12 @@ impl Default for LogConfig {
 }
 
 impl LogConfig {
+    /// Small segments and indexes, so tests roll often.
+    #[cfg(test)]
+    pub(crate) fn small(segment_bytes: u64) -> Self {
+        Self { segment_bytes, index_interval_bytes: 256, max_index_bytes: 1024, ..Self::default() }
+    }
+
     pub(crate) fn segment_config(&self) -> SegmentConfig {
         SegmentConfig {
             index_interval_bytes: self.index_interval_bytes,
@@ -596,12 +602,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn small_config() -> LogConfig {
-        LogConfig {
-            segment_bytes: 4096,
-            index_interval_bytes: 256,
-            max_index_bytes: 1024,
-            ..LogConfig::default()
-        }
+        LogConfig::small(4096)
     }
 
     fn open(dir: &Path, config: LogConfig, clean: bool) -> Log {

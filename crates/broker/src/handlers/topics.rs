@@ -21,13 +21,7 @@ use crate::error::metadata_error;
 use crate::server::Broker;
 
 pub fn create(ctx: &RequestContext<'_>, request: CreateTopicsRequest) -> CreateTopicsResponse {
-    let mut seen = HashSet::new();
-    let duplicates: HashSet<String> = request
-        .topics
-        .iter()
-        .map(|t| t.name.0.to_string())
-        .filter(|name| !seen.insert(name.clone()))
-        .collect();
+    let duplicates = repeated(request.topics.iter().map(|t| t.name.0.as_str()));
     let topics = request
         .topics
         .into_iter()
@@ -155,6 +149,12 @@ fn for_version(mut result: CreatableTopicResult, version: i16) -> CreatableTopic
     result
 }
 
+/// Topic names that appear more than once: Kafka refuses all their entries.
+fn repeated<'a>(names: impl Iterator<Item = &'a str>) -> HashSet<String> {
+    let mut seen = HashSet::new();
+    names.filter(|name| !seen.insert(*name)).map(str::to_owned).collect()
+}
+
 fn failure(name: &str, error: ResponseError, message: &str) -> CreatableTopicResult {
     CreatableTopicResult::default()
         .with_name(topic_name(name))
@@ -226,13 +226,7 @@ pub fn create_partitions(
     ctx: &RequestContext<'_>,
     request: CreatePartitionsRequest,
 ) -> CreatePartitionsResponse {
-    let mut seen = HashSet::new();
-    let duplicates: HashSet<String> = request
-        .topics
-        .iter()
-        .map(|t| t.name.0.to_string())
-        .filter(|name| !seen.insert(name.clone()))
-        .collect();
+    let duplicates = repeated(request.topics.iter().map(|t| t.name.0.as_str()));
     let results = request
         .topics
         .iter()

@@ -169,12 +169,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn config() -> LogConfig {
-        LogConfig {
-            segment_bytes: 2048,
-            index_interval_bytes: 256,
-            max_index_bytes: 1024,
-            ..LogConfig::default()
-        }
+        LogConfig::small(2048)
     }
 
     fn snapshots(dir: &Path) -> Vec<i64> {

@@ -142,12 +142,7 @@ mod tests {
     use std::path::Path;
 
     fn config() -> LogConfig {
-        LogConfig {
-            segment_bytes: 2048,
-            index_interval_bytes: 256,
-            max_index_bytes: 1024,
-            ..LogConfig::default()
-        }
+        LogConfig::small(2048)
     }
 
     /// A log with `batches` one-record batches stamped `timestamp + i`.
