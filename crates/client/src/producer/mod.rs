@@ -1,0 +1,1 @@
+//! The producer (in progress).
