@@ -140,6 +140,31 @@ impl Error {
     }
 }
 
+/// Each record of a failed batch gets its own copy of the batch's error.
+impl Clone for Error {
+    fn clone(&self) -> Self {
+        match self {
+            Self::Kafka { code, message } => Self::Kafka { code: *code, message: message.clone() },
+            Self::Io { addr, source } => {
+                Self::Io { addr: addr.clone(), source: std::io::Error::new(source.kind(), source.to_string()) }
+            }
+            Self::Disconnected { addr } => Self::Disconnected { addr: addr.clone() },
+            Self::Timeout { api, addr, timeout } => Self::Timeout { api: *api, addr: addr.clone(), timeout: *timeout },
+            Self::UnsupportedApi { api, addr, min, max } => {
+                Self::UnsupportedApi { api: *api, addr: addr.clone(), min: *min, max: *max }
+            }
+            Self::Protocol { addr, reason } => Self::Protocol { addr: addr.clone(), reason: reason.clone() },
+            Self::NoBrokerReachable(why) => Self::NoBrokerReachable(why.clone()),
+            Self::RetriesExhausted { what, attempts, last } => {
+                Self::RetriesExhausted { what: what.clone(), attempts: *attempts, last: last.clone() }
+            }
+            Self::Config(why) => Self::Config(why.clone()),
+            Self::InvalidRequest(why) => Self::InvalidRequest(why.clone()),
+            Self::ProducerClosed => Self::ProducerClosed,
+        }
+    }
+}
+
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 #[cfg(test)]

@@ -15,8 +15,9 @@
 //! - [`producer`]: records are partitioned ([`producer::partitioner`], the
 //!   Java client's murmur2 and sticky rules), appended to per-partition
 //!   batches ([`producer::accumulator`], linger/batch size/buffer memory),
-//!   encoded as RecordBatch v2 ([`producer::batch`]) and sent by one task
-//!   per broker ([`producer::sender`]) with retries and idempotence.
+//!   encoded as RecordBatch v2 ([`producer::batch`]) and sent by one
+//!   sender task ([`producer::sender`]), one request per leader, with
+//!   retries and idempotence.
 //! - [`config`]: Kafka's client property names (`bootstrap.servers`,
 //!   `linger.ms`, …) parsed into typed configs.
 //! - [`error`]: one error enum; broker errors keep their Kafka code.
@@ -36,3 +37,4 @@ pub use cluster::Cluster;
 pub use config::ClientConfig;
 pub use error::{Error, KafkaCode, Result};
 
+pub use producer::{DeliveryFuture, Producer, ProducerConfig, ProducerRecord, RecordMetadata};
