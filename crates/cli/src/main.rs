@@ -2,8 +2,15 @@
 //!
 //! - `strom server [PROPERTIES_FILE] [--override KEY=VALUE]...` runs a broker,
 //!   like `kafka-server-start.sh`.
+//! - `strom topics`, `strom produce`, `strom perf produce`: client tools on
+//!   `strom-client`, like `kafka-topics.sh`, `kafka-console-producer.sh` and
+//!   `kafka-producer-perf-test.sh`.
 
+mod client_args;
+mod perf;
+mod produce;
 mod server;
+mod topics;
 
 use clap::{Parser, Subcommand};
 
@@ -21,12 +28,22 @@ struct Cli {
 enum Command {
     /// Run a broker.
     Server(server::ServerArgs),
+    /// Create, list, describe, alter and delete topics.
+    Topics(topics::TopicsArgs),
+    /// Send lines from standard input or a file as records.
+    Produce(produce::ProduceArgs),
+    /// Benchmarks.
+    #[command(subcommand)]
+    Perf(perf::PerfCommand),
 }
 
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Server(args) => server::run(args),
+        Command::Topics(args) => topics::run(args),
+        Command::Produce(args) => produce::run(args),
+        Command::Perf(command) => perf::run(command),
     };
     if let Err(e) = result {
         eprintln!("strom: {e:#}");
