@@ -22,7 +22,8 @@ impl ConnectArgs {
     pub fn properties(&self, extra: &[String]) -> anyhow::Result<Properties> {
         let mut properties = match &self.command_config {
             Some(path) => {
-                let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("cannot read {}", path.display()))?;
                 parse_properties(&text).with_context(|| format!("in {}", path.display()))?
             }
             None => Properties::new(),

@@ -139,7 +139,7 @@ async fn produce(config: ProducerConfig, args: &PerfProduceArgs) -> anyhow::Resu
             let (sent_at, future) = pending.pop_front().expect("front exists");
             stats.record(sent_at, &future, &mut window);
         }
-        if sent % 1024 == 0 && window.started.elapsed() >= interval {
+        if sent.is_multiple_of(1024) && window.started.elapsed() >= interval {
             // Progress goes to stdout like Kafka's tool, except when stdout
             // carries the JSON summary alone.
             match args.format.as_str() {
@@ -237,7 +237,7 @@ impl Stats {
         let latency_ms = latency.as_secs_f64() * 1000.0;
         self.latency_sum_ms += latency_ms;
         self.latency_max_ms = self.latency_max_ms.max(latency_ms);
-        if self.records % self.sampling == 0 {
+        if self.records.is_multiple_of(self.sampling) {
             self.samples_us.push(latency.as_micros().min(u32::MAX as u128) as u32);
         }
         self.records += 1;
@@ -358,14 +358,19 @@ mod tests {
         let value = payload(1000);
         assert_eq!(value.len(), 1000);
         assert!(value.iter().all(u8::is_ascii_uppercase));
-        assert!(value.iter().collect::<std::collections::BTreeSet<_>>().len() > 20, "spread over the alphabet");
+        assert!(
+            value.iter().collect::<std::collections::BTreeSet<_>>().len() > 20,
+            "spread over the alphabet"
+        );
     }
 
     #[test]
     fn summary_json_has_every_field() {
         let stats = Stats::new(10, 100);
         let json = stats.summary(Duration::from_secs(1), 0.5).json();
-        for key in ["records", "records_per_sec", "mb_per_sec", "latency_p99_ms", "latency_p999_ms", "cpu_s_per_gb"] {
+        for key in
+            ["records", "records_per_sec", "mb_per_sec", "latency_p99_ms", "latency_p999_ms", "cpu_s_per_gb"]
+        {
             assert!(json.contains(&format!("\"{key}\"")), "{key} missing from {json}");
         }
     }

@@ -60,7 +60,8 @@ pub struct LineFormat {
 
 impl LineFormat {
     fn from_properties(properties: &Properties) -> anyhow::Result<Self> {
-        let text = |key: &str, default: &str| properties.get(key).cloned().unwrap_or_else(|| default.to_owned());
+        let text =
+            |key: &str, default: &str| properties.get(key).cloned().unwrap_or_else(|| default.to_owned());
         let flag = |key: &str| -> anyhow::Result<bool> {
             match properties.get(key).map(|v| v.to_ascii_lowercase()) {
                 None => Ok(false),
@@ -79,9 +80,14 @@ impl LineFormat {
             null_marker: properties.get("null.marker").cloned().filter(|m| !m.is_empty()),
             ignore_error: flag("ignore.error")?,
         };
-        if [&format.key_separator, &format.headers_delimiter, &format.headers_separator, &format.headers_key_separator]
-            .iter()
-            .any(|s| s.is_empty())
+        if [
+            &format.key_separator,
+            &format.headers_delimiter,
+            &format.headers_separator,
+            &format.headers_key_separator,
+        ]
+        .iter()
+        .any(|s| s.is_empty())
         {
             bail!("separators must not be empty");
         }
@@ -96,7 +102,8 @@ impl LineFormat {
             let (head, tail) = self.split(rest, &self.headers_delimiter, "headers.delimiter")?;
             rest = tail;
             for header in head.split(self.headers_separator.as_str()).filter(|h| !h.is_empty()) {
-                let (name, value) = self.split(header, &self.headers_key_separator, "headers.key.separator")?;
+                let (name, value) =
+                    self.split(header, &self.headers_key_separator, "headers.key.separator")?;
                 headers.push((name, self.nullable(value)));
             }
         }
@@ -159,7 +166,8 @@ async fn produce_lines(
     for (number, line) in input.lines().enumerate() {
         let line = line.context("cannot read input")?;
         let parsed = format.parse(&line).with_context(|| format!("line {}", number + 1))?;
-        let headers: Vec<Header<'_>> = parsed.headers.iter().map(|(k, v)| (*k, v.map(str::as_bytes))).collect();
+        let headers: Vec<Header<'_>> =
+            parsed.headers.iter().map(|(k, v)| (*k, v.map(str::as_bytes))).collect();
         let record = ProducerRecord {
             topic: &args.topic,
             partition: args.partition,

@@ -87,7 +87,8 @@ async fn create(admin: &Admin, args: &TopicsArgs) -> anyhow::Result<()> {
     let name = required_topic(args)?;
     let mut topic = NewTopic::new(name, args.partitions.unwrap_or(-1), args.replication_factor.unwrap_or(-1));
     topic.configs = parse_pairs(args.configs.iter().map(String::as_str))?;
-    let result = admin.create_topics(&[topic], false).await?.into_iter().next().context("no result for the topic")?;
+    let result =
+        admin.create_topics(&[topic], false).await?.into_iter().next().context("no result for the topic")?;
     match result.result {
         Ok(()) => println!("Created topic {name}."),
         Err(e) if args.if_not_exists && is_code(&e, TOPIC_ALREADY_EXISTS) => {}
@@ -114,7 +115,9 @@ async fn topics_to_describe(admin: &Admin, args: &TopicsArgs) -> anyhow::Result<
             Ok(topic) if args.exclude_internal && topic.is_internal => {}
             Ok(topic) => topics.push(topic),
             Err(e) if is_code(&e, UNKNOWN_TOPIC_OR_PARTITION) && args.if_exists => {}
-            Err(e) if is_code(&e, UNKNOWN_TOPIC_OR_PARTITION) => bail!("topic '{}' does not exist", item.name),
+            Err(e) if is_code(&e, UNKNOWN_TOPIC_OR_PARTITION) => {
+                bail!("topic '{}' does not exist", item.name)
+            }
             Err(e) => bail!("cannot describe topic {}: {e}", item.name),
         }
     }
@@ -177,7 +180,12 @@ fn join(ids: &[i32]) -> String {
 
 async fn delete(admin: &Admin, args: &TopicsArgs) -> anyhow::Result<()> {
     let name = required_topic(args)?;
-    let result = admin.delete_topics(&[name.to_owned()]).await?.into_iter().next().context("no result for the topic")?;
+    let result = admin
+        .delete_topics(&[name.to_owned()])
+        .await?
+        .into_iter()
+        .next()
+        .context("no result for the topic")?;
     match result.result {
         Ok(()) => Ok(()),
         Err(e) if args.if_exists && is_code(&e, UNKNOWN_TOPIC_OR_PARTITION) => Ok(()),

@@ -18,8 +18,9 @@ use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::{
     alter_configs_request, incremental_alter_configs_request, AlterConfigsRequest, ApiKey, BrokerId,
-    CreatePartitionsRequest, CreateTopicsRequest, DeleteRecordsRequest, DeleteTopicsRequest, DescribeClusterRequest,
-    DescribeConfigsRequest, IncrementalAlterConfigsRequest, ListOffsetsRequest, TopicName,
+    CreatePartitionsRequest, CreateTopicsRequest, DeleteRecordsRequest, DeleteTopicsRequest,
+    DescribeClusterRequest, DescribeConfigsRequest, IncrementalAlterConfigsRequest, ListOffsetsRequest,
+    TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -183,9 +184,15 @@ impl Admin {
             .with_validate_only(validate_only);
         let response = self
             .cluster
-            .with_retries("CreateTopics", || async { self.cluster.controller_connection().await?.send(&request).await })
+            .with_retries("CreateTopics", || async {
+                self.cluster.controller_connection().await?.send(&request).await
+            })
             .await?;
-        Ok(response.topics.iter().map(|t| item_result(t.name.0.as_str(), t.error_code, t.error_message.as_ref())).collect())
+        Ok(response
+            .topics
+            .iter()
+            .map(|t| item_result(t.name.0.as_str(), t.error_code, t.error_message.as_ref()))
+            .collect())
     }
 
     /// DeleteTopics by name.
@@ -195,7 +202,9 @@ impl Admin {
             .with_timeout_ms(timeout_ms(&self.cluster));
         let response = self
             .cluster
-            .with_retries("DeleteTopics", || async { self.cluster.controller_connection().await?.send(&request).await })
+            .with_retries("DeleteTopics", || async {
+                self.cluster.controller_connection().await?.send(&request).await
+            })
             .await?;
         Ok(response
             .responses
@@ -255,21 +264,33 @@ impl Admin {
     }
 
     /// CreatePartitions: grow each topic to `total_count` partitions.
-    pub async fn create_partitions(&self, increases: &[(String, i32)], validate_only: bool) -> Result<Vec<ItemResult>> {
+    pub async fn create_partitions(
+        &self,
+        increases: &[(String, i32)],
+        validate_only: bool,
+    ) -> Result<Vec<ItemResult>> {
         let request = CreatePartitionsRequest::default()
             .with_topics(
                 increases
                     .iter()
-                    .map(|(name, count)| CreatePartitionsTopic::default().with_name(topic_name(name)).with_count(*count))
+                    .map(|(name, count)| {
+                        CreatePartitionsTopic::default().with_name(topic_name(name)).with_count(*count)
+                    })
                     .collect(),
             )
             .with_timeout_ms(timeout_ms(&self.cluster))
             .with_validate_only(validate_only);
         let response = self
             .cluster
-            .with_retries("CreatePartitions", || async { self.cluster.controller_connection().await?.send(&request).await })
+            .with_retries("CreatePartitions", || async {
+                self.cluster.controller_connection().await?.send(&request).await
+            })
             .await?;
-        Ok(response.results.iter().map(|t| item_result(t.name.0.as_str(), t.error_code, t.error_message.as_ref())).collect())
+        Ok(response
+            .results
+            .iter()
+            .map(|t| item_result(t.name.0.as_str(), t.error_code, t.error_message.as_ref()))
+            .collect())
     }
 
     /// DescribeConfigs of one resource; `keys` empty means every key.
@@ -280,17 +301,20 @@ impl Admin {
         keys: &[String],
     ) -> Result<Vec<ConfigEntry>> {
         let keys = (!keys.is_empty()).then(|| keys.iter().map(|k| str_bytes(k)).collect());
-        let request = DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
-            .with_resource_type(resource as i8)
-            .with_resource_name(str_bytes(name))
-            .with_configuration_keys(keys)]);
+        let request =
+            DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
+                .with_resource_type(resource as i8)
+                .with_resource_name(str_bytes(name))
+                .with_configuration_keys(keys)]);
         let connection = self.config_connection(resource, name).await?;
         let response = self.cluster.with_retries("DescribeConfigs", || connection.send(&request)).await?;
         let result = response.results.into_iter().next().ok_or_else(|| Error::Protocol {
             addr: connection.addr().to_owned(),
             reason: "DescribeConfigs answered no resource".into(),
         })?;
-        if let Some(error) = Error::from_code(result.error_code, result.error_message.as_ref().map(|m| m.as_str())) {
+        if let Some(error) =
+            Error::from_code(result.error_code, result.error_message.as_ref().map(|m| m.as_str()))
+        {
             return Err(error);
         }
         Ok(result
@@ -316,8 +340,9 @@ impl Admin {
         validate_only: bool,
     ) -> Result<()> {
         use alter_configs_request::{AlterConfigsResource, AlterableConfig};
-        let entries =
-            configs.iter().map(|(k, v)| AlterableConfig::default().with_name(str_bytes(k)).with_value(Some(str_bytes(v))));
+        let entries = configs
+            .iter()
+            .map(|(k, v)| AlterableConfig::default().with_name(str_bytes(k)).with_value(Some(str_bytes(v))));
         let request = AlterConfigsRequest::default()
             .with_resources(vec![AlterConfigsResource::default()
                 .with_resource_type(resource as i8)
@@ -357,21 +382,32 @@ impl Admin {
                 .with_configs(entries.collect())])
             .with_validate_only(validate_only);
         let connection = self.config_connection(resource, name).await?;
-        let response = self.cluster.with_retries("IncrementalAlterConfigs", || connection.send(&request)).await?;
+        let response =
+            self.cluster.with_retries("IncrementalAlterConfigs", || connection.send(&request)).await?;
         first_item_error(response.responses.iter().map(|r| (r.error_code, r.error_message.as_ref())))
     }
 
     /// Broker configs must be asked of that broker; topic configs of any.
-    async fn config_connection(&self, resource: ResourceType, name: &str) -> Result<Arc<crate::connection::Connection>> {
+    async fn config_connection(
+        &self,
+        resource: ResourceType,
+        name: &str,
+    ) -> Result<Arc<crate::connection::Connection>> {
         match (resource, name.parse::<i32>()) {
-            (ResourceType::Broker | ResourceType::BrokerLogger, Ok(node_id)) => self.cluster.connection(node_id).await,
+            (ResourceType::Broker | ResourceType::BrokerLogger, Ok(node_id)) => {
+                self.cluster.connection(node_id).await
+            }
             _ => self.cluster.any_connection().await,
         }
     }
 
     /// ListOffsets for each `(topic, partition, spec)`, asked of each leader.
-    pub async fn list_offsets(&self, queries: &[(String, i32, OffsetSpec)]) -> Result<Vec<PartitionResult<ListedOffset>>> {
-        let by_leader = self.group_by_leader(queries.iter().map(|(t, p, spec)| (t.as_str(), *p, *spec))).await?;
+    pub async fn list_offsets(
+        &self,
+        queries: &[(String, i32, OffsetSpec)],
+    ) -> Result<Vec<PartitionResult<ListedOffset>>> {
+        let by_leader =
+            self.group_by_leader(queries.iter().map(|(t, p, spec)| (t.as_str(), *p, *spec))).await?;
         let mut results = Vec::new();
         for (leader, partitions) in by_leader {
             let mut topics: BTreeMap<&str, Vec<ListOffsetsPartition>> = BTreeMap::new();
@@ -386,7 +422,9 @@ impl Admin {
             let request = ListOffsetsRequest::default().with_replica_id(BrokerId(-1)).with_topics(
                 topics
                     .into_iter()
-                    .map(|(name, partitions)| ListOffsetsTopic::default().with_name(topic_name(name)).with_partitions(partitions))
+                    .map(|(name, partitions)| {
+                        ListOffsetsTopic::default().with_name(topic_name(name)).with_partitions(partitions)
+                    })
                     .collect(),
             );
             let connection = self.cluster.connection(leader).await?;
@@ -395,9 +433,17 @@ impl Admin {
                 for p in topic.partitions {
                     let result = match Error::from_code(p.error_code, None) {
                         Some(error) => Err(error),
-                        None => Ok(ListedOffset { offset: p.offset, timestamp: p.timestamp, leader_epoch: p.leader_epoch }),
+                        None => Ok(ListedOffset {
+                            offset: p.offset,
+                            timestamp: p.timestamp,
+                            leader_epoch: p.leader_epoch,
+                        }),
                     };
-                    results.push(PartitionResult { topic: topic.name.0.to_string(), partition: p.partition_index, result });
+                    results.push(PartitionResult {
+                        topic: topic.name.0.to_string(),
+                        partition: p.partition_index,
+                        result,
+                    });
                 }
             }
         }
@@ -412,16 +458,19 @@ impl Admin {
         for (leader, partitions) in by_leader {
             let mut topics: BTreeMap<&str, Vec<DeleteRecordsPartition>> = BTreeMap::new();
             for (topic, partition, offset) in &partitions {
-                topics
-                    .entry(topic)
-                    .or_default()
-                    .push(DeleteRecordsPartition::default().with_partition_index(*partition).with_offset(*offset));
+                topics.entry(topic).or_default().push(
+                    DeleteRecordsPartition::default().with_partition_index(*partition).with_offset(*offset),
+                );
             }
             let request = DeleteRecordsRequest::default()
                 .with_topics(
                     topics
                         .into_iter()
-                        .map(|(name, partitions)| DeleteRecordsTopic::default().with_name(topic_name(name)).with_partitions(partitions))
+                        .map(|(name, partitions)| {
+                            DeleteRecordsTopic::default()
+                                .with_name(topic_name(name))
+                                .with_partitions(partitions)
+                        })
                         .collect(),
                 )
                 .with_timeout_ms(timeout_ms(&self.cluster));
@@ -429,7 +478,11 @@ impl Admin {
             for topic in response.topics {
                 for p in topic.partitions {
                     let result = Error::from_code(p.error_code, None).map_or(Ok(p.low_watermark), Err);
-                    results.push(PartitionResult { topic: topic.name.0.to_string(), partition: p.partition_index, result });
+                    results.push(PartitionResult {
+                        topic: topic.name.0.to_string(),
+                        partition: p.partition_index,
+                        result,
+                    });
                 }
             }
         }
@@ -466,7 +519,9 @@ impl Admin {
             });
         }
         let response = connection.send(&DescribeClusterRequest::default()).await?;
-        if let Some(error) = Error::from_code(response.error_code, response.error_message.as_ref().map(|m| m.as_str())) {
+        if let Some(error) =
+            Error::from_code(response.error_code, response.error_message.as_ref().map(|m| m.as_str()))
+        {
             return Err(error);
         }
         Ok(ClusterDescription {
@@ -495,7 +550,9 @@ fn creatable_topic(topic: &NewTopic) -> CreatableTopic {
             topic
                 .configs
                 .iter()
-                .map(|(k, v)| CreatableTopicConfig::default().with_name(str_bytes(k)).with_value(Some(str_bytes(v))))
+                .map(|(k, v)| {
+                    CreatableTopicConfig::default().with_name(str_bytes(k)).with_value(Some(str_bytes(v)))
+                })
                 .collect(),
         )
 }

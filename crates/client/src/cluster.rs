@@ -184,14 +184,21 @@ impl Cluster {
 
     /// Asks for metadata of `topics` (all topics when `None`) and merges it
     /// into the cache. Tries each known broker, then the bootstrap servers.
-    pub async fn refresh(&self, topics: Option<&[String]>, allow_auto_topic_creation: bool) -> Result<Arc<Metadata>> {
+    pub async fn refresh(
+        &self,
+        topics: Option<&[String]>,
+        allow_auto_topic_creation: bool,
+    ) -> Result<Arc<Metadata>> {
         let connection = self.any_connection().await?;
         let version = connection.version(kafka_protocol::messages::ApiKey::Metadata)?;
         let request = MetadataRequest::default()
             .with_topics(topics.map(|names| {
                 names
                     .iter()
-                    .map(|n| MetadataRequestTopic::default().with_name(Some(TopicName(StrBytes::from_string(n.clone())))))
+                    .map(|n| {
+                        MetadataRequestTopic::default()
+                            .with_name(Some(TopicName(StrBytes::from_string(n.clone()))))
+                    })
                     .collect()
             }))
             .with_allow_auto_topic_creation(allow_auto_topic_creation && version >= 4);
@@ -224,7 +231,10 @@ impl Cluster {
             }
             if !is_usable(topic) {
                 let code = KafkaCode::from_code(5).expect("LEADER_NOT_AVAILABLE");
-                return Err(Error::Kafka { code, message: Some(format!("topic {name} has a partition without leader")) });
+                return Err(Error::Kafka {
+                    code,
+                    message: Some(format!("topic {name} has a partition without leader")),
+                });
             }
             Ok(topic.clone())
         })
@@ -266,10 +276,12 @@ impl Cluster {
         if let Some(connection) = connections.get(&node_id).filter(|c| !c.is_closed()) {
             return Ok(connection.clone());
         }
-        let broker = self.metadata().brokers.get(&node_id).cloned().ok_or_else(|| {
-            Error::Kafka { code: KafkaCode::from_code(8).expect("BROKER_NOT_AVAILABLE"), message: Some(format!("no broker with id {node_id} in metadata")) }
+        let broker = self.metadata().brokers.get(&node_id).cloned().ok_or_else(|| Error::Kafka {
+            code: KafkaCode::from_code(8).expect("BROKER_NOT_AVAILABLE"),
+            message: Some(format!("no broker with id {node_id} in metadata")),
         })?;
-        let connection = Arc::new(Connection::connect(&broker.addr(), self.config.connection_options()).await?);
+        let connection =
+            Arc::new(Connection::connect(&broker.addr(), self.config.connection_options()).await?);
         connections.insert(node_id, connection.clone());
         Ok(connection)
     }

@@ -54,7 +54,9 @@ impl Reader<'_> {
     pub fn parse<T: std::str::FromStr>(&self, key: &str, default: T) -> Result<T> {
         match self.0.get(key) {
             None => Ok(default),
-            Some(text) => text.trim().parse().map_err(|_| Error::Config(format!("{key}={text} is not valid"))),
+            Some(text) => {
+                text.trim().parse().map_err(|_| Error::Config(format!("{key}={text} is not valid")))
+            }
         }
     }
 
@@ -167,7 +169,10 @@ mod tests {
         let mut properties = parse_pairs(["bootstrap.servers=h:1", "request.timeout.ms=soon"]).unwrap();
         assert!(ClientConfig::from_properties(&properties).is_err());
         properties.insert("request.timeout.ms".into(), "5".into());
-        assert_eq!(ClientConfig::from_properties(&properties).unwrap().request_timeout, Duration::from_millis(5));
+        assert_eq!(
+            ClientConfig::from_properties(&properties).unwrap().request_timeout,
+            Duration::from_millis(5)
+        );
         assert!(ClientConfig::from_properties(&Properties::new()).is_err());
         assert!(ClientConfig::new("h:1").bootstrap_servers == ["h:1"]);
         assert!(ClientConfig::from_properties(&parse_pairs(["bootstrap.servers=nohost"]).unwrap()).is_err());

@@ -201,7 +201,13 @@ impl Connection {
     }
 
     /// Size prefix, request header, body: one contiguous frame.
-    fn encode<R: Request>(&self, request: &R, api: ApiKey, version: i16, correlation_id: i32) -> Result<Bytes> {
+    fn encode<R: Request>(
+        &self,
+        request: &R,
+        api: ApiKey,
+        version: i16,
+        correlation_id: i32,
+    ) -> Result<Bytes> {
         let header = RequestHeader::default()
             .with_request_api_key(api as i16)
             .with_request_api_version(version)
@@ -237,8 +243,10 @@ impl Connection {
             if let Some(error) = Error::from_code(body.error_code, None) {
                 return Err(error);
             }
-            let ranges =
-                body.api_keys.iter().map(|k| (k.api_key, VersionRange { min: k.min_version, max: k.max_version }));
+            let ranges = body
+                .api_keys
+                .iter()
+                .map(|k| (k.api_key, VersionRange { min: k.min_version, max: k.max_version }));
             return Ok(NegotiatedVersions::negotiate(ranges));
         }
         Err(self.protocol_error("ApiVersions kept answering UNSUPPORTED_VERSION"))
@@ -279,7 +287,8 @@ impl<T: Decodable> PendingResponse<T> {
         let (api, version, addr) = (self.api, self.version, self.shared.addr.clone());
         let mut frame = self.wait_frame().await?;
         let header_version = api.response_header_version(version);
-        let bad = |e: String| Error::Protocol { addr: addr.clone(), reason: format!("{api:?} v{version}: {e}") };
+        let bad =
+            |e: String| Error::Protocol { addr: addr.clone(), reason: format!("{api:?} v{version}: {e}") };
         ResponseHeader::decode(&mut frame, header_version).map_err(|e| bad(e.to_string()))?;
         T::decode(&mut frame, version).map_err(|e| bad(e.to_string()))
     }
@@ -414,7 +423,10 @@ mod tests {
             .iter()
             .map(|k| {
                 let range = k.valid_versions();
-                ApiVersion::default().with_api_key(*k as i16).with_min_version(range.min).with_max_version(range.max)
+                ApiVersion::default()
+                    .with_api_key(*k as i16)
+                    .with_min_version(range.min)
+                    .with_max_version(range.max)
             })
             .collect();
         let mut out = BytesMut::new();
@@ -430,7 +442,10 @@ mod tests {
                 let request = MetadataRequest::decode(body, version).unwrap();
                 let count = request.topics.map_or(-1, |t| t.len() as i32);
                 let mut out = BytesMut::new();
-                MetadataResponse::default().with_controller_id(count.into()).encode(&mut out, version).unwrap();
+                MetadataResponse::default()
+                    .with_controller_id(count.into())
+                    .encode(&mut out, version)
+                    .unwrap();
                 Some(out)
             }
             _ => None,

@@ -145,11 +145,14 @@ impl Clone for Error {
     fn clone(&self) -> Self {
         match self {
             Self::Kafka { code, message } => Self::Kafka { code: *code, message: message.clone() },
-            Self::Io { addr, source } => {
-                Self::Io { addr: addr.clone(), source: std::io::Error::new(source.kind(), source.to_string()) }
-            }
+            Self::Io { addr, source } => Self::Io {
+                addr: addr.clone(),
+                source: std::io::Error::new(source.kind(), source.to_string()),
+            },
             Self::Disconnected { addr } => Self::Disconnected { addr: addr.clone() },
-            Self::Timeout { api, addr, timeout } => Self::Timeout { api: *api, addr: addr.clone(), timeout: *timeout },
+            Self::Timeout { api, addr, timeout } => {
+                Self::Timeout { api: *api, addr: addr.clone(), timeout: *timeout }
+            }
             Self::UnsupportedApi { api, addr, min, max } => {
                 Self::UnsupportedApi { api: *api, addr: addr.clone(), min: *min, max: *max }
             }

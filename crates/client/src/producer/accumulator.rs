@@ -108,10 +108,13 @@ pub struct Appended {
     pub wake_sender: bool,
 }
 
+/// A batch with the topic and partition it belongs to.
+pub type RoutedBatch = (Arc<str>, i32, ProducerBatch);
+
 /// Batches to send to one leader in one Produce request.
 pub struct LeaderBatches {
     pub leader: i32,
-    pub batches: Vec<(Arc<str>, i32, ProducerBatch)>,
+    pub batches: Vec<RoutedBatch>,
 }
 
 /// The result of one `drain`.
@@ -193,7 +196,12 @@ impl Accumulator {
 
     /// Chooses the partition and appends to its open batch, opening a new
     /// one when the record does not fit.
-    pub fn append(&mut self, record: &ProducerRecord<'_>, timestamp: i64, reserved: usize) -> Result<Appended> {
+    pub fn append(
+        &mut self,
+        record: &ProducerRecord<'_>,
+        timestamp: i64,
+        reserved: usize,
+    ) -> Result<Appended> {
         let (batch_size, linger_now) = (self.batch_size, Instant::now());
         let ignore_keys = self.ignore_keys;
         let queues = self
@@ -204,7 +212,8 @@ impl Accumulator {
         let topic = queues.name.clone();
         let queue = &mut queues.partitions[partition as usize];
         let fits = queue.batches.back().is_some_and(|last| {
-            !last.full && (last.builder.size_bytes() + reserved <= batch_size || last.builder.record_count() == 0)
+            !last.full
+                && (last.builder.size_bytes() + reserved <= batch_size || last.builder.record_count() == 0)
         });
         let mut wake_sender = false;
         if !fits {
@@ -228,7 +237,7 @@ impl Accumulator {
     /// leader can take another request.
     pub fn drain(&mut self, now: Instant, send_now: bool, mut can_send: impl FnMut(i32) -> bool) -> Drained {
         let mut drained = Drained::default();
-        let mut by_leader: HashMap<i32, (usize, Vec<(Arc<str>, i32, ProducerBatch)>)> = HashMap::new();
+        let mut by_leader: HashMap<i32, (usize, Vec<RoutedBatch>)> = HashMap::new();
         let (linger, idempotent, max_request_size) = (self.linger, self.idempotent, self.max_request_size);
         for queues in self.topics.values_mut() {
             for (partition, queue) in queues.partitions.iter_mut().enumerate() {
@@ -259,7 +268,8 @@ impl Accumulator {
                 batch.full = true;
                 if idempotent && batch.base_sequence < 0 {
                     batch.base_sequence = queue.next_sequence;
-                    queue.next_sequence = queue.next_sequence.wrapping_add(batch.builder.record_count()) & i32::MAX;
+                    queue.next_sequence =
+                        queue.next_sequence.wrapping_add(batch.builder.record_count()) & i32::MAX;
                 }
                 let slot = entry.or_default();
                 slot.0 += size;
@@ -274,7 +284,8 @@ impl Accumulator {
     /// Puts a batch back for a retry, before any batch with a later
     /// sequence so an idempotent partition is resent in order.
     pub fn requeue(&mut self, topic: &str, partition: i32, batch: ProducerBatch) {
-        let Some(queue) = self.topics.get_mut(topic).and_then(|q| q.partitions.get_mut(partition as usize)) else {
+        let Some(queue) = self.topics.get_mut(topic).and_then(|q| q.partitions.get_mut(partition as usize))
+        else {
             batch.outcome.complete(Err(Error::InvalidRequest(format!("{topic}-{partition} vanished"))));
             return;
         };
@@ -292,7 +303,12 @@ impl Accumulator {
     }
 }
 
-fn drain_expired(queue: &mut PartitionQueue, now: Instant, timeout: Duration, expired: &mut Vec<ProducerBatch>) {
+fn drain_expired(
+    queue: &mut PartitionQueue,
+    now: Instant,
+    timeout: Duration,
+    expired: &mut Vec<ProducerBatch>,
+) {
     while queue.batches.front().is_some_and(|b| now >= b.created + timeout) {
         expired.extend(queue.batches.pop_front());
     }
@@ -311,7 +327,10 @@ fn choose_partition(
 ) -> Result<i32> {
     let count = queues.partitions.len() as i32;
     if count == 0 {
-        return Err(Error::Kafka { code: KafkaCode::from_code(5).expect("LEADER_NOT_AVAILABLE"), message: None });
+        return Err(Error::Kafka {
+            code: KafkaCode::from_code(5).expect("LEADER_NOT_AVAILABLE"),
+            message: None,
+        });
     }
     match (record.partition, record.key) {
         (Some(p), _) if (0..count).contains(&p) => Ok(p),
@@ -344,7 +363,13 @@ mod tests {
                 error: None,
             })
             .collect();
-        Arc::new(TopicInfo { name: name.into(), topic_id: Default::default(), is_internal: false, error: None, partitions })
+        Arc::new(TopicInfo {
+            name: name.into(),
+            topic_id: Default::default(),
+            is_internal: false,
+            error: None,
+            partitions,
+        })
     }
 
     fn accumulator(linger_ms: u64, batch_size: usize, idempotent: bool) -> Accumulator {
@@ -403,7 +428,8 @@ mod tests {
         let mut acc = accumulator(0, 16_384, false);
         acc.add_topic(topic("t", &[1, 2, -1]));
         for p in 0..3 {
-            let record = ProducerRecord { topic: "t", partition: Some(p), value: Some(b"v"), ..Default::default() };
+            let record =
+                ProducerRecord { topic: "t", partition: Some(p), value: Some(b"v"), ..Default::default() };
             acc.append(&record, 0, 20).unwrap();
         }
         let drained = acc.drain(Instant::now(), true, |leader| leader == 1);
@@ -455,7 +481,8 @@ mod tests {
     fn an_explicit_partition_out_of_range_is_refused() {
         let mut acc = accumulator(0, 16_384, false);
         acc.add_topic(topic("t", &[1]));
-        let record = ProducerRecord { topic: "t", partition: Some(3), value: Some(b"v"), ..Default::default() };
+        let record =
+            ProducerRecord { topic: "t", partition: Some(3), value: Some(b"v"), ..Default::default() };
         assert!(acc.append(&record, 0, 10).is_err());
     }
 }

@@ -56,13 +56,25 @@ impl BatchBuilder {
     }
 
     /// The bytes `append` would add for this record.
-    pub fn record_size(&self, timestamp: i64, key: Option<&[u8]>, value: Option<&[u8]>, headers: &[Header<'_>]) -> usize {
+    pub fn record_size(
+        &self,
+        timestamp: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[Header<'_>],
+    ) -> usize {
         let body = self.body_size(timestamp, key, value, headers);
         varint_size(body as i64) + body
     }
 
     /// Appends one record; its offset delta is the number already in.
-    pub fn append(&mut self, timestamp: i64, key: Option<&[u8]>, value: Option<&[u8]>, headers: &[Header<'_>]) {
+    pub fn append(
+        &mut self,
+        timestamp: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[Header<'_>],
+    ) {
         if self.count == 0 {
             self.base_timestamp = timestamp;
         }
@@ -84,7 +96,13 @@ impl BatchBuilder {
         self.count += 1;
     }
 
-    fn body_size(&self, timestamp: i64, key: Option<&[u8]>, value: Option<&[u8]>, headers: &[Header<'_>]) -> usize {
+    fn body_size(
+        &self,
+        timestamp: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[Header<'_>],
+    ) -> usize {
         let base = if self.count == 0 { timestamp } else { self.base_timestamp };
         let headers_size: usize = headers
             .iter()
@@ -99,7 +117,12 @@ impl BatchBuilder {
     }
 
     /// The finished batch: header, CRC and (compressed) records.
-    pub fn seal(&self, compression: Compression, identity: ProducerIdentity, base_sequence: i32) -> Result<Bytes> {
+    pub fn seal(
+        &self,
+        compression: Compression,
+        identity: ProducerIdentity,
+        base_sequence: i32,
+    ) -> Result<Bytes> {
         let mut out = BytesMut::with_capacity(self.size_bytes());
         out.put_i64(0); // base offset: the broker assigns it
         out.put_i32(0); // batch length, filled in below
@@ -146,7 +169,9 @@ pub fn parse_compression(name: &str) -> Result<Compression> {
         "snappy" => Ok(Compression::Snappy),
         "lz4" => Ok(Compression::Lz4),
         "zstd" => Ok(Compression::Zstd),
-        other => Err(Error::Config(format!("compression.type={other} is not one of none, gzip, snappy, lz4, zstd"))),
+        other => Err(Error::Config(format!(
+            "compression.type={other} is not one of none, gzip, snappy, lz4, zstd"
+        ))),
     }
 }
 
@@ -190,7 +215,9 @@ mod tests {
     use super::*;
     use kafka_protocol::indexmap::IndexMap;
     use kafka_protocol::protocol::StrBytes;
-    use kafka_protocol::records::{Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
+    use kafka_protocol::records::{
+        Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    };
 
     /// Timestamps do not decrease here: kafka-protocol takes the smallest
     /// as base timestamp, Java (and we) the first; both are valid v2.
@@ -201,7 +228,11 @@ mod tests {
     }
 
     fn reference_records() -> Vec<Record> {
-        let record = |offset: i64, timestamp, key: Option<&[u8]>, value: Option<&[u8]>, headers: IndexMap<StrBytes, Option<Bytes>>| Record {
+        let record = |offset: i64,
+                      timestamp,
+                      key: Option<&[u8]>,
+                      value: Option<&[u8]>,
+                      headers: IndexMap<StrBytes, Option<Bytes>>| Record {
             transactional: false,
             control: false,
             delete_horizon: false,
@@ -230,7 +261,9 @@ mod tests {
     fn uncompressed_batch_is_byte_for_byte_what_kafka_protocol_encodes() {
         let mut builder = BatchBuilder::with_capacity(1024);
         sample(&mut builder);
-        let ours = builder.seal(Compression::None, ProducerIdentity { producer_id: 9, producer_epoch: 2 }, 40).unwrap();
+        let ours = builder
+            .seal(Compression::None, ProducerIdentity { producer_id: 9, producer_epoch: 2 }, 40)
+            .unwrap();
         assert_eq!(ours.len(), builder.size_bytes());
 
         let mut theirs = BytesMut::new();
@@ -241,13 +274,16 @@ mod tests {
 
     #[test]
     fn every_codec_round_trips_through_the_decoder() {
-        for compression in [Compression::None, Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd] {
+        for compression in
+            [Compression::None, Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd]
+        {
             let mut builder = BatchBuilder::with_capacity(16);
             sample(&mut builder);
             let mut sealed = builder.seal(compression, ProducerIdentity::NONE, -1).unwrap();
             let set = RecordBatchDecoder::decode(&mut sealed).unwrap();
             assert_eq!(set.compression, compression);
-            let got: Vec<_> = set.records.iter().map(|r| (r.offset, r.timestamp, r.key.clone(), r.value.clone())).collect();
+            let got: Vec<_> =
+                set.records.iter().map(|r| (r.offset, r.timestamp, r.key.clone(), r.value.clone())).collect();
             let want: Vec<_> =
                 reference_records().into_iter().map(|r| (r.offset, r.timestamp, r.key, r.value)).collect();
             assert_eq!(got, want, "{compression:?}");
@@ -260,7 +296,8 @@ mod tests {
         let mut builder = BatchBuilder::with_capacity(16);
         for i in 0..200i64 {
             let value = vec![1u8; i as usize];
-            let predicted = builder.record_size(1000 + i * 37, Some(b"key"), Some(&value), &[("a", Some(b"b"))]);
+            let predicted =
+                builder.record_size(1000 + i * 37, Some(b"key"), Some(&value), &[("a", Some(b"b"))]);
             let before = builder.size_bytes();
             builder.append(1000 + i * 37, Some(b"key"), Some(&value), &[("a", Some(b"b"))]);
             assert_eq!(builder.size_bytes() - before, predicted);
@@ -269,7 +306,8 @@ mod tests {
 
     #[test]
     fn varints_are_zigzag() {
-        for (value, size) in [(0i64, 1), (-1, 1), (63, 1), (64, 2), (-65, 2), (i64::MAX, 10), (i64::MIN, 10)] {
+        for (value, size) in [(0i64, 1), (-1, 1), (63, 1), (64, 2), (-65, 2), (i64::MAX, 10), (i64::MIN, 10)]
+        {
             let mut out = BytesMut::new();
             put_varint(&mut out, value);
             assert_eq!((out.len(), varint_size(value)), (size, size), "{value}");

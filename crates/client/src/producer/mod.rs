@@ -220,9 +220,16 @@ impl DeliveryFuture {
 
     fn metadata(&self, result: &Result<Delivered>) -> Result<RecordMetadata> {
         let delivered = result.as_ref().map_err(Clone::clone)?;
-        let offset = if delivered.base_offset < 0 { -1 } else { delivered.base_offset + i64::from(self.index) };
-        let timestamp = if delivered.log_append_time >= 0 { delivered.log_append_time } else { self.timestamp };
-        Ok(RecordMetadata { topic: self.outcome.topic.clone(), partition: self.outcome.partition, offset, timestamp })
+        let offset =
+            if delivered.base_offset < 0 { -1 } else { delivered.base_offset + i64::from(self.index) };
+        let timestamp =
+            if delivered.log_append_time >= 0 { delivered.log_append_time } else { self.timestamp };
+        Ok(RecordMetadata {
+            topic: self.outcome.topic.clone(),
+            partition: self.outcome.partition,
+            offset,
+            timestamp,
+        })
     }
 }
 
@@ -332,9 +339,10 @@ impl Producer {
         let deadline = Instant::now() + self.shared.config.max_block;
         let timestamp = record.timestamp.unwrap_or_else(now_ms);
         if !self.shared.lock().knows(record.topic) {
-            let info = tokio::time::timeout_at(deadline.into(), self.shared.cluster.topic(record.topic, true))
-                .await
-                .map_err(|_| self.blocked_too_long("metadata"))??;
+            let info =
+                tokio::time::timeout_at(deadline.into(), self.shared.cluster.topic(record.topic, true))
+                    .await
+                    .map_err(|_| self.blocked_too_long("metadata"))??;
             self.shared.lock().add_topic(info);
         }
         let size = self.shared.lock().record_size(timestamp, &record);
@@ -413,7 +421,9 @@ fn record_too_large(size: usize, config: &ProducerConfig) -> Error {
     let (request, memory) = (config.max_request_size, config.buffer_memory);
     Error::Kafka {
         code: KafkaCode::from_code(10).expect("MESSAGE_TOO_LARGE"),
-        message: Some(format!("a {size}-byte record exceeds max.request.size={request} or buffer.memory={memory}")),
+        message: Some(format!(
+            "a {size}-byte record exceeds max.request.size={request} or buffer.memory={memory}"
+        )),
     }
 }
 
@@ -454,7 +464,10 @@ async fn init_producer_id(
     if let Some(error) = Error::from_code(response.error_code, None) {
         return Err(error);
     }
-    Ok((ProducerIdentity { producer_id: response.producer_id.0, producer_epoch: response.producer_epoch }, None))
+    Ok((
+        ProducerIdentity { producer_id: response.producer_id.0, producer_epoch: response.producer_epoch },
+        None,
+    ))
 }
 
 #[cfg(test)]

@@ -61,7 +61,13 @@ impl StickyPartitioner {
     /// The partition for the next keyless record of `record_bytes`, given
     /// which partitions currently have a leader. Switches once `batch_size`
     /// bytes have gone to the current one.
-    pub fn partition(&mut self, available: &[i32], partitions: i32, record_bytes: usize, batch_size: usize) -> i32 {
+    pub fn partition(
+        &mut self,
+        available: &[i32],
+        partitions: i32,
+        record_bytes: usize,
+        batch_size: usize,
+    ) -> i32 {
         let current = match self.current {
             Some(p) if self.bytes_in_current < batch_size && p < partitions => p,
             previous => {
@@ -81,7 +87,8 @@ impl StickyPartitioner {
         if available.len() > 1 || (available.len() == 1 && partitions == 1) {
             let mut choice = available[pick_from(available.len(), &mut self.random)];
             if Some(choice) == previous && available.len() > 1 {
-                choice = available[(available.iter().position(|p| *p == choice).unwrap_or(0) + 1) % available.len()];
+                choice = available
+                    [(available.iter().position(|p| *p == choice).unwrap_or(0) + 1) % available.len()];
             }
             return choice;
         }
@@ -165,7 +172,8 @@ mod tests {
             assert_eq!(sticky.partition(&[2], 4, 1000, 100), 2);
         }
         let mut spread = StickyPartitioner::new(7);
-        let seen: std::collections::BTreeSet<i32> = (0..200).map(|_| spread.partition(&[], 3, 1000, 100)).collect();
+        let seen: std::collections::BTreeSet<i32> =
+            (0..200).map(|_| spread.partition(&[], 3, 1000, 100)).collect();
         assert_eq!(seen.into_iter().collect::<Vec<_>>(), [0, 1, 2], "no leader known: any partition");
     }
 }

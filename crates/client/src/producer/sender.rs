@@ -17,7 +17,7 @@ use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse, TopicNam
 use kafka_protocol::protocol::StrBytes;
 use tokio::task::JoinSet;
 
-use super::accumulator::{LeaderBatches, ProducerBatch};
+use super::accumulator::{LeaderBatches, ProducerBatch, RoutedBatch};
 use super::{Delivered, Shared};
 use crate::error::{Error, KafkaCode, Result};
 
@@ -26,7 +26,9 @@ const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
 /// How long to sleep when nothing at all is pending.
 const IDLE_WAIT: Duration = Duration::from_secs(3600);
 
-type Batches = Vec<(Arc<str>, i32, ProducerBatch)>;
+type Batches = Vec<RoutedBatch>;
+/// A partition's answer: error code, base offset, log append time, message.
+type PartitionAnswer = (i16, i64, i64, Option<String>);
 type InFlight = (i32, Batches, Result<ProduceResponse>);
 
 struct Sender {
@@ -67,7 +69,9 @@ pub(crate) async fn run(shared: Arc<Shared>) {
 
 impl Sender {
     fn is_done(&self) -> bool {
-        self.shared.closed.load(Ordering::Acquire) && self.in_flight.is_empty() && self.shared.lock().is_empty()
+        self.shared.closed.load(Ordering::Acquire)
+            && self.in_flight.is_empty()
+            && self.shared.lock().is_empty()
     }
 
     /// Everything counts as ready while someone flushes, the producer is
@@ -164,11 +168,14 @@ impl Sender {
             Ok(response) => response,
             Err(e) => return self.retry_or_fail_all(batches, e),
         };
-        let mut outcomes: HashMap<(&str, i32), (i16, i64, i64, Option<String>)> = HashMap::new();
+        let mut outcomes: HashMap<(&str, i32), PartitionAnswer> = HashMap::new();
         for topic in &response.responses {
             for p in &topic.partition_responses {
                 let message = p.error_message.as_ref().map(|m| m.to_string());
-                outcomes.insert((topic.name.0.as_str(), p.index), (p.error_code, p.base_offset, p.log_append_time_ms, message));
+                outcomes.insert(
+                    (topic.name.0.as_str(), p.index),
+                    (p.error_code, p.base_offset, p.log_append_time_ms, message),
+                );
             }
         }
         let mut results = Vec::with_capacity(batches.len());
