@@ -16,7 +16,9 @@ use std::time::Instant;
 
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::metadata_response::MetadataResponseTopic;
-use kafka_protocol::messages::{MetadataRequest, MetadataResponse, TopicName};
+use kafka_protocol::messages::{
+    ApiKey, FindCoordinatorRequest, MetadataRequest, MetadataResponse, TopicName,
+};
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
@@ -190,7 +192,7 @@ impl Cluster {
         allow_auto_topic_creation: bool,
     ) -> Result<Arc<Metadata>> {
         let connection = self.any_connection().await?;
-        let version = connection.version(kafka_protocol::messages::ApiKey::Metadata)?;
+        let version = connection.version(ApiKey::Metadata)?;
         let request = MetadataRequest::default()
             .with_topics(topics.map(|names| {
                 names
@@ -294,6 +296,32 @@ impl Cluster {
             message: Some(format!("{topic}-{partition}")),
         })?;
         self.connection(leader).await
+    }
+
+    /// The connection to the coordinator of `key`: a group id
+    /// (`key_type` 0) or a transactional id (1). Not cached: callers retry
+    /// through `with_retries`, which asks again after NOT_COORDINATOR.
+    pub async fn coordinator(&self, key_type: i8, key: &str) -> Result<Arc<Connection>> {
+        let connection = self.any_connection().await?;
+        let version = connection.version(ApiKey::FindCoordinator)?;
+        let key_bytes = StrBytes::from_string(key.to_owned());
+        let request = if version >= 4 {
+            FindCoordinatorRequest::default().with_key_type(key_type).with_coordinator_keys(vec![key_bytes])
+        } else {
+            FindCoordinatorRequest::default().with_key_type(key_type).with_key(key_bytes)
+        };
+        let response = connection.send_at(&request, version).await?;
+        let (code, message, node_id) = match response.coordinators.first() {
+            Some(c) if version >= 4 => (c.error_code, c.error_message.clone(), c.node_id.0),
+            _ => (response.error_code, response.error_message.clone(), response.node_id.0),
+        };
+        if let Some(error) = Error::from_code(code, message.as_ref().map(|m| m.as_str())) {
+            return Err(error);
+        }
+        if !self.metadata().brokers.contains_key(&node_id) {
+            self.refresh(Some(&[]), false).await?;
+        }
+        self.connection(node_id).await
     }
 
     /// The controller's connection, or any broker's when none is named

@@ -161,10 +161,6 @@ impl Accumulator {
         self.idempotent = idempotent;
     }
 
-    pub fn knows(&self, topic: &str) -> bool {
-        self.topics.contains_key(topic)
-    }
-
     /// Adds a topic or refreshes its partitions and leaders.
     pub fn add_topic(&mut self, info: Arc<TopicInfo>) {
         if let Some(queues) = self.topics.get_mut(info.name.as_str()) {
@@ -190,24 +186,21 @@ impl Accumulator {
 
     /// An upper bound of the bytes `record` adds to a batch (the deltas it
     /// will get are not known yet; 10 bytes covers their varints).
-    pub fn record_size(&self, timestamp: i64, record: &ProducerRecord<'_>) -> usize {
+    pub fn record_size(timestamp: i64, record: &ProducerRecord<'_>) -> usize {
         BatchBuilder::with_capacity(0).record_size(timestamp, record.key, record.value, record.headers) + 10
     }
 
     /// Chooses the partition and appends to its open batch, opening a new
-    /// one when the record does not fit.
+    /// one when the record does not fit. `Ok(None)`: the topic has no
+    /// metadata yet.
     pub fn append(
         &mut self,
         record: &ProducerRecord<'_>,
         timestamp: i64,
         reserved: usize,
-    ) -> Result<Appended> {
-        let (batch_size, linger_now) = (self.batch_size, Instant::now());
-        let ignore_keys = self.ignore_keys;
-        let queues = self
-            .topics
-            .get_mut(record.topic)
-            .ok_or_else(|| Error::InvalidRequest(format!("topic {} has no metadata", record.topic)))?;
+    ) -> Result<Option<Appended>> {
+        let (batch_size, ignore_keys) = (self.batch_size, self.ignore_keys);
+        let Some(queues) = self.topics.get_mut(record.topic) else { return Ok(None) };
         let partition = choose_partition(queues, record, reserved, batch_size, ignore_keys)?;
         let topic = queues.name.clone();
         let queue = &mut queues.partitions[partition as usize];
@@ -222,14 +215,14 @@ impl Accumulator {
             }
             let outcome = BatchOutcome::new(topic, partition);
             let capacity = batch_size.max(reserved + BATCH_HEADER_BYTES);
-            queue.batches.push_back(ProducerBatch::new(outcome, capacity, linger_now));
+            queue.batches.push_back(ProducerBatch::new(outcome, capacity, Instant::now()));
             wake_sender = true;
         }
         let batch = queue.batches.back_mut().expect("a batch was just ensured");
         let index = batch.builder.record_count();
         batch.builder.append(timestamp, record.key, record.value, record.headers);
         batch.reserved_bytes += reserved;
-        Ok(Appended { outcome: batch.outcome.clone(), index, wake_sender })
+        Ok(Some(Appended { outcome: batch.outcome.clone(), index, wake_sender }))
     }
 
     /// Takes the ready batches. `send_now` treats every batch as ready
@@ -383,8 +376,8 @@ mod tests {
 
     fn send(acc: &mut Accumulator, topic: &str, key: Option<&[u8]>, value: &[u8]) -> Appended {
         let record = ProducerRecord { topic, key, value: Some(value), ..Default::default() };
-        let size = acc.record_size(0, &record);
-        acc.append(&record, 0, size).unwrap()
+        let size = Accumulator::record_size(0, &record);
+        acc.append(&record, 0, size).unwrap().unwrap()
     }
 
     #[test]
@@ -430,7 +423,7 @@ mod tests {
         for p in 0..3 {
             let record =
                 ProducerRecord { topic: "t", partition: Some(p), value: Some(b"v"), ..Default::default() };
-            acc.append(&record, 0, 20).unwrap();
+            acc.append(&record, 0, 20).unwrap().unwrap();
         }
         let drained = acc.drain(Instant::now(), true, |leader| leader == 1);
         assert_eq!(drained.requests.len(), 1);

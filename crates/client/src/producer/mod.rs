@@ -338,21 +338,13 @@ impl Producer {
         }
         let deadline = Instant::now() + self.shared.config.max_block;
         let timestamp = record.timestamp.unwrap_or_else(now_ms);
-        if !self.shared.lock().knows(record.topic) {
-            let info =
-                tokio::time::timeout_at(deadline.into(), self.shared.cluster.topic(record.topic, true))
-                    .await
-                    .map_err(|_| self.blocked_too_long("metadata"))??;
-            self.shared.lock().add_topic(info);
-        }
-        let size = self.shared.lock().record_size(timestamp, &record);
+        let size = Accumulator::record_size(timestamp, &record);
         let config = &self.shared.config;
         if size + batch::BATCH_HEADER_BYTES > config.max_request_size.min(config.buffer_memory) {
             return Err(record_too_large(size, config));
         }
         self.reserve_memory(size, deadline).await?;
-        let appended = self.shared.lock().append(&record, timestamp, size);
-        let appended = match appended {
+        let appended = match self.append(&record, timestamp, size, deadline).await {
             Ok(appended) => appended,
             Err(e) => {
                 self.shared.memory.add_permits(size);
@@ -364,6 +356,29 @@ impl Producer {
             self.shared.wake.notify_one();
         }
         Ok(DeliveryFuture { outcome: appended.outcome, index: appended.index, timestamp })
+    }
+
+    /// Appends under the accumulator lock, first fetching metadata for a
+    /// topic the producer has not sent to yet.
+    async fn append(
+        &self,
+        record: &ProducerRecord<'_>,
+        timestamp: i64,
+        size: usize,
+        deadline: Instant,
+    ) -> Result<accumulator::Appended> {
+        if let Some(appended) = self.shared.lock().append(record, timestamp, size)? {
+            return Ok(appended);
+        }
+        let lookup = self.shared.cluster.topic(record.topic, true);
+        let info = tokio::time::timeout_at(deadline.into(), lookup)
+            .await
+            .map_err(|_| self.blocked_too_long("metadata"))??;
+        let mut accumulator = self.shared.lock();
+        accumulator.add_topic(info);
+        accumulator
+            .append(record, timestamp, size)?
+            .ok_or_else(|| Error::InvalidRequest(format!("topic {} has no metadata", record.topic)))
     }
 
     /// Waits for `size` bytes of `buffer.memory`: back-pressure on senders

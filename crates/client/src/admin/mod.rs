@@ -7,6 +7,9 @@
 //! answers per item: creating two topics can half succeed. Whole-request
 //! failures (no broker, timeout) are the outer `Result`. Retriable failures
 //! are retried up to `default.api.timeout.ms` after refreshing metadata.
+//! Consumer-group administration lives in [`groups`].
+
+mod groups;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -143,6 +146,8 @@ pub struct ClusterDescription {
 pub struct Admin {
     cluster: Arc<Cluster>,
 }
+
+pub use groups::{GroupDescription, ListedGroup, MemberDescription};
 
 fn topic_name(name: &str) -> TopicName {
     TopicName(StrBytes::from_string(name.to_owned()))
