@@ -60,7 +60,7 @@ async fn admin_creates_describes_and_deletes_topics() {
     let admin = Admin::connect(ClientConfig::new(&broker.bootstrap)).await.unwrap();
 
     let orders = NewTopic::new("orders", 3, 1).with_config("retention.ms", "3600000");
-    let checked = admin.create_topics(&[orders.clone()], true).await.unwrap();
+    let checked = admin.create_topics(std::slice::from_ref(&orders), true).await.unwrap();
     assert!(checked[0].result.is_ok(), "{:?}", checked[0].result);
     assert!(
         !admin.list_topics(false).await.unwrap().contains(&"orders".to_owned()),
