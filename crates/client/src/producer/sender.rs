@@ -290,3 +290,169 @@ fn produce_request(batches: &Batches, acks: i16, timeout: Duration) -> ProduceRe
         .with_timeout_ms(timeout.as_millis().min(i32::MAX as u128) as i32)
         .with_topic_data(topics)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::Mutex;
+
+    use bytes::{BufMut, BytesMut};
+    use kafka_protocol::messages::api_versions_response::ApiVersion;
+    use kafka_protocol::messages::metadata_response::{
+        MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+    };
+    use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+    use kafka_protocol::messages::{
+        ApiVersionsResponse, BrokerId, MetadataResponse, RequestHeader, ResponseHeader,
+    };
+    use kafka_protocol::protocol::{Decodable, Encodable};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{TcpListener, TcpStream};
+
+    use super::*;
+    use crate::producer::{Producer, ProducerConfig, ProducerRecord};
+
+    /// A one-partition broker whose Produce answers follow `script` (error
+    /// codes; 0 means success at offset 42), counting what it is asked.
+    struct FakeBroker {
+        addr: String,
+        script: Mutex<Vec<i16>>,
+        produces: AtomicUsize,
+        metadata_requests: AtomicUsize,
+    }
+
+    async fn fake_broker(script: &[i16]) -> Arc<FakeBroker> {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let broker = Arc::new(FakeBroker {
+            addr: listener.local_addr().unwrap().to_string(),
+            script: Mutex::new(script.iter().rev().copied().collect()),
+            produces: AtomicUsize::new(0),
+            metadata_requests: AtomicUsize::new(0),
+        });
+        let serving = broker.clone();
+        tokio::spawn(async move {
+            while let Ok((socket, _)) = listener.accept().await {
+                tokio::spawn(serve(serving.clone(), socket));
+            }
+        });
+        broker
+    }
+
+    async fn serve(broker: Arc<FakeBroker>, mut socket: TcpStream) {
+        while let Ok(size) = socket.read_i32().await {
+            let mut frame = BytesMut::zeroed(size as usize);
+            if socket.read_exact(&mut frame).await.is_err() {
+                return;
+            }
+            let mut frame = frame.freeze();
+            let api = ApiKey::try_from(i16::from_be_bytes([frame[0], frame[1]])).unwrap();
+            let version = i16::from_be_bytes([frame[2], frame[3]]);
+            let header = RequestHeader::decode(&mut frame, api.request_header_version(version)).unwrap();
+            let mut out = BytesMut::new();
+            ResponseHeader::default()
+                .with_correlation_id(header.correlation_id)
+                .encode(&mut out, api.response_header_version(version))
+                .unwrap();
+            broker.answer(api, version, &mut out);
+            let mut sized = BytesMut::new();
+            sized.put_i32(out.len() as i32);
+            sized.extend_from_slice(&out);
+            if socket.write_all(&sized).await.is_err() {
+                return;
+            }
+        }
+    }
+
+    impl FakeBroker {
+        fn answer(&self, api: ApiKey, version: i16, out: &mut BytesMut) {
+            match api {
+                ApiKey::ApiVersions => {
+                    let keys = [ApiKey::ApiVersions, ApiKey::Metadata, ApiKey::Produce].map(|k| {
+                        let range = k.valid_versions();
+                        ApiVersion::default()
+                            .with_api_key(k as i16)
+                            .with_min_version(range.min)
+                            .with_max_version(range.max)
+                    });
+                    ApiVersionsResponse::default().with_api_keys(keys.to_vec()).encode(out, version).unwrap()
+                }
+                ApiKey::Metadata => {
+                    self.metadata_requests.fetch_add(1, Ordering::SeqCst);
+                    self.metadata().encode(out, version).unwrap()
+                }
+                ApiKey::Produce => {
+                    self.produces.fetch_add(1, Ordering::SeqCst);
+                    let code = self.script.lock().unwrap().pop().unwrap_or(0);
+                    let partition = PartitionProduceResponse::default()
+                        .with_index(0)
+                        .with_error_code(code)
+                        .with_base_offset(if code == 0 { 42 } else { -1 });
+                    let topic = TopicProduceResponse::default()
+                        .with_name(TopicName(StrBytes::from_static_str("t")))
+                        .with_partition_responses(vec![partition]);
+                    ProduceResponse::default().with_responses(vec![topic]).encode(out, version).unwrap()
+                }
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+
+        fn metadata(&self) -> MetadataResponse {
+            let (host, port) = self.addr.rsplit_once(':').unwrap();
+            MetadataResponse::default()
+                .with_brokers(vec![MetadataResponseBroker::default()
+                    .with_node_id(BrokerId(1))
+                    .with_host(StrBytes::from_string(host.into()))
+                    .with_port(port.parse().unwrap())])
+                .with_topics(vec![MetadataResponseTopic::default()
+                    .with_name(Some(TopicName(StrBytes::from_static_str("t"))))
+                    .with_partitions(vec![MetadataResponsePartition::default()
+                        .with_leader_id(BrokerId(1))
+                        .with_replica_nodes(vec![BrokerId(1)])
+                        .with_isr_nodes(vec![BrokerId(1)])])])
+        }
+    }
+
+    async fn producer(broker: &FakeBroker) -> Producer {
+        let mut config = ProducerConfig::new(&broker.addr);
+        config.enable_idempotence = Some(false);
+        config.acks = 1;
+        config.linger = Duration::ZERO;
+        config.client.retry_backoff = Duration::from_millis(1);
+        Producer::connect(config).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn not_leader_refreshes_metadata_and_retries() {
+        let broker = fake_broker(&[6, 6]).await; // NOT_LEADER_OR_FOLLOWER twice
+        let producer = producer(&broker).await;
+        let future = producer.send(ProducerRecord::new("t", b"v")).await.unwrap();
+        let delivered = future.wait().await.unwrap();
+        assert_eq!((delivered.partition, delivered.offset), (0, 42));
+        assert_eq!(broker.produces.load(Ordering::SeqCst), 3);
+        assert!(broker.metadata_requests.load(Ordering::SeqCst) >= 3, "refreshed after each NOT_LEADER");
+    }
+
+    #[tokio::test]
+    async fn a_fatal_error_fails_the_record_without_retry() {
+        let broker = fake_broker(&[87]).await; // INVALID_RECORD
+        let producer = producer(&broker).await;
+        let future = producer.send(ProducerRecord::new("t", b"v")).await.unwrap();
+        let error = future.wait().await.unwrap_err();
+        assert_eq!(error.kafka_code().unwrap().to_string(), "INVALID_RECORD");
+        assert_eq!(broker.produces.load(Ordering::SeqCst), 1);
+        producer.flush().await; // nothing left: returns at once
+    }
+
+    #[tokio::test]
+    async fn retries_stop_at_the_configured_count() {
+        let broker = fake_broker(&[6; 10]).await;
+        let mut config = ProducerConfig::new(&broker.addr);
+        config.enable_idempotence = Some(false);
+        config.retries = 2;
+        config.client.retry_backoff = Duration::from_millis(1);
+        let producer = Producer::connect(config).await.unwrap();
+        let error = producer.send(ProducerRecord::new("t", b"v")).await.unwrap().wait().await.unwrap_err();
+        assert_eq!(error.kafka_code().unwrap().code(), 6);
+        assert_eq!(broker.produces.load(Ordering::SeqCst), 3, "one try and two retries");
+    }
+}
