@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use super::batch::{BatchBuilder, BATCH_HEADER_BYTES};
+use super::batch::{encoded_record_size, BatchBuilder, BATCH_HEADER_BYTES};
 use super::partitioner::{partition_for_key, StickyPartitioner};
 use super::{BatchOutcome, ProducerConfig, ProducerRecord};
 use crate::cluster::TopicInfo;
@@ -56,6 +56,12 @@ impl ProducerBatch {
 
     pub fn record_count(&self) -> usize {
         self.builder.record_count() as usize
+    }
+
+    /// Bytes on the wire: the sealed size once sealed (sealing takes the
+    /// builder's buffer), else the size so far.
+    pub fn wire_size(&self) -> usize {
+        self.sealed.as_ref().map_or_else(|| self.builder.size_bytes(), Bytes::len)
     }
 
     fn is_ready(&self, now: Instant, linger: Duration, more_behind: bool, send_now: bool) -> bool {
@@ -186,8 +192,8 @@ impl Accumulator {
 
     /// An upper bound of the bytes `record` adds to a batch (the deltas it
     /// will get are not known yet; 10 bytes covers their varints).
-    pub fn record_size(timestamp: i64, record: &ProducerRecord<'_>) -> usize {
-        BatchBuilder::with_capacity(0).record_size(timestamp, record.key, record.value, record.headers) + 10
+    pub fn record_size(record: &ProducerRecord<'_>) -> usize {
+        encoded_record_size(0, 0, record.key, record.value, record.headers) + 10
     }
 
     /// Chooses the partition and appends to its open batch, opening a new
@@ -248,7 +254,7 @@ impl Accumulator {
                     }
                     continue;
                 }
-                let size = front.builder.size_bytes();
+                let size = front.wire_size();
                 let entry = by_leader.entry(leader);
                 let fits = match &entry {
                     std::collections::hash_map::Entry::Occupied(e) => e.get().0 + size <= max_request_size,
@@ -376,7 +382,7 @@ mod tests {
 
     fn send(acc: &mut Accumulator, topic: &str, key: Option<&[u8]>, value: &[u8]) -> Appended {
         let record = ProducerRecord { topic, key, value: Some(value), ..Default::default() };
-        let size = Accumulator::record_size(0, &record);
+        let size = Accumulator::record_size(&record);
         acc.append(&record, 0, size).unwrap().unwrap()
     }
 

@@ -32,10 +32,12 @@ impl ProducerIdentity {
     pub const NONE: Self = Self { producer_id: -1, producer_epoch: -1 };
 }
 
-/// An open batch: encoded records plus what the header will need.
+/// An open batch: room for the header, then the encoded records.
 #[derive(Debug)]
 pub struct BatchBuilder {
-    records: BytesMut,
+    /// `BATCH_HEADER_BYTES` reserved for the header, then the records, so
+    /// an uncompressed batch is sealed in place without a copy.
+    buffer: BytesMut,
     count: i32,
     base_timestamp: i64,
     max_timestamp: i64,
@@ -43,7 +45,9 @@ pub struct BatchBuilder {
 
 impl BatchBuilder {
     pub fn with_capacity(bytes: usize) -> Self {
-        Self { records: BytesMut::with_capacity(bytes), count: 0, base_timestamp: 0, max_timestamp: i64::MIN }
+        let mut buffer = BytesMut::with_capacity(bytes.max(BATCH_HEADER_BYTES));
+        buffer.put_bytes(0, BATCH_HEADER_BYTES);
+        Self { buffer, count: 0, base_timestamp: 0, max_timestamp: i64::MIN }
     }
 
     pub fn record_count(&self) -> i32 {
@@ -52,7 +56,7 @@ impl BatchBuilder {
 
     /// The uncompressed size of the batch so far, header included.
     pub fn size_bytes(&self) -> usize {
-        BATCH_HEADER_BYTES + self.records.len()
+        self.buffer.len()
     }
 
     /// The bytes `append` would add for this record.
@@ -63,8 +67,8 @@ impl BatchBuilder {
         value: Option<&[u8]>,
         headers: &[Header<'_>],
     ) -> usize {
-        let body = self.body_size(timestamp, key, value, headers);
-        varint_size(body as i64) + body
+        let base = if self.count == 0 { timestamp } else { self.base_timestamp };
+        encoded_record_size(timestamp - base, self.count, key, value, headers)
     }
 
     /// Appends one record; its offset delta is the number already in.
@@ -79,12 +83,13 @@ impl BatchBuilder {
             self.base_timestamp = timestamp;
         }
         self.max_timestamp = self.max_timestamp.max(timestamp);
-        let body = self.body_size(timestamp, key, value, headers);
-        let out = &mut self.records;
+        let timestamp_delta = timestamp - self.base_timestamp;
+        let body = body_size(timestamp_delta, self.count, key, value, headers);
+        let out = &mut self.buffer;
         out.reserve(varint_size(body as i64) + body);
         put_varint(out, body as i64);
         out.put_i8(0); // record attributes: unused in v2
-        put_varint(out, timestamp - self.base_timestamp);
+        put_varint(out, timestamp_delta);
         put_varint(out, i64::from(self.count));
         put_nullable_bytes(out, key);
         put_nullable_bytes(out, value);
@@ -96,54 +101,84 @@ impl BatchBuilder {
         self.count += 1;
     }
 
-    fn body_size(
-        &self,
-        timestamp: i64,
-        key: Option<&[u8]>,
-        value: Option<&[u8]>,
-        headers: &[Header<'_>],
-    ) -> usize {
-        let base = if self.count == 0 { timestamp } else { self.base_timestamp };
-        let headers_size: usize = headers
-            .iter()
-            .map(|(name, value)| nullable_bytes_size(Some(name.as_bytes())) + nullable_bytes_size(*value))
-            .sum();
-        1 + varint_size(timestamp - base)
-            + varint_size(i64::from(self.count))
-            + nullable_bytes_size(key)
-            + nullable_bytes_size(value)
-            + varint_size(headers.len() as i64)
-            + headers_size
-    }
-
-    /// The finished batch: header, CRC and (compressed) records.
+    /// The finished batch: header, CRC and (compressed) records. Takes the
+    /// buffer: a builder is sealed once (a retry resends the sealed bytes).
     pub fn seal(
-        &self,
+        &mut self,
         compression: Compression,
         identity: ProducerIdentity,
         base_sequence: i32,
     ) -> Result<Bytes> {
-        let mut out = BytesMut::with_capacity(self.size_bytes());
-        out.put_i64(0); // base offset: the broker assigns it
-        out.put_i32(0); // batch length, filled in below
-        out.put_i32(-1); // partition leader epoch: the broker sets it
-        out.put_i8(MAGIC);
-        out.put_u32(0); // CRC, filled in below
-        out.put_i16(compression as i16); // attributes: codec, CreateTime, not transactional
-        out.put_i32(self.count - 1); // last offset delta
-        out.put_i64(self.base_timestamp);
-        out.put_i64(self.max_timestamp);
-        out.put_i64(identity.producer_id);
-        out.put_i16(identity.producer_epoch);
-        out.put_i32(base_sequence);
-        out.put_i32(self.count);
-        compress_into(&mut out, &self.records, compression)?;
-        let batch_length = (out.len() - 12) as i32;
-        out[8..12].copy_from_slice(&batch_length.to_be_bytes());
-        let crc = crc32c::crc32c(&out[ATTRIBUTES_AT..]);
-        out[17..21].copy_from_slice(&crc.to_be_bytes());
-        Ok(out.freeze())
+        let mut batch = match compression {
+            Compression::None => std::mem::take(&mut self.buffer),
+            codec => {
+                let mut out = BytesMut::with_capacity(self.buffer.len() / 2 + BATCH_HEADER_BYTES);
+                out.put_bytes(0, BATCH_HEADER_BYTES);
+                compress_into(&mut out, &self.buffer[BATCH_HEADER_BYTES..], codec)?;
+                out
+            }
+        };
+        self.write_header(&mut batch, compression, identity, base_sequence);
+        Ok(batch.freeze())
     }
+
+    /// Fills the reserved header bytes, the CRC last since it covers them.
+    fn write_header(
+        &self,
+        batch: &mut BytesMut,
+        compression: Compression,
+        identity: ProducerIdentity,
+        base_sequence: i32,
+    ) {
+        let batch_length = (batch.len() - 12) as i32;
+        let mut header = &mut batch[..BATCH_HEADER_BYTES];
+        header.put_i64(0); // base offset: the broker assigns it
+        header.put_i32(batch_length);
+        header.put_i32(-1); // partition leader epoch: the broker sets it
+        header.put_i8(MAGIC);
+        header.put_u32(0); // CRC, filled in below
+        header.put_i16(compression as i16); // attributes: codec, CreateTime, not transactional
+        header.put_i32(self.count - 1); // last offset delta
+        header.put_i64(self.base_timestamp);
+        header.put_i64(self.max_timestamp);
+        header.put_i64(identity.producer_id);
+        header.put_i16(identity.producer_epoch);
+        header.put_i32(base_sequence);
+        header.put_i32(self.count);
+        let crc = crc32c::crc32c(&batch[ATTRIBUTES_AT..]);
+        batch[17..21].copy_from_slice(&crc.to_be_bytes());
+    }
+}
+
+/// The bytes of one encoded record, length prefix included.
+pub fn encoded_record_size(
+    timestamp_delta: i64,
+    offset_delta: i32,
+    key: Option<&[u8]>,
+    value: Option<&[u8]>,
+    headers: &[Header<'_>],
+) -> usize {
+    let body = body_size(timestamp_delta, offset_delta, key, value, headers);
+    varint_size(body as i64) + body
+}
+
+fn body_size(
+    timestamp_delta: i64,
+    offset_delta: i32,
+    key: Option<&[u8]>,
+    value: Option<&[u8]>,
+    headers: &[Header<'_>],
+) -> usize {
+    let headers_size: usize = headers
+        .iter()
+        .map(|(name, value)| nullable_bytes_size(Some(name.as_bytes())) + nullable_bytes_size(*value))
+        .sum();
+    1 + varint_size(timestamp_delta)
+        + varint_size(i64::from(offset_delta))
+        + nullable_bytes_size(key)
+        + nullable_bytes_size(value)
+        + varint_size(headers.len() as i64)
+        + headers_size
 }
 
 fn compress_into(out: &mut BytesMut, records: &[u8], compression: Compression) -> Result<()> {
@@ -261,10 +296,11 @@ mod tests {
     fn uncompressed_batch_is_byte_for_byte_what_kafka_protocol_encodes() {
         let mut builder = BatchBuilder::with_capacity(1024);
         sample(&mut builder);
+        let size = builder.size_bytes();
         let ours = builder
             .seal(Compression::None, ProducerIdentity { producer_id: 9, producer_epoch: 2 }, 40)
             .unwrap();
-        assert_eq!(ours.len(), builder.size_bytes());
+        assert_eq!(ours.len(), size);
 
         let mut theirs = BytesMut::new();
         let options = RecordEncodeOptions { version: 2, compression: Compression::None };

@@ -338,7 +338,7 @@ impl Producer {
         }
         let deadline = Instant::now() + self.shared.config.max_block;
         let timestamp = record.timestamp.unwrap_or_else(now_ms);
-        let size = Accumulator::record_size(timestamp, &record);
+        let size = Accumulator::record_size(&record);
         let config = &self.shared.config;
         if size + batch::BATCH_HEADER_BYTES > config.max_request_size.min(config.buffer_memory) {
             return Err(record_too_large(size, config));
