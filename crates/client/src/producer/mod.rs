@@ -344,14 +344,16 @@ impl Producer {
             return Err(record_too_large(size, config));
         }
         self.reserve_memory(size, deadline).await?;
+        // Counted before the append: the sender may complete the batch the
+        // moment the lock is released, and must not count below zero.
+        self.shared.unfinished.fetch_add(1, Ordering::AcqRel);
         let appended = match self.append(&record, timestamp, size, deadline).await {
             Ok(appended) => appended,
             Err(e) => {
-                self.shared.memory.add_permits(size);
+                self.shared.finished(1, size);
                 return Err(e);
             }
         };
-        self.shared.unfinished.fetch_add(1, Ordering::AcqRel);
         if appended.wake_sender {
             self.shared.wake.notify_one();
         }
