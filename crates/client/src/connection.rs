@@ -13,6 +13,11 @@
 //!
 //! When either task fails the connection is marked closed and every waiter
 //! gets `Error::Disconnected`; the cluster layer then opens a new one.
+//!
+//! Large byte fields (a Produce request's record batches) can be
+//! [spliced](Splice): the request is encoded with a small marker in their
+//! place and the frame goes out as pieces, so the batch bytes are written
+//! to the socket from the producer's own buffer instead of being copied.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -54,6 +59,24 @@ impl Default for ConnectionOptions {
             connect_timeout: Duration::from_secs(10),
             max_response_bytes: 512 * 1024 * 1024,
         }
+    }
+}
+
+/// A frame as the writer task sends it: pieces written back to back.
+type Frame = Vec<Bytes>;
+
+/// A bytes field sent from its own buffer: the request carries `marker`
+/// in its place, and the frame is cut around it.
+#[derive(Debug, Clone)]
+pub struct Splice {
+    pub marker: Bytes,
+    pub payload: Bytes,
+}
+
+impl Splice {
+    /// A splice with a fresh random 16-byte marker.
+    pub fn new(payload: Bytes) -> Self {
+        Self { marker: Bytes::copy_from_slice(uuid::Uuid::new_v4().as_bytes()), payload }
     }
 }
 
@@ -105,7 +128,7 @@ impl Shared {
 /// last handle closes the socket.
 pub struct Connection {
     shared: Arc<Shared>,
-    frames: mpsc::Sender<Bytes>,
+    frames: mpsc::Sender<Frame>,
     next_correlation_id: AtomicI32,
     versions: NegotiatedVersions,
     options: ConnectionOptions,
@@ -172,9 +195,20 @@ impl Connection {
     /// response. Requests started one after the other from one task are
     /// written in that order (the producer relies on it for sequence numbers).
     pub async fn start<R: Request>(&self, request: &R, version: i16) -> Result<PendingResponse<R::Response>> {
+        self.start_spliced(request, version, &[]).await
+    }
+
+    /// `start`, with the byte fields carrying the `splices`' markers sent
+    /// from the splices' payloads.
+    pub async fn start_spliced<R: Request>(
+        &self,
+        request: &R,
+        version: i16,
+        splices: &[Splice],
+    ) -> Result<PendingResponse<R::Response>> {
         let api = api_key::<R>()?;
         let correlation_id = self.next_correlation_id.fetch_add(1, Ordering::Relaxed);
-        let frame = self.encode(request, api, version, correlation_id)?;
+        let frame = self.encode(request, api, version, correlation_id, splices)?;
         let response = self.shared.register(correlation_id)?;
         self.write(frame).await?;
         Ok(PendingResponse {
@@ -189,25 +223,32 @@ impl Connection {
     }
 
     /// Sends a request the broker will not answer (Produce with acks=0).
-    pub async fn send_without_response<R: Request>(&self, request: &R, version: i16) -> Result<()> {
+    pub async fn send_without_response<R: Request>(
+        &self,
+        request: &R,
+        version: i16,
+        splices: &[Splice],
+    ) -> Result<()> {
         let api = api_key::<R>()?;
         let correlation_id = self.next_correlation_id.fetch_add(1, Ordering::Relaxed);
-        let frame = self.encode(request, api, version, correlation_id)?;
+        let frame = self.encode(request, api, version, correlation_id, splices)?;
         self.write(frame).await
     }
 
-    async fn write(&self, frame: Bytes) -> Result<()> {
+    async fn write(&self, frame: Frame) -> Result<()> {
         self.frames.send(frame).await.map_err(|_| Error::Disconnected { addr: self.addr().to_owned() })
     }
 
-    /// Size prefix, request header, body: one contiguous frame.
+    /// Size prefix, request header, body; one piece, or several around
+    /// spliced payloads.
     fn encode<R: Request>(
         &self,
         request: &R,
         api: ApiKey,
         version: i16,
         correlation_id: i32,
-    ) -> Result<Bytes> {
+        splices: &[Splice],
+    ) -> Result<Frame> {
         let header = RequestHeader::default()
             .with_request_api_key(api as i16)
             .with_request_api_version(version)
@@ -222,7 +263,11 @@ impl Connection {
         frame.put_i32(size as i32);
         header.encode(&mut frame, header_version).map_err(|e| bad(e.to_string()))?;
         request.encode(&mut frame, version).map_err(|e| bad(e.to_string()))?;
-        Ok(frame.freeze())
+        if splices.is_empty() {
+            return Ok(vec![frame.freeze()]);
+        }
+        let flexible = header_version >= 2;
+        splice_frame(frame, splices, flexible).map_err(bad)
     }
 
     /// ApiVersions, falling back to the version the broker offers when it
@@ -264,6 +309,54 @@ impl Connection {
     fn protocol_error(&self, reason: impl ToString) -> Error {
         Error::Protocol { addr: self.addr().to_owned(), reason: reason.to_string() }
     }
+}
+
+/// Cuts `frame` around each splice marker and puts the payload (with its
+/// real length prefix) in the marker's place. The marker was encoded as a
+/// 16-byte field: after a 4-byte length in classic versions, a 1-byte
+/// unsigned varint (17) in flexible ones.
+fn splice_frame(frame: BytesMut, splices: &[Splice], flexible: bool) -> Result<Frame, String> {
+    let mut found: Vec<(usize, &Splice)> = Vec::with_capacity(splices.len());
+    for splice in splices {
+        let at = find(&frame, &splice.marker).ok_or("a splice marker is missing from the encoded request")?;
+        found.push((at, splice));
+    }
+    found.sort_by_key(|(at, _)| *at);
+    let prefix_len = if flexible { 1 } else { 4 };
+    let mut pieces = Vec::with_capacity(2 * found.len() + 1);
+    let mut small = BytesMut::new();
+    let mut cursor = 4; // the size prefix is rewritten below
+    for (at, splice) in found {
+        let field_start = at.checked_sub(prefix_len).filter(|s| *s >= cursor).ok_or("splice markers overlap")?;
+        small.extend_from_slice(&frame[cursor..field_start]);
+        put_bytes_length(&mut small, splice.payload.len(), flexible);
+        pieces.push(small.split().freeze());
+        pieces.push(splice.payload.clone());
+        cursor = at + splice.marker.len();
+    }
+    small.extend_from_slice(&frame[cursor..]);
+    pieces.push(small.freeze());
+    let size: usize = pieces.iter().map(Bytes::len).sum();
+    let size = i32::try_from(size).map_err(|_| "request larger than 2 GiB")?;
+    pieces.insert(0, Bytes::copy_from_slice(&size.to_be_bytes()));
+    Ok(pieces)
+}
+
+fn put_bytes_length(out: &mut BytesMut, len: usize, flexible: bool) {
+    if !flexible {
+        out.put_i32(len as i32);
+        return;
+    }
+    let mut v = len as u64 + 1;
+    while v >= 0x80 {
+        out.put_u8((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.put_u8(v as u8);
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|window| window == needle)
 }
 
 fn api_key<R: Request>() -> Result<ApiKey> {
@@ -309,12 +402,12 @@ impl<T: Decodable> PendingResponse<T> {
 
 /// Writes queued frames, flushing once the queue is momentarily empty so
 /// back-to-back requests share a syscall.
-async fn write_loop(shared: Arc<Shared>, half: OwnedWriteHalf, mut frames: mpsc::Receiver<Bytes>) {
+async fn write_loop(shared: Arc<Shared>, half: OwnedWriteHalf, mut frames: mpsc::Receiver<Frame>) {
     let mut writer = BufWriter::with_capacity(IO_BUFFER_BYTES, half);
     while let Some(frame) = frames.recv().await {
-        let mut result = writer.write_all(&frame).await;
+        let mut result = write_frame(&mut writer, &frame).await;
         while let (Ok(()), Ok(frame)) = (&result, frames.try_recv()) {
-            result = writer.write_all(&frame).await;
+            result = write_frame(&mut writer, &frame).await;
         }
         if let Err(e) = result.and(writer.flush().await) {
             tracing::debug!(addr = %shared.addr, "write failed: {e}");
@@ -324,6 +417,15 @@ async fn write_loop(shared: Arc<Shared>, half: OwnedWriteHalf, mut frames: mpsc:
     }
     // Every handle is gone: close our side so the reader sees the end too.
     let _ = writer.shutdown().await;
+}
+
+/// Small pieces gather in the buffer; a large one goes straight to the
+/// socket (BufWriter passes writes bigger than its buffer through).
+async fn write_frame(writer: &mut BufWriter<OwnedWriteHalf>, frame: &Frame) -> std::io::Result<()> {
+    for piece in frame {
+        writer.write_all(piece).await?;
+    }
+    Ok(())
 }
 
 /// Reads response frames and hands each to the caller waiting for it.
@@ -490,6 +592,41 @@ mod tests {
         }
         let after = connection.send(&metadata_for(1)).await;
         assert!(matches!(after, Err(Error::Disconnected { .. })), "{after:?}");
+    }
+
+    /// Splicing yields exactly the bytes of the plain encoding.
+    #[test]
+    fn spliced_frames_equal_copied_frames() {
+        use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+        use kafka_protocol::messages::{ProduceRequest, TopicName};
+        let payloads: Vec<Bytes> = vec![Bytes::from(vec![7u8; 300]), Bytes::from_static(b"second batch")];
+        let request = |records: Vec<Bytes>| {
+            let partitions = records
+                .into_iter()
+                .enumerate()
+                .map(|(i, r)| PartitionProduceData::default().with_index(i as i32).with_records(Some(r)))
+                .collect();
+            ProduceRequest::default().with_acks(1).with_timeout_ms(1000).with_topic_data(vec![
+                TopicProduceData::default()
+                    .with_name(TopicName(StrBytes::from_static_str("t")))
+                    .with_partition_data(partitions),
+            ])
+        };
+        for version in [3, 8, 9, 12] {
+            let splices: Vec<Splice> = payloads.iter().cloned().map(Splice::new).collect();
+            let marked = request(splices.iter().map(|s| s.marker.clone()).collect());
+            let mut frame = BytesMut::new();
+            frame.put_i32(0);
+            marked.encode(&mut frame, version).unwrap();
+            let flexible = ApiKey::Produce.request_header_version(version) >= 2;
+            let pieces = splice_frame(frame, &splices, flexible).unwrap();
+            let joined: Vec<u8> = pieces.iter().flat_map(|p| p.iter().copied()).collect();
+
+            let mut plain = BytesMut::new();
+            request(payloads.clone()).encode(&mut plain, version).unwrap();
+            assert_eq!(i32::from_be_bytes(joined[..4].try_into().unwrap()) as usize, plain.len(), "v{version}");
+            assert_eq!(&joined[4..], &plain[..], "v{version}");
+        }
     }
 
     #[tokio::test]

@@ -19,6 +19,7 @@ use tokio::task::JoinSet;
 
 use super::accumulator::{LeaderBatches, ProducerBatch, RoutedBatch};
 use super::{Delivered, Shared};
+use crate::connection::Splice;
 use crate::error::{Error, KafkaCode, Result};
 
 const DUPLICATE_SEQUENCE_NUMBER: i16 = 46;
@@ -124,13 +125,13 @@ impl Sender {
             Ok(version) => version,
             Err(e) => return batches.into_iter().for_each(|(_, _, b)| self.finish(b, Err(e.clone()))),
         };
-        let produce = produce_request(&batches, config.acks, config.client.request_timeout);
+        let (produce, splices) = produce_request(&batches, config.acks, config.client.request_timeout);
         if config.acks == 0 {
-            let result = connection.send_without_response(&produce, version).await;
+            let result = connection.send_without_response(&produce, version, &splices).await;
             let delivered = result.map(|()| Delivered { base_offset: -1, log_append_time: -1 });
             return batches.into_iter().for_each(|(_, _, b)| self.finish(b, delivered.clone()));
         }
-        match connection.start(&produce, version).await {
+        match connection.start_spliced(&produce, version, &splices).await {
             Ok(pending) => {
                 *self.requests_per_broker.entry(leader).or_default() += 1;
                 self.in_flight.spawn(async move { (leader, batches, pending.wait().await) });
@@ -272,10 +273,15 @@ impl Sender {
     }
 }
 
-fn produce_request(batches: &Batches, acks: i16, timeout: Duration) -> ProduceRequest {
+/// The Produce request for `batches`, each batch spliced in rather than
+/// copied into the frame.
+fn produce_request(batches: &Batches, acks: i16, timeout: Duration) -> (ProduceRequest, Vec<Splice>) {
     let mut topics: Vec<TopicProduceData> = Vec::new();
+    let mut splices = Vec::with_capacity(batches.len());
     for (topic, partition, batch) in batches {
-        let data = PartitionProduceData::default().with_index(*partition).with_records(batch.sealed.clone());
+        let splice = Splice::new(batch.sealed.clone().unwrap_or_default());
+        let data = PartitionProduceData::default().with_index(*partition).with_records(Some(splice.marker.clone()));
+        splices.push(splice);
         match topics.iter_mut().find(|t| t.name.0.as_str() == &**topic) {
             Some(existing) => existing.partition_data.push(data),
             None => topics.push(
@@ -285,10 +291,11 @@ fn produce_request(batches: &Batches, acks: i16, timeout: Duration) -> ProduceRe
             ),
         }
     }
-    ProduceRequest::default()
+    let request = ProduceRequest::default()
         .with_acks(acks)
         .with_timeout_ms(timeout.as_millis().min(i32::MAX as u128) as i32)
-        .with_topic_data(topics)
+        .with_topic_data(topics);
+    (request, splices)
 }
 
 #[cfg(test)]
