@@ -327,7 +327,8 @@ fn splice_frame(frame: BytesMut, splices: &[Splice], flexible: bool) -> Result<F
     let mut small = BytesMut::new();
     let mut cursor = 4; // the size prefix is rewritten below
     for (at, splice) in found {
-        let field_start = at.checked_sub(prefix_len).filter(|s| *s >= cursor).ok_or("splice markers overlap")?;
+        let field_start =
+            at.checked_sub(prefix_len).filter(|s| *s >= cursor).ok_or("splice markers overlap")?;
         small.extend_from_slice(&frame[cursor..field_start]);
         put_bytes_length(&mut small, splice.payload.len(), flexible);
         pieces.push(small.split().freeze());
@@ -624,7 +625,11 @@ mod tests {
 
             let mut plain = BytesMut::new();
             request(payloads.clone()).encode(&mut plain, version).unwrap();
-            assert_eq!(i32::from_be_bytes(joined[..4].try_into().unwrap()) as usize, plain.len(), "v{version}");
+            assert_eq!(
+                i32::from_be_bytes(joined[..4].try_into().unwrap()) as usize,
+                plain.len(),
+                "v{version}"
+            );
             assert_eq!(&joined[4..], &plain[..], "v{version}");
         }
     }

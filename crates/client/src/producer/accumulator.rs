@@ -13,7 +13,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 
 use super::batch::{encoded_record_size, BatchBuilder, BATCH_HEADER_BYTES};
 use super::partitioner::{partition_for_key, StickyPartitioner};
@@ -40,9 +40,9 @@ pub struct ProducerBatch {
 }
 
 impl ProducerBatch {
-    fn new(outcome: Arc<BatchOutcome>, capacity: usize, now: Instant) -> Self {
+    fn new(outcome: Arc<BatchOutcome>, builder: BatchBuilder, now: Instant) -> Self {
         Self {
-            builder: BatchBuilder::with_capacity(capacity),
+            builder,
             outcome,
             created: now,
             reserved_bytes: 0,
@@ -56,6 +56,14 @@ impl ProducerBatch {
 
     pub fn record_count(&self) -> usize {
         self.builder.record_count() as usize
+    }
+
+    /// The batch's buffer for reuse, if nothing else still shares it.
+    pub fn into_buffer(mut self) -> Option<BytesMut> {
+        match self.builder.take_buffer() {
+            Some(buffer) => Some(buffer),
+            None => self.sealed.take()?.try_into_mut().ok(),
+        }
     }
 
     /// Bytes on the wire: the sealed size once sealed (sealing takes the
@@ -135,8 +143,15 @@ pub struct Drained {
     pub next_ready: Option<Instant>,
 }
 
+/// At most this many idle batch buffers are kept.
+const MAX_POOLED_BUFFERS: usize = 64;
+
 pub struct Accumulator {
     topics: HashMap<Arc<str>, TopicQueues>,
+    /// Buffers of completed batches, reused so that a busy producer does
+    /// not fault in fresh pages for every batch (Java's `BufferPool`).
+    pool: Vec<BytesMut>,
+    pool_max: usize,
     batch_size: usize,
     linger: Duration,
     delivery_timeout: Duration,
@@ -151,6 +166,8 @@ impl Accumulator {
         let seed = super::now_ms() as u64 ^ u64::from(std::process::id()).rotate_left(32);
         Self {
             topics: HashMap::new(),
+            pool: Vec::new(),
+            pool_max: (config.buffer_memory / config.batch_size.max(1)).clamp(1, MAX_POOLED_BUFFERS),
             batch_size: config.batch_size,
             linger: config.linger,
             delivery_timeout: config.delivery_timeout,
@@ -221,7 +238,11 @@ impl Accumulator {
             }
             let outcome = BatchOutcome::new(topic, partition);
             let capacity = batch_size.max(reserved + BATCH_HEADER_BYTES);
-            queue.batches.push_back(ProducerBatch::new(outcome, capacity, Instant::now()));
+            let builder = match self.pool.pop() {
+                Some(buffer) if buffer.capacity() >= capacity => BatchBuilder::from_buffer(buffer),
+                _ => BatchBuilder::with_capacity(capacity),
+            };
+            queue.batches.push_back(ProducerBatch::new(outcome, builder, Instant::now()));
             wake_sender = true;
         }
         let batch = queue.batches.back_mut().expect("a batch was just ensured");
@@ -278,6 +299,13 @@ impl Accumulator {
         drained.requests =
             by_leader.into_iter().map(|(leader, (_, batches))| LeaderBatches { leader, batches }).collect();
         drained
+    }
+
+    /// Keeps a completed batch's buffer for a later batch.
+    pub fn recycle(&mut self, buffer: BytesMut) {
+        if buffer.capacity() >= self.batch_size && self.pool.len() < self.pool_max {
+            self.pool.push(buffer);
+        }
     }
 
     /// Puts a batch back for a retry, before any batch with a later
@@ -474,6 +502,35 @@ mod tests {
         let drained = acc.drain(later, true, |_| true);
         assert_eq!(drained.expired.len(), 1);
         assert!(acc.is_empty());
+    }
+
+    fn drain_one_sealed(acc: &mut Accumulator) -> ProducerBatch {
+        let mut drained = acc.drain(Instant::now(), true, |_| true);
+        let (_, _, mut batch) = drained.requests.pop().unwrap().batches.pop().unwrap();
+        let identity = crate::producer::ProducerIdentity::NONE;
+        batch.sealed =
+            Some(batch.builder.seal(kafka_protocol::records::Compression::None, identity, -1).unwrap());
+        batch
+    }
+
+    #[test]
+    fn completed_batches_give_their_buffer_back_unless_still_shared() {
+        let mut acc = accumulator(0, 1000, false);
+        acc.add_topic(topic("t", &[1]));
+        send(&mut acc, "t", None, b"v");
+        let batch = drain_one_sealed(&mut acc);
+        let still_on_the_wire = batch.sealed.clone();
+        assert!(batch.into_buffer().is_none(), "a buffer the writer still holds is not reused");
+        drop(still_on_the_wire);
+
+        send(&mut acc, "t", None, b"v");
+        let buffer = drain_one_sealed(&mut acc).into_buffer().expect("sole owner");
+        assert!(buffer.capacity() >= 1000);
+        let address = buffer.as_ptr();
+        acc.recycle(buffer);
+        send(&mut acc, "t", None, b"w");
+        let reused = drain_one_sealed(&mut acc).into_buffer().unwrap();
+        assert_eq!(reused.as_ptr(), address, "the next batch wrote into the recycled buffer");
     }
 
     #[test]

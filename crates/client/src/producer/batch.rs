@@ -45,9 +45,19 @@ pub struct BatchBuilder {
 
 impl BatchBuilder {
     pub fn with_capacity(bytes: usize) -> Self {
-        let mut buffer = BytesMut::with_capacity(bytes.max(BATCH_HEADER_BYTES));
+        Self::from_buffer(BytesMut::with_capacity(bytes.max(BATCH_HEADER_BYTES)))
+    }
+
+    /// A builder writing into a recycled buffer.
+    pub fn from_buffer(mut buffer: BytesMut) -> Self {
+        buffer.clear();
         buffer.put_bytes(0, BATCH_HEADER_BYTES);
         Self { buffer, count: 0, base_timestamp: 0, max_timestamp: i64::MIN }
+    }
+
+    /// The buffer, unless sealing already took it.
+    pub fn take_buffer(&mut self) -> Option<BytesMut> {
+        (self.buffer.capacity() > 0).then(|| std::mem::take(&mut self.buffer))
     }
 
     pub fn record_count(&self) -> i32 {

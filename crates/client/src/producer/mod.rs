@@ -43,7 +43,8 @@ pub struct ProducerConfig {
     pub batch_size: usize,
     /// `buffer.memory` (33554432): unsent bytes before `send` waits.
     pub buffer_memory: usize,
-    /// `max.block.ms` (60000): how long `send` may wait for metadata or memory.
+    /// `max.block.ms` (60000): how long `send` may wait for metadata, and
+    /// again for memory (no clock is read on the fast path).
     pub max_block: Duration,
     /// `max.request.size` (1048576): the largest record, and request, sent.
     pub max_request_size: usize,
@@ -336,18 +337,17 @@ impl Producer {
         if self.shared.closed.load(Ordering::Acquire) {
             return Err(Error::ProducerClosed);
         }
-        let deadline = Instant::now() + self.shared.config.max_block;
         let timestamp = record.timestamp.unwrap_or_else(now_ms);
         let size = Accumulator::record_size(&record);
         let config = &self.shared.config;
         if size + batch::BATCH_HEADER_BYTES > config.max_request_size.min(config.buffer_memory) {
             return Err(record_too_large(size, config));
         }
-        self.reserve_memory(size, deadline).await?;
+        self.reserve_memory(size).await?;
         // Counted before the append: the sender may complete the batch the
         // moment the lock is released, and must not count below zero.
         self.shared.unfinished.fetch_add(1, Ordering::AcqRel);
-        let appended = match self.append(&record, timestamp, size, deadline).await {
+        let appended = match self.append(&record, timestamp, size).await {
             Ok(appended) => appended,
             Err(e) => {
                 self.shared.finished(1, size);
@@ -367,13 +367,12 @@ impl Producer {
         record: &ProducerRecord<'_>,
         timestamp: i64,
         size: usize,
-        deadline: Instant,
     ) -> Result<accumulator::Appended> {
         if let Some(appended) = self.shared.lock().append(record, timestamp, size)? {
             return Ok(appended);
         }
         let lookup = self.shared.cluster.topic(record.topic, true);
-        let info = tokio::time::timeout_at(deadline.into(), lookup)
+        let info = tokio::time::timeout(self.shared.config.max_block, lookup)
             .await
             .map_err(|_| self.blocked_too_long("metadata"))??;
         let mut accumulator = self.shared.lock();
@@ -385,7 +384,7 @@ impl Producer {
 
     /// Waits for `size` bytes of `buffer.memory`: back-pressure on senders
     /// that outrun the brokers.
-    async fn reserve_memory(&self, size: usize, deadline: Instant) -> Result<()> {
+    async fn reserve_memory(&self, size: usize) -> Result<()> {
         let permits = u32::try_from(size).unwrap_or(u32::MAX);
         if let Ok(permit) = self.shared.memory.try_acquire_many(permits) {
             permit.forget();
@@ -393,10 +392,11 @@ impl Producer {
         }
         // Let lingering batches go now rather than wait out linger.ms.
         self.shared.wake.notify_one();
-        let permit = tokio::time::timeout_at(deadline.into(), self.shared.memory.acquire_many(permits))
-            .await
-            .map_err(|_| self.blocked_too_long("buffer.memory"))?
-            .map_err(|_| Error::ProducerClosed)?;
+        let permit =
+            tokio::time::timeout(self.shared.config.max_block, self.shared.memory.acquire_many(permits))
+                .await
+                .map_err(|_| self.blocked_too_long("buffer.memory"))?
+                .map_err(|_| Error::ProducerClosed)?;
         permit.forget();
         Ok(())
     }

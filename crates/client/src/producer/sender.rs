@@ -238,7 +238,11 @@ impl Sender {
 
     fn finish(&self, batch: ProducerBatch, result: Result<Delivered>) {
         batch.outcome.complete(result);
-        self.shared.finished(batch.record_count(), batch.reserved_bytes);
+        let (records, bytes) = (batch.record_count(), batch.reserved_bytes);
+        if let Some(buffer) = batch.into_buffer() {
+            self.shared.lock().recycle(buffer);
+        }
+        self.shared.finished(records, bytes);
     }
 
     fn mark_stale(&mut self, topic: Arc<str>) {
@@ -280,7 +284,8 @@ fn produce_request(batches: &Batches, acks: i16, timeout: Duration) -> (ProduceR
     let mut splices = Vec::with_capacity(batches.len());
     for (topic, partition, batch) in batches {
         let splice = Splice::new(batch.sealed.clone().unwrap_or_default());
-        let data = PartitionProduceData::default().with_index(*partition).with_records(Some(splice.marker.clone()));
+        let data =
+            PartitionProduceData::default().with_index(*partition).with_records(Some(splice.marker.clone()));
         splices.push(splice);
         match topics.iter_mut().find(|t| t.name.0.as_str() == &**topic) {
             Some(existing) => existing.partition_data.push(data),
