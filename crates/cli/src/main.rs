@@ -4,9 +4,16 @@
 //!   like `kafka-server-start.sh`.
 //! - `strom dump-log --files A,B [--deep-iteration] [--print-data-log]` prints
 //!   segment and index files, like `kafka-dump-log.sh`.
+//! - `strom topics`, `strom produce`, `strom perf produce`: client tools on
+//!   `strom-client`, like `kafka-topics.sh`, `kafka-console-producer.sh` and
+//!   `kafka-producer-perf-test.sh`.
 
+mod client_args;
 mod dump_log;
+mod perf;
+mod produce;
 mod server;
+mod topics;
 
 use clap::{Parser, Subcommand};
 
@@ -26,6 +33,13 @@ enum Command {
     Server(server::ServerArgs),
     /// Print the batches, records and index entries of segment files.
     DumpLog(dump_log::DumpLogArgs),
+    /// Create, list, describe, alter and delete topics.
+    Topics(topics::TopicsArgs),
+    /// Send lines from standard input or a file as records.
+    Produce(produce::ProduceArgs),
+    /// Benchmarks.
+    #[command(subcommand)]
+    Perf(perf::PerfCommand),
 }
 
 fn main() {
@@ -33,6 +47,9 @@ fn main() {
     let result = match cli.command {
         Command::Server(args) => server::run(args),
         Command::DumpLog(args) => dump_log::run(args),
+        Command::Topics(args) => topics::run(args),
+        Command::Produce(args) => produce::run(args),
+        Command::Perf(command) => perf::run(command),
     };
     if let Err(e) = result {
         eprintln!("strom: {e:#}");

@@ -1,0 +1,47 @@
+//! What every client tool shares: where the cluster is and how to talk to it.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use strom_client::config::{parse_pairs, parse_properties, Properties};
+
+/// `--bootstrap-server` and `--command-config`, as in Kafka's tools.
+#[derive(clap::Args, Debug)]
+pub struct ConnectArgs {
+    /// The broker(s) to connect to: `host:port[,host:port...]`.
+    #[arg(long = "bootstrap-server", value_name = "HOST:PORT")]
+    pub bootstrap_server: String,
+    /// A properties file of client configs (`client.id`, `request.timeout.ms`, …).
+    #[arg(long = "command-config", value_name = "FILE")]
+    pub command_config: Option<PathBuf>,
+}
+
+impl ConnectArgs {
+    /// The client properties: the file's, then `extra` pairs, then the
+    /// bootstrap server, each overriding the one before.
+    pub fn properties(&self, extra: &[String]) -> anyhow::Result<Properties> {
+        let mut properties = match &self.command_config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("cannot read {}", path.display()))?;
+                parse_properties(&text).with_context(|| format!("in {}", path.display()))?
+            }
+            None => Properties::new(),
+        };
+        properties.extend(parse_pairs(extra.iter().map(String::as_str))?);
+        properties.insert("bootstrap.servers".into(), self.bootstrap_server.clone());
+        Ok(properties)
+    }
+}
+
+/// A current-thread runtime: the tools are I/O bound and short-lived.
+pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_current_thread().enable_all().build()?)
+}
+
+/// Prints the one-line reason a default-on idempotent producer fell back.
+pub fn warn_idempotence_fallback(producer: &strom_client::Producer) {
+    if let Some(reason) = producer.idempotence_fallback() {
+        eprintln!("strom: warning: {reason}");
+    }
+}

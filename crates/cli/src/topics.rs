@@ -1,0 +1,247 @@
+//! `strom topics`: create, list, describe, alter and delete topics, like
+//! `kafka-topics.sh`, through `strom-client`'s admin API.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use anyhow::{bail, Context};
+use strom_client::admin::{AlterConfigOp, ConfigEntry, NewTopic, ResourceType};
+use strom_client::cluster::TopicInfo;
+use strom_client::config::parse_pairs;
+use strom_client::{Admin, ClientConfig, Error};
+
+use crate::client_args::{runtime, ConnectArgs};
+
+#[derive(clap::Args, Debug)]
+#[command(group(clap::ArgGroup::new("action").required(true).args(["create", "list", "describe", "delete", "alter"])))]
+pub struct TopicsArgs {
+    #[command(flatten)]
+    connect: ConnectArgs,
+    /// Create a topic.
+    #[arg(long)]
+    create: bool,
+    /// List topic names.
+    #[arg(long)]
+    list: bool,
+    /// Show partitions, leaders, replicas, ISR and non-default configs.
+    #[arg(long)]
+    describe: bool,
+    /// Delete a topic.
+    #[arg(long)]
+    delete: bool,
+    /// Add partitions (`--partitions`) or change configs (`--config`).
+    #[arg(long)]
+    alter: bool,
+    /// The topic to act on (describe and list: all topics when omitted).
+    #[arg(long)]
+    topic: Option<String>,
+    /// Partition count (create: the broker default when omitted; alter: the new total).
+    #[arg(long)]
+    partitions: Option<i32>,
+    /// Replication factor (create: the broker default when omitted).
+    #[arg(long = "replication-factor")]
+    replication_factor: Option<i16>,
+    /// A topic config, `key=value`; repeatable.
+    #[arg(long = "config", value_name = "KEY=VALUE")]
+    configs: Vec<String>,
+    /// Create: succeed quietly if the topic exists.
+    #[arg(long = "if-not-exists")]
+    if_not_exists: bool,
+    /// Alter, delete and describe: do nothing if the topic does not exist.
+    #[arg(long = "if-exists")]
+    if_exists: bool,
+    /// Describe: only partitions whose ISR is smaller than their replica set.
+    #[arg(long = "under-replicated-partitions")]
+    under_replicated_partitions: bool,
+    /// List and describe: leave out internal topics.
+    #[arg(long = "exclude-internal")]
+    exclude_internal: bool,
+}
+
+pub fn run(args: TopicsArgs) -> anyhow::Result<()> {
+    let config = ClientConfig::from_properties(&args.connect.properties(&[])?)?;
+    runtime()?.block_on(async {
+        let admin = Admin::connect(config).await?;
+        match () {
+            _ if args.create => create(&admin, &args).await,
+            _ if args.list => list(&admin, &args).await,
+            _ if args.describe => describe(&admin, &args).await,
+            _ if args.delete => delete(&admin, &args).await,
+            _ => alter(&admin, &args).await,
+        }
+    })
+}
+
+fn required_topic(args: &TopicsArgs) -> anyhow::Result<&str> {
+    args.topic.as_deref().context("--topic is required for this action")
+}
+
+fn is_code(error: &Error, code: i16) -> bool {
+    error.kafka_code().is_some_and(|c| c.code() == code)
+}
+
+const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+const TOPIC_ALREADY_EXISTS: i16 = 36;
+
+async fn create(admin: &Admin, args: &TopicsArgs) -> anyhow::Result<()> {
+    let name = required_topic(args)?;
+    let mut topic = NewTopic::new(name, args.partitions.unwrap_or(-1), args.replication_factor.unwrap_or(-1));
+    topic.configs = parse_pairs(args.configs.iter().map(String::as_str))?;
+    let result =
+        admin.create_topics(&[topic], false).await?.into_iter().next().context("no result for the topic")?;
+    match result.result {
+        Ok(()) => println!("Created topic {name}."),
+        Err(e) if args.if_not_exists && is_code(&e, TOPIC_ALREADY_EXISTS) => {}
+        Err(e) => bail!("cannot create topic {name}: {e}"),
+    }
+    Ok(())
+}
+
+async fn list(admin: &Admin, args: &TopicsArgs) -> anyhow::Result<()> {
+    for name in admin.list_topics(!args.exclude_internal).await? {
+        if args.topic.as_deref().is_none_or(|t| t == name) {
+            println!("{name}");
+        }
+    }
+    Ok(())
+}
+
+/// The topics to describe: the named one, or all.
+async fn topics_to_describe(admin: &Admin, args: &TopicsArgs) -> anyhow::Result<Vec<Arc<TopicInfo>>> {
+    let names: Vec<String> = args.topic.iter().cloned().collect();
+    let mut topics = Vec::new();
+    for item in admin.describe_topics(&names).await? {
+        match item.result {
+            Ok(topic) if args.exclude_internal && topic.is_internal => {}
+            Ok(topic) => topics.push(topic),
+            Err(e) if is_code(&e, UNKNOWN_TOPIC_OR_PARTITION) && args.if_exists => {}
+            Err(e) if is_code(&e, UNKNOWN_TOPIC_OR_PARTITION) => {
+                bail!("topic '{}' does not exist", item.name)
+            }
+            Err(e) => bail!("cannot describe topic {}: {e}", item.name),
+        }
+    }
+    Ok(topics)
+}
+
+async fn describe(admin: &Admin, args: &TopicsArgs) -> anyhow::Result<()> {
+    for topic in topics_to_describe(admin, args).await? {
+        let partitions: Vec<_> = topic
+            .partitions
+            .iter()
+            .filter(|p| !args.under_replicated_partitions || p.isr.len() < p.replicas.len())
+            .collect();
+        if args.under_replicated_partitions && partitions.is_empty() {
+            continue;
+        }
+        if !args.under_replicated_partitions {
+            let configs = non_default_configs(admin, &topic.name).await;
+            let replication = topic.partitions.first().map_or(0, |p| p.replicas.len());
+            println!(
+                "Topic: {}\tTopicId: {}\tPartitionCount: {}\tReplicationFactor: {}\tConfigs: {}",
+                topic.name,
+                kafka_uuid(topic.topic_id.as_bytes()),
+                topic.partitions.len(),
+                replication,
+                configs
+            );
+        }
+        for p in partitions {
+            println!(
+                "\tTopic: {}\tPartition: {}\tLeader: {}\tReplicas: {}\tIsr: {}",
+                topic.name,
+                p.partition,
+                if p.leader >= 0 { p.leader.to_string() } else { "none".into() },
+                join(&p.replicas),
+                join(&p.isr)
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `k=v,k=v` of the configs set on the topic; empty when the broker
+/// cannot say (no DescribeConfigs).
+async fn non_default_configs(admin: &Admin, topic: &str) -> String {
+    match admin.describe_configs(ResourceType::Topic, topic, &[]).await {
+        Ok(entries) => entries
+            .iter()
+            .filter(|e: &&ConfigEntry| !e.is_default() && !e.is_sensitive)
+            .map(|e| format!("{}={}", e.name, e.value.as_deref().unwrap_or("null")))
+            .collect::<Vec<_>>()
+            .join(","),
+        Err(_) => String::new(),
+    }
+}
+
+fn join(ids: &[i32]) -> String {
+    ids.iter().map(i32::to_string).collect::<Vec<_>>().join(",")
+}
+
+async fn delete(admin: &Admin, args: &TopicsArgs) -> anyhow::Result<()> {
+    let name = required_topic(args)?;
+    let result = admin
+        .delete_topics(&[name.to_owned()])
+        .await?
+        .into_iter()
+        .next()
+        .context("no result for the topic")?;
+    match result.result {
+        Ok(()) => Ok(()),
+        Err(e) if args.if_exists && is_code(&e, UNKNOWN_TOPIC_OR_PARTITION) => Ok(()),
+        Err(e) if is_code(&e, UNKNOWN_TOPIC_OR_PARTITION) => bail!("topic '{name}' does not exist"),
+        Err(e) => bail!("cannot delete topic {name}: {e}"),
+    }
+}
+
+async fn alter(admin: &Admin, args: &TopicsArgs) -> anyhow::Result<()> {
+    let name = required_topic(args)?;
+    if args.partitions.is_none() && args.configs.is_empty() {
+        bail!("--alter needs --partitions or --config");
+    }
+    if topics_to_describe(admin, args).await?.is_empty() {
+        return Ok(()); // --if-exists and the topic is absent
+    }
+    if let Some(count) = args.partitions {
+        let result = admin.create_partitions(&[(name.to_owned(), count)], false).await?;
+        if let Some(Err(e)) = result.into_iter().next().map(|r| r.result) {
+            bail!("cannot add partitions to {name}: {e}");
+        }
+    }
+    if !args.configs.is_empty() {
+        let configs: BTreeMap<String, String> = parse_pairs(args.configs.iter().map(String::as_str))?;
+        let ops: Vec<AlterConfigOp> = configs.into_iter().map(|(k, v)| AlterConfigOp::Set(k, v)).collect();
+        admin
+            .incremental_alter_configs(ResourceType::Topic, name, &ops, false)
+            .await
+            .with_context(|| format!("cannot alter configs of {name}"))?;
+    }
+    Ok(())
+}
+
+/// A topic id as Kafka prints it: URL-safe base64 without padding.
+fn kafka_uuid(bytes: &[u8; 16]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::with_capacity(22);
+    for chunk in bytes.chunks(3) {
+        let n = chunk.iter().enumerate().fold(0u32, |acc, (i, b)| acc | (u32::from(*b) << (16 - 8 * i)));
+        for i in 0..=chunk.len() {
+            out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topic_ids_print_as_kafka_prints_them() {
+        assert_eq!(kafka_uuid(&[0; 16]), "AAAAAAAAAAAAAAAAAAAAAA");
+        let mut bytes = [0u8; 16];
+        bytes[15] = 1;
+        assert_eq!(kafka_uuid(&bytes), "AAAAAAAAAAAAAAAAAAAAAQ");
+        assert_eq!(kafka_uuid(&[0xff; 16]), "_____________________w");
+    }
+}
