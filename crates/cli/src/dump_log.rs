@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 
 use strom_storage::batch::{self, BatchHeader, TimestampType, HEADER_LEN, LOG_OVERHEAD, MAGIC_V2};
 use strom_storage::index::{OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset};
-use strom_storage::record::{records_data, RecordIter, RecordView};
+use strom_storage::records::{records_body, RecordHeader, RecordView, Records};
 
 #[derive(clap::Args, Debug, Default)]
 #[command(after_help = "Exits with status 1 when a file is missing or unreadable, or damaged: \
@@ -222,7 +222,7 @@ impl<'a, W: Write, E: Write> Dumper<'a, W, E> {
         let problem = |e| {
             format!("{}: cannot read the records of the batch at position {position}: {e}", path.display())
         };
-        let data = match records_data(bytes, header) {
+        let data = match records_body(bytes, header) {
             Ok(data) => data,
             Err(e) => {
                 self.problem(problem(e));
@@ -230,16 +230,17 @@ impl<'a, W: Write, E: Write> Dumper<'a, W, E> {
             }
         };
         let count = usize::try_from(header.records_count).unwrap_or(0);
-        for record in RecordIter::new(&data, count) {
-            let record = match record {
-                Ok(record) => record,
+        for record in Records::counted(&data, count) {
+            let with_headers = record.and_then(|record| Ok((record, record.headers()?)));
+            let (record, headers) = match with_headers {
+                Ok(parsed) => parsed,
                 Err(e) => {
                     self.problem(problem(e));
                     break;
                 }
             };
             gaps.see(header.base_offset.wrapping_add(i64::from(record.offset_delta)));
-            write_record_line(&mut self.out, header, &record, self.args)?;
+            write_record_line(&mut self.out, header, &record, &headers, self.args)?;
         }
         Ok(())
     }
@@ -475,11 +476,12 @@ fn write_record_line(
     out: &mut impl Write,
     header: &BatchHeader,
     record: &RecordView<'_>,
+    headers: &[RecordHeader<'_>],
     args: &DumpLogArgs,
 ) -> io::Result<()> {
     let mut line = String::new();
     if !args.skip_record_metadata {
-        let keys: Vec<_> = record.headers.iter().map(|h| text(h.key)).collect();
+        let keys: Vec<_> = headers.iter().map(|h| text(h.key)).collect();
         line = format!(
             "| offset: {} {}: {} keySize: {} valueSize: {} sequence: {} headerKeys: [{}]",
             header.base_offset.wrapping_add(i64::from(record.offset_delta)),
@@ -500,9 +502,8 @@ fn write_record_line(
             line.push_str(&format!("{prefix}{name}: {value}"));
             prefix = " ";
         };
-        if !record.headers.is_empty() {
-            let headers: Vec<String> = record
-                .headers
+        if !headers.is_empty() {
+            let headers: Vec<String> = headers
                 .iter()
                 .map(|h| match h.value {
                     Some(value) => format!("{}={}", text(h.key), text(value)),

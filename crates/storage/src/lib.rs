@@ -5,8 +5,6 @@
 //!
 //! - [`batch`] reads RecordBatch v2 headers in place and rewrites the few
 //!   fields the broker owns; batches are stored byte for byte otherwise.
-//! - [`record`] reads the records inside a batch (decompressing it), for
-//!   tools such as `strom dump-log`; the broker itself never needs to.
 //! - [`index`] holds the sparse, mmap'd `.index` (offset → position) and
 //!   `.timeindex` (timestamp → offset).
 //! - [`segment`] is one `.log` file with its indexes: append, read by offset
@@ -14,8 +12,8 @@
 //! - [`log`] is the ordered run of segments of one partition: validation and
 //!   offset assignment on append, rolling, reads bounded by the high
 //!   watermark, flushing.
-//! - [`records`] walks the records inside a batch, for the compacted-topic
-//!   key check and the cleaner.
+//! - [`records`] walks the records inside a batch (decompressing it), for
+//!   the compacted-topic key check, the cleaner and `strom dump-log`.
 //! - [`cleaner`] compacts `cleanup.policy=compact` logs (Kafka's log
 //!   cleaner): offset map, cleaned copies, crash-safe segment swaps.
 //! - [`producer_state`] remembers each producer's epoch and last batches so
@@ -34,7 +32,6 @@ pub mod index;
 pub mod log;
 pub mod manager;
 pub mod producer_state;
-pub mod record;
 pub mod records;
 pub mod segment;
 

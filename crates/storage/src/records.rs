@@ -1,14 +1,20 @@
 //! The records inside a RecordBatch v2, read in place.
 //!
-//! The append and fetch paths never look inside a batch. Two things do: the
-//! key check of produce requests to compacted topics, and the log cleaner.
-//! Both walk the records of a (decompressed) batch body without allocating
-//! per record; the cleaner copies the records it keeps byte for byte.
+//! The append and fetch paths never look inside a batch. Three things do:
+//! the key check of produce requests to compacted topics, the log cleaner
+//! and `strom dump-log`. They walk the records of a (decompressed) batch
+//! body without allocating per record: the cleaner copies the records it
+//! keeps byte for byte, and headers are parsed only when asked for. Like
+//! Kafka, the reader keeps duplicate header keys, header keys that are not
+//! UTF-8, and null apart from empty; it ignores the batch CRC, so a damaged
+//! batch can still be inspected.
 //!
 //! A record is `length` (varint) followed by `attributes` (int8),
 //! `timestampDelta` (varlong), `offsetDelta` (varint), `keyLength` (varint,
-//! -1 for null), `key`, `valueLength` (varint, -1 for null), `value` and the
-//! headers.
+//! -1 for null), `key`, `valueLength` (varint, -1 for null), `value`,
+//! `headerCount` (varint) and the headers, each a `headerKeyLength`
+//! (varint), `headerKey`, `headerValueLength` (varint, -1 for null) and
+//! `headerValue`.
 
 use std::borrow::Cow;
 use std::io::Read;
@@ -18,27 +24,55 @@ use kafka_protocol::compression::{Compressor, Gzip, Lz4, Snappy, Zstd};
 use crate::batch::{read_varint, BatchHeader, HEADER_LEN};
 use crate::error::{Result, StorageError};
 
-/// One record of a batch body, borrowed from it.
-#[derive(Debug, Clone, Copy)]
-pub struct RawRecord<'a> {
+/// One record header: a key and a value that may be null.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordHeader<'a> {
+    pub key: &'a [u8],
+    pub value: Option<&'a [u8]>,
+}
+
+/// One record, borrowed from its (decompressed) batch body. Offsets and
+/// timestamps are deltas; [`BatchHeader`] turns them into absolute values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordView<'a> {
     /// The whole record, its length prefix included.
     pub bytes: &'a [u8],
+    pub attributes: i8,
     pub timestamp_delta: i64,
     pub offset_delta: i32,
     pub key: Option<&'a [u8]>,
-    /// False for a tombstone (a null value).
-    pub has_value: bool,
+    /// `None` for a tombstone.
+    pub value: Option<&'a [u8]>,
     /// Where `offsetDelta` starts within `bytes`.
     offset_delta_at: usize,
-    attributes: u8,
+    /// Where `headerCount` starts within `bytes`.
+    headers_at: usize,
 }
 
-impl RawRecord<'_> {
+impl<'a> RecordView<'a> {
+    /// The record's headers, which must end exactly where the record does.
+    pub fn headers(&self) -> Result<Vec<RecordHeader<'a>>> {
+        let mut cursor = Cursor { buf: self.bytes, at: self.headers_at };
+        let count = cursor.size("header count")?;
+        // Each header takes at least two bytes: bound the allocation by the data.
+        let mut headers = Vec::with_capacity(count.min(cursor.left() / 2));
+        for _ in 0..count {
+            let key =
+                cursor.nullable_bytes("header key")?.ok_or_else(|| invalid("null header key".into()))?;
+            let value = cursor.nullable_bytes("header value")?;
+            headers.push(RecordHeader { key, value });
+        }
+        if cursor.left() > 0 {
+            return Err(invalid(format!("the record's fields end {} bytes before its end", cursor.left())));
+        }
+        Ok(headers)
+    }
+
     /// Writes this record with another timestamp delta (when the batch's base
     /// timestamp changes); every other byte is kept.
     pub fn write_with_timestamp_delta(&self, timestamp_delta: i64, out: &mut Vec<u8>) {
         let mut body = Vec::with_capacity(self.bytes.len() + 10);
-        body.push(self.attributes);
+        body.push(self.attributes as u8);
         write_varint(timestamp_delta, &mut body);
         body.extend_from_slice(&self.bytes[self.offset_delta_at..]);
         write_varint(body.len() as i64, out);
@@ -46,79 +80,131 @@ impl RawRecord<'_> {
     }
 }
 
-/// Iterates the records of an uncompressed batch body.
-pub struct RawRecords<'a> {
+/// Walks the records of an uncompressed batch body. After an error it
+/// yields nothing.
+pub struct Records<'a> {
     rest: &'a [u8],
+    /// With [`Records::counted`], how many records are still to come.
+    expected: Option<usize>,
 }
 
-impl<'a> RawRecords<'a> {
+impl<'a> Records<'a> {
+    /// Every record up to the end of `body`.
     pub fn new(body: &'a [u8]) -> Self {
-        Self { rest: body }
+        Self { rest: body, expected: None }
+    }
+
+    /// Exactly `count` records (the batch's declared count) that must fill
+    /// `body`: fewer records or bytes after the last one are an error.
+    pub fn counted(body: &'a [u8], count: usize) -> Self {
+        Self { rest: body, expected: Some(count) }
     }
 }
 
-impl<'a> Iterator for RawRecords<'a> {
-    type Item = Result<RawRecord<'a>>;
+impl<'a> Iterator for Records<'a> {
+    type Item = Result<RecordView<'a>>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.rest.is_empty() {
-            return None;
-        }
-        match parse_record(self.rest) {
-            Ok((record, used)) => {
-                self.rest = &self.rest[used..];
-                Some(Ok(record))
+        let parsed = match (self.expected, self.rest.is_empty()) {
+            (None | Some(0), true) => return None,
+            (Some(0), false) => {
+                Err(invalid(format!("{} bytes follow the last declared record", self.rest.len())))
             }
-            Err(e) => {
+            (Some(left), true) => Err(invalid(format!("the batch data ends {left} records early"))),
+            (_, false) => parse_record(self.rest),
+        };
+        match &parsed {
+            Ok(record) => {
+                self.rest = &self.rest[record.bytes.len()..];
+                self.expected = self.expected.map(|left| left - 1);
+            }
+            Err(_) => {
                 self.rest = &[];
-                Some(Err(e))
+                self.expected = self.expected.map(|_| 0);
             }
+        }
+        Some(parsed)
+    }
+}
+
+fn invalid(message: String) -> StorageError {
+    StorageError::InvalidRecord(message)
+}
+
+/// Reads Kafka's record fields from `buf`, starting at `at`.
+struct Cursor<'a> {
+    buf: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn left(&self) -> usize {
+        self.buf.len() - self.at
+    }
+
+    fn varint(&mut self, what: &str) -> Result<i64> {
+        let (value, used) =
+            read_varint(&self.buf[self.at..]).ok_or_else(|| invalid(format!("truncated {what}")))?;
+        self.at += used;
+        Ok(value)
+    }
+
+    fn varint32(&mut self, what: &str) -> Result<i32> {
+        let value = self.varint(what)?;
+        i32::try_from(value).map_err(|_| invalid(format!("{what} {value} is out of range")))
+    }
+
+    /// A length or count, which may not be negative.
+    fn size(&mut self, what: &str) -> Result<usize> {
+        let value = self.varint32(what)?;
+        non_negative(value, what)
+    }
+
+    fn bytes(&mut self, len: usize, what: &str) -> Result<&'a [u8]> {
+        if len > self.left() {
+            return Err(invalid(format!("{what} of {len} bytes overruns its batch")));
+        }
+        let bytes = &self.buf[self.at..self.at + len];
+        self.at += len;
+        Ok(bytes)
+    }
+
+    /// Length-prefixed bytes: `None` for length -1.
+    fn nullable_bytes(&mut self, what: &str) -> Result<Option<&'a [u8]>> {
+        match self.varint32(what)? {
+            -1 => Ok(None),
+            len => self.bytes(non_negative(len, what)?, what).map(Some),
         }
     }
 }
 
-fn invalid(what: &str) -> StorageError {
-    StorageError::InvalidRecord(format!("malformed record: {what}"))
+fn non_negative(value: i32, what: &str) -> Result<usize> {
+    usize::try_from(value).map_err(|_| invalid(format!("negative {what} {value}")))
 }
 
-/// A varint at `buf[*at..]`, advancing `at` past it.
-fn take_varint(buf: &[u8], at: &mut usize, what: &str) -> Result<i64> {
-    let (value, used) = read_varint(buf.get(*at..).unwrap_or_default()).ok_or_else(|| invalid(what))?;
-    *at += used;
-    Ok(value)
-}
-
-/// A length-prefixed field: `None` for length -1, else its bytes.
-fn take_bytes<'a>(buf: &'a [u8], at: &mut usize, what: &str) -> Result<Option<&'a [u8]>> {
-    let length = take_varint(buf, at, what)?;
-    if length == -1 {
-        return Ok(None);
-    }
-    let length = usize::try_from(length).map_err(|_| invalid(what))?;
-    let end = at.checked_add(length).filter(|end| *end <= buf.len()).ok_or_else(|| invalid(what))?;
-    let bytes = &buf[*at..end];
-    *at = end;
-    Ok(Some(bytes))
-}
-
-/// Parses the record at the start of `buf`; returns it and its total size.
-fn parse_record(buf: &[u8]) -> Result<(RawRecord<'_>, usize)> {
-    let mut at = 0;
-    let length = take_varint(buf, &mut at, "record length")?;
-    let length = usize::try_from(length).map_err(|_| invalid("negative record length"))?;
-    let end = at.checked_add(length).filter(|end| *end <= buf.len()).ok_or_else(|| invalid("overrun"))?;
-    let bytes = &buf[..end];
-    let attributes = *bytes.get(at).ok_or_else(|| invalid("attributes"))?;
-    at += 1;
-    let timestamp_delta = take_varint(bytes, &mut at, "timestamp delta")?;
-    let offset_delta_at = at;
-    let offset_delta = take_varint(bytes, &mut at, "offset delta")?;
-    let offset_delta = i32::try_from(offset_delta).map_err(|_| invalid("offset delta"))?;
-    let key = take_bytes(bytes, &mut at, "key")?;
-    let has_value = take_bytes(bytes, &mut at, "value")?.is_some();
-    let record =
-        RawRecord { bytes, timestamp_delta, offset_delta, key, has_value, offset_delta_at, attributes };
-    Ok((record, end))
+/// Parses the record at the start of `buf`, up to its headers.
+fn parse_record(buf: &[u8]) -> Result<RecordView<'_>> {
+    let mut cursor = Cursor { buf, at: 0 };
+    let length = cursor.size("record length")?;
+    let body_at = cursor.at;
+    cursor.bytes(length, "record")?;
+    let mut cursor = Cursor { buf: &buf[..cursor.at], at: body_at };
+    let attributes = cursor.bytes(1, "record attributes")?[0] as i8;
+    let timestamp_delta = cursor.varint("timestamp delta")?;
+    let offset_delta_at = cursor.at;
+    let offset_delta = cursor.varint32("offset delta")?;
+    let key = cursor.nullable_bytes("key")?;
+    let value = cursor.nullable_bytes("value")?;
+    Ok(RecordView {
+        bytes: cursor.buf,
+        attributes,
+        timestamp_delta,
+        offset_delta,
+        key,
+        value,
+        offset_delta_at,
+        headers_at: cursor.at,
+    })
 }
 
 /// Appends `value` as a zig-zag varint (Kafka's `varint` and `varlong`).
@@ -187,10 +273,12 @@ fn snappy_bounded(body: &[u8]) -> Result<Vec<u8>> {
     Ok(out)
 }
 
-/// The records of `batch`, decompressed when the batch is compressed (at
-/// most [`MAX_DECOMPRESSED_BYTES`]).
+/// The records of the whole stored batch `batch`, decompressed when the
+/// batch is compressed (at most [`MAX_DECOMPRESSED_BYTES`]).
 pub fn records_body<'a>(batch: &'a [u8], header: &BatchHeader) -> Result<Cow<'a, [u8]>> {
-    let body = &batch[HEADER_LEN..];
+    let body = batch
+        .get(HEADER_LEN..header.size)
+        .ok_or_else(|| StorageError::CorruptRecord("batch is shorter than its length field".into()))?;
     let decompressed = match header.compression() {
         0 => return Ok(Cow::Borrowed(body)),
         1 => read_bounded(flate2::read::MultiGzDecoder::new(body))?,
@@ -230,7 +318,7 @@ pub fn check_keys(batch: &[u8], header: &BatchHeader) -> Result<()> {
         return Ok(());
     }
     let body = records_body(batch, header)?;
-    for record in RawRecords::new(&body) {
+    for record in Records::new(&body) {
         if record?.key.is_none() {
             return Err(StorageError::InvalidRecord(
                 "compacted topic cannot accept a record without a key".into(),
@@ -243,10 +331,15 @@ pub fn check_keys(batch: &[u8], header: &BatchHeader) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::batch::{encode_records, verify_stored};
-    use kafka_protocol::records::Compression;
+    use crate::batch::{decode_records, encode_records, verify_stored};
+    use bytes::{Bytes, BytesMut};
+    use kafka_protocol::protocol::StrBytes;
+    use kafka_protocol::records::{Compression, RecordBatchEncoder, RecordEncodeOptions};
 
-    fn entries() -> Vec<(Option<bytes::Bytes>, Option<bytes::Bytes>, i64)> {
+    const CODECS: [Compression; 5] =
+        [Compression::None, Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd];
+
+    fn entries() -> Vec<(Option<Bytes>, Option<Bytes>, i64)> {
         vec![
             (Some("a".into()), Some("1".into()), 100),
             (Some("bb".into()), None, 90),
@@ -254,20 +347,52 @@ mod tests {
         ]
     }
 
+    /// A batch whose first record has a header `h=x` and a null header `n`.
+    fn batch_with_headers(compression: Compression) -> Vec<u8> {
+        let entries = [
+            (Some("k0".into()), Some("v0".into()), 1_000),
+            (None, Some("".into()), 1_001),
+            (Some("k2".into()), None, 1_002),
+        ];
+        let mut records = decode_records(encode_records(entries, Compression::None)).unwrap();
+        records[0].headers.insert(StrBytes::from_static_str("h"), Some("x".into()));
+        records[0].headers.insert(StrBytes::from_static_str("n"), None);
+        let mut buf = BytesMut::new();
+        RecordBatchEncoder::encode(&mut buf, &records, &RecordEncodeOptions { version: 2, compression })
+            .unwrap();
+        buf.to_vec()
+    }
+
+    type MaybeBytes = Option<Vec<u8>>;
+    /// key, value, offset delta, timestamp delta, headers.
+    type Owned = (MaybeBytes, MaybeBytes, i32, i64, Vec<(Vec<u8>, MaybeBytes)>);
+
+    fn decoded(batch: &[u8]) -> Vec<Owned> {
+        let header = BatchHeader::parse(batch).unwrap();
+        let body = records_body(batch, &header).unwrap();
+        Records::counted(&body, header.records_count as usize)
+            .map(|view| {
+                let view = view.unwrap();
+                let headers = view.headers().unwrap();
+                let headers = headers.iter().map(|h| (h.key.to_vec(), h.value.map(<[u8]>::to_vec))).collect();
+                let owned = |b: Option<&[u8]>| b.map(<[u8]>::to_vec);
+                (owned(view.key), owned(view.value), view.offset_delta, view.timestamp_delta, headers)
+            })
+            .collect()
+    }
+
     #[test]
     fn walks_the_records_of_every_codec() {
-        for codec in
-            [Compression::None, Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd]
-        {
+        for codec in CODECS {
             let batch = encode_records(entries(), codec);
             let header = verify_stored(&batch).unwrap();
             let body = records_body(&batch, &header).unwrap();
-            let records: Vec<_> = RawRecords::new(&body).map(Result::unwrap).collect();
+            let records: Vec<_> = Records::new(&body).map(Result::unwrap).collect();
             assert_eq!(records.len(), 3, "{codec:?}");
             assert_eq!(records[0].key, Some(&b"a"[..]));
-            assert!(records[0].has_value);
+            assert!(records[0].value.is_some());
             assert_eq!(records[1].key, Some(&b"bb"[..]));
-            assert!(!records[1].has_value, "tombstone");
+            assert!(records[1].value.is_none(), "tombstone");
             assert_eq!(records[2].key, None);
             let offsets: Vec<i32> = records.iter().map(|r| r.offset_delta).collect();
             assert_eq!(offsets, [0, 1, 2]);
@@ -279,13 +404,70 @@ mod tests {
     }
 
     #[test]
+    fn every_codec_yields_the_same_records_and_headers() {
+        for compression in CODECS {
+            let batch = batch_with_headers(compression);
+            verify_stored(&batch).unwrap();
+            let bytes = |s: &str| Some(s.as_bytes().to_vec());
+            let headers = vec![(b"h".to_vec(), bytes("x")), (b"n".to_vec(), None)];
+            assert_eq!(
+                decoded(&batch),
+                [
+                    (bytes("k0"), bytes("v0"), 0, 0, headers),
+                    (None, bytes(""), 1, 1, vec![]),
+                    (bytes("k2"), None, 2, 2, vec![]),
+                ],
+                "{compression:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_record_overrunning_its_batch_is_an_error_not_a_panic() {
+        let batch = encode_records([(Some("key".into()), Some("value".into()), 1_000)], Compression::None);
+        let header = BatchHeader::parse(&batch).unwrap();
+        let body = &batch[HEADER_LEN..];
+        for cut in 0..body.len() {
+            let results: Vec<_> = Records::counted(&body[..cut], 1).collect();
+            assert!(results.last().unwrap().is_err(), "cut at {cut}");
+        }
+        let extra: Vec<_> = Records::counted(body, 0).collect();
+        assert!(extra[0].is_err(), "bytes after the declared records");
+        assert_eq!(Records::counted(body, header.records_count as usize).count(), 1);
+    }
+
+    #[test]
+    fn headers_must_end_where_their_record_does() {
+        // attributes, timestamp delta, offset delta, null key, null value, no headers.
+        let exact = [0x0c, 0, 0, 0, 0x01, 0x01, 0];
+        let record = Records::counted(&exact, 1).next().unwrap().unwrap();
+        assert_eq!(record.headers().unwrap(), []);
+        let padded = [0x0e, 0, 0, 0, 0x01, 0x01, 0, 0xAA];
+        let record = Records::counted(&padded, 1).next().unwrap().unwrap();
+        assert!(record.headers().is_err(), "a byte after the headers");
+    }
+
+    #[test]
+    fn damaged_compressed_data_is_an_error() {
+        let mut batch = encode_records(entries(), Compression::Lz4).to_vec();
+        let header = BatchHeader::parse(&batch).unwrap();
+        batch[HEADER_LEN + 2..].fill(0xAB);
+        assert!(records_body(&batch, &header).is_err());
+    }
+
+    /// A header for `batch`, a header followed by records compressed with `codec`.
+    fn header_for(batch: &[u8], codec: i16) -> BatchHeader {
+        let template = verify_stored(&encode_records(entries(), Compression::None)).unwrap();
+        BatchHeader { attributes: codec, size: batch.len(), ..template }
+    }
+
+    #[test]
     fn compression_round_trips() {
         let raw: Vec<u8> = (0..5000u32).flat_map(|i| i.to_be_bytes()).collect();
-        let template = verify_stored(&encode_records(entries(), Compression::None)).unwrap();
         for codec in 0..=4 {
             let mut batch = vec![0u8; HEADER_LEN];
             compress_into(codec, &raw, &mut batch).unwrap();
-            let header = BatchHeader { attributes: codec, ..template };
+            let header = header_for(&batch, codec);
             assert_eq!(records_body(&batch, &header).unwrap().as_ref(), &raw[..], "codec {codec}");
         }
     }
@@ -293,12 +475,11 @@ mod tests {
     #[test]
     fn a_decompression_bomb_is_refused_without_inflating_it() {
         let zeros = vec![0u8; MAX_DECOMPRESSED_BYTES + 1];
-        let template = verify_stored(&encode_records(entries(), Compression::None)).unwrap();
         for codec in 1..=4 {
             let mut batch = vec![0u8; HEADER_LEN];
             compress_into(codec, &zeros, &mut batch).unwrap();
             assert!(batch.len() < MAX_DECOMPRESSED_BYTES / 10, "codec {codec} compresses zeros");
-            let header = BatchHeader { attributes: codec, ..template };
+            let header = header_for(&batch, codec);
             let refused = records_body(&batch, &header);
             assert!(matches!(refused, Err(StorageError::InvalidRecord(_))), "codec {codec}: {refused:?}");
         }
@@ -308,15 +489,15 @@ mod tests {
     fn rewritten_timestamp_delta_keeps_the_rest() {
         let batch = encode_records(entries(), Compression::None);
         let header = verify_stored(&batch).unwrap();
-        let record = RawRecords::new(&batch[HEADER_LEN..]).next().unwrap().unwrap();
+        let record = Records::new(&batch[HEADER_LEN..]).next().unwrap().unwrap();
         let mut out = Vec::new();
         record.write_with_timestamp_delta(-123_456_789, &mut out);
-        let (again, used) = parse_record(&out).unwrap();
-        assert_eq!(used, out.len());
+        let again = parse_record(&out).unwrap();
+        assert_eq!(again.bytes.len(), out.len());
         assert_eq!(again.timestamp_delta, -123_456_789);
         assert_eq!(again.offset_delta, record.offset_delta);
         assert_eq!(again.key, record.key);
-        assert_eq!(again.has_value, record.has_value);
+        assert_eq!(again.value, record.value);
         assert_eq!(header.records_count, 3);
     }
 
@@ -332,7 +513,7 @@ mod tests {
     #[test]
     fn malformed_records_are_errors_not_panics() {
         for bytes in [&[0x01][..], &[0x7f, 0, 0], &[0x06, 0, 0, 0, 0x03], &[0x04, 0, 0, 0, 0x10]] {
-            assert!(RawRecords::new(bytes).any(|r| r.is_err()), "{bytes:?}");
+            assert!(Records::new(bytes).any(|r| r.is_err()), "{bytes:?}");
         }
     }
 }

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use super::OffsetMap;
 use crate::batch::{self, BatchHeader, TimestampType, HEADER_LEN, LOG_OVERHEAD};
 use crate::error::Result;
-use crate::records::{self, RawRecord, RawRecords};
+use crate::records::{self, RecordView, Records};
 
 /// Attribute bit 6: the batch's base timestamp is its delete horizon.
 pub(super) const DELETE_HORIZON_BIT: i16 = 0x40;
@@ -44,14 +44,14 @@ impl Retention<'_> {
         last_of_producer || header.next_offset() == self.upper_bound
     }
 
-    fn keeps(&self, record: &RawRecord<'_>, offset: i64, keep_tombstones: bool) -> bool {
+    fn keeps(&self, record: &RecordView<'_>, offset: i64, keep_tombstones: bool) -> bool {
         if offset > self.map.latest_offset() {
             return true;
         }
         // Records without a key cannot be compacted; Kafka drops them.
         let Some(key) = record.key else { return false };
         let latest = self.map.get(key).unwrap_or(-1);
-        offset >= latest && (record.has_value || keep_tombstones)
+        offset >= latest && (record.value.is_some() || keep_tombstones)
     }
 }
 
@@ -92,7 +92,7 @@ fn write_empty_batch(header: &BatchHeader, raw: &[u8], out: &mut Vec<u8>) {
 fn write_retained(
     header: &BatchHeader,
     raw: &[u8],
-    kept: &[RawRecord<'_>],
+    kept: &[RecordView<'_>],
     new_horizon: Option<i64>,
     scratch: &mut Vec<u8>,
     out: &mut Vec<u8>,
@@ -149,12 +149,12 @@ pub(super) fn filter_batch(
     let mut kept = Vec::new();
     let mut read = 0u64;
     let mut tombstones = false;
-    for record in RawRecords::new(&body) {
+    for record in Records::new(&body) {
         let record = record?;
         read += 1;
         let offset = header.base_offset + i64::from(record.offset_delta);
         if retention.keeps(&record, offset, keep_tombstones) {
-            tombstones |= !record.has_value;
+            tombstones |= record.value.is_none();
             kept.push(record);
         }
     }

@@ -52,7 +52,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crate::batch::{self, BatchHeader, Batches, HEADER_LEN};
 use crate::error::{Result, StorageError};
-use crate::records::{self, RawRecords};
+use crate::records::{self, Records};
 use crate::segment::{LogSegment, PreparedBatch};
 use crate::SharedLog;
 
@@ -308,7 +308,7 @@ impl Cleaner {
                     }
                     if !header.is_control() {
                         let body = records::records_body(raw, header)?;
-                        for record in RawRecords::new(&body) {
+                        for record in Records::new(&body) {
                             let record = record?;
                             stats.1 += 1;
                             let offset = header.base_offset + i64::from(record.offset_delta);
