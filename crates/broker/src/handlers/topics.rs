@@ -235,9 +235,11 @@ pub fn create_partitions(
             let outcome = if duplicates.contains(&name) {
                 Err((ResponseError::InvalidRequest, "topic appears more than once in the request".to_owned()))
             } else {
+                // An empty list asks for no particular placement, like null.
                 let assignments: Option<Vec<Vec<i32>>> = topic
                     .assignments
                     .as_ref()
+                    .filter(|a| !a.is_empty())
                     .map(|a| a.iter().map(|a| a.broker_ids.iter().map(|id| id.0).collect()).collect());
                 ctx.broker
                     .controller

@@ -279,7 +279,10 @@ impl Admin {
                 increases
                     .iter()
                     .map(|(name, count)| {
-                        CreatePartitionsTopic::default().with_name(topic_name(name)).with_count(*count)
+                        CreatePartitionsTopic::default()
+                            .with_name(topic_name(name))
+                            .with_count(*count)
+                            .with_assignments(None)
                     })
                     .collect(),
             )
