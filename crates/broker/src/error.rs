@@ -11,7 +11,7 @@ pub fn storage_error(e: &StorageError) -> ResponseError {
         StorageError::InvalidRecord(_) => ResponseError::InvalidRecord,
         StorageError::RecordTooLarge { .. } => ResponseError::MessageTooLarge,
         StorageError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
-        StorageError::Io(_) => ResponseError::KafkaStorageError,
+        StorageError::Io(_) | StorageError::LogDirOffline(_) => ResponseError::KafkaStorageError,
     }
 }
 
