@@ -69,18 +69,21 @@ def create_topics(broker: Broker, topics: int, partitions: int) -> float:
     return time.monotonic() - started
 
 
-def produce_sample(broker: Broker, topics: int, partitions: int, sample: int, records: int) -> int:
+def produce_sample(broker: Broker, topics: int, partitions: int, sample: int, records: int, rounds: int) -> int:
+    """`rounds` flushed rounds of `records` records to each sampled partition: each round is a
+    batch of its own, so a small log.segment.bytes rolls a segment per round."""
     producer = confluent_producer(broker.bootstrap, **{"linger.ms": 5})
     produced = 0
-    for index in range(sample):
-        topic, partition = f"bench-{index % topics:03d}", (index // topics) % partitions
-        for i in range(records):
-            producer.produce(topic, value=b"x" * 200, key=str(i).encode(), partition=partition)
-            produced += 1
-        producer.poll(0)
-    remaining = producer.flush(60)
-    if remaining:
-        raise SystemExit(f"{remaining} records undelivered")
+    for _ in range(rounds):
+        for index in range(sample):
+            topic, partition = f"bench-{index % topics:03d}", (index // topics) % partitions
+            for i in range(records):
+                producer.produce(topic, value=b"x" * 200, key=str(i).encode(), partition=partition)
+                produced += 1
+            producer.poll(0)
+        remaining = producer.flush(60)
+        if remaining:
+            raise SystemExit(f"{remaining} records undelivered")
     return produced
 
 
@@ -94,7 +97,8 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=100)
     parser.add_argument("--log-dirs", type=int, default=1)
     parser.add_argument("--sample", type=int, default=300, help="partitions produced to")
-    parser.add_argument("--records", type=int, default=50, help="records per sampled partition")
+    parser.add_argument("--records", type=int, default=10, help="records per sampled partition and round")
+    parser.add_argument("--rounds", type=int, default=5, help="produce rounds (one batch, one segment each)")
     parser.add_argument("--segment-bytes", type=int, default=2048, help="log.segment.bytes of the broker")
     parser.add_argument("--restarts", type=int, default=3)
     parser.add_argument("--kill9", action="store_true")
@@ -117,7 +121,7 @@ def main() -> None:
             total = args.topics * args.partitions
             create_s = create_topics(broker, args.topics, args.partitions)
             print(f"created {total} partitions in {create_s:.1f}s; {process_figures(broker)}")
-            produced = produce_sample(broker, args.topics, args.partitions, args.sample, args.records)
+            produced = produce_sample(broker, args.topics, args.partitions, args.sample, args.records, args.rounds)
             print(f"produced {produced} records to {args.sample} partitions; segments on disk: {segment_count(dirs)}")
             print(f"before restart: {process_figures(broker)}")
             starts = []

@@ -60,6 +60,13 @@ pub struct BrokerConfig {
     pub max_connections: usize,
     /// `log.retention.check.interval.ms`
     pub log_retention_check_interval_ms: u64,
+    /// `num.recovery.threads.per.data.dir`: threads per log dir loading logs
+    /// at start and closing them at shutdown.
+    pub num_recovery_threads_per_data_dir: usize,
+    /// `log.segment.open.files.max` (Strom's own): how many inactive
+    /// segments' `.log` files stay open at once, across all partitions.
+    /// Active segments keep theirs regardless; Kafka keeps every segment open.
+    pub log_segment_open_files_max: usize,
     /// Defaults for every topic's log.
     pub log: LogConfig,
     /// The log cleaner's settings.
@@ -98,7 +105,6 @@ const ACCEPTED_KEYS: &[&str] = &[
     "num.io.threads",
     "socket.send.buffer.bytes",
     "socket.receive.buffer.bytes",
-    "num.recovery.threads.per.data.dir",
     "offsets.topic.replication.factor",
     "share.coordinator.state.topic.replication.factor",
     "share.coordinator.state.topic.min.isr",
@@ -303,6 +309,16 @@ impl BrokerConfig {
             )?,
             max_connections: p.parse("max.connections", 10_000, 1)?,
             log_retention_check_interval_ms: p.parse("log.retention.check.interval.ms", 300_000, 1)?,
+            num_recovery_threads_per_data_dir: p.parse(
+                "num.recovery.threads.per.data.dir",
+                strom_storage::manager::DEFAULT_THREADS_PER_DIR,
+                1,
+            )?,
+            log_segment_open_files_max: p.parse(
+                "log.segment.open.files.max",
+                strom_storage::file_cache::DEFAULT_CAPACITY,
+                1,
+            )?,
             cleaner: CleanerConfig {
                 enable: p.bool("log.cleaner.enable", true)?,
                 threads: p.parse("log.cleaner.threads", 1, 0)?,
@@ -430,6 +446,8 @@ fn is_known_key(key: &str) -> bool {
         "log.retention.bytes",
         "log.retention.check.interval.ms",
         "log.segment.delete.delay.ms",
+        "num.recovery.threads.per.data.dir",
+        "log.segment.open.files.max",
         "log.cleanup.policy",
         "log.cleaner.enable",
         "log.cleaner.threads",

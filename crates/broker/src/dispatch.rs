@@ -16,6 +16,7 @@ use kafka_protocol::messages::{
     LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
     OffsetDeleteRequest, OffsetFetchRequest, ProduceRequest, RequestHeader, ResponseHeader, SyncGroupRequest,
 };
+use kafka_protocol::messages::DescribeLogDirsRequest;
 use kafka_protocol::protocol::{Decodable, Encodable};
 
 use crate::error::RequestError;
@@ -137,6 +138,7 @@ pub enum Request {
     OffsetDelete(OffsetDeleteRequest),
     ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest),
     ConsumerGroupDescribe(ConsumerGroupDescribeRequest),
+    DescribeLogDirs(DescribeLogDirsRequest),
 }
 
 /// What a frame holds once parsed.
@@ -206,6 +208,7 @@ fn decode_body(api_key: ApiKey, version: i16, body: &mut Bytes) -> Result<Reques
         ApiKey::OffsetDelete => Request::OffsetDelete(decode(body, version)?),
         ApiKey::ConsumerGroupHeartbeat => Request::ConsumerGroupHeartbeat(decode(body, version)?),
         ApiKey::ConsumerGroupDescribe => Request::ConsumerGroupDescribe(decode(body, version)?),
+        ApiKey::DescribeLogDirs => Request::DescribeLogDirs(decode(body, version)?),
         other => return Err(RequestError::UnknownApi(other as i16)),
     })
 }
@@ -253,6 +256,7 @@ async fn route(ctx: &RequestContext<'_>, request: Request) -> Option<Box<dyn Enc
         Request::OffsetDelete(r) => handlers::offsets::delete(ctx, r).into_reply(),
         Request::ConsumerGroupHeartbeat(r) => handlers::consumer_groups::heartbeat(ctx, r).into_reply(),
         Request::ConsumerGroupDescribe(r) => handlers::consumer_groups::describe(ctx, r).into_reply(),
+        Request::DescribeLogDirs(r) => handlers::log_dirs::describe(ctx, r).into_reply(),
     }
 }
 

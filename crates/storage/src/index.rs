@@ -157,12 +157,13 @@ impl IndexFile {
     }
 
     /// Drops every entry by cutting the file, which is cheaper than zeroing
-    /// a preallocated map; the capacity stays as it was.
+    /// a preallocated map.
     fn clear(&mut self) -> Result<()> {
-        let capacity = self.mapped_len();
         self.entries = 0;
-        self.set_len(0)?;
-        self.set_len(capacity)
+        if self.mapped_len() == 0 {
+            return Ok(());
+        }
+        self.set_len(0)
     }
 
     /// Forgets entries past `entries`, zeroing only the ones that were

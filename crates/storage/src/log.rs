@@ -228,8 +228,11 @@ impl Log {
                 continue;
             }
             let last = i + 1 == found.len();
-            let must_recover = !segment.has_indexes || (!clean_shutdown && base >= recover_from);
+            let has_indexes = segment.has_indexes;
             let mut segment = log.load_segment(base, last, now_ms)?;
+            // A segment that never took an append has no indexes yet.
+            let indexes_lost = !has_indexes && !segment.is_empty();
+            let must_recover = indexes_lost || (!clean_shutdown && base >= recover_from);
             let loaded = !must_recover && (!last || segment.load_state().is_ok());
             if !loaded {
                 let RecoveryReport { truncated_bytes, .. } = segment.recover(usize::MAX)?;
@@ -244,7 +247,7 @@ impl Log {
                     );
                 }
                 if !last && !truncated {
-                    segment.close()?;
+                    segment.unload_indexes()?;
                 }
             }
             log.segments.insert(base, segment);

@@ -14,7 +14,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Display;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use crate::checkpoint::OffsetCheckpoint;
@@ -27,6 +27,8 @@ pub const LOG_START_CHECKPOINT: &str = "log-start-offset-checkpoint";
 pub const HIGH_WATERMARK_CHECKPOINT: &str = "replication-offset-checkpoint";
 pub const CLEAN_SHUTDOWN_MARKER: &str = ".kafka_cleanshutdown";
 const LOCK_FILE: &str = ".lock";
+/// Kafka 4's `num.recovery.threads.per.data.dir`.
+pub const DEFAULT_THREADS_PER_DIR: usize = 2;
 const DELETE_SUFFIX: &str = "-delete";
 
 /// A partition log shared between the request path and background tasks.
@@ -41,8 +43,8 @@ struct Entry {
 /// The checkpoints of one dir as found at start.
 #[derive(Debug, Default)]
 struct StartCheckpoints {
-    recovery_points: BTreeMap<TopicPartition, i64>,
-    log_starts: BTreeMap<TopicPartition, i64>,
+    recovery_points: HashMap<TopicPartition, i64>,
+    log_starts: HashMap<TopicPartition, i64>,
 }
 
 /// One entry of `log.dirs` and whether it still serves.
@@ -50,11 +52,18 @@ struct StartCheckpoints {
 pub struct LogDir {
     path: PathBuf,
     offline: AtomicBool,
+    /// Logs held here, for placing new ones without counting them all.
+    partitions: AtomicUsize,
 }
 
 impl LogDir {
     fn new(path: PathBuf) -> Self {
-        Self { path, offline: AtomicBool::new(false) }
+        Self { path, offline: AtomicBool::new(false), partitions: AtomicUsize::new(0) }
+    }
+
+    /// How many partition logs the dir holds.
+    pub fn partition_count(&self) -> usize {
+        self.partitions.load(Ordering::Relaxed)
     }
 
     pub fn path(&self) -> &Path {
@@ -102,6 +111,9 @@ pub struct LogManager {
     /// Whether the previous process shut down cleanly, per dir.
     clean: Vec<bool>,
     checkpoints: Vec<StartCheckpoints>,
+    /// Threads per dir loading logs at start and closing them at shutdown
+    /// (`num.recovery.threads.per.data.dir`).
+    threads_per_dir: usize,
 }
 
 /// `<topic>-<partition>` back to its parts; topic names may contain `-`.
@@ -131,7 +143,14 @@ impl LogManager {
         }
         let checkpoints = dirs.iter().map(|dir| read_start_checkpoints(dir)).collect();
         let dirs = dirs.into_iter().map(|dir| Arc::new(LogDir::new(dir))).collect();
-        Ok(Self { dirs, _locks: locks, logs: RwLock::new(HashMap::new()), clean, checkpoints })
+        let logs = RwLock::new(HashMap::new());
+        Ok(Self { dirs, _locks: locks, logs, clean, checkpoints, threads_per_dir: DEFAULT_THREADS_PER_DIR })
+    }
+
+    /// Sets `num.recovery.threads.per.data.dir`.
+    pub fn with_threads_per_dir(mut self, threads: usize) -> Self {
+        self.threads_per_dir = threads.max(1);
+        self
     }
 
     /// The dirs of `log.dirs`, in configuration order.
@@ -182,10 +201,52 @@ impl LogManager {
         Ok(self.insert(tp, dir_index, log))
     }
 
+    /// Loads the logs of `partitions` (each with its dir and config), each
+    /// dir's on its own threads; the first failure is returned once every
+    /// thread has stopped.
+    pub fn load_all(&self, partitions: Vec<(TopicPartition, usize, LogConfig)>, now_ms: i64) -> Result<()> {
+        let mut by_dir: Vec<Vec<(TopicPartition, LogConfig)>> = self.dirs.iter().map(|_| Vec::new()).collect();
+        for (tp, dir, config) in partitions {
+            by_dir[dir].push((tp, config));
+        }
+        self.in_parallel_per_dir(by_dir, |dir, (tp, config)| self.load(&tp, dir, config, now_ms).map(drop))
+    }
+
+    /// Runs `work` on every job, `threads_per_dir` threads for each dir's
+    /// jobs, as Kafka spreads recovery. A failing thread stops taking jobs.
+    fn in_parallel_per_dir<T: Send>(
+        &self,
+        jobs: Vec<Vec<T>>,
+        work: impl Fn(usize, T) -> Result<()> + Sync,
+    ) -> Result<()> {
+        let queues: Vec<Mutex<std::vec::IntoIter<T>>> = jobs.into_iter().map(|j| Mutex::new(j.into_iter())).collect();
+        let first_error = Mutex::new(None);
+        let worker = |dir: usize| loop {
+            let Some(job) = queues[dir].lock().expect("job queue lock").next() else { return };
+            if let Err(e) = work(dir, job) {
+                first_error.lock().expect("error lock").get_or_insert(e);
+                return;
+            }
+        };
+        std::thread::scope(|scope| {
+            for dir in 0..queues.len() {
+                let jobs = queues[dir].lock().expect("job queue lock").len();
+                for _ in 0..self.threads_per_dir.min(jobs) {
+                    scope.spawn(move || worker(dir));
+                }
+            }
+        });
+        first_error.into_inner().expect("error lock").map_or(Ok(()), Err)
+    }
+
     fn insert(&self, tp: &TopicPartition, dir: usize, log: Log) -> SharedLog {
         let shared = Arc::new(Mutex::new(log));
         let entry = Entry { dir, log: shared.clone() };
-        self.logs.write().expect("log map lock").insert(tp.clone(), entry);
+        let replaced = self.logs.write().expect("log map lock").insert(tp.clone(), entry);
+        self.dirs[dir].partitions.fetch_add(1, Ordering::Relaxed);
+        if let Some(old) = replaced {
+            self.dirs[old.dir].partitions.fetch_sub(1, Ordering::Relaxed);
+        }
         shared
     }
 
@@ -222,11 +283,8 @@ impl LogManager {
     /// The online dir holding the fewest partitions; the first such in
     /// `log.dirs` order on a tie, as Kafka picks.
     fn least_loaded_dir(&self) -> Option<usize> {
-        let mut counts = vec![0usize; self.dirs.len()];
-        for entry in self.logs.read().expect("log map lock").values() {
-            counts[entry.dir] += 1;
-        }
-        (0..counts.len()).filter(|i| self.dirs[*i].is_online()).min_by_key(|i| counts[*i])
+        let online = (0..self.dirs.len()).filter(|i| self.dirs[*i].is_online());
+        online.min_by_key(|i| self.dirs[*i].partition_count())
     }
 
     /// The logs in dir `dir_index`.
@@ -241,6 +299,7 @@ impl LogManager {
         let Some(entry) = self.logs.write().expect("log map lock").remove(tp) else {
             return Ok(());
         };
+        self.dirs[entry.dir].partitions.fetch_sub(1, Ordering::Relaxed);
         let parent = self.dirs[entry.dir].path();
         let dir = parent.join(tp.dir_name());
         let doomed = parent.join(format!("{}.{}{DELETE_SUFFIX}", tp.dir_name(), unique_suffix()));
@@ -320,7 +379,17 @@ impl LogManager {
     /// marker, on every dir still online: an offline dir is recovered at the
     /// next start.
     pub fn shutdown(&self, high_watermarks: &HashMap<TopicPartition, i64>, now_ms: i64) -> Result<()> {
-        let closed = self.for_each_online_log(|log| log.close(now_ms));
+        let mut by_dir: Vec<Vec<SharedLog>> = self.dirs.iter().map(|_| Vec::new()).collect();
+        for (_, dir, log) in self.snapshot() {
+            if self.dirs[dir].is_online() {
+                by_dir[dir].push(log);
+            }
+        }
+        // Closing flushes what is unflushed: the dir's threads share the fsyncs.
+        let closed = self.in_parallel_per_dir(by_dir, |dir, log| {
+            let closed = log.lock().expect("log lock").close(now_ms);
+            self.dirs[dir].guard(closed)
+        });
         let checkpointed = self.checkpoint(high_watermarks);
         let mut first_error = closed.err().or(checkpointed.err());
         for dir in self.dirs.iter().filter(|d| d.is_online()) {
@@ -340,9 +409,9 @@ impl LogManager {
 /// first segment as log start: slower, never wrong.
 fn read_start_checkpoints(dir: &Path) -> StartCheckpoints {
     let read = |name: &str| {
-        OffsetCheckpoint::new(dir.join(name)).read().unwrap_or_else(|e| {
+        OffsetCheckpoint::new(dir.join(name)).read_into().unwrap_or_else(|e| {
             tracing::warn!("ignoring {name}: {e}");
-            BTreeMap::new()
+            HashMap::new()
         })
     };
     StartCheckpoints {

@@ -186,14 +186,13 @@ pub struct LogSegment {
 }
 
 impl LogSegment {
-    /// Creates the files of a new, empty, active segment.
+    /// Creates a new, empty, active segment: its `.log` now, its indexes
+    /// with the first append (a log nobody writes to costs one file).
     pub fn create(dir: &Path, base_offset: i64, config: SegmentConfig, now_ms: i64) -> Result<Self> {
         for suffix in SUFFIXES {
             remove_if_present(&dir.join(file_name(base_offset, suffix)))?;
         }
         let segment = Self::open(dir, base_offset, config, now_ms)?;
-        let indexes = Indexes::open(&segment.log_path, base_offset)?;
-        let _ = segment.indexes.set(indexes);
         segment.max_timestamp.set(Some((-1, base_offset)));
         Ok(segment)
     }
@@ -510,6 +509,14 @@ impl LogSegment {
         self.indexes = OnceCell::new();
         let file = self.file()?;
         let file_len = file.metadata()?.len();
+        if file_len == 0 {
+            // Nothing to verify, nothing to index: the indexes wait for an append.
+            self.size = 0;
+            self.next_offset = self.base_offset;
+            self.bytes_since_last_index_entry = 0;
+            self.max_timestamp.set(Some((-1, self.base_offset)));
+            return Ok(RecoveryReport::default());
+        }
         let scan = self.scan(&file, file_len, max_batch_bytes)?;
         let truncated = file_len - scan.valid_bytes;
         if truncated > 0 {
@@ -529,7 +536,9 @@ impl LogSegment {
         let mut indexes = Indexes::open(&self.log_path, self.base_offset)?;
         indexes.offset.reset()?;
         indexes.time.reset()?;
-        indexes.preallocate(self.config.max_index_bytes)?;
+        if file_len > 0 {
+            indexes.preallocate(self.config.max_index_bytes)?;
+        }
         let mut cursor = IndexCursor { bytes_since_last_entry: 0, max_timestamp: (-1, self.base_offset) };
         let (mut position, mut batches, mut next_offset) = (0u64, 0, self.base_offset);
         while let Some(header) = read_valid_batch(file, position, file_len, max_batch_bytes, next_offset) {
@@ -585,6 +594,13 @@ impl LogSegment {
     /// Closes cleanly: indexes trimmed so the next start trusts them.
     pub fn close(&mut self) -> Result<()> {
         self.seal()
+    }
+
+    /// Unmaps the indexes of a sealed segment until they are used again.
+    pub fn unload_indexes(&mut self) -> Result<()> {
+        self.seal()?;
+        self.indexes = OnceCell::new();
+        Ok(())
     }
 
     /// Removes the segment's files.

@@ -29,6 +29,7 @@ const SERVED: &[ApiKey] = &[
     ApiKey::OffsetDelete,
     ApiKey::ConsumerGroupHeartbeat,
     ApiKey::ConsumerGroupDescribe,
+    ApiKey::DescribeLogDirs,
 ];
 
 /// The version range served for `key`, if it is served at all.

@@ -7,6 +7,7 @@ pub mod consumer_groups;
 pub mod fetch;
 pub mod groups;
 pub mod list_offsets;
+pub mod log_dirs;
 pub mod metadata;
 pub mod offsets;
 pub mod produce;
