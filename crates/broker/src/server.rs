@@ -213,8 +213,12 @@ async fn periodic_duties(broker: Arc<Broker>, mut stop: watch::Receiver<bool>) {
             biased;
             _ = stop.changed() => return,
             _ = flush.tick() => {
-                if let Err(e) = broker.replicas.flush_due() {
-                    tracing::error!("flush failed: {e}");
+                // fsyncs block: off the runtime's workers.
+                let flusher = broker.clone();
+                match tokio::task::spawn_blocking(move || flusher.replicas.flush_due()).await {
+                    Ok(Err(e)) => tracing::error!("flush failed: {e}"),
+                    Err(e) => tracing::error!("flush task failed: {e}"),
+                    Ok(Ok(())) => {}
                 }
             }
             _ = checkpoint.tick() => {

@@ -353,9 +353,10 @@ impl LogManager {
         first_error.map_or(Ok(()), Err)
     }
 
-    /// Flushes logs whose `flush.ms` has passed, on every online dir.
+    /// Flushes logs whose `flush.ms` has passed, and the segments rolled
+    /// since the last flush of the others, on every online dir.
     pub fn flush_due(&self, now_ms: i64) -> Result<()> {
-        self.for_each_online_log(|log| if log.flush_due(now_ms) { log.flush(now_ms) } else { Ok(()) })
+        self.for_each_online_log(|log| if log.flush_due(now_ms) { log.flush(now_ms) } else { log.flush_rolled() })
     }
 
     /// Runs `action` on every log of an online dir; a disk failure takes its
