@@ -11,11 +11,12 @@ Per run it:
 * produces --records small records to each of --sample partitions; the
   broker's small log.segment.bytes makes those roll several segments each
   (inactive segments must not hold descriptors);
+* optionally (--kill9) kills it with SIGKILL right after the writes and
+  measures the restart after that unclean shutdown, which recovers every
+  segment past the last checkpointed recovery point;
 * stops the broker cleanly and restarts it --restarts times, measuring spawn
   to first accepted TCP connection, then RSS (VmRSS, VmHWM), open fds and
-  memory maps of the restarted process;
-* optionally (--kill9) kills it with SIGKILL and measures the restart after
-  an unclean shutdown, which recovers every segment past the recovery point.
+  memory maps of the restarted process.
 
 Run from the repo root:
 
@@ -124,6 +125,11 @@ def main() -> None:
             produced = produce_sample(broker, args.topics, args.partitions, args.sample, args.records, args.rounds)
             print(f"produced {produced} records to {args.sample} partitions; segments on disk: {segment_count(dirs)}")
             print(f"before restart: {process_figures(broker)}")
+            if args.kill9:
+                # Right after the writes: nothing checkpointed since, the worst case.
+                broker.kill9()
+                start_s = timed_start(broker, args.start_timeout)
+                print(f"restart after kill -9: {start_s:.3f}s; {process_figures(broker)}")
             starts = []
             for run in range(args.restarts):
                 stop_started = time.monotonic()
@@ -135,10 +141,6 @@ def main() -> None:
                       f"{process_figures(broker)}")
             if starts:
                 print(f"clean start-up: min {min(starts):.3f}s median {statistics.median(starts):.3f}s")
-            if args.kill9:
-                broker.kill9()
-                start_s = timed_start(broker, args.start_timeout)
-                print(f"restart after kill -9: {start_s:.3f}s; {process_figures(broker)}")
         finally:
             broker.close()
 

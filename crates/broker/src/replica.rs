@@ -82,7 +82,10 @@ impl Partition {
 
     /// Runs `action` on the log if its dir is online; a disk failure takes
     /// the dir offline.
-    fn with_log<T>(&self, action: impl FnOnce(&mut Log) -> Result<T, StorageError>) -> Result<T, StorageError> {
+    fn with_log<T>(
+        &self,
+        action: impl FnOnce(&mut Log) -> Result<T, StorageError>,
+    ) -> Result<T, StorageError> {
         self.dir.check()?;
         let result = action(&mut self.log.lock().expect("log lock"));
         self.dir.guard(result)

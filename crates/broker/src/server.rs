@@ -160,7 +160,7 @@ pub fn raise_open_files_limit() -> std::io::Result<(u64, u64)> {
             return Err(std::io::Error::last_os_error());
         }
     }
-    Ok((before as u64, limit.rlim_cur as u64))
+    Ok((before, limit.rlim_cur))
 }
 
 async fn accept_loop(

@@ -38,8 +38,7 @@ impl IndexFile {
         let file = Self::open_file(path)?;
         let len = file.metadata()?.len() as usize;
         let entries = len / entry_size;
-        let mut index =
-            Self { path: path.to_owned(), mmap: None, entry_size, entries, backed_bytes: 0 };
+        let mut index = Self { path: path.to_owned(), mmap: None, entry_size, entries, backed_bytes: 0 };
         index.remap(&file, len)?;
         index.backed_bytes = round_up_to_page(entries * entry_size).min(len);
         Ok(index)
@@ -489,7 +488,8 @@ mod tests {
         index.resize(80).unwrap();
         index.append(3, 30).unwrap();
         let fds = std::fs::read_dir("/proc/self/fd").unwrap();
-        let open = fds.filter_map(|e| std::fs::read_link(e.unwrap().path()).ok()).any(|target| target == path);
+        let open =
+            fds.filter_map(|e| std::fs::read_link(e.unwrap().path()).ok()).any(|target| target == path);
         assert!(!open, "only the mapping remains");
     }
 }

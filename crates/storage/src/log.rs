@@ -782,7 +782,11 @@ mod tests {
         assert_eq!(log.segments().count(), 2, "past segment.ms: rolled");
         let rolled = log.segments().next().unwrap();
         let index_len = std::fs::metadata(rolled.index().unwrap().path()).unwrap().len();
-        assert_eq!(index_len, rolled.index().unwrap().entries() as u64 * 8, "rolled index trimmed to its entries");
+        assert_eq!(
+            index_len,
+            rolled.index().unwrap().entries() as u64 * 8,
+            "rolled index trimmed to its entries"
+        );
         assert!(rolled.index().unwrap().entries() > 0);
         let active = log.segments().last().unwrap();
         assert_eq!(

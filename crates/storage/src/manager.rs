@@ -205,7 +205,8 @@ impl LogManager {
     /// dir's on its own threads; the first failure is returned once every
     /// thread has stopped.
     pub fn load_all(&self, partitions: Vec<(TopicPartition, usize, LogConfig)>, now_ms: i64) -> Result<()> {
-        let mut by_dir: Vec<Vec<(TopicPartition, LogConfig)>> = self.dirs.iter().map(|_| Vec::new()).collect();
+        let mut by_dir: Vec<Vec<(TopicPartition, LogConfig)>> =
+            self.dirs.iter().map(|_| Vec::new()).collect();
         for (tp, dir, config) in partitions {
             by_dir[dir].push((tp, config));
         }
@@ -219,7 +220,9 @@ impl LogManager {
         jobs: Vec<Vec<T>>,
         work: impl Fn(usize, T) -> Result<()> + Sync,
     ) -> Result<()> {
-        let queues: Vec<Mutex<std::vec::IntoIter<T>>> = jobs.into_iter().map(|j| Mutex::new(j.into_iter())).collect();
+        let sizes: Vec<usize> = jobs.iter().map(Vec::len).collect();
+        let queues: Vec<Mutex<std::vec::IntoIter<T>>> =
+            jobs.into_iter().map(|j| Mutex::new(j.into_iter())).collect();
         let first_error = Mutex::new(None);
         let worker = |dir: usize| loop {
             let Some(job) = queues[dir].lock().expect("job queue lock").next() else { return };
@@ -229,9 +232,8 @@ impl LogManager {
             }
         };
         std::thread::scope(|scope| {
-            for dir in 0..queues.len() {
-                let jobs = queues[dir].lock().expect("job queue lock").len();
-                for _ in 0..self.threads_per_dir.min(jobs) {
+            for (dir, size) in sizes.into_iter().enumerate() {
+                for _ in 0..self.threads_per_dir.min(size) {
                     scope.spawn(move || worker(dir));
                 }
             }
@@ -356,7 +358,9 @@ impl LogManager {
     /// Flushes logs whose `flush.ms` has passed, and the segments rolled
     /// since the last flush of the others, on every online dir.
     pub fn flush_due(&self, now_ms: i64) -> Result<()> {
-        self.for_each_online_log(|log| if log.flush_due(now_ms) { log.flush(now_ms) } else { log.flush_rolled() })
+        self.for_each_online_log(
+            |log| if log.flush_due(now_ms) { log.flush(now_ms) } else { log.flush_rolled() },
+        )
     }
 
     /// Runs `action` on every log of an online dir; a disk failure takes its
@@ -552,10 +556,7 @@ mod tests {
         manager.shutdown(&HashMap::new(), 0).unwrap();
         assert!(dirs[1].join(CLEAN_SHUTDOWN_MARKER).exists());
         assert!(!dirs[0].with_extension("broken").join(CLEAN_SHUTDOWN_MARKER).exists());
-        assert!(matches!(
-            manager.get_or_create(&TopicPartition::new("t", 9), LogConfig::default(), 0),
-            Ok(_)
-        ));
+        assert!(manager.get_or_create(&TopicPartition::new("t", 9), LogConfig::default(), 0).is_ok());
         assert_eq!(manager.logs_in(1).len(), 3, "new partitions land on the online dir");
     }
 

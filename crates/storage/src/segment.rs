@@ -527,7 +527,11 @@ impl LogSegment {
         self.bytes_since_last_index_entry = scan.cursor.bytes_since_last_entry;
         self.max_timestamp.set(Some(scan.cursor.max_timestamp));
         let _ = self.indexes.set(scan.indexes);
-        Ok(RecoveryReport { valid_bytes: scan.valid_bytes, truncated_bytes: truncated, batches: scan.batches })
+        Ok(RecoveryReport {
+            valid_bytes: scan.valid_bytes,
+            truncated_bytes: truncated,
+            batches: scan.batches,
+        })
     }
 
     /// Builds fresh indexes from the batches of the first `file_len` bytes
@@ -666,7 +670,13 @@ fn decode_batch(file: &File, position: u64, size: usize) -> Result<Vec<(i64, i64
 
 /// The header of the batch at `position` if the whole batch is there and
 /// passes its checks.
-fn read_valid_batch(file: &File, position: u64, file_len: u64, max: usize, expected: i64) -> Option<BatchHeader> {
+fn read_valid_batch(
+    file: &File,
+    position: u64,
+    file_len: u64,
+    max: usize,
+    expected: i64,
+) -> Option<BatchHeader> {
     let mut head = [0u8; batch::LOG_OVERHEAD];
     if position + head.len() as u64 > file_len {
         return None;

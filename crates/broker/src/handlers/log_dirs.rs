@@ -55,7 +55,8 @@ fn describe_dir(broker: &Broker, index: usize, dir: &LogDir, wanted: &Wanted) ->
     let mut topics: BTreeMap<String, Vec<DescribeLogDirsPartition>> = BTreeMap::new();
     for partition in broker.replicas.partitions_in_dir(index) {
         let tp = &partition.tp;
-        let asked = wanted.as_ref().is_none_or(|w| w.get(&tp.topic).is_some_and(|p| p.contains(&tp.partition)));
+        let asked =
+            wanted.as_ref().is_none_or(|w| w.get(&tp.topic).is_some_and(|p| p.contains(&tp.partition)));
         if asked {
             topics.entry(tp.topic.clone()).or_default().push(
                 DescribeLogDirsPartition::default()
