@@ -321,6 +321,13 @@ impl LogManager {
         logs.iter().map(|(tp, e)| (tp.clone(), e.dir, e.log.clone())).collect()
     }
 
+    /// The logs of online dirs, each with its dir's index.
+    fn online_logs(&self) -> Vec<(usize, SharedLog)> {
+        let logs = self.logs.read().expect("log map lock");
+        let online = logs.values().filter(|e| self.dirs[e.dir].is_online());
+        online.map(|e| (e.dir, e.log.clone())).collect()
+    }
+
     /// Writes the recovery point and log start checkpoints of every online
     /// dir, and the high watermarks given by the replica layer. A dir that
     /// fails goes offline without keeping the others from their checkpoints;
@@ -367,9 +374,10 @@ impl LogManager {
     /// dir offline and the others carry on. Returns the first failure.
     fn for_each_online_log(&self, mut action: impl FnMut(&mut Log) -> Result<()>) -> Result<()> {
         let mut first_error = None;
-        for (_, dir, log) in self.snapshot() {
+        for (dir, log) in self.online_logs() {
             let dir = &self.dirs[dir];
             if !dir.is_online() {
+                // Failed since the list was taken.
                 continue;
             }
             let done = action(&mut log.lock().expect("log lock"));
@@ -385,10 +393,8 @@ impl LogManager {
     /// next start.
     pub fn shutdown(&self, high_watermarks: &HashMap<TopicPartition, i64>, now_ms: i64) -> Result<()> {
         let mut by_dir: Vec<Vec<SharedLog>> = self.dirs.iter().map(|_| Vec::new()).collect();
-        for (_, dir, log) in self.snapshot() {
-            if self.dirs[dir].is_online() {
-                by_dir[dir].push(log);
-            }
+        for (dir, log) in self.online_logs() {
+            by_dir[dir].push(log);
         }
         // Closing flushes what is unflushed: the dir's threads share the fsyncs.
         let closed = self.in_parallel_per_dir(by_dir, |dir, log| {

@@ -176,7 +176,9 @@ pub struct LogSegment {
     held: Option<Arc<File>>,
     size: u64,
     next_offset: i64,
-    indexes: OnceCell<Indexes>,
+    /// Boxed: a log keeps its segments in a B-tree whose nodes hold eleven
+    /// of them, even for the one segment most logs have.
+    indexes: OnceCell<Box<Indexes>>,
     config: SegmentConfig,
     bytes_since_last_index_entry: usize,
     /// Known for segments appended to or scanned; read from the time index on
@@ -324,7 +326,7 @@ impl LogSegment {
                 self.rebuild_indexes()?
             }
         };
-        Ok(self.indexes.get_or_init(|| indexes))
+        Ok(self.indexes.get_or_init(|| Box::new(indexes)))
     }
 
     /// Indexes built by a scan of the log, sealed unless the segment is active.
@@ -526,7 +528,7 @@ impl LogSegment {
         self.next_offset = scan.next_offset;
         self.bytes_since_last_index_entry = scan.cursor.bytes_since_last_entry;
         self.max_timestamp.set(Some(scan.cursor.max_timestamp));
-        let _ = self.indexes.set(scan.indexes);
+        let _ = self.indexes.set(Box::new(scan.indexes));
         Ok(RecoveryReport {
             valid_bytes: scan.valid_bytes,
             truncated_bytes: truncated,
