@@ -301,13 +301,16 @@ impl LogManager {
         let Some(entry) = self.logs.write().expect("log map lock").remove(tp) else {
             return Ok(());
         };
-        self.dirs[entry.dir].partitions.fetch_sub(1, Ordering::Relaxed);
-        let parent = self.dirs[entry.dir].path();
-        let dir = parent.join(tp.dir_name());
-        let doomed = parent.join(format!("{}.{}{DELETE_SUFFIX}", tp.dir_name(), unique_suffix()));
-        std::fs::rename(&dir, &doomed)?;
-        std::fs::remove_dir_all(&doomed)?;
-        Ok(())
+        let log_dir = &self.dirs[entry.dir];
+        log_dir.partitions.fetch_sub(1, Ordering::Relaxed);
+        if !log_dir.is_online() {
+            // Its files go with the other orphans at the next start.
+            return Ok(());
+        }
+        let dir = log_dir.path().join(tp.dir_name());
+        let doomed = log_dir.path().join(format!("{}.{}{DELETE_SUFFIX}", tp.dir_name(), unique_suffix()));
+        let removed = std::fs::rename(&dir, &doomed).and_then(|_| std::fs::remove_dir_all(&doomed));
+        log_dir.guard(removed.map_err(StorageError::from))
     }
 
     /// Removes a partition dir that no topic owns (deleted while we were down).
@@ -564,6 +567,20 @@ mod tests {
         assert!(!dirs[0].with_extension("broken").join(CLEAN_SHUTDOWN_MARKER).exists());
         assert!(manager.get_or_create(&TopicPartition::new("t", 9), LogConfig::default(), 0).is_ok());
         assert_eq!(manager.logs_in(1).len(), 3, "new partitions land on the online dir");
+    }
+
+    #[test]
+    fn deleting_a_log_on_a_failed_dir_forgets_it_and_leaves_the_files() {
+        let (_root, dirs, manager) = manager(2);
+        create(&manager, "t", 2);
+        manager.dirs()[1].fail(&"test");
+        for p in 0..2 {
+            manager.delete(&TopicPartition::new("t", p)).unwrap();
+        }
+        assert!(manager.get(&TopicPartition::new("t", 0)).is_none());
+        assert!(!dirs[0].join("t-0").exists(), "removed from the online dir");
+        assert!(dirs[1].join("t-1").exists(), "left for the next start on the failed one");
+        assert_eq!(manager.dirs()[1].partition_count(), 0);
     }
 
     #[test]
