@@ -29,7 +29,7 @@ PARTITIONS_PER_TOPIC = 100
 PARTITIONS = TOPICS * PARTITIONS_PER_TOPIC
 # Topics whose partitions roll a segment with every produce round (segment.ms=1).
 ROLLING_TOPICS = 2
-ROUNDS = 7
+ROUNDS = 6
 RECORDS_PER_ROUND = 3
 # Partitions 0-2 of every other topic get one round.
 SAMPLED_PARTITIONS = (0, 1, 2)
