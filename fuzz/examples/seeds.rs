@@ -33,6 +33,7 @@ use kafka_protocol::messages::create_topics_request::{
 use kafka_protocol::messages::delete_records_request::{DeleteRecordsPartition, DeleteRecordsTopic};
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::describe_log_dirs_request::DescribableLogDirTopic;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::leave_group_request::MemberIdentity;
@@ -56,10 +57,10 @@ use kafka_protocol::messages::{
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, BrokerId, ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest,
     CreatePartitionsRequest, CreateTopicsRequest, DeleteGroupsRequest, DeleteRecordsRequest,
-    DeleteTopicsRequest, DescribeClusterRequest, DescribeGroupsRequest, FetchRequest, FindCoordinatorRequest,
-    GroupId, HeartbeatRequest, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
-    ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest,
-    ProduceRequest, RequestHeader, SyncGroupRequest, TopicName,
+    DeleteTopicsRequest, DescribeClusterRequest, DescribeGroupsRequest, DescribeLogDirsRequest, FetchRequest,
+    FindCoordinatorRequest, GroupId, HeartbeatRequest, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest,
+    ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest,
+    OffsetFetchRequest, ProduceRequest, RequestHeader, SyncGroupRequest, TopicName,
 };
 use kafka_protocol::protocol::{Encodable, StrBytes};
 use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
@@ -218,6 +219,7 @@ fn body(key: ApiKey, version: i16) -> Result<Bytes, String> {
         ApiKey::AlterConfigs => encode(alter_configs(), v),
         ApiKey::IncrementalAlterConfigs => encode(incremental_alter_configs(), v),
         ApiKey::InitProducerId => encode(init_producer_id(v), v),
+        ApiKey::DescribeLogDirs => encode(describe_log_dirs(), v),
         other => panic!("{other:?} is served: add a seed builder for it to fuzz/examples/seeds.rs"),
     }
 }
@@ -857,4 +859,11 @@ fn hostile_seeds() -> Vec<Seed> {
     seeds.push(hostile("fetch-v19-unsupported", header_v1(ApiKey::Fetch, 19)));
     seeds.push(hostile("fetch-negative-version", header_v1(ApiKey::Fetch, -1)));
     seeds
+}
+
+/// Two partitions of one topic; null topics (every partition) is the other form.
+fn describe_log_dirs() -> DescribeLogDirsRequest {
+    DescribeLogDirsRequest::default().with_topics(Some(vec![DescribableLogDirTopic::default()
+        .with_topic(topic("orders"))
+        .with_partitions(vec![0, 3])]))
 }

@@ -623,12 +623,23 @@ def _decode_record(reader: Reader, base_offset: int, base_ts: int) -> BatchRecor
 # ---------------------------------------------------------------- Metadata (v12-13: topic ids)
 
 
+class MetadataPartition(NamedTuple):
+    error_code: int
+    index: int
+    leader: int
+    leader_epoch: int
+    replicas: list[int]
+    isr: list[int]
+    offline_replicas: list[int]
+
+
 class MetadataTopic(NamedTuple):
     error_code: int
     name: str | None
     topic_id: uuid.UUID
     partitions: list[int]
     internal: bool = False
+    partition_states: tuple[MetadataPartition, ...] = ()
 
 
 class MetadataResponse(NamedTuple):
@@ -666,22 +677,19 @@ def parse_metadata(payload: bytes, version: int = 12) -> MetadataResponse:
         r.tagged_fields()
         return node
 
-    def partition(r: Reader) -> int:
-        r.int16()  # error
-        index = r.int32()
-        r.take(">ii")  # leader, leader epoch
-        for _ in range(3):  # replicas, isr, offline
-            r.array(Reader.int32)
+    def partition(r: Reader) -> MetadataPartition:
+        error, index, leader, epoch = r.int16(), r.int32(), r.int32(), r.int32()
+        replicas, isr, offline = (r.array(Reader.int32) for _ in range(3))
         r.tagged_fields()
-        return index
+        return MetadataPartition(error, index, leader, epoch, replicas, isr, offline)
 
     def topic(r: Reader) -> MetadataTopic:
         error, name, topic_id = r.int16(), r.nullable_string(), r.uuid()
         internal = r.boolean()
-        partitions = r.array(partition)
+        states = r.array(partition)
         r.int32()  # authorized operations
         r.tagged_fields()
-        return MetadataTopic(error, name, topic_id, partitions, internal)
+        return MetadataTopic(error, name, topic_id, [p.index for p in states], internal, tuple(states))
 
     brokers = r.array(broker)
     cluster_id, controller_id = r.nullable_string(), r.int32()
@@ -1346,3 +1354,117 @@ def init_producer_id(port: int, version: int = 4, **kwargs) -> InitProducerIdRes
     response = parse_init_producer_id(payload, version)
     assert response.correlation_id == 31
     return response
+
+
+# ---------------------------------------------------------------- DescribeLogDirs (v1-4)
+
+DESCRIBE_LOG_DIRS = 35
+LEADER_NOT_AVAILABLE = 5
+NOT_LEADER_OR_FOLLOWER = 6
+KAFKA_STORAGE_ERROR = 56
+
+
+class LogDirPartition(NamedTuple):
+    index: int
+    size: int
+    offset_lag: int
+    is_future: bool
+
+
+class LogDirResult(NamedTuple):
+    error_code: int
+    log_dir: str
+    topics: dict[str, list[LogDirPartition]]
+    total_bytes: int
+    usable_bytes: int
+
+
+class DescribeLogDirsResponse(NamedTuple):
+    correlation_id: int
+    error_code: int
+    results: list[LogDirResult]
+
+    def dir(self, path: str) -> LogDirResult:
+        found = [r for r in self.results if r.log_dir == path]
+        assert len(found) == 1, f"{path} appears {len(found)} times in {[r.log_dir for r in self.results]}"
+        return found[0]
+
+
+def describe_log_dirs_request(
+    version: int, correlation_id: int, topics: Sequence[tuple[str, Sequence[int]]] | None = None
+) -> bytes:
+    """DescribeLogDirs for every partition (None) or the given (topic, [partitions]); flexible from v2."""
+    assert 1 <= version <= 4
+    flexible = version >= 2
+    w = Writer(flexible)
+    w.length(None if topics is None else len(topics))
+    for name, partitions in topics or ():
+        w.string(name).length(len(partitions))
+        for p in partitions:
+            w.int32(p)
+        w.tagged_fields()
+    w.tagged_fields()
+    return request(DESCRIBE_LOG_DIRS, version, correlation_id, w.build(), flexible=flexible)
+
+
+def parse_describe_log_dirs(payload: bytes, version: int) -> DescribeLogDirsResponse:
+    r = Reader(payload, flexible=version >= 2)
+    correlation_id = r.int32()
+    r.tagged_fields()
+    r.int32()  # throttle
+    error_code = r.int16() if version >= 3 else NONE
+
+    def partition(r: Reader) -> LogDirPartition:
+        entry = LogDirPartition(r.int32(), r.int64(), r.int64(), r.boolean())
+        r.tagged_fields()
+        return entry
+
+    def topic(r: Reader) -> tuple[str, list[LogDirPartition]]:
+        entry = (r.string(), r.array(partition))
+        r.tagged_fields()
+        return entry
+
+    def result(r: Reader) -> LogDirResult:
+        error, log_dir, topics = r.int16(), r.string(), dict(r.array(topic))
+        total, usable = (r.int64(), r.int64()) if version >= 4 else (-1, -1)
+        r.tagged_fields()
+        return LogDirResult(error, log_dir, topics, total, usable)
+
+    results = r.array(result)
+    r.tagged_fields()
+    r.assert_at_end(f"DescribeLogDirs v{version}")
+    return DescribeLogDirsResponse(correlation_id, error_code, results)
+
+
+def describe_log_dirs(port: int, version: int = 4, topics=None) -> DescribeLogDirsResponse:
+    """One DescribeLogDirs round trip (see `describe_log_dirs_request`)."""
+    correlation_id = 3535
+    response = parse_describe_log_dirs(call(port, describe_log_dirs_request(version, correlation_id, topics)), version)
+    assert response.correlation_id == correlation_id
+    return response
+
+
+# ---------------------------------------------------------------- ListOffsets (v5)
+
+LIST_OFFSETS = 2
+LATEST_TIMESTAMP = -1
+
+
+def list_offsets_v5(port: int, topic: str, partitions: Sequence[int], timestamp: int = LATEST_TIMESTAMP) -> dict[int, tuple[int, int]]:
+    """One ListOffsets v5 round trip: (error code, offset) per partition."""
+    w = Writer(flexible=False)
+    w.int32(-1).int8(0)  # replica id: a consumer; read uncommitted
+    w.length(1).string(topic).length(len(partitions))
+    for p in partitions:
+        w.int32(p).int32(-1).int64(timestamp)  # current leader epoch unknown
+    r = Reader(call(port, request(LIST_OFFSETS, 5, 55, w.build())))
+    assert r.int32() == 55
+    r.int32()  # throttle
+    found = {}
+    for _ in range(r.length()):
+        assert r.string() == topic
+        for _ in range(r.length()):
+            index, error, _timestamp, offset, _epoch = r.int32(), r.int16(), r.int64(), r.int64(), r.int32()
+            found[index] = (error, offset)
+    r.assert_at_end("ListOffsets v5")
+    return found

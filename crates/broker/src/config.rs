@@ -71,6 +71,13 @@ pub struct BrokerConfig {
     pub producer_id_expiration_ms: i64,
     /// `producer.id.expiration.check.interval.ms`
     pub producer_id_expiration_check_interval_ms: u64,
+    /// `num.recovery.threads.per.data.dir`: threads per log dir loading logs
+    /// at start and closing them at shutdown.
+    pub num_recovery_threads_per_data_dir: usize,
+    /// `log.segment.open.files.max` (Strom's own): how many inactive
+    /// segments' `.log` files stay open at once, across all partitions.
+    /// Active segments keep theirs regardless; Kafka keeps every segment open.
+    pub log_segment_open_files_max: usize,
     /// Defaults for every topic's log.
     pub log: LogConfig,
     /// The log cleaner's settings.
@@ -120,7 +127,6 @@ const ACCEPTED_KEYS: &[&str] = &[
     "num.io.threads",
     "socket.send.buffer.bytes",
     "socket.receive.buffer.bytes",
-    "num.recovery.threads.per.data.dir",
     "offsets.topic.replication.factor",
     "share.coordinator.state.topic.replication.factor",
     "share.coordinator.state.topic.min.isr",
@@ -353,6 +359,16 @@ impl BrokerConfig {
             producer_id_expiration_check_interval_ms: p.parse(
                 "producer.id.expiration.check.interval.ms",
                 600_000,
+                1,
+            )?,
+            num_recovery_threads_per_data_dir: p.parse(
+                "num.recovery.threads.per.data.dir",
+                strom_storage::manager::DEFAULT_THREADS_PER_DIR,
+                1,
+            )?,
+            log_segment_open_files_max: p.parse(
+                "log.segment.open.files.max",
+                strom_storage::file_cache::DEFAULT_CAPACITY,
                 1,
             )?,
             cleaner: CleanerConfig {

@@ -9,6 +9,7 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::api_versions_response::ApiVersionsResponse;
+use kafka_protocol::messages::DescribeLogDirsRequest;
 use kafka_protocol::messages::{
     AlterConfigsRequest, ApiKey, ApiVersionsRequest, ConsumerGroupDescribeRequest,
     ConsumerGroupHeartbeatRequest, CreatePartitionsRequest, CreateTopicsRequest, DeleteGroupsRequest,
@@ -146,6 +147,7 @@ pub enum Request {
     AlterConfigs(AlterConfigsRequest),
     IncrementalAlterConfigs(IncrementalAlterConfigsRequest),
     InitProducerId(InitProducerIdRequest),
+    DescribeLogDirs(DescribeLogDirsRequest),
 }
 
 /// What a frame holds once parsed.
@@ -221,6 +223,7 @@ fn decode_body(api_key: ApiKey, version: i16, body: &mut Bytes) -> Result<Reques
         ApiKey::AlterConfigs => Request::AlterConfigs(decode(body, version)?),
         ApiKey::IncrementalAlterConfigs => Request::IncrementalAlterConfigs(decode(body, version)?),
         ApiKey::InitProducerId => Request::InitProducerId(decode(body, version)?),
+        ApiKey::DescribeLogDirs => Request::DescribeLogDirs(decode(body, version)?),
         other => return Err(RequestError::UnknownApi(other as i16)),
     })
 }
@@ -276,6 +279,7 @@ async fn route(ctx: &RequestContext<'_>, request: Request) -> Option<Box<dyn Enc
         Request::AlterConfigs(r) => handlers::configs::alter(ctx, r).into_reply(),
         Request::IncrementalAlterConfigs(r) => handlers::configs::incremental_alter(ctx, r).into_reply(),
         Request::InitProducerId(r) => handlers::init_producer_id::handle(ctx, r).into_reply(),
+        Request::DescribeLogDirs(r) => handlers::log_dirs::describe(ctx, r).into_reply(),
     }
 }
 

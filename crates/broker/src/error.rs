@@ -13,7 +13,7 @@ pub fn storage_error(e: &StorageError) -> ResponseError {
         StorageError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
         StorageError::OutOfOrderSequence(_) => ResponseError::OutOfOrderSequenceNumber,
         StorageError::InvalidProducerEpoch(_) => ResponseError::InvalidProducerEpoch,
-        StorageError::Io(_) => ResponseError::KafkaStorageError,
+        StorageError::Io(_) | StorageError::LogDirOffline(_) => ResponseError::KafkaStorageError,
     }
 }
 

@@ -301,11 +301,15 @@ fn render_partitions(out: &mut String, broker: &Broker) {
             );
         }
     }
+    // A partition on a failed log dir has no leader until the broker restarts.
+    let offline = partitions.iter().filter(|p| !p.is_online()).count();
+    let offline_dirs = broker.replicas.log_dirs().iter().filter(|d| !d.is_online()).count();
     let counts = [
         ("kafka_server_replicamanager_partitioncount", "Partitions hosted here.", rows.len()),
-        ("kafka_server_replicamanager_leadercount", "Partitions led here.", rows.len()),
+        ("kafka_server_replicamanager_leadercount", "Partitions led here.", rows.len() - offline),
         ("kafka_server_replicamanager_underreplicatedpartitions", "Partitions short of in-sync replicas.", 0),
-        ("kafka_controller_kafkacontroller_offlinepartitionscount", "Partitions without a leader.", 0),
+        ("kafka_controller_kafkacontroller_offlinepartitionscount", "Partitions without a leader.", offline),
+        ("kafka_log_logmanager_offlinelogdirectorycount", "Log dirs that failed.", offline_dirs),
     ];
     for (name, help, value) in counts {
         header(out, name, "gauge", help);

@@ -4,6 +4,10 @@
 //! delayed fetches. On one node the in-sync replica set is the leader alone,
 //! so the high watermark follows the log end offset as soon as an append
 //! returns; the same state carries the follower bookkeeping a cluster needs.
+//!
+//! Every read or write of a partition's log goes through its [`LogDir`]: once
+//! the dir has failed the partition answers KAFKA_STORAGE_ERROR, and a disk
+//! error on the way takes the dir (and every partition on it) offline.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -12,7 +16,8 @@ use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use strom_metadata::MetadataImage;
 use strom_storage::segment::FileSlice;
-use strom_storage::{AppendInfo, LogManager, SharedLog, StorageError, TopicPartition};
+use strom_storage::Log;
+use strom_storage::{AppendInfo, LogDir, LogManager, SharedLog, StorageError, TopicPartition};
 use tokio::sync::Notify;
 use uuid::Uuid;
 
@@ -28,6 +33,7 @@ pub struct Partition {
     pub tp: TopicPartition,
     pub leader_epoch: i32,
     log: SharedLog,
+    dir: Arc<LogDir>,
     high_watermark: AtomicI64,
     waiters: Mutex<Vec<Weak<Notify>>>,
 }
@@ -41,12 +47,13 @@ pub struct ReadResult {
 }
 
 impl Partition {
-    fn new(tp: TopicPartition, leader_epoch: i32, log: SharedLog) -> Self {
+    fn new(tp: TopicPartition, leader_epoch: i32, log: SharedLog, dir: Arc<LogDir>) -> Self {
         let log_end = log.lock().expect("log lock").log_end_offset();
         Self {
             tp,
             leader_epoch,
             log,
+            dir,
             high_watermark: AtomicI64::new(log_end),
             waiters: Mutex::new(Vec::new()),
         }
@@ -60,19 +67,39 @@ impl Partition {
         &self.log
     }
 
+    /// The log dir holding the partition.
+    pub fn dir(&self) -> &LogDir {
+        &self.dir
+    }
+
+    /// False once the partition's log dir has failed.
+    pub fn is_online(&self) -> bool {
+        self.dir.is_online()
+    }
+
     pub fn log_start_offset(&self) -> i64 {
         self.log.lock().expect("log lock").log_start_offset()
     }
 
+    /// Runs `action` on the log if its dir is online; a disk failure takes
+    /// the dir offline.
+    fn with_log<T>(
+        &self,
+        action: impl FnOnce(&mut Log) -> Result<T, StorageError>,
+    ) -> Result<T, StorageError> {
+        self.dir.check()?;
+        let result = action(&mut self.log.lock().expect("log lock"));
+        self.dir.guard(result)
+    }
+
     /// Appends a producer's record set and wakes the fetches waiting on it.
     pub fn append(&self, records: &[u8], now_ms: i64) -> Result<(AppendInfo, i64), StorageError> {
-        let (info, log_start) = {
-            let mut log = self.log.lock().expect("log lock");
+        let (info, log_start) = self.with_log(|log| {
             let info = log.append(records, self.leader_epoch, now_ms)?;
             // One replica in sync: the high watermark is the new log end.
             self.high_watermark.store(log.log_end_offset(), Ordering::Release);
-            (info, log.log_start_offset())
-        };
+            Ok((info, log.log_start_offset()))
+        })?;
         self.wake_waiters();
         Ok((info, log_start))
     }
@@ -84,10 +111,31 @@ impl Partition {
         max_bytes: usize,
         min_one_batch: bool,
     ) -> Result<ReadResult, StorageError> {
-        let log = self.log.lock().expect("log lock");
-        let high_watermark = self.high_watermark();
-        let slice = log.read(offset, max_bytes, high_watermark, min_one_batch)?;
-        Ok(ReadResult { slice, high_watermark, log_start_offset: log.log_start_offset() })
+        self.with_log(|log| {
+            let high_watermark = self.high_watermark();
+            let slice = log.read(offset, max_bytes, high_watermark, min_one_batch)?;
+            Ok(ReadResult { slice, high_watermark, log_start_offset: log.log_start_offset() })
+        })
+    }
+
+    /// The first record at or after `timestamp`, as (timestamp, offset).
+    pub fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<(i64, i64)>, StorageError> {
+        self.with_log(|log| log.offset_for_timestamp(timestamp))
+    }
+
+    /// The record with the largest timestamp, as (timestamp, offset).
+    pub fn offset_of_max_timestamp(&self) -> Result<Option<(i64, i64)>, StorageError> {
+        self.with_log(|log| log.offset_of_max_timestamp())
+    }
+
+    /// Every record below the high watermark, decoded (internal topics).
+    pub fn read_records(&self) -> Result<Vec<kafka_protocol::records::Record>, StorageError> {
+        self.with_log(|log| log.read_records(self.high_watermark()))
+    }
+
+    /// Bytes of the partition's segments.
+    pub fn size_bytes(&self) -> u64 {
+        self.log.lock().expect("log lock").size_bytes()
     }
 
     /// DeleteRecords: makes everything below `offset` (the high watermark
@@ -98,6 +146,7 @@ impl Partition {
         if !(0..=high_watermark).contains(&offset) {
             return Err(DeleteRecordsError::OffsetOutOfRange);
         }
+        self.dir.check()?;
         let mut log = self.log.lock().expect("log lock");
         if !log.config().cleanup_policy.delete {
             return Err(DeleteRecordsError::PolicyViolation);
@@ -214,20 +263,23 @@ impl ReplicaManager {
     ) -> Result<Self, StorageError> {
         let now = strom_storage::now_ms();
         let dynamic = config.with_dynamic_from(image);
-        let on_disk = logs.partitions_on_disk()?;
-        for (tp, dir) in on_disk {
+        let started = std::time::Instant::now();
+        let mut wanted = Vec::new();
+        for (tp, dir) in logs.partitions_on_disk()? {
             if tp.topic == METADATA_TOPIC {
                 continue;
             }
-            let wanted = image.topic(&tp.topic).is_some_and(|t| t.partitions.contains_key(&tp.partition));
-            if !wanted {
+            let topic = image.topic(&tp.topic).filter(|t| t.partitions.contains_key(&tp.partition));
+            let Some(topic) = topic else {
                 tracing::info!(partition = %tp, "removing the log of a deleted topic");
                 logs.delete_orphan(&tp, dir)?;
                 continue;
-            }
-            let overrides = &image.topic(&tp.topic).expect("wanted").configs;
-            logs.load(&tp, dir, dynamic.log_config_for(overrides), now)?;
+            };
+            wanted.push((tp, dir, dynamic.log_config_for(&topic.configs)));
         }
+        let count = wanted.len();
+        logs.load_all(wanted, now)?;
+        tracing::info!(logs = count, elapsed_ms = started.elapsed().as_millis(), "loaded partition logs");
         let manager = Self {
             static_config: config,
             config: RwLock::new(Arc::new(dynamic)),
@@ -290,7 +342,8 @@ impl ReplicaManager {
             for (&number, state) in topic.partitions.range(partitions.len() as i32..) {
                 let tp = TopicPartition::new(topic.name.clone(), number);
                 let log = self.logs.get_or_create(&tp, log_config.clone(), now)?;
-                partitions.push(Arc::new(Partition::new(tp, state.leader_epoch, log)));
+                let dir = self.logs.dir_of(&tp).expect("created above");
+                partitions.push(Arc::new(Partition::new(tp, state.leader_epoch, log, dir)));
             }
             let entry = Arc::new(TopicPartitions { name: topic.name.clone(), id: topic.id, partitions });
             hosted.by_name.insert(topic.name.clone(), entry.clone());
@@ -310,14 +363,23 @@ impl ReplicaManager {
         self.partitions().iter().map(|p| (p.tp.clone(), p.high_watermark())).collect()
     }
 
-    /// One retention pass over every hosted log; the log start offsets it
-    /// moved are checkpointed at once.
+    /// One retention pass over every hosted log of an online dir; the log
+    /// start offsets it moved are checkpointed at once. A disk failure takes
+    /// its dir offline and the other logs carry on; the first is returned.
     pub fn enforce_retention(&self) -> Result<(), StorageError> {
         let now = strom_storage::now_ms();
         let mut deleted_any = false;
-        for partition in self.partitions() {
+        let mut first_error = None;
+        for partition in self.partitions().into_iter().filter(|p| p.dir.is_online()) {
             let mut log = partition.log.lock().expect("log lock");
-            let deleted = log.delete_retained_segments(partition.high_watermark(), now)?;
+            let deleted =
+                match partition.dir.guard(log.delete_retained_segments(partition.high_watermark(), now)) {
+                    Ok(deleted) => deleted,
+                    Err(e) => {
+                        first_error.get_or_insert(e);
+                        continue;
+                    }
+                };
             if deleted.segments > 0 {
                 deleted_any = true;
                 let due = now.saturating_add(log.config().file_delete_delay_ms);
@@ -327,7 +389,7 @@ impl ReplicaManager {
         if deleted_any {
             self.checkpoint()?;
         }
-        Ok(())
+        first_error.map_or(Ok(()), Err)
     }
 
     /// Forgets, in every hosted log, the producers idle longer than `expiration_ms`.
@@ -345,6 +407,19 @@ impl ReplicaManager {
     /// Removes the files of deleted segments whose delay has passed.
     pub fn remove_deleted_files(&self) {
         self.removals.lock().expect("removals lock").remove_due(strom_storage::now_ms());
+    }
+
+    /// The log dirs, in `log.dirs` order.
+    pub fn log_dirs(&self) -> &[Arc<LogDir>] {
+        self.logs.dirs()
+    }
+
+    /// The hosted partitions whose logs live in dir `dir_index`.
+    pub fn partitions_in_dir(&self, dir_index: usize) -> Vec<Arc<Partition>> {
+        let dir = &self.logs.dirs()[dir_index];
+        let hosted = self.hosted.read().expect("hosted lock");
+        let all = hosted.by_name.values().flat_map(|t| t.partitions.iter());
+        all.filter(|p| Arc::ptr_eq(&p.dir, dir)).cloned().collect()
     }
 
     /// Writes the offset checkpoints of every log dir.

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use strom_metadata::{Controller, MetadataError};
+use strom_storage::file_cache::FileCache;
 use strom_storage::{LogManager, StorageError};
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
@@ -58,11 +59,16 @@ impl Broker {
     /// Opens the metadata log and every partition log.
     pub fn open(config: BrokerConfig) -> Result<Arc<Self>, StartError> {
         let config = Arc::new(config);
+        let started = std::time::Instant::now();
         // Lock the log dirs before touching anything in them.
-        let logs = LogManager::new(config.log_dirs.clone())?;
+        let logs = LogManager::new(config.log_dirs.clone())?
+            .with_threads_per_dir(config.num_recovery_threads_per_data_dir);
+        FileCache::shared().set_capacity(config.log_segment_open_files_max);
         std::fs::create_dir_all(&config.metadata_log_dir).map_err(StorageError::from)?;
         let controller = Controller::open(&config.metadata_log_dir, config.node_id)?;
+        let metadata_ms = started.elapsed().as_millis();
         let replicas = ReplicaManager::open(config.clone(), logs, &controller.image())?;
+        let logs_ms = started.elapsed().as_millis() - metadata_ms;
         let fetch_sessions = FetchSessionCache::new(config.max_incremental_fetch_session_cache_slots);
         let groups = GroupCoordinator::new(config.groups.clone());
         let (stopping, _) = watch::channel(false);
@@ -71,6 +77,7 @@ impl Broker {
         let broker =
             Self { config, controller, replicas, fetch_sessions, groups, metrics, producer_ids, stopping };
         broker.groups.load(&broker)?;
+        tracing::info!(metadata_ms, logs_ms, total_ms = started.elapsed().as_millis(), "broker state loaded");
         Ok(Arc::new(broker))
     }
 
@@ -160,6 +167,28 @@ impl BoundBroker {
         tracing::info!("shut down cleanly");
         Ok(())
     }
+}
+
+/// Raises the soft limit on open files (`RLIMIT_NOFILE`) to the hard limit,
+/// as Kafka's operators are told to: every active segment holds a
+/// descriptor, like every connection. Returns the soft limit before and after.
+pub fn raise_open_files_limit() -> std::io::Result<(u64, u64)> {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: `limit` is a valid rlimit for getrlimit to fill.
+    #[allow(unsafe_code)]
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let before = limit.rlim_cur;
+    if limit.rlim_cur < limit.rlim_max {
+        limit.rlim_cur = limit.rlim_max;
+        // SAFETY: `limit` is an initialized rlimit that setrlimit only reads.
+        #[allow(unsafe_code)]
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok((before, limit.rlim_cur))
 }
 
 async fn accept_loop(
@@ -253,8 +282,12 @@ async fn periodic_duties(broker: Arc<Broker>, mut stop: watch::Receiver<bool>) {
             biased;
             _ = stop.changed() => return,
             _ = flush.tick() => {
-                if let Err(e) = broker.replicas.flush_due() {
-                    tracing::error!("flush failed: {e}");
+                // fsyncs block: off the runtime's workers.
+                let flusher = broker.clone();
+                match tokio::task::spawn_blocking(move || flusher.replicas.flush_due()).await {
+                    Ok(Err(e)) => tracing::error!("flush failed: {e}"),
+                    Err(e) => tracing::error!("flush task failed: {e}"),
+                    Ok(Ok(())) => {}
                 }
                 broker.replicas.remove_deleted_files();
             }

@@ -1173,9 +1173,9 @@ mod tests {
 
     /// (offset, position) of every entry, through the storage crate's own reader.
     fn stored_index_entries(segment: &Segment) -> Vec<String> {
-        let active = segment.log.segments().next().unwrap();
-        (0..active.index().entries())
-            .map(|i| active.index().entry(i))
+        let index = segment.log.segments().next().unwrap().index().unwrap();
+        (0..index.entries())
+            .map(|i| index.entry(i))
             .take_while(|e| e.offset > 0)
             .map(|e| format!("offset: {} position: {}", e.offset, e.position))
             .collect()

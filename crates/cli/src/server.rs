@@ -49,6 +49,13 @@ fn init_logging(configured: Option<String>) -> anyhow::Result<()> {
 }
 
 async fn serve(config: BrokerConfig) -> anyhow::Result<()> {
+    match strom_broker::server::raise_open_files_limit() {
+        Ok((before, after)) if after > before => {
+            tracing::info!(before, after, "raised the open files limit (RLIMIT_NOFILE) to its hard limit")
+        }
+        Ok((_, limit)) => tracing::info!(limit, "open files limit (RLIMIT_NOFILE)"),
+        Err(e) => tracing::warn!("cannot raise the open files limit (RLIMIT_NOFILE): {e}"),
+    }
     let node_id = config.node_id;
     let broker = Broker::open(config)?;
     let bound = BoundBroker::bind(broker).await?;

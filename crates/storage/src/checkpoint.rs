@@ -38,34 +38,43 @@ impl OffsetCheckpoint {
     /// Reads the entries; a missing file is empty. A malformed file is an
     /// error (the caller falls back to full recovery).
     pub fn read(&self) -> io::Result<BTreeMap<TopicPartition, i64>> {
+        self.read_into()
+    }
+
+    /// [`Self::read`] into any map: a `HashMap` for lookups of many partitions.
+    pub fn read_into<M>(&self) -> io::Result<M>
+    where
+        M: FromIterator<(TopicPartition, i64)> + Default,
+    {
         let text = match fs::read_to_string(&self.path) {
             Ok(text) => text,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(M::default()),
             Err(e) => return Err(e),
         };
-        parse(&text).ok_or_else(|| {
+        let entries = parse(&text).ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!("malformed checkpoint {}", self.path.display()),
             )
-        })
+        })?;
+        Ok(entries.into_iter().collect())
     }
 }
 
-fn parse(text: &str) -> Option<BTreeMap<TopicPartition, i64>> {
+fn parse(text: &str) -> Option<Vec<(TopicPartition, i64)>> {
     let mut lines = text.lines();
     if lines.next()?.trim().parse::<u32>().ok()? != VERSION {
         return None;
     }
     let count: usize = lines.next()?.trim().parse().ok()?;
-    let mut entries = BTreeMap::new();
+    let mut entries = Vec::with_capacity(count.min(1 << 20));
     for line in lines.by_ref().take(count) {
         let mut fields = line.split(' ');
         let (topic, partition, offset) = (fields.next()?, fields.next()?, fields.next()?);
         if fields.next().is_some() {
             return None;
         }
-        entries.insert(TopicPartition::new(topic, partition.parse().ok()?), offset.parse().ok()?);
+        entries.push((TopicPartition::new(topic, partition.parse().ok()?), offset.parse().ok()?));
     }
     (entries.len() == count).then_some(entries)
 }

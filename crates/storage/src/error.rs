@@ -26,6 +26,22 @@ pub enum StorageError {
     /// The disk failed under us (KAFKA_STORAGE_ERROR).
     #[error("I/O error: {0}")]
     Io(#[from] io::Error),
+    /// The partition's log dir failed earlier and serves nothing more
+    /// (KAFKA_STORAGE_ERROR).
+    #[error("log dir {0} is offline")]
+    LogDirOffline(String),
+}
+
+impl StorageError {
+    /// Whether the error says the log dir itself is failing, which takes it
+    /// offline. Running out of descriptors or memory is the process's
+    /// trouble, not the disk's; a file gone missing is what a deletion
+    /// racing a read looks like.
+    pub fn is_disk_failure(&self) -> bool {
+        let StorageError::Io(e) = self else { return false };
+        let process_limit = matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE | libc::ENOMEM));
+        !process_limit && e.kind() != io::ErrorKind::NotFound
+    }
 }
 
 pub type Result<T, E = StorageError> = std::result::Result<T, E>;

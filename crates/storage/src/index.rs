@@ -6,46 +6,55 @@
 //! entries when it rolls, so a trimmed file's length tells its entry count.
 
 use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use memmap2::MmapMut;
 
 use crate::error::Result;
 
-/// The mmap'd file under both index kinds.
+/// Stores into a mapping land on whole pages; one not yet backed by disk
+/// blocks raises SIGBUS on a full disk instead of an error.
+const PAGE_BYTES: usize = 4096;
+
+/// The mmap'd file under both index kinds. The descriptor is closed once the
+/// file is mapped, as Kafka does: a broker with many segments would otherwise
+/// hold two more per segment. Resizes reopen the file.
 #[derive(Debug)]
 struct IndexFile {
     path: PathBuf,
-    file: File,
     mmap: Option<MmapMut>,
     entry_size: usize,
     entries: usize,
+    /// Bytes from the start known to sit on allocated blocks, so stores
+    /// below it cannot fault on a full disk.
+    backed_bytes: usize,
 }
 
 impl IndexFile {
-    /// Opens or creates an index; a new file is preallocated to `max_bytes`.
-    /// An existing file keeps its length, and its entries are the whole
-    /// entries it holds.
-    fn open(path: &Path, entry_size: usize, max_bytes: usize) -> Result<Self> {
-        let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
+    /// Maps an existing index, or creates an empty one. Its entries are the
+    /// whole entries the file holds.
+    fn open(path: &Path, entry_size: usize) -> Result<Self> {
+        let file = Self::open_file(path)?;
         let len = file.metadata()?.len() as usize;
         let entries = len / entry_size;
-        let mut index = Self { path: path.to_owned(), file, mmap: None, entry_size, entries };
-        if len == 0 {
-            index.resize(max_bytes)?;
-        } else {
-            index.remap(len)?;
-        }
+        let mut index = Self { path: path.to_owned(), mmap: None, entry_size, entries, backed_bytes: 0 };
+        index.remap(&file, len)?;
+        index.backed_bytes = round_up_to_page(entries * entry_size).min(len);
         Ok(index)
     }
 
-    fn remap(&mut self, len: usize) -> Result<()> {
+    fn open_file(path: &Path) -> std::io::Result<File> {
+        OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)
+    }
+
+    fn remap(&mut self, file: &File, len: usize) -> Result<()> {
         self.mmap = None;
         if len > 0 {
             // SAFETY: the file is ours alone (one index per segment, opened by
             // one log under its lock), so nothing truncates it while mapped.
             #[allow(unsafe_code)]
-            let mmap = unsafe { MmapMut::map_mut(&self.file)? };
+            let mmap = unsafe { MmapMut::map_mut(file)? };
             // Entries are touched one page at a time, in order: readahead on
             // a fault only reads pages of the sparse file nobody needs yet.
             mmap.advise(memmap2::Advice::Random)?;
@@ -54,8 +63,21 @@ impl IndexFile {
         Ok(())
     }
 
+    fn mapped_len(&self) -> usize {
+        self.mmap.as_ref().map_or(0, |m| m.len())
+    }
+
+    /// Sets the file's length and maps it again.
+    fn set_len(&mut self, len: usize) -> Result<()> {
+        self.mmap = None;
+        let file = Self::open_file(&self.path)?;
+        file.set_len(len as u64)?;
+        self.backed_bytes = self.backed_bytes.min(len);
+        self.remap(&file, len)
+    }
+
     fn capacity(&self) -> usize {
-        self.mmap.as_ref().map_or(0, |m| m.len() / self.entry_size)
+        self.mapped_len() / self.entry_size
     }
 
     fn is_full(&self) -> bool {
@@ -67,12 +89,28 @@ impl IndexFile {
         &self.mmap.as_ref().expect("entry of a non-empty index")[at..at + self.entry_size]
     }
 
-    fn push(&mut self, entry: &[u8]) {
+    fn push(&mut self, entry: &[u8]) -> Result<()> {
         debug_assert!(!self.is_full(), "caller checks is_full");
         let at = self.entries * self.entry_size;
+        let end = at + self.entry_size;
+        if end > self.backed_bytes {
+            self.back_pages(end)?;
+        }
         let mmap = self.mmap.as_mut().expect("non-full index is mapped");
-        mmap[at..at + self.entry_size].copy_from_slice(entry);
+        mmap[at..end].copy_from_slice(entry);
         self.entries += 1;
+        Ok(())
+    }
+
+    /// Allocates the pages up to `end` by writing the zeros they hold, so a
+    /// full disk fails this write with ENOSPC rather than the store that
+    /// follows with SIGBUS. Once per page: every 512 offset entries.
+    fn back_pages(&mut self, end: usize) -> Result<()> {
+        let target = round_up_to_page(end).min(self.mapped_len());
+        let zeros = vec![0u8; target - self.backed_bytes];
+        Self::open_file(&self.path)?.write_all_at(&zeros, self.backed_bytes as u64)?;
+        self.backed_bytes = target;
+        Ok(())
     }
 
     /// Largest entry index whose key is `<= target`, by binary search.
@@ -92,20 +130,22 @@ impl IndexFile {
     /// Grows or shrinks the file to hold `max_bytes` (rounded down to whole entries).
     fn resize(&mut self, max_bytes: usize) -> Result<()> {
         let len = (max_bytes / self.entry_size).max(self.entries) * self.entry_size;
-        self.mmap = None;
-        self.file.set_len(len as u64)?;
-        self.remap(len)
+        if len == self.mapped_len() {
+            return Ok(());
+        }
+        self.set_len(len)
     }
 
     /// Shrinks the file to exactly its entries, as done when a segment rolls.
     /// The new length is not forced to disk: if a crash loses it, the index
     /// fails its sanity check on load and is rebuilt.
     fn trim(&mut self) -> Result<()> {
-        self.flush()?;
         let len = self.entries * self.entry_size;
-        self.mmap = None;
-        self.file.set_len(len as u64)?;
-        self.remap(len)
+        if len == self.mapped_len() {
+            return Ok(());
+        }
+        self.flush()?;
+        self.set_len(len)
     }
 
     fn flush(&self) -> Result<()> {
@@ -115,18 +155,18 @@ impl IndexFile {
         Ok(())
     }
 
-    /// Forgets entries past `entries`, zeroing only the ones that were
-    /// written, so a preallocated index costs nothing to truncate.
     /// Drops every entry by cutting the file, which is cheaper than zeroing
-    /// a preallocated map; the capacity stays as it was.
+    /// a preallocated map.
     fn clear(&mut self) -> Result<()> {
-        let capacity = self.mmap.as_ref().map_or(0, |m| m.len());
         self.entries = 0;
-        self.mmap = None;
-        self.file.set_len(0)?;
-        self.resize(capacity)
+        if self.mapped_len() == 0 {
+            return Ok(());
+        }
+        self.set_len(0)
     }
 
+    /// Forgets entries past `entries`, zeroing only the ones that were
+    /// written, so a preallocated index costs nothing to truncate.
     fn truncate_entries(&mut self, entries: usize) {
         let old = self.entries;
         self.entries = old.min(entries);
@@ -135,6 +175,10 @@ impl IndexFile {
             mmap[start..end].fill(0);
         }
     }
+}
+
+fn round_up_to_page(bytes: usize) -> usize {
+    bytes.div_ceil(PAGE_BYTES) * PAGE_BYTES
 }
 
 fn u32_at(buf: &[u8], at: usize) -> u32 {
@@ -187,8 +231,9 @@ impl OffsetIndex {
     /// Bytes per entry: 4-byte relative offset, 4-byte position.
     pub const ENTRY: usize = 8;
 
-    pub fn open(path: &Path, base_offset: i64, max_bytes: usize) -> Result<Self> {
-        Ok(Self { base_offset, inner: IndexFile::open(path, Self::ENTRY, max_bytes)? })
+    /// Maps the index at `path`, creating it empty when missing.
+    pub fn open(path: &Path, base_offset: i64) -> Result<Self> {
+        Ok(Self { base_offset, inner: IndexFile::open(path, Self::ENTRY)? })
     }
 
     pub fn path(&self) -> &Path {
@@ -212,16 +257,16 @@ impl OffsetIndex {
     }
 
     /// Adds an entry; offsets must increase. Returns false when full.
-    pub fn append(&mut self, offset: i64, position: u32) -> bool {
+    pub fn append(&mut self, offset: i64, position: u32) -> Result<bool> {
         if self.inner.is_full() {
-            return false;
+            return Ok(false);
         }
         debug_assert!(self.last().is_none_or(|last| last.offset < offset));
         let mut entry = [0u8; Self::ENTRY];
         entry[..4].copy_from_slice(&((offset - self.base_offset) as u32).to_be_bytes());
         entry[4..].copy_from_slice(&position.to_be_bytes());
-        self.inner.push(&entry);
-        true
+        self.inner.push(&entry)?;
+        Ok(true)
     }
 
     /// The entry with the largest offset `<= offset`, or the segment start.
@@ -311,8 +356,9 @@ impl TimeIndex {
     /// Bytes per entry: 8-byte timestamp, 4-byte relative offset.
     pub const ENTRY: usize = 12;
 
-    pub fn open(path: &Path, base_offset: i64, max_bytes: usize) -> Result<Self> {
-        Ok(Self { base_offset, inner: IndexFile::open(path, Self::ENTRY, max_bytes)? })
+    /// Maps the index at `path`, creating it empty when missing.
+    pub fn open(path: &Path, base_offset: i64) -> Result<Self> {
+        Ok(Self { base_offset, inner: IndexFile::open(path, Self::ENTRY)? })
     }
 
     pub fn path(&self) -> &Path {
@@ -337,14 +383,14 @@ impl TimeIndex {
 
     /// Adds an entry when its timestamp is larger than the last one's, as
     /// Kafka does; a full index drops the entry.
-    pub fn maybe_append(&mut self, timestamp: i64, offset: i64) {
+    pub fn maybe_append(&mut self, timestamp: i64, offset: i64) -> Result<()> {
         if self.inner.is_full() || self.last().is_some_and(|last| last.timestamp >= timestamp) {
-            return;
+            return Ok(());
         }
         let mut entry = [0u8; Self::ENTRY];
         entry[..8].copy_from_slice(&timestamp.to_be_bytes());
         entry[8..].copy_from_slice(&((offset - self.base_offset) as u32).to_be_bytes());
-        self.inner.push(&entry);
+        self.inner.push(&entry)
     }
 
     /// The entry with the largest timestamp `<= timestamp`, or the segment start.
@@ -398,9 +444,10 @@ mod tests {
     #[test]
     fn given_entries_when_lookup_should_return_floor() {
         let dir = tempfile::tempdir().unwrap();
-        let mut index = OffsetIndex::open(&dir.path().join("0.index"), 100, 80).unwrap();
+        let mut index = OffsetIndex::open(&dir.path().join("0.index"), 100).unwrap();
+        index.resize(80).unwrap();
         for (offset, position) in [(105, 10), (110, 20), (120, 40)] {
-            assert!(index.append(offset, position));
+            assert!(index.append(offset, position).unwrap());
         }
         assert_eq!(index.lookup(99).position, 0);
         assert_eq!(index.lookup(104).position, 0);
@@ -412,25 +459,28 @@ mod tests {
     #[test]
     fn given_full_index_when_append_should_refuse() {
         let dir = tempfile::tempdir().unwrap();
-        let mut index = OffsetIndex::open(&dir.path().join("0.index"), 0, 16).unwrap();
-        assert!(index.append(1, 1));
-        assert!(index.append(2, 2));
+        let mut index = OffsetIndex::open(&dir.path().join("0.index"), 0).unwrap();
+        assert!(index.is_full(), "an empty file has no room until resized");
+        index.resize(16).unwrap();
+        assert!(index.append(1, 1).unwrap());
+        assert!(index.append(2, 2).unwrap());
         assert!(index.is_full());
-        assert!(!index.append(3, 3));
+        assert!(!index.append(3, 3).unwrap());
     }
 
     #[test]
     fn trimmed_index_reopens_with_its_entries() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("0.timeindex");
-        let mut index = TimeIndex::open(&path, 0, 1200).unwrap();
-        index.maybe_append(10, 1);
-        index.maybe_append(5, 2); // not larger: skipped
-        index.maybe_append(20, 3);
+        let mut index = TimeIndex::open(&path, 0).unwrap();
+        index.resize(1200).unwrap();
+        index.maybe_append(10, 1).unwrap();
+        index.maybe_append(5, 2).unwrap(); // not larger: skipped
+        index.maybe_append(20, 3).unwrap();
         index.trim().unwrap();
         drop(index);
         assert_eq!(std::fs::metadata(&path).unwrap().len(), 24);
-        let index = TimeIndex::open(&path, 0, 1200).unwrap();
+        let index = TimeIndex::open(&path, 0).unwrap();
         assert_eq!(index.entries(), 2);
         assert_eq!(index.lookup(15), TimestampOffset { timestamp: 10, offset: 1 });
         assert!(index.sanity_check().is_ok());
@@ -439,12 +489,49 @@ mod tests {
     #[test]
     fn truncate_drops_entries_at_and_after_offset() {
         let dir = tempfile::tempdir().unwrap();
-        let mut index = OffsetIndex::open(&dir.path().join("0.index"), 0, 80).unwrap();
+        let mut index = OffsetIndex::open(&dir.path().join("0.index"), 0).unwrap();
+        index.resize(80).unwrap();
         for offset in [5, 10, 15] {
-            index.append(offset, offset as u32 * 10);
+            index.append(offset, offset as u32 * 10).unwrap();
         }
         index.truncate_to(10);
         assert_eq!(index.entries(), 1);
         assert_eq!(index.last().unwrap().offset, 5);
+    }
+
+    #[test]
+    fn appends_back_each_page_before_storing_into_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("0.index");
+        let mut index = OffsetIndex::open(&path, 0).unwrap();
+        index.resize(3 * PAGE_BYTES).unwrap();
+        let blocks = |path: &Path| {
+            use std::os::unix::fs::MetadataExt;
+            std::fs::metadata(path).unwrap().blocks()
+        };
+        assert_eq!(blocks(&path), 0, "preallocation is sparse");
+        index.append(1, 1).unwrap();
+        let one_page = blocks(&path);
+        assert!(one_page > 0, "the first page is allocated before the store");
+        for offset in 2..=(PAGE_BYTES / OffsetIndex::ENTRY) as i64 {
+            index.append(offset, offset as u32).unwrap();
+        }
+        assert_eq!(blocks(&path), one_page, "a full page needs no more blocks");
+        index.append(10_000, 10_000).unwrap();
+        assert!(blocks(&path) > one_page, "the next page is allocated when reached");
+        assert_eq!(index.lookup(10_000).position, 10_000);
+    }
+
+    #[test]
+    fn an_open_index_holds_no_descriptor() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("0.index");
+        let mut index = OffsetIndex::open(&path, 0).unwrap();
+        index.resize(80).unwrap();
+        index.append(3, 30).unwrap();
+        let fds = std::fs::read_dir("/proc/self/fd").unwrap();
+        let open =
+            fds.filter_map(|e| std::fs::read_link(e.unwrap().path()).ok()).any(|target| target == path);
+        assert!(!open, "only the mapping remains");
     }
 }

@@ -12,6 +12,7 @@
 //! - [`log`] is the ordered run of segments of one partition: validation and
 //!   offset assignment on append, rolling, reads bounded by the high
 //!   watermark, flushing.
+//! - [`file_cache`] bounds the descriptors inactive segments keep open.
 //! - [`records`] walks the records inside a batch (decompressing it), for
 //!   the compacted-topic key check, the cleaner and `strom dump-log`.
 //! - [`cleaner`] compacts `cleanup.policy=compact` logs (Kafka's log
@@ -19,8 +20,8 @@
 //! - [`producer_state`] remembers each producer's epoch and last batches so
 //!   idempotent retries are appended once; snapshotted beside the segments.
 //! - [`checkpoint`] writes Kafka's offset checkpoint files atomically.
-//! - [`manager`] owns every log across `log.dirs`, loads them at start and
-//!   marks a clean shutdown.
+//! - [`manager`] owns every log across `log.dirs`, loads them at start,
+//!   places new ones, takes a failed dir offline and marks a clean shutdown.
 //!
 //! There is no networking here; the broker crate drives all of it.
 
@@ -28,6 +29,7 @@ pub mod batch;
 pub mod checkpoint;
 pub mod cleaner;
 pub mod error;
+pub mod file_cache;
 pub mod index;
 pub mod log;
 pub mod manager;
@@ -37,7 +39,7 @@ pub mod segment;
 
 pub use error::{Result, StorageError};
 pub use log::{AppendInfo, CleanupPolicy, Log, LogConfig};
-pub use manager::{LogManager, SharedLog};
+pub use manager::{LogDir, LogManager, SharedLog};
 
 use std::fmt;
 

@@ -11,8 +11,9 @@ use std::path::{Path, PathBuf};
 
 use crate::batch::{self, BatchHeader, Batches, HeaderRewrite, TimestampType, HEADER_LEN};
 use crate::error::{Result, StorageError};
+use crate::file_cache::FileCache;
 use crate::producer_state::{AppendOrigin, BatchMetadata, ProducerCheck};
-use crate::segment::{FileSlice, LogSegment, PreparedBatch, RecoveryReport, SegmentConfig};
+use crate::segment::{self, FileSlice, LogSegment, PreparedBatch, RecoveryReport, SegmentConfig};
 
 mod producers;
 mod retention;
@@ -117,6 +118,7 @@ impl LogConfig {
         SegmentConfig {
             index_interval_bytes: self.index_interval_bytes,
             max_index_bytes: self.max_index_bytes,
+            files: FileCache::shared(),
         }
     }
 }
@@ -155,16 +157,69 @@ pub struct Log {
 }
 
 /// The base offset encoded in a segment file name, if it is one.
-fn parse_segment_name(path: &Path, suffix: &str) -> Option<i64> {
-    let name = path.file_name()?.to_str()?;
+fn parse_segment_name(name: &str, suffix: &str) -> Option<i64> {
     let digits = name.strip_suffix(suffix)?;
     (digits.len() == 20 && digits.bytes().all(|b| b.is_ascii_digit())).then(|| digits.parse().ok())?
+}
+
+/// A segment as listed in the log's directory.
+#[derive(Debug)]
+struct FoundSegment {
+    base_offset: i64,
+    has_indexes: bool,
+}
+
+/// The segments in `dir`, by base offset, from one pass over its entries
+/// (the directory is created when missing). Leftover `.tmp` files go; if a
+/// cleaner swap or a retention deletion was interrupted, it is finished first
+/// and the dir listed again.
+fn list_segments(dir: &Path) -> Result<Vec<FoundSegment>> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::create_dir_all(dir)?;
+            return Ok(Vec::new());
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let (mut logs, mut indexes, mut time_indexes) = (Vec::new(), Vec::new(), Vec::new());
+    let mut interrupted = false;
+    for entry in entries {
+        let name = entry?.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if let Some(base) = parse_segment_name(name, ".log") {
+            logs.push(base);
+        } else if let Some(base) = parse_segment_name(name, ".index") {
+            indexes.push(base);
+        } else if let Some(base) = parse_segment_name(name, ".timeindex") {
+            time_indexes.push(base);
+        } else if name.ends_with(".tmp") {
+            std::fs::remove_file(dir.join(name))?;
+        } else if crate::cleaner::swap::is_leftover(name) {
+            interrupted = true;
+        }
+    }
+    if interrupted {
+        crate::cleaner::swap::complete_interrupted_swaps(dir)?;
+        return list_segments(dir);
+    }
+    logs.sort_unstable();
+    indexes.sort_unstable();
+    time_indexes.sort_unstable();
+    Ok(logs
+        .into_iter()
+        .map(|base| FoundSegment {
+            base_offset: base,
+            has_indexes: indexes.binary_search(&base).is_ok() && time_indexes.binary_search(&base).is_ok(),
+        })
+        .collect())
 }
 
 impl Log {
     /// Opens the log in `dir`, creating it when absent. After an unclean
     /// shutdown every segment from the recovery point on is rescanned and
-    /// truncated to its valid prefix.
+    /// truncated to its valid prefix. After a clean one only the active
+    /// segment is read: the others open, and map their indexes, when used.
     pub fn open(
         dir: &Path,
         config: LogConfig,
@@ -173,19 +228,8 @@ impl Log {
         clean_shutdown: bool,
         now_ms: i64,
     ) -> Result<(Self, LoadReport)> {
-        std::fs::create_dir_all(dir)?;
-        crate::cleaner::swap::complete_interrupted_swaps(dir)?;
+        let found = list_segments(dir)?;
         let mut report = LoadReport::default();
-        let mut bases = Vec::new();
-        for entry in std::fs::read_dir(dir)? {
-            let path = entry?.path();
-            if let Some(base) = parse_segment_name(&path, ".log") {
-                bases.push(base);
-            } else if path.extension().is_some_and(|e| e == "tmp" || e == &DELETED_SUFFIX[1..]) {
-                std::fs::remove_file(&path)?;
-            }
-        }
-        bases.sort_unstable();
         let mut log = Self {
             dir: dir.to_owned(),
             config,
@@ -196,33 +240,38 @@ impl Log {
             last_flush_ms: now_ms,
             producers: Default::default(),
         };
-        let recover_from = bases.iter().rev().find(|b| **b <= recovery_point).copied().unwrap_or(i64::MIN);
-        let last_base = bases.last().copied();
+        let recover_from =
+            found.iter().rev().map(|s| s.base_offset).find(|b| *b <= recovery_point).unwrap_or(i64::MIN);
         let mut truncated = false;
-        for base in bases {
+        for (i, segment) in found.iter().enumerate() {
+            let base = segment.base_offset;
             if truncated {
                 // Everything after a torn segment is unreachable: drop it.
-                LogSegment::open(dir, base, log.config.segment_config(), now_ms)?.delete()?;
+                segment::remove_segment_files(&dir.join(segment::file_name(base, ".log")))?;
                 report.deleted_segments += 1;
                 continue;
             }
-            let indexes_exist = [".index", ".timeindex"]
-                .iter()
-                .all(|s| dir.join(crate::segment::file_name(base, s)).exists());
-            let mut segment = LogSegment::open(dir, base, log.config.segment_config(), now_ms)?;
-            let must_recover = !indexes_exist || (!clean_shutdown && base >= recover_from);
-            let loaded = !must_recover && segment.load_state().is_ok();
+            let last = i + 1 == found.len();
+            let has_indexes = segment.has_indexes;
+            let mut segment = log.load_segment(base, last, now_ms)?;
+            // A segment that never took an append has no indexes yet.
+            let indexes_lost = !has_indexes && !segment.is_empty();
+            let must_recover = indexes_lost || (!clean_shutdown && base >= recover_from);
+            let loaded = !must_recover && (!last || segment.load_state().is_ok());
             if !loaded {
                 let RecoveryReport { truncated_bytes, .. } = segment.recover(usize::MAX)?;
                 report.recovered_segments += 1;
                 report.truncated_bytes += truncated_bytes;
-                truncated = truncated_bytes > 0 && Some(base) != last_base;
+                truncated = truncated_bytes > 0 && !last;
                 if truncated_bytes > 0 {
                     tracing::warn!(
                         segment = %segment.log_path().display(),
                         truncated_bytes,
                         "truncated an invalid tail found during recovery"
                     );
+                }
+                if !last && !truncated {
+                    segment.unload_indexes()?;
                 }
             }
             log.segments.insert(base, segment);
@@ -231,7 +280,12 @@ impl Log {
             let base = log_start_offset.max(0);
             log.segments.insert(base, LogSegment::create(dir, base, log.config.segment_config(), now_ms)?);
         }
-        log.active_mut().make_active()?;
+        // Segments are contiguous: each inactive one ends where the next begins.
+        let bases: Vec<i64> = log.segments.keys().copied().collect();
+        for (base, next) in bases.iter().zip(bases.iter().skip(1)) {
+            log.segments.get_mut(base).expect("listed").set_next_offset(*next);
+        }
+        log.active_mut().activate()?;
         let first_base = *log.segments.keys().next().expect("one segment");
         log.log_start_offset = log_start_offset.clamp(first_base, log.log_end_offset());
         log.recovery_point = log.recovery_point.min(log.log_end_offset());
@@ -241,6 +295,17 @@ impl Log {
         log.load_producer_state(if clean_shutdown { i64::MAX } else { recovery_point })?;
         report.segments = log.segments.len();
         Ok((log, report))
+    }
+
+    /// The segment at `base` as found on disk: the last one opened for
+    /// appends, the others touching nothing but their size.
+    fn load_segment(&self, base: i64, last: bool, now_ms: i64) -> Result<LogSegment> {
+        let config = self.config.segment_config();
+        if last {
+            return LogSegment::open(&self.dir, base, config, now_ms);
+        }
+        let size = std::fs::metadata(self.dir.join(segment::file_name(base, ".log")))?.len();
+        Ok(LogSegment::inactive(&self.dir, base, config, size, now_ms))
     }
 
     pub fn dir(&self) -> &Path {
@@ -433,7 +498,7 @@ impl Log {
         let full = active.size() + bytes as u64 > self.config.segment_bytes;
         let aged = now_ms - active.created_at_ms() > self.config.segment_ms;
         let overflow = last_offset - active.base_offset() > i64::from(i32::MAX);
-        if full || aged || overflow || active.indexes_full() {
+        if full || aged || overflow || active.indexes_full()? {
             self.roll(now_ms)?;
         }
         Ok(())
@@ -445,9 +510,9 @@ impl Log {
         if self.active().base_offset() == base {
             return Ok(());
         }
+        let segment = LogSegment::create(&self.dir, base, self.config.segment_config(), now_ms)?;
         self.snapshot_producer_state()?;
         self.active_mut().on_roll()?;
-        let segment = LogSegment::create(&self.dir, base, self.config.segment_config(), now_ms)?;
         self.segments.insert(base, segment);
         tracing::debug!(dir = %self.dir.display(), base, "rolled segment");
         Ok(())
@@ -496,7 +561,10 @@ impl Log {
     /// Kafka's ListOffsets by timestamp: the first record whose timestamp is
     /// at least `timestamp`, as (timestamp, offset).
     pub fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<(i64, i64)>> {
-        for segment in self.segments.values().filter(|s| s.max_timestamp() >= timestamp) {
+        for segment in self.segments.values() {
+            if segment.max_timestamp()? < timestamp {
+                continue;
+            }
             if let Some(found) = segment.find_offset_by_timestamp(timestamp, self.log_start_offset)? {
                 return Ok(Some(found));
             }
@@ -506,14 +574,15 @@ impl Log {
 
     /// The record with the largest timestamp (the first such), as (timestamp, offset).
     pub fn offset_of_max_timestamp(&self) -> Result<Option<(i64, i64)>> {
-        let mut best: Option<&LogSegment> = None;
+        let mut best: Option<(i64, &LogSegment)> = None;
         for segment in self.segments.values() {
-            if best.is_none_or(|b| segment.max_timestamp() > b.max_timestamp()) {
-                best = Some(segment);
+            let max_timestamp = segment.max_timestamp()?;
+            if best.is_none_or(|(b, _)| max_timestamp > b) {
+                best = Some((max_timestamp, segment));
             }
         }
         match best {
-            Some(segment) => segment.offset_of_largest_timestamp(),
+            Some((_, segment)) => segment.offset_of_largest_timestamp(),
             None => Ok(None),
         }
     }
@@ -521,6 +590,23 @@ impl Log {
     /// Whether `flush.ms` has passed since the last flush with data unflushed.
     pub fn flush_due(&self, now_ms: i64) -> bool {
         self.unflushed_messages > 0 && now_ms - self.last_flush_ms >= self.config.flush_interval_ms
+    }
+
+    /// Forces the segments rolled since the last flush to disk and moves the
+    /// recovery point to the active segment's start: Kafka schedules this
+    /// at every roll, so neither a clean shutdown nor a crash recovery has
+    /// every rolled segment to go through.
+    pub fn flush_rolled(&mut self) -> Result<()> {
+        let active_base = self.active().base_offset();
+        if self.recovery_point >= active_base {
+            return Ok(());
+        }
+        let from = self.segments.range(..=self.recovery_point).next_back().map_or(0, |(base, _)| *base);
+        for segment in self.segments.range(from..active_base).map(|(_, s)| s) {
+            segment.flush()?;
+        }
+        self.recovery_point = active_base;
+        Ok(())
     }
 
     /// Forces every segment past the recovery point to disk and advances the
@@ -744,11 +830,11 @@ mod tests {
         let garbage: Vec<u8> = (0..64u8).rev().collect();
         std::fs::write(dir.path().join(crate::segment::file_name(second_base, ".index")), garbage).unwrap();
         let (log, report) = Log::open(dir.path(), small_config(), end, 0, true, 0).unwrap();
-        assert_eq!(report.recovered_segments, 2);
+        assert_eq!(report.recovered_segments, 1, "the missing index; the corrupt one is found when read");
         assert_eq!(report.truncated_bytes, 0);
         let bases: Vec<i64> = written.iter().map(|(base, _)| *base).collect();
         assert_eq!(read_all(&log, 0), bases);
-        assert!(log.segments().all(|s| s.index().sanity_check(s.size()).is_ok()));
+        assert!(log.segments().all(|s| s.index().unwrap().sanity_check(s.size()).is_ok()));
     }
 
     #[test]
@@ -763,12 +849,16 @@ mod tests {
         log.append(&batch(1, 5_000, Compression::None), 0, 1_011).unwrap();
         assert_eq!(log.segments().count(), 2, "past segment.ms: rolled");
         let rolled = log.segments().next().unwrap();
-        let index_len = std::fs::metadata(rolled.index().path()).unwrap().len();
-        assert_eq!(index_len, rolled.index().entries() as u64 * 8, "rolled index trimmed to its entries");
-        assert!(rolled.index().entries() > 0);
+        let index_len = std::fs::metadata(rolled.index().unwrap().path()).unwrap().len();
+        assert_eq!(
+            index_len,
+            rolled.index().unwrap().entries() as u64 * 8,
+            "rolled index trimmed to its entries"
+        );
+        assert!(rolled.index().unwrap().entries() > 0);
         let active = log.segments().last().unwrap();
         assert_eq!(
-            std::fs::metadata(active.index().path()).unwrap().len(),
+            std::fs::metadata(active.index().unwrap().path()).unwrap().len(),
             1024,
             "active index preallocated"
         );
@@ -788,6 +878,23 @@ mod tests {
         log.append(&batch(2, 0, Compression::None), 0, 0).unwrap();
         assert!(!log.flush_due(50));
         assert!(log.flush_due(100));
+    }
+
+    #[test]
+    fn flushing_rolled_segments_moves_the_recovery_point_to_the_active_segment() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = open(dir.path(), small_config(), true);
+        fill(&mut log, 100);
+        let active_base = log.segments().last().unwrap().base_offset();
+        assert!(active_base > 0 && log.recovery_point() == 0);
+        log.flush_rolled().unwrap();
+        assert_eq!(log.recovery_point(), active_base);
+        log.flush_rolled().unwrap();
+        assert_eq!(log.recovery_point(), active_base, "nothing rolled since");
+        // A crash now recovers only the active segment.
+        drop(log);
+        let (_, report) = Log::open(dir.path(), small_config(), active_base, 0, false, 0).unwrap();
+        assert_eq!(report.recovered_segments, 1);
     }
 
     #[test]

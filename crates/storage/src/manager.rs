@@ -1,17 +1,25 @@
 //! The log manager: every partition log across `log.dirs`.
 //!
-//! It places new partitions on the dir holding the fewest, loads all logs at
-//! start (recovering them after an unclean shutdown), writes the recovery
-//! point and log start checkpoints, and marks a clean shutdown with
+//! It places new partitions on the online dir holding the fewest, loads all
+//! logs at start (recovering them after an unclean shutdown), writes the
+//! recovery point and log start checkpoints, and marks a clean shutdown with
 //! `.kafka_cleanshutdown` so the next start can skip recovery.
+//!
+//! A dir whose disk fails (an I/O error writing, flushing or checkpointing)
+//! goes offline, as Kafka's `LogDirFailureChannel` takes it: its partitions
+//! serve nothing more until a restart, its checkpoints and clean shutdown
+//! marker are no longer written (so the next start recovers it), and the
+//! other dirs carry on.
 
 use std::collections::{BTreeMap, HashMap};
+use std::fmt::Display;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use crate::checkpoint::OffsetCheckpoint;
 use crate::cleaner::{Cleaner, CleanerManager};
-use crate::error::Result;
+use crate::error::{Result, StorageError};
 use crate::log::{Log, LogConfig};
 use crate::TopicPartition;
 
@@ -20,6 +28,8 @@ pub const LOG_START_CHECKPOINT: &str = "log-start-offset-checkpoint";
 pub const HIGH_WATERMARK_CHECKPOINT: &str = "replication-offset-checkpoint";
 pub const CLEAN_SHUTDOWN_MARKER: &str = ".kafka_cleanshutdown";
 const LOCK_FILE: &str = ".lock";
+/// Kafka 4's `num.recovery.threads.per.data.dir`.
+pub const DEFAULT_THREADS_PER_DIR: usize = 2;
 const DELETE_SUFFIX: &str = "-delete";
 
 /// A partition log shared between the request path and background tasks.
@@ -34,13 +44,68 @@ struct Entry {
 /// The checkpoints of one dir as found at start.
 #[derive(Debug, Default)]
 struct StartCheckpoints {
-    recovery_points: BTreeMap<TopicPartition, i64>,
-    log_starts: BTreeMap<TopicPartition, i64>,
+    recovery_points: HashMap<TopicPartition, i64>,
+    log_starts: HashMap<TopicPartition, i64>,
+}
+
+/// One entry of `log.dirs` and whether it still serves.
+#[derive(Debug)]
+pub struct LogDir {
+    path: PathBuf,
+    offline: AtomicBool,
+    /// Logs held here, for placing new ones without counting them all.
+    partitions: AtomicUsize,
+}
+
+impl LogDir {
+    pub(crate) fn new(path: PathBuf) -> Self {
+        Self { path, offline: AtomicBool::new(false), partitions: AtomicUsize::new(0) }
+    }
+
+    /// How many partition logs the dir holds.
+    pub fn partition_count(&self) -> usize {
+        self.partitions.load(Ordering::Relaxed)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn is_online(&self) -> bool {
+        !self.offline.load(Ordering::Acquire)
+    }
+
+    /// Fails with [`StorageError::LogDirOffline`] once the dir has failed.
+    pub fn check(&self) -> Result<()> {
+        if self.is_online() {
+            Ok(())
+        } else {
+            Err(StorageError::LogDirOffline(self.path.display().to_string()))
+        }
+    }
+
+    /// Passes `result` through, taking the dir offline first if it failed
+    /// because the disk did.
+    pub fn guard<T>(&self, result: Result<T>) -> Result<T> {
+        if let Err(e) = &result {
+            if e.is_disk_failure() {
+                self.fail(e);
+            }
+        }
+        result
+    }
+
+    /// Takes the dir offline until the broker restarts.
+    pub fn fail(&self, reason: &dyn Display) {
+        if !self.offline.swap(true, Ordering::AcqRel) {
+            tracing::error!(dir = %self.path.display(), "log dir failed; its partitions are offline: {reason}");
+        }
+    }
 }
 
 #[derive(Debug)]
 pub struct LogManager {
-    dirs: Vec<PathBuf>,
+    dirs: Vec<Arc<LogDir>>,
     /// `.lock` in each dir, held (flock) for the life of the process.
     _locks: Vec<std::fs::File>,
     logs: RwLock<HashMap<TopicPartition, Entry>>,
@@ -49,6 +114,9 @@ pub struct LogManager {
     checkpoints: Vec<StartCheckpoints>,
     /// Which compacted logs are being cleaned and how far each is clean.
     cleaner: CleanerManager,
+    /// Threads per dir loading logs at start and closing them at shutdown
+    /// (`num.recovery.threads.per.data.dir`).
+    threads_per_dir: usize,
 }
 
 /// `<topic>-<partition>` back to its parts; topic names may contain `-`.
@@ -77,11 +145,21 @@ impl LogManager {
             remove_deleted_logs(dir)?;
         }
         let checkpoints = dirs.iter().map(|dir| read_start_checkpoints(dir)).collect();
+        let dirs: Vec<Arc<LogDir>> = dirs.into_iter().map(|dir| Arc::new(LogDir::new(dir))).collect();
         let cleaner = CleanerManager::new(&dirs);
-        Ok(Self { dirs, _locks: locks, logs: RwLock::new(HashMap::new()), clean, checkpoints, cleaner })
+        let logs = RwLock::new(HashMap::new());
+        let threads_per_dir = DEFAULT_THREADS_PER_DIR;
+        Ok(Self { dirs, _locks: locks, logs, clean, checkpoints, cleaner, threads_per_dir })
     }
 
-    pub fn dirs(&self) -> &[PathBuf] {
+    /// Sets `num.recovery.threads.per.data.dir`.
+    pub fn with_threads_per_dir(mut self, threads: usize) -> Self {
+        self.threads_per_dir = threads.max(1);
+        self
+    }
+
+    /// The dirs of `log.dirs`, in configuration order.
+    pub fn dirs(&self) -> &[Arc<LogDir>] {
         &self.dirs
     }
 
@@ -89,7 +167,7 @@ impl LogManager {
     pub fn partitions_on_disk(&self) -> Result<Vec<(TopicPartition, usize)>> {
         let mut found = Vec::new();
         for (i, dir) in self.dirs.iter().enumerate() {
-            for entry in std::fs::read_dir(dir)? {
+            for entry in std::fs::read_dir(dir.path())? {
                 let entry = entry?;
                 if !entry.file_type()?.is_dir() {
                     continue;
@@ -111,7 +189,7 @@ impl LogManager {
         config: LogConfig,
         now_ms: i64,
     ) -> Result<SharedLog> {
-        let dir = &self.dirs[dir_index];
+        let dir = self.dirs[dir_index].path();
         let checkpoints = &self.checkpoints[dir_index];
         let (log, report) = Log::open(
             &dir.join(tp.dir_name()),
@@ -128,33 +206,98 @@ impl LogManager {
         Ok(self.insert(tp, dir_index, log))
     }
 
+    /// Loads the logs of `partitions` (each with its dir and config), each
+    /// dir's on its own threads; the first failure is returned once every
+    /// thread has stopped.
+    pub fn load_all(&self, partitions: Vec<(TopicPartition, usize, LogConfig)>, now_ms: i64) -> Result<()> {
+        let mut by_dir: Vec<Vec<(TopicPartition, LogConfig)>> =
+            self.dirs.iter().map(|_| Vec::new()).collect();
+        for (tp, dir, config) in partitions {
+            by_dir[dir].push((tp, config));
+        }
+        self.in_parallel_per_dir(by_dir, |dir, (tp, config)| self.load(&tp, dir, config, now_ms).map(drop))
+    }
+
+    /// Runs `work` on every job, `threads_per_dir` threads for each dir's
+    /// jobs, as Kafka spreads recovery. A failing thread stops taking jobs.
+    fn in_parallel_per_dir<T: Send>(
+        &self,
+        jobs: Vec<Vec<T>>,
+        work: impl Fn(usize, T) -> Result<()> + Sync,
+    ) -> Result<()> {
+        let sizes: Vec<usize> = jobs.iter().map(Vec::len).collect();
+        let queues: Vec<Mutex<std::vec::IntoIter<T>>> =
+            jobs.into_iter().map(|j| Mutex::new(j.into_iter())).collect();
+        let first_error = Mutex::new(None);
+        let worker = |dir: usize| loop {
+            let Some(job) = queues[dir].lock().expect("job queue lock").next() else { return };
+            if let Err(e) = work(dir, job) {
+                first_error.lock().expect("error lock").get_or_insert(e);
+                return;
+            }
+        };
+        std::thread::scope(|scope| {
+            for (dir, size) in sizes.into_iter().enumerate() {
+                for _ in 0..self.threads_per_dir.min(size) {
+                    scope.spawn(move || worker(dir));
+                }
+            }
+        });
+        first_error.into_inner().expect("error lock").map_or(Ok(()), Err)
+    }
+
     fn insert(&self, tp: &TopicPartition, dir: usize, log: Log) -> SharedLog {
         let shared = Arc::new(Mutex::new(log));
         let entry = Entry { dir, log: shared.clone() };
-        self.logs.write().expect("log map lock").insert(tp.clone(), entry);
+        let replaced = self.logs.write().expect("log map lock").insert(tp.clone(), entry);
+        self.dirs[dir].partitions.fetch_add(1, Ordering::Relaxed);
+        if let Some(old) = replaced {
+            self.dirs[old.dir].partitions.fetch_sub(1, Ordering::Relaxed);
+        }
         shared
     }
 
-    /// The log of `tp`, created on the dir holding the fewest partitions.
+    /// The log of `tp`, created on the online dir holding the fewest
+    /// partitions. A dir that fails the creation goes offline and the next
+    /// one is tried.
     pub fn get_or_create(&self, tp: &TopicPartition, config: LogConfig, now_ms: i64) -> Result<SharedLog> {
-        if let Some(entry) = self.logs.read().expect("log map lock").get(tp) {
-            return Ok(entry.log.clone());
+        if let Some(log) = self.get(tp) {
+            return Ok(log);
         }
-        let dir = self.least_loaded_dir();
-        let (log, _) = Log::open(&self.dirs[dir].join(tp.dir_name()), config, 0, 0, true, now_ms)?;
-        Ok(self.insert(tp, dir, log))
+        let mut failure = None;
+        for _ in 0..self.dirs.len() {
+            let Some(dir) = self.least_loaded_dir() else { break };
+            let path = self.dirs[dir].path().join(tp.dir_name());
+            match self.dirs[dir].guard(Log::open(&path, config.clone(), 0, 0, true, now_ms)) {
+                Ok((log, _)) => return Ok(self.insert(tp, dir, log)),
+                Err(e) if e.is_disk_failure() => failure = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(failure.unwrap_or_else(|| StorageError::LogDirOffline("every log dir".into())))
     }
 
     pub fn get(&self, tp: &TopicPartition) -> Option<SharedLog> {
         self.logs.read().expect("log map lock").get(tp).map(|e| e.log.clone())
     }
 
-    fn least_loaded_dir(&self) -> usize {
-        let mut counts = vec![0usize; self.dirs.len()];
-        for entry in self.logs.read().expect("log map lock").values() {
-            counts[entry.dir] += 1;
-        }
-        (0..counts.len()).min_by_key(|i| counts[*i]).unwrap_or(0)
+    /// The dir holding `tp`'s log.
+    pub fn dir_of(&self, tp: &TopicPartition) -> Option<Arc<LogDir>> {
+        let logs = self.logs.read().expect("log map lock");
+        logs.get(tp).map(|e| self.dirs[e.dir].clone())
+    }
+
+    /// The online dir holding the fewest partitions; the first such in
+    /// `log.dirs` order on a tie, as Kafka picks.
+    fn least_loaded_dir(&self) -> Option<usize> {
+        let online = (0..self.dirs.len()).filter(|i| self.dirs[*i].is_online());
+        online.min_by_key(|i| self.dirs[*i].partition_count())
+    }
+
+    /// The logs in dir `dir_index`.
+    pub fn logs_in(&self, dir_index: usize) -> Vec<(TopicPartition, SharedLog)> {
+        let logs = self.logs.read().expect("log map lock");
+        logs.iter().filter(|(_, e)| e.dir == dir_index).map(|(tp, e)| (tp.clone(), e.log.clone())).collect()
     }
 
     /// Forgets `tp` and removes its files: renamed first, so a crash midway
@@ -163,22 +306,26 @@ impl LogManager {
         let Some(entry) = self.logs.write().expect("log map lock").remove(tp) else {
             return Ok(());
         };
+        let log_dir = &self.dirs[entry.dir];
+        log_dir.partitions.fetch_sub(1, Ordering::Relaxed);
+        if !log_dir.is_online() {
+            // Its files go with the other orphans at the next start.
+            return Ok(());
+        }
         self.forget_cleaning(tp, entry.dir);
-        let dir = self.dirs[entry.dir].join(tp.dir_name());
-        let doomed =
-            self.dirs[entry.dir].join(format!("{}.{}{DELETE_SUFFIX}", tp.dir_name(), unique_suffix()));
+        let dir = log_dir.path().join(tp.dir_name());
+        let doomed = log_dir.path().join(format!("{}.{}{DELETE_SUFFIX}", tp.dir_name(), unique_suffix()));
         // Under the log lock: a cleaner swap in flight finishes first, and a
         // later one sees the log is gone.
         let _quiesced = entry.log.lock().expect("log lock");
-        std::fs::rename(&dir, &doomed)?;
-        std::fs::remove_dir_all(&doomed)?;
-        Ok(())
+        let removed = std::fs::rename(&dir, &doomed).and_then(|_| std::fs::remove_dir_all(&doomed));
+        log_dir.guard(removed.map_err(StorageError::from))
     }
 
     /// Removes a partition dir that no topic owns (deleted while we were down).
     pub fn delete_orphan(&self, tp: &TopicPartition, dir_index: usize) -> Result<()> {
         self.forget_cleaning(tp, dir_index);
-        std::fs::remove_dir_all(self.dirs[dir_index].join(tp.dir_name()))?;
+        std::fs::remove_dir_all(self.dirs[dir_index].path().join(tp.dir_name()))?;
         Ok(())
     }
 
@@ -187,13 +334,25 @@ impl LogManager {
         logs.iter().map(|(tp, e)| (tp.clone(), e.dir, e.log.clone())).collect()
     }
 
-    /// Writes the recovery point and log start checkpoints of every dir, and
-    /// the high watermarks given by the replica layer.
+    /// The logs of online dirs, each with its dir's index.
+    fn online_logs(&self) -> Vec<(usize, SharedLog)> {
+        let logs = self.logs.read().expect("log map lock");
+        let online = logs.values().filter(|e| self.dirs[e.dir].is_online());
+        online.map(|e| (e.dir, e.log.clone())).collect()
+    }
+
+    /// Writes the recovery point and log start checkpoints of every online
+    /// dir, and the high watermarks given by the replica layer. A dir that
+    /// fails goes offline without keeping the others from their checkpoints;
+    /// the first failure is returned.
     pub fn checkpoint(&self, high_watermarks: &HashMap<TopicPartition, i64>) -> Result<()> {
         let mut recovery = vec![BTreeMap::new(); self.dirs.len()];
         let mut starts = vec![BTreeMap::new(); self.dirs.len()];
         let mut marks = vec![BTreeMap::new(); self.dirs.len()];
         for (tp, dir, log) in self.snapshot() {
+            if !self.dirs[dir].is_online() {
+                continue;
+            }
             let log = log.lock().expect("log lock");
             recovery[dir].insert(tp.clone(), log.recovery_point());
             starts[dir].insert(tp.clone(), log.log_start_offset());
@@ -201,12 +360,19 @@ impl LogManager {
                 marks[dir].insert(tp, *hw);
             }
         }
-        for (i, dir) in self.dirs.iter().enumerate() {
-            OffsetCheckpoint::new(dir.join(RECOVERY_POINT_CHECKPOINT)).write(&recovery[i])?;
-            OffsetCheckpoint::new(dir.join(LOG_START_CHECKPOINT)).write(&starts[i])?;
-            OffsetCheckpoint::new(dir.join(HIGH_WATERMARK_CHECKPOINT)).write(&marks[i])?;
+        let mut first_error = None;
+        for (i, dir) in self.dirs.iter().enumerate().filter(|(_, d)| d.is_online()) {
+            let written = (|| -> Result<()> {
+                OffsetCheckpoint::new(dir.path().join(RECOVERY_POINT_CHECKPOINT)).write(&recovery[i])?;
+                OffsetCheckpoint::new(dir.path().join(LOG_START_CHECKPOINT)).write(&starts[i])?;
+                OffsetCheckpoint::new(dir.path().join(HIGH_WATERMARK_CHECKPOINT)).write(&marks[i])?;
+                Ok(())
+            })();
+            if let Err(e) = dir.guard(written) {
+                first_error.get_or_insert(e);
+            }
         }
-        Ok(())
+        first_error.map_or(Ok(()), Err)
     }
 
     /// Drops a removed log's cleaner checkpoint, so a new log of the same
@@ -217,37 +383,73 @@ impl LogManager {
         }
     }
 
-    /// Cleans the dirtiest compacted log if one is due; returns whether one
-    /// was. Runs on a cleaner thread; `stop` ends it early. The cleaner asks
-    /// whether its log is still registered while holding that log's lock, so
-    /// nothing may hold the log map lock while waiting for a log lock.
+    /// Cleans the dirtiest compacted log of an online dir if one is due;
+    /// returns whether one was. Runs on a cleaner thread; `stop` ends it
+    /// early. A disk failure takes the log's dir offline, which also ends a
+    /// cleaning there. The cleaner asks whether its log is still registered
+    /// while holding that log's lock, so nothing may hold the log map lock
+    /// while waiting for a log lock.
     pub fn clean_dirtiest(&self, cleaner: &mut Cleaner, stop: &dyn Fn() -> bool) -> Result<bool> {
-        let registered =
-            |tp: &TopicPartition, log: &SharedLog| self.get(tp).is_some_and(|live| Arc::ptr_eq(&live, log));
-        self.cleaner.clean_dirtiest(&self.snapshot(), cleaner, &registered, stop, crate::now_ms())
+        let registered = |tp: &TopicPartition, log: &SharedLog| {
+            let logs = self.logs.read().expect("log map lock");
+            logs.get(tp).is_some_and(|live| Arc::ptr_eq(&live.log, log) && self.dirs[live.dir].is_online())
+        };
+        let mut online = self.snapshot();
+        online.retain(|(_, dir, _)| self.dirs[*dir].is_online());
+        self.cleaner.clean_dirtiest(&online, cleaner, &registered, stop, crate::now_ms())
     }
 
-    /// Flushes logs whose `flush.ms` has passed.
+    /// Flushes logs whose `flush.ms` has passed, and the segments rolled
+    /// since the last flush of the others, on every online dir.
     pub fn flush_due(&self, now_ms: i64) -> Result<()> {
-        for (_, _, log) in self.snapshot() {
-            let mut log = log.lock().expect("log lock");
-            if log.flush_due(now_ms) {
-                log.flush(now_ms)?;
+        self.for_each_online_log(
+            |log| if log.flush_due(now_ms) { log.flush(now_ms) } else { log.flush_rolled() },
+        )
+    }
+
+    /// Runs `action` on every log of an online dir; a disk failure takes its
+    /// dir offline and the others carry on. Returns the first failure.
+    fn for_each_online_log(&self, mut action: impl FnMut(&mut Log) -> Result<()>) -> Result<()> {
+        let mut first_error = None;
+        for (dir, log) in self.online_logs() {
+            let dir = &self.dirs[dir];
+            if !dir.is_online() {
+                // Failed since the list was taken.
+                continue;
+            }
+            let done = action(&mut log.lock().expect("log lock"));
+            if let Err(e) = dir.guard(done) {
+                first_error.get_or_insert(e);
             }
         }
-        Ok(())
+        first_error.map_or(Ok(()), Err)
     }
 
-    /// Closes every log, writes final checkpoints and the clean shutdown marker.
+    /// Closes every log, writes final checkpoints and the clean shutdown
+    /// marker, on every dir still online: an offline dir is recovered at the
+    /// next start.
     pub fn shutdown(&self, high_watermarks: &HashMap<TopicPartition, i64>, now_ms: i64) -> Result<()> {
-        for (_, _, log) in self.snapshot() {
-            log.lock().expect("log lock").close(now_ms)?;
+        let mut by_dir: Vec<Vec<SharedLog>> = self.dirs.iter().map(|_| Vec::new()).collect();
+        for (dir, log) in self.online_logs() {
+            by_dir[dir].push(log);
         }
-        self.checkpoint(high_watermarks)?;
-        for dir in &self.dirs {
-            crate::checkpoint::write_atomically(&dir.join(CLEAN_SHUTDOWN_MARKER), b"")?;
+        // Closing flushes what is unflushed: the dir's threads share the fsyncs.
+        let closed = self.in_parallel_per_dir(by_dir, |dir, log| {
+            let closed = log.lock().expect("log lock").close(now_ms);
+            self.dirs[dir].guard(closed)
+        });
+        let checkpointed = self.checkpoint(high_watermarks);
+        let mut first_error = closed.err().or(checkpointed.err());
+        for dir in self.dirs.iter().filter(|d| d.is_online()) {
+            let marked = crate::checkpoint::write_atomically(&dir.path().join(CLEAN_SHUTDOWN_MARKER), b"");
+            if let Err(e) = dir.guard(marked.map_err(StorageError::from)) {
+                first_error.get_or_insert(e);
+            }
         }
-        Ok(())
+        for dir in self.dirs.iter().filter(|d| !d.is_online()) {
+            tracing::warn!(dir = %dir.path().display(), "log dir offline: left for recovery at the next start");
+        }
+        first_error.map_or(Ok(()), Err)
     }
 }
 
@@ -255,9 +457,9 @@ impl LogManager {
 /// first segment as log start: slower, never wrong.
 fn read_start_checkpoints(dir: &Path) -> StartCheckpoints {
     let read = |name: &str| {
-        OffsetCheckpoint::new(dir.join(name)).read().unwrap_or_else(|e| {
+        OffsetCheckpoint::new(dir.join(name)).read_into().unwrap_or_else(|e| {
             tracing::warn!("ignoring {name}: {e}");
-            BTreeMap::new()
+            HashMap::new()
         })
     };
     StartCheckpoints {
@@ -316,5 +518,112 @@ mod tests {
         assert_eq!(parse_partition_dir("orders-+1"), None);
         assert_eq!(parse_partition_dir("orders-x"), None);
         assert_eq!(parse_partition_dir("-1"), None);
+    }
+
+    fn manager(count: usize) -> (tempfile::TempDir, Vec<PathBuf>, LogManager) {
+        let root = tempfile::tempdir().unwrap();
+        let dirs: Vec<PathBuf> = (0..count).map(|i| root.path().join(format!("logs{i}"))).collect();
+        let manager = LogManager::new(dirs.clone()).unwrap();
+        (root, dirs, manager)
+    }
+
+    fn create(manager: &LogManager, topic: &str, partitions: i32) -> Vec<usize> {
+        (0..partitions)
+            .map(|p| {
+                let tp = TopicPartition::new(topic, p);
+                manager.get_or_create(&tp, LogConfig::default(), 0).unwrap();
+                let dir = manager.dir_of(&tp).unwrap();
+                assert!(dir.path().join(tp.dir_name()).is_dir());
+                manager.dirs().iter().position(|d| Arc::ptr_eq(d, &dir)).unwrap()
+            })
+            .collect()
+    }
+
+    fn counts(manager: &LogManager) -> Vec<usize> {
+        (0..manager.dirs().len()).map(|i| manager.logs_in(i).len()).collect()
+    }
+
+    /// Makes `dir` unusable under a running manager: a file takes its place.
+    fn break_dir(dir: &Path) {
+        std::fs::rename(dir, dir.with_extension("broken")).unwrap();
+        std::fs::write(dir, b"not a directory").unwrap();
+    }
+
+    #[test]
+    fn new_partitions_go_to_the_dir_holding_the_fewest() {
+        let (_root, dirs, first) = manager(3);
+        create(&first, "old", 4);
+        first.shutdown(&HashMap::new(), 0).unwrap();
+        drop(first);
+        // Reload with every old partition on dir 0, as a broker that had one dir would.
+        for p in 0..4 {
+            let name = TopicPartition::new("old", p).dir_name();
+            let from = dirs.iter().find(|d| d.join(&name).exists()).unwrap();
+            if from != &dirs[0] {
+                std::fs::rename(from.join(&name), dirs[0].join(&name)).unwrap();
+            }
+        }
+        let manager = LogManager::new(dirs.clone()).unwrap();
+        for (tp, dir) in manager.partitions_on_disk().unwrap() {
+            manager.load(&tp, dir, LogConfig::default(), 0).unwrap();
+        }
+        assert_eq!(counts(&manager), vec![4, 0, 0]);
+        assert_eq!(create(&manager, "new", 8), vec![1, 2, 1, 2, 1, 2, 1, 2]);
+        assert_eq!(create(&manager, "more", 3), vec![0, 1, 2], "ties go to the first dir");
+        assert_eq!(counts(&manager), vec![5, 5, 5]);
+    }
+
+    #[test]
+    fn a_failed_dir_takes_no_new_partitions() {
+        let (_root, dirs, manager) = manager(3);
+        break_dir(&dirs[1]);
+        // Dir 1 looks healthy until a creation fails there; that one moves on.
+        assert_eq!(create(&manager, "t", 6), vec![0, 2, 0, 2, 0, 2]);
+        assert!(!manager.dirs()[1].is_online());
+        let tp = TopicPartition::new("t", 0);
+        assert!(manager.dir_of(&tp).unwrap().check().is_ok());
+        assert!(matches!(manager.dirs()[1].check(), Err(StorageError::LogDirOffline(_))));
+    }
+
+    #[test]
+    fn a_failed_checkpoint_takes_only_its_dir_offline() {
+        let (_root, dirs, manager) = manager(2);
+        create(&manager, "t", 4);
+        break_dir(&dirs[0]);
+        let error = manager.checkpoint(&HashMap::new()).unwrap_err();
+        assert!(error.is_disk_failure(), "{error}");
+        assert!(!manager.dirs()[0].is_online());
+        assert!(manager.dirs()[1].is_online());
+        let written = OffsetCheckpoint::new(dirs[1].join(RECOVERY_POINT_CHECKPOINT)).read().unwrap();
+        assert_eq!(written.len(), 2, "dir 1's partitions are checkpointed");
+        manager.shutdown(&HashMap::new(), 0).unwrap();
+        assert!(dirs[1].join(CLEAN_SHUTDOWN_MARKER).exists());
+        assert!(!dirs[0].with_extension("broken").join(CLEAN_SHUTDOWN_MARKER).exists());
+        assert!(manager.get_or_create(&TopicPartition::new("t", 9), LogConfig::default(), 0).is_ok());
+        assert_eq!(manager.logs_in(1).len(), 3, "new partitions land on the online dir");
+    }
+
+    #[test]
+    fn deleting_a_log_on_a_failed_dir_forgets_it_and_leaves_the_files() {
+        let (_root, dirs, manager) = manager(2);
+        create(&manager, "t", 2);
+        manager.dirs()[1].fail(&"test");
+        for p in 0..2 {
+            manager.delete(&TopicPartition::new("t", p)).unwrap();
+        }
+        assert!(manager.get(&TopicPartition::new("t", 0)).is_none());
+        assert!(!dirs[0].join("t-0").exists(), "removed from the online dir");
+        assert!(dirs[1].join("t-1").exists(), "left for the next start on the failed one");
+        assert_eq!(manager.dirs()[1].partition_count(), 0);
+    }
+
+    #[test]
+    fn with_every_dir_offline_creation_fails_with_a_storage_error() {
+        let (_root, dirs, manager) = manager(1);
+        break_dir(&dirs[0]);
+        let created = manager.get_or_create(&TopicPartition::new("t", 0), LogConfig::default(), 0);
+        assert!(matches!(created, Err(StorageError::Io(_))), "the failure that took the dir down");
+        let again = manager.get_or_create(&TopicPartition::new("t", 1), LogConfig::default(), 0);
+        assert!(matches!(again, Err(StorageError::LogDirOffline(_))));
     }
 }

@@ -3,7 +3,14 @@
 //! Appends go to the end of the file with vectored writes (the rewritten
 //! batch header, then the producer's bytes untouched). Reads return file
 //! slices so the caller chooses how to move the bytes (copy or `sendfile`).
+//!
+//! A broker may host tens of thousands of segments, so they hold as little as
+//! they can: only the active segment keeps its `.log` open; inactive ones
+//! borrow a descriptor from the process's [`FileCache`] for each read. Index
+//! files are mapped on first use and their descriptors closed once mapped, so
+//! start-up maps no index it does not need.
 
+use std::cell::{Cell, OnceCell};
 use std::fs::{File, OpenOptions};
 use std::io::{IoSlice, Write};
 use std::os::unix::fs::FileExt;
@@ -15,7 +22,11 @@ use kafka_protocol::records::RecordBatchDecoder;
 
 use crate::batch::{self, BatchHeader, HEADER_LEN};
 use crate::error::{Result, StorageError};
+use crate::file_cache::FileCache;
 use crate::index::{OffsetIndex, TimeIndex};
+
+/// The three files of a segment.
+pub const SUFFIXES: [&str; 3] = [".log", ".index", ".timeindex"];
 
 /// Names a segment file the way Kafka does: the base offset in 20 digits.
 pub fn file_name(base_offset: i64, suffix: &str) -> String {
@@ -27,6 +38,8 @@ pub fn file_name(base_offset: i64, suffix: &str) -> String {
 pub struct SegmentConfig {
     pub index_interval_bytes: usize,
     pub max_index_bytes: usize,
+    /// Where inactive segments find an open descriptor of their `.log`.
+    pub files: &'static FileCache,
 }
 
 /// A batch ready to be written: its rewritten header and the untouched rest.
@@ -43,7 +56,8 @@ impl PreparedBatch<'_> {
     }
 }
 
-/// A byte range of a segment file holding whole batches.
+/// A byte range of a segment file holding whole batches. It holds the file
+/// itself, so the range stays readable after the cache closes its copy.
 #[derive(Debug, Clone)]
 pub struct FileSlice {
     pub file: Arc<File>,
@@ -68,30 +82,121 @@ pub struct RecoveryReport {
     pub batches: usize,
 }
 
+/// The largest timestamp in a segment and the offset of its record.
+type MaxTimestamp = (i64, i64);
+
+/// Both indexes of a segment, mapped.
+#[derive(Debug)]
+struct Indexes {
+    offset: OffsetIndex,
+    time: TimeIndex,
+    /// Grown to `segment.index.bytes` for appends; trimmed again on roll.
+    preallocated: bool,
+}
+
+/// Where the next index entry is due, carried from batch to batch.
+#[derive(Debug, Clone, Copy)]
+struct IndexCursor {
+    bytes_since_last_entry: usize,
+    max_timestamp: MaxTimestamp,
+}
+
+impl Indexes {
+    fn open(log_path: &Path, base_offset: i64) -> Result<Self> {
+        Ok(Self {
+            offset: OffsetIndex::open(&sibling_path(log_path, ".index"), base_offset)?,
+            time: TimeIndex::open(&sibling_path(log_path, ".timeindex"), base_offset)?,
+            preallocated: false,
+        })
+    }
+
+    fn sanity_check(&self, log_size: u64) -> std::result::Result<(), String> {
+        self.offset.sanity_check(log_size).and_then(|_| self.time.sanity_check())
+    }
+
+    fn preallocate(&mut self, max_bytes: usize) -> Result<()> {
+        if !self.preallocated {
+            self.offset.resize(max_bytes)?;
+            self.time.resize(max_bytes)?;
+            self.preallocated = true;
+        }
+        Ok(())
+    }
+
+    /// Index bookkeeping for one batch at `position`: Kafka's rule of an entry
+    /// (for the batch's last offset) once `index.interval.bytes` have passed.
+    fn index_batch(
+        &mut self,
+        cursor: &mut IndexCursor,
+        interval_bytes: usize,
+        (position, size): (u64, usize),
+        last_offset: i64,
+        max_timestamp: i64,
+    ) -> Result<()> {
+        if max_timestamp > cursor.max_timestamp.0 {
+            cursor.max_timestamp = (max_timestamp, last_offset);
+        }
+        if cursor.bytes_since_last_entry > interval_bytes {
+            self.offset.append(last_offset, position as u32)?;
+            self.time.maybe_append(cursor.max_timestamp.0, cursor.max_timestamp.1)?;
+            cursor.bytes_since_last_entry = 0;
+        }
+        cursor.bytes_since_last_entry += size;
+        Ok(())
+    }
+
+    /// Readies the indexes of a segment that takes no more appends: the last
+    /// max timestamp recorded and the files trimmed to their entries.
+    fn seal(&mut self, max_timestamp: MaxTimestamp) -> Result<()> {
+        self.time.maybe_append(max_timestamp.0, max_timestamp.1)?;
+        self.offset.trim()?;
+        self.time.trim()?;
+        self.preallocated = false;
+        Ok(())
+    }
+}
+
+/// What a scan of a segment's log from its start found.
+struct Scan {
+    indexes: Indexes,
+    cursor: IndexCursor,
+    valid_bytes: u64,
+    next_offset: i64,
+    batches: usize,
+}
+
 #[derive(Debug)]
 pub struct LogSegment {
+    /// This segment's key in the file cache.
+    id: u64,
     base_offset: i64,
     log_path: PathBuf,
-    file: Arc<File>,
+    /// The active segment's own descriptor, opened for appending; inactive
+    /// segments use the file cache.
+    held: Option<Arc<File>>,
     size: u64,
     next_offset: i64,
-    index: OffsetIndex,
-    time_index: TimeIndex,
+    /// Boxed: a log keeps its segments in a B-tree whose nodes hold eleven
+    /// of them, even for the one segment most logs have.
+    indexes: OnceCell<Box<Indexes>>,
     config: SegmentConfig,
     bytes_since_last_index_entry: usize,
-    max_timestamp: i64,
-    offset_of_max_timestamp: i64,
+    /// Known for segments appended to or scanned; read from the time index on
+    /// first use for those loaded from disk.
+    max_timestamp: Cell<Option<MaxTimestamp>>,
     created_at_ms: i64,
 }
 
 impl LogSegment {
-    /// Creates the files of a new, empty segment.
+    /// Creates a new, empty, active segment: its `.log` now, its indexes
+    /// with the first append (a log nobody writes to costs one file).
     pub fn create(dir: &Path, base_offset: i64, config: SegmentConfig, now_ms: i64) -> Result<Self> {
         Self::create_with_suffix(dir, base_offset, "", config, now_ms)
     }
 
-    /// Creates a new, empty segment whose file names carry `suffix` after
-    /// the usual one (`.log.cleaned`, ...): the cleaner's not-yet-live output.
+    /// Creates a new, empty, active segment whose file names carry `suffix`
+    /// after the usual one (`.log.cleaned`, ...): the cleaner's not-yet-live
+    /// output.
     pub fn create_with_suffix(
         dir: &Path,
         base_offset: i64,
@@ -99,50 +204,56 @@ impl LogSegment {
         config: SegmentConfig,
         now_ms: i64,
     ) -> Result<Self> {
-        for kind in [".log", ".index", ".timeindex"] {
-            let path = dir.join(file_name(base_offset, &format!("{kind}{suffix}")));
-            if path.exists() {
-                std::fs::remove_file(&path)?;
-            }
+        for kind in SUFFIXES {
+            remove_if_present(&dir.join(file_name(base_offset, &format!("{kind}{suffix}"))))?;
         }
-        Self::open_with_suffix(dir, base_offset, suffix, config, now_ms)
+        let log_path = dir.join(file_name(base_offset, &format!(".log{suffix}")));
+        let segment = Self::open_at(log_path, base_offset, config, now_ms)?;
+        segment.max_timestamp.set(Some((-1, base_offset)));
+        Ok(segment)
     }
 
-    /// Opens a segment's files as they are on disk; [`Self::load_state`] or
-    /// [`Self::recover`] then reads the log to learn its end.
+    /// Opens the active segment's `.log` as it is on disk; [`Self::load_state`]
+    /// or [`Self::recover`] then reads it to learn its end.
     pub fn open(dir: &Path, base_offset: i64, config: SegmentConfig, now_ms: i64) -> Result<Self> {
-        Self::open_with_suffix(dir, base_offset, "", config, now_ms)
+        Self::open_at(dir.join(file_name(base_offset, ".log")), base_offset, config, now_ms)
     }
 
-    fn open_with_suffix(
-        dir: &Path,
-        base_offset: i64,
-        suffix: &str,
-        config: SegmentConfig,
-        now_ms: i64,
-    ) -> Result<Self> {
-        let path = |kind: &str| dir.join(file_name(base_offset, &format!("{kind}{suffix}")));
-        let log_path = path(".log");
-        let mut file =
-            OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&log_path)?;
+    fn open_at(log_path: PathBuf, base_offset: i64, config: SegmentConfig, now_ms: i64) -> Result<Self> {
+        let file = open_for_append(&log_path)?;
         let size = file.metadata()?.len();
-        std::io::Seek::seek(&mut file, std::io::SeekFrom::End(0))?;
-        let index = OffsetIndex::open(&path(".index"), base_offset, config.max_index_bytes)?;
-        let time_index = TimeIndex::open(&path(".timeindex"), base_offset, config.max_index_bytes)?;
-        Ok(Self {
+        let mut segment = Self::inactive_at(log_path, base_offset, config, size, now_ms);
+        segment.held = Some(Arc::new(file));
+        Ok(segment)
+    }
+
+    /// A segment on disk that takes no appends, `size` bytes long. Nothing is
+    /// opened or mapped until it is read; [`Log`](crate::Log) sets its end to
+    /// the next segment's base offset.
+    pub fn inactive(dir: &Path, base_offset: i64, config: SegmentConfig, size: u64, now_ms: i64) -> Self {
+        Self::inactive_at(dir.join(file_name(base_offset, ".log")), base_offset, config, size, now_ms)
+    }
+
+    fn inactive_at(
+        log_path: PathBuf,
+        base_offset: i64,
+        config: SegmentConfig,
+        size: u64,
+        now_ms: i64,
+    ) -> Self {
+        Self {
+            id: FileCache::next_id(),
             base_offset,
             log_path,
-            file: Arc::new(file),
+            held: None,
             size,
             next_offset: base_offset,
-            index,
-            time_index,
+            indexes: OnceCell::new(),
             config,
             bytes_since_last_index_entry: 0,
-            max_timestamp: -1,
-            offset_of_max_timestamp: base_offset,
+            max_timestamp: Cell::new(None),
             created_at_ms: now_ms,
-        })
+        }
     }
 
     pub fn base_offset(&self) -> i64 {
@@ -153,17 +264,34 @@ impl LogSegment {
         self.size
     }
 
-    /// The offset after the last batch appended.
+    /// The offset after the last batch; for an inactive segment loaded from
+    /// disk, the next segment's base offset.
     pub fn next_offset(&self) -> i64 {
         self.next_offset
     }
 
-    pub fn max_timestamp(&self) -> i64 {
-        self.max_timestamp
+    pub(crate) fn set_next_offset(&mut self, next_offset: i64) {
+        self.next_offset = next_offset;
     }
 
-    pub fn offset_of_max_timestamp(&self) -> i64 {
-        self.offset_of_max_timestamp
+    /// The largest timestamp of the segment's records, -1 if none.
+    pub fn max_timestamp(&self) -> Result<i64> {
+        Ok(self.max_timestamp_and_offset()?.0)
+    }
+
+    /// The offset of the record holding [`Self::max_timestamp`].
+    pub fn offset_of_max_timestamp(&self) -> Result<i64> {
+        Ok(self.max_timestamp_and_offset()?.1)
+    }
+
+    fn max_timestamp_and_offset(&self) -> Result<MaxTimestamp> {
+        if let Some(known) = self.max_timestamp.get() {
+            return Ok(known);
+        }
+        let last = self.indexes()?.time.last();
+        let known = last.map_or((-1, self.base_offset), |entry| (entry.timestamp, entry.offset));
+        self.max_timestamp.set(Some(known));
+        Ok(known)
     }
 
     pub fn created_at_ms(&self) -> i64 {
@@ -174,37 +302,122 @@ impl LogSegment {
         &self.log_path
     }
 
-    pub fn index(&self) -> &OffsetIndex {
-        &self.index
+    /// Whether the segment holds its own descriptor (it is the active one).
+    pub fn is_active(&self) -> bool {
+        self.held.is_some()
     }
 
-    pub fn time_index(&self) -> &TimeIndex {
-        &self.time_index
+    /// This segment's identity: the segment a cleaner swap puts in its place
+    /// never shares it.
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Bytes of the offset and time index entries: from the mapped indexes,
+    /// else from the sealed files' sizes, without mapping them.
+    pub(crate) fn index_bytes(&self) -> Result<(u64, u64)> {
+        if let Some(indexes) = self.indexes.get() {
+            let offset = (indexes.offset.entries() * OffsetIndex::ENTRY) as u64;
+            return Ok((offset, (indexes.time.entries() * TimeIndex::ENTRY) as u64));
+        }
+        let size = |kind| match std::fs::metadata(sibling_path(&self.log_path, kind)) {
+            Ok(metadata) => Ok(metadata.len()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
+            Err(e) => Err(e),
+        };
+        Ok((size(".index")?, size(".timeindex")?))
+    }
+
+    /// Whether the indexes are mapped (they are on first use).
+    pub fn indexes_loaded(&self) -> bool {
+        self.indexes.get().is_some()
+    }
+
+    pub fn index(&self) -> Result<&OffsetIndex> {
+        Ok(&self.indexes()?.offset)
+    }
+
+    pub fn time_index(&self) -> Result<&TimeIndex> {
+        Ok(&self.indexes()?.time)
     }
 
     pub fn is_empty(&self) -> bool {
         self.size == 0
     }
 
-    pub fn indexes_full(&self) -> bool {
-        self.index.is_full() || self.time_index.is_full()
+    /// Whether an index has no room for another entry, which forces a roll.
+    pub fn indexes_full(&self) -> Result<bool> {
+        let indexes = self.indexes()?;
+        Ok(indexes.preallocated && (indexes.offset.is_full() || indexes.time.is_full()))
     }
 
-    /// Loads the end offset and max timestamp of a cleanly closed segment:
-    /// trusts its indexes and scans only past the last index entry.
-    pub fn load_state(&mut self) -> Result<()> {
-        self.index
-            .sanity_check(self.size)
-            .and_then(|_| self.time_index.sanity_check())
-            .map_err(StorageError::CorruptRecord)?;
-        let start = self.index.last().map_or(0, |entry| u64::from(entry.position));
-        if let Some(entry) = self.time_index.last() {
-            self.max_timestamp = entry.timestamp;
-            self.offset_of_max_timestamp = entry.offset;
+    /// The `.log` file: the active segment's own, else the cache's.
+    pub fn file(&self) -> Result<Arc<File>> {
+        match &self.held {
+            Some(file) => Ok(file.clone()),
+            None => Ok(self.config.files.get_or_open(self.id, &self.log_path)?),
         }
-        let mut position = start;
-        while let Some(header) = self.header_at(position)? {
-            self.observe(&header);
+    }
+
+    /// The indexes, mapped on first use. An index that fails its sanity
+    /// check is rebuilt from the log.
+    fn indexes(&self) -> Result<&Indexes> {
+        if let Some(indexes) = self.indexes.get() {
+            return Ok(indexes);
+        }
+        let indexes = Indexes::open(&self.log_path, self.base_offset)?;
+        let indexes = match indexes.sanity_check(self.size) {
+            Ok(()) => indexes,
+            Err(reason) => {
+                tracing::warn!(segment = %self.log_path.display(), "rebuilding the indexes: {reason}");
+                drop(indexes);
+                self.rebuild_indexes()?
+            }
+        };
+        Ok(self.indexes.get_or_init(|| Box::new(indexes)))
+    }
+
+    /// Indexes built by a scan of the log, sealed unless the segment is active.
+    fn rebuild_indexes(&self) -> Result<Indexes> {
+        let file = self.file()?;
+        let scan = self.scan(&file, self.size, usize::MAX)?;
+        if scan.valid_bytes != self.size {
+            tracing::warn!(segment = %self.log_path.display(), valid_bytes = scan.valid_bytes,
+                "the log holds bytes past its last valid batch");
+        }
+        let mut indexes = scan.indexes;
+        if !self.is_active() {
+            indexes.seal(scan.cursor.max_timestamp)?;
+        }
+        self.max_timestamp.set(Some(scan.cursor.max_timestamp));
+        Ok(indexes)
+    }
+
+    /// Loaded and grown for appends.
+    fn writable_indexes(&mut self) -> Result<&mut Indexes> {
+        self.indexes()?;
+        let indexes = self.indexes.get_mut().expect("loaded above");
+        indexes.preallocate(self.config.max_index_bytes)?;
+        Ok(indexes)
+    }
+
+    /// Loads the end offset and max timestamp of a cleanly closed active
+    /// segment: trusts its indexes and scans only past the last index entry.
+    pub fn load_state(&mut self) -> Result<()> {
+        if self.size == 0 {
+            self.max_timestamp.set(Some((-1, self.base_offset)));
+            return Ok(());
+        }
+        let file = self.file()?;
+        let indexes = self.indexes()?;
+        let mut position = indexes.offset.last().map_or(0, |entry| u64::from(entry.position));
+        let mut max = indexes.time.last().map_or((-1, self.base_offset), |e| (e.timestamp, e.offset));
+        let mut next_offset = self.base_offset;
+        while let Some(header) = header_in(&file, position, self.size)? {
+            next_offset = header.next_offset();
+            if header.max_timestamp > max.0 {
+                max = (header.max_timestamp, header.last_offset());
+            }
             position += header.size as u64;
         }
         if position != self.size {
@@ -213,49 +426,59 @@ impl LogSegment {
                 self.log_path.display()
             )));
         }
+        self.next_offset = next_offset;
+        self.max_timestamp.set(Some(max));
         Ok(())
-    }
-
-    fn observe(&mut self, header: &BatchHeader) {
-        self.next_offset = header.next_offset();
-        if header.max_timestamp > self.max_timestamp {
-            self.max_timestamp = header.max_timestamp;
-            self.offset_of_max_timestamp = header.last_offset();
-        }
     }
 
     /// Reads the header of the batch at `position`, if a whole header is there.
     pub fn header_at(&self, position: u64) -> Result<Option<BatchHeader>> {
-        if position + HEADER_LEN as u64 > self.size {
-            return Ok(None);
-        }
-        let mut buf = [0u8; HEADER_LEN];
-        self.file.read_exact_at(&mut buf, position)?;
-        BatchHeader::parse(&buf).map(Some)
+        header_in(&*self.file()?, position, self.size)
     }
 
-    /// Appends batches whose offsets follow this segment's end.
+    /// Appends batches whose offsets follow this segment's end. The data is
+    /// written before the indexes point at it.
     pub fn append(&mut self, batches: &[PreparedBatch<'_>]) -> Result<()> {
-        let mut position = self.size;
-        for batch in batches {
-            self.index_batch(position, batch.size(), batch.last_offset, batch.max_timestamp);
-            position += batch.size() as u64;
+        if self.held.is_none() {
+            self.activate()?;
         }
+        let file = self.held.clone().expect("activated above");
+        let mut cursor = IndexCursor {
+            bytes_since_last_entry: self.bytes_since_last_index_entry,
+            max_timestamp: self.max_timestamp_and_offset()?,
+        };
+        let interval = self.config.index_interval_bytes;
+        let mut position = self.size;
+        let indexes = self.writable_indexes()?;
         let mut slices: Vec<IoSlice<'_>> =
             batches.iter().flat_map(|b| [IoSlice::new(&b.header), IoSlice::new(b.body)]).collect();
-        write_all_vectored(&self.file, &mut slices)?;
+        write_all_vectored(&file, &mut slices)?;
+        let mut result = Ok(());
+        for batch in batches {
+            let (size, at) = (batch.size(), position);
+            position += size as u64;
+            result = result.and_then(|_| {
+                indexes.index_batch(&mut cursor, interval, (at, size), batch.last_offset, batch.max_timestamp)
+            });
+        }
         self.size = position;
         if let Some(last) = batches.last() {
             self.next_offset = last.last_offset + 1;
         }
-        Ok(())
+        self.bytes_since_last_index_entry = cursor.bytes_since_last_entry;
+        self.max_timestamp.set(Some(cursor.max_timestamp));
+        result
     }
 
     /// Finds the batch holding `offset` (or the first one after it), scanning
     /// from the nearest index entry. Returns its position and header.
     pub fn translate_offset(&self, offset: i64) -> Result<Option<(u64, BatchHeader)>> {
-        let mut position = u64::from(self.index.lookup(offset).position);
-        while let Some(header) = self.header_at(position)? {
+        self.translate_in(&*self.file()?, offset)
+    }
+
+    fn translate_in(&self, file: &File, offset: i64) -> Result<Option<(u64, BatchHeader)>> {
+        let mut position = u64::from(self.indexes()?.offset.lookup(offset).position);
+        while let Some(header) = header_in(file, position, self.size)? {
             if header.last_offset() >= offset {
                 return Ok(Some((position, header)));
             }
@@ -274,7 +497,8 @@ impl LogSegment {
         max_position: u64,
         min_one_batch: bool,
     ) -> Result<Option<FileSlice>> {
-        let Some((start, first)) = self.translate_offset(offset)? else {
+        let file = self.file()?;
+        let Some((start, first)) = self.translate_in(&file, offset)? else {
             return Ok(None);
         };
         if start >= max_position {
@@ -289,19 +513,21 @@ impl LogSegment {
                 break;
             }
             end = batch_end;
-            header = self.header_at(end)?;
+            header = header_in(&file, end, self.size)?;
         }
-        Ok(Some(FileSlice { file: self.file.clone(), position: start, len: (end - start) as usize }))
+        Ok(Some(FileSlice { file, position: start, len: (end - start) as usize }))
     }
 
     /// The first record with a timestamp `>= timestamp`, as (timestamp, offset).
     pub fn find_offset_by_timestamp(&self, timestamp: i64, from_offset: i64) -> Result<Option<(i64, i64)>> {
-        let indexed = self.time_index.lookup(timestamp);
+        let file = self.file()?;
+        let indexes = self.indexes()?;
+        let indexed = indexes.time.lookup(timestamp);
         let start_offset = indexed.offset.max(from_offset);
-        let mut position = u64::from(self.index.lookup(start_offset).position);
-        while let Some(header) = self.header_at(position)? {
+        let mut position = u64::from(indexes.offset.lookup(start_offset).position);
+        while let Some(header) = header_in(&file, position, self.size)? {
             if header.max_timestamp >= timestamp && header.last_offset() >= from_offset {
-                let records = self.decode_batch(position, header.size)?;
+                let records = decode_batch(&file, position, header.size)?;
                 let found =
                     records.iter().find(|(ts, offset)| *ts >= timestamp && *offset >= from_offset).copied();
                 if found.is_some() {
@@ -315,171 +541,234 @@ impl LogSegment {
 
     /// The record offset of the largest timestamp in this segment.
     pub fn offset_of_largest_timestamp(&self) -> Result<Option<(i64, i64)>> {
-        if self.max_timestamp < 0 {
+        let (max_timestamp, offset) = self.max_timestamp_and_offset()?;
+        if max_timestamp < 0 {
             return Ok(None);
         }
-        let Some((position, header)) = self.translate_offset(self.offset_of_max_timestamp)? else {
+        let file = self.file()?;
+        let Some((position, header)) = self.translate_in(&file, offset)? else {
             return Ok(None);
         };
-        let records = self.decode_batch(position, header.size)?;
-        Ok(records
-            .into_iter()
-            .find(|(ts, _)| *ts == self.max_timestamp)
-            .or(Some((self.max_timestamp, self.offset_of_max_timestamp))))
-    }
-
-    /// (timestamp, offset) of each record in the batch at `position`.
-    fn decode_batch(&self, position: u64, size: usize) -> Result<Vec<(i64, i64)>> {
-        let mut buf = vec![0u8; size];
-        self.file.read_exact_at(&mut buf, position)?;
-        let header = BatchHeader::parse(&buf)?;
-        let mut bytes = Bytes::from(buf);
-        let set = RecordBatchDecoder::decode(&mut bytes)
-            .map_err(|e| StorageError::CorruptRecord(format!("undecodable batch: {e}")))?;
-        let log_append = header.timestamp_type() == batch::TimestampType::LogAppendTime;
-        Ok(set
-            .records
-            .iter()
-            .map(|r| (if log_append { header.max_timestamp } else { r.timestamp }, r.offset))
-            .collect())
+        let records = decode_batch(&file, position, header.size)?;
+        Ok(records.into_iter().find(|(ts, _)| *ts == max_timestamp).or(Some((max_timestamp, offset))))
     }
 
     /// Rescans the whole file: verifies every batch, rebuilds both indexes and
     /// truncates at the first batch that is partial or fails its checks.
     pub fn recover(&mut self, max_batch_bytes: usize) -> Result<RecoveryReport> {
-        self.index.reset()?;
-        self.time_index.reset()?;
-        self.index.resize(self.config.max_index_bytes)?;
-        self.time_index.resize(self.config.max_index_bytes)?;
-        self.bytes_since_last_index_entry = 0;
-        self.max_timestamp = -1;
-        self.offset_of_max_timestamp = self.base_offset;
-        self.next_offset = self.base_offset;
-        let file_len = self.file.metadata()?.len();
-        self.size = file_len;
-        let mut position = 0u64;
-        let mut batches = 0;
-        let mut expected_offset = self.base_offset;
-        while let Some(header) = self.read_valid_batch(position, file_len, max_batch_bytes, expected_offset) {
-            self.index_batch(position, header.size, header.last_offset(), header.max_timestamp);
-            expected_offset = header.next_offset();
-            self.next_offset = expected_offset;
+        self.indexes = OnceCell::new();
+        let file = self.file()?;
+        let file_len = file.metadata()?.len();
+        if file_len == 0 {
+            // Nothing to verify, nothing to index: the indexes wait for an append.
+            self.size = 0;
+            self.next_offset = self.base_offset;
+            self.bytes_since_last_index_entry = 0;
+            self.max_timestamp.set(Some((-1, self.base_offset)));
+            return Ok(RecoveryReport::default());
+        }
+        let scan = self.scan(&file, file_len, max_batch_bytes)?;
+        let truncated = file_len - scan.valid_bytes;
+        if truncated > 0 {
+            file.set_len(scan.valid_bytes)?;
+        }
+        self.size = scan.valid_bytes;
+        self.next_offset = scan.next_offset;
+        self.bytes_since_last_index_entry = scan.cursor.bytes_since_last_entry;
+        self.max_timestamp.set(Some(scan.cursor.max_timestamp));
+        let _ = self.indexes.set(Box::new(scan.indexes));
+        Ok(RecoveryReport {
+            valid_bytes: scan.valid_bytes,
+            truncated_bytes: truncated,
+            batches: scan.batches,
+        })
+    }
+
+    /// Builds fresh indexes from the batches of the first `file_len` bytes
+    /// that pass their checks.
+    fn scan(&self, file: &File, file_len: u64, max_batch_bytes: usize) -> Result<Scan> {
+        let mut indexes = Indexes::open(&self.log_path, self.base_offset)?;
+        indexes.offset.reset()?;
+        indexes.time.reset()?;
+        if file_len > 0 {
+            indexes.preallocate(self.config.max_index_bytes)?;
+        }
+        let mut cursor = IndexCursor { bytes_since_last_entry: 0, max_timestamp: (-1, self.base_offset) };
+        let (mut position, mut batches, mut next_offset) = (0u64, 0, self.base_offset);
+        while let Some(header) = read_valid_batch(file, position, file_len, max_batch_bytes, next_offset) {
+            let at = (position, header.size);
+            let interval = self.config.index_interval_bytes;
+            indexes.index_batch(&mut cursor, interval, at, header.last_offset(), header.max_timestamp)?;
+            next_offset = header.next_offset();
             position += header.size as u64;
             batches += 1;
         }
-        let truncated = file_len - position;
-        if truncated > 0 {
-            self.file.set_len(position)?;
-            let mut file = &*self.file;
-            std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(position))?;
-        }
-        self.size = position;
-        Ok(RecoveryReport { valid_bytes: position, truncated_bytes: truncated, batches })
+        Ok(Scan { indexes, cursor, valid_bytes: position, next_offset, batches })
     }
 
-    /// The header of the batch at `position` if the whole batch is there and
-    /// passes its checks.
-    fn read_valid_batch(
-        &self,
-        position: u64,
-        file_len: u64,
-        max: usize,
-        expected: i64,
-    ) -> Option<BatchHeader> {
-        let mut head = [0u8; batch::LOG_OVERHEAD];
-        if position + head.len() as u64 > file_len {
-            return None;
-        }
-        self.file.read_exact_at(&mut head, position).ok()?;
-        let size = batch::batch_size(&head)?.ok()?;
-        if size > max.max(HEADER_LEN) || position + size as u64 > file_len {
-            return None;
-        }
-        let mut buf = vec![0u8; size];
-        self.file.read_exact_at(&mut buf, position).ok()?;
-        let header = batch::verify_stored(&buf).ok()?;
-        (header.base_offset >= expected).then_some(header)
-    }
-
-    /// Index bookkeeping for one batch at `position`: Kafka's rule of an entry
-    /// (for the batch's last offset) once `index.interval.bytes` have passed.
-    fn index_batch(&mut self, position: u64, size: usize, last_offset: i64, max_timestamp: i64) {
-        if max_timestamp > self.max_timestamp {
-            self.max_timestamp = max_timestamp;
-            self.offset_of_max_timestamp = last_offset;
-        }
-        if self.bytes_since_last_index_entry > self.config.index_interval_bytes {
-            self.index.append(last_offset, position as u32);
-            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp);
-            self.bytes_since_last_index_entry = 0;
-        }
-        self.bytes_since_last_index_entry += size;
-    }
-
-    /// Prepares an inactive segment: indexes shrink to their entries and the
-    /// last max timestamp is recorded, as Kafka does at roll.
+    /// Prepares an inactive segment: indexes shrink to their entries, the
+    /// last max timestamp is recorded, as Kafka does at roll, and the
+    /// descriptor goes to the file cache, where recent segments stay open.
     pub fn on_roll(&mut self) -> Result<()> {
-        self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp);
-        self.index.trim()?;
-        self.time_index.trim()
+        self.seal()?;
+        if let Some(file) = self.held.take() {
+            self.config.files.insert(self.id, file);
+        }
+        Ok(())
     }
 
-    /// Readies a segment loaded from disk to take appends again.
-    pub fn make_active(&mut self) -> Result<()> {
-        self.index.resize(self.config.max_index_bytes)?;
-        self.time_index.resize(self.config.max_index_bytes)
+    /// Readies a segment to take appends: it holds its own descriptor.
+    pub fn activate(&mut self) -> Result<()> {
+        if self.held.is_none() {
+            self.held = Some(Arc::new(open_for_append(&self.log_path)?));
+            self.config.files.remove(self.id);
+        }
+        Ok(())
+    }
+
+    fn seal(&mut self) -> Result<()> {
+        if !self.indexes_loaded() {
+            // Untouched since loaded: the files are as the last close left them.
+            return Ok(());
+        }
+        let max_timestamp = self.max_timestamp_and_offset()?;
+        self.indexes.get_mut().expect("checked above").seal(max_timestamp)
     }
 
     /// Forces the log and index bytes to disk.
     pub fn flush(&self) -> Result<()> {
-        self.file.sync_data()?;
-        self.index.flush()?;
-        self.time_index.flush()
-    }
-
-    /// A handle that stays valid for flushing outside the log lock.
-    pub fn file(&self) -> Arc<File> {
-        self.file.clone()
+        self.file()?.sync_data()?;
+        if let Some(indexes) = self.indexes.get() {
+            indexes.offset.flush()?;
+            indexes.time.flush()?;
+        }
+        Ok(())
     }
 
     /// Closes cleanly: indexes trimmed so the next start trusts them.
     pub fn close(&mut self) -> Result<()> {
-        self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp);
-        self.index.trim()?;
-        self.time_index.trim()
+        self.seal()
     }
 
-    fn paths(&self) -> [PathBuf; 3] {
-        [self.log_path.clone(), self.index.path().to_owned(), self.time_index.path().to_owned()]
+    /// Unmaps the indexes of a sealed segment until they are used again.
+    pub fn unload_indexes(&mut self) -> Result<()> {
+        self.seal()?;
+        self.indexes = OnceCell::new();
+        Ok(())
     }
 
     /// Renames the segment's files with `suffix` appended and closes them;
-    /// readers holding the file keep reading it. Returns the new paths.
+    /// readers holding the file keep reading it. Returns the new paths. An
+    /// index never created (the segment took no append) is skipped.
     pub fn rename_to(self, suffix: &str) -> Result<Vec<PathBuf>> {
-        let paths = self.paths();
+        let paths = SUFFIXES.map(|kind| sibling_path(&self.log_path, kind));
         drop(self);
         let mut renamed = Vec::with_capacity(paths.len());
-        for path in paths {
+        for (kind, path) in SUFFIXES.iter().zip(paths) {
             let mut target = path.clone().into_os_string();
             target.push(suffix);
-            std::fs::rename(&path, &target)?;
-            renamed.push(target.into());
+            match std::fs::rename(&path, &target) {
+                Ok(()) => renamed.push(target.into()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && *kind != ".log" => {}
+                Err(e) => return Err(e.into()),
+            }
         }
         Ok(renamed)
     }
 
     /// Removes the segment's files.
     pub fn delete(self) -> Result<()> {
-        let paths = self.paths();
+        let log_path = self.log_path.clone();
         drop(self);
-        for path in paths {
-            match std::fs::remove_file(&path) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
-                _ => {}
-            }
-        }
-        Ok(())
+        remove_segment_files(&log_path)
     }
+}
+
+impl Drop for LogSegment {
+    fn drop(&mut self) {
+        self.config.files.remove(self.id);
+    }
+}
+
+/// The `kind` file (`.log`, `.index`, `.timeindex`) of the segment whose
+/// log is at `log_path`; a suffix after `.log` (`.cleaned`) carries over, so
+/// `<base>.log.cleaned` pairs with `<base>.index.cleaned`.
+pub fn sibling_path(log_path: &Path, kind: &str) -> PathBuf {
+    let name = log_path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    let (base, rest) = name.split_at(name.find('.').unwrap_or(name.len()));
+    let suffix = rest.strip_prefix(".log").unwrap_or(rest);
+    log_path.with_file_name(format!("{base}{kind}{suffix}"))
+}
+
+/// Removes the `.log`, `.index` and `.timeindex` of the segment at `log_path`.
+pub fn remove_segment_files(log_path: &Path) -> Result<()> {
+    for kind in SUFFIXES {
+        remove_if_present(&sibling_path(log_path, kind))?;
+    }
+    Ok(())
+}
+
+fn remove_if_present(path: &Path) -> Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
+        _ => Ok(()),
+    }
+}
+
+/// The active segment's descriptor: every write lands at the end.
+fn open_for_append(path: &Path) -> std::io::Result<File> {
+    OpenOptions::new().read(true).append(true).create(true).open(path)
+}
+
+/// The header of the batch at `position` of a `size`-byte log, if a whole
+/// header is there.
+fn header_in(file: &File, position: u64, size: u64) -> Result<Option<BatchHeader>> {
+    if position + HEADER_LEN as u64 > size {
+        return Ok(None);
+    }
+    let mut buf = [0u8; HEADER_LEN];
+    file.read_exact_at(&mut buf, position)?;
+    BatchHeader::parse(&buf).map(Some)
+}
+
+/// (timestamp, offset) of each record in the batch at `position`.
+fn decode_batch(file: &File, position: u64, size: usize) -> Result<Vec<(i64, i64)>> {
+    let mut buf = vec![0u8; size];
+    file.read_exact_at(&mut buf, position)?;
+    let header = BatchHeader::parse(&buf)?;
+    let mut bytes = Bytes::from(buf);
+    let set = RecordBatchDecoder::decode(&mut bytes)
+        .map_err(|e| StorageError::CorruptRecord(format!("undecodable batch: {e}")))?;
+    let log_append = header.timestamp_type() == batch::TimestampType::LogAppendTime;
+    Ok(set
+        .records
+        .iter()
+        .map(|r| (if log_append { header.max_timestamp } else { r.timestamp }, r.offset))
+        .collect())
+}
+
+/// The header of the batch at `position` if the whole batch is there and
+/// passes its checks.
+fn read_valid_batch(
+    file: &File,
+    position: u64,
+    file_len: u64,
+    max: usize,
+    expected: i64,
+) -> Option<BatchHeader> {
+    let mut head = [0u8; batch::LOG_OVERHEAD];
+    if position + head.len() as u64 > file_len {
+        return None;
+    }
+    file.read_exact_at(&mut head, position).ok()?;
+    let size = batch::batch_size(&head)?.ok()?;
+    if size > max.max(HEADER_LEN) || position + size as u64 > file_len {
+        return None;
+    }
+    let mut buf = vec![0u8; size];
+    file.read_exact_at(&mut buf, position).ok()?;
+    let header = batch::verify_stored(&buf).ok()?;
+    (header.base_offset >= expected).then_some(header)
 }
 
 fn write_all_vectored(mut file: &File, mut slices: &mut [IoSlice<'_>]) -> std::io::Result<()> {
@@ -493,4 +782,125 @@ fn write_all_vectored(mut file: &File, mut slices: &mut [IoSlice<'_>]) -> std::i
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::test_support::batch;
+    use crate::batch::Batches;
+    use crate::log::{Log, LogConfig};
+    use kafka_protocol::records::Compression;
+
+    /// A log of many small segments, closed; returns (base, size) of each.
+    fn write_segments(dir: &Path) -> Vec<(i64, u64)> {
+        let config = LogConfig { segment_bytes: 2048, index_interval_bytes: 256, ..LogConfig::default() };
+        let mut log = Log::open(dir, config, 0, 0, true, 0).unwrap().0;
+        for i in 0..200 {
+            log.append(&batch(1 + i % 4, 1_000 + i as i64, Compression::None), 0, 0).unwrap();
+        }
+        log.close(0).unwrap();
+        log.segments().map(|s| (s.base_offset(), s.size())).collect()
+    }
+
+    fn base_offsets(slice: &FileSlice) -> Vec<i64> {
+        let bytes = slice.read().unwrap();
+        Batches::new(&bytes).map(|raw| batch::verify_stored(raw.unwrap()).unwrap().base_offset).collect()
+    }
+
+    #[test]
+    fn inactive_segments_read_through_a_bounded_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        let found = write_segments(dir.path());
+        assert!(found.len() >= 6, "small segments roll");
+        let files: &'static FileCache = Box::leak(Box::new(FileCache::new(2)));
+        let config = SegmentConfig { index_interval_bytes: 256, max_index_bytes: 1024, files };
+        let segments: Vec<LogSegment> = found
+            .iter()
+            .map(|(base, size)| LogSegment::inactive(dir.path(), *base, config, *size, 0))
+            .collect();
+        let first = segments[0].read(0, 1 << 20, u64::MAX, true).unwrap().unwrap();
+        let first_offsets = base_offsets(&first);
+        for round in 0..3 {
+            for (segment, next) in segments.iter().zip(found.iter().skip(1)) {
+                let slice = segment.read(segment.base_offset(), 1 << 20, u64::MAX, true).unwrap().unwrap();
+                let offsets = base_offsets(&slice);
+                assert_eq!(offsets[0], segment.base_offset(), "round {round}");
+                assert!(offsets.iter().all(|o| *o < next.0), "round {round}: stays in its segment");
+                assert_eq!(slice.len as u64, segment.size());
+                assert!(files.len() <= 2, "round {round}: {} files open", files.len());
+            }
+        }
+        assert!(segments.iter().all(|s| !s.is_active()));
+        assert_eq!(base_offsets(&first), first_offsets, "a slice outlives its file's eviction");
+        drop(segments);
+        assert!(files.is_empty(), "dropped segments close their files");
+    }
+
+    #[test]
+    fn sibling_files_keep_the_suffix_after_the_kind() {
+        let log = Path::new("/d/00000000000000000042.log");
+        assert_eq!(sibling_path(log, ".index"), Path::new("/d/00000000000000000042.index"));
+        let cleaned = Path::new("/d/00000000000000000042.log.cleaned");
+        assert_eq!(
+            sibling_path(cleaned, ".timeindex"),
+            Path::new("/d/00000000000000000042.timeindex.cleaned")
+        );
+        assert_eq!(sibling_path(cleaned, ".log"), cleaned);
+    }
+
+    #[test]
+    fn a_suffixed_segment_writes_suffixed_indexes_and_renames_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig { index_interval_bytes: 1, ..LogConfig::default() }.segment_config();
+        let mut segment = LogSegment::create_with_suffix(dir.path(), 0, ".cleaned", config, 0).unwrap();
+        let mut log = Log::open(&dir.path().join("source"), LogConfig::default(), 0, 0, true, 0).unwrap().0;
+        for i in 0..3 {
+            log.append(&batch(1, 1_000 + i, Compression::None), 0, 0).unwrap();
+        }
+        let bytes = log.read(0, 1 << 20, 3, true).unwrap().unwrap().read().unwrap();
+        let prepared: Vec<PreparedBatch<'_>> = Batches::new(&bytes)
+            .map(|raw| {
+                let raw = raw.unwrap();
+                let header = batch::verify_stored(raw).unwrap();
+                PreparedBatch {
+                    header: raw[..HEADER_LEN].try_into().unwrap(),
+                    body: &raw[HEADER_LEN..],
+                    last_offset: header.last_offset(),
+                    max_timestamp: header.max_timestamp,
+                }
+            })
+            .collect();
+        segment.append(&prepared).unwrap();
+        segment.on_roll().unwrap();
+        let name = |kind: &str| dir.path().join(file_name(0, kind));
+        assert!(segment.index().unwrap().entries() > 0);
+        assert!(name(".log.cleaned").exists() && name(".index.cleaned").exists());
+        assert!(name(".timeindex.cleaned").exists() && !name(".index").exists());
+        let renamed = segment.rename_to(".deleted").unwrap();
+        let expected: Vec<PathBuf> =
+            [".log.cleaned.deleted", ".index.cleaned.deleted", ".timeindex.cleaned.deleted"].map(name).into();
+        assert_eq!(renamed, expected);
+        assert!(renamed.iter().all(|path| path.exists()));
+    }
+
+    #[test]
+    fn a_clean_reopen_opens_and_maps_only_the_active_segment() {
+        let dir = tempfile::tempdir().unwrap();
+        let found = write_segments(dir.path());
+        let (log, report) = Log::open(dir.path(), LogConfig::default(), i64::MAX, 0, true, 0).unwrap();
+        assert_eq!(report.recovered_segments, 0);
+        let segments: Vec<&LogSegment> = log.segments().collect();
+        let (active, inactive) = segments.split_last().unwrap();
+        assert!(active.is_active());
+        for (segment, next) in inactive.iter().zip(found.iter().skip(1)) {
+            assert!(!segment.is_active() && !segment.indexes_loaded(), "{}", segment.base_offset());
+            assert_eq!(segment.next_offset(), next.0, "ends where the next begins");
+        }
+        let slice = log.read(0, 100, log.log_end_offset(), true).unwrap().unwrap();
+        assert_eq!(base_offsets(&slice)[0], 0);
+        assert!(inactive[0].indexes_loaded(), "mapped once read");
+        assert!(!inactive[1].indexes_loaded());
+        assert!(inactive[1].max_timestamp().unwrap() > 0, "learnt from its time index");
+    }
 }

@@ -200,8 +200,7 @@ impl GroupCoordinator {
         let now = Instant::now();
         let mut groups = self.groups.lock().expect("groups lock");
         for partition in &topic.partitions {
-            let records =
-                partition.log().lock().expect("log lock").read_records(partition.high_watermark())?;
+            let records = partition.read_records()?;
             for record in records {
                 let Some(key) = record.key.as_deref().and_then(|k| RecordKey::decode(k).ok()) else {
                     continue;

@@ -35,6 +35,7 @@ const SERVED: &[ApiKey] = &[
     ApiKey::AlterConfigs,
     ApiKey::IncrementalAlterConfigs,
     ApiKey::InitProducerId,
+    ApiKey::DescribeLogDirs,
 ];
 
 /// The version range served for `key`, if it is served at all.

@@ -112,6 +112,15 @@ pub async fn handle(ctx: &RequestContext<'_>, request: FetchRequest) -> FetchRep
         // The log start offset is reported from v5 on.
         responses.iter_mut().flat_map(|t| t.partitions.iter_mut()).for_each(|p| p.log_start_offset = -1);
     }
+    if ctx.api_version <= 5 {
+        // As Kafka does for clients that may not know KAFKA_STORAGE_ERROR.
+        let storage_error = ResponseError::KafkaStorageError.code();
+        for p in responses.iter_mut().flat_map(|t| t.partitions.iter_mut()) {
+            if p.error_code == storage_error {
+                p.error_code = ResponseError::NotLeaderOrFollower.code();
+            }
+        }
+    }
     let response = FetchResponse::default().with_session_id(plan.session_id).with_responses(responses);
     FetchReply { response, splices }
 }

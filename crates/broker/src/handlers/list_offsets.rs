@@ -53,16 +53,17 @@ fn list_partition(partition: &Partition, request: &ListOffsetsPartition) -> List
     let response = ListOffsetsPartitionResponse::default()
         .with_partition_index(request.partition_index)
         .with_leader_epoch(partition.leader_epoch);
+    if !partition.is_online() {
+        return failure(request.partition_index, ResponseError::KafkaStorageError);
+    }
     let found = match request.timestamp {
         // Without transactions the last stable offset is the high watermark,
         // so both isolation levels see the same latest offset.
         LATEST => Ok(Some((-1, partition.high_watermark()))),
         EARLIEST | EARLIEST_LOCAL => Ok(Some((-1, partition.log_start_offset()))),
         EARLIEST_PENDING_UPLOAD | LATEST_TIERED => Ok(Some((-1, -1))),
-        MAX_TIMESTAMP => partition.log().lock().expect("log lock").offset_of_max_timestamp(),
-        timestamp if timestamp >= 0 => {
-            partition.log().lock().expect("log lock").offset_for_timestamp(timestamp)
-        }
+        MAX_TIMESTAMP => partition.offset_of_max_timestamp(),
+        timestamp if timestamp >= 0 => partition.offset_for_timestamp(timestamp),
         _ => return failure(request.partition_index, ResponseError::InvalidRequest),
     };
     match found {

@@ -31,7 +31,7 @@ pub fn handle(ctx: &RequestContext<'_>, request: MetadataRequest) -> MetadataRes
         AUTHORIZED_OPERATIONS_OMITTED
     };
     let topics: Vec<MetadataResponseTopic> = match &request.topics {
-        None => broker.controller.image().topics().map(|t| describe_topic(t, operations)).collect(),
+        None => broker.controller.image().topics().map(|t| describe_topic(broker, t, operations)).collect(),
         Some(wanted) => wanted
             .iter()
             .map(|t| match (&t.name, t.topic_id) {
@@ -66,16 +66,16 @@ fn lookup_by_name(
     operations: i32,
 ) -> MetadataResponseTopic {
     if let Some(topic) = broker.controller.image().topic(name) {
-        return describe_topic(topic, operations);
+        return describe_topic(broker, topic, operations);
     }
     if !(allow_auto_create && broker.config.auto_create_topics_enable) {
         return topic_error(name, ResponseError::UnknownTopicOrPartition);
     }
     match auto_create(broker, name) {
-        Ok(topic) => describe_topic(&topic, operations),
+        Ok(topic) => describe_topic(broker, &topic, operations),
         // Another request created it first: describe the winner's topic.
         Err(MetadataError::TopicAlreadyExists(_)) => match broker.controller.image().topic(name) {
-            Some(topic) => describe_topic(topic, operations),
+            Some(topic) => describe_topic(broker, topic, operations),
             None => topic_error(name, ResponseError::LeaderNotAvailable),
         },
         Err(e) => {
@@ -87,7 +87,7 @@ fn lookup_by_name(
 
 fn lookup_by_id(broker: &Broker, id: Uuid, operations: i32) -> MetadataResponseTopic {
     match broker.controller.image().topic_by_id(&id) {
-        Some(topic) => describe_topic(topic, operations),
+        Some(topic) => describe_topic(broker, topic, operations),
         None => MetadataResponseTopic::default()
             .with_topic_id(id)
             .with_error_code(ResponseError::UnknownTopicId.code())
@@ -116,17 +116,27 @@ fn topic_error(name: &str, error: ResponseError) -> MetadataResponseTopic {
         .with_topic_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED)
 }
 
-fn describe_topic(topic: &TopicImage, operations: i32) -> MetadataResponseTopic {
+fn describe_topic(broker: &Broker, topic: &TopicImage, operations: i32) -> MetadataResponseTopic {
+    let hosted = broker.replicas.topic(&topic.name);
     let partitions = topic
         .partitions
         .iter()
         .map(|(index, p)| {
-            MetadataResponsePartition::default()
+            let described = MetadataResponsePartition::default()
                 .with_partition_index(*index)
                 .with_leader_id(BrokerId(p.leader))
                 .with_leader_epoch(p.leader_epoch)
                 .with_replica_nodes(p.replicas.iter().copied().map(BrokerId).collect())
-                .with_isr_nodes(p.isr.iter().copied().map(BrokerId).collect())
+                .with_isr_nodes(p.isr.iter().copied().map(BrokerId).collect());
+            let offline = hosted
+                .as_ref()
+                .and_then(|t| t.partitions.get(usize::try_from(*index).ok()?))
+                .is_some_and(|partition| !partition.is_online());
+            if offline {
+                offline_partition(broker, described)
+            } else {
+                described
+            }
         })
         .collect();
     MetadataResponseTopic::default()
@@ -135,4 +145,13 @@ fn describe_topic(topic: &TopicImage, operations: i32) -> MetadataResponseTopic 
         .with_is_internal(topic.is_internal())
         .with_partitions(partitions)
         .with_topic_authorized_operations(operations)
+}
+
+/// A partition whose log dir failed, as Kafka's metadata shows one once its
+/// only replica's dir is offline: no leader, this broker's replica offline.
+fn offline_partition(broker: &Broker, partition: MetadataResponsePartition) -> MetadataResponsePartition {
+    partition
+        .with_error_code(ResponseError::LeaderNotAvailable.code())
+        .with_leader_id(BrokerId(-1))
+        .with_offline_replicas(vec![BrokerId(broker.config.node_id)])
 }

@@ -10,6 +10,7 @@ pub mod fetch;
 pub mod groups;
 pub mod init_producer_id;
 pub mod list_offsets;
+pub mod log_dirs;
 pub mod metadata;
 pub mod offsets;
 pub mod produce;

@@ -36,6 +36,11 @@ pub fn handle(ctx: &RequestContext<'_>, request: ProduceRequest) -> MaybeReply<P
         if ctx.api_version < 8 {
             partition.error_message = None;
         }
+        // Clients of v3 and older may not know KAFKA_STORAGE_ERROR; Kafka
+        // sends what makes them refresh metadata and retry.
+        if ctx.api_version <= 3 && partition.error_code == ResponseError::KafkaStorageError.code() {
+            partition.error_code = ResponseError::NotLeaderOrFollower.code();
+        }
     }
     MaybeReply(Some(ProduceResponse::default().with_responses(responses)))
 }

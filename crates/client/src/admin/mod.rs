@@ -278,6 +278,8 @@ impl Admin {
             .with_topics(
                 increases
                     .iter()
+                    // No assignments (null, not the default empty array, which
+                    // a broker reads as zero assignments): the broker places them.
                     .map(|(name, count)| {
                         CreatePartitionsTopic::default()
                             .with_name(topic_name(name))

@@ -2,13 +2,13 @@
 //! dirtiest due log, and the `cleaner-offset-checkpoint` of each log dir.
 
 use std::collections::{BTreeMap, HashSet};
-use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use super::{Checks, CleanError, Cleaner, CleanerStats, CHECKPOINT_FILE};
 use crate::checkpoint::OffsetCheckpoint;
 use crate::error::Result;
 use crate::log::Log;
+use crate::manager::LogDir;
 use crate::segment::LogSegment;
 use crate::{SharedLog, TopicPartition};
 
@@ -47,7 +47,7 @@ impl LogToClean {
 /// and each log's first dirty offset (persisted per log dir).
 #[derive(Debug)]
 pub struct CleanerManager {
-    dirs: Vec<PathBuf>,
+    dirs: Vec<Arc<LogDir>>,
     state: Mutex<ManagerState>,
 }
 
@@ -64,12 +64,12 @@ pub type LogEntry = (TopicPartition, usize, SharedLog);
 impl CleanerManager {
     /// Reads the `cleaner-offset-checkpoint` of every dir; an unreadable
     /// one counts as empty (the logs get cleaned from their start again).
-    pub fn new(dirs: &[PathBuf]) -> Self {
+    pub fn new(dirs: &[Arc<LogDir>]) -> Self {
         let first_dirty = dirs
             .iter()
             .map(|dir| {
-                OffsetCheckpoint::new(dir.join(CHECKPOINT_FILE)).read().unwrap_or_else(|e| {
-                    tracing::warn!("ignoring {CHECKPOINT_FILE} in {}: {e}", dir.display());
+                OffsetCheckpoint::new(dir.path().join(CHECKPOINT_FILE)).read().unwrap_or_else(|e| {
+                    tracing::warn!("ignoring {CHECKPOINT_FILE} in {}: {e}", dir.path().display());
                     BTreeMap::new()
                 })
             })
@@ -97,9 +97,18 @@ impl CleanerManager {
         let mut state = self.lock();
         state.uncleanable.remove(tp);
         if state.first_dirty[dir].remove(tp).is_some() {
-            OffsetCheckpoint::new(self.dirs[dir].join(CHECKPOINT_FILE)).write(&state.first_dirty[dir])?;
+            self.write_checkpoint(dir, &state.first_dirty[dir])?;
         }
         Ok(())
+    }
+
+    /// Writes dir `dir`'s checkpoint, unless the dir is offline; a disk
+    /// failure takes it offline.
+    fn write_checkpoint(&self, dir: usize, first_dirty: &BTreeMap<TopicPartition, i64>) -> Result<()> {
+        let log_dir = &self.dirs[dir];
+        log_dir.check()?;
+        let written = OffsetCheckpoint::new(log_dir.path().join(CHECKPOINT_FILE)).write(first_dirty);
+        log_dir.guard(written.map_err(Into::into))
     }
 
     fn set_first_dirty(&self, tp: &TopicPartition, dir: usize, offset: i64, live: &[LogEntry]) -> Result<()> {
@@ -107,8 +116,7 @@ impl CleanerManager {
         let mut state = self.lock();
         state.first_dirty[dir].insert(tp.clone(), offset);
         state.first_dirty[dir].retain(|tp, _| live.contains(tp));
-        OffsetCheckpoint::new(self.dirs[dir].join(CHECKPOINT_FILE)).write(&state.first_dirty[dir])?;
-        Ok(())
+        self.write_checkpoint(dir, &state.first_dirty[dir])
     }
 
     /// Picks the dirtiest due log among `logs` and marks it in progress.
@@ -180,6 +188,11 @@ impl CleanerManager {
                 tracing::debug!(partition = %target.tp, "cleaning of a removed log failed: {e}");
                 Ok(())
             }
+            Err(CleanError::Failed(e)) if e.is_disk_failure() => {
+                // The disk failed, not the log: its dir goes offline.
+                self.dirs[target.dir].fail(&e);
+                Err(e)
+            }
             Err(CleanError::Failed(e)) => {
                 tracing::warn!(partition = %target.tp, "cleaning failed; the log is marked uncleanable: {e}");
                 self.lock().uncleanable.insert(target.tp.clone());
@@ -236,7 +249,11 @@ fn assess(
     let dirty_inactive = || overlapping(&log, first_dirty, active_base);
     let lag_start = now_ms.saturating_sub(config.min_compaction_lag_ms.max(0));
     let too_young = (config.min_compaction_lag_ms > 0)
-        .then(|| dirty_inactive().find(|s| s.max_timestamp() > lag_start).map(LogSegment::base_offset))
+        .then(|| {
+            // A segment whose time index cannot be read counts as too young.
+            let young = |s: &&LogSegment| s.max_timestamp().map_or(true, |ts| ts > lag_start);
+            dirty_inactive().find(young).map(LogSegment::base_offset)
+        })
         .flatten();
     let first_uncleanable = too_young.unwrap_or(active_base).min(active_base).max(first_dirty);
     let uncleanable_base =

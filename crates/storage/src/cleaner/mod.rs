@@ -47,7 +47,6 @@ use std::fs::File;
 use std::ops::Range;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::batch::{self, BatchHeader, Batches, HEADER_LEN};
@@ -126,12 +125,15 @@ impl Checks<'_> {
     }
 }
 
-/// A segment as captured under the log lock; its file stays readable
-/// whatever happens to the log meanwhile.
+/// A segment as captured under the log lock. The cleaner reads it outside
+/// the lock through a descriptor of its own, not one of the file cache's:
+/// one segment at a time, closed when read.
 #[derive(Debug, Clone)]
 struct SegmentSnapshot {
     base: i64,
-    file: Arc<File>,
+    /// The live segment's identity: a segment swapped in since has another.
+    id: u64,
+    path: PathBuf,
     size: u64,
     index_bytes: u64,
     time_index_bytes: u64,
@@ -143,7 +145,19 @@ struct SegmentSnapshot {
 impl SegmentSnapshot {
     /// Whether `segment` is still the segment captured.
     fn is(&self, segment: &LogSegment) -> bool {
-        Arc::ptr_eq(&segment.file(), &self.file) && segment.size() == self.size
+        segment.id() == self.id && segment.size() == self.size
+    }
+
+    /// Opens the segment's `.log` for reading. One deleted since the
+    /// snapshot (retention renames it away) ends the cleaning.
+    fn open(&self) -> CleanResult<File> {
+        match File::open(&self.path) {
+            Ok(file) => Ok(file),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                Err(CleanError::Aborted("a segment was deleted during cleaning"))
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 }
 
@@ -163,14 +177,16 @@ fn snapshot(
         } else {
             segment.translate_offset(first_dirty)?.map_or(segment.size(), |(position, _)| position)
         };
+        let (index_bytes, time_index_bytes) = segment.index_bytes()?;
         segments.push(SegmentSnapshot {
             base: segment.base_offset(),
-            file: segment.file(),
+            id: segment.id(),
+            path: segment.log_path().to_owned(),
             size: segment.size(),
-            index_bytes: segment.index().entries() as u64 * 8,
-            time_index_bytes: segment.time_index().entries() as u64 * 12,
+            index_bytes,
+            time_index_bytes,
             dirty_position,
-            modified: segment.file().metadata().and_then(|m| m.modified()).ok(),
+            modified: std::fs::metadata(segment.log_path()).and_then(|m| m.modified()).ok(),
         });
     }
     Ok((segments, log.dir().to_owned(), log.config().clone()))
@@ -291,9 +307,10 @@ impl Cleaner {
         for (i, segment) in dirty.iter().enumerate() {
             let mut full = false;
             let mut stats = (0u64, 0u64);
+            let file = segment.open()?;
             let mut buffer = std::mem::take(&mut self.read_buffer);
             let walked = for_each_batch(
-                &segment.file,
+                &file,
                 segment.dirty_position..segment.size,
                 &mut buffer,
                 self.settings.io_buffer_bytes,
@@ -381,7 +398,7 @@ impl Cleaner {
         cleaned.flush()?;
         // Keep the last modified time of the originals, as Kafka does.
         if let Some(modified) = group.last().and_then(|s| s.modified) {
-            cleaned.file().set_modified(modified)?;
+            cleaned.file()?.set_modified(modified)?;
         }
         drop(cleaned);
         checks.check()?;
@@ -407,19 +424,15 @@ impl Cleaner {
         retention: &Retention<'_>,
         checks: &Checks<'_>,
     ) -> CleanResult<()> {
+        let file = segment.open()?;
         let mut buffer = std::mem::take(&mut self.read_buffer);
         let mut out = std::mem::take(&mut self.write_buffer);
         let mut scratch = std::mem::take(&mut self.scratch);
         let mut written: Vec<Written> = Vec::new();
         let mut stats = CleanerStats::default();
         let io_buffer_bytes = self.settings.io_buffer_bytes;
-        let walked = for_each_batch(
-            &segment.file,
-            0..segment.size,
-            &mut buffer,
-            io_buffer_bytes,
-            checks,
-            |raw, header| {
+        let walked =
+            for_each_batch(&file, 0..segment.size, &mut buffer, io_buffer_bytes, checks, |raw, header| {
                 stats.bytes_read += raw.len() as u64;
                 let start = out.len();
                 let records = filter_batch(raw, header, retention, &mut scratch, &mut out)?;
@@ -438,9 +451,8 @@ impl Cleaner {
                     append_written(&mut out, &mut written, cleaned)?;
                 }
                 Ok(true)
-            },
-        )
-        .and_then(|()| Ok(append_written(&mut out, &mut written, cleaned)?));
+            })
+            .and_then(|()| Ok(append_written(&mut out, &mut written, cleaned)?));
         self.read_buffer = buffer;
         out.clear();
         self.write_buffer = out;

@@ -72,9 +72,16 @@ fn rename_if_exists(from: &Path, to: &Path) -> io::Result<()> {
     }
 }
 
+/// Renames a segment's files; a cleaned copy that kept no record has no
+/// indexes (they are created with the first append), its `.log` it has.
 fn rename_kinds(dir: &Path, base: i64, from: &str, to: &str) -> io::Result<()> {
     for kind in SWAPPED_KINDS {
-        fs::rename(path(dir, base, kind, from), path(dir, base, kind, to))?;
+        let (source, target) = (path(dir, base, kind, from), path(dir, base, kind, to));
+        if kind == ".log" {
+            fs::rename(source, target)?;
+        } else {
+            rename_if_exists(&source, &target)?;
+        }
     }
     Ok(())
 }
@@ -102,7 +109,10 @@ pub(crate) fn replace_segments(log: &mut Log, base: i64, replaced: &[i64], now_m
     }
     rename_kinds(&dir, base, SWAP_SUFFIX, "")?;
     sync_dir(&dir)?;
-    let segment = open_swapped(&dir, base, log, now_ms)?;
+    let last_replaced = replaced.last().copied().unwrap_or(base);
+    let next_base = log.segment_map().range(last_replaced + 1..).next().map(|(b, _)| *b);
+    let next_base = next_base.expect("the active segment is never cleaned");
+    let segment = open_swapped(&dir, base, next_base, log, now_ms)?;
     let segments = log.segment_map_mut();
     for old in replaced {
         segments.remove(old);
@@ -116,15 +126,19 @@ pub(crate) fn replace_segments(log: &mut Log, base: i64, replaced: &[i64], now_m
     Ok(())
 }
 
-/// Opens the freshly swapped-in segment, rebuilding its indexes if they do
-/// not check out, with indexes trimmed as for any inactive segment.
-fn open_swapped(dir: &Path, base: i64, log: &Log, now_ms: i64) -> Result<LogSegment> {
-    let mut segment = LogSegment::open(dir, base, log.config().segment_config(), now_ms)?;
-    if segment.load_state().is_err() {
-        segment.recover(usize::MAX)?;
-    }
-    segment.close()?;
+/// The freshly swapped-in segment, inactive and ending where `next_base`
+/// begins, like any segment but the last. Its sealed indexes are mapped
+/// (and rebuilt if they fail their check) on first use.
+fn open_swapped(dir: &Path, base: i64, next_base: i64, log: &Log, now_ms: i64) -> Result<LogSegment> {
+    let size = fs::metadata(path(dir, base, ".log", ""))?.len();
+    let mut segment = LogSegment::inactive(dir, base, log.config().segment_config(), size, now_ms);
+    segment.set_next_offset(next_base);
     Ok(segment)
+}
+
+/// Whether `name` is a file [`complete_interrupted_swaps`] deals with.
+pub(crate) fn is_leftover(name: &str) -> bool {
+    [CLEANED_SUFFIX, SWAP_SUFFIX, DELETED_SUFFIX].iter().any(|suffix| name.ends_with(suffix))
 }
 
 /// Finishes swaps a crash interrupted and removes leftovers, before the log

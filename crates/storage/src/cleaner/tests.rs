@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use kafka_protocol::records::Compression;
@@ -12,11 +12,17 @@ use proptest::prelude::*;
 use super::*;
 use crate::batch::{encode_records, BatchHeader, Batches};
 use crate::log::{CleanupPolicy, LogConfig};
+use crate::manager::LogDir;
 use crate::producer_state::AppendOrigin;
 use crate::segment::file_name;
 use crate::{Log, TopicPartition};
 
 const T0: i64 = 1_000_000;
+
+/// The one log dir at `root`.
+fn log_dirs(root: &Path) -> Vec<Arc<LogDir>> {
+    vec![Arc::new(LogDir::new(root.to_owned()))]
+}
 const DELETE_RETENTION_MS: i64 = 1_000;
 
 fn compact_config(segment_bytes: u64) -> LogConfig {
@@ -35,6 +41,7 @@ struct Fixture {
     root: tempfile::TempDir,
     tp: TopicPartition,
     log: SharedLog,
+    dirs: Vec<Arc<LogDir>>,
     manager: CleanerManager,
 }
 
@@ -43,8 +50,9 @@ impl Fixture {
         let root = tempfile::tempdir().unwrap();
         let tp = TopicPartition::new("compacted", 0);
         let log = Log::open(&root.path().join(tp.dir_name()), config, 0, 0, true, 0).unwrap().0;
-        let manager = CleanerManager::new(&[root.path().to_owned()]);
-        Self { root, tp, log: Arc::new(Mutex::new(log)), manager }
+        let dirs = log_dirs(root.path());
+        let manager = CleanerManager::new(&dirs);
+        Self { root, tp, log: Arc::new(Mutex::new(log)), dirs, manager }
     }
 
     fn dir(&self) -> PathBuf {
@@ -292,6 +300,49 @@ fn small_segments_are_merged_into_one() {
 }
 
 #[test]
+fn a_disk_failure_takes_the_dir_offline_rather_than_the_log() {
+    let fixture = Fixture::new(compact_config(1 << 20));
+    write_all(&fixture, &[(1, Some(1)), (1, Some(2))], &[(1, 0)]);
+    fixture.roll();
+    let before = fixture.batches();
+    // The partition dir turns into a file: reads fail with ENOTDIR.
+    let dir = fixture.dir();
+    std::fs::rename(&dir, dir.with_extension("broken")).unwrap();
+    std::fs::write(&dir, b"not a directory").unwrap();
+    let mut cleaner = Cleaner::new(settings(100));
+    let cleaned =
+        fixture.manager.clean_dirtiest(&fixture.entries(), &mut cleaner, &|_, _| true, &|| false, T0);
+    assert!(cleaned.unwrap_err().is_disk_failure());
+    assert!(!fixture.dirs[0].is_online(), "the dir went offline");
+    assert!(fixture.manager.uncleanable_partitions().is_empty(), "the log itself is not to blame");
+    std::fs::remove_file(&dir).unwrap();
+    std::fs::rename(dir.with_extension("broken"), &dir).unwrap();
+    assert_eq!(fixture.batches(), before, "nothing was swapped");
+    assert!(fixture.files_ending_with(swap::CLEANED_SUFFIX).is_empty());
+}
+
+#[test]
+fn cleaned_segments_keep_their_indexes_beside_them() {
+    let fixture = Fixture::new(LogConfig { index_interval_bytes: 1, ..compact_config(1 << 20) });
+    for round in 0..4u16 {
+        write_all(&fixture, &[(1, Some(round)), (2, Some(round))], &[(1, 0), (1, 0)]);
+    }
+    fixture.roll();
+    fixture.clean_all(settings(100), T0);
+    let log = fixture.log.lock().unwrap();
+    let cleaned = log.segments().next().unwrap();
+    assert!(!cleaned.is_active() && !cleaned.indexes_loaded(), "swapped in like any inactive segment");
+    assert!(cleaned.index().unwrap().entries() > 0, "its index was written beside it");
+    let name = |kind| fixture.dir().join(file_name(0, kind));
+    assert!(name(".index").exists() && name(".timeindex").exists());
+    drop(log);
+    assert!(fixture.files_ending_with(swap::CLEANED_SUFFIX).is_empty());
+    assert!(fixture.files_ending_with(swap::SWAP_SUFFIX).is_empty());
+    let values: Vec<Option<Bytes>> = fixture.records().into_iter().map(|r| r.value).collect();
+    assert_eq!(values, vec![Some(value(3)), Some(value(3))]);
+}
+
+#[test]
 fn tombstones_get_a_delete_horizon_and_keep_their_timestamps() {
     let fixture = Fixture::new(compact_config(1 << 20));
     let (written, _) = write_all(&fixture, &[(1, Some(1)), (1, None), (2, Some(2))], &[(3, 3)]);
@@ -312,10 +363,10 @@ fn checkpoint_records_the_first_dirty_offset() {
     fixture.clean_all(settings(100), T0);
     let text = std::fs::read_to_string(fixture.root.path().join(CHECKPOINT_FILE)).unwrap();
     assert_eq!(text, "0\n1\ncompacted 0 2\n");
-    let reread = CleanerManager::new(&[fixture.root.path().to_owned()]);
+    let reread = CleanerManager::new(&log_dirs(fixture.root.path()));
     assert_eq!(reread.first_dirty_offset(&fixture.tp), Some(2));
     reread.forget(&fixture.tp, 0).unwrap();
-    assert_eq!(CleanerManager::new(&[fixture.root.path().to_owned()]).first_dirty_offset(&fixture.tp), None);
+    assert_eq!(CleanerManager::new(&log_dirs(fixture.root.path())).first_dirty_offset(&fixture.tp), None);
 }
 
 #[test]

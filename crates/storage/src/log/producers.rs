@@ -36,7 +36,8 @@ fn snapshot_path(dir: &Path, offset: i64) -> PathBuf {
 fn list_snapshots(dir: &Path) -> Result<Vec<i64>> {
     let mut offsets = Vec::new();
     for entry in std::fs::read_dir(dir)? {
-        if let Some(offset) = parse_segment_name(&entry?.path(), SNAPSHOT_SUFFIX) {
+        let name = entry?.file_name();
+        if let Some(offset) = name.to_str().and_then(|name| parse_segment_name(name, SNAPSHOT_SUFFIX)) {
             offsets.push(offset);
         }
     }

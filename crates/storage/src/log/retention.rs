@@ -33,7 +33,7 @@ impl Log {
         let deletable = self.deletable_segments(high_watermark);
         let mut doomed = self.below_log_start(&deletable);
         if self.config.cleanup_policy.delete {
-            doomed = doomed.max(self.past_retention_time(&deletable, now_ms));
+            doomed = doomed.max(self.past_retention_time(&deletable, now_ms)?);
             doomed = doomed.max(self.past_retention_size(&deletable));
         }
         let mut deleted = Deleted::default();
@@ -86,15 +86,19 @@ impl Log {
     }
 
     /// How many leading segments are older than `retention.ms`.
-    fn past_retention_time(&self, deletable: &[i64], now_ms: i64) -> usize {
+    fn past_retention_time(&self, deletable: &[i64], now_ms: i64) -> Result<usize> {
         let retention_ms = self.config.retention_ms;
         if retention_ms < 0 {
-            return 0;
+            return Ok(0);
         }
-        deletable
-            .iter()
-            .take_while(|base| now_ms - self.segments[*base].largest_timestamp() > retention_ms)
-            .count()
+        let mut expired = 0;
+        for base in deletable {
+            if now_ms - self.segments[base].largest_timestamp()? <= retention_ms {
+                break;
+            }
+            expired += 1;
+        }
+        Ok(expired)
     }
 
     /// How many leading segments must go for the log to fit `retention.bytes`.
@@ -121,15 +125,17 @@ impl Log {
 impl LogSegment {
     /// The timestamp retention ages a segment by: its largest record
     /// timestamp, or the file's modification time when it has none.
-    pub fn largest_timestamp(&self) -> i64 {
-        if self.max_timestamp() >= 0 {
-            return self.max_timestamp();
+    /// Segments loaded from disk learn it from their time index on first use.
+    pub fn largest_timestamp(&self) -> Result<i64> {
+        let max_timestamp = self.max_timestamp()?;
+        if max_timestamp >= 0 {
+            return Ok(max_timestamp);
         }
-        std::fs::metadata(self.log_path())
+        Ok(std::fs::metadata(self.log_path())
             .and_then(|m| m.modified())
             .ok()
             .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-            .map_or(0, |d| d.as_millis() as i64)
+            .map_or(0, |d| d.as_millis() as i64))
     }
 }
 
