@@ -20,7 +20,9 @@ use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use strom_storage::batch::{self, BatchHeader, TimestampType, HEADER_LEN, LOG_OVERHEAD, MAGIC_V2};
+use strom_storage::batch::{
+    self, i16_at, i32_at, i64_at, BatchHeader, TimestampType, HEADER_LEN, LOG_OVERHEAD, MAGIC_V2,
+};
 use strom_storage::index::{OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset};
 use strom_storage::records::{records_body, RecordHeader, RecordView, Records};
 
@@ -393,18 +395,6 @@ fn base_offset_of(path: &Path) -> Result<i64, Failure> {
 
 fn absolute(path: &Path) -> String {
     std::path::absolute(path).unwrap_or_else(|_| path.to_owned()).display().to_string()
-}
-
-fn i16_at(buf: &[u8], at: usize) -> i16 {
-    i16::from_be_bytes([buf[at], buf[at + 1]])
-}
-
-fn i32_at(buf: &[u8], at: usize) -> i32 {
-    i32::from_be_bytes(buf[at..at + 4].try_into().expect("4 bytes"))
-}
-
-fn i64_at(buf: &[u8], at: usize) -> i64 {
-    i64::from_be_bytes(buf[at..at + 8].try_into().expect("8 bytes"))
 }
 
 // ---------------------------------------------------------------- formatting

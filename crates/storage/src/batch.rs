@@ -94,15 +94,18 @@ pub struct BatchHeader {
     pub records_count: i32,
 }
 
-fn i16_at(buf: &[u8], at: usize) -> i16 {
+/// A big-endian integer at `at`; the caller has checked the length.
+pub fn i16_at(buf: &[u8], at: usize) -> i16 {
     i16::from_be_bytes([buf[at], buf[at + 1]])
 }
 
-fn i32_at(buf: &[u8], at: usize) -> i32 {
+/// A big-endian integer at `at`; the caller has checked the length.
+pub fn i32_at(buf: &[u8], at: usize) -> i32 {
     i32::from_be_bytes(buf[at..at + 4].try_into().expect("4 bytes"))
 }
 
-fn i64_at(buf: &[u8], at: usize) -> i64 {
+/// A big-endian integer at `at`; the caller has checked the length.
+pub fn i64_at(buf: &[u8], at: usize) -> i64 {
     i64::from_be_bytes(buf[at..at + 8].try_into().expect("8 bytes"))
 }
 

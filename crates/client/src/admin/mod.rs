@@ -25,7 +25,7 @@ use kafka_protocol::messages::{
     DescribeClusterRequest, DescribeConfigsRequest, IncrementalAlterConfigsRequest, ListOffsetsRequest,
     TopicName,
 };
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::protocol::{Request, StrBytes};
 
 use crate::cluster::{BrokerInfo, Cluster, TopicInfo};
 use crate::config::ClientConfig;
@@ -181,18 +181,20 @@ impl Admin {
         &self.cluster
     }
 
+    /// Sends `request` to the controller, retrying what a metadata refresh can fix.
+    async fn to_controller<R: Request>(&self, api: &str, request: &R) -> Result<R::Response> {
+        self.cluster
+            .with_retries(api, || async { self.cluster.controller_connection().await?.send(request).await })
+            .await
+    }
+
     /// CreateTopics; `validate_only` checks without creating.
     pub async fn create_topics(&self, topics: &[NewTopic], validate_only: bool) -> Result<Vec<ItemResult>> {
         let request = CreateTopicsRequest::default()
             .with_topics(topics.iter().map(creatable_topic).collect())
             .with_timeout_ms(timeout_ms(&self.cluster))
             .with_validate_only(validate_only);
-        let response = self
-            .cluster
-            .with_retries("CreateTopics", || async {
-                self.cluster.controller_connection().await?.send(&request).await
-            })
-            .await?;
+        let response = self.to_controller("CreateTopics", &request).await?;
         Ok(response
             .topics
             .iter()
@@ -205,12 +207,7 @@ impl Admin {
         let request = DeleteTopicsRequest::default()
             .with_topic_names(names.iter().map(|n| topic_name(n)).collect())
             .with_timeout_ms(timeout_ms(&self.cluster));
-        let response = self
-            .cluster
-            .with_retries("DeleteTopics", || async {
-                self.cluster.controller_connection().await?.send(&request).await
-            })
-            .await?;
+        let response = self.to_controller("DeleteTopics", &request).await?;
         Ok(response
             .responses
             .iter()
@@ -290,12 +287,7 @@ impl Admin {
             )
             .with_timeout_ms(timeout_ms(&self.cluster))
             .with_validate_only(validate_only);
-        let response = self
-            .cluster
-            .with_retries("CreatePartitions", || async {
-                self.cluster.controller_connection().await?.send(&request).await
-            })
-            .await?;
+        let response = self.to_controller("CreatePartitions", &request).await?;
         Ok(response
             .results
             .iter()
