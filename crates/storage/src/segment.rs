@@ -1,4 +1,5 @@
-//! One log segment: `<base offset>.log` with its `.index` and `.timeindex`.
+//! One log segment: `<base offset>.log` with its `.index`, `.timeindex`
+//! and, once a transaction aborts in it, `.txnindex`.
 //!
 //! Appends go to the end of the file with vectored writes (the rewritten
 //! batch header, then the producer's bytes untouched). Reads return file
@@ -16,6 +17,7 @@ use kafka_protocol::records::RecordBatchDecoder;
 use crate::batch::{self, BatchHeader, HEADER_LEN};
 use crate::error::{Result, StorageError};
 use crate::index::{OffsetIndex, TimeIndex};
+use crate::txn_index::{TransactionIndex, TXN_INDEX_SUFFIX};
 
 /// Names a segment file the way Kafka does: the base offset in 20 digits.
 pub fn file_name(base_offset: i64, suffix: &str) -> String {
@@ -49,6 +51,8 @@ pub struct FileSlice {
     pub file: Arc<File>,
     pub position: u64,
     pub len: usize,
+    /// The offset after the last batch in the slice.
+    pub end_offset: i64,
 }
 
 impl FileSlice {
@@ -77,6 +81,7 @@ pub struct LogSegment {
     next_offset: i64,
     index: OffsetIndex,
     time_index: TimeIndex,
+    txn_index: TransactionIndex,
     config: SegmentConfig,
     bytes_since_last_index_entry: usize,
     max_timestamp: i64,
@@ -99,7 +104,7 @@ impl LogSegment {
         config: SegmentConfig,
         now_ms: i64,
     ) -> Result<Self> {
-        for kind in [".log", ".index", ".timeindex"] {
+        for kind in [".log", ".index", ".timeindex", TXN_INDEX_SUFFIX] {
             let path = dir.join(file_name(base_offset, &format!("{kind}{suffix}")));
             if path.exists() {
                 std::fs::remove_file(&path)?;
@@ -129,6 +134,7 @@ impl LogSegment {
         std::io::Seek::seek(&mut file, std::io::SeekFrom::End(0))?;
         let index = OffsetIndex::open(&path(".index"), base_offset, config.max_index_bytes)?;
         let time_index = TimeIndex::open(&path(".timeindex"), base_offset, config.max_index_bytes)?;
+        let txn_index = TransactionIndex::open(&path(TXN_INDEX_SUFFIX))?;
         Ok(Self {
             base_offset,
             log_path,
@@ -137,6 +143,7 @@ impl LogSegment {
             next_offset: base_offset,
             index,
             time_index,
+            txn_index,
             config,
             bytes_since_last_index_entry: 0,
             max_timestamp: -1,
@@ -180,6 +187,28 @@ impl LogSegment {
 
     pub fn time_index(&self) -> &TimeIndex {
         &self.time_index
+    }
+
+    pub fn txn_index(&self) -> &TransactionIndex {
+        &self.txn_index
+    }
+
+    pub fn txn_index_mut(&mut self) -> &mut TransactionIndex {
+        &mut self.txn_index
+    }
+
+    /// The transaction marker of the control batch at `position`.
+    pub fn end_txn_marker_at(
+        &self,
+        position: u64,
+        header: &BatchHeader,
+    ) -> Result<Option<batch::EndTxnMarker>> {
+        if !header.is_control() {
+            return Ok(None);
+        }
+        let mut buf = vec![0u8; header.size];
+        self.file.read_exact_at(&mut buf, position)?;
+        Ok(batch::end_txn_marker(&buf))
     }
 
     pub fn is_empty(&self) -> bool {
@@ -281,6 +310,7 @@ impl LogSegment {
             return Ok(None);
         }
         let mut end = start;
+        let mut end_offset = first.base_offset;
         let mut header = Some(first);
         while let Some(h) = header {
             let batch_end = end + h.size as u64;
@@ -289,9 +319,11 @@ impl LogSegment {
                 break;
             }
             end = batch_end;
+            end_offset = h.next_offset();
             header = self.header_at(end)?;
         }
-        Ok(Some(FileSlice { file: self.file.clone(), position: start, len: (end - start) as usize }))
+        let len = (end - start) as usize;
+        Ok(Some(FileSlice { file: self.file.clone(), position: start, len, end_offset }))
     }
 
     /// The first record with a timestamp `>= timestamp`, as (timestamp, offset).
@@ -374,6 +406,7 @@ impl LogSegment {
             std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(position))?;
         }
         self.size = position;
+        self.txn_index.truncate_to(self.next_offset)?;
         Ok(RecoveryReport { valid_bytes: position, truncated_bytes: truncated, batches })
     }
 
@@ -434,7 +467,8 @@ impl LogSegment {
     pub fn flush(&self) -> Result<()> {
         self.file.sync_data()?;
         self.index.flush()?;
-        self.time_index.flush()
+        self.time_index.flush()?;
+        self.txn_index.flush()
     }
 
     /// A handle that stays valid for flushing outside the log lock.
@@ -449,8 +483,14 @@ impl LogSegment {
         self.time_index.trim()
     }
 
-    fn paths(&self) -> [PathBuf; 3] {
-        [self.log_path.clone(), self.index.path().to_owned(), self.time_index.path().to_owned()]
+    /// The segment's files; the transaction index only once written.
+    fn paths(&self) -> Vec<PathBuf> {
+        let mut paths =
+            vec![self.log_path.clone(), self.index.path().to_owned(), self.time_index.path().to_owned()];
+        if self.txn_index.path().exists() {
+            paths.push(self.txn_index.path().to_owned());
+        }
+        paths
     }
 
     /// Renames the segment's files with `suffix` appended and closes them;

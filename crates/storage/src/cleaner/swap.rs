@@ -93,6 +93,13 @@ pub(crate) fn remove_cleaned(dir: &Path, base: i64) {
 /// has checked that the replaced segments are the ones it cleaned.
 pub(crate) fn replace_segments(log: &mut Log, base: i64, replaced: &[i64], now_ms: i64) -> Result<()> {
     let dir = log.dir().to_owned();
+    // The cleaner keeps aborted data and markers: their index entries move
+    // to the new segment.
+    let aborted: Vec<_> = replaced
+        .iter()
+        .filter_map(|old| log.segment_map().get(old))
+        .flat_map(|segment| segment.txn_index().entries().to_vec())
+        .collect();
     rename_kinds(&dir, base, CLEANED_SUFFIX, SWAP_SUFFIX)?;
     sync_dir(&dir)?;
     for old in replaced {
@@ -102,7 +109,10 @@ pub(crate) fn replace_segments(log: &mut Log, base: i64, replaced: &[i64], now_m
     }
     rename_kinds(&dir, base, SWAP_SUFFIX, "")?;
     sync_dir(&dir)?;
-    let segment = open_swapped(&dir, base, log, now_ms)?;
+    let mut segment = open_swapped(&dir, base, log, now_ms)?;
+    for entry in aborted {
+        segment.txn_index_mut().ensure(entry)?;
+    }
     let segments = log.segment_map_mut();
     for old in replaced {
         segments.remove(old);
