@@ -10,6 +10,10 @@ use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::api_versions_response::ApiVersionsResponse;
 use kafka_protocol::messages::{
+    AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, DescribeProducersRequest, DescribeTransactionsRequest,
+    EndTxnRequest, ListTransactionsRequest, TxnOffsetCommitRequest, WriteTxnMarkersRequest,
+};
+use kafka_protocol::messages::{
     AlterConfigsRequest, ApiKey, ApiVersionsRequest, ConsumerGroupDescribeRequest,
     ConsumerGroupHeartbeatRequest, CreatePartitionsRequest, CreateTopicsRequest, DeleteGroupsRequest,
     DeleteRecordsRequest, DeleteTopicsRequest, DescribeClusterRequest, DescribeGroupsRequest, FetchRequest,
@@ -146,6 +150,14 @@ pub enum Request {
     AlterConfigs(AlterConfigsRequest),
     IncrementalAlterConfigs(IncrementalAlterConfigsRequest),
     InitProducerId(InitProducerIdRequest),
+    AddPartitionsToTxn(AddPartitionsToTxnRequest),
+    AddOffsetsToTxn(AddOffsetsToTxnRequest),
+    EndTxn(EndTxnRequest),
+    TxnOffsetCommit(TxnOffsetCommitRequest),
+    WriteTxnMarkers(WriteTxnMarkersRequest),
+    DescribeTransactions(DescribeTransactionsRequest),
+    ListTransactions(ListTransactionsRequest),
+    DescribeProducers(DescribeProducersRequest),
 }
 
 /// What a frame holds once parsed.
@@ -221,6 +233,14 @@ fn decode_body(api_key: ApiKey, version: i16, body: &mut Bytes) -> Result<Reques
         ApiKey::AlterConfigs => Request::AlterConfigs(decode(body, version)?),
         ApiKey::IncrementalAlterConfigs => Request::IncrementalAlterConfigs(decode(body, version)?),
         ApiKey::InitProducerId => Request::InitProducerId(decode(body, version)?),
+        ApiKey::AddPartitionsToTxn => Request::AddPartitionsToTxn(decode(body, version)?),
+        ApiKey::AddOffsetsToTxn => Request::AddOffsetsToTxn(decode(body, version)?),
+        ApiKey::EndTxn => Request::EndTxn(decode(body, version)?),
+        ApiKey::TxnOffsetCommit => Request::TxnOffsetCommit(decode(body, version)?),
+        ApiKey::WriteTxnMarkers => Request::WriteTxnMarkers(decode(body, version)?),
+        ApiKey::DescribeTransactions => Request::DescribeTransactions(decode(body, version)?),
+        ApiKey::ListTransactions => Request::ListTransactions(decode(body, version)?),
+        ApiKey::DescribeProducers => Request::DescribeProducers(decode(body, version)?),
         other => return Err(RequestError::UnknownApi(other as i16)),
     })
 }
@@ -276,6 +296,14 @@ async fn route(ctx: &RequestContext<'_>, request: Request) -> Option<Box<dyn Enc
         Request::AlterConfigs(r) => handlers::configs::alter(ctx, r).into_reply(),
         Request::IncrementalAlterConfigs(r) => handlers::configs::incremental_alter(ctx, r).into_reply(),
         Request::InitProducerId(r) => handlers::init_producer_id::handle(ctx, r).into_reply(),
+        Request::AddPartitionsToTxn(r) => handlers::transactions::add_partitions(ctx, r).into_reply(),
+        Request::AddOffsetsToTxn(r) => handlers::transactions::add_offsets(ctx, r).into_reply(),
+        Request::EndTxn(r) => handlers::transactions::end(ctx, r).into_reply(),
+        Request::TxnOffsetCommit(r) => handlers::transactions::txn_offset_commit(ctx, r).into_reply(),
+        Request::WriteTxnMarkers(r) => handlers::transactions::write_markers(ctx, r).into_reply(),
+        Request::DescribeTransactions(r) => handlers::transactions::describe(ctx, r).into_reply(),
+        Request::ListTransactions(r) => handlers::transactions::list(ctx, r).into_reply(),
+        Request::DescribeProducers(r) => handlers::transactions::describe_producers(ctx, r).into_reply(),
     }
 }
 

@@ -15,7 +15,9 @@
 //!   watermark and the waiters of delayed fetches;
 //! - [`fetch_session`] keeps incremental fetch sessions (KIP-227);
 //! - [`producer_ids`] hands out idempotent producers' ids from blocks
-//!   reserved in the metadata log.
+//!   reserved in the metadata log;
+//! - [`txn`] is the transaction coordinator: `__transaction_state`, the
+//!   transaction state machine and the markers that end transactions.
 //!
 //! [`config`] parses `server.properties` with Kafka's key names and overlays
 //! the dynamic broker configs, [`config_sources`] says where each described
@@ -36,6 +38,7 @@ pub mod network;
 pub mod producer_ids;
 pub mod replica;
 pub mod server;
+pub mod txn;
 
 pub use config::BrokerConfig;
 pub use server::{BoundBroker, Broker};

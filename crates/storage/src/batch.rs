@@ -353,6 +353,39 @@ pub fn encode_batch(entries: &[(Option<Bytes>, Option<Bytes>)], timestamp_ms: i6
     encode_records(records, Compression::None)
 }
 
+/// Encodes (key, value, timestamp) triples as one uncompressed
+/// transactional batch of `producer_id` at `epoch`, without sequence: the
+/// broker's own writes inside a producer's transaction (TxnOffsetCommit).
+pub fn encode_transactional(
+    entries: impl IntoIterator<Item = (Option<Bytes>, Option<Bytes>, i64)>,
+    producer_id: i64,
+    epoch: i16,
+) -> Bytes {
+    let records: Vec<Record> = entries
+        .into_iter()
+        .enumerate()
+        .map(|(i, (key, value, timestamp))| Record {
+            transactional: true,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: 0,
+            producer_id,
+            producer_epoch: epoch,
+            timestamp_type: kafka_protocol::records::TimestampType::Creation,
+            offset: i as i64,
+            sequence: i as i32 - 1,
+            timestamp,
+            key,
+            value,
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    let options = RecordEncodeOptions { version: 2, compression: Compression::None };
+    RecordBatchEncoder::encode(&mut buf, &records, &options).expect("encoding into memory cannot fail");
+    buf.freeze()
+}
+
 /// Encodes (key, value, timestamp) triples as one batch with `compression`.
 pub fn encode_records(
     entries: impl IntoIterator<Item = (Option<Bytes>, Option<Bytes>, i64)>,

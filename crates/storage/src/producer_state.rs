@@ -302,6 +302,21 @@ impl ProducerState {
                 pending.completed.push(completed);
                 continue;
             }
+            if origin == AppendOrigin::Coordinator {
+                // The broker writing inside a producer's transaction
+                // (transactional offsets): epoch and transaction checks,
+                // no sequences.
+                let committed = self.producers.get(&header.producer_id);
+                let entry = pending.entry(header.producer_id, committed);
+                check_epoch(ProducerBatch::of(header), entry)?;
+                if header.producer_epoch != entry.epoch {
+                    entry.epoch = header.producer_epoch;
+                    entry.batch_count = 0;
+                }
+                check_transactional(header, entry, batch_first_offset)?;
+                entry.last_timestamp = log_append_time.unwrap_or(header.max_timestamp);
+                continue;
+            }
             validate_producer_fields(header)?;
             let batch = ProducerBatch::of(header);
             let committed = self.producers.get(&batch.producer_id);
@@ -365,6 +380,16 @@ impl ProducerState {
             entry.current_txn_first_offset = Some(header.base_offset);
         }
         let now = entry.current_txn_first_offset;
+        if header.base_sequence < 0 {
+            // The broker's own write in a transaction: no sequences to keep.
+            if header.producer_epoch != entry.epoch {
+                entry.epoch = header.producer_epoch;
+                entry.batch_count = 0;
+            }
+            entry.last_timestamp = header.max_timestamp;
+            self.track_txn(producer_id, was, now);
+            return None;
+        }
         let batch = ProducerBatch::of(header);
         entry.add_batch(
             batch.epoch,
