@@ -207,14 +207,7 @@ impl GroupCoordinator {
     ) -> Vec<Option<ResponseError>> {
         let mut groups = self.groups.lock().expect("groups lock");
         let group_id = commit.group_id.as_str();
-        let checked = self.check_committer(
-            &groups,
-            group_id,
-            commit.generation,
-            &commit.member_id,
-            commit.instance_id.as_deref(),
-        );
-        if let Err(error) = checked {
+        if let Err(error) = check_txn_committer(&groups, commit) {
             return vec![Some(error); entries.len()];
         }
         let now_ms = strom_storage::now_ms();
@@ -1046,6 +1039,34 @@ fn subscribed_topics(group: &Group) -> Vec<String> {
     topics
 }
 
+/// Kafka's checks of a TxnOffsetCommit's sender, looser than a plain
+/// commit's: an empty member id or a negative generation is not checked
+/// (clients before TxnOffsetCommit v3 send neither).
+fn check_txn_committer(groups: &HashMap<String, Group>, commit: &TxnCommit) -> Result<(), ResponseError> {
+    let Some(group) = groups.get(&commit.group_id) else { return Ok(()) };
+    if group.is_fenced(&commit.member_id, commit.instance_id.as_deref()) {
+        return Err(ResponseError::FencedInstanceId);
+    }
+    if let Some(consumer) = &group.consumer {
+        if commit.member_id.is_empty() {
+            return Ok(());
+        }
+        let member = consumer.members.get(&commit.member_id).ok_or(ResponseError::UnknownMemberId)?;
+        let epochs = [member.epoch, member.previous_epoch];
+        if commit.generation >= 0 && !epochs.contains(&commit.generation) {
+            return Err(ResponseError::StaleMemberEpoch);
+        }
+        return Ok(());
+    }
+    if !commit.member_id.is_empty() && group.member(&commit.member_id).is_none() {
+        return Err(ResponseError::UnknownMemberId);
+    }
+    if commit.generation >= 0 && commit.generation != group.generation {
+        return Err(ResponseError::IllegalGeneration);
+    }
+    Ok(())
+}
+
 /// A transactional offset read back at start: staged until its marker.
 fn stage_loaded_offset(
     groups: &mut HashMap<String, Group>,
@@ -1124,6 +1145,27 @@ mod tests {
         assert_eq!(java_hash("hello"), 99_162_322);
         // "polygenelubricants" hashes to Integer.MIN_VALUE in Java.
         assert_eq!(java_hash("polygenelubricants"), i32::MIN);
+    }
+
+    #[test]
+    fn txn_commits_check_only_what_the_sender_names() {
+        let commit = |member: &str, generation| TxnCommit {
+            group_id: "g".into(),
+            producer_id: 1,
+            producer_epoch: 0,
+            generation,
+            member_id: member.into(),
+            instance_id: None,
+        };
+        let mut groups = HashMap::new();
+        assert!(check_txn_committer(&groups, &commit("m", 3)).is_ok(), "an unknown group takes any commit");
+        let mut group = Group::new("g");
+        group.generation = 5;
+        groups.insert("g".to_owned(), group);
+        assert!(check_txn_committer(&groups, &commit("", -1)).is_ok());
+        assert!(check_txn_committer(&groups, &commit("", 5)).is_ok());
+        assert_eq!(check_txn_committer(&groups, &commit("", 4)), Err(ResponseError::IllegalGeneration));
+        assert_eq!(check_txn_committer(&groups, &commit("m", -1)), Err(ResponseError::UnknownMemberId));
     }
 
     #[test]
