@@ -126,3 +126,24 @@ fn restarts_keep_open_transactions_and_rebuild_lost_index_entries() {
     assert_eq!(found.len(), 1);
     assert_eq!((found[0].producer_id, found[0].last_offset), (2, abort.first_offset));
 }
+
+#[test]
+fn the_broker_writes_inside_a_producers_transaction_without_sequences() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path(), true);
+    let offsets = || [(Some(bytes::Bytes::from_static(b"k")), Some(bytes::Bytes::from_static(b"v")), 0)];
+    let write = |log: &mut Log| {
+        let batch = crate::batch::encode_transactional(offsets(), 5, 2);
+        log.append_as(&batch, 0, 0, AppendOrigin::Coordinator)
+    };
+    assert_eq!(write(&mut log).unwrap().records, 1);
+    assert_eq!(write(&mut log).unwrap().records, 1, "no sequence: never a duplicate");
+    assert_eq!(log.last_stable_offset(log.log_end_offset()), 0);
+    marker(&mut log, ControlType::Commit, 5, 2).unwrap();
+    assert_eq!(log.last_stable_offset(log.log_end_offset()), log.log_end_offset());
+    let stale = crate::batch::encode_transactional(offsets(), 5, 1);
+    assert!(matches!(
+        log.append_as(&stale, 0, 0, AppendOrigin::Coordinator),
+        Err(StorageError::InvalidProducerEpoch(_))
+    ));
+}
