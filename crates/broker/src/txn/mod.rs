@@ -388,7 +388,10 @@ impl TransactionCoordinator {
                 _ = stopping.changed() => return,
                 _ = abort.tick() => {
                     let run = broker.clone();
-                    let _ = tokio::task::spawn_blocking(move || run.transactions.abort_timed_out(&run)).await;
+                    let _ = tokio::task::spawn_blocking(move || {
+                        run.transactions.abort_timed_out(&run, strom_storage::now_ms())
+                    })
+                    .await;
                 }
                 _ = expire.tick() => {
                     let run = broker.clone();
@@ -401,8 +404,7 @@ impl TransactionCoordinator {
     /// Kafka's `abortTimedOutTransactions`: each ongoing transaction past its
     /// timeout is fenced (its epoch bumped, so its producer learns of it)
     /// and aborted; prepared ones left behind get their markers again.
-    pub fn abort_timed_out(&self, broker: &Broker) {
-        let now_ms = strom_storage::now_ms();
+    pub fn abort_timed_out(&self, broker: &Broker, now_ms: i64) {
         let (timed_out, stuck): (Vec<String>, Vec<String>) = {
             let txns = self.txns.lock().expect("txns lock");
             let timed_out = txns.values().filter(|m| m.timed_out(now_ms)).map(|m| m.transactional_id.clone());
@@ -522,6 +524,103 @@ pub fn write_marker(
 mod tests {
     use super::*;
     use crate::config::BrokerConfig;
+    use std::path::Path;
+
+    fn open_broker(dir: &Path) -> Arc<Broker> {
+        let overrides = [("log.dirs".to_owned(), dir.display().to_string())];
+        Broker::open(BrokerConfig::from_properties("", &overrides).unwrap()).unwrap()
+    }
+
+    fn create_topic(broker: &Broker, name: &str, partitions: i32) {
+        let topic =
+            NewTopic { name: name.into(), partitions, replication_factor: 1, configs: BTreeMap::new() };
+        broker.controller.create_topic(topic, false).unwrap();
+        broker.sync_partitions().unwrap();
+    }
+
+    /// Writes one transactional record of `producer` into `topic`-`index`,
+    /// as TxnOffsetCommit writes its offsets.
+    fn write_in_txn(broker: &Broker, topic: &str, index: i32, (producer_id, epoch): (i64, i16)) {
+        let record = [(None, Some(bytes::Bytes::from_static(b"v")), 0)];
+        let batch = strom_storage::batch::encode_transactional(record, producer_id, epoch);
+        let partition = broker.replicas.partition(topic, index).unwrap();
+        partition.append_as(&batch, 0, AppendOrigin::Coordinator).unwrap();
+    }
+
+    fn stable(broker: &Broker, topic: &str, index: i32) -> bool {
+        let partition = broker.replicas.partition(topic, index).unwrap();
+        partition.last_stable_offset() == partition.high_watermark()
+    }
+
+    #[test]
+    fn a_transaction_prepared_before_a_crash_is_completed_at_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = open_broker(dir.path());
+        create_topic(&broker, "t", 2);
+        let coordinator = &broker.transactions;
+        let producer = coordinator.init_producer_id(&broker, "tx", 60_000, None).unwrap();
+        let partitions = [("t".to_owned(), 0), ("t".to_owned(), 1)];
+        coordinator.add_partitions(&broker, "tx", producer.0, producer.1, &partitions).unwrap();
+        write_in_txn(&broker, "t", 0, producer);
+        {
+            // The crash comes after PrepareCommit is written, before any marker.
+            let mut txns = coordinator.txns.lock().unwrap();
+            let prepared = txns["tx"].prepare_end(producer.0, producer.1, TxnResult::Commit, 0).unwrap();
+            coordinator.transition(&broker, &mut txns, prepared.unwrap()).unwrap();
+        }
+        assert!(!stable(&broker, "t", 0));
+        drop(broker);
+        let broker = open_broker(dir.path());
+        assert_eq!(broker.transactions.describe("tx").unwrap().state, TxnState::CompleteCommit);
+        assert!(stable(&broker, "t", 0), "the commit marker was written at start");
+        let end = broker.replicas.partition("t", 1).unwrap().high_watermark();
+        assert_eq!(end, 1, "every partition of the transaction got its marker");
+    }
+
+    #[test]
+    fn a_transaction_past_its_timeout_is_fenced_and_aborted() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = open_broker(dir.path());
+        create_topic(&broker, "t", 1);
+        let coordinator = &broker.transactions;
+        let producer = coordinator.init_producer_id(&broker, "tx", 1_000, None).unwrap();
+        coordinator.add_partitions(&broker, "tx", producer.0, producer.1, &[("t".to_owned(), 0)]).unwrap();
+        write_in_txn(&broker, "t", 0, producer);
+        let started = coordinator.describe("tx").unwrap().start_timestamp_ms;
+        coordinator.abort_timed_out(&broker, started + 1_000);
+        assert_eq!(coordinator.describe("tx").unwrap().state, TxnState::Ongoing, "not yet past the timeout");
+        coordinator.abort_timed_out(&broker, started + 1_001);
+        let aborted = coordinator.describe("tx").unwrap();
+        assert_eq!((aborted.state, aborted.producer_epoch), (TxnState::CompleteAbort, producer.1 + 1));
+        assert!(stable(&broker, "t", 0));
+        let end = coordinator.end_txn(&broker, "tx", producer.0, producer.1, TxnResult::Commit);
+        assert_eq!(end, Err(ResponseError::ProducerFenced), "the old epoch is fenced");
+        let partition = broker.replicas.partition("t", 0).unwrap();
+        let aborted =
+            partition.log().lock().unwrap().collect_aborted_transactions(0, partition.high_watermark());
+        assert_eq!(aborted.len(), 1);
+    }
+
+    #[test]
+    fn invalid_timeouts_and_unknown_ids_get_kafkas_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = open_broker(dir.path());
+        let coordinator = &broker.transactions;
+        assert_eq!(
+            coordinator.init_producer_id(&broker, "tx", 0, None),
+            Err(ResponseError::InvalidTransactionTimeout)
+        );
+        assert_eq!(
+            coordinator.init_producer_id(&broker, "tx", 900_001, None),
+            Err(ResponseError::InvalidTransactionTimeout)
+        );
+        assert_eq!(
+            coordinator.add_partitions(&broker, "nobody", 1, 0, &[]),
+            Err(ResponseError::InvalidProducerIdMapping)
+        );
+        assert_eq!(coordinator.describe("nobody").unwrap_err(), ResponseError::TransactionalIdNotFound);
+        assert_eq!(coordinator.describe("").unwrap_err(), ResponseError::InvalidRequest);
+    }
 
     #[test]
     fn transactional_ids_map_to_kafkas_partitions() {
