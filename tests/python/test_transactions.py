@@ -354,6 +354,39 @@ def test_exactly_once_consume_transform_produce_survives_a_killed_client(broker)
         )
 
 
+def test_kafka_python_transactions_and_read_committed(broker):
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import TopicPartition as KTopicPartition
+
+    create_two_topics(broker.bootstrap)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id="kafka-python-tx")
+    producer.init_transactions()
+    for txn, commit in enumerate([True, False, True]):
+        producer.begin_transaction()
+        for topic, partition in PARTITIONS:
+            producer.send(topic, value=f"kp-{txn}".encode(), partition=partition)
+        producer.flush()
+        (producer.commit_transaction if commit else producer.abort_transaction)()
+    producer.close()
+    commit_sentinels(broker.bootstrap, PARTITIONS)
+    reader = KafkaConsumer(
+        bootstrap_servers=broker.bootstrap, isolation_level="read_committed", enable_auto_commit=False
+    )
+    partitions = [KTopicPartition(t, p) for t, p in PARTITIONS]
+    reader.assign(partitions)
+    reader.seek_to_beginning(*partitions)
+    got = {tp: [] for tp in PARTITIONS}
+    deadline = time.monotonic() + TIMEOUT_S
+    try:
+        while not all(values and values[-1] == SENTINEL for values in got.values()):
+            assert time.monotonic() < deadline, f"no sentinel within {TIMEOUT_S}s: {got}"
+            for tp, records in reader.poll(timeout_ms=500).items():
+                got[(tp.topic, tp.partition)] += [r.value for r in records]
+    finally:
+        reader.close()
+    assert got == {tp: [b"kp-0", b"kp-2", SENTINEL] for tp in PARTITIONS}
+
+
 # ---------------------------------------------------------------- wire level
 
 

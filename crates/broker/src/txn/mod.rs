@@ -322,10 +322,8 @@ impl TransactionCoordinator {
             .filter(|m| m.state != TxnState::Dead)
             .filter(|m| states.is_empty() || states.contains(&m.state))
             .filter(|m| producer_ids.is_empty() || producer_ids.contains(&m.producer_id))
-            .filter(|m| {
-                min_duration_ms < 0
-                    || (m.state == TxnState::Ongoing && now_ms - m.start_timestamp_ms >= min_duration_ms)
-            })
+            // Kafka's test, whatever the state: started more than the duration ago.
+            .filter(|m| min_duration_ms < 0 || now_ms - m.start_timestamp_ms > min_duration_ms)
             .map(|m| ListedTxn {
                 transactional_id: m.transactional_id.clone(),
                 producer_id: m.producer_id,
