@@ -450,9 +450,12 @@ impl Log {
             if self.config.cleanup_policy.compact && !header.is_control() {
                 crate::records::check_keys(raw, &header)?;
             }
-            let marker = (origin == AppendOrigin::Coordinator && header.is_control())
-                .then(|| batch::end_txn_marker(raw))
-                .flatten();
+            if header.is_control() && (origin == AppendOrigin::Client || header.producer_id < 0) {
+                return Err(StorageError::InvalidRecord(
+                    "control records come from the transaction coordinator, for a producer".into(),
+                ));
+            }
+            let marker = header.is_control().then(|| batch::end_txn_marker(raw)).flatten();
             headers.push(ProducedBatch { header, marker });
         }
         if !batches.remaining().is_empty() {

@@ -66,9 +66,14 @@ fn transactional_rules_are_kafkas() {
     produce(&mut log, transactional_batch(1, 0, 0, 1));
     let plain = log.append(&idempotent_batch(1, 0, 1, 1), 0, 0);
     assert!(matches!(plain, Err(StorageError::InvalidTxnState(_))), "{plain:?}");
-    // A client may not write markers; a coordinator marker of an old epoch is refused.
+    // A client may not write markers, even without a producer id; a
+    // coordinator marker of an old epoch is refused.
     let forged = encode_marker(ControlType::Commit, 1, 0, 0, 0);
-    assert!(log.append(&forged, 0, 0).is_err());
+    assert!(matches!(log.append(&forged, 0, 0), Err(StorageError::InvalidRecord(_))));
+    let anonymous = encode_marker(ControlType::Commit, -1, -1, 0, 0);
+    assert!(matches!(log.append(&anonymous, 0, 0), Err(StorageError::InvalidRecord(_))));
+    let coordinator = log.append_as(&anonymous, 0, 0, AppendOrigin::Coordinator);
+    assert!(matches!(coordinator, Err(StorageError::InvalidRecord(_))));
     // The coordinator fences the producer: its abort carries epoch 1.
     marker(&mut log, ControlType::Abort, 1, 1).unwrap();
     assert!(matches!(marker(&mut log, ControlType::Abort, 1, 0), Err(StorageError::InvalidProducerEpoch(_))));
