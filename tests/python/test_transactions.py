@@ -232,6 +232,28 @@ def test_send_offsets_to_transaction_commits_offsets_with_the_output(broker):
     assert out == [f"IN-{i}".encode() for i in range(30)]
 
 
+def test_offsets_of_a_subscribed_member_carry_its_generation(broker_factory):
+    broker = broker_factory(**{"group.initial.rebalance.delay.ms": 0})
+    create_topic(broker.bootstrap, "sub-in", 1)
+    inputs = [OutRecord(None, b"x%d" % i, (), int(time.time() * 1000)) for i in range(5)]
+    produce_confluent(confluent_producer(broker.bootstrap), "sub-in", inputs, partition=0)
+    member = consumer(broker.bootstrap, "read_committed", **{"group.id": "subscribed"})
+    member.subscribe(["sub-in"])
+    records = []
+    deadline = time.monotonic() + TIMEOUT_S
+    while len(records) < 5:
+        assert time.monotonic() < deadline, "the member got no records"
+        records += [m for m in member.consume(num_messages=5, timeout=0.5) if not m.error()]
+    producer = txn_producer(broker.bootstrap, "subscribed-tx")
+    producer.begin_transaction()
+    producer.produce("sub-in", value=b"derived", partition=0)
+    metadata = member.consumer_group_metadata()
+    producer.send_offsets_to_transaction([TopicPartition("sub-in", 0, 5)], metadata, TIMEOUT_S)
+    producer.commit_transaction(TIMEOUT_S)
+    member.close()
+    assert committed_offset(broker.bootstrap, "subscribed", "sub-in", 0) == 5
+
+
 def test_a_second_producer_fences_the_first(broker):
     create_two_topics(broker.bootstrap)
     first = txn_producer(broker.bootstrap, "fenced-tx")
