@@ -23,6 +23,9 @@
 use std::path::PathBuf;
 
 use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::add_partitions_to_txn_request::{
+    AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
+};
 use kafka_protocol::messages::consumer_group_heartbeat_request;
 use kafka_protocol::messages::create_partitions_request::{
     CreatePartitionsAssignment, CreatePartitionsTopic,
@@ -33,6 +36,7 @@ use kafka_protocol::messages::create_topics_request::{
 use kafka_protocol::messages::delete_records_request::{DeleteRecordsPartition, DeleteRecordsTopic};
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::describe_producers_request::TopicRequest as DescribeProducersTopicRequest;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::leave_group_request::MemberIdentity;
@@ -49,9 +53,17 @@ use kafka_protocol::messages::offset_fetch_request::{
 };
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
+use kafka_protocol::messages::txn_offset_commit_request::{
+    TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::write_txn_markers_request::{WritableTxnMarker, WritableTxnMarkerTopic};
 use kafka_protocol::messages::{
     alter_configs_request, incremental_alter_configs_request, AlterConfigsRequest, DescribeConfigsRequest,
     IncrementalAlterConfigsRequest,
+};
+use kafka_protocol::messages::{
+    AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, DescribeProducersRequest, DescribeTransactionsRequest,
+    EndTxnRequest, ListTransactionsRequest, TransactionalId, TxnOffsetCommitRequest, WriteTxnMarkersRequest,
 };
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, BrokerId, ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest,
@@ -60,18 +72,6 @@ use kafka_protocol::messages::{
     GroupId, HeartbeatRequest, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
     ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest,
     ProduceRequest, RequestHeader, SyncGroupRequest, TopicName,
-};
-use kafka_protocol::messages::add_partitions_to_txn_request::{
-    AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
-};
-use kafka_protocol::messages::describe_producers_request::TopicRequest as DescribeProducersTopicRequest;
-use kafka_protocol::messages::txn_offset_commit_request::{
-    TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
-};
-use kafka_protocol::messages::write_txn_markers_request::{WritableTxnMarker, WritableTxnMarkerTopic};
-use kafka_protocol::messages::{
-    AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, DescribeProducersRequest, DescribeTransactionsRequest,
-    EndTxnRequest, ListTransactionsRequest, TransactionalId, TxnOffsetCommitRequest, WriteTxnMarkersRequest,
 };
 use kafka_protocol::protocol::{Encodable, StrBytes};
 use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
@@ -264,7 +264,8 @@ fn txn_id(id: &'static str) -> TransactionalId {
 /// AddPartitionsToTxn: the client form up to v3; from v4 the brokers'
 /// batched form, one transaction added and one verified.
 fn add_partitions_to_txn(version: i16) -> AddPartitionsToTxnRequest {
-    let topics = vec![AddPartitionsToTxnTopic::default().with_name(topic("orders")).with_partitions(vec![0, 2])];
+    let topics =
+        vec![AddPartitionsToTxnTopic::default().with_name(topic("orders")).with_partitions(vec![0, 2])];
     if version < 4 {
         return AddPartitionsToTxnRequest::default()
             .with_v3_and_below_transactional_id(txn_id("orders-tx"))
@@ -327,7 +328,9 @@ fn write_txn_markers() -> WriteTxnMarkersRequest {
         .with_producer_epoch(3)
         .with_transaction_result(true)
         .with_coordinator_epoch(0)
-        .with_topics(vec![WritableTxnMarkerTopic::default().with_name(topic("orders")).with_partition_indexes(vec![0])]);
+        .with_topics(vec![WritableTxnMarkerTopic::default()
+            .with_name(topic("orders"))
+            .with_partition_indexes(vec![0])]);
     WriteTxnMarkersRequest::default().with_markers(vec![marker])
 }
 
@@ -345,8 +348,9 @@ fn list_transactions(version: i16) -> ListTransactionsRequest {
 }
 
 fn describe_producers() -> DescribeProducersRequest {
-    DescribeProducersRequest::default()
-        .with_topics(vec![DescribeProducersTopicRequest::default().with_name(topic("orders")).with_partition_indexes(vec![0, 1])])
+    DescribeProducersRequest::default().with_topics(vec![DescribeProducersTopicRequest::default()
+        .with_name(topic("orders"))
+        .with_partition_indexes(vec![0, 1])])
 }
 
 /// Header (at the version the API key and version call for) then body.
