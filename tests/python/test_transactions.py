@@ -20,9 +20,11 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 import wire
 from harness import (
     OutRecord,
+    admin_client,
     confluent_producer,
     create_topic,
     produce_confluent,
+    topic_partitions,
     wait_until,
 )
 from wire import NONE, Reader, Writer, call, request, response_reader
@@ -553,6 +555,8 @@ def test_admin_views_and_coordinator_errors(broker):
     )
     init = wire.init_producer_id(broker.port, 4, transactional_id="wire-tx")
     pid, epoch = init.producer_id, init.producer_epoch
+    # The first transactional id created Kafka's internal topic.
+    assert len(topic_partitions(admin_client(broker.bootstrap), "__transaction_state")) == 50
     assert describe_transaction(broker.port, "wire-tx").state == "Empty"
     assert describe_transaction(broker.port, "nobody").error_code == TRANSACTIONAL_ID_NOT_FOUND
     assert end_txn(broker.port, 3, "wire-tx", pid, epoch, True) == INVALID_TXN_STATE, "nothing to commit"
