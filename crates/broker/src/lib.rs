@@ -10,7 +10,8 @@
 //!   table, decodes the header and body, routes to a handler and encodes the
 //!   response at the request's version;
 //! - [`handlers`] holds one module per API family (produce, fetch, metadata,
-//!   topics, configs, list_offsets, cluster, api_versions);
+//!   topics, configs, list_offsets, cluster, api_versions, groups,
+//!   transactions…);
 //! - [`replica`] is the partition state the handlers act on: log, high
 //!   watermark and the waiters of delayed fetches;
 //! - [`fetch_session`] keeps incremental fetch sessions (KIP-227);

@@ -50,8 +50,8 @@ pub fn fenced_for(error: ResponseError, version: i16, first_version: i16) -> Res
     }
 }
 
-/// The (topic, partition) pairs of a request, with UNKNOWN_TOPIC_OR_PARTITION
-/// for those not hosted.
+/// The (topic, partition) pairs of a request, and whether this broker
+/// hosts all of them.
 fn resolve(broker: &Broker, topics: &[AddPartitionsToTxnTopic]) -> (Vec<TxnPartition>, bool) {
     let mut partitions = Vec::new();
     let mut all_known = true;
