@@ -23,6 +23,9 @@
 use std::path::PathBuf;
 
 use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::add_partitions_to_txn_request::{
+    AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
+};
 use kafka_protocol::messages::consumer_group_heartbeat_request;
 use kafka_protocol::messages::create_partitions_request::{
     CreatePartitionsAssignment, CreatePartitionsTopic,
@@ -34,6 +37,7 @@ use kafka_protocol::messages::delete_records_request::{DeleteRecordsPartition, D
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::describe_log_dirs_request::DescribableLogDirTopic;
+use kafka_protocol::messages::describe_producers_request::TopicRequest as DescribeProducersTopicRequest;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::leave_group_request::MemberIdentity;
@@ -50,9 +54,17 @@ use kafka_protocol::messages::offset_fetch_request::{
 };
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
+use kafka_protocol::messages::txn_offset_commit_request::{
+    TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::write_txn_markers_request::{WritableTxnMarker, WritableTxnMarkerTopic};
 use kafka_protocol::messages::{
     alter_configs_request, incremental_alter_configs_request, AlterConfigsRequest, DescribeConfigsRequest,
     IncrementalAlterConfigsRequest,
+};
+use kafka_protocol::messages::{
+    AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, DescribeProducersRequest, DescribeTransactionsRequest,
+    EndTxnRequest, ListTransactionsRequest, TransactionalId, TxnOffsetCommitRequest, WriteTxnMarkersRequest,
 };
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, BrokerId, ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest,
@@ -220,6 +232,17 @@ fn body(key: ApiKey, version: i16) -> Result<Bytes, String> {
         ApiKey::IncrementalAlterConfigs => encode(incremental_alter_configs(), v),
         ApiKey::InitProducerId => encode(init_producer_id(v), v),
         ApiKey::DescribeLogDirs => encode(describe_log_dirs(), v),
+        ApiKey::AddPartitionsToTxn => encode(add_partitions_to_txn(v), v),
+        ApiKey::AddOffsetsToTxn => encode(add_offsets_to_txn(), v),
+        ApiKey::EndTxn => encode(end_txn(), v),
+        ApiKey::TxnOffsetCommit => encode(txn_offset_commit(v), v),
+        ApiKey::WriteTxnMarkers => encode(write_txn_markers(), v),
+        ApiKey::DescribeTransactions => encode(
+            DescribeTransactionsRequest::default().with_transactional_ids(vec![txn_id("orders-tx")]),
+            v,
+        ),
+        ApiKey::ListTransactions => encode(list_transactions(v), v),
+        ApiKey::DescribeProducers => encode(describe_producers(), v),
         other => panic!("{other:?} is served: add a seed builder for it to fuzz/examples/seeds.rs"),
     }
 }
@@ -234,6 +257,102 @@ fn init_producer_id(version: i16) -> InitProducerIdRequest {
     } else {
         request
     }
+}
+
+fn txn_id(id: &'static str) -> TransactionalId {
+    TransactionalId(StrBytes::from_static_str(id))
+}
+
+/// AddPartitionsToTxn: the client form up to v3; from v4 the brokers'
+/// batched form, one transaction added and one verified.
+fn add_partitions_to_txn(version: i16) -> AddPartitionsToTxnRequest {
+    let topics =
+        vec![AddPartitionsToTxnTopic::default().with_name(topic("orders")).with_partitions(vec![0, 2])];
+    if version < 4 {
+        return AddPartitionsToTxnRequest::default()
+            .with_v3_and_below_transactional_id(txn_id("orders-tx"))
+            .with_v3_and_below_producer_id(42.into())
+            .with_v3_and_below_producer_epoch(3)
+            .with_v3_and_below_topics(topics);
+    }
+    let transaction = |id, verify_only| {
+        AddPartitionsToTxnTransaction::default()
+            .with_transactional_id(txn_id(id))
+            .with_producer_id(42.into())
+            .with_producer_epoch(3)
+            .with_verify_only(verify_only)
+            .with_topics(topics.clone())
+    };
+    AddPartitionsToTxnRequest::default()
+        .with_transactions(vec![transaction("orders-tx", false), transaction("billing-tx", true)])
+}
+
+fn add_offsets_to_txn() -> AddOffsetsToTxnRequest {
+    AddOffsetsToTxnRequest::default()
+        .with_transactional_id(txn_id("orders-tx"))
+        .with_producer_id(42.into())
+        .with_producer_epoch(3)
+        .with_group_id(group("billing"))
+}
+
+fn end_txn() -> EndTxnRequest {
+    EndTxnRequest::default()
+        .with_transactional_id(txn_id("orders-tx"))
+        .with_producer_id(42.into())
+        .with_producer_epoch(3)
+        .with_committed(true)
+}
+
+/// TxnOffsetCommit, with the member's generation from v3.
+fn txn_offset_commit(version: i16) -> TxnOffsetCommitRequest {
+    let partition = TxnOffsetCommitRequestPartition::default()
+        .with_partition_index(1)
+        .with_committed_offset(1_234)
+        .with_committed_metadata(Some(StrBytes::from_static_str("m")));
+    let request = TxnOffsetCommitRequest::default()
+        .with_transactional_id(txn_id("orders-tx"))
+        .with_group_id(group("billing"))
+        .with_producer_id(42.into())
+        .with_producer_epoch(3)
+        .with_topics(vec![TxnOffsetCommitRequestTopic::default()
+            .with_name(topic("orders"))
+            .with_partitions(vec![partition])]);
+    if version >= 3 {
+        request.with_generation_id(5).with_member_id(StrBytes::from_static_str("member-1"))
+    } else {
+        request
+    }
+}
+
+fn write_txn_markers() -> WriteTxnMarkersRequest {
+    let marker = WritableTxnMarker::default()
+        .with_producer_id(42.into())
+        .with_producer_epoch(3)
+        .with_transaction_result(true)
+        .with_coordinator_epoch(0)
+        .with_topics(vec![WritableTxnMarkerTopic::default()
+            .with_name(topic("orders"))
+            .with_partition_indexes(vec![0])]);
+    WriteTxnMarkersRequest::default().with_markers(vec![marker])
+}
+
+/// ListTransactions with every filter its version has.
+fn list_transactions(version: i16) -> ListTransactionsRequest {
+    let request = ListTransactionsRequest::default()
+        .with_state_filters(vec![StrBytes::from_static_str("Ongoing")])
+        .with_producer_id_filters(vec![42.into()]);
+    let request = if version >= 1 { request.with_duration_filter(60_000) } else { request };
+    if version >= 2 {
+        request.with_transactional_id_pattern(Some(StrBytes::from_static_str("orders-.*")))
+    } else {
+        request
+    }
+}
+
+fn describe_producers() -> DescribeProducersRequest {
+    DescribeProducersRequest::default().with_topics(vec![DescribeProducersTopicRequest::default()
+        .with_name(topic("orders"))
+        .with_partition_indexes(vec![0, 1])])
 }
 
 /// Header (at the version the API key and version call for) then body.

@@ -33,7 +33,6 @@ from harness import (
     watermarks_confluent,
 )
 from wire import (
-    COORDINATOR_NOT_AVAILABLE,
     INVALID_PRODUCER_EPOCH,
     INVALID_REQUEST,
     NONE,
@@ -215,8 +214,12 @@ def test_init_producer_id_hands_out_fresh_ids_at_epoch_zero(broker):
     assert init_producer_id(broker.port, 3, producer_id=max(ids)).error_code == INVALID_REQUEST
     assert init_producer_id(broker.port, 3, producer_epoch=2).error_code == INVALID_REQUEST
     assert init_producer_id(broker.port, 4, transactional_id="").error_code == INVALID_REQUEST
+    # A transactional id keeps its producer id; each init bumps the epoch.
     transactional = init_producer_id(broker.port, 4, transactional_id="orders-tx")
-    assert (transactional.error_code, transactional.producer_id) == (COORDINATOR_NOT_AVAILABLE, -1)
+    assert (transactional.error_code, transactional.producer_epoch) == (NONE, 0)
+    assert transactional.producer_id not in ids
+    bumped = init_producer_id(broker.port, 4, transactional_id="orders-tx")
+    assert (bumped.error_code, bumped.producer_id, bumped.producer_epoch) == (NONE, transactional.producer_id, 1)
 
 
 def test_producer_ids_are_never_reused_after_a_crash(broker):

@@ -13,6 +13,7 @@ use strom_storage::batch::TimestampType;
 use strom_storage::{CleanupPolicy, LogConfig};
 
 use crate::group::GroupConfig;
+use crate::txn::TxnConfig;
 
 /// A config problem, naming the key.
 #[derive(Debug, thiserror::Error)]
@@ -84,6 +85,8 @@ pub struct BrokerConfig {
     pub cleaner: CleanerConfig,
     /// The group coordinator's settings.
     pub groups: GroupConfig,
+    /// The transaction coordinator's settings.
+    pub transactions: TxnConfig,
     /// Every key given, as given, for DescribeConfigs.
     pub provided: BTreeMap<String, String>,
 }
@@ -394,6 +397,23 @@ impl BrokerConfig {
                 )?,
                 consumer_session_timeout_ms: p.parse("group.consumer.session.timeout.ms", 45_000, 1)?,
                 consumer_heartbeat_interval_ms: p.parse("group.consumer.heartbeat.interval.ms", 5_000, 1)?,
+            },
+            transactions: TxnConfig {
+                state_log_partitions: p.parse("transaction.state.log.num.partitions", 50, 1)?,
+                state_log_segment_bytes: p.parse("transaction.state.log.segment.bytes", 100 << 20, 1)?,
+                max_timeout_ms: p.parse("transaction.max.timeout.ms", 900_000, 1)?,
+                abort_timed_out_interval_ms: p.parse(
+                    "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+                    10_000,
+                    1,
+                )?,
+                id_expiration_ms: p.parse("transactional.id.expiration.ms", 604_800_000, 1)?,
+                remove_expired_interval_ms: p.parse(
+                    "transaction.remove.expired.transaction.cleanup.interval.ms",
+                    3_600_000,
+                    1,
+                )?,
+                partition_verification: p.bool("transaction.partition.verification.enable", true)?,
             },
             log,
             provided,

@@ -89,6 +89,13 @@ pub const BROKER_KEYS: &[BrokerKey] = {
         key("group.max.size", Some("2147483647"), INT),
         key("group.consumer.session.timeout.ms", Some("45000"), INT),
         key("group.consumer.heartbeat.interval.ms", Some("5000"), INT),
+        key("transaction.state.log.num.partitions", Some("50"), INT),
+        key("transaction.state.log.segment.bytes", Some("104857600"), INT),
+        key("transaction.max.timeout.ms", Some("900000"), INT),
+        key("transaction.abort.timed.out.transaction.cleanup.interval.ms", Some("10000"), INT),
+        key("transactional.id.expiration.ms", Some("604800000"), INT),
+        key("transaction.remove.expired.transaction.cleanup.interval.ms", Some("3600000"), INT),
+        key("transaction.partition.verification.enable", Some("true"), BOOLEAN),
         // The log defaults, which may change at run time.
         key("log.cleanup.policy", Some("delete"), LIST),
         key("compression.type", Some("producer"), STRING),

@@ -11,6 +11,10 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::api_versions_response::ApiVersionsResponse;
 use kafka_protocol::messages::DescribeLogDirsRequest;
 use kafka_protocol::messages::{
+    AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, DescribeProducersRequest, DescribeTransactionsRequest,
+    EndTxnRequest, ListTransactionsRequest, TxnOffsetCommitRequest, WriteTxnMarkersRequest,
+};
+use kafka_protocol::messages::{
     AlterConfigsRequest, ApiKey, ApiVersionsRequest, ConsumerGroupDescribeRequest,
     ConsumerGroupHeartbeatRequest, CreatePartitionsRequest, CreateTopicsRequest, DeleteGroupsRequest,
     DeleteRecordsRequest, DeleteTopicsRequest, DescribeClusterRequest, DescribeGroupsRequest, FetchRequest,
@@ -148,6 +152,14 @@ pub enum Request {
     IncrementalAlterConfigs(IncrementalAlterConfigsRequest),
     InitProducerId(InitProducerIdRequest),
     DescribeLogDirs(DescribeLogDirsRequest),
+    AddPartitionsToTxn(AddPartitionsToTxnRequest),
+    AddOffsetsToTxn(AddOffsetsToTxnRequest),
+    EndTxn(EndTxnRequest),
+    TxnOffsetCommit(TxnOffsetCommitRequest),
+    WriteTxnMarkers(WriteTxnMarkersRequest),
+    DescribeTransactions(DescribeTransactionsRequest),
+    ListTransactions(ListTransactionsRequest),
+    DescribeProducers(DescribeProducersRequest),
 }
 
 /// What a frame holds once parsed.
@@ -224,6 +236,14 @@ fn decode_body(api_key: ApiKey, version: i16, body: &mut Bytes) -> Result<Reques
         ApiKey::IncrementalAlterConfigs => Request::IncrementalAlterConfigs(decode(body, version)?),
         ApiKey::InitProducerId => Request::InitProducerId(decode(body, version)?),
         ApiKey::DescribeLogDirs => Request::DescribeLogDirs(decode(body, version)?),
+        ApiKey::AddPartitionsToTxn => Request::AddPartitionsToTxn(decode(body, version)?),
+        ApiKey::AddOffsetsToTxn => Request::AddOffsetsToTxn(decode(body, version)?),
+        ApiKey::EndTxn => Request::EndTxn(decode(body, version)?),
+        ApiKey::TxnOffsetCommit => Request::TxnOffsetCommit(decode(body, version)?),
+        ApiKey::WriteTxnMarkers => Request::WriteTxnMarkers(decode(body, version)?),
+        ApiKey::DescribeTransactions => Request::DescribeTransactions(decode(body, version)?),
+        ApiKey::ListTransactions => Request::ListTransactions(decode(body, version)?),
+        ApiKey::DescribeProducers => Request::DescribeProducers(decode(body, version)?),
         other => return Err(RequestError::UnknownApi(other as i16)),
     })
 }
@@ -280,6 +300,14 @@ async fn route(ctx: &RequestContext<'_>, request: Request) -> Option<Box<dyn Enc
         Request::IncrementalAlterConfigs(r) => handlers::configs::incremental_alter(ctx, r).into_reply(),
         Request::InitProducerId(r) => handlers::init_producer_id::handle(ctx, r).into_reply(),
         Request::DescribeLogDirs(r) => handlers::log_dirs::describe(ctx, r).into_reply(),
+        Request::AddPartitionsToTxn(r) => handlers::transactions::add_partitions(ctx, r).into_reply(),
+        Request::AddOffsetsToTxn(r) => handlers::transactions::add_offsets(ctx, r).into_reply(),
+        Request::EndTxn(r) => handlers::transactions::end(ctx, r).into_reply(),
+        Request::TxnOffsetCommit(r) => handlers::transactions::txn_offset_commit(ctx, r).into_reply(),
+        Request::WriteTxnMarkers(r) => handlers::transactions::write_markers(ctx, r).into_reply(),
+        Request::DescribeTransactions(r) => handlers::transactions::describe(ctx, r).into_reply(),
+        Request::ListTransactions(r) => handlers::transactions::list(ctx, r).into_reply(),
+        Request::DescribeProducers(r) => handlers::transactions::describe_producers(ctx, r).into_reply(),
     }
 }
 

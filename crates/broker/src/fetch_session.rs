@@ -52,6 +52,9 @@ pub struct FetchPlan {
 pub struct PartitionNews {
     pub high_watermark: i64,
     pub log_start_offset: i64,
+    /// A consumer waiting on read_committed learns of a transaction's end
+    /// through it.
+    pub last_stable_offset: i64,
 }
 
 #[derive(Debug)]
@@ -199,7 +202,7 @@ mod tests {
     }
 
     fn news(hw: i64) -> (PartitionNews, bool) {
-        (PartitionNews { high_watermark: hw, log_start_offset: 0 }, false)
+        (PartitionNews { high_watermark: hw, log_start_offset: 0, last_stable_offset: hw }, false)
     }
 
     #[test]

@@ -10,12 +10,15 @@
 //!   table, decodes the header and body, routes to a handler and encodes the
 //!   response at the request's version;
 //! - [`handlers`] holds one module per API family (produce, fetch, metadata,
-//!   topics, configs, list_offsets, log_dirs, cluster, api_versions);
+//!   topics, configs, list_offsets, log_dirs, cluster, api_versions, groups,
+//!   transactions…);
 //! - [`replica`] is the partition state the handlers act on: log, high
 //!   watermark and the waiters of delayed fetches;
 //! - [`fetch_session`] keeps incremental fetch sessions (KIP-227);
 //! - [`producer_ids`] hands out idempotent producers' ids from blocks
-//!   reserved in the metadata log.
+//!   reserved in the metadata log;
+//! - [`txn`] is the transaction coordinator: `__transaction_state`, the
+//!   transaction state machine and the markers that end transactions.
 //!
 //! [`config`] parses `server.properties` with Kafka's key names and overlays
 //! the dynamic broker configs, [`config_sources`] says where each described
@@ -36,6 +39,7 @@ pub mod network;
 pub mod producer_ids;
 pub mod replica;
 pub mod server;
+pub mod txn;
 
 pub use config::BrokerConfig;
 pub use server::{BoundBroker, Broker};

@@ -15,7 +15,9 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use strom_metadata::MetadataImage;
+use strom_storage::producer_state::AppendOrigin;
 use strom_storage::segment::FileSlice;
+use strom_storage::txn_index::AbortedTxn;
 use strom_storage::Log;
 use strom_storage::{AppendInfo, LogDir, LogManager, SharedLog, StorageError, TopicPartition};
 use tokio::sync::Notify;
@@ -43,7 +45,19 @@ pub struct Partition {
 pub struct ReadResult {
     pub slice: Option<FileSlice>,
     pub high_watermark: i64,
+    pub last_stable_offset: i64,
     pub log_start_offset: i64,
+    /// For read_committed: the aborted transactions the records overlap.
+    pub aborted: Vec<AbortedTxn>,
+}
+
+/// Which records a read may return: Kafka's fetch `isolation_level`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isolation {
+    /// Up to the high watermark.
+    ReadUncommitted,
+    /// Up to the last stable offset, with the aborted transactions listed.
+    ReadCommitted,
 }
 
 impl Partition {
@@ -94,8 +108,19 @@ impl Partition {
 
     /// Appends a producer's record set and wakes the fetches waiting on it.
     pub fn append(&self, records: &[u8], now_ms: i64) -> Result<(AppendInfo, i64), StorageError> {
+        self.append_as(records, now_ms, AppendOrigin::Client)
+    }
+
+    /// [`Self::append`] for `origin`: the coordinators write markers and
+    /// transactional offsets.
+    pub fn append_as(
+        &self,
+        records: &[u8],
+        now_ms: i64,
+        origin: AppendOrigin,
+    ) -> Result<(AppendInfo, i64), StorageError> {
         let (info, log_start) = self.with_log(|log| {
-            let info = log.append(records, self.leader_epoch, now_ms)?;
+            let info = log.append_as(records, self.leader_epoch, now_ms, origin)?;
             // One replica in sync: the high watermark is the new log end.
             self.high_watermark.store(log.log_end_offset(), Ordering::Release);
             Ok((info, log.log_start_offset()))
@@ -104,17 +129,41 @@ impl Partition {
         Ok((info, log_start))
     }
 
-    /// Reads from `offset`, bounded by the high watermark.
+    /// The last stable offset: read_committed consumers read up to it.
+    pub fn last_stable_offset(&self) -> i64 {
+        self.log.lock().expect("log lock").last_stable_offset(self.high_watermark())
+    }
+
+    /// Reads from `offset`, bounded by the high watermark (or, for
+    /// read_committed, the last stable offset).
     pub fn read(
         &self,
         offset: i64,
         max_bytes: usize,
         min_one_batch: bool,
+        isolation: Isolation,
     ) -> Result<ReadResult, StorageError> {
         self.with_log(|log| {
             let high_watermark = self.high_watermark();
-            let slice = log.read(offset, max_bytes, high_watermark, min_one_batch)?;
-            Ok(ReadResult { slice, high_watermark, log_start_offset: log.log_start_offset() })
+            let last_stable_offset = log.last_stable_offset(high_watermark);
+            let max_offset = match isolation {
+                Isolation::ReadUncommitted => high_watermark,
+                Isolation::ReadCommitted => last_stable_offset,
+            };
+            let slice = log.read(offset, max_bytes, max_offset, min_one_batch)?;
+            let aborted = match (&slice, isolation) {
+                (Some(slice), Isolation::ReadCommitted) => {
+                    log.collect_aborted_transactions(offset, slice.end_offset)?
+                }
+                _ => Vec::new(),
+            };
+            Ok(ReadResult {
+                slice,
+                high_watermark,
+                last_stable_offset,
+                log_start_offset: log.log_start_offset(),
+                aborted,
+            })
         })
     }
 
@@ -136,6 +185,12 @@ impl Partition {
     /// Bytes of the partition's segments.
     pub fn size_bytes(&self) -> u64 {
         self.log.lock().expect("log lock").size_bytes()
+    }
+
+    /// The producers this partition knows, for DescribeProducers.
+    pub fn producers(&self) -> Vec<(i64, strom_storage::producer_state::ProducerEntry)> {
+        let log = self.log.lock().expect("log lock");
+        log.producer_state().producers().map(|(id, entry)| (id, *entry)).collect()
     }
 
     /// DeleteRecords: makes everything below `offset` (the high watermark

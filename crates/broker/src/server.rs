@@ -6,7 +6,8 @@
 //! stops accepting, lets each connection finish the request it is serving,
 //! then flushes every log and writes the checkpoints and the clean-shutdown
 //! marker. Background tasks flush logs, write checkpoints, run the group
-//! timers and the log cleaner threads; all of them end when shutdown begins.
+//! and transaction timers and the log cleaner threads; all of them end when
+//! shutdown begins.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -26,6 +27,7 @@ use crate::metrics::{self, GaugeGuard, Metrics};
 use crate::network;
 use crate::producer_ids::ProducerIdManager;
 use crate::replica::ReplicaManager;
+use crate::txn::TransactionCoordinator;
 
 /// How long shutdown waits for connections to finish their requests.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
@@ -39,6 +41,7 @@ pub struct Broker {
     pub groups: GroupCoordinator,
     pub metrics: Metrics,
     pub producer_ids: ProducerIdManager,
+    pub transactions: TransactionCoordinator,
     /// Flips to true when shutdown begins; delayed operations end early on it.
     stopping: watch::Sender<bool>,
 }
@@ -74,9 +77,22 @@ impl Broker {
         let (stopping, _) = watch::channel(false);
         let metrics = Metrics::default();
         let producer_ids = ProducerIdManager::default();
-        let broker =
-            Self { config, controller, replicas, fetch_sessions, groups, metrics, producer_ids, stopping };
+        let transactions = TransactionCoordinator::new(config.transactions.clone());
+        let broker = Self {
+            config,
+            controller,
+            replicas,
+            fetch_sessions,
+            groups,
+            metrics,
+            producer_ids,
+            transactions,
+            stopping,
+        };
         broker.groups.load(&broker)?;
+        // After the groups: completing a prepared transaction may commit
+        // their staged offsets.
+        broker.transactions.load(&broker)?;
         tracing::info!(metadata_ms, logs_ms, total_ms = started.elapsed().as_millis(), "broker state loaded");
         Ok(Arc::new(broker))
     }
@@ -133,6 +149,7 @@ impl BoundBroker {
         let mut background = JoinSet::new();
         background.spawn(periodic_duties(self.broker.clone(), stop_rx.clone()));
         background.spawn(GroupCoordinator::run_timers(self.broker.clone()));
+        background.spawn(TransactionCoordinator::run_timers(self.broker.clone()));
         if let Some(listener) = self.metrics_listener {
             background.spawn(metrics::serve_http(self.broker.clone(), listener, stop_rx.clone()));
         }

@@ -356,6 +356,39 @@ pub fn encode_batch(entries: &[(Option<Bytes>, Option<Bytes>)], timestamp_ms: i6
     encode_records(records, Compression::None)
 }
 
+/// Encodes (key, value, timestamp) triples as one uncompressed
+/// transactional batch of `producer_id` at `epoch`, without sequence: the
+/// broker's own writes inside a producer's transaction (TxnOffsetCommit).
+pub fn encode_transactional(
+    entries: impl IntoIterator<Item = (Option<Bytes>, Option<Bytes>, i64)>,
+    producer_id: i64,
+    epoch: i16,
+) -> Bytes {
+    let records: Vec<Record> = entries
+        .into_iter()
+        .enumerate()
+        .map(|(i, (key, value, timestamp))| Record {
+            transactional: true,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: 0,
+            producer_id,
+            producer_epoch: epoch,
+            timestamp_type: kafka_protocol::records::TimestampType::Creation,
+            offset: i as i64,
+            sequence: i as i32 - 1,
+            timestamp,
+            key,
+            value,
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    let options = RecordEncodeOptions { version: 2, compression: Compression::None };
+    RecordBatchEncoder::encode(&mut buf, &records, &options).expect("encoding into memory cannot fail");
+    buf.freeze()
+}
+
 /// Encodes (key, value, timestamp) triples as one batch with `compression`.
 pub fn encode_records(
     entries: impl IntoIterator<Item = (Option<Bytes>, Option<Bytes>, i64)>,
@@ -384,6 +417,99 @@ pub fn encode_records(
     let mut buf = BytesMut::new();
     let options = RecordEncodeOptions { version: 2, compression };
     RecordBatchEncoder::encode(&mut buf, &records, &options).expect("encoding into memory cannot fail");
+    buf.freeze()
+}
+
+/// What a transaction marker (a control batch) ends its transaction with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ControlType {
+    Abort,
+    Commit,
+}
+
+impl ControlType {
+    /// The record key Kafka writes: version 0, then the type (0 abort, 1 commit).
+    pub fn key(self) -> [u8; 4] {
+        [0, 0, 0, if self == Self::Commit { 1 } else { 0 }]
+    }
+
+    fn from_key(key: &[u8]) -> Option<Self> {
+        match key {
+            [_, _, 0, 0, ..] => Some(Self::Abort),
+            [_, _, 0, 1, ..] => Some(Self::Commit),
+            _ => None,
+        }
+    }
+}
+
+/// What a transaction marker says: how the transaction ended, and the epoch
+/// of the coordinator that wrote it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EndTxnMarker {
+    pub control: ControlType,
+    pub coordinator_epoch: i32,
+}
+
+/// The marker in the control batch `raw` (whole, uncompressed as Kafka
+/// writes markers), read from its first record. `None` for anything else.
+pub fn end_txn_marker(raw: &[u8]) -> Option<EndTxnMarker> {
+    let header = BatchHeader::parse(raw).ok()?;
+    if !header.is_control() || header.compression() != 0 {
+        return None;
+    }
+    let mut rest = raw.get(HEADER_LEN..)?;
+    // Record: length, attributes (one byte), timestamp delta, offset delta,
+    // key length, key, value length, value.
+    let (_, used) = read_varint(rest)?;
+    rest = rest.get(used + 1..)?;
+    for _ in 0..2 {
+        let (_, used) = read_varint(rest)?;
+        rest = rest.get(used..)?;
+    }
+    let (key_len, used) = read_varint(rest)?;
+    let key_end = used + usize::try_from(key_len).ok()?;
+    let control = ControlType::from_key(rest.get(used..key_end)?)?;
+    rest = rest.get(key_end..)?;
+    let (value_len, used) = read_varint(rest)?;
+    // Value: version (int16), coordinator epoch (int32).
+    let coordinator_epoch = match rest.get(used..used + usize::try_from(value_len).unwrap_or(0)) {
+        Some(value) if value.len() >= 6 => i32::from_be_bytes(value[2..6].try_into().expect("4 bytes")),
+        _ => -1,
+    };
+    Some(EndTxnMarker { control, coordinator_epoch })
+}
+
+/// A transaction marker of `producer_id` at `epoch`, as the coordinator
+/// writes it: one control record whose value is version 0 and the
+/// coordinator epoch.
+pub fn encode_marker(
+    control: ControlType,
+    producer_id: i64,
+    epoch: i16,
+    coordinator_epoch: i32,
+    timestamp_ms: i64,
+) -> Bytes {
+    let mut value = BytesMut::with_capacity(6);
+    value.extend_from_slice(&0i16.to_be_bytes());
+    value.extend_from_slice(&coordinator_epoch.to_be_bytes());
+    let record = Record {
+        transactional: true,
+        control: true,
+        delete_horizon: false,
+        partition_leader_epoch: 0,
+        producer_id,
+        producer_epoch: epoch,
+        timestamp_type: kafka_protocol::records::TimestampType::Creation,
+        offset: 0,
+        sequence: NO_SEQUENCE,
+        timestamp: timestamp_ms,
+        key: Some(Bytes::copy_from_slice(&control.key())),
+        value: Some(value.freeze()),
+        headers: Default::default(),
+    };
+    let mut buf = BytesMut::new();
+    let options = RecordEncodeOptions { version: 2, compression: Compression::None };
+    RecordBatchEncoder::encode(&mut buf, &[record], &options).expect("encoding into memory cannot fail");
     buf.freeze()
 }
 

@@ -23,6 +23,9 @@ pub enum StorageError {
     /// A batch from an older epoch of its producer (INVALID_PRODUCER_EPOCH).
     #[error("invalid producer epoch: {0}")]
     InvalidProducerEpoch(String),
+    /// A write that breaks the producer's transaction (INVALID_TXN_STATE).
+    #[error("invalid transaction state: {0}")]
+    InvalidTxnState(String),
     /// The disk failed under us (KAFKA_STORAGE_ERROR).
     #[error("I/O error: {0}")]
     Io(#[from] io::Error),

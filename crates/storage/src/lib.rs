@@ -19,6 +19,8 @@
 //!   cleaner): offset map, cleaned copies, crash-safe segment swaps.
 //! - [`producer_state`] remembers each producer's epoch and last batches so
 //!   idempotent retries are appended once; snapshotted beside the segments.
+//! - [`txn_index`] is a segment's `.txnindex` of aborted transactions, for
+//!   read_committed fetches.
 //! - [`checkpoint`] writes Kafka's offset checkpoint files atomically.
 //! - [`manager`] owns every log across `log.dirs`, loads them at start,
 //!   places new ones, takes a failed dir offline and marks a clean shutdown.
@@ -36,6 +38,7 @@ pub mod manager;
 pub mod producer_state;
 pub mod records;
 pub mod segment;
+pub mod txn_index;
 
 pub use error::{Result, StorageError};
 pub use log::{AppendInfo, CleanupPolicy, Log, LogConfig};

@@ -12,11 +12,14 @@ use std::path::{Path, PathBuf};
 use crate::batch::{self, BatchHeader, Batches, HeaderRewrite, TimestampType, HEADER_LEN};
 use crate::error::{Result, StorageError};
 use crate::file_cache::FileCache;
-use crate::producer_state::{AppendOrigin, BatchMetadata, ProducerCheck};
+use crate::producer_state::{AppendOrigin, BatchMetadata, CompletedTxn, ProducedBatch, ProducerCheck};
 use crate::segment::{self, FileSlice, LogSegment, PreparedBatch, RecoveryReport, SegmentConfig};
+use crate::txn_index::AbortedTxn;
 
 mod producers;
 mod retention;
+#[cfg(test)]
+mod txn_tests;
 
 pub use retention::{Deleted, DELETED_SUFFIX};
 
@@ -365,18 +368,18 @@ impl Log {
         now_ms: i64,
         origin: AppendOrigin,
     ) -> Result<AppendInfo> {
-        let headers = self.validate(records)?;
+        let batches = self.validate(records, origin)?;
         let log_append_time = (self.config.timestamp_type == TimestampType::LogAppendTime).then_some(now_ms);
         let first_offset = self.log_end_offset();
         let producer_updates =
-            match self.producers.state.check(&headers, first_offset, log_append_time, origin)? {
+            match self.producers.state.check(&batches, first_offset, log_append_time, origin)? {
                 ProducerCheck::Append(updates) => updates,
                 ProducerCheck::Duplicate(batch) => return Ok(self.duplicate_append(batch)),
             };
         let mut next_offset = first_offset;
-        let mut prepared = Vec::with_capacity(headers.len());
+        let mut prepared = Vec::with_capacity(batches.len());
         let mut rest = records;
-        for header in &headers {
+        for ProducedBatch { header, .. } in &batches {
             let (raw, tail) = rest.split_at(header.size);
             rest = tail;
             let mut new_header: [u8; HEADER_LEN] = raw[..HEADER_LEN].try_into().expect("validated");
@@ -399,7 +402,8 @@ impl Log {
         let first_timestamp = prepared.first().map_or(-1, |b| b.max_timestamp);
         self.maybe_roll(bytes, next_offset - 1, first_timestamp, now_ms)?;
         self.active_mut().append(&prepared)?;
-        self.producers.state.apply(producer_updates);
+        let completed = self.producers.state.apply(producer_updates);
+        self.index_aborted(&completed)?;
         let appended = (next_offset - first_offset) as u64;
         self.unflushed_messages += appended;
         if self.unflushed_messages >= self.config.flush_interval_messages {
@@ -426,9 +430,58 @@ impl Log {
         }
     }
 
+    /// Indexes the aborted transactions among `completed` in the active
+    /// segment, with the last stable offset their end leaves.
+    fn index_aborted(&mut self, completed: &[CompletedTxn]) -> Result<()> {
+        for txn in completed.iter().filter(|t| t.aborted) {
+            let entry = self.aborted_entry(txn);
+            self.active_mut().txn_index_mut()?.append(entry)?;
+        }
+        Ok(())
+    }
+
+    /// Kafka's `lastStableOffset(completedTxn)`: the first offset of the
+    /// earliest transaction still open, else the offset after the marker.
+    fn aborted_entry(&self, txn: &CompletedTxn) -> AbortedTxn {
+        let last_stable_offset = self.producers.state.first_unstable_offset().unwrap_or(txn.last_offset + 1);
+        AbortedTxn {
+            producer_id: txn.producer_id,
+            first_offset: txn.first_offset,
+            last_offset: txn.last_offset,
+            last_stable_offset,
+        }
+    }
+
+    /// The last stable offset (LSO): the first offset of the earliest open
+    /// transaction, else `high_watermark`; read_committed reads stop there.
+    pub fn last_stable_offset(&self, high_watermark: i64) -> i64 {
+        let unstable = self.producers.state.first_unstable_offset().unwrap_or(high_watermark);
+        unstable.min(high_watermark).max(self.log_start_offset)
+    }
+
+    /// Kafka's `collectAbortedTransactions`: the aborted transactions that
+    /// overlap `[start_offset, upper_bound_offset)`, from the segment holding
+    /// `start_offset` on, until an entry proves later ones cannot overlap.
+    pub fn collect_aborted_transactions(
+        &self,
+        start_offset: i64,
+        upper_bound_offset: i64,
+    ) -> Result<Vec<AbortedTxn>> {
+        let first = self.segments.range(..=start_offset).next_back().map_or(start_offset, |(base, _)| *base);
+        let mut aborted = Vec::new();
+        for segment in self.segments.range(first..).map(|(_, s)| s) {
+            let search = segment.txn_index()?.collect(start_offset, upper_bound_offset);
+            aborted.extend(search.aborted);
+            if search.complete {
+                break;
+            }
+        }
+        Ok(aborted)
+    }
+
     /// Kafka's checks of a produced record set, header-only: no batch is
-    /// decompressed.
-    fn validate(&self, records: &[u8]) -> Result<Vec<BatchHeader>> {
+    /// decompressed (a coordinator's marker is read for its type).
+    fn validate(&self, records: &[u8], origin: AppendOrigin) -> Result<Vec<ProducedBatch>> {
         let mut batches = Batches::new(records);
         let mut headers = Vec::new();
         for raw in batches.by_ref() {
@@ -465,10 +518,16 @@ impl Log {
                     )));
                 }
             }
-            if self.config.cleanup_policy.compact {
+            if self.config.cleanup_policy.compact && !header.is_control() {
                 crate::records::check_keys(raw, &header)?;
             }
-            headers.push(header);
+            if header.is_control() && (origin == AppendOrigin::Client || header.producer_id < 0) {
+                return Err(StorageError::InvalidRecord(
+                    "control records come from the transaction coordinator, for a producer".into(),
+                ));
+            }
+            let marker = header.is_control().then(|| batch::end_txn_marker(raw)).flatten();
+            headers.push(ProducedBatch { header, marker });
         }
         if !batches.remaining().is_empty() {
             if let Some(size) = batch::batch_size(batches.remaining()).and_then(|s| s.ok()) {

@@ -20,13 +20,17 @@
 //! holding its last batch only) and rebuilt from batch headers past the
 //! snapshot; the `Log` glue lives in `log/producers.rs`.
 //!
-//! Transactions will extend each entry with the first offset of its open
-//! transaction and the coordinator epoch of its last marker; the fields are
-//! here (and in the snapshot) but nothing sets them yet.
+//! Transactions: a producer's first transactional batch opens its
+//! transaction (the entry remembers its first offset, and the state keeps
+//! the open transactions by first offset, so the earliest one bounds the
+//! last stable offset); the marker the coordinator writes ends it, moves the
+//! producer to the marker's epoch and reports the completed transaction, so
+//! the log can index it when it was aborted. A non-transactional batch from
+//! a producer with an open transaction is INVALID_TXN_STATE, as in Kafka.
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::batch::BatchHeader;
+use crate::batch::{BatchHeader, EndTxnMarker};
 use crate::error::{Result, StorageError};
 
 /// The producer id of a batch written without idempotence.
@@ -88,7 +92,7 @@ pub struct ProducerEntry {
     /// Timestamp of the last batch: expiry counts idle time from it.
     pub last_timestamp: i64,
     /// Epoch of the transaction coordinator that wrote this producer's last
-    /// marker; -1 until transactions exist.
+    /// marker; -1 before any.
     pub coordinator_epoch: i32,
     /// First offset of the producer's open transaction, if one is open.
     pub current_txn_first_offset: Option<i64>,
@@ -140,6 +144,42 @@ impl ProducerEntry {
         self.batch_count += 1;
         self.last_timestamp = batch.timestamp;
     }
+
+    /// A marker ends the open transaction; a newer epoch (a fenced or timed
+    /// out producer) becomes the producer's and forgets the old batches.
+    fn end_txn(&mut self, epoch: i16, marker: EndTxnMarker, timestamp: i64) {
+        if epoch != self.epoch {
+            self.epoch = epoch;
+            self.batch_count = 0;
+        }
+        self.current_txn_first_offset = None;
+        self.coordinator_epoch = marker.coordinator_epoch;
+        self.last_timestamp = timestamp;
+    }
+}
+
+/// A transaction a marker ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CompletedTxn {
+    pub producer_id: i64,
+    pub first_offset: i64,
+    /// The marker's offset.
+    pub last_offset: i64,
+    pub aborted: bool,
+}
+
+/// A validated batch as the producer state checks it: its header and, for
+/// a control batch, the marker it holds.
+#[derive(Debug, Clone, Copy)]
+pub struct ProducedBatch {
+    pub header: BatchHeader,
+    pub marker: Option<EndTxnMarker>,
+}
+
+impl From<BatchHeader> for ProducedBatch {
+    fn from(header: BatchHeader) -> Self {
+        Self { header, marker: None }
+    }
 }
 
 /// The outcome of checking a record set against the producer state.
@@ -152,14 +192,20 @@ pub enum ProducerCheck {
     Duplicate(BatchMetadata),
 }
 
-/// Producer entries as they will be once a checked record set is written.
+/// Producer entries as they will be once a checked record set is written,
+/// and the transactions its markers end.
 #[derive(Debug, Default)]
-pub struct PendingUpdates(Vec<(i64, ProducerEntry)>);
+pub struct PendingUpdates {
+    entries: Vec<(i64, ProducerEntry)>,
+    completed: Vec<CompletedTxn>,
+}
 
 /// The producers of one partition.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct ProducerState {
     producers: HashMap<i64, ProducerEntry>,
+    /// Open transactions: first offset → producer id.
+    ongoing: BTreeMap<i64, i64>,
 }
 
 /// A batch's producer fields, as the state needs them.
@@ -195,25 +241,80 @@ impl ProducerState {
         self.producers.get(&producer_id)
     }
 
+    /// Every producer, for DescribeProducers.
+    pub fn producers(&self) -> impl Iterator<Item = (i64, &ProducerEntry)> {
+        self.producers.iter().map(|(id, entry)| (*id, entry))
+    }
+
+    /// The first offset of the earliest open transaction: nothing from it on
+    /// is stable yet.
+    pub fn first_unstable_offset(&self) -> Option<i64> {
+        self.ongoing.keys().next().copied()
+    }
+
+    /// Opens or closes `producer_id`'s entry in the open transactions.
+    fn track_txn(&mut self, producer_id: i64, was: Option<i64>, now: Option<i64>) {
+        if was == now {
+            return;
+        }
+        if let Some(first) = was {
+            self.ongoing.remove(&first);
+        }
+        if let Some(first) = now {
+            self.ongoing.insert(first, producer_id);
+        }
+    }
+
     /// Checks a producer's record set (headers already validated, offsets
     /// from `first_offset` on) against the state. Nothing changes until the
     /// returned updates are applied. As in Kafka, the first duplicate found
     /// answers for the whole record set.
     pub fn check(
         &self,
-        headers: &[BatchHeader],
+        batches: &[ProducedBatch],
         first_offset: i64,
         log_append_time: Option<i64>,
         origin: AppendOrigin,
     ) -> Result<ProducerCheck> {
         let mut pending = PendingUpdates::default();
         let mut next_offset = first_offset;
-        for header in headers {
+        for ProducedBatch { header, marker } in batches {
             let batch_first_offset = next_offset;
             next_offset += i64::from(header.last_offset_delta) + 1;
-            if header.producer_id == NO_PRODUCER_ID
-                || (origin == AppendOrigin::Coordinator && header.is_control())
-            {
+            if header.producer_id == NO_PRODUCER_ID {
+                continue;
+            }
+            if origin == AppendOrigin::Coordinator && header.is_control() {
+                let marker = marker.ok_or_else(|| {
+                    StorageError::InvalidRecord("control batch without a transaction marker".into())
+                })?;
+                let committed = self.producers.get(&header.producer_id);
+                let entry = pending.entry(header.producer_id, committed);
+                check_epoch(ProducerBatch::of(header), entry)?;
+                let completed = CompletedTxn {
+                    producer_id: header.producer_id,
+                    first_offset: entry.current_txn_first_offset.unwrap_or(batch_first_offset),
+                    last_offset: batch_first_offset,
+                    aborted: marker.control == crate::batch::ControlType::Abort,
+                };
+                let timestamp = log_append_time.unwrap_or(header.max_timestamp);
+                entry.end_txn(header.producer_epoch, marker, timestamp);
+                pending.completed.push(completed);
+                continue;
+            }
+            if origin == AppendOrigin::Coordinator {
+                // The broker writing inside a producer's transaction
+                // (transactional offsets): epoch and transaction checks,
+                // no sequences.
+                let committed = self.producers.get(&header.producer_id);
+                let entry = pending.entry(header.producer_id, committed);
+                check_epoch(ProducerBatch::of(header), entry)?;
+                if header.producer_epoch != entry.epoch {
+                    entry.epoch = header.producer_epoch;
+                    entry.batch_count = 0;
+                }
+                check_transactional(header, entry, batch_first_offset)?;
+                entry.last_timestamp = log_append_time.unwrap_or(header.max_timestamp);
                 continue;
             }
             validate_producer_fields(header)?;
@@ -227,6 +328,7 @@ impl ProducerState {
             let entry = pending.entry(batch.producer_id, committed);
             check_epoch(batch, entry)?;
             check_sequence(batch, committed, entry)?;
+            check_transactional(header, entry, batch_first_offset)?;
             entry.add_batch(
                 batch.epoch,
                 BatchMetadata {
@@ -241,20 +343,54 @@ impl ProducerState {
         Ok(ProducerCheck::Append(pending))
     }
 
-    /// Makes the updates of a written record set part of the state.
-    pub fn apply(&mut self, updates: PendingUpdates) {
-        self.producers.extend(updates.0);
+    /// Makes the updates of a written record set part of the state; returns
+    /// the transactions its markers ended.
+    pub fn apply(&mut self, updates: PendingUpdates) -> Vec<CompletedTxn> {
+        for (producer_id, entry) in updates.entries {
+            let was = self.producers.get(&producer_id).and_then(|e| e.current_txn_first_offset);
+            self.track_txn(producer_id, was, entry.current_txn_first_offset);
+            self.producers.insert(producer_id, entry);
+        }
+        updates.completed
     }
 
     /// Takes in a batch read back from the log, unchecked: the log is the
-    /// truth, as for Kafka's appends from replication.
-    pub fn replay(&mut self, header: &BatchHeader) {
-        // Control batches (transaction markers) come with transactions.
-        if header.producer_id == NO_PRODUCER_ID || header.is_control() {
-            return;
+    /// truth, as for Kafka's appends from replication. `marker` is the
+    /// marker of a control batch. Returns the transaction a marker ended.
+    pub fn replay(&mut self, header: &BatchHeader, marker: Option<EndTxnMarker>) -> Option<CompletedTxn> {
+        if header.producer_id == NO_PRODUCER_ID {
+            return None;
+        }
+        let producer_id = header.producer_id;
+        let entry = self.producers.entry(producer_id).or_insert_with(ProducerEntry::empty);
+        let was = entry.current_txn_first_offset;
+        if header.is_control() {
+            let marker = marker?;
+            let completed = CompletedTxn {
+                producer_id,
+                first_offset: was.unwrap_or(header.base_offset),
+                last_offset: header.base_offset,
+                aborted: marker.control == crate::batch::ControlType::Abort,
+            };
+            entry.end_txn(header.producer_epoch, marker, header.max_timestamp);
+            self.track_txn(producer_id, was, None);
+            return Some(completed);
+        }
+        if header.is_transactional() && was.is_none() {
+            entry.current_txn_first_offset = Some(header.base_offset);
+        }
+        let now = entry.current_txn_first_offset;
+        if header.base_sequence < 0 {
+            // The broker's own write in a transaction: no sequences to keep.
+            if header.producer_epoch != entry.epoch {
+                entry.epoch = header.producer_epoch;
+                entry.batch_count = 0;
+            }
+            entry.last_timestamp = header.max_timestamp;
+            self.track_txn(producer_id, was, now);
+            return None;
         }
         let batch = ProducerBatch::of(header);
-        let entry = self.producers.entry(batch.producer_id).or_insert_with(ProducerEntry::empty);
         entry.add_batch(
             batch.epoch,
             BatchMetadata {
@@ -265,6 +401,8 @@ impl ProducerState {
                 timestamp: header.max_timestamp,
             },
         );
+        self.track_txn(producer_id, was, now);
+        None
     }
 
     /// Forgets producers idle for `expiration_ms` (`producer.id.expiration.ms`)
@@ -320,12 +458,13 @@ impl ProducerState {
         if reader.0.len() != count.saturating_mul(SNAPSHOT_ENTRY_LEN) {
             return Err(corrupt("entry count does not match the file size"));
         }
-        let mut producers = HashMap::with_capacity(count);
+        let mut state = Self { producers: HashMap::with_capacity(count), ongoing: BTreeMap::new() };
         for _ in 0..count {
             let (producer_id, entry) = reader.snapshot_entry();
-            producers.insert(producer_id, entry);
+            state.track_txn(producer_id, None, entry.current_txn_first_offset);
+            state.producers.insert(producer_id, entry);
         }
-        Ok(Self { producers })
+        Ok(state)
     }
 }
 
@@ -333,14 +472,14 @@ impl PendingUpdates {
     /// The entry a batch of `producer_id` updates: the one earlier batches of
     /// this record set updated, else a copy of the committed one.
     fn entry(&mut self, producer_id: i64, committed: Option<&ProducerEntry>) -> &mut ProducerEntry {
-        let index = match self.0.iter().position(|(id, _)| *id == producer_id) {
+        let index = match self.entries.iter().position(|(id, _)| *id == producer_id) {
             Some(index) => index,
             None => {
-                self.0.push((producer_id, committed.copied().unwrap_or_else(ProducerEntry::empty)));
-                self.0.len() - 1
+                self.entries.push((producer_id, committed.copied().unwrap_or_else(ProducerEntry::empty)));
+                self.entries.len() - 1
             }
         };
-        &mut self.0[index].1
+        &mut self.entries[index].1
     }
 }
 
@@ -362,6 +501,22 @@ fn validate_producer_fields(header: &BatchHeader) -> Result<()> {
             "invalid sequence number {} in a batch of producer {}",
             header.base_sequence, header.producer_id
         )));
+    }
+    Ok(())
+}
+
+/// A transactional batch opens its producer's transaction if none is open;
+/// a plain one may not come while one is.
+fn check_transactional(header: &BatchHeader, entry: &mut ProducerEntry, first_offset: i64) -> Result<()> {
+    match (header.is_transactional(), entry.current_txn_first_offset) {
+        (true, None) => entry.current_txn_first_offset = Some(first_offset),
+        (false, Some(_)) => {
+            return Err(StorageError::InvalidTxnState(format!(
+                "expected a transactional write from producer {}",
+                header.producer_id
+            )))
+        }
+        _ => {}
     }
     Ok(())
 }
@@ -478,6 +633,15 @@ pub(crate) mod test_support {
         bytes[batch::CRC..batch::CRC + 4].copy_from_slice(&crc.to_be_bytes());
         bytes
     }
+
+    /// [`idempotent_batch`] with the transactional attribute set.
+    pub fn transactional_batch(producer_id: i64, epoch: i16, sequence: i32, count: usize) -> Vec<u8> {
+        let mut bytes = idempotent_batch(producer_id, epoch, sequence, count);
+        bytes[batch::ATTRIBUTES + 1] |= 0x10;
+        let crc = batch::compute_crc(&bytes);
+        bytes[batch::CRC..batch::CRC + 4].copy_from_slice(&crc.to_be_bytes());
+        bytes
+    }
 }
 
 #[cfg(test)]
@@ -491,7 +655,7 @@ mod tests {
 
     /// Checks and applies one batch at `offset`; returns the check's outcome.
     fn append(state: &mut ProducerState, offset: i64, batch: BatchHeader) -> Result<Option<BatchMetadata>> {
-        match state.check(&[batch], offset, None, AppendOrigin::Client)? {
+        match state.check(&[batch.into()], offset, None, AppendOrigin::Client)? {
             ProducerCheck::Append(updates) => {
                 state.apply(updates);
                 Ok(None)
@@ -583,17 +747,30 @@ mod tests {
     fn negative_sequences_and_control_batches_are_invalid() {
         let state = ProducerState::default();
         assert!(matches!(
-            state.check(&[header(1, 0, -1, 1)], 0, None, AppendOrigin::Client),
+            state.check(&[header(1, 0, -1, 1).into()], 0, None, AppendOrigin::Client),
             Err(StorageError::InvalidRecord(_))
         ));
         let mut control = header(1, 0, 0, 1);
         control.attributes |= 0x20;
         assert!(matches!(
-            state.check(&[control], 0, None, AppendOrigin::Client),
+            state.check(&[control.into()], 0, None, AppendOrigin::Client),
             Err(StorageError::InvalidRecord(_))
         ));
+        assert!(
+            matches!(
+                state.check(&[control.into()], 0, None, AppendOrigin::Coordinator),
+                Err(StorageError::InvalidRecord(_))
+            ),
+            "a control batch must hold a marker"
+        );
+        let marker = EndTxnMarker { control: crate::batch::ControlType::Commit, coordinator_epoch: 0 };
         assert!(matches!(
-            state.check(&[control], 0, None, AppendOrigin::Coordinator),
+            state.check(
+                &[ProducedBatch { header: control, marker: Some(marker) }],
+                0,
+                None,
+                AppendOrigin::Coordinator
+            ),
             Ok(ProducerCheck::Append(_))
         ));
     }
@@ -602,7 +779,8 @@ mod tests {
     fn batches_of_one_record_set_are_checked_in_order() {
         let state = ProducerState::default();
         let ok = [header(1, 0, 0, 2), header(1, 0, 2, 1), header(2, 0, 0, 1)];
-        let ProducerCheck::Append(updates) = state.check(&ok, 10, Some(77), AppendOrigin::Client).unwrap()
+        let ProducerCheck::Append(updates) =
+            state.check(&ok.map(Into::into), 10, Some(77), AppendOrigin::Client).unwrap()
         else {
             panic!()
         };
@@ -615,7 +793,7 @@ mod tests {
         );
         let gapped = [header(1, 0, 3, 1), header(1, 0, 5, 1)];
         assert!(matches!(
-            state.check(&gapped, 13, None, AppendOrigin::Client),
+            state.check(&gapped.map(Into::into), 13, None, AppendOrigin::Client),
             Err(StorageError::OutOfOrderSequence(_))
         ));
     }

@@ -1,4 +1,5 @@
-//! One log segment: `<base offset>.log` with its `.index` and `.timeindex`.
+//! One log segment: `<base offset>.log` with its `.index`, `.timeindex`
+//! and, once a transaction aborts in it, `.txnindex`.
 //!
 //! Appends go to the end of the file with vectored writes (the rewritten
 //! batch header, then the producer's bytes untouched). Reads return file
@@ -8,7 +9,8 @@
 //! they can: only the active segment keeps its `.log` open; inactive ones
 //! borrow a descriptor from the process's [`FileCache`] for each read. Index
 //! files are mapped on first use and their descriptors closed once mapped, so
-//! start-up maps no index it does not need.
+//! start-up maps no index it does not need. The transaction index is read on
+//! first use too and holds no descriptor: it is opened only to append.
 
 use std::cell::{Cell, OnceCell};
 use std::fs::{File, OpenOptions};
@@ -24,9 +26,10 @@ use crate::batch::{self, BatchHeader, HEADER_LEN};
 use crate::error::{Result, StorageError};
 use crate::file_cache::FileCache;
 use crate::index::{OffsetIndex, TimeIndex};
+use crate::txn_index::{TransactionIndex, TXN_INDEX_SUFFIX};
 
-/// The three files of a segment.
-pub const SUFFIXES: [&str; 3] = [".log", ".index", ".timeindex"];
+/// The files of a segment (the transaction index only once an abort is in it).
+pub const SUFFIXES: [&str; 4] = [".log", ".index", ".timeindex", TXN_INDEX_SUFFIX];
 
 /// Names a segment file the way Kafka does: the base offset in 20 digits.
 pub fn file_name(base_offset: i64, suffix: &str) -> String {
@@ -63,6 +66,8 @@ pub struct FileSlice {
     pub file: Arc<File>,
     pub position: u64,
     pub len: usize,
+    /// The offset after the last batch in the slice.
+    pub end_offset: i64,
 }
 
 impl FileSlice {
@@ -179,6 +184,8 @@ pub struct LogSegment {
     /// Boxed: a log keeps its segments in a B-tree whose nodes hold eleven
     /// of them, even for the one segment most logs have.
     indexes: OnceCell<Box<Indexes>>,
+    /// Read on first use: most segments never see an abort.
+    txn_index: OnceCell<TransactionIndex>,
     config: SegmentConfig,
     bytes_since_last_index_entry: usize,
     /// Known for segments appended to or scanned; read from the time index on
@@ -249,6 +256,7 @@ impl LogSegment {
             size,
             next_offset: base_offset,
             indexes: OnceCell::new(),
+            txn_index: OnceCell::new(),
             config,
             bytes_since_last_index_entry: 0,
             max_timestamp: Cell::new(None),
@@ -339,6 +347,34 @@ impl LogSegment {
 
     pub fn time_index(&self) -> Result<&TimeIndex> {
         Ok(&self.indexes()?.time)
+    }
+
+    /// The aborted-transaction index, read on first use.
+    pub fn txn_index(&self) -> Result<&TransactionIndex> {
+        if let Some(index) = self.txn_index.get() {
+            return Ok(index);
+        }
+        let index = TransactionIndex::open(&sibling_path(&self.log_path, TXN_INDEX_SUFFIX))?;
+        Ok(self.txn_index.get_or_init(|| index))
+    }
+
+    pub fn txn_index_mut(&mut self) -> Result<&mut TransactionIndex> {
+        self.txn_index()?;
+        Ok(self.txn_index.get_mut().expect("loaded above"))
+    }
+
+    /// The transaction marker of the control batch at `position`.
+    pub fn end_txn_marker_at(
+        &self,
+        position: u64,
+        header: &BatchHeader,
+    ) -> Result<Option<batch::EndTxnMarker>> {
+        if !header.is_control() {
+            return Ok(None);
+        }
+        let mut buf = vec![0u8; header.size];
+        self.file()?.read_exact_at(&mut buf, position)?;
+        Ok(batch::end_txn_marker(&buf))
     }
 
     pub fn is_empty(&self) -> bool {
@@ -505,6 +541,7 @@ impl LogSegment {
             return Ok(None);
         }
         let mut end = start;
+        let mut end_offset = first.base_offset;
         let mut header = Some(first);
         while let Some(h) = header {
             let batch_end = end + h.size as u64;
@@ -513,9 +550,10 @@ impl LogSegment {
                 break;
             }
             end = batch_end;
+            end_offset = h.next_offset();
             header = header_in(&file, end, self.size)?;
         }
-        Ok(Some(FileSlice { file, position: start, len: (end - start) as usize }))
+        Ok(Some(FileSlice { file, position: start, len: (end - start) as usize, end_offset }))
     }
 
     /// The first record with a timestamp `>= timestamp`, as (timestamp, offset).
@@ -565,6 +603,8 @@ impl LogSegment {
             self.next_offset = self.base_offset;
             self.bytes_since_last_index_entry = 0;
             self.max_timestamp.set(Some((-1, self.base_offset)));
+            let base_offset = self.base_offset;
+            self.txn_index_mut()?.truncate_to(base_offset)?;
             return Ok(RecoveryReport::default());
         }
         let scan = self.scan(&file, file_len, max_batch_bytes)?;
@@ -577,6 +617,8 @@ impl LogSegment {
         self.bytes_since_last_index_entry = scan.cursor.bytes_since_last_entry;
         self.max_timestamp.set(Some(scan.cursor.max_timestamp));
         let _ = self.indexes.set(Box::new(scan.indexes));
+        let next_offset = self.next_offset;
+        self.txn_index_mut()?.truncate_to(next_offset)?;
         Ok(RecoveryReport {
             valid_bytes: scan.valid_bytes,
             truncated_bytes: truncated,
@@ -641,6 +683,9 @@ impl LogSegment {
         if let Some(indexes) = self.indexes.get() {
             indexes.offset.flush()?;
             indexes.time.flush()?;
+        }
+        if let Some(txn_index) = self.txn_index.get() {
+            txn_index.flush()?;
         }
         Ok(())
     }
@@ -790,6 +835,7 @@ mod tests {
     use crate::batch::test_support::batch;
     use crate::batch::Batches;
     use crate::log::{Log, LogConfig};
+    use crate::txn_index::AbortedTxn;
     use kafka_protocol::records::Compression;
 
     /// A log of many small segments, closed; returns (base, size) of each.
@@ -877,9 +923,20 @@ mod tests {
         assert!(segment.index().unwrap().entries() > 0);
         assert!(name(".log.cleaned").exists() && name(".index.cleaned").exists());
         assert!(name(".timeindex.cleaned").exists() && !name(".index").exists());
+        assert!(!name(".txnindex.cleaned").exists(), "no abort, no transaction index");
+        let abort = AbortedTxn { producer_id: 7, first_offset: 0, last_offset: 2, last_stable_offset: 3 };
+        segment.txn_index_mut().unwrap().append(abort).unwrap();
+        assert!(name(".txnindex.cleaned").exists() && !name(".txnindex").exists());
+        segment.flush().unwrap();
         let renamed = segment.rename_to(".deleted").unwrap();
-        let expected: Vec<PathBuf> =
-            [".log.cleaned.deleted", ".index.cleaned.deleted", ".timeindex.cleaned.deleted"].map(name).into();
+        let expected: Vec<PathBuf> = [
+            ".log.cleaned.deleted",
+            ".index.cleaned.deleted",
+            ".timeindex.cleaned.deleted",
+            ".txnindex.cleaned.deleted",
+        ]
+        .map(name)
+        .into();
         assert_eq!(renamed, expected);
         assert!(renamed.iter().all(|path| path.exists()));
     }

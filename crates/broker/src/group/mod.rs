@@ -86,6 +86,16 @@ pub struct CommitEntry {
     pub metadata: Option<String>,
 }
 
+/// Who a TxnOffsetCommit comes from.
+pub struct TxnCommit {
+    pub group_id: String,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub generation: i32,
+    pub member_id: String,
+    pub instance_id: Option<String>,
+}
+
 /// A described group, for DescribeGroups.
 pub struct GroupDescription {
     pub state: &'static str,
@@ -166,16 +176,108 @@ impl GroupCoordinator {
         group_id: &str,
         entries: &[(Option<Bytes>, Option<Bytes>)],
     ) -> Result<(), ResponseError> {
+        let batch = strom_storage::batch::encode_batch(entries, strom_storage::now_ms());
+        self.append(broker, group_id, &batch)
+    }
+
+    fn append(&self, broker: &Broker, group_id: &str, batch: &[u8]) -> Result<(), ResponseError> {
         self.ensure_offsets_topic(broker)?;
         let partition = broker
             .replicas
             .partition(OFFSETS_TOPIC, self.partition_for(group_id))
             .ok_or(ResponseError::CoordinatorNotAvailable)?;
-        let batch = strom_storage::batch::encode_batch(entries, strom_storage::now_ms());
-        partition.append(&batch, strom_storage::now_ms()).map(|_| ()).map_err(|e| {
+        let origin = strom_storage::producer_state::AppendOrigin::Coordinator;
+        partition.append_as(batch, strom_storage::now_ms(), origin).map(|_| ()).map_err(|e| {
             tracing::error!(group = group_id, "writing group state failed: {e}");
-            ResponseError::CoordinatorNotAvailable
+            match e {
+                strom_storage::StorageError::InvalidProducerEpoch(_) => ResponseError::ProducerFenced,
+                _ => ResponseError::CoordinatorNotAvailable,
+            }
         })
+    }
+
+    /// TxnOffsetCommit: writes the offsets as part of the producer's
+    /// transaction (a transactional batch of its id and epoch) and stages
+    /// them; the commit marker makes them the group's offsets.
+    pub fn txn_commit(
+        &self,
+        broker: &Broker,
+        commit: &TxnCommit,
+        entries: &[CommitEntry],
+    ) -> Vec<Option<ResponseError>> {
+        let mut groups = self.groups.lock().expect("groups lock");
+        let group_id = commit.group_id.as_str();
+        if let Err(error) = check_txn_committer(&groups, commit) {
+            return vec![Some(error); entries.len()];
+        }
+        let now_ms = strom_storage::now_ms();
+        let mut records = Vec::new();
+        let outcomes: Vec<Option<ResponseError>> = entries
+            .iter()
+            .map(|e| {
+                if broker.replicas.partition(&e.topic, e.partition).is_none() {
+                    return Some(ResponseError::UnknownTopicOrPartition);
+                }
+                if e.metadata.as_ref().is_some_and(|m| m.len() > self.config.offset_metadata_max_bytes) {
+                    return Some(ResponseError::OffsetMetadataTooLarge);
+                }
+                let key = RecordKey::Offset {
+                    group: group_id.to_owned(),
+                    topic: e.topic.clone(),
+                    partition: e.partition,
+                };
+                let value = OffsetValue {
+                    offset: e.offset,
+                    leader_epoch: e.leader_epoch,
+                    metadata: e.metadata.clone().unwrap_or_default(),
+                    commit_timestamp_ms: now_ms,
+                };
+                records.push((key, value));
+                None
+            })
+            .collect();
+        if records.is_empty() {
+            return outcomes;
+        }
+        let encoded = records.iter().map(|(k, v)| (Some(k.encode()), Some(v.encode()), now_ms));
+        let batch =
+            strom_storage::batch::encode_transactional(encoded, commit.producer_id, commit.producer_epoch);
+        if let Err(error) = self.append(broker, group_id, &batch) {
+            return outcomes.into_iter().map(|o| o.or(Some(error))).collect();
+        }
+        let group = groups.entry(group_id.to_owned()).or_insert_with(|| Group::new(group_id));
+        let pending = group.pending_txn_offsets.entry(commit.producer_id).or_default();
+        for (key, value) in records {
+            if let RecordKey::Offset { topic, partition, .. } = key {
+                pending.insert((topic, partition), value);
+            }
+        }
+        outcomes
+    }
+
+    /// A marker of `producer_id` landed in `__consumer_offsets` partition
+    /// `offsets_partition`: its staged offsets there become the groups'
+    /// offsets (commit) or go (abort).
+    pub fn complete_txn(&self, producer_id: i64, offsets_partition: i32, commit: bool) {
+        let mut groups = self.groups.lock().expect("groups lock");
+        for group in groups.values_mut() {
+            if self.partition_for(&group.id) != offsets_partition {
+                continue;
+            }
+            if let Some(pending) = group.pending_txn_offsets.remove(&producer_id) {
+                if commit {
+                    group.offsets.extend(pending);
+                }
+            }
+        }
+    }
+
+    /// Whether a transaction not yet ended holds an offset of the group for
+    /// the partition (OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT).
+    pub fn has_pending_txn_offset(&self, group_id: &str, topic: &str, partition: i32) -> bool {
+        let groups = self.groups.lock().expect("groups lock");
+        let key = (topic.to_owned(), partition);
+        groups.get(group_id).is_some_and(|g| g.pending_txn_offsets.values().any(|p| p.contains_key(&key)))
     }
 
     /// A group that just lost its last member is written as empty, so a
@@ -202,13 +304,28 @@ impl GroupCoordinator {
         for partition in &topic.partitions {
             let records = partition.read_records()?;
             for record in records {
+                if record.control {
+                    let commit = record.key.as_deref().is_some_and(|k| k.get(2..4) == Some(&[0, 1]));
+                    let in_partition = |group: &str| self.partition_for(group) == partition.tp.partition;
+                    complete_loaded_txn(&mut groups, record.producer_id, commit, in_partition);
+                    continue;
+                }
                 let Some(key) = record.key.as_deref().and_then(|k| RecordKey::decode(k).ok()) else {
                     continue;
                 };
+                if record.transactional {
+                    stage_loaded_offset(&mut groups, record.producer_id, key, record.value.as_deref());
+                    continue;
+                }
                 apply_record(&mut groups, key, record.value.as_deref(), now);
             }
         }
-        groups.retain(|_, g| !(g.members.is_empty() && g.offsets.is_empty() && g.generation == 0));
+        groups.retain(|_, g| {
+            !(g.members.is_empty()
+                && g.offsets.is_empty()
+                && g.generation == 0
+                && g.pending_txn_offsets.is_empty())
+        });
         tracing::info!(groups = groups.len(), "loaded consumer groups");
         Ok(())
     }
@@ -921,6 +1038,68 @@ fn subscribed_topics(group: &Group) -> Vec<String> {
     topics
 }
 
+/// Kafka's checks of a TxnOffsetCommit's sender, looser than a plain
+/// commit's: an empty member id or a negative generation is not checked
+/// (clients before TxnOffsetCommit v3 send neither).
+fn check_txn_committer(groups: &HashMap<String, Group>, commit: &TxnCommit) -> Result<(), ResponseError> {
+    let Some(group) = groups.get(&commit.group_id) else { return Ok(()) };
+    if group.is_fenced(&commit.member_id, commit.instance_id.as_deref()) {
+        return Err(ResponseError::FencedInstanceId);
+    }
+    if let Some(consumer) = &group.consumer {
+        if commit.member_id.is_empty() {
+            return Ok(());
+        }
+        let member = consumer.members.get(&commit.member_id).ok_or(ResponseError::UnknownMemberId)?;
+        let epochs = [member.epoch, member.previous_epoch];
+        if commit.generation >= 0 && !epochs.contains(&commit.generation) {
+            return Err(ResponseError::StaleMemberEpoch);
+        }
+        return Ok(());
+    }
+    if !commit.member_id.is_empty() && group.member(&commit.member_id).is_none() {
+        return Err(ResponseError::UnknownMemberId);
+    }
+    if commit.generation >= 0 && commit.generation != group.generation {
+        return Err(ResponseError::IllegalGeneration);
+    }
+    Ok(())
+}
+
+/// A transactional offset read back at start: staged until its marker.
+fn stage_loaded_offset(
+    groups: &mut HashMap<String, Group>,
+    producer_id: i64,
+    key: RecordKey,
+    value: Option<&[u8]>,
+) {
+    let (RecordKey::Offset { group, topic, partition }, Some(value)) = (key, value) else { return };
+    match OffsetValue::decode(value) {
+        Ok(offset) => {
+            let group = groups.entry(group.clone()).or_insert_with(|| Group::new(&group));
+            group.pending_txn_offsets.entry(producer_id).or_default().insert((topic, partition), offset);
+        }
+        Err(e) => tracing::warn!("skipping transactional offset record: {e}"),
+    }
+}
+
+/// A marker read back at start: the producer's staged offsets in this
+/// partition are committed or dropped.
+fn complete_loaded_txn(
+    groups: &mut HashMap<String, Group>,
+    producer_id: i64,
+    commit: bool,
+    in_partition: impl Fn(&str) -> bool,
+) {
+    for group in groups.values_mut().filter(|g| in_partition(&g.id)) {
+        if let Some(pending) = group.pending_txn_offsets.remove(&producer_id) {
+            if commit {
+                group.offsets.extend(pending);
+            }
+        }
+    }
+}
+
 fn apply_record(groups: &mut HashMap<String, Group>, key: RecordKey, value: Option<&[u8]>, now: Instant) {
     let group = groups.entry(key.group().to_owned()).or_insert_with(|| Group::new(key.group()));
     match (key, value) {
@@ -965,6 +1144,27 @@ mod tests {
         assert_eq!(java_hash("hello"), 99_162_322);
         // "polygenelubricants" hashes to Integer.MIN_VALUE in Java.
         assert_eq!(java_hash("polygenelubricants"), i32::MIN);
+    }
+
+    #[test]
+    fn txn_commits_check_only_what_the_sender_names() {
+        let commit = |member: &str, generation| TxnCommit {
+            group_id: "g".into(),
+            producer_id: 1,
+            producer_epoch: 0,
+            generation,
+            member_id: member.into(),
+            instance_id: None,
+        };
+        let mut groups = HashMap::new();
+        assert!(check_txn_committer(&groups, &commit("m", 3)).is_ok(), "an unknown group takes any commit");
+        let mut group = Group::new("g");
+        group.generation = 5;
+        groups.insert("g".to_owned(), group);
+        assert!(check_txn_committer(&groups, &commit("", -1)).is_ok());
+        assert!(check_txn_committer(&groups, &commit("", 5)).is_ok());
+        assert_eq!(check_txn_committer(&groups, &commit("", 4)), Err(ResponseError::IllegalGeneration));
+        assert_eq!(check_txn_committer(&groups, &commit("m", -1)), Err(ResponseError::UnknownMemberId));
     }
 
     #[test]

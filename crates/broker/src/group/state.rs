@@ -124,6 +124,9 @@ pub struct Group {
     pub pending: HashSet<String>,
     pub static_members: HashMap<String, String>,
     pub offsets: HashMap<(String, i32), OffsetValue>,
+    /// Offsets committed inside transactions not yet ended, by producer id:
+    /// they become offsets when the commit marker is written.
+    pub pending_txn_offsets: HashMap<i64, HashMap<(String, i32), OffsetValue>>,
     /// When the current rebalance phase gives up on silent members.
     pub phase_deadline: Option<Instant>,
     /// While set, a new group waits for more members before completing its
@@ -149,6 +152,7 @@ impl Group {
             pending: HashSet::new(),
             static_members: HashMap::new(),
             offsets: HashMap::new(),
+            pending_txn_offsets: HashMap::new(),
             phase_deadline: None,
             initial_delay_until: None,
             state_timestamp_ms: -1,

@@ -36,6 +36,14 @@ const SERVED: &[ApiKey] = &[
     ApiKey::IncrementalAlterConfigs,
     ApiKey::InitProducerId,
     ApiKey::DescribeLogDirs,
+    ApiKey::AddPartitionsToTxn,
+    ApiKey::AddOffsetsToTxn,
+    ApiKey::EndTxn,
+    ApiKey::TxnOffsetCommit,
+    ApiKey::WriteTxnMarkers,
+    ApiKey::DescribeTransactions,
+    ApiKey::ListTransactions,
+    ApiKey::DescribeProducers,
 ];
 
 /// The version range served for `key`, if it is served at all.

@@ -22,9 +22,12 @@ use crate::dispatch::{EncodeBody, Reply, RequestContext, Splice};
 use crate::error::storage_error;
 use crate::fetch_session::{FetchPlan, FetchTarget, PartitionNews};
 use crate::metrics::GaugeGuard;
-use crate::replica::Partition;
+use crate::replica::{Isolation, Partition};
 use crate::server::Broker;
+use kafka_protocol::messages::fetch_response::AbortedTransaction;
+use kafka_protocol::messages::ProducerId;
 use strom_storage::segment::FileSlice;
+use strom_storage::txn_index::AbortedTxn;
 
 /// Longest wait honoured, whatever the client asks.
 const MAX_WAIT_CAP: Duration = Duration::from_secs(30);
@@ -34,8 +37,10 @@ const READ_COMMITTED: i8 = 1;
 struct Outcome {
     error: Option<ResponseError>,
     high_watermark: i64,
+    last_stable_offset: i64,
     log_start_offset: i64,
     records: Option<FileSlice>,
+    aborted: Vec<AbortedTxn>,
 }
 
 impl Outcome {
@@ -95,18 +100,23 @@ pub async fn handle(ctx: &RequestContext<'_>, request: FetchRequest) -> FetchRep
     let partitions: Vec<Option<Arc<Partition>>> =
         plan.targets.iter().map(|t| broker.replicas.partition(&t.topic, t.partition)).collect();
     let max_wait = Duration::from_millis(request.max_wait_ms.max(0) as u64).min(MAX_WAIT_CAP);
-    let outcomes = read_with_wait(broker, &plan, &partitions, &request, max_wait).await;
+    // read_committed exists from v4 on.
+    let read_committed = ctx.api_version >= 4 && request.isolation_level == READ_COMMITTED;
+    let isolation = if read_committed { Isolation::ReadCommitted } else { Isolation::ReadUncommitted };
+    let outcomes = read_with_wait(broker, &plan, &partitions, &request, max_wait, isolation).await;
     count_reads(broker, &plan, &outcomes);
     let news: Vec<(PartitionNews, bool)> = outcomes
         .iter()
         .map(|o| {
-            let state =
-                PartitionNews { high_watermark: o.high_watermark, log_start_offset: o.log_start_offset };
+            let state = PartitionNews {
+                high_watermark: o.high_watermark,
+                log_start_offset: o.log_start_offset,
+                last_stable_offset: o.last_stable_offset,
+            };
             (state, o.error.is_some() || o.bytes() > 0)
         })
         .collect();
     let included = broker.fetch_sessions.finish(&plan, &news);
-    let read_committed = request.isolation_level == READ_COMMITTED;
     let (mut responses, splices) = build_responses(&plan, outcomes, &included, read_committed);
     if ctx.api_version < 5 {
         // The log start offset is reported from v5 on.
@@ -158,13 +168,14 @@ async fn read_with_wait(
     partitions: &[Option<Arc<Partition>>],
     request: &FetchRequest,
     max_wait: Duration,
+    isolation: Isolation,
 ) -> Vec<Outcome> {
     let mut stopping = broker.stopping();
     let deadline = Instant::now() + max_wait;
     let waiter = Arc::new(Notify::new());
     loop {
         partitions.iter().flatten().for_each(|p| p.watch(&waiter));
-        let outcomes = read_all(plan, partitions, request.max_bytes);
+        let outcomes = read_all(plan, partitions, request.max_bytes, isolation);
         let bytes: usize = outcomes.iter().map(Outcome::bytes).sum();
         let satisfied =
             bytes >= request.min_bytes.max(0) as usize || outcomes.iter().any(|o| o.error.is_some());
@@ -174,9 +185,9 @@ async fn read_with_wait(
         let _parked = GaugeGuard::new(&broker.metrics.delayed_fetches);
         tokio::select! {
             _ = waiter.notified() => {}
-            _ = stopping.changed() => return read_all(plan, partitions, request.max_bytes),
+            _ = stopping.changed() => return read_all(plan, partitions, request.max_bytes, isolation),
             // Expired: answer with whatever arrived while waiting.
-            _ = tokio::time::sleep_until(deadline) => return read_all(plan, partitions, request.max_bytes),
+            _ = tokio::time::sleep_until(deadline) => return read_all(plan, partitions, request.max_bytes, isolation),
         }
     }
 }
@@ -206,7 +217,12 @@ fn count_reads(broker: &Broker, plan: &FetchPlan, outcomes: &[Outcome]) {
 /// Kafka's read limits: each partition up to its `partition_max_bytes`, the
 /// whole response up to `max_bytes`, but the first batch found is returned
 /// whole even when larger, so a big batch can never stall a consumer.
-fn read_all(plan: &FetchPlan, partitions: &[Option<Arc<Partition>>], max_bytes: i32) -> Vec<Outcome> {
+fn read_all(
+    plan: &FetchPlan,
+    partitions: &[Option<Arc<Partition>>],
+    max_bytes: i32,
+    isolation: Isolation,
+) -> Vec<Outcome> {
     let mut remaining = max_bytes.max(0) as usize;
     let mut first = true;
     plan.targets
@@ -222,12 +238,14 @@ fn read_all(plan: &FetchPlan, partitions: &[Option<Arc<Partition>>], max_bytes: 
                 return Outcome {
                     error: Some(error),
                     high_watermark: -1,
+                    last_stable_offset: -1,
                     log_start_offset: -1,
                     records: None,
+                    aborted: Vec::new(),
                 };
             };
             let limit = (target.partition_max_bytes.max(0) as usize).min(remaining);
-            let outcome = read_one(partition, target.fetch_offset, limit, first);
+            let outcome = read_one(partition, target.fetch_offset, limit, first, isolation);
             remaining = remaining.saturating_sub(outcome.bytes());
             first &= outcome.bytes() == 0;
             outcome
@@ -235,21 +253,42 @@ fn read_all(plan: &FetchPlan, partitions: &[Option<Arc<Partition>>], max_bytes: 
         .collect()
 }
 
-fn read_one(partition: &Partition, offset: i64, max_bytes: usize, min_one_batch: bool) -> Outcome {
-    match partition.read(offset, max_bytes, min_one_batch) {
+fn read_one(
+    partition: &Partition,
+    offset: i64,
+    max_bytes: usize,
+    min_one_batch: bool,
+    isolation: Isolation,
+) -> Outcome {
+    match partition.read(offset, max_bytes, min_one_batch, isolation) {
         Ok(read) => Outcome {
             error: None,
             high_watermark: read.high_watermark,
+            last_stable_offset: read.last_stable_offset,
             log_start_offset: read.log_start_offset,
             records: read.slice,
+            aborted: read.aborted,
         },
         Err(e) => Outcome {
             error: Some(storage_error(&e)),
             high_watermark: partition.high_watermark(),
+            last_stable_offset: partition.last_stable_offset(),
             log_start_offset: partition.log_start_offset(),
             records: None,
+            aborted: Vec::new(),
         },
     }
+}
+
+fn aborted_transactions(aborted: &[AbortedTxn]) -> Vec<AbortedTransaction> {
+    aborted
+        .iter()
+        .map(|a| {
+            AbortedTransaction::default()
+                .with_producer_id(ProducerId(a.producer_id))
+                .with_first_offset(a.first_offset)
+        })
+        .collect()
 }
 
 /// Groups partition results by topic, in request order, keeping only the
@@ -271,10 +310,9 @@ fn build_responses(
             .with_partition_index(target.partition)
             .with_error_code(outcome.error.map_or(0, |e| e.code()))
             .with_high_watermark(outcome.high_watermark)
-            // No transactions yet: the last stable offset is the high watermark.
-            .with_last_stable_offset(outcome.high_watermark)
+            .with_last_stable_offset(outcome.last_stable_offset)
             .with_log_start_offset(outcome.log_start_offset)
-            .with_aborted_transactions(read_committed.then(Vec::new))
+            .with_aborted_transactions(read_committed.then(|| aborted_transactions(&outcome.aborted)))
             .with_records(Some(match outcome.records.filter(|r| r.len > 0) {
                 Some(slice) => {
                     let splice = Splice::new(slice);

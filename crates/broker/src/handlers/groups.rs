@@ -22,6 +22,7 @@ use crate::dispatch::RequestContext;
 use crate::group::{JoinRequest, SyncRequest};
 
 const KEY_TYPE_GROUP: i8 = 0;
+const KEY_TYPE_TRANSACTION: i8 = 1;
 
 fn code(error: Option<ResponseError>) -> i16 {
     error.map_or(0, |e| e.code())
@@ -39,12 +40,12 @@ pub fn find_coordinator(
     let (host, port) = advertised_endpoint(broker);
     let lookup = |key: &str| -> Coordinator {
         let base = Coordinator::default().with_key(str_bytes(key));
-        let error = if request.key_type != KEY_TYPE_GROUP {
-            Some(ResponseError::CoordinatorNotAvailable)
-        } else if key.is_empty() {
-            Some(ResponseError::InvalidGroupId)
-        } else {
-            broker.groups.ensure_offsets_topic(broker).err()
+        let error = match request.key_type {
+            KEY_TYPE_GROUP if key.is_empty() => Some(ResponseError::InvalidGroupId),
+            KEY_TYPE_GROUP => broker.groups.ensure_offsets_topic(broker).err(),
+            KEY_TYPE_TRANSACTION if key.is_empty() => Some(ResponseError::InvalidRequest),
+            KEY_TYPE_TRANSACTION => broker.transactions.ensure_topic(broker).err(),
+            _ => Some(ResponseError::CoordinatorNotAvailable),
         };
         match error {
             Some(error) => base.with_node_id(BrokerId(-1)).with_port(-1).with_error_code(error.code()),

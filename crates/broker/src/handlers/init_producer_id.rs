@@ -1,12 +1,12 @@
-//! InitProducerId: a producer id and epoch for an idempotent producer.
+//! InitProducerId: a producer id and epoch for an idempotent or
+//! transactional producer.
 //!
 //! As in Kafka, a request without a transactional id always gets a fresh
 //! producer id at epoch 0, even when it names its current id and epoch
 //! (KIP-360): an idempotent producer bumps its epoch on its own, and the
-//! partitions accept the new epoch when it starts at sequence 0.
-//! Transactional ids need the transaction coordinator, which this broker
-//! does not run yet: they get COORDINATOR_NOT_AVAILABLE, as FindCoordinator
-//! answers for them.
+//! partitions accept the new epoch when it starts at sequence 0. A
+//! transactional id goes to the transaction coordinator, which keeps the
+//! id's producer id and bumps its epoch, fencing older producers.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
@@ -21,6 +21,22 @@ pub fn handle(ctx: &RequestContext<'_>, request: InitProducerIdRequest) -> InitP
     let broker = ctx.broker;
     if let Some(error) = request_error(&request) {
         return error_response(error);
+    }
+    if let Some(transactional_id) = &request.transactional_id {
+        let given = request.producer_id.0 != NO_PRODUCER_ID;
+        let expected = given.then_some((request.producer_id.0, request.producer_epoch));
+        let outcome = broker.transactions.init_producer_id(
+            broker,
+            transactional_id.as_str(),
+            request.transaction_timeout_ms,
+            expected,
+        );
+        return match outcome {
+            Ok((id, epoch)) => {
+                InitProducerIdResponse::default().with_producer_id(ProducerId(id)).with_producer_epoch(epoch)
+            }
+            Err(error) => error_response(super::transactions::fenced_for(error, ctx.api_version, 4)),
+        };
     }
     match broker.producer_ids.next_id(&broker.controller, broker.config.node_id) {
         Ok(id) => InitProducerIdResponse::default().with_producer_id(ProducerId(id)).with_producer_epoch(0),
@@ -41,7 +57,7 @@ fn request_error(request: &InitProducerIdRequest) -> Option<ResponseError> {
     match &request.transactional_id {
         None => None,
         Some(id) if id.0.is_empty() => Some(ResponseError::InvalidRequest),
-        Some(_) => Some(ResponseError::CoordinatorNotAvailable),
+        Some(_) => None,
     }
 }
 
@@ -73,6 +89,6 @@ mod tests {
         assert_eq!(request_error(&request(None, 42, -1)), Some(ResponseError::InvalidRequest));
         assert_eq!(request_error(&request(None, -1, 0)), Some(ResponseError::InvalidRequest));
         assert_eq!(request_error(&request(Some(""), -1, -1)), Some(ResponseError::InvalidRequest));
-        assert_eq!(request_error(&request(Some("tx"), -1, -1)), Some(ResponseError::CoordinatorNotAvailable));
+        assert_eq!(request_error(&request(Some("tx"), -1, -1)), None);
     }
 }

@@ -18,7 +18,11 @@ const EARLIEST_LOCAL: i64 = -4;
 const EARLIEST_PENDING_UPLOAD: i64 = -5;
 const LATEST_TIERED: i64 = -6;
 
+/// ListOffsets' `isolation_level` (v2+): read_committed sees up to the last stable offset.
+const READ_COMMITTED: i8 = 1;
+
 pub fn handle(ctx: &RequestContext<'_>, request: ListOffsetsRequest) -> ListOffsetsResponse {
+    let read_committed = ctx.api_version >= 2 && request.isolation_level == READ_COMMITTED;
     let topics = request
         .topics
         .into_iter()
@@ -32,7 +36,7 @@ pub fn handle(ctx: &RequestContext<'_>, request: ListOffsetsRequest) -> ListOffs
                         usize::try_from(p.partition_index).ok().and_then(|i| t.partitions.get(i))
                     });
                     let response = match partition {
-                        Some(partition) => list_partition(partition, p),
+                        Some(partition) => list_partition(partition, p, read_committed),
                         None => failure(p.partition_index, ResponseError::UnknownTopicOrPartition),
                     };
                     // The leader epoch is reported from v4 on.
@@ -49,7 +53,11 @@ pub fn handle(ctx: &RequestContext<'_>, request: ListOffsetsRequest) -> ListOffs
     ListOffsetsResponse::default().with_topics(topics)
 }
 
-fn list_partition(partition: &Partition, request: &ListOffsetsPartition) -> ListOffsetsPartitionResponse {
+fn list_partition(
+    partition: &Partition,
+    request: &ListOffsetsPartition,
+    read_committed: bool,
+) -> ListOffsetsPartitionResponse {
     let response = ListOffsetsPartitionResponse::default()
         .with_partition_index(request.partition_index)
         .with_leader_epoch(partition.leader_epoch);
@@ -57,8 +65,7 @@ fn list_partition(partition: &Partition, request: &ListOffsetsPartition) -> List
         return failure(request.partition_index, ResponseError::KafkaStorageError);
     }
     let found = match request.timestamp {
-        // Without transactions the last stable offset is the high watermark,
-        // so both isolation levels see the same latest offset.
+        LATEST if read_committed => Ok(Some((-1, partition.last_stable_offset()))),
         LATEST => Ok(Some((-1, partition.high_watermark()))),
         EARLIEST | EARLIEST_LOCAL => Ok(Some((-1, partition.log_start_offset()))),
         EARLIEST_PENDING_UPLOAD | LATEST_TIERED => Ok(Some((-1, -1))),

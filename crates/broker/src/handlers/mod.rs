@@ -15,6 +15,7 @@ pub mod metadata;
 pub mod offsets;
 pub mod produce;
 pub mod topics;
+pub mod transactions;
 
 use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::StrBytes;

@@ -108,8 +108,15 @@ fn fetched(broker: &Broker, group: &str, wanted: Option<Vec<(String, i32)>>) -> 
     topics
 }
 
+/// With `require_stable` (v7+), an offset a transaction has staged but not
+/// yet ended is UNSTABLE_OFFSET_COMMIT: the consumer waits and retries.
+fn unstable(broker: &Broker, require_stable: bool, group: &str, topic: &str, partition: i32) -> bool {
+    require_stable && broker.groups.has_pending_txn_offset(group, topic, partition)
+}
+
 pub fn fetch(ctx: &RequestContext<'_>, request: OffsetFetchRequest) -> OffsetFetchResponse {
     let broker = ctx.broker;
+    let require_stable = ctx.api_version >= 7 && request.require_stable;
     if ctx.api_version < 8 {
         let wanted = request.topics.as_ref().map(|topics| {
             topics.iter().flat_map(|t| t.partition_indexes.iter().map(|p| (t.name.to_string(), *p))).collect()
@@ -120,6 +127,12 @@ pub fn fetch(ctx: &RequestContext<'_>, request: OffsetFetchRequest) -> OffsetFet
                 let partitions = partitions
                     .into_iter()
                     .map(|(index, value)| {
+                        if unstable(broker, require_stable, request.group_id.as_str(), &topic, index) {
+                            return OffsetFetchResponsePartition::default()
+                                .with_partition_index(index)
+                                .with_committed_offset(-1)
+                                .with_error_code(ResponseError::UnstableOffsetCommit.code());
+                        }
                         let (offset, epoch, metadata) = unpack(value);
                         let p = OffsetFetchResponsePartition::default()
                             .with_partition_index(index)
@@ -157,6 +170,12 @@ pub fn fetch(ctx: &RequestContext<'_>, request: OffsetFetchRequest) -> OffsetFet
                     let partitions = partitions
                         .into_iter()
                         .map(|(index, value)| {
+                            if unstable(broker, require_stable, group.group_id.as_str(), &topic, index) {
+                                return OffsetFetchResponsePartitions::default()
+                                    .with_partition_index(index)
+                                    .with_committed_offset(-1)
+                                    .with_error_code(ResponseError::UnstableOffsetCommit.code());
+                            }
                             let (offset, epoch, metadata) = unpack(value);
                             OffsetFetchResponsePartitions::default()
                                 .with_partition_index(index)

@@ -1,7 +1,8 @@
 //! Produce: validate and append each partition's record set.
 //!
 //! With one in-sync replica, acks=1 and acks=all are both satisfied when the
-//! append returns; acks=0 gets no response at all.
+//! append returns; acks=0 gets no response at all. A transactional record
+//! set must go to a partition its transaction added.
 
 use std::sync::atomic::Ordering;
 
@@ -11,18 +12,21 @@ use kafka_protocol::messages::produce_response::{PartitionProduceResponse, Topic
 use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse};
 
 use super::str_bytes;
+use super::transactions::verify_transactional_produce;
 use crate::dispatch::{MaybeReply, RequestContext};
 use crate::error::storage_error;
 use crate::replica::TopicPartitions;
 use crate::server::Broker;
+use strom_storage::batch::BatchHeader;
 
 pub fn handle(ctx: &RequestContext<'_>, request: ProduceRequest) -> MaybeReply<ProduceResponse> {
     let broker = ctx.broker;
     let acks = request.acks;
+    let transactional_id = request.transactional_id.as_ref().map(|t| t.to_string());
     let mut responses: Vec<TopicProduceResponse> = request
         .topic_data
         .into_iter()
-        .map(|topic| produce_topic(broker, ctx.api_version, acks, topic))
+        .map(|topic| produce_topic(broker, ctx.api_version, acks, transactional_id.as_deref(), topic))
         .collect();
     count_failures(broker, &responses);
     if acks == 0 {
@@ -45,7 +49,13 @@ pub fn handle(ctx: &RequestContext<'_>, request: ProduceRequest) -> MaybeReply<P
     MaybeReply(Some(ProduceResponse::default().with_responses(responses)))
 }
 
-fn produce_topic(broker: &Broker, version: i16, acks: i16, topic: TopicProduceData) -> TopicProduceResponse {
+fn produce_topic(
+    broker: &Broker,
+    version: i16,
+    acks: i16,
+    transactional_id: Option<&str>,
+    topic: TopicProduceData,
+) -> TopicProduceResponse {
     // v13 names topics by id; earlier versions by name.
     let (hosted, unknown) = if version >= 13 {
         (broker.replicas.topic_by_id(&topic.topic_id), ResponseError::UnknownTopicId)
@@ -57,7 +67,7 @@ fn produce_topic(broker: &Broker, version: i16, acks: i16, topic: TopicProduceDa
         .into_iter()
         .map(|data| match &hosted {
             None => error_response(data.index, unknown, None),
-            Some(hosted) => produce_partition(broker, hosted, acks, data),
+            Some(hosted) => produce_partition(broker, hosted, acks, transactional_id, data),
         })
         .collect();
     TopicProduceResponse::default()
@@ -70,13 +80,14 @@ fn produce_partition(
     broker: &Broker,
     hosted: &TopicPartitions,
     acks: i16,
+    transactional_id: Option<&str>,
     data: PartitionProduceData,
 ) -> PartitionProduceResponse {
     let index = data.index;
     let Some(partition) = usize::try_from(index).ok().and_then(|i| hosted.partitions.get(i)) else {
         return error_response(index, ResponseError::UnknownTopicOrPartition, None);
     };
-    if hosted.name == crate::group::OFFSETS_TOPIC {
+    if hosted.name == crate::group::OFFSETS_TOPIC || hosted.name == crate::txn::TRANSACTION_STATE_TOPIC {
         let message = format!("cannot append to internal topic {}", hosted.name);
         return error_response(index, ResponseError::InvalidTopicException, Some(message));
     }
@@ -92,6 +103,19 @@ fn produce_partition(
         }
     }
     let records = data.records.unwrap_or_default();
+    if let Some(header) = BatchHeader::parse(&records).ok().filter(BatchHeader::is_transactional) {
+        let tp = (hosted.name.clone(), index);
+        let verified = verify_transactional_produce(
+            broker,
+            transactional_id,
+            header.producer_id,
+            header.producer_epoch,
+            tp,
+        );
+        if let Err(error) = verified {
+            return error_response(index, error, Some(format!("transactional produce refused: {error:?}")));
+        }
+    }
     match partition.append(&records, strom_storage::now_ms()) {
         Ok((info, log_start_offset)) => {
             let metrics = broker.metrics.topic(&hosted.name);

@@ -138,7 +138,8 @@ pub(super) fn filter_batch(
     out: &mut Vec<u8>,
 ) -> Result<(u64, u64)> {
     let count = u64::try_from(header.records_count).unwrap_or(0);
-    // Transaction markers stay: nothing tracks transactions yet.
+    // Transaction markers stay (Kafka removes them once their transaction's
+    // data is gone; this cleaner keeps that data).
     if header.is_control() {
         out.extend_from_slice(raw);
         return Ok((count, count));

@@ -33,9 +33,11 @@
 //! 5. **Checkpoint**: the end of the cleaned section becomes the log's first
 //!    dirty offset in `cleaner-offset-checkpoint`.
 //!
-//! Not done yet: transactions (aborted transactional data is kept and
-//! markers are never removed, since nothing writes a transaction index yet),
-//! and `log.cleaner.io.max.bytes.per.second` throttling.
+//! Not done yet: Kafka's cleaning of transactions (aborted transactional
+//! data is kept and markers are never removed; the swap carries the
+//! replaced segments' `.txnindex` entries to the new segment, so
+//! read_committed fetches still skip the aborted data), and
+//! `log.cleaner.io.max.bytes.per.second` throttling.
 
 mod filter;
 mod manager;

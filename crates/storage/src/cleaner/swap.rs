@@ -100,6 +100,12 @@ pub(crate) fn remove_cleaned(dir: &Path, base: i64) {
 /// has checked that the replaced segments are the ones it cleaned.
 pub(crate) fn replace_segments(log: &mut Log, base: i64, replaced: &[i64], now_ms: i64) -> Result<()> {
     let dir = log.dir().to_owned();
+    // The cleaner keeps aborted data and markers: their index entries move
+    // to the new segment.
+    let mut aborted = Vec::new();
+    for segment in replaced.iter().filter_map(|old| log.segment_map().get(old)) {
+        aborted.extend_from_slice(segment.txn_index()?.entries());
+    }
     rename_kinds(&dir, base, CLEANED_SUFFIX, SWAP_SUFFIX)?;
     sync_dir(&dir)?;
     for old in replaced {
@@ -112,7 +118,10 @@ pub(crate) fn replace_segments(log: &mut Log, base: i64, replaced: &[i64], now_m
     let last_replaced = replaced.last().copied().unwrap_or(base);
     let next_base = log.segment_map().range(last_replaced + 1..).next().map(|(b, _)| *b);
     let next_base = next_base.expect("the active segment is never cleaned");
-    let segment = open_swapped(&dir, base, next_base, log, now_ms)?;
+    let mut segment = open_swapped(&dir, base, next_base, log, now_ms)?;
+    for entry in aborted {
+        segment.txn_index_mut()?.ensure(entry)?;
+    }
     let segments = log.segment_map_mut();
     for old in replaced {
         segments.remove(old);

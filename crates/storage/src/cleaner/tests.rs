@@ -470,6 +470,27 @@ fn control_batches_stay() {
 }
 
 #[test]
+fn aborted_transactions_stay_indexed_through_a_cleaning() {
+    let fixture = Fixture::new(compact_config(1 << 20));
+    let first = fixture.append(&with_producer(pair(1), 9, 0, 0x10));
+    fixture.append(&pair(2));
+    let abort = batch::encode_marker(batch::ControlType::Abort, 9, 3, 0, T0);
+    let marker_offset = fixture.append(&abort);
+    fixture.append(&pair(3));
+    fixture.roll();
+    let end = fixture.log.lock().unwrap().log_end_offset();
+    let before = fixture.log.lock().unwrap().collect_aborted_transactions(0, end).unwrap();
+    assert_eq!(before.len(), 1);
+    assert!(fixture.clean_all(settings(100), T0) > 0, "the log was cleaned");
+    let log = fixture.log.lock().unwrap();
+    let after = log.collect_aborted_transactions(0, end).unwrap();
+    assert_eq!(after, before, "the swap carries the index entries");
+    assert_eq!((after[0].first_offset, after[0].last_offset), (first, marker_offset));
+    drop(log);
+    assert_eq!(fixture.files_ending_with(".txnindex").len(), 1);
+}
+
+#[test]
 fn produce_to_a_compacted_log_needs_keys() {
     let dir = tempfile::tempdir().unwrap();
     let mut log = Log::open(dir.path(), compact_config(1 << 20), 0, 0, true, 0).unwrap().0;

@@ -98,13 +98,25 @@ impl Log {
     }
 
     /// Feeds the producer state every batch from `from` to the log end.
+    /// Aborts found on the way are indexed in their segment unless already
+    /// there: a crash may have lost the index entry of a durable marker.
     fn replay_producer_batches(&mut self, from: i64) -> Result<()> {
         let first = self.segments.range(..=from).next_back().map_or(from, |(base, _)| *base);
-        for segment in self.segments.range(first..).map(|(_, s)| s) {
+        let bases: Vec<i64> = self.segments.range(first..).map(|(base, _)| *base).collect();
+        for base in bases {
+            let mut aborted = Vec::new();
+            let segment = &self.segments[&base];
             let Some((mut position, _)) = segment.translate_offset(from)? else { continue };
             while let Some(header) = segment.header_at(position)? {
-                self.producers.state.replay(&header);
+                let marker = segment.end_txn_marker_at(position, &header)?;
+                if let Some(txn) = self.producers.state.replay(&header, marker).filter(|t| t.aborted) {
+                    aborted.push(self.aborted_entry(&txn));
+                }
                 position += header.size as u64;
+            }
+            let segment = self.segments.get_mut(&base).expect("listed above");
+            for entry in aborted {
+                segment.txn_index_mut()?.ensure(entry)?;
             }
         }
         Ok(())

@@ -1,0 +1,506 @@
+//! The transaction APIs: AddPartitionsToTxn, AddOffsetsToTxn, EndTxn,
+//! TxnOffsetCommit, WriteTxnMarkers, and the admin views
+//! DescribeTransactions, ListTransactions and DescribeProducers.
+//!
+//! Clients older than KIP-588 do not know PRODUCER_FENCED: as Kafka does,
+//! they get INVALID_PRODUCER_EPOCH instead ([`fenced_for`]).
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+use kafka_protocol::messages::add_partitions_to_txn_response::{
+    AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResult, AddPartitionsToTxnTopicResult,
+};
+use kafka_protocol::messages::describe_producers_response::{
+    PartitionResponse, ProducerState, TopicResponse,
+};
+use kafka_protocol::messages::describe_transactions_response::{self, TopicData};
+use kafka_protocol::messages::list_transactions_response;
+use kafka_protocol::messages::txn_offset_commit_response::{
+    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::write_txn_markers_response::{
+    WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
+};
+use kafka_protocol::messages::{
+    AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse,
+    DescribeProducersRequest, DescribeProducersResponse, DescribeTransactionsRequest,
+    DescribeTransactionsResponse, EndTxnRequest, EndTxnResponse, ListTransactionsRequest,
+    ListTransactionsResponse, ProducerId, TransactionalId, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
+    WriteTxnMarkersRequest, WriteTxnMarkersResponse,
+};
+
+use super::{str_bytes, topic_name};
+use crate::dispatch::RequestContext;
+use crate::group::{CommitEntry, TxnCommit, OFFSETS_TOPIC};
+use crate::server::Broker;
+use crate::txn::state::{TxnPartition, TxnResult, TxnState};
+use crate::txn::{write_marker, TRANSACTION_STATE_TOPIC};
+
+fn code(error: Option<ResponseError>) -> i16 {
+    error.map_or(0, |e| e.code())
+}
+
+/// PRODUCER_FENCED exists from these versions on (KIP-588); older clients
+/// get INVALID_PRODUCER_EPOCH.
+pub fn fenced_for(error: ResponseError, version: i16, first_version: i16) -> ResponseError {
+    if error == ResponseError::ProducerFenced && version < first_version {
+        ResponseError::InvalidProducerEpoch
+    } else {
+        error
+    }
+}
+
+/// The (topic, partition) pairs of a request, and whether this broker
+/// hosts all of them.
+fn resolve(broker: &Broker, topics: &[AddPartitionsToTxnTopic]) -> (Vec<TxnPartition>, bool) {
+    let mut partitions = Vec::new();
+    let mut all_known = true;
+    for topic in topics {
+        for index in &topic.partitions {
+            all_known &= broker.replicas.partition(topic.name.as_str(), *index).is_some();
+            partitions.push((topic.name.to_string(), *index));
+        }
+    }
+    (partitions, all_known)
+}
+
+/// Kafka's per-partition answer to AddPartitionsToTxn: the coordinator's
+/// error for all, or, when some partition is unknown, UNKNOWN_TOPIC_OR_PARTITION
+/// for those and OPERATION_NOT_ATTEMPTED for the rest.
+fn add_or_verify(
+    broker: &Broker,
+    version: i16,
+    transactional_id: &str,
+    producer_id: i64,
+    epoch: i16,
+    verify_only: bool,
+    topics: &[AddPartitionsToTxnTopic],
+) -> Vec<AddPartitionsToTxnTopicResult> {
+    let (partitions, all_known) = resolve(broker, topics);
+    let errors: Vec<Option<ResponseError>> = if !all_known {
+        partitions
+            .iter()
+            .map(|(t, p)| match broker.replicas.partition(t, *p) {
+                None => Some(ResponseError::UnknownTopicOrPartition),
+                Some(_) => Some(ResponseError::OperationNotAttempted),
+            })
+            .collect()
+    } else if verify_only {
+        broker.transactions.verify_partitions(transactional_id, producer_id, epoch, &partitions)
+    } else {
+        let outcome =
+            broker.transactions.add_partitions(broker, transactional_id, producer_id, epoch, &partitions);
+        vec![outcome.err().map(|e| fenced_for(e, version, 2)); partitions.len()]
+    };
+    let mut errors = errors.into_iter();
+    topics
+        .iter()
+        .map(|topic| {
+            let results = topic
+                .partitions
+                .iter()
+                .map(|index| {
+                    AddPartitionsToTxnPartitionResult::default()
+                        .with_partition_index(*index)
+                        .with_partition_error_code(code(errors.next().flatten()))
+                })
+                .collect();
+            AddPartitionsToTxnTopicResult::default()
+                .with_name(topic.name.clone())
+                .with_results_by_partition(results)
+        })
+        .collect()
+}
+
+pub fn add_partitions(
+    ctx: &RequestContext<'_>,
+    request: AddPartitionsToTxnRequest,
+) -> AddPartitionsToTxnResponse {
+    let broker = ctx.broker;
+    if ctx.api_version < 4 {
+        let results = add_or_verify(
+            broker,
+            ctx.api_version,
+            request.v3_and_below_transactional_id.as_str(),
+            request.v3_and_below_producer_id.0,
+            request.v3_and_below_producer_epoch,
+            false,
+            &request.v3_and_below_topics,
+        );
+        return AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(results);
+    }
+    // v4+: the brokers' batched form, each transaction added or verified.
+    let results = request
+        .transactions
+        .iter()
+        .map(|txn| {
+            let topic_results = add_or_verify(
+                broker,
+                ctx.api_version,
+                txn.transactional_id.as_str(),
+                txn.producer_id.0,
+                txn.producer_epoch,
+                txn.verify_only,
+                &txn.topics,
+            );
+            AddPartitionsToTxnResult::default()
+                .with_transactional_id(txn.transactional_id.clone())
+                .with_topic_results(topic_results)
+        })
+        .collect();
+    AddPartitionsToTxnResponse::default().with_results_by_transaction(results)
+}
+
+pub fn add_offsets(ctx: &RequestContext<'_>, request: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse {
+    let broker = ctx.broker;
+    let outcome = broker.groups.ensure_offsets_topic(broker).and_then(|_| {
+        let partition = (OFFSETS_TOPIC.to_owned(), broker.groups.partition_for(request.group_id.as_str()));
+        broker.transactions.add_partitions(
+            broker,
+            request.transactional_id.as_str(),
+            request.producer_id.0,
+            request.producer_epoch,
+            &[partition],
+        )
+    });
+    let error = outcome.err().map(|e| fenced_for(e, ctx.api_version, 2));
+    AddOffsetsToTxnResponse::default().with_error_code(code(error))
+}
+
+pub fn end(ctx: &RequestContext<'_>, request: EndTxnRequest) -> EndTxnResponse {
+    let result = if request.committed { TxnResult::Commit } else { TxnResult::Abort };
+    let outcome = ctx.broker.transactions.end_txn(
+        ctx.broker,
+        request.transactional_id.as_str(),
+        request.producer_id.0,
+        request.producer_epoch,
+        result,
+    );
+    let error = outcome.err().map(|e| fenced_for(e, ctx.api_version, 2));
+    EndTxnResponse::default()
+        .with_error_code(code(error))
+        .with_producer_id(ProducerId(-1))
+        .with_producer_epoch(-1)
+}
+
+pub fn txn_offset_commit(
+    ctx: &RequestContext<'_>,
+    request: TxnOffsetCommitRequest,
+) -> TxnOffsetCommitResponse {
+    let broker = ctx.broker;
+    let entries: Vec<CommitEntry> = request
+        .topics
+        .iter()
+        .flat_map(|topic| {
+            topic.partitions.iter().map(|p| CommitEntry {
+                topic: topic.name.to_string(),
+                partition: p.partition_index,
+                offset: p.committed_offset,
+                leader_epoch: if ctx.api_version >= 2 { p.committed_leader_epoch } else { -1 },
+                metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
+            })
+        })
+        .collect();
+    let outcomes = match verify_offsets_in_txn(broker, &request) {
+        Err(error) => vec![Some(fenced_for(error, ctx.api_version, 3)); entries.len()],
+        Ok(()) => {
+            let commit = TxnCommit {
+                group_id: request.group_id.to_string(),
+                producer_id: request.producer_id.0,
+                producer_epoch: request.producer_epoch,
+                generation: if ctx.api_version >= 3 { request.generation_id } else { -1 },
+                member_id: if ctx.api_version >= 3 { request.member_id.to_string() } else { String::new() },
+                instance_id: request.group_instance_id.as_ref().map(|i| i.to_string()),
+            };
+            let outcomes = broker.groups.txn_commit(broker, &commit, &entries);
+            outcomes.into_iter().map(|o| o.map(|e| fenced_for(e, ctx.api_version, 3))).collect()
+        }
+    };
+    let mut outcomes = outcomes.into_iter();
+    let topics = request
+        .topics
+        .iter()
+        .map(|topic| {
+            let partitions = topic
+                .partitions
+                .iter()
+                .map(|p| {
+                    TxnOffsetCommitResponsePartition::default()
+                        .with_partition_index(p.partition_index)
+                        .with_error_code(code(outcomes.next().flatten()))
+                })
+                .collect();
+            TxnOffsetCommitResponseTopic::default().with_name(topic.name.clone()).with_partitions(partitions)
+        })
+        .collect();
+    TxnOffsetCommitResponse::default().with_topics(topics)
+}
+
+/// The group's `__consumer_offsets` partition must be in the producer's
+/// transaction (AddOffsetsToTxn first), as Kafka's verification demands.
+fn verify_offsets_in_txn(broker: &Broker, request: &TxnOffsetCommitRequest) -> Result<(), ResponseError> {
+    if request.group_id.is_empty() {
+        return Err(ResponseError::InvalidGroupId);
+    }
+    let partition = (OFFSETS_TOPIC.to_owned(), broker.groups.partition_for(request.group_id.as_str()));
+    broker
+        .transactions
+        .verify_produce(
+            request.transactional_id.as_str(),
+            request.producer_id.0,
+            request.producer_epoch,
+            &partition,
+        )
+        .map_err(
+            |e| if e == ResponseError::TransactionAbortable { ResponseError::InvalidTxnState } else { e },
+        )
+}
+
+/// WriteTxnMarkers: on one node the coordinator writes its markers
+/// directly, but the API is served for tools and other brokers' coordinators.
+pub fn write_markers(ctx: &RequestContext<'_>, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse {
+    let broker = ctx.broker;
+    let markers = request
+        .markers
+        .iter()
+        .map(|marker| {
+            let result = if marker.transaction_result { TxnResult::Commit } else { TxnResult::Abort };
+            let topics = marker
+                .topics
+                .iter()
+                .map(|topic| {
+                    let partitions = topic
+                        .partition_indexes
+                        .iter()
+                        .map(|index| {
+                            let error = match broker.replicas.partition(topic.name.as_str(), *index) {
+                                None => Some(ResponseError::UnknownTopicOrPartition),
+                                Some(_) => write_marker(
+                                    broker,
+                                    marker.producer_id.0,
+                                    marker.producer_epoch,
+                                    result,
+                                    topic.name.as_str(),
+                                    *index,
+                                )
+                                .err(),
+                            };
+                            WritableTxnMarkerPartitionResult::default()
+                                .with_partition_index(*index)
+                                .with_error_code(code(error))
+                        })
+                        .collect();
+                    WritableTxnMarkerTopicResult::default()
+                        .with_name(topic.name.clone())
+                        .with_partitions(partitions)
+                })
+                .collect();
+            WritableTxnMarkerResult::default().with_producer_id(marker.producer_id).with_topics(topics)
+        })
+        .collect();
+    WriteTxnMarkersResponse::default().with_markers(markers)
+}
+
+pub fn describe(
+    ctx: &RequestContext<'_>,
+    request: DescribeTransactionsRequest,
+) -> DescribeTransactionsResponse {
+    let states = request
+        .transactional_ids
+        .iter()
+        .map(|id| {
+            let base =
+                describe_transactions_response::TransactionState::default().with_transactional_id(id.clone());
+            match ctx.broker.transactions.describe(id.as_str()) {
+                Err(error) => base
+                    .with_error_code(error.code())
+                    .with_producer_id(ProducerId(-1))
+                    .with_producer_epoch(-1),
+                Ok(metadata) => {
+                    let mut topics: Vec<TopicData> = Vec::new();
+                    for (topic, partition) in &metadata.partitions {
+                        match topics.last_mut() {
+                            Some(t) if t.topic.as_str() == topic.as_str() => t.partitions.push(*partition),
+                            _ => topics.push(
+                                TopicData::default()
+                                    .with_topic(topic_name(topic))
+                                    .with_partitions(vec![*partition]),
+                            ),
+                        }
+                    }
+                    base.with_transaction_state(str_bytes(metadata.state.name()))
+                        .with_transaction_timeout_ms(metadata.timeout_ms)
+                        .with_transaction_start_time_ms(metadata.start_timestamp_ms)
+                        .with_producer_id(ProducerId(metadata.producer_id))
+                        .with_producer_epoch(metadata.producer_epoch)
+                        .with_topics(topics)
+                }
+            }
+        })
+        .collect();
+    DescribeTransactionsResponse::default().with_transaction_states(states)
+}
+
+pub fn list(ctx: &RequestContext<'_>, request: ListTransactionsRequest) -> ListTransactionsResponse {
+    let mut states = Vec::new();
+    let mut unknown = Vec::new();
+    for filter in &request.state_filters {
+        match TxnState::from_name(filter.as_str()) {
+            Some(state) => states.push(state),
+            None => unknown.push(filter.clone()),
+        }
+    }
+    let producer_ids: Vec<i64> = request.producer_id_filters.iter().map(|p| p.0).collect();
+    let min_duration_ms = if ctx.api_version >= 1 { request.duration_filter } else { -1 };
+    let pattern = request.transactional_id_pattern.as_ref().filter(|p| ctx.api_version >= 2 && !p.is_empty());
+    let listed = ctx
+        .broker
+        .transactions
+        .list(&states, &producer_ids, min_duration_ms)
+        .into_iter()
+        .filter(|t| pattern.is_none_or(|p| pattern_matches(p.as_str(), &t.transactional_id)))
+        .map(|t| {
+            list_transactions_response::TransactionState::default()
+                .with_transactional_id(TransactionalId(str_bytes(&t.transactional_id)))
+                .with_producer_id(ProducerId(t.producer_id))
+                .with_transaction_state(str_bytes(t.state.name()))
+        })
+        .collect();
+    ListTransactionsResponse::default().with_unknown_state_filters(unknown).with_transaction_states(listed)
+}
+
+/// A whole-string match of a regular expression subset (literals, `.`,
+/// `\` escapes, and the `*`, `+`, `?` quantifiers): what transactional id
+/// patterns use in practice.
+fn pattern_matches(pattern: &str, text: &str) -> bool {
+    fn atom_len(p: &[char]) -> usize {
+        if p.first() == Some(&'\\') && p.len() > 1 {
+            2
+        } else {
+            1
+        }
+    }
+    fn atom_matches(atom: &[char], c: char) -> bool {
+        match atom {
+            ['.'] => true,
+            ['\\', escaped] => *escaped == c,
+            [literal] => *literal == c,
+            _ => false,
+        }
+    }
+    fn matches(p: &[char], t: &[char], budget: &mut u32) -> bool {
+        *budget = budget.saturating_sub(1);
+        if *budget == 0 {
+            return false;
+        }
+        if p.is_empty() {
+            return t.is_empty();
+        }
+        let len = atom_len(p);
+        let (atom, rest) = p.split_at(len);
+        match rest.first() {
+            Some('*') | Some('+') | Some('?') => {
+                let quantifier = rest[0];
+                let rest = &rest[1..];
+                let min = usize::from(quantifier == '+');
+                let max = if quantifier == '?' { 1 } else { usize::MAX };
+                let mut taken = 0;
+                while taken < t.len() && taken < max && atom_matches(atom, t[taken]) {
+                    taken += 1;
+                }
+                (min..=taken).rev().any(|n| matches(rest, &t[n..], budget))
+            }
+            _ => !t.is_empty() && atom_matches(atom, t[0]) && matches(rest, &t[1..], budget),
+        }
+    }
+    let p: Vec<char> = pattern.trim_start_matches('^').trim_end_matches('$').chars().collect();
+    let t: Vec<char> = text.chars().collect();
+    matches(&p, &t, &mut 100_000)
+}
+
+pub fn describe_producers(
+    ctx: &RequestContext<'_>,
+    request: DescribeProducersRequest,
+) -> DescribeProducersResponse {
+    let topics = request
+        .topics
+        .iter()
+        .map(|topic| {
+            let partitions = topic
+                .partition_indexes
+                .iter()
+                .map(|index| {
+                    let base = PartitionResponse::default().with_partition_index(*index);
+                    let Some(partition) = ctx.broker.replicas.partition(topic.name.as_str(), *index) else {
+                        return base.with_error_code(ResponseError::UnknownTopicOrPartition.code());
+                    };
+                    let mut producers = partition.producers();
+                    producers.sort_by_key(|(id, _)| *id);
+                    let active = producers
+                        .into_iter()
+                        .map(|(id, entry)| {
+                            ProducerState::default()
+                                .with_producer_id(ProducerId(id))
+                                .with_producer_epoch(i32::from(entry.epoch))
+                                .with_last_sequence(entry.last_batch().map_or(-1, |b| b.last_seq))
+                                .with_last_timestamp(entry.last_timestamp)
+                                .with_coordinator_epoch(entry.coordinator_epoch)
+                                .with_current_txn_start_offset(entry.current_txn_first_offset.unwrap_or(-1))
+                        })
+                        .collect();
+                    base.with_active_producers(active)
+                })
+                .collect();
+            TopicResponse::default().with_name(topic.name.clone()).with_partitions(partitions)
+        })
+        .collect();
+    DescribeProducersResponse::default().with_topics(topics)
+}
+
+/// Transactional produce checks: the record set of a transactional
+/// producer must name its transactional id and go to a partition of its
+/// ongoing transaction. Errors as Kafka's produce path maps them.
+pub fn verify_transactional_produce(
+    broker: &Broker,
+    transactional_id: Option<&str>,
+    producer_id: i64,
+    epoch: i16,
+    partition: TxnPartition,
+) -> Result<(), ResponseError> {
+    if partition.0 == TRANSACTION_STATE_TOPIC {
+        return Err(ResponseError::InvalidTopicException);
+    }
+    let Some(transactional_id) = transactional_id.filter(|t| !t.is_empty()) else {
+        return Err(ResponseError::TransactionalIdAuthorizationFailed);
+    };
+    broker.transactions.verify_produce(transactional_id, producer_id, epoch, &partition).map_err(
+        |e| match e {
+            ResponseError::TransactionAbortable => ResponseError::InvalidTxnState,
+            ResponseError::ProducerFenced => ResponseError::InvalidProducerEpoch,
+            ResponseError::ConcurrentTransactions => ResponseError::NotEnoughReplicas,
+            other => other,
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patterns_match_whole_ids() {
+        assert!(pattern_matches("tx-.*", "tx-1"));
+        assert!(pattern_matches(".*", ""));
+        assert!(!pattern_matches("tx-.*", "my-tx-1"));
+        assert!(pattern_matches("app\\.tx-1+", "app.tx-111"));
+        assert!(!pattern_matches("app\\.tx", "appXtx"));
+        assert!(pattern_matches("^a.c$", "abc"));
+    }
+
+    #[test]
+    fn old_clients_hear_invalid_producer_epoch() {
+        assert_eq!(fenced_for(ResponseError::ProducerFenced, 1, 2), ResponseError::InvalidProducerEpoch);
+        assert_eq!(fenced_for(ResponseError::ProducerFenced, 2, 2), ResponseError::ProducerFenced);
+        assert_eq!(fenced_for(ResponseError::InvalidTxnState, 0, 2), ResponseError::InvalidTxnState);
+    }
+}

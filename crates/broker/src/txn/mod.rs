@@ -1,0 +1,633 @@
+//! The transaction coordinator: transactional ids, their producer ids and
+//! epochs, and the transactions they run.
+//!
+//! Every transactional id belongs to one partition of `__transaction_state`
+//! (Java's `String.hashCode` of the id, made non-negative, modulo
+//! `transaction.state.log.num.partitions`); each change of its metadata is
+//! a record there, in Kafka's schemas ([`codec`]), written before the
+//! change takes effect and replayed when the broker starts. [`state`] is
+//! the pure state machine; this module adds the locking, the persistence,
+//! the markers and the timers.
+//!
+//! Ending a transaction: PrepareCommit (or PrepareAbort) is written, then a
+//! COMMIT (ABORT) marker goes straight into the log of every partition of
+//! the transaction (one node: no WriteTxnMarkers round trip), then
+//! CompleteCommit (CompleteAbort). A marker in `__consumer_offsets` makes
+//! the transaction's staged offsets the group's (or drops them). A crash
+//! between the steps leaves a Prepare state, which start-up completes; an
+//! Ongoing transaction left behind times out and is aborted.
+
+pub mod codec;
+pub mod state;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kafka_protocol::error::ResponseError;
+use strom_metadata::{MetadataError, NewTopic};
+use strom_storage::batch::{encode_marker, ControlType};
+use strom_storage::producer_state::AppendOrigin;
+use strom_storage::StorageError;
+
+use crate::group::{java_hash, OFFSETS_TOPIC};
+use crate::server::Broker;
+use state::{InitRequest, InitTransition, TxnMetadata, TxnPartition, TxnResult, TxnState};
+
+/// Kafka's internal topic for transaction state.
+pub const TRANSACTION_STATE_TOPIC: &str = "__transaction_state";
+/// The coordinator epoch the markers carry: the leader epoch of the
+/// `__transaction_state` partition, which one node never changes.
+const COORDINATOR_EPOCH: i32 = 0;
+/// A transaction left in a Prepare state (its markers failed) is retried
+/// after this long.
+const PREPARED_RETRY_MS: i64 = 10_000;
+
+/// Transaction settings from the broker config, Kafka's names.
+#[derive(Debug, Clone)]
+pub struct TxnConfig {
+    /// `transaction.state.log.num.partitions`
+    pub state_log_partitions: i32,
+    /// `transaction.state.log.segment.bytes`
+    pub state_log_segment_bytes: i64,
+    /// `transaction.max.timeout.ms`
+    pub max_timeout_ms: i32,
+    /// `transaction.abort.timed.out.transaction.cleanup.interval.ms`
+    pub abort_timed_out_interval_ms: u64,
+    /// `transactional.id.expiration.ms`
+    pub id_expiration_ms: i64,
+    /// `transaction.remove.expired.transaction.cleanup.interval.ms`
+    pub remove_expired_interval_ms: u64,
+    /// `transaction.partition.verification.enable`: a transactional produce
+    /// must go to a partition added to the transaction.
+    pub partition_verification: bool,
+}
+
+/// A transaction as ListTransactions reports it.
+pub struct ListedTxn {
+    pub transactional_id: String,
+    pub producer_id: i64,
+    pub state: TxnState,
+}
+
+pub struct TransactionCoordinator {
+    config: TxnConfig,
+    txns: Mutex<HashMap<String, TxnMetadata>>,
+    /// Ids whose markers are being written, so the retry timer leaves them be.
+    completing: Mutex<HashSet<String>>,
+}
+
+impl TransactionCoordinator {
+    pub fn new(config: TxnConfig) -> Self {
+        Self { config, txns: Mutex::default(), completing: Mutex::default() }
+    }
+
+    pub fn config(&self) -> &TxnConfig {
+        &self.config
+    }
+
+    /// The `__transaction_state` partition that owns `transactional_id`.
+    pub fn partition_for(&self, transactional_id: &str) -> i32 {
+        let hash = java_hash(transactional_id);
+        let non_negative = if hash == i32::MIN { 0 } else { hash.abs() };
+        non_negative % self.config.state_log_partitions
+    }
+
+    /// Creates `__transaction_state` on first use, with Kafka's settings.
+    pub fn ensure_topic(&self, broker: &Broker) -> Result<(), ResponseError> {
+        if broker.controller.image().topic(TRANSACTION_STATE_TOPIC).is_some() {
+            return Ok(());
+        }
+        let configs = BTreeMap::from([
+            ("cleanup.policy".to_owned(), "compact".to_owned()),
+            ("segment.bytes".to_owned(), self.config.state_log_segment_bytes.to_string()),
+        ]);
+        let topic = NewTopic {
+            name: TRANSACTION_STATE_TOPIC.to_owned(),
+            partitions: self.config.state_log_partitions,
+            replication_factor: 1,
+            configs,
+        };
+        match broker.controller.create_topic(topic, false) {
+            Ok(_) | Err(MetadataError::TopicAlreadyExists(_)) => {}
+            Err(e) => {
+                tracing::error!("cannot create {TRANSACTION_STATE_TOPIC}: {e}");
+                return Err(ResponseError::CoordinatorNotAvailable);
+            }
+        }
+        broker.sync_partitions().map_err(|e| {
+            tracing::error!("cannot open {TRANSACTION_STATE_TOPIC}: {e}");
+            ResponseError::CoordinatorNotAvailable
+        })
+    }
+
+    /// Writes `metadata` (or, for `None`, a tombstone of `transactional_id`).
+    fn persist(
+        &self,
+        broker: &Broker,
+        transactional_id: &str,
+        metadata: Option<&TxnMetadata>,
+    ) -> Result<(), ResponseError> {
+        self.ensure_topic(broker)?;
+        let partition = broker
+            .replicas
+            .partition(TRANSACTION_STATE_TOPIC, self.partition_for(transactional_id))
+            .ok_or(ResponseError::CoordinatorNotAvailable)?;
+        let key = codec::encode_key(transactional_id);
+        let value = metadata.map(codec::encode_value);
+        let now = strom_storage::now_ms();
+        let batch = strom_storage::batch::encode_batch(&[(Some(key), value)], now);
+        partition.append(&batch, now).map(|_| ()).map_err(|e| {
+            tracing::error!(transactional_id, "writing transaction state failed: {e}");
+            ResponseError::NotCoordinator
+        })
+    }
+
+    /// Writes `next` and makes it current.
+    fn transition(
+        &self,
+        broker: &Broker,
+        txns: &mut HashMap<String, TxnMetadata>,
+        next: TxnMetadata,
+    ) -> Result<(), ResponseError> {
+        self.persist(broker, &next.transactional_id, Some(&next))?;
+        txns.insert(next.transactional_id.clone(), next);
+        Ok(())
+    }
+
+    /// InitProducerId with a transactional id: the id's producer id and a
+    /// new epoch, fencing older producers of the id. An ongoing transaction
+    /// is aborted first and the client told to retry (CONCURRENT_TRANSACTIONS).
+    pub fn init_producer_id(
+        &self,
+        broker: &Broker,
+        transactional_id: &str,
+        timeout_ms: i32,
+        expected: Option<(i64, i16)>,
+    ) -> Result<(i64, i16), ResponseError> {
+        if timeout_ms <= 0 || timeout_ms > self.config.max_timeout_ms {
+            return Err(ResponseError::InvalidTransactionTimeout);
+        }
+        self.ensure_topic(broker)?;
+        let now_ms = strom_storage::now_ms();
+        let request = InitRequest { timeout_ms, expected, now_ms };
+        let mut txns = self.txns.lock().expect("txns lock");
+        let current = match txns.get(transactional_id) {
+            Some(current) => current.clone(),
+            None => TxnMetadata::new(transactional_id, next_producer_id(broker)?, timeout_ms, now_ms),
+        };
+        let next = match current.prepare_init(request)? {
+            InitTransition::Ready(next) => next,
+            InitTransition::NeedsNewProducerId => {
+                current.prepare_rotation(next_producer_id(broker)?, request)
+            }
+            InitTransition::FenceOngoing(fenced) => {
+                self.transition(broker, &mut txns, fenced)?;
+                drop(txns);
+                tracing::info!(transactional_id, "fenced the ongoing transaction of an older producer");
+                self.complete(broker, transactional_id)?;
+                return Err(ResponseError::ConcurrentTransactions);
+            }
+        };
+        let answer = (next.producer_id, next.producer_epoch);
+        self.transition(broker, &mut txns, next)?;
+        Ok(answer)
+    }
+
+    /// AddPartitionsToTxn and AddOffsetsToTxn.
+    pub fn add_partitions(
+        &self,
+        broker: &Broker,
+        transactional_id: &str,
+        producer_id: i64,
+        epoch: i16,
+        partitions: &[TxnPartition],
+    ) -> Result<(), ResponseError> {
+        if transactional_id.is_empty() {
+            return Err(ResponseError::InvalidRequest);
+        }
+        let mut txns = self.txns.lock().expect("txns lock");
+        let current = txns.get(transactional_id).ok_or(ResponseError::InvalidProducerIdMapping)?;
+        match current.prepare_add_partitions(producer_id, epoch, partitions, strom_storage::now_ms())? {
+            Some(next) => self.transition(broker, &mut txns, next),
+            None => Ok(()),
+        }
+    }
+
+    /// AddPartitionsToTxn v4+ with `verify_only`: one answer per partition.
+    pub fn verify_partitions(
+        &self,
+        transactional_id: &str,
+        producer_id: i64,
+        epoch: i16,
+        partitions: &[TxnPartition],
+    ) -> Vec<Option<ResponseError>> {
+        let txns = self.txns.lock().expect("txns lock");
+        let verified = match txns.get(transactional_id) {
+            _ if transactional_id.is_empty() => Err(ResponseError::InvalidRequest),
+            None => Err(ResponseError::InvalidProducerIdMapping),
+            Some(current) => current.verify_partitions(producer_id, epoch, partitions),
+        };
+        verified.unwrap_or_else(|error| vec![Some(error); partitions.len()])
+    }
+
+    /// Whether a transactional produce of `producer_id` at `epoch` may write
+    /// to `partition`: it must be in the id's ongoing transaction.
+    pub fn verify_produce(
+        &self,
+        transactional_id: &str,
+        producer_id: i64,
+        epoch: i16,
+        partition: &TxnPartition,
+    ) -> Result<(), ResponseError> {
+        if !self.config.partition_verification {
+            return Ok(());
+        }
+        let txns = self.txns.lock().expect("txns lock");
+        let current = txns.get(transactional_id).ok_or(ResponseError::InvalidProducerIdMapping)?;
+        current.verify_produce(producer_id, epoch, partition)
+    }
+
+    /// EndTxn: once PrepareCommit (PrepareAbort) is written the outcome is
+    /// decided and the client is answered; the markers follow at once.
+    pub fn end_txn(
+        &self,
+        broker: &Broker,
+        transactional_id: &str,
+        producer_id: i64,
+        epoch: i16,
+        result: TxnResult,
+    ) -> Result<(), ResponseError> {
+        if transactional_id.is_empty() {
+            return Err(ResponseError::InvalidRequest);
+        }
+        {
+            let mut txns = self.txns.lock().expect("txns lock");
+            let current = txns.get(transactional_id).ok_or(ResponseError::InvalidProducerIdMapping)?;
+            let Some(next) = current.prepare_end(producer_id, epoch, result, strom_storage::now_ms())? else {
+                return Ok(());
+            };
+            self.transition(broker, &mut txns, next)?;
+        }
+        if let Err(error) = self.complete(broker, transactional_id) {
+            // Decided all the same: the retry timer writes the markers.
+            tracing::warn!(transactional_id, "transaction markers not yet written: {error:?}");
+        }
+        Ok(())
+    }
+
+    /// Writes the markers of a prepared transaction, then its Complete state.
+    fn complete(&self, broker: &Broker, transactional_id: &str) -> Result<(), ResponseError> {
+        if !self.completing.lock().expect("completing lock").insert(transactional_id.to_owned()) {
+            return Err(ResponseError::ConcurrentTransactions);
+        }
+        let outcome = self.complete_claimed(broker, transactional_id);
+        self.completing.lock().expect("completing lock").remove(transactional_id);
+        outcome
+    }
+
+    fn complete_claimed(&self, broker: &Broker, transactional_id: &str) -> Result<(), ResponseError> {
+        let prepared = self.txns.lock().expect("txns lock").get(transactional_id).cloned();
+        let Some(prepared) = prepared.filter(|m| m.state.is_prepared()) else { return Ok(()) };
+        let result = prepared.pending_result().expect("prepared");
+        write_markers(broker, prepared.producer_id, prepared.producer_epoch, result, &prepared.partitions)?;
+        let mut txns = self.txns.lock().expect("txns lock");
+        // Nothing else moves a prepared transaction: it is still this one.
+        let Some(next) = txns.get(transactional_id).and_then(|m| m.prepare_complete(strom_storage::now_ms()))
+        else {
+            return Ok(());
+        };
+        self.transition(broker, &mut txns, next)
+    }
+
+    /// DescribeTransactions: the metadata of `transactional_id`.
+    pub fn describe(&self, transactional_id: &str) -> Result<TxnMetadata, ResponseError> {
+        if transactional_id.is_empty() {
+            return Err(ResponseError::InvalidRequest);
+        }
+        let txns = self.txns.lock().expect("txns lock");
+        txns.get(transactional_id)
+            .filter(|m| m.state != TxnState::Dead)
+            .cloned()
+            .ok_or(ResponseError::TransactionalIdNotFound)
+    }
+
+    /// ListTransactions: every id passing the filters (empty filters pass
+    /// all; `min_duration_ms` < 0 passes all), sorted by id.
+    pub fn list(&self, states: &[TxnState], producer_ids: &[i64], min_duration_ms: i64) -> Vec<ListedTxn> {
+        let now_ms = strom_storage::now_ms();
+        let txns = self.txns.lock().expect("txns lock");
+        let mut listed: Vec<ListedTxn> = txns
+            .values()
+            .filter(|m| m.state != TxnState::Dead)
+            .filter(|m| states.is_empty() || states.contains(&m.state))
+            .filter(|m| producer_ids.is_empty() || producer_ids.contains(&m.producer_id))
+            // Kafka's test, whatever the state: started more than the duration ago.
+            .filter(|m| min_duration_ms < 0 || now_ms - m.start_timestamp_ms > min_duration_ms)
+            .map(|m| ListedTxn {
+                transactional_id: m.transactional_id.clone(),
+                producer_id: m.producer_id,
+                state: m.state,
+            })
+            .collect();
+        listed.sort_by(|a, b| a.transactional_id.cmp(&b.transactional_id));
+        listed
+    }
+
+    /// Replays `__transaction_state` at start, then finishes the
+    /// transactions a crash left prepared by writing their markers.
+    pub fn load(&self, broker: &Broker) -> Result<(), StorageError> {
+        let Some(topic) = broker.replicas.topic(TRANSACTION_STATE_TOPIC) else { return Ok(()) };
+        let mut loaded = HashMap::new();
+        for partition in &topic.partitions {
+            let records =
+                partition.log().lock().expect("log lock").read_records(partition.high_watermark())?;
+            for record in records {
+                let Some(id) = record.key.as_deref().and_then(|k| codec::decode_key(k).ok()) else {
+                    continue;
+                };
+                match record.value.as_deref().map(|v| codec::decode_value(&id, v)) {
+                    None => {
+                        loaded.remove(&id);
+                    }
+                    Some(Ok(metadata)) => {
+                        loaded.insert(id, metadata);
+                    }
+                    Some(Err(e)) => tracing::warn!(transactional_id = id, "skipping transaction record: {e}"),
+                }
+            }
+        }
+        loaded.retain(|_, m| m.state != TxnState::Dead);
+        let prepared: Vec<String> =
+            loaded.values().filter(|m| m.state.is_prepared()).map(|m| m.transactional_id.clone()).collect();
+        tracing::info!(transactional_ids = loaded.len(), prepared = prepared.len(), "loaded transactions");
+        *self.txns.lock().expect("txns lock") = loaded;
+        for id in prepared {
+            if let Err(error) = self.complete(broker, &id) {
+                tracing::warn!(
+                    transactional_id = id,
+                    "cannot complete a prepared transaction yet: {error:?}"
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs until the broker stops: aborts transactions past their timeout,
+    /// retries prepared ones whose markers failed and forgets ids idle past
+    /// `transactional.id.expiration.ms`.
+    pub async fn run_timers(broker: Arc<Broker>) {
+        let config = broker.transactions.config.clone();
+        let mut stopping = broker.stopping();
+        let mut abort = tokio::time::interval(Duration::from_millis(config.abort_timed_out_interval_ms));
+        let mut expire = tokio::time::interval(Duration::from_millis(config.remove_expired_interval_ms));
+        loop {
+            tokio::select! {
+                _ = stopping.changed() => return,
+                _ = abort.tick() => {
+                    let run = broker.clone();
+                    let _ = tokio::task::spawn_blocking(move || {
+                        run.transactions.abort_timed_out(&run, strom_storage::now_ms())
+                    })
+                    .await;
+                }
+                _ = expire.tick() => {
+                    let run = broker.clone();
+                    let _ = tokio::task::spawn_blocking(move || run.transactions.expire_ids(&run)).await;
+                }
+            }
+        }
+    }
+
+    /// Kafka's `abortTimedOutTransactions`: each ongoing transaction past its
+    /// timeout is fenced (its epoch bumped, so its producer learns of it)
+    /// and aborted; prepared ones left behind get their markers again.
+    pub fn abort_timed_out(&self, broker: &Broker, now_ms: i64) {
+        let (timed_out, stuck): (Vec<String>, Vec<String>) = {
+            let txns = self.txns.lock().expect("txns lock");
+            let timed_out = txns.values().filter(|m| m.timed_out(now_ms)).map(|m| m.transactional_id.clone());
+            let stuck = txns
+                .values()
+                .filter(|m| m.state.is_prepared() && now_ms - m.last_update_timestamp_ms >= PREPARED_RETRY_MS)
+                .map(|m| m.transactional_id.clone());
+            (timed_out.collect(), stuck.collect())
+        };
+        for id in timed_out {
+            let fenced = {
+                let mut txns = self.txns.lock().expect("txns lock");
+                let Some(current) = txns.get(&id).filter(|m| m.timed_out(now_ms)) else { continue };
+                let fenced = current.prepare_fence(now_ms);
+                self.transition(broker, &mut txns, fenced)
+            };
+            match fenced.and_then(|_| self.complete(broker, &id)) {
+                Ok(()) => tracing::info!(transactional_id = id, "aborted a transaction past its timeout"),
+                Err(error) => {
+                    tracing::warn!(transactional_id = id, "aborting a timed out transaction: {error:?}")
+                }
+            }
+        }
+        for id in stuck {
+            if let Err(error) = self.complete(broker, &id) {
+                tracing::warn!(transactional_id = id, "transaction markers still failing: {error:?}");
+            }
+        }
+    }
+
+    /// Kafka's transactional id expiration: ids with no transaction running
+    /// and no change for `transactional.id.expiration.ms` are tombstoned.
+    pub fn expire_ids(&self, broker: &Broker) {
+        let now_ms = strom_storage::now_ms();
+        let mut txns = self.txns.lock().expect("txns lock");
+        let expired: Vec<String> = txns
+            .values()
+            .filter(|m| {
+                matches!(m.state, TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort)
+            })
+            .filter(|m| now_ms - m.last_update_timestamp_ms >= self.config.id_expiration_ms)
+            .map(|m| m.transactional_id.clone())
+            .collect();
+        for id in expired {
+            if self.persist(broker, &id, None).is_ok() {
+                txns.remove(&id);
+                tracing::info!(transactional_id = id, "expired a transactional id");
+            }
+        }
+    }
+}
+
+fn next_producer_id(broker: &Broker) -> Result<i64, ResponseError> {
+    broker.producer_ids.next_id(&broker.controller, broker.config.node_id).map_err(|e| {
+        tracing::error!("cannot reserve producer ids: {e}");
+        crate::error::metadata_error(&e)
+    })
+}
+
+/// Writes a marker of `producer_id` at `epoch` into each partition and,
+/// for `__consumer_offsets`, ends the staged offsets there. Partitions of
+/// deleted topics are skipped, as Kafka does. Returns the first failure.
+pub fn write_markers<'a>(
+    broker: &Broker,
+    producer_id: i64,
+    epoch: i16,
+    result: TxnResult,
+    partitions: impl IntoIterator<Item = &'a TxnPartition>,
+) -> Result<(), ResponseError> {
+    let mut first_error = None;
+    for (topic, index) in partitions {
+        if let Err(error) = write_marker(broker, producer_id, epoch, result, topic, *index) {
+            first_error.get_or_insert(error);
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
+/// One marker; WriteTxnMarkers reports these per partition.
+pub fn write_marker(
+    broker: &Broker,
+    producer_id: i64,
+    epoch: i16,
+    result: TxnResult,
+    topic: &str,
+    index: i32,
+) -> Result<(), ResponseError> {
+    let Some(partition) = broker.replicas.partition(topic, index) else {
+        tracing::info!(topic, partition = index, "skipping the marker of a partition that is gone");
+        return Ok(());
+    };
+    let control = match result {
+        TxnResult::Commit => ControlType::Commit,
+        TxnResult::Abort => ControlType::Abort,
+    };
+    let now = strom_storage::now_ms();
+    let marker = encode_marker(control, producer_id, epoch, COORDINATOR_EPOCH, now);
+    match partition.append_as(&marker, now, AppendOrigin::Coordinator) {
+        Ok(_) => {}
+        // A newer epoch already ended this producer's transaction here.
+        Err(StorageError::InvalidProducerEpoch(e)) => {
+            tracing::info!(topic, partition = index, "skipping a stale marker: {e}");
+            return Ok(());
+        }
+        Err(e) => {
+            tracing::error!(topic, partition = index, "writing a transaction marker failed: {e}");
+            return Err(crate::error::storage_error(&e));
+        }
+    }
+    if topic == OFFSETS_TOPIC {
+        broker.groups.complete_txn(producer_id, index, result == TxnResult::Commit);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::BrokerConfig;
+    use std::path::Path;
+
+    fn open_broker(dir: &Path) -> Arc<Broker> {
+        let overrides = [("log.dirs".to_owned(), dir.display().to_string())];
+        Broker::open(BrokerConfig::from_properties("", &overrides).unwrap()).unwrap()
+    }
+
+    fn create_topic(broker: &Broker, name: &str, partitions: i32) {
+        let topic =
+            NewTopic { name: name.into(), partitions, replication_factor: 1, configs: BTreeMap::new() };
+        broker.controller.create_topic(topic, false).unwrap();
+        broker.sync_partitions().unwrap();
+    }
+
+    /// Writes one transactional record of `producer` into `topic`-`index`,
+    /// as TxnOffsetCommit writes its offsets.
+    fn write_in_txn(broker: &Broker, topic: &str, index: i32, (producer_id, epoch): (i64, i16)) {
+        let record = [(None, Some(bytes::Bytes::from_static(b"v")), 0)];
+        let batch = strom_storage::batch::encode_transactional(record, producer_id, epoch);
+        let partition = broker.replicas.partition(topic, index).unwrap();
+        partition.append_as(&batch, 0, AppendOrigin::Coordinator).unwrap();
+    }
+
+    fn stable(broker: &Broker, topic: &str, index: i32) -> bool {
+        let partition = broker.replicas.partition(topic, index).unwrap();
+        partition.last_stable_offset() == partition.high_watermark()
+    }
+
+    #[test]
+    fn a_transaction_prepared_before_a_crash_is_completed_at_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = open_broker(dir.path());
+        create_topic(&broker, "t", 2);
+        let coordinator = &broker.transactions;
+        let producer = coordinator.init_producer_id(&broker, "tx", 60_000, None).unwrap();
+        let partitions = [("t".to_owned(), 0), ("t".to_owned(), 1)];
+        coordinator.add_partitions(&broker, "tx", producer.0, producer.1, &partitions).unwrap();
+        write_in_txn(&broker, "t", 0, producer);
+        {
+            // The crash comes after PrepareCommit is written, before any marker.
+            let mut txns = coordinator.txns.lock().unwrap();
+            let prepared = txns["tx"].prepare_end(producer.0, producer.1, TxnResult::Commit, 0).unwrap();
+            coordinator.transition(&broker, &mut txns, prepared.unwrap()).unwrap();
+        }
+        assert!(!stable(&broker, "t", 0));
+        drop(broker);
+        let broker = open_broker(dir.path());
+        assert_eq!(broker.transactions.describe("tx").unwrap().state, TxnState::CompleteCommit);
+        assert!(stable(&broker, "t", 0), "the commit marker was written at start");
+        let end = broker.replicas.partition("t", 1).unwrap().high_watermark();
+        assert_eq!(end, 1, "every partition of the transaction got its marker");
+    }
+
+    #[test]
+    fn a_transaction_past_its_timeout_is_fenced_and_aborted() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = open_broker(dir.path());
+        create_topic(&broker, "t", 1);
+        let coordinator = &broker.transactions;
+        let producer = coordinator.init_producer_id(&broker, "tx", 1_000, None).unwrap();
+        coordinator.add_partitions(&broker, "tx", producer.0, producer.1, &[("t".to_owned(), 0)]).unwrap();
+        write_in_txn(&broker, "t", 0, producer);
+        let started = coordinator.describe("tx").unwrap().start_timestamp_ms;
+        coordinator.abort_timed_out(&broker, started + 1_000);
+        assert_eq!(coordinator.describe("tx").unwrap().state, TxnState::Ongoing, "not yet past the timeout");
+        coordinator.abort_timed_out(&broker, started + 1_001);
+        let aborted = coordinator.describe("tx").unwrap();
+        assert_eq!((aborted.state, aborted.producer_epoch), (TxnState::CompleteAbort, producer.1 + 1));
+        assert!(stable(&broker, "t", 0));
+        let end = coordinator.end_txn(&broker, "tx", producer.0, producer.1, TxnResult::Commit);
+        assert_eq!(end, Err(ResponseError::ProducerFenced), "the old epoch is fenced");
+        let partition = broker.replicas.partition("t", 0).unwrap();
+        let aborted = partition
+            .log()
+            .lock()
+            .unwrap()
+            .collect_aborted_transactions(0, partition.high_watermark())
+            .unwrap();
+        assert_eq!(aborted.len(), 1);
+    }
+
+    #[test]
+    fn invalid_timeouts_and_unknown_ids_get_kafkas_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = open_broker(dir.path());
+        let coordinator = &broker.transactions;
+        assert_eq!(
+            coordinator.init_producer_id(&broker, "tx", 0, None),
+            Err(ResponseError::InvalidTransactionTimeout)
+        );
+        assert_eq!(
+            coordinator.init_producer_id(&broker, "tx", 900_001, None),
+            Err(ResponseError::InvalidTransactionTimeout)
+        );
+        assert_eq!(
+            coordinator.add_partitions(&broker, "nobody", 1, 0, &[]),
+            Err(ResponseError::InvalidProducerIdMapping)
+        );
+        assert_eq!(coordinator.describe("nobody").unwrap_err(), ResponseError::TransactionalIdNotFound);
+        assert_eq!(coordinator.describe("").unwrap_err(), ResponseError::InvalidRequest);
+    }
+
+    #[test]
+    fn transactional_ids_map_to_kafkas_partitions() {
+        let coordinator = TransactionCoordinator::new(BrokerConfig::embedded_defaults().transactions);
+        assert_eq!(coordinator.partition_for("polygenelubricants"), 0);
+        assert_eq!(coordinator.partition_for("hello"), 22);
+    }
+}

@@ -1,0 +1,69 @@
+"""A consume-transform-produce client with exactly-once semantics, run as its
+own process so a test can kill -9 it: it reads `input` from the group's
+committed offsets, writes each record's value (upper-cased) to the same
+partition of `output`, and commits the input offsets inside each
+transaction. It exits 0 once every input partition is consumed up to the
+end given on the command line.
+
+    python eos_processor.py BOOTSTRAP INPUT OUTPUT GROUP TRANSACTIONAL_ID END0,END1,...
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+
+BATCH = 500
+DEADLINE_S = 240.0
+
+
+def main(bootstrap: str, source: str, sink: str, group: str, transactional_id: str, ends: list[int]) -> int:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id, "linger.ms": 5})
+    producer.init_transactions(60)
+    partitions = [TopicPartition(source, p) for p in range(len(ends))]
+    committed = consumer.committed(partitions, timeout=60)
+    consumer.assign([TopicPartition(source, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING) for tp in committed])
+    positions = {tp.partition: max(tp.offset, 0) for tp in committed}
+    print(f"starting from {positions}", flush=True)
+    deadline = time.monotonic() + DEADLINE_S
+    while any(positions[p] < end for p, end in enumerate(ends)):
+        if time.monotonic() >= deadline:
+            print(f"gave up at {positions}", flush=True)
+            return 2
+        messages = consumer.consume(num_messages=BATCH, timeout=0.5)
+        records = [m for m in messages if m.error() is None]
+        for m in messages:
+            if m.error() is not None:
+                print(f"consumer error: {m.error()}", flush=True)
+        if not records:
+            continue
+        producer.begin_transaction()
+        for m in records:
+            producer.produce(sink, key=m.key(), value=m.value().upper(), partition=m.partition())
+            positions[m.partition()] = m.offset() + 1
+        offsets = [TopicPartition(source, p, offset) for p, offset in positions.items()]
+        producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), 60)
+        try:
+            producer.commit_transaction(60)
+        except KafkaException as exc:
+            print(f"commit failed: {exc}", flush=True)
+            return 3
+    print(f"done at {positions}", flush=True)
+    consumer.close()
+    return 0
+
+
+if __name__ == "__main__":
+    bootstrap, source, sink, group, transactional_id, ends = sys.argv[1:7]
+    sys.exit(main(bootstrap, source, sink, group, transactional_id, [int(e) for e in ends.split(",")]))
