@@ -102,6 +102,18 @@ def test_bad_config_value_is_rejected(broker):
     assert "bad-config" not in topic_names(broker.bootstrap)
 
 
+def test_a_hostile_partition_count_is_refused(broker):
+    """librdkafka allows up to 100,000; the broker refuses more than 10,000 at once (2^31 - 1 in the unit tests)."""
+    from confluent_kafka.admin import NewPartitions
+
+    error = create_error(broker.bootstrap, new_topic("huge", partitions=100_000))
+    assert_error(error, KafkaError.INVALID_PARTITIONS)
+    create_topic(broker.bootstrap, "small")
+    admin = admin_client(broker.bootstrap)
+    assert_error(future_error(admin.create_partitions([NewPartitions("small", 100_000)])["small"]), KafkaError.INVALID_PARTITIONS)
+    assert len(topic_partitions(admin, "small")) == 1
+
+
 def test_duplicate_create_fails_with_topic_already_exists(broker):
     create_topic(broker.bootstrap, "twice", partitions=2)
     error = create_error(broker.bootstrap, new_topic("twice", partitions=5))

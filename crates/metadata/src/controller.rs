@@ -20,6 +20,10 @@ use crate::topic_config::{validate_dynamic_broker_config, validate_topic_config}
 /// The metadata log's partition directory, as Kafka names it.
 pub const METADATA_LOG_DIR: &str = "__cluster_metadata-0";
 const MAX_TOPIC_NAME_LEN: usize = 249;
+/// The most partitions one operation may create: like Kafka's bound on the
+/// records of one user operation, so a hostile count (2^31 - 1) is refused
+/// instead of exhausting memory.
+pub const MAX_PARTITIONS_PER_OPERATION: i32 = 10_000;
 
 /// Why a metadata change was refused; each maps to one Kafka error code.
 #[derive(Debug, thiserror::Error)]
@@ -165,6 +169,7 @@ impl Controller {
                 "number of partitions must be larger than 0".into(),
             ));
         }
+        check_partition_growth(topic.partitions)?;
         if topic.replication_factor < 1 {
             return Err(MetadataError::InvalidReplicationFactor(
                 "replication factor must be larger than 0".into(),
@@ -225,6 +230,7 @@ impl Controller {
         if count == current {
             return Err(MetadataError::InvalidPartitions(format!("topic already has {current} partitions")));
         }
+        check_partition_growth(count - current)?;
         if let Some(assignments) = assignments {
             self.check_assignments(assignments, count - current)?;
         }
@@ -348,6 +354,15 @@ impl Controller {
     }
 }
 
+fn check_partition_growth(new_partitions: i32) -> Result<(), MetadataError> {
+    if new_partitions > MAX_PARTITIONS_PER_OPERATION {
+        return Err(MetadataError::InvalidPartitions(format!(
+            "cannot create {new_partitions} partitions in one operation; the limit is {MAX_PARTITIONS_PER_OPERATION}"
+        )));
+    }
+    Ok(())
+}
+
 fn encode_batch(records: &[MetadataRecord]) -> Bytes {
     let entries: Vec<_> = records.iter().map(|r| (None, Some(r.encode()))).collect();
     strom_storage::batch::encode_batch(&entries, strom_storage::now_ms())
@@ -445,6 +460,10 @@ mod tests {
             controller.create_topic(new_topic("p", 0), false),
             Err(MetadataError::InvalidPartitions(_))
         ));
+        assert!(matches!(
+            controller.create_topic(new_topic("huge", i32::MAX), true),
+            Err(MetadataError::InvalidPartitions(_))
+        ));
         let validate_only = controller.create_topic(new_topic("v", 2), true).unwrap();
         assert_eq!(validate_only.partitions.len(), 2);
         assert!(controller.image().topic("v").is_none());
@@ -528,6 +547,7 @@ mod tests {
             controller.create_partitions("nope", 3, None, false),
             Err(MetadataError::UnknownTopic)
         ));
+        assert!(matches!(grow(i32::MAX, None, false), Err(MetadataError::InvalidPartitions(_))));
         grow(5, None, true).unwrap();
         assert_eq!(controller.image().topic("orders").unwrap().partitions.len(), 2, "validate only");
         grow(4, Some(&[vec![1], vec![1]]), false).unwrap();
