@@ -28,6 +28,7 @@ pub mod admin;
 pub mod cluster;
 pub mod config;
 pub mod connection;
+pub mod consumer;
 pub mod error;
 pub mod producer;
 pub mod versions;
