@@ -10,9 +10,11 @@
 
 mod client_args;
 mod dump_log;
+mod groups;
 mod perf;
 mod produce;
 mod server;
+mod specs;
 mod topics;
 
 use clap::{Parser, Subcommand};
@@ -37,6 +39,8 @@ enum Command {
     Topics(topics::TopicsArgs),
     /// Send lines from standard input or a file as records.
     Produce(produce::ProduceArgs),
+    /// List, describe and delete consumer groups; reset or delete their offsets.
+    Groups(groups::GroupsArgs),
     /// Benchmarks.
     #[command(subcommand)]
     Perf(perf::PerfCommand),
@@ -49,6 +53,7 @@ fn main() {
         Command::DumpLog(args) => dump_log::run(args),
         Command::Topics(args) => topics::run(args),
         Command::Produce(args) => produce::run(args),
+        Command::Groups(args) => groups::run(args),
         Command::Perf(command) => perf::run(command),
     };
     if let Err(e) = result {
