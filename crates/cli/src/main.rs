@@ -9,8 +9,12 @@
 //!   `kafka-producer-perf-test.sh`.
 
 mod client_args;
+mod cluster;
+mod configs;
+mod delete_records;
 mod dump_log;
 mod groups;
+mod offsets;
 mod perf;
 mod produce;
 mod server;
@@ -41,6 +45,14 @@ enum Command {
     Produce(produce::ProduceArgs),
     /// List, describe and delete consumer groups; reset or delete their offsets.
     Groups(groups::GroupsArgs),
+    /// Describe topic and broker configs, or set and delete them.
+    Configs(configs::ConfigsArgs),
+    /// Partitions' earliest, latest or time-indexed offsets.
+    Offsets(offsets::OffsetsArgs),
+    /// Delete the records before an offset.
+    DeleteRecords(delete_records::DeleteRecordsArgs),
+    /// The cluster's id, controller and brokers, or the brokers' API versions.
+    Cluster(cluster::ClusterArgs),
     /// Benchmarks.
     #[command(subcommand)]
     Perf(perf::PerfCommand),
@@ -54,6 +66,10 @@ fn main() {
         Command::Topics(args) => topics::run(args),
         Command::Produce(args) => produce::run(args),
         Command::Groups(args) => groups::run(args),
+        Command::Configs(args) => configs::run(args),
+        Command::Offsets(args) => offsets::run(args),
+        Command::DeleteRecords(args) => delete_records::run(args),
+        Command::Cluster(args) => cluster::run(args),
         Command::Perf(command) => perf::run(command),
     };
     if let Err(e) = result {

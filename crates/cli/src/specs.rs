@@ -253,6 +253,52 @@ fn duration_parts(text: &str) -> Option<Vec<(i64, char)>> {
     Some(parts)
 }
 
+/// kafka-configs' `--add-config`: `k1=v1,k2=[a,b],k3=` into pairs, in
+/// order. Commas inside brackets belong to the value; the brackets go.
+pub fn add_config_pairs(text: &str) -> anyhow::Result<Vec<(String, String)>> {
+    if text.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut items = Vec::new();
+    let (mut depth, mut start) = (0usize, 0usize);
+    for (at, c) in text.char_indices() {
+        match c {
+            '[' => depth += 1,
+            ']' => depth = depth.saturating_sub(1),
+            ',' if depth == 0 => {
+                items.push(&text[start..at]);
+                start = at + 1;
+            }
+            _ => {}
+        }
+    }
+    items.push(&text[start..]);
+    items.into_iter().map(config_pair).collect()
+}
+
+/// `key=value` with exactly one `=` outside brackets.
+fn config_pair(item: &str) -> anyhow::Result<(String, String)> {
+    let invalid = || {
+        anyhow::anyhow!("Invalid entity config: all configs to be added must be in the format \"key=val\".")
+    };
+    let mut depth = 0usize;
+    let mut equals = Vec::new();
+    for (at, c) in item.char_indices() {
+        match c {
+            '[' => depth += 1,
+            ']' => depth = depth.saturating_sub(1),
+            '=' if depth == 0 => equals.push(at),
+            _ => {}
+        }
+    }
+    let [at] = equals[..] else { return Err(invalid()) };
+    let key = item[..at].trim();
+    if key.is_empty() {
+        return Err(invalid());
+    }
+    Ok((key.to_owned(), item[at + 1..].replace(['[', ']'], "").trim().to_owned()))
+}
+
 /// kafka-delete-records' `--offset-json-file`:
 /// `{"partitions":[{"topic":"t","partition":0,"offset":5}],"version":1}`.
 pub fn offset_json(text: &str) -> anyhow::Result<Vec<(String, i32, i64)>> {
@@ -403,6 +449,17 @@ mod tests {
         assert_eq!(duration_ms("PT-1M30S").unwrap(), -30_000);
         for bad in ["", "P", "PT", "1H", "PT1D", "PT1S1M", "P1H", "PT1.5M", "PTxS", "P1DT", "P1D2D"] {
             assert!(duration_ms(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn add_config_keeps_bracketed_commas_in_the_value() {
+        let pairs = add_config_pairs("retention.ms=1000, cleanup.policy=[compact,delete],k3=").unwrap();
+        let expected = [("retention.ms", "1000"), ("cleanup.policy", "compact,delete"), ("k3", "")];
+        assert_eq!(pairs, expected.map(|(k, v)| (k.to_owned(), v.to_owned())));
+        assert_eq!(add_config_pairs("").unwrap(), Vec::new());
+        for bad in ["novalue", "a=b=c", "=v", "a=1,,b=2"] {
+            assert!(add_config_pairs(bad).is_err(), "{bad}");
         }
     }
 
