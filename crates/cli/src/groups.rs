@@ -149,7 +149,8 @@ fn check_args(args: &GroupsArgs) -> anyhow::Result<Option<Scenario>> {
     if args.state.is_some() && !(args.list || args.describe) {
         bail!("--state goes with --list or --describe");
     }
-    if !args.topics.is_empty() && !(args.reset_offsets || args.delete_offsets) {
+    let takes_topics = args.reset_offsets || args.delete_offsets;
+    if !args.topics.is_empty() && !takes_topics {
         bail!("--topic goes with --reset-offsets or --delete-offsets");
     }
     if args.delete_offsets && (args.groups.len() != 1 || args.topics.is_empty()) {

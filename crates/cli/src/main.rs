@@ -7,6 +7,16 @@
 //! - `strom topics`, `strom produce`, `strom perf produce`: client tools on
 //!   `strom-client`, like `kafka-topics.sh`, `kafka-console-producer.sh` and
 //!   `kafka-producer-perf-test.sh`.
+//! - The admin tools, on `strom-client`'s `Admin`: `strom groups`
+//!   (`kafka-consumer-groups.sh`), `strom configs` (`kafka-configs.sh`),
+//!   `strom offsets` (`kafka-get-offsets.sh`), `strom delete-records`
+//!   (`kafka-delete-records.sh`) and `strom cluster` (cluster id, controller,
+//!   brokers, and `kafka-broker-api-versions.sh`). Kafka's flags and text
+//!   output; `--format json` where a script would parse the output.
+//!
+//! Each tool is one module; `client_args` holds what they share (connecting,
+//! `--format`, column padding) and `specs` the parsing of their argument
+//! syntaxes (partition lists, datetimes, durations, offset JSON).
 
 mod client_args;
 mod cluster;
