@@ -45,3 +45,26 @@ pub fn warn_idempotence_fallback(producer: &strom_client::Producer) {
         eprintln!("strom: warning: {reason}");
     }
 }
+
+/// `--format`: Kafka's text (the default), or JSON for scripts.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Format {
+    #[default]
+    Text,
+    Json,
+}
+
+/// Prints `value` as one JSON document on standard output.
+pub fn print_json(value: &serde_json::Value) {
+    println!("{value}");
+}
+
+/// Left-aligns `text` in a column of `width`, as Java's `%-Ns` does.
+pub fn pad(text: &str, width: usize) -> String {
+    format!("{text:<width$}")
+}
+
+/// The width of a column: the longest of `values`, at least `min`.
+pub fn column_width<'a>(min: usize, values: impl IntoIterator<Item = &'a str>) -> usize {
+    values.into_iter().map(str::len).fold(min, usize::max)
+}

@@ -7,12 +7,28 @@
 //! - `strom topics`, `strom produce`, `strom perf produce`: client tools on
 //!   `strom-client`, like `kafka-topics.sh`, `kafka-console-producer.sh` and
 //!   `kafka-producer-perf-test.sh`.
+//! - The admin tools, on `strom-client`'s `Admin`: `strom groups`
+//!   (`kafka-consumer-groups.sh`), `strom configs` (`kafka-configs.sh`),
+//!   `strom offsets` (`kafka-get-offsets.sh`), `strom delete-records`
+//!   (`kafka-delete-records.sh`) and `strom cluster` (cluster id, controller,
+//!   brokers, and `kafka-broker-api-versions.sh`). Kafka's flags and text
+//!   output; `--format json` where a script would parse the output.
+//!
+//! Each tool is one module; `client_args` holds what they share (connecting,
+//! `--format`, column padding) and `specs` the parsing of their argument
+//! syntaxes (partition lists, datetimes, durations, offset JSON).
 
 mod client_args;
+mod cluster;
+mod configs;
+mod delete_records;
 mod dump_log;
+mod groups;
+mod offsets;
 mod perf;
 mod produce;
 mod server;
+mod specs;
 mod topics;
 
 use clap::{Parser, Subcommand};
@@ -37,6 +53,16 @@ enum Command {
     Topics(topics::TopicsArgs),
     /// Send lines from standard input or a file as records.
     Produce(produce::ProduceArgs),
+    /// List, describe and delete consumer groups; reset or delete their offsets.
+    Groups(groups::GroupsArgs),
+    /// Describe topic and broker configs, or set and delete them.
+    Configs(configs::ConfigsArgs),
+    /// Partitions' earliest, latest or time-indexed offsets.
+    Offsets(offsets::OffsetsArgs),
+    /// Delete the records before an offset.
+    DeleteRecords(delete_records::DeleteRecordsArgs),
+    /// The cluster's id, controller and brokers, or the brokers' API versions.
+    Cluster(cluster::ClusterArgs),
     /// Benchmarks.
     #[command(subcommand)]
     Perf(perf::PerfCommand),
@@ -49,6 +75,11 @@ fn main() {
         Command::DumpLog(args) => dump_log::run(args),
         Command::Topics(args) => topics::run(args),
         Command::Produce(args) => produce::run(args),
+        Command::Groups(args) => groups::run(args),
+        Command::Configs(args) => configs::run(args),
+        Command::Offsets(args) => offsets::run(args),
+        Command::DeleteRecords(args) => delete_records::run(args),
+        Command::Cluster(args) => cluster::run(args),
         Command::Perf(command) => perf::run(command),
     };
     if let Err(e) = result {

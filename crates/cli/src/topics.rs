@@ -6,11 +6,13 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context};
 use strom_client::admin::{AlterConfigOp, ConfigEntry, NewTopic, ResourceType};
-use strom_client::cluster::TopicInfo;
+use strom_client::cluster::{PartitionInfo, TopicInfo};
 use strom_client::config::parse_pairs;
 use strom_client::{Admin, ClientConfig, Error};
 
-use crate::client_args::{runtime, ConnectArgs};
+use serde_json::{json, Value};
+
+use crate::client_args::{print_json, runtime, ConnectArgs, Format};
 
 #[derive(clap::Args, Debug)]
 #[command(group(clap::ArgGroup::new("action").required(true).args(["create", "list", "describe", "delete", "alter"])))]
@@ -56,6 +58,9 @@ pub struct TopicsArgs {
     /// List and describe: leave out internal topics.
     #[arg(long = "exclude-internal")]
     exclude_internal: bool,
+    /// Output of --list and --describe: Kafka's text or JSON.
+    #[arg(long, value_enum, default_value_t)]
+    format: Format,
 }
 
 pub fn run(args: TopicsArgs) -> anyhow::Result<()> {
@@ -98,10 +103,11 @@ async fn create(admin: &Admin, args: &TopicsArgs) -> anyhow::Result<()> {
 }
 
 async fn list(admin: &Admin, args: &TopicsArgs) -> anyhow::Result<()> {
-    for name in admin.list_topics(!args.exclude_internal).await? {
-        if args.topic.as_deref().is_none_or(|t| t == name) {
-            println!("{name}");
-        }
+    let mut names = admin.list_topics(!args.exclude_internal).await?;
+    names.retain(|name| args.topic.as_deref().is_none_or(|t| t == name));
+    match args.format {
+        Format::Json => print_json(&json!(names)),
+        Format::Text => names.iter().for_each(|name| println!("{name}")),
     }
     Ok(())
 }
@@ -125,6 +131,7 @@ async fn topics_to_describe(admin: &Admin, args: &TopicsArgs) -> anyhow::Result<
 }
 
 async fn describe(admin: &Admin, args: &TopicsArgs) -> anyhow::Result<()> {
+    let mut described = Vec::new();
     for topic in topics_to_describe(admin, args).await? {
         let partitions: Vec<_> = topic
             .partitions
@@ -132,6 +139,10 @@ async fn describe(admin: &Admin, args: &TopicsArgs) -> anyhow::Result<()> {
             .filter(|p| !args.under_replicated_partitions || p.isr.len() < p.replicas.len())
             .collect();
         if args.under_replicated_partitions && partitions.is_empty() {
+            continue;
+        }
+        if args.format == Format::Json {
+            described.push(topic_json(admin, &topic, &partitions).await);
             continue;
         }
         if !args.under_replicated_partitions {
@@ -157,21 +168,47 @@ async fn describe(admin: &Admin, args: &TopicsArgs) -> anyhow::Result<()> {
             );
         }
     }
+    if args.format == Format::Json {
+        print_json(&Value::Array(described));
+    }
     Ok(())
+}
+
+async fn topic_json(admin: &Admin, topic: &TopicInfo, partitions: &[&PartitionInfo]) -> Value {
+    let partitions: Vec<Value> = partitions
+        .iter()
+        .map(|p| {
+            let leader = (p.leader >= 0).then_some(p.leader);
+            json!({"partition": p.partition, "leader": leader, "replicas": p.replicas, "isr": p.isr})
+        })
+        .collect();
+    let configs: serde_json::Map<String, Value> =
+        non_default_entries(admin, &topic.name).await.into_iter().map(|e| (e.name, json!(e.value))).collect();
+    json!({
+        "name": topic.name,
+        "topic_id": kafka_uuid(topic.topic_id.as_bytes()),
+        "internal": topic.is_internal,
+        "replication_factor": topic.partitions.first().map_or(0, |p| p.replicas.len()),
+        "partitions": partitions,
+        "configs": configs,
+    })
 }
 
 /// `k=v,k=v` of the configs set on the topic; empty when the broker
 /// cannot say (no DescribeConfigs).
 async fn non_default_configs(admin: &Admin, topic: &str) -> String {
-    match admin.describe_configs(ResourceType::Topic, topic, &[]).await {
-        Ok(entries) => entries
-            .iter()
-            .filter(|e: &&ConfigEntry| !e.is_default() && !e.is_sensitive)
-            .map(|e| format!("{}={}", e.name, e.value.as_deref().unwrap_or("null")))
-            .collect::<Vec<_>>()
-            .join(","),
-        Err(_) => String::new(),
-    }
+    non_default_entries(admin, topic)
+        .await
+        .iter()
+        .map(|e| format!("{}={}", e.name, e.value.as_deref().unwrap_or("null")))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The topic's configs that are not defaults, sensitive ones left out.
+async fn non_default_entries(admin: &Admin, topic: &str) -> Vec<ConfigEntry> {
+    let entries = admin.describe_configs(ResourceType::Topic, topic, &[]).await.unwrap_or_default();
+    entries.into_iter().filter(|e| !e.is_default() && !e.is_sensitive).collect()
 }
 
 fn join(ids: &[i32]) -> String {

@@ -34,6 +34,7 @@ pub const CLIENT_VERSIONS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteGroups, 0, 2),
     (ApiKey::OffsetFetch, 1, 7),
     (ApiKey::OffsetCommit, 2, 8),
+    (ApiKey::OffsetDelete, 0, 0),
 ];
 
 /// The version of ApiVersions sent first; a broker that does not know it
@@ -70,6 +71,13 @@ impl NegotiatedVersions {
     /// The version to speak for `api`, `None` if there is no common one.
     pub fn version(&self, api: ApiKey) -> Option<i16> {
         self.chosen.get(&(api as i16)).copied()
+    }
+
+    /// Every API the broker advertised with its range, by API key.
+    pub fn broker_ranges(&self) -> Vec<(i16, VersionRange)> {
+        let mut ranges: Vec<(i16, VersionRange)> = self.broker.iter().map(|(k, r)| (*k, *r)).collect();
+        ranges.sort_by_key(|(key, _)| *key);
+        ranges
     }
 
     /// The range the broker advertised for `api`, if any.

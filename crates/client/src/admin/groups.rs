@@ -5,14 +5,19 @@
 
 use std::collections::BTreeMap;
 
+use bytes::{Buf, Bytes};
 use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
+use kafka_protocol::messages::offset_delete_request::{
+    OffsetDeleteRequestPartition, OffsetDeleteRequestTopic,
+};
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::{
-    DeleteGroupsRequest, DescribeGroupsRequest, GroupId, ListGroupsRequest, OffsetCommitRequest,
-    OffsetFetchRequest,
+    ConsumerProtocolAssignment, DeleteGroupsRequest, DescribeGroupsRequest, GroupId, ListGroupsRequest,
+    OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest,
 };
+use kafka_protocol::protocol::{Decodable, Message};
 
 use super::{str_bytes, topic_name, Admin, ItemResult, PartitionResult};
 use crate::error::{Error, Result};
@@ -36,6 +41,45 @@ pub struct MemberDescription {
     pub group_instance_id: Option<String>,
     pub client_id: String,
     pub client_host: String,
+    /// The assignment as the group's leader wrote it: for consumer groups a
+    /// `ConsumerProtocolAssignment` behind its i16 version.
+    pub assignment: Bytes,
+}
+
+impl MemberDescription {
+    /// The `(topic, partition)`s a consumer-protocol assignment gives this
+    /// member; empty when it has none yet (the group is rebalancing).
+    pub fn assigned_partitions(&self) -> Result<Vec<(String, i32)>> {
+        decode_assignment(self.assignment.clone()).ok_or_else(|| Error::Protocol {
+            addr: format!("member {}", self.member_id),
+            reason: "its assignment is not a consumer-protocol assignment".into(),
+        })
+    }
+}
+
+/// Decodes `[version: i16][ConsumerProtocolAssignment]`; empty bytes are no
+/// assignment. Newer versions only add fields, so they decode as the newest
+/// we know.
+fn decode_assignment(mut bytes: Bytes) -> Option<Vec<(String, i32)>> {
+    if bytes.is_empty() {
+        return Some(Vec::new());
+    }
+    if bytes.len() < 2 {
+        return None;
+    }
+    let newest = ConsumerProtocolAssignment::VERSIONS.max;
+    let version = bytes.get_i16().clamp(0, newest);
+    let assignment = ConsumerProtocolAssignment::decode(&mut bytes, version).ok()?;
+    Some(
+        assignment
+            .assigned_partitions
+            .into_iter()
+            .flat_map(|t| {
+                let topic = t.topic.0.to_string();
+                t.partitions.into_iter().map(move |p| (topic.clone(), p))
+            })
+            .collect(),
+    )
 }
 
 /// What DescribeGroups says about one group.
@@ -114,6 +158,7 @@ impl Admin {
                             group_instance_id: m.group_instance_id.map(|i| i.to_string()),
                             client_id: m.client_id.to_string(),
                             client_host: m.client_host.to_string(),
+                            assignment: m.member_assignment,
                         })
                         .collect(),
                 })
@@ -244,5 +289,96 @@ impl Admin {
                 })
             })
             .collect())
+    }
+
+    /// OffsetDelete: forget the group's committed offsets of `partitions`.
+    /// A group-level refusal (GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP…) is the
+    /// outer error; GROUP_SUBSCRIBED_TO_TOPIC comes per partition.
+    pub async fn delete_offsets(
+        &self,
+        group: &str,
+        partitions: &[(String, i32)],
+    ) -> Result<Vec<PartitionResult<()>>> {
+        let mut by_topic: BTreeMap<&str, Vec<OffsetDeleteRequestPartition>> = BTreeMap::new();
+        for (topic, partition) in partitions {
+            by_topic
+                .entry(topic)
+                .or_default()
+                .push(OffsetDeleteRequestPartition::default().with_partition_index(*partition));
+        }
+        let request = OffsetDeleteRequest::default().with_group_id(group_id(group)).with_topics(
+            by_topic
+                .into_iter()
+                .map(|(name, partitions)| {
+                    OffsetDeleteRequestTopic::default()
+                        .with_name(topic_name(name))
+                        .with_partitions(partitions)
+                })
+                .collect(),
+        );
+        let response = self
+            .cluster
+            .with_retries("OffsetDelete", || async {
+                let response = self.cluster.coordinator(GROUP_KEY, group).await?.send(&request).await?;
+                match Error::from_code(response.error_code, None) {
+                    Some(error) if error.is_retriable() => Err(error),
+                    _ => Ok(response),
+                }
+            })
+            .await?;
+        if let Some(error) = Error::from_code(response.error_code, None) {
+            return Err(error);
+        }
+        Ok(response
+            .topics
+            .into_iter()
+            .flat_map(|topic| {
+                let name = topic.name.0.to_string();
+                topic.partitions.into_iter().map(move |p| PartitionResult {
+                    topic: name.clone(),
+                    partition: p.partition_index,
+                    result: Error::from_code(p.error_code, None).map_or(Ok(()), Err),
+                })
+            })
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::BufMut;
+    use kafka_protocol::messages::consumer_protocol_assignment::TopicPartition;
+    use kafka_protocol::messages::TopicName;
+    use kafka_protocol::protocol::{Encodable, StrBytes};
+
+    use super::*;
+
+    fn encoded(version: i16, assignment: &ConsumerProtocolAssignment) -> Bytes {
+        let mut out = bytes::BytesMut::new();
+        out.put_i16(version);
+        assignment.encode(&mut out, version.min(3)).unwrap();
+        out.freeze()
+    }
+
+    #[test]
+    fn a_consumer_assignment_decodes_to_its_partitions() {
+        let assignment = ConsumerProtocolAssignment::default().with_assigned_partitions(vec![
+            TopicPartition::default()
+                .with_topic(TopicName(StrBytes::from_static_str("a")))
+                .with_partitions(vec![0, 2]),
+            TopicPartition::default()
+                .with_topic(TopicName(StrBytes::from_static_str("b")))
+                .with_partitions(vec![1]),
+        ]);
+        let expected = vec![("a".to_owned(), 0), ("a".to_owned(), 2), ("b".to_owned(), 1)];
+        assert_eq!(decode_assignment(encoded(0, &assignment)), Some(expected.clone()));
+        assert_eq!(decode_assignment(encoded(3, &assignment)), Some(expected));
+    }
+
+    #[test]
+    fn no_bytes_is_no_assignment_and_garbage_is_refused() {
+        assert_eq!(decode_assignment(Bytes::new()), Some(Vec::new()));
+        assert_eq!(decode_assignment(Bytes::from_static(&[0])), None);
+        assert_eq!(decode_assignment(Bytes::from_static(&[0, 0, 0, 0, 0, 9])), None);
     }
 }

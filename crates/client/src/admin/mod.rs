@@ -74,14 +74,43 @@ pub struct ConfigEntry {
     pub value: Option<String>,
     pub read_only: bool,
     pub is_sensitive: bool,
-    /// Kafka's `ConfigSource` code: 1 dynamic topic, 5 static broker, 6 default…
+    /// Kafka's `ConfigSource` code; see [`config_source_name`].
     pub source: i8,
+    /// Every level that sets this config, the one in force first.
+    pub synonyms: Vec<ConfigSynonym>,
 }
 
 impl ConfigEntry {
-    /// Set on this resource rather than inherited from a default.
+    /// Nobody set it: neither the resource, nor a dynamic config, nor a
+    /// broker's properties file (Kafka's `ConfigEntry.isDefault`).
     pub fn is_default(&self) -> bool {
-        self.source == 5 || self.source == 6
+        self.source == DEFAULT_CONFIG
+    }
+}
+
+/// One level that sets a config: a topic override, a broker's dynamic or
+/// static config (under the broker's name for it), the default.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigSynonym {
+    pub name: String,
+    pub value: Option<String>,
+    pub source: i8,
+}
+
+const DEFAULT_CONFIG: i8 = 5;
+
+/// Kafka's name for a `ConfigSource` code, as its tools print it.
+pub fn config_source_name(source: i8) -> &'static str {
+    match source {
+        1 => "DYNAMIC_TOPIC_CONFIG",
+        2 => "DYNAMIC_BROKER_CONFIG",
+        3 => "DYNAMIC_DEFAULT_BROKER_CONFIG",
+        4 => "STATIC_BROKER_CONFIG",
+        5 => "DEFAULT_CONFIG",
+        6 => "DYNAMIC_BROKER_LOGGER_CONFIG",
+        7 => "CLIENT_METRICS_CONFIG",
+        8 => "GROUP_CONFIG",
+        _ => "UNKNOWN",
     }
 }
 
@@ -295,7 +324,8 @@ impl Admin {
             .collect())
     }
 
-    /// DescribeConfigs of one resource; `keys` empty means every key.
+    /// DescribeConfigs of one resource, with synonyms; `keys` empty means
+    /// every key.
     pub async fn describe_configs(
         &self,
         resource: ResourceType,
@@ -303,11 +333,12 @@ impl Admin {
         keys: &[String],
     ) -> Result<Vec<ConfigEntry>> {
         let keys = (!keys.is_empty()).then(|| keys.iter().map(|k| str_bytes(k)).collect());
-        let request =
-            DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
+        let request = DescribeConfigsRequest::default()
+            .with_resources(vec![DescribeConfigsResource::default()
                 .with_resource_type(resource as i8)
                 .with_resource_name(str_bytes(name))
-                .with_configuration_keys(keys)]);
+                .with_configuration_keys(keys)])
+            .with_include_synonyms(true);
         let connection = self.config_connection(resource, name).await?;
         let response = self.cluster.with_retries("DescribeConfigs", || connection.send(&request)).await?;
         let result = response.results.into_iter().next().ok_or_else(|| Error::Protocol {
@@ -328,6 +359,15 @@ impl Admin {
                 read_only: c.read_only,
                 is_sensitive: c.is_sensitive,
                 source: c.config_source,
+                synonyms: c
+                    .synonyms
+                    .into_iter()
+                    .map(|s| ConfigSynonym {
+                        name: s.name.to_string(),
+                        value: s.value.map(|v| v.to_string()),
+                        source: s.source,
+                    })
+                    .collect(),
             })
             .collect())
     }
