@@ -49,6 +49,21 @@ pub struct GroupDescription {
     pub members: Vec<MemberDescription>,
 }
 
+/// Who commits: a member of a generation, or an admin (generation -1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupMember {
+    pub generation: i32,
+    pub member_id: String,
+    pub instance_id: Option<String>,
+}
+
+impl GroupMember {
+    /// No member: allowed only while the group has no active members.
+    pub fn admin() -> Self {
+        Self { generation: -1, member_id: String::new(), instance_id: None }
+    }
+}
+
 fn group_id(name: &str) -> GroupId {
     GroupId(str_bytes(name))
 }
@@ -202,6 +217,16 @@ impl Admin {
         group: &str,
         offsets: &[(String, i32, i64)],
     ) -> Result<Vec<PartitionResult<()>>> {
+        self.commit_offsets_as(group, &GroupMember::admin(), offsets).await
+    }
+
+    /// Commits offsets as `member` of the group's current generation.
+    pub async fn commit_offsets_as(
+        &self,
+        group: &str,
+        member: &GroupMember,
+        offsets: &[(String, i32, i64)],
+    ) -> Result<Vec<PartitionResult<()>>> {
         let mut by_topic: BTreeMap<&str, Vec<OffsetCommitRequestPartition>> = BTreeMap::new();
         for (topic, partition, offset) in offsets {
             by_topic.entry(topic).or_default().push(
@@ -213,8 +238,9 @@ impl Admin {
         }
         let request = OffsetCommitRequest::default()
             .with_group_id(group_id(group))
-            .with_generation_id_or_member_epoch(-1)
-            .with_member_id(str_bytes(""))
+            .with_generation_id_or_member_epoch(member.generation)
+            .with_member_id(str_bytes(&member.member_id))
+            .with_group_instance_id(member.instance_id.as_deref().map(str_bytes))
             .with_retention_time_ms(-1)
             .with_topics(
                 by_topic
