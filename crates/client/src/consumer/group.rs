@@ -496,13 +496,20 @@ async fn heartbeat_loop(
 /// Sends LeaveGroup; failures are only logged (the session timeout
 /// removes the member anyway).
 async fn leave_quietly(admin: &Admin, group_id: &str, member: &GroupMember) {
-    let request = LeaveGroupRequest::default()
-        .with_group_id(GroupId(StrBytes::from_string(group_id.to_owned())))
-        .with_member_id(StrBytes::from_string(member.member_id.clone()))
-        .with_members(vec![MemberIdentity::default()
-            .with_member_id(StrBytes::from_string(member.member_id.clone()))
-            .with_group_instance_id(member.instance_id.clone().map(StrBytes::from_string))]);
-    let left = async { admin.cluster().coordinator(GROUP_KEY, group_id).await?.send(&request).await };
+    let left = async {
+        let connection = admin.cluster().coordinator(GROUP_KEY, group_id).await?;
+        let version = connection.version(ApiKey::LeaveGroup)?;
+        let mut request =
+            LeaveGroupRequest::default().with_group_id(GroupId(StrBytes::from_string(group_id.to_owned())));
+        if version >= 3 {
+            request.members = vec![MemberIdentity::default()
+                .with_member_id(StrBytes::from_string(member.member_id.clone()))
+                .with_group_instance_id(member.instance_id.clone().map(StrBytes::from_string))];
+        } else {
+            request.member_id = StrBytes::from_string(member.member_id.clone());
+        }
+        connection.send_at(&request, version).await
+    };
     match left.await {
         Ok(response) if response.error_code == 0 => {}
         Ok(response) => {
