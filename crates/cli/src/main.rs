@@ -4,9 +4,9 @@
 //!   like `kafka-server-start.sh`.
 //! - `strom dump-log --files A,B [--deep-iteration] [--print-data-log]` prints
 //!   segment and index files, like `kafka-dump-log.sh`.
-//! - `strom topics`, `strom produce`, `strom perf produce`: client tools on
-//!   `strom-client`, like `kafka-topics.sh`, `kafka-console-producer.sh` and
-//!   `kafka-producer-perf-test.sh`.
+//! - `strom topics`, `strom produce`, `strom consume`, `strom perf`: client
+//!   tools on `strom-client`, like `kafka-topics.sh`, the console producer and
+//!   consumer, and the producer and consumer perf tests.
 //! - The admin tools, on `strom-client`'s `Admin`: `strom groups`
 //!   (`kafka-consumer-groups.sh`), `strom configs` (`kafka-configs.sh`),
 //!   `strom offsets` (`kafka-get-offsets.sh`), `strom delete-records`
@@ -21,11 +21,13 @@
 mod client_args;
 mod cluster;
 mod configs;
+mod consume;
 mod delete_records;
 mod dump_log;
 mod groups;
 mod offsets;
 mod perf;
+mod perf_consume;
 mod produce;
 mod server;
 mod specs;
@@ -53,6 +55,8 @@ enum Command {
     Topics(topics::TopicsArgs),
     /// Send lines from standard input or a file as records.
     Produce(produce::ProduceArgs),
+    /// Print records of a topic, alone or in a consumer group.
+    Consume(consume::ConsumeArgs),
     /// List, describe and delete consumer groups; reset or delete their offsets.
     Groups(groups::GroupsArgs),
     /// Describe topic and broker configs, or set and delete them.
@@ -70,11 +74,16 @@ enum Command {
 
 fn main() {
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Server(_)) {
+        // Tools log warnings only, unless RUST_LOG asks for more.
+        let _ = server::init_logging(Some("warn".into()));
+    }
     let result = match cli.command {
         Command::Server(args) => server::run(args),
         Command::DumpLog(args) => dump_log::run(args),
         Command::Topics(args) => topics::run(args),
         Command::Produce(args) => produce::run(args),
+        Command::Consume(args) => consume::run(args),
         Command::Groups(args) => groups::run(args),
         Command::Configs(args) => configs::run(args),
         Command::Offsets(args) => offsets::run(args),

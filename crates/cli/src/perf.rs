@@ -21,6 +21,8 @@ use crate::client_args::warn_idempotence_fallback;
 pub enum PerfCommand {
     /// Measure producer throughput and latency.
     Produce(PerfProduceArgs),
+    /// Measure consumer throughput.
+    Consume(crate::perf_consume::PerfConsumeArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -65,7 +67,10 @@ pub struct PerfProduceArgs {
 }
 
 pub fn run(command: PerfCommand) -> anyhow::Result<()> {
-    let PerfCommand::Produce(args) = command;
+    let args = match command {
+        PerfCommand::Produce(args) => args,
+        PerfCommand::Consume(args) => return crate::perf_consume::run(args),
+    };
     let config = ProducerConfig::from_properties(&producer_properties(&args)?)?;
     // Two workers: the loop that sends and the producer's sender task.
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
@@ -334,7 +339,7 @@ impl Summary {
 }
 
 /// User plus system CPU time of this process so far.
-fn cpu_seconds() -> f64 {
+pub fn cpu_seconds() -> f64 {
     let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
     // SAFETY: getrusage writes a complete `rusage` into the pointer we
     // pass, which points to writable memory of exactly that type.

@@ -36,7 +36,7 @@ pub fn run(args: ServerArgs) -> anyhow::Result<()> {
 }
 
 /// Log levels come from `RUST_LOG` when set, else `logging.level`, else `info`.
-fn init_logging(configured: Option<String>) -> anyhow::Result<()> {
+pub fn init_logging(configured: Option<String>) -> anyhow::Result<()> {
     use tracing_subscriber::EnvFilter;
     let filter = match (EnvFilter::try_from_default_env(), configured) {
         (Ok(from_env), _) => from_env,

@@ -376,6 +376,13 @@ pub struct PendingResponse<T> {
 }
 
 impl<T: Decodable> PendingResponse<T> {
+    /// Waits `timeout` instead of `request.timeout.ms` (for requests the
+    /// broker may hold, like JoinGroup).
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
     /// Waits up to the request timeout and decodes the response.
     pub async fn wait(self) -> Result<T> {
         let (api, version, addr) = (self.api, self.version, self.shared.addr.clone());

@@ -22,7 +22,9 @@
 //!   `linger.ms`, …) parsed into typed configs.
 //! - [`error`]: one error enum; broker errors keep their Kafka code.
 //!
-//! A consumer is meant to sit on `connection` and `cluster` the same way.
+//! - [`consumer`]: assign or subscribe (consumer groups, classic protocol,
+//!   with Kafka's assignors), fetch with one request in flight per broker,
+//!   poll, seek, pause/resume and commits.
 
 pub mod admin;
 pub mod cluster;
@@ -38,4 +40,5 @@ pub use cluster::Cluster;
 pub use config::ClientConfig;
 pub use error::{Error, KafkaCode, Result};
 
+pub use consumer::{Consumer, ConsumerConfig, ConsumerRecord, TopicPartition};
 pub use producer::{DeliveryFuture, Producer, ProducerConfig, ProducerRecord, RecordMetadata};

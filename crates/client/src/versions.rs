@@ -35,6 +35,10 @@ pub const CLIENT_VERSIONS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::OffsetFetch, 1, 7),
     (ApiKey::OffsetCommit, 2, 8),
     (ApiKey::OffsetDelete, 0, 0),
+    (ApiKey::JoinGroup, 2, 9),
+    (ApiKey::SyncGroup, 1, 5),
+    (ApiKey::Heartbeat, 1, 4),
+    (ApiKey::LeaveGroup, 1, 5),
 ];
 
 /// The version of ApiVersions sent first; a broker that does not know it

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use bytes::{Buf, Bytes};
+use bytes::Bytes;
 use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
@@ -14,10 +14,9 @@ use kafka_protocol::messages::offset_delete_request::{
 };
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::{
-    ConsumerProtocolAssignment, DeleteGroupsRequest, DescribeGroupsRequest, GroupId, ListGroupsRequest,
-    OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest,
+    DeleteGroupsRequest, DescribeGroupsRequest, GroupId, ListGroupsRequest, OffsetCommitRequest,
+    OffsetDeleteRequest, OffsetFetchRequest,
 };
-use kafka_protocol::protocol::{Decodable, Message};
 
 use super::{str_bytes, topic_name, Admin, ItemResult, PartitionResult};
 use crate::error::{Error, Result};
@@ -50,36 +49,9 @@ impl MemberDescription {
     /// The `(topic, partition)`s a consumer-protocol assignment gives this
     /// member; empty when it has none yet (the group is rebalancing).
     pub fn assigned_partitions(&self) -> Result<Vec<(String, i32)>> {
-        decode_assignment(self.assignment.clone()).ok_or_else(|| Error::Protocol {
-            addr: format!("member {}", self.member_id),
-            reason: "its assignment is not a consumer-protocol assignment".into(),
-        })
+        let assignment = crate::consumer::protocol::Assignment::decode(&self.assignment)?;
+        Ok(assignment.partitions.into_iter().map(|tp| (tp.topic, tp.partition)).collect())
     }
-}
-
-/// Decodes `[version: i16][ConsumerProtocolAssignment]`; empty bytes are no
-/// assignment. Newer versions only add fields, so they decode as the newest
-/// we know.
-fn decode_assignment(mut bytes: Bytes) -> Option<Vec<(String, i32)>> {
-    if bytes.is_empty() {
-        return Some(Vec::new());
-    }
-    if bytes.len() < 2 {
-        return None;
-    }
-    let newest = ConsumerProtocolAssignment::VERSIONS.max;
-    let version = bytes.get_i16().clamp(0, newest);
-    let assignment = ConsumerProtocolAssignment::decode(&mut bytes, version).ok()?;
-    Some(
-        assignment
-            .assigned_partitions
-            .into_iter()
-            .flat_map(|t| {
-                let topic = t.topic.0.to_string();
-                t.partitions.into_iter().map(move |p| (topic.clone(), p))
-            })
-            .collect(),
-    )
 }
 
 /// What DescribeGroups says about one group.
@@ -91,6 +63,21 @@ pub struct GroupDescription {
     /// The assignor in use (`range`, `cooperative-sticky`…).
     pub protocol: String,
     pub members: Vec<MemberDescription>,
+}
+
+/// Who commits: a member of a generation, or an admin (generation -1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupMember {
+    pub generation: i32,
+    pub member_id: String,
+    pub instance_id: Option<String>,
+}
+
+impl GroupMember {
+    /// No member: allowed only while the group has no active members.
+    pub fn admin() -> Self {
+        Self { generation: -1, member_id: String::new(), instance_id: None }
+    }
 }
 
 fn group_id(name: &str) -> GroupId {
@@ -247,6 +234,16 @@ impl Admin {
         group: &str,
         offsets: &[(String, i32, i64)],
     ) -> Result<Vec<PartitionResult<()>>> {
+        self.commit_offsets_as(group, &GroupMember::admin(), offsets).await
+    }
+
+    /// Commits offsets as `member` of the group's current generation.
+    pub async fn commit_offsets_as(
+        &self,
+        group: &str,
+        member: &GroupMember,
+        offsets: &[(String, i32, i64)],
+    ) -> Result<Vec<PartitionResult<()>>> {
         let mut by_topic: BTreeMap<&str, Vec<OffsetCommitRequestPartition>> = BTreeMap::new();
         for (topic, partition, offset) in offsets {
             by_topic.entry(topic).or_default().push(
@@ -258,8 +255,9 @@ impl Admin {
         }
         let request = OffsetCommitRequest::default()
             .with_group_id(group_id(group))
-            .with_generation_id_or_member_epoch(-1)
-            .with_member_id(str_bytes(""))
+            .with_generation_id_or_member_epoch(member.generation)
+            .with_member_id(str_bytes(&member.member_id))
+            .with_group_instance_id(member.instance_id.as_deref().map(str_bytes))
             .with_retention_time_ms(-1)
             .with_topics(
                 by_topic
@@ -341,44 +339,5 @@ impl Admin {
                 })
             })
             .collect())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use bytes::BufMut;
-    use kafka_protocol::messages::consumer_protocol_assignment::TopicPartition;
-    use kafka_protocol::messages::TopicName;
-    use kafka_protocol::protocol::{Encodable, StrBytes};
-
-    use super::*;
-
-    fn encoded(version: i16, assignment: &ConsumerProtocolAssignment) -> Bytes {
-        let mut out = bytes::BytesMut::new();
-        out.put_i16(version);
-        assignment.encode(&mut out, version.min(3)).unwrap();
-        out.freeze()
-    }
-
-    #[test]
-    fn a_consumer_assignment_decodes_to_its_partitions() {
-        let assignment = ConsumerProtocolAssignment::default().with_assigned_partitions(vec![
-            TopicPartition::default()
-                .with_topic(TopicName(StrBytes::from_static_str("a")))
-                .with_partitions(vec![0, 2]),
-            TopicPartition::default()
-                .with_topic(TopicName(StrBytes::from_static_str("b")))
-                .with_partitions(vec![1]),
-        ]);
-        let expected = vec![("a".to_owned(), 0), ("a".to_owned(), 2), ("b".to_owned(), 1)];
-        assert_eq!(decode_assignment(encoded(0, &assignment)), Some(expected.clone()));
-        assert_eq!(decode_assignment(encoded(3, &assignment)), Some(expected));
-    }
-
-    #[test]
-    fn no_bytes_is_no_assignment_and_garbage_is_refused() {
-        assert_eq!(decode_assignment(Bytes::new()), Some(Vec::new()));
-        assert_eq!(decode_assignment(Bytes::from_static(&[0])), None);
-        assert_eq!(decode_assignment(Bytes::from_static(&[0, 0, 0, 0, 0, 9])), None);
     }
 }

@@ -176,7 +176,7 @@ pub struct Admin {
     cluster: Arc<Cluster>,
 }
 
-pub use groups::{GroupDescription, ListedGroup, MemberDescription};
+pub use groups::{GroupDescription, GroupMember, ListedGroup, MemberDescription};
 
 fn topic_name(name: &str) -> TopicName {
     TopicName(StrBytes::from_string(name.to_owned()))
@@ -448,6 +448,16 @@ impl Admin {
         &self,
         queries: &[(String, i32, OffsetSpec)],
     ) -> Result<Vec<PartitionResult<ListedOffset>>> {
+        self.list_offsets_at(queries, 0).await
+    }
+
+    /// `list_offsets` under an isolation level: with 1 (read_committed)
+    /// "latest" is the last stable offset rather than the high watermark.
+    pub async fn list_offsets_at(
+        &self,
+        queries: &[(String, i32, OffsetSpec)],
+        isolation_level: i8,
+    ) -> Result<Vec<PartitionResult<ListedOffset>>> {
         let by_leader =
             self.group_by_leader(queries.iter().map(|(t, p, spec)| (t.as_str(), *p, *spec))).await?;
         let mut results = Vec::new();
@@ -461,14 +471,19 @@ impl Admin {
                         .with_timestamp(spec.as_timestamp()),
                 );
             }
-            let request = ListOffsetsRequest::default().with_replica_id(BrokerId(-1)).with_topics(
-                topics
-                    .into_iter()
-                    .map(|(name, partitions)| {
-                        ListOffsetsTopic::default().with_name(topic_name(name)).with_partitions(partitions)
-                    })
-                    .collect(),
-            );
+            let request = ListOffsetsRequest::default()
+                .with_replica_id(BrokerId(-1))
+                .with_isolation_level(isolation_level)
+                .with_topics(
+                    topics
+                        .into_iter()
+                        .map(|(name, partitions)| {
+                            ListOffsetsTopic::default()
+                                .with_name(topic_name(name))
+                                .with_partitions(partitions)
+                        })
+                        .collect(),
+                );
             let connection = self.cluster.connection(leader).await?;
             let response = connection.send(&request).await?;
             for topic in response.topics {

@@ -1,0 +1,259 @@
+"""Strom's own consumer through `strom consume` and `strom perf consume`,
+run as binaries against the real broker, with confluent-kafka and
+kafka-python on the other side: records they write are read by our
+consumer, our consumer shares a group with theirs, and read_committed
+hides what their transactions aborted.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import uuid
+
+from confluent_kafka import Consumer as ConfluentConsumer
+from confluent_kafka import ConsumerGroupTopicPartitions
+from confluent_kafka import Producer as ConfluentProducer
+
+from harness import (
+    OutRecord,
+    admin_client,
+    confluent_producer,
+    create_topic,
+    kafka_python_producer,
+    now_ms,
+    produce_confluent,
+    produce_kafka_python,
+    strom_binary,
+    wait_future,
+    wait_until,
+)
+
+CLI_TIMEOUT_S = 90
+
+
+def strom(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(strom_binary()), *args], input=stdin, capture_output=True, text=True, timeout=CLI_TIMEOUT_S
+    )
+
+
+def strom_ok(*args: str, stdin: str | None = None) -> str:
+    done = strom(*args, stdin=stdin)
+    assert done.returncode == 0, f"strom {' '.join(args)} exited {done.returncode}: {done.stderr}"
+    return done.stdout
+
+
+def consume_json(broker, topic: str, *args: str) -> list[dict]:
+    out = strom_ok("consume", "--bootstrap-server", broker.bootstrap, "--topic", topic, "--format", "json", *args)
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def records_with_headers(prefix: str, count: int) -> list[OutRecord]:
+    return [
+        OutRecord(f"k{i}".encode(), f"{prefix}-{i}".encode(), (("source", prefix.encode()), ("i", str(i).encode())), now_ms())
+        for i in range(count)
+    ]
+
+
+# ---------------------------------------------------------------- round trips
+
+
+def test_strom_produce_then_strom_consume_round_trip(broker):
+    create_topic(broker.bootstrap, "roundtrip", partitions=3)
+    lines = "".join(f"key{i}\tvalue {i}\n" for i in range(30))
+    strom_ok("produce", "--bootstrap-server", broker.bootstrap, "--topic", "roundtrip", "--property", "parse.key=true", stdin=lines)
+    done = strom(
+        "consume", "--bootstrap-server", broker.bootstrap, "--topic", "roundtrip", "--from-beginning",
+        "--max-messages", "30", "--property", "print.key=true", "--property", "print.partition=true",
+        "--property", "print.offset=true", "--property", "print.timestamp=true",
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Processed a total of 30 messages" in done.stderr
+    seen = {}
+    for line in done.stdout.splitlines():
+        timestamp, partition, offset, key, value = line.split("\t")
+        assert timestamp.startswith("CreateTime:") and int(timestamp.split(":")[1]) > 0
+        assert partition.startswith("Partition:") and offset.startswith("Offset:")
+        seen[key] = value
+    assert seen == {f"key{i}": f"value {i}" for i in range(30)}
+
+
+def test_our_consumer_reads_what_confluent_and_kafka_python_wrote(broker):
+    create_topic(broker.bootstrap, "theirs", partitions=2)
+    from_confluent = records_with_headers("confluent", 300)
+    for codec, chunk in zip(["lz4", "zstd", "gzip"], [from_confluent[:100], from_confluent[100:200], from_confluent[200:]]):
+        produce_confluent(confluent_producer(broker.bootstrap, **{"compression.type": codec, "linger.ms": 5}), "theirs", chunk)
+    from_kafka_python = records_with_headers("kafka-python", 200)
+    producer = kafka_python_producer(broker.bootstrap, compression_type="snappy")
+    try:
+        produce_kafka_python(producer, "theirs", from_kafka_python)
+    finally:
+        producer.close()
+
+    got = consume_json(broker, "theirs", "--from-beginning", "--max-messages", "500", "--timeout-ms", "20000")
+    assert len(got) == 500
+    by_key_and_source = {(r["key"], r["headers"][0]["value"]): r for r in got}
+    for source, sent in [("confluent", from_confluent), ("kafka-python", from_kafka_python)]:
+        for record in sent:
+            read = by_key_and_source[(record.key.decode(), source)]
+            assert read["value"] == record.value.decode()
+            assert [(h["key"], h["value"]) for h in read["headers"]] == [(k, v.decode()) for k, v in record.headers]
+            assert read["timestamp"] == record.timestamp_ms
+    for partition in (0, 1):
+        offsets = [r["offset"] for r in got if r["partition"] == partition]
+        assert offsets == list(range(len(offsets))), "each partition in offset order, no gaps"
+
+
+def test_partition_and_offset_flags_and_bad_input(broker):
+    create_topic(broker.bootstrap, "pick", partitions=2)
+    produce_confluent(confluent_producer(broker.bootstrap), "pick", records_with_headers("p", 20), partition=1)
+    got = consume_json(broker, "pick", "--partition", "1", "--offset", "15", "--timeout-ms", "3000")
+    assert [r["offset"] for r in got] == [15, 16, 17, 18, 19]
+    assert consume_json(broker, "pick", "--partition", "0", "--offset", "earliest", "--timeout-ms", "1000") == []
+
+    for args, fragment in [
+        (["--topic", "pick", "--offset", "3"], "--partition"),
+        (["--topic", "pick", "--partition", "7"], "no partition 7"),
+        (["--topic", "pick", "--partition", "0", "--offset", "soon"], "soon"),
+        (["--topic", "missing-topic", "--timeout-ms", "500", "--consumer-property", "default.api.timeout.ms=2000"], "UNKNOWN_TOPIC_OR_PARTITION"),
+    ]:
+        done = strom("consume", "--bootstrap-server", broker.bootstrap, *args)
+        assert done.returncode != 0, args
+        assert fragment in done.stderr, (args, done.stderr)
+        assert "panicked" not in done.stderr
+
+
+# ---------------------------------------------------------------- groups
+
+
+def test_group_consumer_commits_and_resumes(broker_factory):
+    broker = broker_factory(group_initial_rebalance_delay_ms=0)
+    create_topic(broker.bootstrap, "resume", partitions=2)
+    produce_confluent(confluent_producer(broker.bootstrap), "resume", records_with_headers("a", 40))
+    first = consume_json(broker, "resume", "--group", "resumers", "--from-beginning", "--max-messages", "40", "--timeout-ms", "20000")
+    assert len(first) == 40
+    produce_confluent(confluent_producer(broker.bootstrap), "resume", records_with_headers("b", 10))
+    second = consume_json(broker, "resume", "--group", "resumers", "--from-beginning", "--timeout-ms", "4000")
+    assert sorted(r["value"] for r in second) == sorted(f"b-{i}" for i in range(10)), "only what came after the commit"
+
+    admin = admin_client(broker.bootstrap)
+    committed = wait_future(admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions("resumers")])["resumers"])
+    assert sum(tp.offset for tp in committed.topic_partitions) == 50, committed.topic_partitions
+
+
+def test_our_consumer_shares_a_group_with_confluent_consumers(broker_factory):
+    broker = broker_factory(group_initial_rebalance_delay_ms=0)
+    topic, group, partitions = "mixed-group", f"mixed-{uuid.uuid4().hex[:6]}", 6
+    create_topic(broker.bootstrap, topic, partitions=partitions)
+    theirs = [
+        ConfluentConsumer({
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "partition.assignment.strategy": "range",
+            "session.timeout.ms": 10000,
+        })
+        for _ in range(2)
+    ]
+    for consumer in theirs:
+        consumer.subscribe([topic])
+    ours = subprocess.Popen(
+        [str(strom_binary()), "consume", "--bootstrap-server", broker.bootstrap, "--topic", topic, "--group", group,
+         "--from-beginning", "--format", "json", "--timeout-ms", "15000",
+         "--consumer-property", "partition.assignment.strategy=range", "--consumer-property", "heartbeat.interval.ms=200"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        admin = admin_client(broker.bootstrap)
+
+        def stable_with_three():
+            for consumer in theirs:
+                consumer.poll(0.1)
+            description = wait_future(admin.describe_consumer_groups([group])[group])
+            assigned = sum(len(m.assignment.topic_partitions) for m in description.members)
+            return str(description.state).endswith("STABLE") and len(description.members) == 3 and assigned == partitions
+
+        wait_until(stable_with_three, 60, "a stable group of three sharing every partition")
+        description = wait_future(admin.describe_consumer_groups([group])[group])
+        owners = {}
+        for member in description.members:
+            for tp in member.assignment.topic_partitions:
+                assert tp.partition not in owners, f"partition {tp.partition} has two owners"
+                owners[tp.partition] = member.client_id
+        ours_partitions = {p for p, client in owners.items() if client == "strom-console-consumer"}
+        assert len(ours_partitions) == 2, owners
+
+        sent = [OutRecord(None, f"v{i}".encode(), (), now_ms()) for i in range(600)]
+        for p in range(partitions):
+            produce_confluent(confluent_producer(broker.bootstrap), topic, sent[p * 100:(p + 1) * 100], partition=p)
+        read_by_them: list[tuple[int, str]] = []
+        deadline = time.monotonic() + 60
+        while len(read_by_them) < 400 and time.monotonic() < deadline:
+            for consumer in theirs:
+                for msg in consumer.consume(num_messages=500, timeout=0.2):
+                    if not msg.error():
+                        read_by_them.append((msg.partition(), msg.value().decode()))
+        for consumer in theirs:
+            consumer.close()
+        out, err = ours.communicate(timeout=60)
+    finally:
+        if ours.poll() is None:
+            ours.kill()
+    read_by_us = [(r["partition"], r["value"]) for r in map(json.loads, out.splitlines())]
+    assert {p for p, _ in read_by_us} == ours_partitions, err
+    assert len(read_by_us) == 200 and len(read_by_them) == 400
+    assert sorted(v for _, v in read_by_us + read_by_them) == sorted(f"v{i}" for i in range(600)), "each record once"
+
+
+# ---------------------------------------------------------------- transactions
+
+
+def test_read_committed_hides_aborted_transactions(broker):
+    create_topic(broker.bootstrap, "txn-read", partitions=1)
+    producer = ConfluentProducer({"bootstrap.servers": broker.bootstrap, "transactional.id": "txn-reader-test"})
+    producer.init_transactions(30)
+    for outcome, values in [("commit", ["c1", "c2"]), ("abort", ["a1", "a2"]), ("commit", ["c3"])]:
+        producer.begin_transaction()
+        for value in values:
+            producer.produce("txn-read", value.encode())
+        producer.flush(30)
+        if outcome == "commit":
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+    committed = consume_json(broker, "txn-read", "--from-beginning", "--isolation-level", "read_committed", "--timeout-ms", "3000")
+    assert [r["value"] for r in committed] == ["c1", "c2", "c3"]
+    everything = consume_json(broker, "txn-read", "--from-beginning", "--timeout-ms", "3000")
+    assert [r["value"] for r in everything] == ["c1", "c2", "a1", "a2", "c3"]
+    assert [r["offset"] for r in committed] == [0, 1, 6], "markers take offsets 2 and 5"
+
+
+# ---------------------------------------------------------------- perf consume
+
+
+def test_perf_consume_reads_what_perf_produce_wrote(broker):
+    create_topic(broker.bootstrap, "perf-read", partitions=2)
+    strom_ok(
+        "perf", "produce", "--bootstrap-server", broker.bootstrap, "--topic", "perf-read", "--num-records", "20000",
+        "--record-size", "100", "--throughput", "-1", "--producer-props", "acks=1", "--format", "json",
+    )
+    summary = json.loads(strom_ok(
+        "perf", "consume", "--bootstrap-server", broker.bootstrap, "--topic", "perf-read", "--messages", "20000",
+        "--timeout", "20000", "--format", "json",
+    ))
+    assert summary["records"] == 20000
+    assert summary["bytes"] == 20000 * 100
+    assert summary["mb_per_sec"] > 0 and summary["cpu_s_per_gb"] > 0
+
+    text = strom_ok(
+        "perf", "consume", "--bootstrap-server", broker.bootstrap, "--topic", "perf-read", "--messages", "100",
+        "--timeout", "20000",
+    ).splitlines()
+    assert text[0].startswith("start.time, end.time, data.consumed.in.MB, MB.sec")
+    assert len(text[1].split(", ")) == len(text[0].split(", "))
+
+    short = strom("perf", "consume", "--bootstrap-server", broker.bootstrap, "--topic", "perf-read",
+                  "--messages", "30000", "--timeout", "6000", "--format", "json")
+    assert short.returncode == 1 and "read 20000 of 30000" in short.stderr
