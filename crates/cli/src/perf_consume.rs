@@ -80,6 +80,8 @@ fn consumer_properties(args: &PerfConsumeArgs) -> anyhow::Result<Properties> {
 
 pub fn run(args: PerfConsumeArgs) -> anyhow::Result<()> {
     let config = ConsumerConfig::from_properties(&consumer_properties(&args)?)?;
+    // One thread: on two cores the broker needs the other one, and a
+    // second worker only adds wake-ups (measured slower).
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let summary = runtime.block_on(consume(config, &args))?;
     match args.format.as_str() {

@@ -473,8 +473,17 @@ async fn read_frame(reader: &mut BufReader<OwnedReadHalf>, max_frame_bytes: usiz
             format!("response size {size} outside [0, {max_frame_bytes}]"),
         ));
     }
-    let mut frame = BytesMut::zeroed(size as usize);
-    reader.read_exact(&mut frame).await?;
+    // Filled straight from the socket, without zeroing first: fetch
+    // responses run to megabytes.
+    let size = size as usize;
+    let mut frame = BytesMut::with_capacity(size);
+    while frame.len() < size {
+        let missing = size - frame.len();
+        let mut rest = (&mut frame).limit(missing);
+        if reader.read_buf(&mut rest).await? == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+    }
     Ok(frame.freeze())
 }
 

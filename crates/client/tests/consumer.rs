@@ -89,6 +89,15 @@ async fn assigned_consumer_reads_every_codec_seeks_and_pauses() {
     consumer.resume(std::slice::from_ref(&tp)).unwrap();
     assert_eq!(poll_n(&mut consumer, 5).await.len(), 5, "resumed");
 
+    // Pausing with responses buffered keeps them, in order, for resume.
+    consumer.seek(&tp, 0).unwrap();
+    assert_eq!(poll_n(&mut consumer, 1).await.last().unwrap().offset, 76, "max.poll.records");
+    consumer.pause(std::slice::from_ref(&tp)).unwrap();
+    assert!(consumer.poll(Duration::from_millis(300)).await.unwrap().is_empty(), "paused with data buffered");
+    consumer.resume(std::slice::from_ref(&tp)).unwrap();
+    let resumed = poll_n(&mut consumer, 1005 - 77).await;
+    assert!(resumed.iter().enumerate().all(|(i, r)| r.offset == 77 + i as i64), "contiguous after resume");
+
     consumer.seek_to_beginning(std::slice::from_ref(&tp)).unwrap();
     assert_eq!(poll_n(&mut consumer, 1).await[0].offset, 0);
     assert!(consumer.seek(&TopicPartition::new("reads", 9), 0).is_err(), "not assigned");

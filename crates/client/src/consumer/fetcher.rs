@@ -78,8 +78,10 @@ impl PartitionState {
         self.reset = Some(strategy);
     }
 
+    /// One response may wait in the buffer while the next is fetched, so
+    /// decoding one overlaps the round trip of the next.
     fn fetchable(&self) -> bool {
-        self.position.is_some() && !self.paused && !self.in_flight && self.buffered == 0
+        self.position.is_some() && !self.paused && !self.in_flight && self.buffered <= 1
     }
 }
 
@@ -348,33 +350,26 @@ impl Fetcher {
     pub fn drain(&mut self, assignment: &mut Assignment, max: usize) -> Result<Vec<ConsumerRecord>> {
         let mut out = Vec::new();
         while out.len() < max {
-            let Some(fetch) = self.completed.front_mut() else { break };
+            // The oldest response of a partition that is not paused: a
+            // partition's responses stay in the order they were fetched.
+            let paused = |f: &CompletedFetch| assignment.get(&f.tp).is_some_and(|s| s.paused);
+            let Some(index) = self.completed.iter().position(|f| !paused(f)) else { break };
+            let fetch = &mut self.completed[index];
             let state =
                 assignment.get_mut(&fetch.tp).filter(|s| s.epoch == fetch.epoch && s.position.is_some());
             let Some(state) = state else {
-                self.completed.pop_front();
+                self.completed.remove(index);
                 continue;
             };
-            if state.paused {
-                // Keep it for resume, but serve the others meanwhile.
-                let paused = self.completed.pop_front().expect("front exists");
-                let rest_paused =
-                    self.completed.iter().all(|f| assignment.get(&f.tp).is_some_and(|s| s.paused));
-                self.completed.push_back(paused);
-                if rest_paused {
-                    break;
-                }
-                continue;
-            }
             match fetch.next_records(state, max - out.len(), self.config.check_crcs, &mut out) {
                 Ok(true) => {}
                 Ok(false) => {
                     state.buffered = state.buffered.saturating_sub(1);
-                    self.completed.pop_front();
+                    self.completed.remove(index);
                 }
                 Err(e) => {
                     state.buffered = state.buffered.saturating_sub(1);
-                    self.completed.pop_front();
+                    self.completed.remove(index);
                     return if out.is_empty() { Err(e) } else { Ok(out) };
                 }
             }
