@@ -12,6 +12,7 @@ import subprocess
 import time
 import uuid
 
+import pytest
 from confluent_kafka import Consumer as ConfluentConsumer
 from confluent_kafka import ConsumerGroupTopicPartitions
 from confluent_kafka import Producer as ConfluentProducer
@@ -20,6 +21,8 @@ from harness import (
     OutRecord,
     admin_client,
     confluent_producer,
+    consume_confluent,
+    consume_kafka_python,
     create_topic,
     kafka_python_producer,
     now_ms,
@@ -28,6 +31,7 @@ from harness import (
     strom_binary,
     wait_future,
     wait_until,
+    watermarks_confluent,
 )
 
 CLI_TIMEOUT_S = 90
@@ -106,6 +110,24 @@ def test_our_consumer_reads_what_confluent_and_kafka_python_wrote(broker):
         assert offsets == list(range(len(offsets))), "each partition in offset order, no gaps"
 
 
+def test_kafka_python_and_confluent_read_what_our_producer_wrote(broker):
+    create_topic(broker.bootstrap, "ours", partitions=3)
+    lines = "".join(f"src:strom,n:{i}\tkey{i}\tvalue {i}\n" for i in range(90))
+    strom_ok(
+        "produce", "--bootstrap-server", broker.bootstrap, "--topic", "ours", "--compression-codec", "lz4",
+        "--property", "parse.key=true", "--property", "parse.headers=true", stdin=lines,
+    )
+    ends = {p: high for p, (_, high) in watermarks_confluent(broker.bootstrap, "ours", range(3)).items()}
+    assert sum(ends.values()) == 90
+    for read in (consume_kafka_python, consume_confluent):
+        records = [r for batch in read(broker.bootstrap, "ours", ends).values() for r in batch]
+        got = {r.key: (r.value, r.headers) for r in records}
+        assert got == {
+            f"key{i}".encode(): (f"value {i}".encode(), (("src", b"strom"), ("n", str(i).encode())))
+            for i in range(90)
+        }, read.__name__
+
+
 def test_partition_and_offset_flags_and_bad_input(broker):
     create_topic(broker.bootstrap, "pick", partitions=2)
     produce_confluent(confluent_producer(broker.bootstrap), "pick", records_with_headers("p", 20), partition=1)
@@ -143,7 +165,8 @@ def test_group_consumer_commits_and_resumes(broker_factory):
     assert sum(tp.offset for tp in committed.topic_partitions) == 50, committed.topic_partitions
 
 
-def test_our_consumer_shares_a_group_with_confluent_consumers(broker_factory):
+@pytest.mark.parametrize("strategy", ["range", "roundrobin", "cooperative-sticky"])
+def test_our_consumer_shares_a_group_with_confluent_consumers(broker_factory, strategy):
     broker = broker_factory(group_initial_rebalance_delay_ms=0)
     topic, group, partitions = "mixed-group", f"mixed-{uuid.uuid4().hex[:6]}", 6
     create_topic(broker.bootstrap, topic, partitions=partitions)
@@ -152,7 +175,7 @@ def test_our_consumer_shares_a_group_with_confluent_consumers(broker_factory):
             "bootstrap.servers": broker.bootstrap,
             "group.id": group,
             "auto.offset.reset": "earliest",
-            "partition.assignment.strategy": "range",
+            "partition.assignment.strategy": strategy,
             "session.timeout.ms": 10000,
         })
         for _ in range(2)
@@ -162,7 +185,7 @@ def test_our_consumer_shares_a_group_with_confluent_consumers(broker_factory):
     ours = subprocess.Popen(
         [str(strom_binary()), "consume", "--bootstrap-server", broker.bootstrap, "--topic", topic, "--group", group,
          "--from-beginning", "--format", "json", "--timeout-ms", "15000",
-         "--consumer-property", "partition.assignment.strategy=range", "--consumer-property", "heartbeat.interval.ms=200"],
+         "--consumer-property", f"partition.assignment.strategy={strategy}", "--consumer-property", "heartbeat.interval.ms=200"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:

@@ -104,10 +104,6 @@ impl Shared {
         Ok(rx)
     }
 
-    fn forget(&self, correlation_id: i32) {
-        self.waiters.lock().unwrap_or_else(|e| e.into_inner()).by_correlation_id.remove(&correlation_id);
-    }
-
     fn take(&self, correlation_id: i32) -> Option<oneshot::Sender<Bytes>> {
         self.waiters.lock().unwrap_or_else(|e| e.into_inner()).by_correlation_id.remove(&correlation_id)
     }
@@ -400,8 +396,11 @@ impl<T: Decodable> PendingResponse<T> {
             Ok(Ok(frame)) => Ok(frame),
             Ok(Err(_)) => Err(Error::Disconnected { addr: self.shared.addr.clone() }),
             Err(_) => {
-                // A late response finds no waiter and is dropped by the reader.
-                self.shared.forget(self.correlation_id);
+                // As in the Java client, a broker that does not answer in
+                // time is dropped: the connection closes (failing the other
+                // requests on it) and the next request opens a new one.
+                tracing::debug!(addr = %self.shared.addr, api = ?self.api, "request timed out; closing the connection");
+                self.shared.close();
                 Err(Error::Timeout { api: self.api, addr: self.shared.addr.clone(), timeout: self.timeout })
             }
         }
@@ -592,14 +591,17 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_request_without_answer_times_out_and_a_dead_broker_disconnects() {
+    async fn a_request_without_answer_times_out_and_closes_and_a_dead_broker_disconnects() {
         let (addr, broker) = fake_broker(serve).await;
         let options = ConnectionOptions { request_timeout: Duration::from_millis(200), ..Default::default() };
         let connection = Connection::connect(&addr, options).await.unwrap();
         // The fake broker holds an odd request back until a second arrives.
         let lonely = connection.send(&metadata_for(3)).await;
         assert!(matches!(lonely, Err(Error::Timeout { .. })), "{lonely:?}");
+        assert!(connection.is_closed(), "a timed-out connection is dropped");
 
+        let (addr, broker) = fake_broker(serve).await;
+        let connection = Connection::connect(&addr, ConnectionOptions::default()).await.unwrap();
         broker.abort();
         let _ = broker.await;
         let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
