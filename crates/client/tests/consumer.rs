@@ -210,3 +210,25 @@ async fn range_group_shares_partitions_and_rebalances() {
 async fn cooperative_sticky_group_shares_partitions_and_rebalances() {
     group_shares_and_rebalances("cooperative-sticky").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_leader_rebalances_when_partitions_are_added() {
+    let broker = start_broker().await;
+    create_topic(&broker.bootstrap, "growing", 2).await;
+    let settings = ["group.id=growers", "auto.offset.reset=earliest", "metadata.max.age.ms=300"];
+    let mut consumer = Consumer::connect(consumer_config(&broker.bootstrap, &settings)).await.unwrap();
+    consumer.subscribe(&["growing".to_owned()], Box::new(NoListener)).unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while consumer.assignment().len() != 2 {
+        assert!(tokio::time::Instant::now() < deadline, "never assigned");
+        consumer.poll(Duration::from_millis(100)).await.unwrap();
+    }
+    let admin = Admin::connect(ClientConfig::new(&broker.bootstrap)).await.unwrap();
+    let grown = admin.create_partitions(&[("growing".to_owned(), 5)], false).await.unwrap();
+    grown[0].result.as_ref().unwrap();
+    while consumer.assignment().len() != 5 {
+        assert!(tokio::time::Instant::now() < deadline, "the new partitions were never assigned");
+        consumer.poll(Duration::from_millis(100)).await.unwrap();
+    }
+    consumer.close().await.unwrap();
+}

@@ -62,6 +62,10 @@ pub struct Membership {
     joined: bool,
     signals: Arc<Signals>,
     heartbeat: Option<JoinHandle<()>>,
+    /// As leader: the partition counts the assignment was made from. A
+    /// change (partitions added) calls for a new assignment.
+    leader_snapshot: Option<BTreeMap<String, i32>>,
+    next_metadata_check: Instant,
 }
 
 impl Membership {
@@ -95,6 +99,8 @@ impl Membership {
             joined: false,
             signals: Arc::default(),
             heartbeat: None,
+            leader_snapshot: None,
+            next_metadata_check: Instant::now(),
         })
     }
 
@@ -270,6 +276,7 @@ impl Membership {
 
     async fn sync(&mut self, joined: JoinGroupResponse) -> Result<Vec<TopicPartition>> {
         let protocol_name = joined.protocol_name.clone().unwrap_or_default();
+        self.leader_snapshot = None;
         let assignments = if joined.leader == joined.member_id && !joined.skip_assignment {
             self.assign(&joined, protocol_name.as_str()).await?
         } else {
@@ -302,7 +309,7 @@ impl Membership {
 
     /// As leader: every member's assignment under the chosen assignor.
     async fn assign(
-        &self,
+        &mut self,
         joined: &JoinGroupResponse,
         protocol_name: &str,
     ) -> Result<Vec<SyncGroupRequestAssignment>> {
@@ -323,15 +330,10 @@ impl Membership {
             .collect::<BTreeSet<_>>()
             .into_iter()
             .collect();
-        let metadata = self.admin.cluster().refresh(Some(&topics), false).await?;
-        let partitions_per_topic: BTreeMap<String, i32> = topics
-            .iter()
-            .filter_map(|t| {
-                let info = metadata.topic(t).filter(|i| i.error.is_none() && !i.partitions.is_empty())?;
-                Some((t.clone(), info.partitions.len() as i32))
-            })
-            .collect();
+        let partitions_per_topic = self.partition_counts(&topics).await?;
         let plan = assignor.assign(&partitions_per_topic, &members);
+        self.leader_snapshot = Some(partitions_per_topic);
+        self.next_metadata_check = Instant::now() + self.config.client.metadata_max_age;
         members
             .iter()
             .map(|m| {
@@ -341,6 +343,38 @@ impl Membership {
                     .with_assignment(assignment.encode()?))
             })
             .collect()
+    }
+
+    /// The partition count of each of `topics` that exists.
+    async fn partition_counts(&self, topics: &[String]) -> Result<BTreeMap<String, i32>> {
+        let metadata = self.admin.cluster().refresh(Some(topics), false).await?;
+        Ok(topics
+            .iter()
+            .filter_map(|t| {
+                let info = metadata.topic(t).filter(|i| i.error.is_none() && !i.partitions.is_empty())?;
+                Some((t.clone(), info.partitions.len() as i32))
+            })
+            .collect())
+    }
+
+    /// As leader, every `metadata.max.age.ms`: asks for a rebalance when a
+    /// subscribed topic's partition count changed since the assignment.
+    pub async fn check_partition_counts(&mut self) {
+        let Some(snapshot) = &self.leader_snapshot else { return };
+        if Instant::now() < self.next_metadata_check {
+            return;
+        }
+        self.next_metadata_check = Instant::now() + self.config.client.metadata_max_age;
+        let topics: Vec<String> =
+            snapshot.keys().chain(&self.topics).cloned().collect::<BTreeSet<_>>().into_iter().collect();
+        match self.partition_counts(&topics).await {
+            Ok(counts) if Some(&counts) != self.leader_snapshot.as_ref() => {
+                tracing::info!(group = %self.group_id, "partition counts changed; rebalancing");
+                self.signals.rejoin.store(true, Ordering::Relaxed);
+            }
+            Ok(_) => {}
+            Err(e) => tracing::debug!(group = %self.group_id, "metadata refresh failed: {e}"),
+        }
     }
 
     fn start_heartbeat(&mut self) {

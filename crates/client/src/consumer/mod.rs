@@ -212,6 +212,7 @@ impl Consumer {
         loop {
             if let Some(membership) = self.membership.as_mut() {
                 membership.record_poll();
+                membership.check_partition_counts().await;
                 if membership.needs_join() {
                     let joined = membership
                         .rebalance(&mut self.assignment, &mut *self.listener, self.config.auto_commit())
