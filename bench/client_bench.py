@@ -55,7 +55,7 @@ run; --scale multiplies both. Every run is a subprocess with a timeout
 Run from the repo root, with the release binary built:
 
     .venv/bin/python bench/client_bench.py
-    .venv/bin/python bench/client_bench.py --scale 0.1
+    .venv/bin/python bench/client_bench.py --scale 0.1 --save /tmp/client-bench.json
     .venv/bin/python bench/client_bench.py --record-size 100 --acks 1 --compression lz4 --json
 
 (Run with `--worker produce|consume CONFIG_JSON`, this file is the body of one
@@ -431,12 +431,13 @@ def main() -> None:
                     help="auto: Kafka's default (on for acks=-1); true/false: set on both clients")
     ap.add_argument("--sample-every", type=int, default=10, help="confluent-kafka: latency of every Nth record")
     ap.add_argument("--time-limit", type=float, default=300, help="seconds per client run (it is killed 30 s later)")
-    ap.add_argument("--wait-quiet", type=float, default=0.0, metavar="S",
+    ap.add_argument("--wait-quiet", type=float, default=10.0, metavar="S",
                     help="before each cell wait up to S seconds for other CPU load to go away")
     ap.add_argument("--override", action="append", default=[], metavar="KEY=VALUE", help="broker --override")
     ap.add_argument("--data-root", type=Path, default=None, help="where temp data dirs go (default: system temp)")
     ap.add_argument("--keep", action="store_true", help="keep the data dirs")
     ap.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    ap.add_argument("--save", type=Path, metavar="FILE", help="also write the JSON result to FILE")
     args = ap.parse_args()
     if not args.binary.is_file():
         sys.exit(f"strom binary not found at {args.binary}: build it or set STROM_BIN / --binary")
@@ -465,6 +466,8 @@ def main() -> None:
         result["env"]["loadavg_after"] = bb.loadavg()
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
+    if args.save:
+        args.save.write_text(json.dumps(result, indent=2))
     if args.json:
         print(json.dumps(result, indent=2))
     else:

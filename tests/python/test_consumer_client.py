@@ -7,7 +7,9 @@ hides what their transactions aborted.
 
 from __future__ import annotations
 
+import fcntl
 import json
+import signal
 import subprocess
 import time
 import uuid
@@ -145,6 +147,20 @@ def test_partition_and_offset_flags_and_bad_input(broker):
         assert done.returncode != 0, args
         assert fragment in done.stderr, (args, done.stderr)
         assert "panicked" not in done.stderr
+
+
+def test_a_closed_output_pipe_ends_the_tool_quietly(broker):
+    create_topic(broker.bootstrap, "piped", partitions=1000)
+    tool = subprocess.Popen(
+        [str(strom_binary()), "offsets", "--bootstrap-server", broker.bootstrap, "--topic", "piped"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    fcntl.fcntl(tool.stdout.fileno(), fcntl.F_SETPIPE_SZ, 4096)  # smaller than the ~14 KB of output
+    assert tool.stdout.readline().startswith(b"piped:")
+    tool.stdout.close()  # as `| head -1` does
+    _, err = tool.communicate(timeout=30)
+    assert b"panicked" not in err, err
+    assert tool.returncode == -signal.SIGPIPE, (tool.returncode, err)
 
 
 # ---------------------------------------------------------------- groups

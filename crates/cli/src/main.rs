@@ -77,6 +77,7 @@ fn main() {
     if !matches!(cli.command, Command::Server(_)) {
         // Tools log warnings only, unless RUST_LOG asks for more.
         let _ = server::init_logging(Some("warn".into()));
+        die_quietly_on_closed_pipe();
     }
     let result = match cli.command {
         Command::Server(args) => server::run(args),
@@ -94,5 +95,17 @@ fn main() {
     if let Err(e) = result {
         eprintln!("strom: {e:#}");
         std::process::exit(1);
+    }
+}
+
+/// A tool piped into `head` ends when the pipe closes, as Unix tools do,
+/// instead of panicking in `println!`. (The broker keeps Rust's default,
+/// SIGPIPE ignored, so a closed socket is an error it handles.)
+fn die_quietly_on_closed_pipe() {
+    // SAFETY: restoring the default disposition of SIGPIPE at start-up,
+    // before any thread exists, has no memory-safety consequence.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }

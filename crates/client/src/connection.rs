@@ -212,7 +212,6 @@ impl Connection {
             response,
             api,
             version,
-            correlation_id,
             timeout: self.options.request_timeout,
             _body: std::marker::PhantomData,
         })
@@ -366,7 +365,6 @@ pub struct PendingResponse<T> {
     response: oneshot::Receiver<Bytes>,
     api: ApiKey,
     version: i16,
-    correlation_id: i32,
     timeout: Duration,
     _body: std::marker::PhantomData<fn() -> T>,
 }
