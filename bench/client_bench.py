@@ -23,20 +23,26 @@ start-up, readiness and /proc CPU readings come from broker_bench.py) and:
   (the same kind of payload: one value of random capital letters, reused, like
   strom perf's) into topic `ck-perf`: produce() in a tight loop, poll(0) every
   1000 records and on BufferError, then flush(). Wall time is from the first
-  produce() to flush()'s return. Latency is msg.latency() (produce() to
+  produce() to flush()'s return; before it, one record into a side topic
+  connects and (if idempotent) acquires the producer id, as strom perf does
+  before its clock starts (librdkafka's first PID request otherwise waits for
+  a 500 ms retry timer). Latency is msg.latency() (produce() to
   delivery) of every --sample-every'th record, through a per-message delivery
   callback (a callback on every record would charge Python, not librdkafka).
 * ck consume: a confluent-kafka Consumer in its own process assign()s partition
   0 at OFFSET_BEGINNING and calls consume(num_messages=10000) until N records
-  arrived; librdkafka's defaults otherwise (max.partition.fetch.bytes 1 MiB).
+  arrived; librdkafka's defaults (max.partition.fetch.bytes 1 MiB) except
+  fetch.queue.backoff.ms=10: with its default of 1000 ms, a full local queue
+  (which a Python loop keeps hitting) idles the fetcher for a second, and
+  1 KiB runs read ~90 MiB/s instead of ~360.
 
 Client CPU is getrusage(RUSAGE_SELF) of the client process, so it includes
 librdkafka's threads and Python; for strom perf it is the tool's own figure.
 Broker CPU (utime+stime from /proc/PID/stat) is read around each run: per GB
 in for produce, per GB out for consume (GB = 1e9 payload bytes). For strom
-perf runs the reading spans the whole tool process (connect included); for
-confluent-kafka runs, the timed window only. MiB/s is 2^20 bytes/s of record
-values, like Kafka's perf tools. "busy" is machine-wide busy cores during the
+perf runs that reading (and "busy") spans the whole tool process (connect and
+group join included); for confluent-kafka runs, the timed window only. MiB/s
+is 2^20 bytes/s of record values, like Kafka's perf tools. "busy" is machine-wide busy cores during the
 run: on a small box the client and the broker share the CPUs. After each
 produce the topic's log end offset is checked against N (reported, not
 asserted).
@@ -89,7 +95,7 @@ KAFKA_DEFAULT_BATCH = 16_384
 BIG_FETCH = 4_194_304
 CONSUME_BATCH = 10_000
 BASE_RECORDS = {1024: 1_000_000, 100: 3_000_000}
-STROM_TOPIC, CK_TOPIC = "strom-perf", "ck-perf"
+STROM_TOPIC, CK_TOPIC, WARMUP_TOPIC = "strom-perf", "ck-perf", "ck-warm-up"
 
 
 @dataclass(frozen=True)
@@ -146,7 +152,11 @@ def ck_produce(cfg: dict) -> dict:
             samples.append(msg.latency())
 
     p = Producer(cfg["conf"])
-    p.list_topics(cfg["topic"], timeout=10)  # connected and the leader known before the clock starts
+    # Connected, the leader known and (if idempotent) the producer id acquired before the clock starts,
+    # as strom perf's Producer::connect does: one record into a side topic.
+    p.list_topics(cfg["topic"], timeout=10)
+    p.produce(WARMUP_TOPIC, b"warm-up", partition=0)
+    p.flush(10)
     value, topic, n, every = payload(cfg["record_size"]), cfg["topic"], cfg["records"], cfg["sample_every"]
     produce, poll = p.produce, p.poll
     cpu0, brk0, busy0, t0 = _rusage_s(), bb.proc_cpu_s(cfg["broker_pid"]), bb.system_cpu()[0], time.monotonic()
@@ -312,8 +322,11 @@ def ck_run(args, broker: bb.Broker, cell: Cell, kind: str) -> dict:
         conf = {**common, "acks": cell.acks, "linger.ms": LINGER_MS, "batch.size": cell.batch_size,
                 "compression.type": cell.compression, "enable.idempotence": idempotent(cell.acks, args.idempotence)}
     else:
+        # librdkafka pauses a partition's fetching for fetch.queue.backoff.ms (1000 ms by default) whenever
+        # its local queue is full, which a Python consume() loop hits constantly: 1 KiB runs read ~90 MiB/s
+        # instead of ~360.
         conf = {**common, "group.id": "client-bench-ck", "enable.auto.commit": False,
-                "enable.auto.offset.store": False}
+                "enable.auto.offset.store": False, "fetch.queue.backoff.ms": 10}
     cfg = {"conf": conf, "topic": CK_TOPIC, "records": cell.records, "record_size": cell.record_size,
            "sample_every": args.sample_every, "broker_pid": broker.pid, "time_limit": args.time_limit}
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", kind, json.dumps(cfg)]
@@ -328,7 +341,7 @@ def check_produced(broker: bb.Broker, topic: str, cell: Cell, out: dict) -> None
 
 
 def cell_runs(args, broker: bb.Broker, cell: Cell, rows: list[dict]) -> None:
-    create_topics(broker.bootstrap, [STROM_TOPIC] if cell.strom_produce_only else [STROM_TOPIC, CK_TOPIC])
+    create_topics(broker.bootstrap, [STROM_TOPIC] if cell.strom_produce_only else [STROM_TOPIC, CK_TOPIC, WARMUP_TOPIC])
     out = strom_produce(args, broker, cell)
     check_produced(broker, STROM_TOPIC, cell, out)
     rows.append(row("strom", "produce", out, cell))
