@@ -18,13 +18,12 @@
 //!   encoded as RecordBatch v2 ([`producer::batch`]) and sent by one
 //!   sender task ([`producer::sender`]), one request per leader, with
 //!   retries and idempotence.
-//! - [`config`]: Kafka's client property names (`bootstrap.servers`,
-//!   `linger.ms`, …) parsed into typed configs.
-//! - [`error`]: one error enum; broker errors keep their Kafka code.
-//!
 //! - [`consumer`]: assign or subscribe (consumer groups, classic protocol,
 //!   with Kafka's assignors), fetch with one request in flight per broker,
 //!   poll, seek, pause/resume and commits.
+//! - [`config`]: Kafka's client property names (`bootstrap.servers`,
+//!   `linger.ms`, …) parsed into typed configs.
+//! - [`error`]: one error enum; broker errors keep their Kafka code.
 
 pub mod admin;
 pub mod cluster;
