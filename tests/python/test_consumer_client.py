@@ -200,7 +200,7 @@ def test_our_consumer_shares_a_group_with_confluent_consumers(broker_factory, st
         consumer.subscribe([topic])
     ours = subprocess.Popen(
         [str(strom_binary()), "consume", "--bootstrap-server", broker.bootstrap, "--topic", topic, "--group", group,
-         "--from-beginning", "--format", "json", "--timeout-ms", "15000",
+         "--from-beginning", "--format", "json", "--max-messages", "200", "--timeout-ms", "60000",
          "--consumer-property", f"partition.assignment.strategy={strategy}", "--consumer-property", "heartbeat.interval.ms=200"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
