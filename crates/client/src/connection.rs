@@ -590,7 +590,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_request_without_answer_times_out_and_closes_and_a_dead_broker_disconnects() {
-        let (addr, broker) = fake_broker(serve).await;
+        let (addr, _silent_broker) = fake_broker(serve).await;
         let options = ConnectionOptions { request_timeout: Duration::from_millis(200), ..Default::default() };
         let connection = Connection::connect(&addr, options).await.unwrap();
         // The fake broker holds an odd request back until a second arrives.
