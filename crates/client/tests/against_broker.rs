@@ -192,3 +192,61 @@ async fn unreachable_bootstrap_fails_fast_with_every_address() {
     assert!(text.contains(&format!("127.0.0.1:{port}")), "{text}");
     assert!(!text.contains('\n'));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_batch_moves_the_epoch_so_later_batches_still_go_in() {
+    let broker = start_broker().await;
+    let admin = Admin::connect(ClientConfig::new(&broker.bootstrap)).await.unwrap();
+    let compacted = NewTopic::new("keyed-only", 1, 1).with_config("cleanup.policy", "compact");
+    admin.create_topics(&[compacted], false).await.unwrap()[0].result.as_ref().unwrap();
+    let producer = Producer::connect(producer_config(
+        &broker.bootstrap,
+        &["delivery.timeout.ms=15000", "linger.ms=0", "batch.size=1"],
+    ))
+    .await
+    .unwrap();
+    let before = producer.identity().expect("idempotent by default");
+
+    // The partition learns the producer, then refuses a record without a
+    // key (the topic is compacted): it still expects that sequence number.
+    let first = producer.send(ProducerRecord::new("keyed-only", b"v").with_key(b"first")).await.unwrap();
+    assert_eq!(first.wait().await.unwrap().offset, 0);
+    let keyless = producer.send(ProducerRecord::new("keyed-only", b"no key")).await.unwrap();
+    let refused = keyless.wait().await.unwrap_err();
+    assert_eq!(refused.kafka_code().unwrap().to_string(), "INVALID_RECORD");
+
+    let mut deliveries = Vec::new();
+    for i in 0..20 {
+        let key = format!("k{i}");
+        deliveries.push(
+            producer.send(ProducerRecord::new("keyed-only", b"v").with_key(key.as_bytes())).await.unwrap(),
+        );
+    }
+    for (i, delivery) in deliveries.into_iter().enumerate() {
+        let offset =
+            delivery.wait().await.unwrap_or_else(|e| panic!("record {i} after the refusal: {e}")).offset;
+        assert_eq!(offset, 1 + i as i64);
+    }
+    let after = producer.identity().unwrap();
+    assert_eq!((after.producer_id, after.producer_epoch), (before.producer_id, before.producer_epoch + 1));
+
+    // Again with the later batches already in flight behind the refused
+    // one: they come back out of order and are renumbered under the bump.
+    let keyless = producer.send(ProducerRecord::new("keyed-only", b"no key")).await.unwrap();
+    let mut deliveries = Vec::new();
+    for i in 0..50 {
+        let key = format!("again{i}");
+        deliveries.push(
+            producer.send(ProducerRecord::new("keyed-only", b"v").with_key(key.as_bytes())).await.unwrap(),
+        );
+        tokio::task::yield_now().await;
+    }
+    assert!(keyless.wait().await.is_err());
+    let mut offsets = Vec::new();
+    for delivery in deliveries {
+        offsets.push(delivery.wait().await.expect("every keyed record goes in").offset);
+    }
+    assert_eq!(offsets, (21..71).collect::<Vec<i64>>(), "in order, each once");
+    assert_eq!(producer.identity().unwrap().producer_epoch, before.producer_epoch + 2);
+    producer.close().await;
+}

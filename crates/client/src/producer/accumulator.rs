@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 
-use super::batch::{encoded_record_size, BatchBuilder, BATCH_HEADER_BYTES};
+use super::batch::{encoded_record_size, restamp, BatchBuilder, ProducerIdentity, BATCH_HEADER_BYTES};
 use super::partitioner::{partition_for_key, StickyPartitioner};
 use super::{BatchOutcome, ProducerConfig, ProducerRecord};
 use crate::cluster::TopicInfo;
@@ -322,6 +322,23 @@ impl Accumulator {
             .position(|b| b.base_sequence < 0 || b.base_sequence > batch.base_sequence)
             .unwrap_or(queue.batches.len());
         queue.batches.insert(at, batch);
+    }
+
+    /// After an epoch bump every partition starts again at sequence 0:
+    /// batches waiting for a retry are renumbered in order and restamped,
+    /// the others are numbered when drained.
+    pub fn restart_sequences(&mut self, identity: ProducerIdentity) {
+        for queue in self.topics.values_mut().flat_map(|t| t.partitions.iter_mut()) {
+            let mut next = 0i32;
+            for batch in queue.batches.iter_mut().take_while(|b| b.base_sequence >= 0) {
+                batch.base_sequence = next;
+                if let Some(sealed) = &batch.sealed {
+                    batch.sealed = Some(restamp(sealed, identity, next));
+                }
+                next = next.wrapping_add(batch.builder.record_count()) & i32::MAX;
+            }
+            queue.next_sequence = next;
+        }
     }
 
     /// No batch is waiting in any queue.

@@ -191,6 +191,18 @@ fn body_size(
         + headers_size
 }
 
+/// A sealed batch under a new producer identity and base sequence, its
+/// CRC recomputed: how a retry goes out after an epoch bump.
+pub fn restamp(sealed: &[u8], identity: ProducerIdentity, base_sequence: i32) -> Bytes {
+    let mut batch = BytesMut::from(sealed);
+    batch[43..51].copy_from_slice(&identity.producer_id.to_be_bytes());
+    batch[51..53].copy_from_slice(&identity.producer_epoch.to_be_bytes());
+    batch[53..57].copy_from_slice(&base_sequence.to_be_bytes());
+    let crc = crc32c::crc32c(&batch[ATTRIBUTES_AT..]);
+    batch[17..21].copy_from_slice(&crc.to_be_bytes());
+    batch.freeze()
+}
+
 fn compress_into(out: &mut BytesMut, records: &[u8], compression: Compression) -> Result<()> {
     let copy = |buf: &mut BytesMut| {
         buf.put_slice(records);
@@ -368,5 +380,21 @@ mod tests {
             put_varint(&mut out, value);
             assert_eq!((out.len(), varint_size(value)), (size, size), "{value}");
         }
+    }
+
+    #[test]
+    fn restamping_rewrites_identity_and_sequence_under_a_valid_crc() {
+        let mut builder = BatchBuilder::with_capacity(256);
+        builder.append(1, Some(b"k"), Some(b"v"), &[]);
+        let sealed = builder
+            .seal(Compression::None, ProducerIdentity { producer_id: 7, producer_epoch: 0 }, 40)
+            .unwrap();
+        let identity = ProducerIdentity { producer_id: 7, producer_epoch: 1 };
+        let restamped = restamp(&sealed, identity, 0);
+        assert_eq!(&restamped[43..51], &7i64.to_be_bytes());
+        assert_eq!(&restamped[51..53], &1i16.to_be_bytes());
+        assert_eq!(&restamped[53..57], &0i32.to_be_bytes());
+        assert_eq!(&restamped[17..21], &crc32c::crc32c(&restamped[ATTRIBUTES_AT..]).to_be_bytes());
+        assert_eq!(restamped[57..], sealed[57..], "records untouched");
     }
 }

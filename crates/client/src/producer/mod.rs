@@ -249,12 +249,18 @@ pub(crate) struct Shared {
     idle: Notify,
     flushes: AtomicUsize,
     closed: AtomicBool,
-    identity: ProducerIdentity,
+    /// The producer id and epoch; the epoch moves on when a failed batch
+    /// leaves a gap in a partition's sequence numbers.
+    identity: Mutex<ProducerIdentity>,
 }
 
 impl Shared {
     fn lock(&self) -> std::sync::MutexGuard<'_, Accumulator> {
         self.accumulator.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn identity(&self) -> ProducerIdentity {
+        *self.identity.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Called by the sender as batches finish.
@@ -307,7 +313,7 @@ impl Producer {
             idle: Notify::new(),
             flushes: AtomicUsize::new(0),
             closed: AtomicBool::new(false),
-            identity,
+            identity: Mutex::new(identity),
             config,
             cluster,
         });
@@ -318,7 +324,8 @@ impl Producer {
 
     /// The producer id and epoch in use, `None` without idempotence.
     pub fn identity(&self) -> Option<ProducerIdentity> {
-        (self.shared.identity != ProducerIdentity::NONE).then_some(self.shared.identity)
+        let identity = self.shared.identity();
+        (identity != ProducerIdentity::NONE).then_some(identity)
     }
 
     /// Set when idempotence was left on by default but the broker cannot
@@ -459,32 +466,43 @@ async fn init_producer_id(
         return Ok((ProducerIdentity::NONE, None));
     }
     let connection = cluster.any_connection().await?;
-    let version = match connection.version(ApiKey::InitProducerId) {
-        Ok(version) => version,
-        Err(_) => {
-            let reason = format!(
-                "broker {} does not support InitProducerId, so idempotence is unavailable; set enable.idempotence=false",
-                connection.addr()
-            );
-            if config.enable_idempotence == Some(true) {
-                return Err(Error::Config(reason));
-            }
-            return Ok((ProducerIdentity::NONE, Some(reason.into())));
+    if connection.version(ApiKey::InitProducerId).is_err() {
+        let reason = format!(
+            "broker {} does not support InitProducerId, so idempotence is unavailable; set enable.idempotence=false",
+            connection.addr()
+        );
+        if config.enable_idempotence == Some(true) {
+            return Err(Error::Config(reason));
         }
-    };
+        return Ok((ProducerIdentity::NONE, Some(reason.into())));
+    }
+    Ok((new_producer_id(cluster).await?, None))
+}
+
+/// A fresh producer id at epoch 0.
+async fn new_producer_id(cluster: &Cluster) -> Result<ProducerIdentity> {
     let request = InitProducerIdRequest::default()
         .with_transactional_id(None)
         .with_transaction_timeout_ms(i32::MAX)
         .with_producer_id(ProducerId(-1))
         .with_producer_epoch(-1);
-    let response = cluster.with_retries("InitProducerId", || connection.send_at(&request, version)).await?;
+    let response = cluster
+        .with_retries("InitProducerId", || async { cluster.any_connection().await?.send(&request).await })
+        .await?;
     if let Some(error) = Error::from_code(response.error_code, None) {
         return Err(error);
     }
-    Ok((
-        ProducerIdentity { producer_id: response.producer_id.0, producer_epoch: response.producer_epoch },
-        None,
-    ))
+    Ok(ProducerIdentity { producer_id: response.producer_id.0, producer_epoch: response.producer_epoch })
+}
+
+/// The identity to go on with after a gap in some partition's sequence:
+/// the next epoch, which partitions accept from sequence 0, as the Java
+/// client does on its own (KIP-360); a new id once the epoch is exhausted.
+pub(crate) async fn bumped(cluster: &Cluster, identity: ProducerIdentity) -> Result<ProducerIdentity> {
+    match identity.producer_epoch.checked_add(1) {
+        Some(epoch) => Ok(ProducerIdentity { producer_epoch: epoch, ..identity }),
+        None => new_producer_id(cluster).await,
+    }
 }
 
 #[cfg(test)]

@@ -39,6 +39,10 @@ struct Sender {
     /// Topics whose metadata looked stale; refreshed before the next drain.
     stale: Vec<Arc<str>>,
     last_refresh: Option<Instant>,
+    /// A batch the broker refused left a gap in its partition's sequence:
+    /// nothing more is sent until the in-flight requests are back and the
+    /// epoch has moved on.
+    epoch_bump_due: bool,
 }
 
 /// Runs until the producer is closed and everything has completed.
@@ -49,10 +53,17 @@ pub(crate) async fn run(shared: Arc<Shared>) {
         requests_per_broker: HashMap::new(),
         stale: Vec::new(),
         last_refresh: None,
+        epoch_bump_due: false,
     };
     loop {
         sender.refresh_stale_metadata().await;
-        let next_ready = sender.send_ready().await;
+        if sender.epoch_bump_due && sender.in_flight.is_empty() {
+            sender.bump_epoch().await;
+        }
+        let next_ready = match sender.epoch_bump_due {
+            true => None,
+            false => sender.send_ready().await,
+        };
         if sender.is_done() {
             break;
         }
@@ -143,7 +154,7 @@ impl Sender {
     /// Encodes each batch once (a retry resends the same bytes); a codec
     /// failure completes that batch with the error.
     fn seal_all(&self, batches: Batches) -> Batches {
-        let (compression, identity) = (self.shared.config.compression, self.shared.identity);
+        let (compression, identity) = (self.shared.config.compression, self.shared.identity());
         let mut sealed = Vec::with_capacity(batches.len());
         for (topic, partition, mut batch) in batches {
             if batch.sealed.is_none() {
@@ -222,8 +233,9 @@ impl Sender {
             self.mark_stale(topic.clone());
         }
         let config = &self.shared.config;
-        let sequence_gap = self.shared.identity.producer_id >= 0
-            && error.kafka_code().map(KafkaCode::code) == Some(OUT_OF_ORDER_SEQUENCE_NUMBER);
+        let idempotent = self.shared.identity().producer_id >= 0;
+        let sequence_gap =
+            idempotent && error.kafka_code().map(KafkaCode::code) == Some(OUT_OF_ORDER_SEQUENCE_NUMBER);
         let backoff = config.client.backoff(batch.attempts + 1);
         let in_time = batch.created.elapsed() + backoff < config.delivery_timeout;
         if (error.is_retriable() || sequence_gap) && batch.attempts < config.retries && in_time {
@@ -233,7 +245,29 @@ impl Sender {
             self.shared.lock().requeue(&topic, partition, batch);
             return;
         }
+        if idempotent && batch.base_sequence >= 0 && refused_unwritten(&error) {
+            self.epoch_bump_due = true;
+        }
         self.finish(batch, Err(error));
+    }
+
+    /// Moves to the next epoch and renumbers what waits to be retried;
+    /// the partitions take the new epoch from sequence 0.
+    async fn bump_epoch(&mut self) {
+        self.epoch_bump_due = false;
+        let current = self.shared.identity();
+        match super::bumped(&self.shared.cluster, current).await {
+            Ok(identity) => {
+                tracing::info!(
+                    producer_id = identity.producer_id,
+                    epoch = identity.producer_epoch,
+                    "a refused batch left a sequence gap; producing on under a new epoch"
+                );
+                *self.shared.identity.lock().unwrap_or_else(|e| e.into_inner()) = identity;
+                self.shared.lock().restart_sequences(identity);
+            }
+            Err(e) => tracing::warn!("cannot move to a new producer epoch: {e}"),
+        }
     }
 
     fn finish(&self, batch: ProducerBatch, result: Result<Delivered>) {
@@ -279,6 +313,17 @@ impl Sender {
 
 /// The Produce request for `batches`, each batch spliced in rather than
 /// copied into the frame.
+/// The broker refused the batch, so it holds none of its records and the
+/// partition still expects its sequence: later batches can only go in
+/// under a new epoch. (Timeouts and retriable errors leave it unknown
+/// whether the batch was written; fencing errors end the producer.)
+fn refused_unwritten(error: &Error) -> bool {
+    const INVALID_PRODUCER_EPOCH: i16 = 47;
+    const PRODUCER_FENCED: i16 = 90;
+    matches!(error, Error::Kafka { code, .. }
+        if !code.is_retriable() && !matches!(code.code(), INVALID_PRODUCER_EPOCH | PRODUCER_FENCED))
+}
+
 fn produce_request(batches: &Batches, acks: i16, timeout: Duration) -> (ProduceRequest, Vec<Splice>) {
     let mut topics: Vec<TopicProduceData> = Vec::new();
     let mut splices = Vec::with_capacity(batches.len());
