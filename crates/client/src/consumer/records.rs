@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use bytes::{Buf, Bytes};
-use kafka_protocol::compression::{Decompressor, Gzip, Lz4, Snappy, Zstd};
+use kafka_protocol::compression::{Decompressor, Gzip, Snappy, Zstd};
 
 use crate::error::{Error, Result};
 
@@ -181,7 +181,7 @@ impl Batch {
             0 => body,
             1 => decompress::<Gzip>(body)?,
             2 => decompress::<Snappy>(body)?,
-            3 => decompress::<Lz4>(body)?,
+            3 => lz4_frame(&body)?,
             4 => decompress::<Zstd>(body)?,
             other => return Err(corrupt(format!("unknown compression codec {other}"))),
         };
@@ -198,6 +198,16 @@ impl Batch {
 fn decompress<D: Decompressor<Bytes, Buf = Bytes>>(mut body: Bytes) -> Result<Bytes> {
     D::decompress(&mut body, |out| Ok(std::mem::take(out)))
         .map_err(|e| corrupt(format!("cannot decompress batch: {e}")))
+}
+
+/// Decodes an LZ4 frame straight into one buffer (the common codec on
+/// the consume path, so it skips the generic decompressor's extra copy).
+fn lz4_frame(body: &[u8]) -> Result<Bytes> {
+    let fail = |e: std::io::Error| corrupt(format!("cannot decompress lz4 batch: {e}"));
+    let mut decoder = lz4::Decoder::new(body).map_err(fail)?;
+    let mut out = Vec::with_capacity(body.len().saturating_mul(2));
+    std::io::Read::read_to_end(&mut decoder, &mut out).map_err(fail)?;
+    Ok(Bytes::from(out))
 }
 
 /// The records of one batch.
