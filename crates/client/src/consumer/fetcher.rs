@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
 use kafka_protocol::messages::fetch_response::PartitionData;
 use kafka_protocol::messages::{ApiKey, FetchRequest, FetchResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
@@ -22,6 +22,7 @@ use tokio::sync::mpsc;
 use super::config::{ConsumerConfig, OffsetReset};
 use super::protocol::TopicPartition;
 use super::records::{Batch, Batches, ConsumerRecord, RecordIter};
+use super::session::{FetchSession, SessionRequest, SESSIONLESS};
 use crate::cluster::Cluster;
 use crate::error::{Error, KafkaCode, Result};
 
@@ -93,6 +94,13 @@ impl Default for PartitionState {
 
 pub type Assignment = BTreeMap<TopicPartition, PartitionState>;
 
+/// Fetch v7 brought sessions.
+const FIRST_SESSION_VERSION: i16 = 7;
+
+fn topic_name(name: &str) -> TopicName {
+    TopicName(StrBytes::from_string(name.to_owned()))
+}
+
 /// A partition's answer from one Fetch, drained as `poll` asks for records.
 struct CompletedFetch {
     tp: TopicPartition,
@@ -122,6 +130,7 @@ pub struct Fetcher {
     completed: VecDeque<CompletedFetch>,
     /// Topics whose leaders must be looked up again.
     pub stale_topics: BTreeSet<String>,
+    sessions: HashMap<i32, FetchSession>,
 }
 
 impl Fetcher {
@@ -135,6 +144,7 @@ impl Fetcher {
             outcomes,
             completed: VecDeque::new(),
             stale_topics: BTreeSet::new(),
+            sessions: HashMap::new(),
         }
     }
 
@@ -165,9 +175,27 @@ impl Fetcher {
                     continue;
                 }
             };
-            let request = self.request(&partitions, assignment);
             let version = connection.version(ApiKey::Fetch)?;
-            let pending = connection.start(&request, version).await?;
+            let wanted: BTreeMap<TopicPartition, i64> =
+                partitions.iter().map(|tp| (tp.clone(), assignment[tp].fetch_offset)).collect();
+            let request = match version >= FIRST_SESSION_VERSION {
+                true => self.sessions.entry(node).or_default().next_request(&wanted),
+                false => SessionRequest {
+                    session_id: SESSIONLESS.0,
+                    epoch: SESSIONLESS.1,
+                    send: wanted.into_iter().collect(),
+                    forget: Vec::new(),
+                },
+            };
+            let pending = match connection.start(&self.request(request), version).await {
+                Ok(pending) => pending,
+                Err(e) => {
+                    tracing::debug!("fetch: broker {node} connection failed: {e}");
+                    self.sessions.remove(&node);
+                    self.stale_topics.extend(partitions.into_iter().map(|tp| tp.topic));
+                    continue;
+                }
+            };
             let sent: Vec<(TopicPartition, u64)> = partitions
                 .into_iter()
                 .map(|tp| {
@@ -187,22 +215,31 @@ impl Fetcher {
         Ok(())
     }
 
-    fn request(&self, partitions: &[TopicPartition], assignment: &Assignment) -> FetchRequest {
+    fn request(&self, session: SessionRequest) -> FetchRequest {
         let mut topics: Vec<FetchTopic> = Vec::new();
-        for tp in partitions {
+        for (tp, fetch_offset) in session.send {
             let partition = FetchPartition::default()
                 .with_partition(tp.partition)
                 .with_current_leader_epoch(-1)
                 .with_last_fetched_epoch(-1)
                 .with_log_start_offset(-1)
-                .with_fetch_offset(assignment[tp].fetch_offset)
+                .with_fetch_offset(fetch_offset)
                 .with_partition_max_bytes(self.config.max_partition_fetch_bytes);
             match topics.last_mut().filter(|t| t.topic.0.as_str() == tp.topic) {
                 Some(topic) => topic.partitions.push(partition),
                 None => topics.push(
-                    FetchTopic::default()
-                        .with_topic(TopicName(StrBytes::from_string(tp.topic.clone())))
-                        .with_partitions(vec![partition]),
+                    FetchTopic::default().with_topic(topic_name(&tp.topic)).with_partitions(vec![partition]),
+                ),
+            }
+        }
+        let mut forgotten: Vec<ForgottenTopic> = Vec::new();
+        for tp in session.forget {
+            match forgotten.last_mut().filter(|t| t.topic.0.as_str() == tp.topic) {
+                Some(topic) => topic.partitions.push(tp.partition),
+                None => forgotten.push(
+                    ForgottenTopic::default()
+                        .with_topic(topic_name(&tp.topic))
+                        .with_partitions(vec![tp.partition]),
                 ),
             }
         }
@@ -212,9 +249,10 @@ impl Fetcher {
             .with_min_bytes(self.config.fetch_min_bytes)
             .with_max_bytes(self.config.fetch_max_bytes)
             .with_isolation_level(self.config.isolation_level as i8)
-            .with_session_id(0)
-            .with_session_epoch(-1)
+            .with_session_id(session.session_id)
+            .with_session_epoch(session.epoch)
             .with_topics(topics)
+            .with_forgotten_topics_data(forgotten)
     }
 
     /// Whether any Fetch is on the wire.
@@ -253,10 +291,14 @@ impl Fetcher {
             Ok(response) => response,
             Err(e) => {
                 tracing::debug!("fetch from broker {} failed: {e}", outcome.node);
+                self.sessions.remove(&outcome.node);
                 self.stale_topics.extend(sent.into_keys().map(|tp| tp.topic));
                 return Ok(());
             }
         };
+        if let Some(session) = self.sessions.get_mut(&outcome.node) {
+            session.on_response(response.error_code, response.session_id);
+        }
         if let Some(error) = Error::from_code(response.error_code, None) {
             tracing::debug!("fetch from broker {} failed: {error}", outcome.node);
             self.stale_topics.extend(sent.into_keys().map(|tp| tp.topic));

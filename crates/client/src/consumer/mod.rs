@@ -19,6 +19,7 @@ pub mod fetcher;
 mod group;
 pub mod protocol;
 pub mod records;
+mod session;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
