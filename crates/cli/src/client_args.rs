@@ -68,3 +68,16 @@ pub fn pad(text: &str, width: usize) -> String {
 pub fn column_width<'a>(min: usize, values: impl IntoIterator<Item = &'a str>) -> usize {
     values.into_iter().map(str::len).fold(min, usize::max)
 }
+
+/// `--property key=value` pairs as Kafka's console tools read them: split
+/// at the first `=`, the value kept as given, since a separator may well
+/// be a space.
+pub fn format_properties<'a>(pairs: impl IntoIterator<Item = &'a str>) -> anyhow::Result<Properties> {
+    pairs
+        .into_iter()
+        .map(|pair| match pair.split_once('=') {
+            Some((key, value)) => Ok((key.trim().to_owned(), value.to_owned())),
+            None => anyhow::bail!("--property {pair:?} is not key=value"),
+        })
+        .collect()
+}

@@ -13,11 +13,11 @@ use std::io::Write;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use strom_client::config::{parse_pairs, Properties};
+use strom_client::config::Properties;
 use strom_client::consumer::{NoListener, TimestampType};
 use strom_client::{Consumer, ConsumerConfig, ConsumerRecord, TopicPartition};
 
-use crate::client_args::{runtime, ConnectArgs};
+use crate::client_args::{format_properties, runtime, ConnectArgs};
 
 #[derive(clap::Args, Debug)]
 pub struct ConsumeArgs {
@@ -216,7 +216,8 @@ fn consumer_properties(args: &ConsumeArgs) -> anyhow::Result<Properties> {
 }
 
 pub fn run(args: ConsumeArgs) -> anyhow::Result<()> {
-    let formatter = Formatter::from_properties(&parse_pairs(args.properties.iter().map(String::as_str))?)?;
+    let formatter =
+        Formatter::from_properties(&format_properties(args.properties.iter().map(String::as_str))?)?;
     let start = args.offset.as_deref().map(parse_start).transpose()?;
     let config = ConsumerConfig::from_properties(&consumer_properties(&args)?)?;
     runtime()?.block_on(async {
@@ -314,7 +315,8 @@ mod tests {
     }
 
     fn line(pairs: &[&str]) -> String {
-        let formatter = Formatter::from_properties(&parse_pairs(pairs.iter().copied()).unwrap()).unwrap();
+        let formatter =
+            Formatter::from_properties(&format_properties(pairs.iter().copied()).unwrap()).unwrap();
         let mut out = Vec::new();
         formatter.write(&mut out, &record()).unwrap();
         String::from_utf8(out).unwrap()
@@ -332,7 +334,7 @@ mod tests {
             "h:v,n:- | k | -\n"
         );
         assert_eq!(line(&["print.value=false", "print.offset=true"]), "Offset:7\n");
-        assert!(Formatter::from_properties(&parse_pairs(["print.key=yes"]).unwrap()).is_err());
+        assert!(Formatter::from_properties(&format_properties(["print.key=yes"]).unwrap()).is_err());
     }
 
     #[test]

@@ -10,11 +10,11 @@ use std::io::BufRead;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context};
-use strom_client::config::{parse_pairs, Properties};
+use strom_client::config::Properties;
 use strom_client::producer::{DeliveryFuture, Header};
 use strom_client::{Producer, ProducerConfig, ProducerRecord};
 
-use crate::client_args::{runtime, warn_idempotence_fallback, ConnectArgs};
+use crate::client_args::{format_properties, runtime, warn_idempotence_fallback, ConnectArgs};
 
 #[derive(clap::Args, Debug)]
 pub struct ProduceArgs {
@@ -141,7 +141,8 @@ pub fn run(args: ProduceArgs) -> anyhow::Result<()> {
     extra.extend(args.acks.iter().map(|a| format!("acks={a}")));
     extra.extend(args.compression_codec.iter().map(|c| format!("compression.type={c}")));
     let config = ProducerConfig::from_properties(&args.connect.properties(&extra)?)?;
-    let format = LineFormat::from_properties(&parse_pairs(args.properties.iter().map(String::as_str))?)?;
+    let format =
+        LineFormat::from_properties(&format_properties(args.properties.iter().map(String::as_str))?)?;
     let input: Box<dyn BufRead> = match &args.file {
         Some(path) => Box::new(std::io::BufReader::new(
             std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?,
@@ -208,7 +209,7 @@ mod tests {
     use super::*;
 
     fn format(pairs: &[&str]) -> LineFormat {
-        LineFormat::from_properties(&parse_pairs(pairs.iter().copied()).unwrap()).unwrap()
+        LineFormat::from_properties(&format_properties(pairs.iter().copied()).unwrap()).unwrap()
     }
 
     #[test]
