@@ -324,6 +324,21 @@ impl Accumulator {
         queue.batches.insert(at, batch);
     }
 
+    /// Whether a batch waiting for a retry may already be in its log: any
+    /// numbered batch except those behind a gap (a refused batch, whose
+    /// sequence the partition still expects, so nothing after it went in).
+    pub fn has_unresolved_retries(&self, gaps: &HashMap<(Arc<str>, i32), i32>) -> bool {
+        self.topics.values().any(|topic| {
+            topic.partitions.iter().enumerate().any(|(partition, queue)| {
+                let gap = gaps.get(&(topic.name.clone(), partition as i32));
+                queue
+                    .batches
+                    .iter()
+                    .any(|b| b.base_sequence >= 0 && gap.is_none_or(|&refused| b.base_sequence < refused))
+            })
+        })
+    }
+
     /// After an epoch bump every partition starts again at sequence 0:
     /// batches waiting for a retry are renumbered in order and restamped,
     /// the others are numbered when drained.
@@ -484,6 +499,37 @@ mod tests {
         let drained = acc.drain(Instant::now(), true, |_| true);
         assert_eq!(drained.requests.len(), 1, "one request for leader 2 with both partitions");
         assert_eq!(drained.requests[0].batches.len(), 2);
+    }
+
+    #[test]
+    fn only_retries_behind_a_gap_count_as_resolved_and_a_restart_renumbers_them() {
+        let mut acc = accumulator(0, 150, true);
+        acc.add_topic(topic("t", &[1]));
+        let mut drained_batches = Vec::new();
+        for _ in 0..3 {
+            send(&mut acc, "t", None, &[0u8; 30]);
+            send(&mut acc, "t", None, &[0u8; 30]);
+            let mut drained = acc.drain(Instant::now(), true, |_| true);
+            drained_batches.push(drained.requests.pop().unwrap().batches.pop().unwrap().2);
+        }
+        let sequences: Vec<i32> = drained_batches.iter().map(|b| b.base_sequence).collect();
+        assert_eq!(sequences, [0, 2, 4]);
+        let third = drained_batches.pop().unwrap();
+        let second = drained_batches.pop().unwrap();
+        acc.requeue("t", 0, second);
+        acc.requeue("t", 0, third);
+        let gap_at = |sequence: i32| HashMap::from([((Arc::from("t"), 0), sequence)]);
+        assert!(!acc.has_unresolved_retries(&gap_at(2)), "both retries come after the refused batch");
+        assert!(acc.has_unresolved_retries(&gap_at(4)), "sequence 2 may be in the log");
+        assert!(acc.has_unresolved_retries(&HashMap::new()), "without a gap every retry is unresolved");
+
+        acc.restart_sequences(ProducerIdentity { producer_id: 1, producer_epoch: 1 });
+        let mut renumbered = Vec::new();
+        for _ in 0..2 {
+            let mut drained = acc.drain(Instant::now(), true, |_| true);
+            renumbered.extend(drained.requests.pop().unwrap().batches.iter().map(|b| b.2.base_sequence));
+        }
+        assert_eq!(renumbered, [0, 2], "renumbered from 0 in order");
     }
 
     #[test]

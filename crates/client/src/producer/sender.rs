@@ -39,10 +39,10 @@ struct Sender {
     /// Topics whose metadata looked stale; refreshed before the next drain.
     stale: Vec<Arc<str>>,
     last_refresh: Option<Instant>,
-    /// A batch the broker refused left a gap in its partition's sequence:
-    /// nothing more is sent until the in-flight requests are back and the
-    /// epoch has moved on.
-    epoch_bump_due: bool,
+    /// Partitions where a batch the broker refused left a gap, with the
+    /// refused batch's sequence: nothing new is sent until the in-flight
+    /// requests are back and the epoch has moved on.
+    sequence_gaps: HashMap<(Arc<str>, i32), i32>,
 }
 
 /// Runs until the producer is closed and everything has completed.
@@ -53,16 +53,22 @@ pub(crate) async fn run(shared: Arc<Shared>) {
         requests_per_broker: HashMap::new(),
         stale: Vec::new(),
         last_refresh: None,
-        epoch_bump_due: false,
+        sequence_gaps: HashMap::new(),
     };
     loop {
         sender.refresh_stale_metadata().await;
-        if sender.epoch_bump_due && sender.in_flight.is_empty() {
+        let waiting_for_bump = !sender.sequence_gaps.is_empty();
+        let resolving = waiting_for_bump
+            && sender.in_flight.is_empty()
+            && sender.shared.lock().has_unresolved_retries(&sender.sequence_gaps);
+        if waiting_for_bump && sender.in_flight.is_empty() && !resolving {
             sender.bump_epoch().await;
         }
-        let next_ready = match sender.epoch_bump_due {
-            true => None,
-            false => sender.send_ready().await,
+        // Retries that may already be written go out under the old epoch
+        // first, so the bump never renumbers (and duplicates) them.
+        let next_ready = match sender.sequence_gaps.is_empty() || resolving {
+            true => sender.send_ready().await,
+            false => None,
         };
         if sender.is_done() {
             break;
@@ -134,7 +140,12 @@ impl Sender {
         };
         let version = match connection.version(ApiKey::Produce) {
             Ok(version) => version,
-            Err(e) => return batches.into_iter().for_each(|(_, _, b)| self.finish(b, Err(e.clone()))),
+            Err(e) => {
+                for (topic, partition, batch) in batches {
+                    self.fail_unsent(topic, partition, batch, e.clone());
+                }
+                return;
+            }
         };
         let (produce, splices) = produce_request(&batches, config.acks, config.client.request_timeout);
         if config.acks == 0 {
@@ -153,7 +164,7 @@ impl Sender {
 
     /// Encodes each batch once (a retry resends the same bytes); a codec
     /// failure completes that batch with the error.
-    fn seal_all(&self, batches: Batches) -> Batches {
+    fn seal_all(&mut self, batches: Batches) -> Batches {
         let (compression, identity) = (self.shared.config.compression, self.shared.identity());
         let mut sealed = Vec::with_capacity(batches.len());
         for (topic, partition, mut batch) in batches {
@@ -161,7 +172,7 @@ impl Sender {
                 match batch.builder.seal(compression, identity, batch.base_sequence) {
                     Ok(bytes) => batch.sealed = Some(bytes),
                     Err(e) => {
-                        self.finish(batch, Err(e));
+                        self.fail_unsent(topic, partition, batch, e);
                         continue;
                     }
                 }
@@ -246,7 +257,15 @@ impl Sender {
             return;
         }
         if idempotent && batch.base_sequence >= 0 && refused_unwritten(&error) {
-            self.epoch_bump_due = true;
+            return self.fail_unsent(topic, partition, batch, error);
+        }
+        self.finish(batch, Err(error));
+    }
+
+    /// Fails a batch that never left: a numbered one leaves a gap.
+    fn fail_unsent(&mut self, topic: Arc<str>, partition: i32, batch: ProducerBatch, error: Error) {
+        if batch.base_sequence >= 0 {
+            self.sequence_gaps.entry((topic, partition)).or_insert(batch.base_sequence);
         }
         self.finish(batch, Err(error));
     }
@@ -254,7 +273,7 @@ impl Sender {
     /// Moves to the next epoch and renumbers what waits to be retried;
     /// the partitions take the new epoch from sequence 0.
     async fn bump_epoch(&mut self) {
-        self.epoch_bump_due = false;
+        self.sequence_gaps.clear();
         let current = self.shared.identity();
         match super::bumped(&self.shared.cluster, current).await {
             Ok(identity) => {
