@@ -10,6 +10,7 @@
 //! revocation) discards data already in flight.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -46,12 +47,20 @@ pub struct PartitionState {
     pub log_start_offset: i64,
 }
 
+/// Epochs come from one counter, so a partition assigned again never
+/// matches a response fetched for its earlier state.
+static NEXT_EPOCH: AtomicU64 = AtomicU64::new(1);
+
+fn fresh_epoch() -> u64 {
+    NEXT_EPOCH.fetch_add(1, Ordering::Relaxed)
+}
+
 impl PartitionState {
     pub fn new() -> Self {
         Self {
             position: None,
             fetch_offset: -1,
-            epoch: 0,
+            epoch: fresh_epoch(),
             paused: false,
             in_flight: false,
             buffered: 0,
@@ -66,7 +75,7 @@ impl PartitionState {
     pub fn seek(&mut self, offset: i64) {
         self.position = Some(offset);
         self.fetch_offset = offset;
-        self.epoch += 1;
+        self.epoch = fresh_epoch();
         self.buffered = 0;
         self.reset = None;
     }
@@ -74,7 +83,7 @@ impl PartitionState {
     /// Forgets the position, to be resolved again with `strategy`.
     pub fn request_reset(&mut self, strategy: OffsetReset) {
         self.position = None;
-        self.epoch += 1;
+        self.epoch = fresh_epoch();
         self.buffered = 0;
         self.reset = Some(strategy);
     }
@@ -410,8 +419,12 @@ impl Fetcher {
                     self.completed.remove(index);
                 }
                 Err(e) => {
-                    state.buffered = state.buffered.saturating_sub(1);
+                    // Fetch again from where reading stopped: a damaged
+                    // batch keeps failing there, it is never skipped.
                     self.completed.remove(index);
+                    if let Some(position) = state.position {
+                        state.seek(position);
+                    }
                     return if out.is_empty() { Err(e) } else { Ok(out) };
                 }
             }
@@ -456,7 +469,7 @@ impl CompletedFetch {
                 }
             }
             let Some(batch) = self.batches.next().transpose()? else { return Ok(false) };
-            let end = batch.header.last_offset() + 1;
+            let end = batch.header.last_offset().saturating_add(1);
             if state.position.is_some_and(|position| end <= position) {
                 continue;
             }
@@ -498,7 +511,7 @@ impl CompletedFetch {
 fn next_fetch_offset(records: &Bytes) -> Result<Option<i64>> {
     let mut next = None;
     for batch in Batches::new(records.clone()) {
-        next = Some(batch?.header.last_offset() + 1);
+        next = Some(batch?.header.last_offset().saturating_add(1));
     }
     Ok(next)
 }

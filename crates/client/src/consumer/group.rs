@@ -153,8 +153,16 @@ impl Membership {
         }
         self.signals.rejoin.store(false, Ordering::Relaxed);
         let owned: Vec<TopicPartition> = assignment.keys().cloned().collect();
-        let assigned = self.join_and_sync(&owned).await?;
+        let assigned = match self.join_and_sync(&owned).await {
+            Ok(assigned) => assigned,
+            Err(e) => {
+                // Not in the group: the next poll tries again.
+                self.joined = false;
+                return Err(e);
+            }
+        };
         self.joined = true;
+        self.signals.lost.store(false, Ordering::Relaxed);
 
         let assigned_set: BTreeSet<&TopicPartition> = assigned.iter().collect();
         let revoked: Vec<TopicPartition> =
@@ -485,7 +493,10 @@ async fn heartbeat_loop(
                 group = %group_id,
                 "no poll for longer than max.poll.interval.ms; leaving the group so others take over"
             );
-            leave_quietly(&admin, &group_id, &member).await;
+            // A static member stays: its session timeout decides, as in Java.
+            if member.instance_id.is_none() {
+                leave_quietly(&admin, &group_id, &member).await;
+            }
             signals.lost.store(true, Ordering::Relaxed);
             signals.rejoin.store(true, Ordering::Relaxed);
             return;

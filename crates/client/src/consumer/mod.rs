@@ -215,11 +215,11 @@ impl Consumer {
                 membership.record_poll();
                 membership.check_partition_counts().await;
                 if membership.needs_join() {
-                    let joined = membership
+                    // Partitions kept keep what was fetched for them; data of
+                    // partitions given up is dropped as it is drained.
+                    membership
                         .rebalance(&mut self.assignment, &mut *self.listener, self.config.auto_commit())
-                        .await;
-                    self.fetcher.clear();
-                    joined?;
+                        .await?;
                 }
             }
             self.maybe_auto_commit().await;
@@ -374,7 +374,11 @@ impl Consumer {
             true => self.commit_sync(None).await,
             false => Ok(()),
         };
+        let owned = self.assignment();
         if let Some(membership) = self.membership.as_mut() {
+            if !owned.is_empty() {
+                self.listener.on_partitions_revoked(&owned);
+            }
             membership.leave().await;
         }
         self.fetcher.clear();

@@ -54,7 +54,7 @@ pub struct BatchHeader {
 
 impl BatchHeader {
     pub fn last_offset(&self) -> i64 {
-        self.base_offset + i64::from(self.last_offset_delta)
+        self.base_offset.wrapping_add(i64::from(self.last_offset_delta))
     }
 
     pub fn is_transactional(&self) -> bool {
@@ -247,7 +247,7 @@ impl RecordIter {
         Ok(ConsumerRecord {
             topic: self.topic.clone(),
             partition: self.partition,
-            offset: header.base_offset + i64::from(offset_delta),
+            offset: header.base_offset.wrapping_add(i64::from(offset_delta)),
             timestamp,
             timestamp_type: header.timestamp_type(),
             key,
