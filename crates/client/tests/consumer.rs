@@ -123,8 +123,9 @@ async fn offset_reset_policies_and_commits() {
     assert!(strict.poll(Duration::from_millis(100)).await.is_err(), "none without a commit fails");
 
     latest.seek(&tp, 4).unwrap();
+    latest.commit_async(Some(&[(tp.clone(), 7)]));
     latest.commit_sync(None).await.unwrap();
-    assert_eq!(latest.committed(std::slice::from_ref(&tp)).await.unwrap()[&tp], 4);
+    assert_eq!(latest.committed(std::slice::from_ref(&tp)).await.unwrap()[&tp], 4, "the later commit wins");
     latest.close().await.unwrap();
 
     let records = poll_n(&mut strict, 6).await;

@@ -67,6 +67,9 @@ pub struct Consumer {
     membership: Option<Membership>,
     listener: Box<dyn RebalanceListener>,
     next_auto_commit: Instant,
+    /// Asynchronous commits still on their way; a synchronous commit, a
+    /// rebalance or close waits for them, so no older commit lands last.
+    pending_commits: Vec<tokio::task::JoinHandle<()>>,
     closed: bool,
 }
 
@@ -83,6 +86,7 @@ impl Consumer {
             assignment: Assignment::new(),
             membership: None,
             listener: Box::new(NoListener),
+            pending_commits: Vec::new(),
             closed: false,
         })
     }
@@ -215,6 +219,9 @@ impl Consumer {
                 membership.record_poll();
                 membership.check_partition_counts().await;
                 if membership.needs_join() {
+                    for commit in self.pending_commits.drain(..) {
+                        let _ = commit.await;
+                    }
                     // Partitions kept keep what was fetched for them; data of
                     // partitions given up is dropped as it is drained.
                     membership
@@ -334,6 +341,9 @@ impl Consumer {
     /// partition's position when `None`, and waits for the answer.
     pub async fn commit_sync(&mut self, offsets: Option<&[(TopicPartition, i64)]>) -> Result<()> {
         let offsets = offsets.map_or_else(|| self.consumed_offsets(), <[_]>::to_vec);
+        for commit in self.pending_commits.drain(..) {
+            let _ = commit.await;
+        }
         match self.membership.as_mut() {
             Some(membership) => membership.commit(&offsets).await,
             None => group::commit_simple(&self.admin, &self.config, &offsets).await,
@@ -345,7 +355,13 @@ impl Consumer {
         let offsets = offsets.map_or_else(|| self.consumed_offsets(), <[_]>::to_vec);
         let member = self.membership.as_ref().map(Membership::member);
         let (admin, config) = (self.admin.clone(), self.config.clone());
-        tokio::spawn(async move {
+        self.pending_commits.retain(|commit| !commit.is_finished());
+        let previous = self.pending_commits.pop();
+        self.pending_commits.push(tokio::spawn(async move {
+            // One after the other, in the order they were made.
+            if let Some(previous) = previous {
+                let _ = previous.await;
+            }
             let result = match member {
                 Some(member) => group::commit_as(&admin, &config, &member, &offsets).await,
                 None => group::commit_simple(&admin, &config, &offsets).await,
@@ -353,7 +369,7 @@ impl Consumer {
             if let Err(e) = result {
                 tracing::warn!("asynchronous offset commit failed: {e}");
             }
-        });
+        }));
     }
 
     async fn maybe_auto_commit(&mut self) {
@@ -370,6 +386,9 @@ impl Consumer {
             return Ok(());
         }
         self.closed = true;
+        for commit in self.pending_commits.drain(..) {
+            let _ = commit.await;
+        }
         let committed = match self.config.auto_commit() && !self.assignment.is_empty() {
             true => self.commit_sync(None).await,
             false => Ok(()),
