@@ -1,6 +1,6 @@
 //! What every client tool shares: where the cluster is and how to talk to it.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use strom_client::config::{parse_pairs, parse_properties, Properties};
@@ -20,18 +20,25 @@ impl ConnectArgs {
     /// The client properties: the file's, then `extra` pairs, then the
     /// bootstrap server, each overriding the one before.
     pub fn properties(&self, extra: &[String]) -> anyhow::Result<Properties> {
-        let mut properties = match &self.command_config {
-            Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .with_context(|| format!("cannot read {}", path.display()))?;
-                parse_properties(&text).with_context(|| format!("in {}", path.display()))?
-            }
-            None => Properties::new(),
-        };
-        properties.extend(parse_pairs(extra.iter().map(String::as_str))?);
+        let mut properties = load_properties(self.command_config.as_deref(), extra)?;
         properties.insert("bootstrap.servers".into(), self.bootstrap_server.clone());
         Ok(properties)
     }
+}
+
+/// Client properties from a properties file (if any), then `key=value`
+/// pairs overriding it.
+pub fn load_properties(file: Option<&Path>, pairs: &[String]) -> anyhow::Result<Properties> {
+    let mut properties = match file {
+        Some(path) => {
+            let text =
+                std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+            parse_properties(&text).with_context(|| format!("in {}", path.display()))?
+        }
+        None => Properties::new(),
+    };
+    properties.extend(parse_pairs(pairs.iter().map(String::as_str))?);
+    Ok(properties)
 }
 
 /// A current-thread runtime: the tools are I/O bound and short-lived.
@@ -80,4 +87,14 @@ pub fn format_properties<'a>(pairs: impl IntoIterator<Item = &'a str>) -> anyhow
             None => anyhow::bail!("--property {pair:?} is not key=value"),
         })
         .collect()
+}
+
+/// A `--property` flag: `true` or `false`, `default` when absent.
+pub fn property_flag(properties: &Properties, key: &str, default: bool) -> anyhow::Result<bool> {
+    match properties.get(key).map(|v| v.to_ascii_lowercase()) {
+        None => Ok(default),
+        Some(v) if v == "true" => Ok(true),
+        Some(v) if v == "false" => Ok(false),
+        Some(v) => anyhow::bail!("--property {key}={v} is not true or false"),
+    }
 }

@@ -17,7 +17,7 @@ use strom_client::config::Properties;
 use strom_client::consumer::{NoListener, TimestampType};
 use strom_client::{Consumer, ConsumerConfig, ConsumerRecord, TopicPartition};
 
-use crate::client_args::{format_properties, runtime, ConnectArgs};
+use crate::client_args::{format_properties, property_flag, runtime, ConnectArgs};
 
 #[derive(clap::Args, Debug)]
 pub struct ConsumeArgs {
@@ -81,14 +81,7 @@ impl Formatter {
     fn from_properties(properties: &Properties) -> anyhow::Result<Self> {
         let text =
             |key: &str, default: &str| properties.get(key).cloned().unwrap_or_else(|| default.to_owned());
-        let flag = |key: &str, default: bool| -> anyhow::Result<bool> {
-            match properties.get(key).map(|v| v.to_ascii_lowercase()) {
-                None => Ok(default),
-                Some(v) if v == "true" => Ok(true),
-                Some(v) if v == "false" => Ok(false),
-                Some(v) => bail!("--property {key}={v} is not true or false"),
-            }
-        };
+        let flag = |key: &str, default: bool| property_flag(properties, key, default);
         Ok(Self {
             print_timestamp: flag("print.timestamp", false)?,
             print_partition: flag("print.partition", false)?,

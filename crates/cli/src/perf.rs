@@ -10,12 +10,12 @@ use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context};
-use strom_client::config::{parse_pairs, parse_properties, Properties};
+use anyhow::bail;
+use strom_client::config::Properties;
 use strom_client::producer::DeliveryFuture;
 use strom_client::{Producer, ProducerConfig, ProducerRecord};
 
-use crate::client_args::warn_idempotence_fallback;
+use crate::client_args::{load_properties, warn_idempotence_fallback};
 
 #[derive(clap::Subcommand, Debug)]
 pub enum PerfCommand {
@@ -87,13 +87,7 @@ pub fn run(command: PerfCommand) -> anyhow::Result<()> {
 }
 
 fn producer_properties(args: &PerfProduceArgs) -> anyhow::Result<Properties> {
-    let mut properties = match &args.producer_config {
-        Some(path) => parse_properties(
-            &std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?,
-        )?,
-        None => Properties::new(),
-    };
-    properties.extend(parse_pairs(args.producer_props.iter().map(String::as_str))?);
+    let mut properties = load_properties(args.producer_config.as_deref(), &args.producer_props)?;
     let mut set = |key: &str, value: Option<String>| {
         if let Some(value) = value {
             properties.insert(key.to_owned(), value);

@@ -9,11 +9,12 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use anyhow::{bail, Context};
-use strom_client::config::{parse_pairs, parse_properties, Properties};
+use anyhow::bail;
+use strom_client::config::Properties;
 use strom_client::consumer::NoListener;
 use strom_client::{Consumer, ConsumerConfig};
 
+use crate::client_args::load_properties;
 use crate::perf::cpu_seconds;
 
 #[derive(clap::Args, Debug)]
@@ -55,13 +56,7 @@ pub struct PerfConsumeArgs {
 }
 
 fn consumer_properties(args: &PerfConsumeArgs) -> anyhow::Result<Properties> {
-    let mut properties = match &args.consumer_config {
-        Some(path) => parse_properties(
-            &std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?,
-        )?,
-        None => Properties::new(),
-    };
-    properties.extend(parse_pairs(args.consumer_props.iter().map(String::as_str))?);
+    let mut properties = load_properties(args.consumer_config.as_deref(), &args.consumer_props)?;
     if let Some(bootstrap) = &args.bootstrap_server {
         properties.insert("bootstrap.servers".into(), bootstrap.clone());
     }

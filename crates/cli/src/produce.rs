@@ -14,7 +14,7 @@ use strom_client::config::Properties;
 use strom_client::producer::{DeliveryFuture, Header};
 use strom_client::{Producer, ProducerConfig, ProducerRecord};
 
-use crate::client_args::{format_properties, runtime, warn_idempotence_fallback, ConnectArgs};
+use crate::client_args::{format_properties, property_flag, runtime, warn_idempotence_fallback, ConnectArgs};
 
 #[derive(clap::Args, Debug)]
 pub struct ProduceArgs {
@@ -62,14 +62,7 @@ impl LineFormat {
     fn from_properties(properties: &Properties) -> anyhow::Result<Self> {
         let text =
             |key: &str, default: &str| properties.get(key).cloned().unwrap_or_else(|| default.to_owned());
-        let flag = |key: &str| -> anyhow::Result<bool> {
-            match properties.get(key).map(|v| v.to_ascii_lowercase()) {
-                None => Ok(false),
-                Some(v) if v == "true" => Ok(true),
-                Some(v) if v == "false" => Ok(false),
-                Some(v) => bail!("--property {key}={v} is not true or false"),
-            }
-        };
+        let flag = |key: &str| property_flag(properties, key, false);
         let format = Self {
             parse_key: flag("parse.key")?,
             key_separator: text("key.separator", "\t"),

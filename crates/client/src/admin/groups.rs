@@ -21,7 +21,8 @@ use kafka_protocol::messages::{
 use super::{str_bytes, topic_name, Admin, ItemResult, PartitionResult};
 use crate::error::{Error, Result};
 
-const GROUP_KEY: i8 = 0;
+/// FindCoordinator's key type for a consumer group.
+pub(crate) const GROUP_KEY: i8 = 0;
 
 /// A group as ListGroups reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -9,7 +9,7 @@
 //! are retried up to `default.api.timeout.ms` after refreshing metadata.
 //! Consumer-group administration lives in [`groups`].
 
-mod groups;
+pub(crate) mod groups;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -178,11 +178,11 @@ pub struct Admin {
 
 pub use groups::{GroupDescription, GroupMember, ListedGroup, MemberDescription};
 
-fn topic_name(name: &str) -> TopicName {
+pub(crate) fn topic_name(name: &str) -> TopicName {
     TopicName(StrBytes::from_string(name.to_owned()))
 }
 
-fn str_bytes(text: &str) -> StrBytes {
+pub(crate) fn str_bytes(text: &str) -> StrBytes {
     StrBytes::from_string(text.to_owned())
 }
 

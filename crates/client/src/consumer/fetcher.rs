@@ -16,14 +16,14 @@ use std::sync::Arc;
 use bytes::Bytes;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
 use kafka_protocol::messages::fetch_response::PartitionData;
-use kafka_protocol::messages::{ApiKey, FetchRequest, FetchResponse, TopicName};
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::messages::{ApiKey, FetchRequest, FetchResponse};
 use tokio::sync::mpsc;
 
 use super::config::{ConsumerConfig, OffsetReset};
 use super::protocol::TopicPartition;
 use super::records::{Batch, Batches, ConsumerRecord, RecordIter};
 use super::session::{FetchSession, SessionRequest, SESSIONLESS};
+use crate::admin::topic_name;
 use crate::cluster::Cluster;
 use crate::error::{Error, KafkaCode, Result};
 
@@ -105,10 +105,6 @@ pub type Assignment = BTreeMap<TopicPartition, PartitionState>;
 
 /// Fetch v7 brought sessions.
 const FIRST_SESSION_VERSION: i16 = 7;
-
-fn topic_name(name: &str) -> TopicName {
-    TopicName(StrBytes::from_string(name.to_owned()))
-}
 
 /// A partition's answer from one Fetch, drained as `poll` asks for records.
 struct CompletedFetch {

@@ -27,11 +27,11 @@ use super::config::ConsumerConfig;
 use super::fetcher::{Assignment, PartitionState};
 use super::protocol::{self, Subscription, TopicPartition};
 use super::RebalanceListener;
-use crate::admin::{Admin, GroupMember};
+use crate::admin::groups::GROUP_KEY;
+use crate::admin::{str_bytes, Admin, GroupMember};
 use crate::connection::Connection;
 use crate::error::{Error, KafkaCode, Result};
 
-const GROUP_KEY: i8 = 0;
 /// Bounds the JoinGroup/SyncGroup round trips of one rebalance.
 const MAX_JOIN_ATTEMPTS: u32 = 50;
 
@@ -259,11 +259,11 @@ impl Membership {
             .collect::<Result<_>>()?;
         let rebalance_timeout = millis(self.config.max_poll_interval);
         let request = JoinGroupRequest::default()
-            .with_group_id(GroupId(StrBytes::from_string(self.group_id.clone())))
+            .with_group_id(GroupId(str_bytes(&self.group_id)))
             .with_session_timeout_ms(millis(self.config.session_timeout))
             .with_rebalance_timeout_ms(rebalance_timeout)
-            .with_member_id(StrBytes::from_string(self.member.member_id.clone()))
-            .with_group_instance_id(self.member.instance_id.clone().map(StrBytes::from_string))
+            .with_member_id(str_bytes(&self.member.member_id))
+            .with_group_instance_id(self.member.instance_id.as_deref().map(str_bytes))
             .with_protocol_type(StrBytes::from_static_str("consumer"))
             .with_protocols(protocols);
         let connection = self.coordinator().await?;
@@ -291,10 +291,10 @@ impl Membership {
             Vec::new()
         };
         let request = SyncGroupRequest::default()
-            .with_group_id(GroupId(StrBytes::from_string(self.group_id.clone())))
+            .with_group_id(GroupId(str_bytes(&self.group_id)))
             .with_generation_id(self.member.generation)
-            .with_member_id(StrBytes::from_string(self.member.member_id.clone()))
-            .with_group_instance_id(self.member.instance_id.clone().map(StrBytes::from_string))
+            .with_member_id(str_bytes(&self.member.member_id))
+            .with_group_instance_id(self.member.instance_id.as_deref().map(str_bytes))
             .with_protocol_type(Some(StrBytes::from_static_str("consumer")))
             .with_protocol_name(Some(protocol_name))
             .with_assignments(assignments);
@@ -347,7 +347,7 @@ impl Membership {
             .map(|m| {
                 let assignment = plan.get(&m.member_id).cloned().unwrap_or_default();
                 Ok(SyncGroupRequestAssignment::default()
-                    .with_member_id(StrBytes::from_string(m.member_id.clone()))
+                    .with_member_id(str_bytes(&m.member_id))
                     .with_assignment(assignment.encode()?))
             })
             .collect()
@@ -480,10 +480,10 @@ async fn heartbeat_loop(
     signals: Arc<Signals>,
 ) {
     let request = HeartbeatRequest::default()
-        .with_group_id(GroupId(StrBytes::from_string(group_id.clone())))
+        .with_group_id(GroupId(str_bytes(&group_id)))
         .with_generation_id(member.generation)
-        .with_member_id(StrBytes::from_string(member.member_id.clone()))
-        .with_group_instance_id(member.instance_id.clone().map(StrBytes::from_string));
+        .with_member_id(str_bytes(&member.member_id))
+        .with_group_instance_id(member.instance_id.as_deref().map(str_bytes));
     let mut coordinator: Option<Arc<Connection>> = None;
     loop {
         tokio::time::sleep(config.heartbeat_interval).await;
@@ -544,14 +544,13 @@ async fn leave_quietly(admin: &Admin, group_id: &str, member: &GroupMember) {
     let left = async {
         let connection = admin.cluster().coordinator(GROUP_KEY, group_id).await?;
         let version = connection.version(ApiKey::LeaveGroup)?;
-        let mut request =
-            LeaveGroupRequest::default().with_group_id(GroupId(StrBytes::from_string(group_id.to_owned())));
+        let mut request = LeaveGroupRequest::default().with_group_id(GroupId(str_bytes(group_id)));
         if version >= 3 {
             request.members = vec![MemberIdentity::default()
-                .with_member_id(StrBytes::from_string(member.member_id.clone()))
-                .with_group_instance_id(member.instance_id.clone().map(StrBytes::from_string))];
+                .with_member_id(str_bytes(&member.member_id))
+                .with_group_instance_id(member.instance_id.as_deref().map(str_bytes))];
         } else {
-            request.member_id = StrBytes::from_string(member.member_id.clone());
+            request.member_id = str_bytes(&member.member_id);
         }
         connection.send_at(&request, version).await
     };
