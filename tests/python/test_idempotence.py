@@ -58,7 +58,8 @@ class CuttingProxy:
     Each connection forwards a random budget of response bytes, then passes on
     part of the next chunk and closes both sides: whatever requests were in
     flight may have been appended without the client hearing of it. After
-    `max_cuts` cuts connections are left alone. Runs until `close()`.
+    `max_cuts` cuts connections are left alone, and so are connections opened
+    before `arm()` (the test's own setup). Runs until `close()`.
     """
 
     def __init__(self, seed: int, max_cuts: int = MAX_CUTS):
@@ -70,12 +71,16 @@ class CuttingProxy:
         self.port = self.listener.getsockname()[1]
         self.lock = threading.Lock()
         self.stopping = threading.Event()
+        self.armed = threading.Event()
         self.threads: list[threading.Thread] = []
 
     def start(self, upstream_port: int) -> None:
         self.upstream_port = upstream_port
         self.listener.settimeout(PROXY_IDLE_S)
         self._spawn(self._accept_loop)
+
+    def arm(self) -> None:
+        self.armed.set()
 
     def close(self) -> None:
         self.stopping.set()
@@ -99,7 +104,7 @@ class CuttingProxy:
     def _budget(self) -> int | None:
         """Response bytes this connection may carry before its cut; None once the cuts are spent."""
         with self.lock:
-            if self.cuts >= self.max_cuts:
+            if not self.armed.is_set() or self.cuts >= self.max_cuts:
                 return None
             return self.rng.randint(*CUT_AFTER_BYTES)
 
@@ -159,6 +164,7 @@ def test_confluent_idempotent_producer_survives_cut_connections(broker_factory, 
     proxy.start(broker.port)
     proxied = f"127.0.0.1:{proxy.port}"
     create_topic(broker.bootstrap, "exactly-once", PARTITIONS)
+    proxy.arm()
     producer = confluent_producer(
         proxied,
         **{
