@@ -14,7 +14,9 @@ pub fn storage_error(e: &StorageError) -> ResponseError {
         StorageError::OutOfOrderSequence(_) => ResponseError::OutOfOrderSequenceNumber,
         StorageError::InvalidProducerEpoch(_) => ResponseError::InvalidProducerEpoch,
         StorageError::InvalidTxnState(_) => ResponseError::InvalidTxnState,
-        StorageError::Io(_) | StorageError::LogDirOffline(_) => ResponseError::KafkaStorageError,
+        StorageError::Io(_) | StorageError::LogDirOffline(_) | StorageError::LogOffline(_) => {
+            ResponseError::KafkaStorageError
+        }
     }
 }
 

@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
 use kafka_protocol::messages::ApiKey;
@@ -107,20 +107,25 @@ impl Metrics {
     /// An error code a response of `api_key` carried.
     pub fn record_error(&self, api_key: i16, code: i16) {
         if let Some(api) = self.api(api_key) {
-            *api.errors.lock().expect("errors lock").entry(code).or_default() += 1;
+            *api.errors.lock().unwrap_or_else(PoisonError::into_inner).entry(code).or_default() += 1;
         }
     }
 
     pub fn topic(&self, name: &str) -> Arc<TopicMetrics> {
-        if let Some(found) = self.topics.read().expect("topic metrics lock").get(name) {
+        if let Some(found) = self.topics.read().unwrap_or_else(PoisonError::into_inner).get(name) {
             return found.clone();
         }
-        self.topics.write().expect("topic metrics lock").entry(name.to_owned()).or_default().clone()
+        self.topics
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(name.to_owned())
+            .or_default()
+            .clone()
     }
 
     /// Forgets a deleted topic's counters.
     pub fn remove_topic(&self, name: &str) {
-        self.topics.write().expect("topic metrics lock").remove(name);
+        self.topics.write().unwrap_or_else(PoisonError::into_inner).remove(name);
     }
 
     /// The Prometheus text exposition of every metric.
@@ -151,7 +156,7 @@ impl Metrics {
             "Error codes in responses, per API.",
         );
         for (key, api) in self.served_apis() {
-            for (code, count) in api.errors.lock().expect("errors lock").iter() {
+            for (code, count) in api.errors.lock().unwrap_or_else(PoisonError::into_inner).iter() {
                 let name = kafka_protocol::error::ResponseError::try_from_code(*code)
                     .map_or_else(|| code.to_string(), |e| format!("{e:?}"));
                 let _ = writeln!(
@@ -186,7 +191,7 @@ impl Metrics {
     }
 
     fn render_topics(&self, out: &mut String) {
-        let topics = self.topics.read().expect("topic metrics lock");
+        let topics = self.topics.read().unwrap_or_else(PoisonError::into_inner);
         let mut names: Vec<&String> = topics.keys().collect();
         names.sort();
         let series: [Series<TopicMetrics, u64>; 5] = [
@@ -272,7 +277,7 @@ fn render_partitions(out: &mut String, broker: &Broker) {
     let mut rows: Vec<_> = partitions
         .iter()
         .map(|p| {
-            let log = p.log().lock().expect("log lock");
+            let log = strom_storage::manager::peek_log(p.log());
             let figures = LogFigures {
                 size: log.size_bytes() as i64,
                 start: log.log_start_offset(),

@@ -7,14 +7,19 @@
 //!
 //! Every read or write of a partition's log goes through its [`LogDir`]: once
 //! the dir has failed the partition answers KAFKA_STORAGE_ERROR, and a disk
-//! error on the way takes the dir (and every partition on it) offline.
+//! error on the way takes the dir (and every partition on it) offline. A
+//! panic while a log is locked takes that one partition offline the same way
+//! ([`lock_log`]). The other locks here guard state a panic cannot leave
+//! unusable (lists of waiters and files, one config pointer, the map of
+//! hosted partitions), so they are used through a poisoning.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, Weak};
 
 use strom_metadata::MetadataImage;
+use strom_storage::manager::{lock_log, peek_log};
 use strom_storage::producer_state::AppendOrigin;
 use strom_storage::segment::FileSlice;
 use strom_storage::txn_index::AbortedTxn;
@@ -62,7 +67,7 @@ pub enum Isolation {
 
 impl Partition {
     fn new(tp: TopicPartition, leader_epoch: i32, log: SharedLog, dir: Arc<LogDir>) -> Self {
-        let log_end = log.lock().expect("log lock").log_end_offset();
+        let log_end = peek_log(&log).log_end_offset();
         Self {
             tp,
             leader_epoch,
@@ -86,13 +91,14 @@ impl Partition {
         &self.dir
     }
 
-    /// False once the partition's log dir has failed.
+    /// False once the partition's log dir has failed, or a panic left its
+    /// log offline.
     pub fn is_online(&self) -> bool {
-        self.dir.is_online()
+        self.dir.is_online() && !self.log.is_poisoned()
     }
 
     pub fn log_start_offset(&self) -> i64 {
-        self.log.lock().expect("log lock").log_start_offset()
+        peek_log(&self.log).log_start_offset()
     }
 
     /// Runs `action` on the log if its dir is online; a disk failure takes
@@ -102,7 +108,7 @@ impl Partition {
         action: impl FnOnce(&mut Log) -> Result<T, StorageError>,
     ) -> Result<T, StorageError> {
         self.dir.check()?;
-        let result = action(&mut self.log.lock().expect("log lock"));
+        let result = action(&mut *lock_log(&self.log)?);
         self.dir.guard(result)
     }
 
@@ -131,7 +137,7 @@ impl Partition {
 
     /// The last stable offset: read_committed consumers read up to it.
     pub fn last_stable_offset(&self) -> i64 {
-        self.log.lock().expect("log lock").last_stable_offset(self.high_watermark())
+        peek_log(&self.log).last_stable_offset(self.high_watermark())
     }
 
     /// Reads from `offset`, bounded by the high watermark (or, for
@@ -184,12 +190,12 @@ impl Partition {
 
     /// Bytes of the partition's segments.
     pub fn size_bytes(&self) -> u64 {
-        self.log.lock().expect("log lock").size_bytes()
+        peek_log(&self.log).size_bytes()
     }
 
     /// The producers this partition knows, for DescribeProducers.
     pub fn producers(&self) -> Vec<(i64, strom_storage::producer_state::ProducerEntry)> {
-        let log = self.log.lock().expect("log lock");
+        let log = peek_log(&self.log);
         log.producer_state().producers().map(|(id, entry)| (id, *entry)).collect()
     }
 
@@ -202,7 +208,7 @@ impl Partition {
             return Err(DeleteRecordsError::OffsetOutOfRange);
         }
         self.dir.check()?;
-        let mut log = self.log.lock().expect("log lock");
+        let mut log = lock_log(&self.log)?;
         if !log.config().cleanup_policy.delete {
             return Err(DeleteRecordsError::PolicyViolation);
         }
@@ -211,7 +217,7 @@ impl Partition {
 
     /// Registers a delayed operation to be notified by the next append.
     pub fn watch(&self, waiter: &Arc<Notify>) {
-        let mut waiters = self.waiters.lock().expect("waiters lock");
+        let mut waiters = self.waiters.lock().unwrap_or_else(PoisonError::into_inner);
         if waiters.len() >= WAITER_SWEEP_THRESHOLD {
             waiters.retain(|w| w.strong_count() > 0);
         }
@@ -219,7 +225,7 @@ impl Partition {
     }
 
     fn wake_waiters(&self) {
-        let waiters = std::mem::take(&mut *self.waiters.lock().expect("waiters lock"));
+        let waiters = std::mem::take(&mut *self.waiters.lock().unwrap_or_else(PoisonError::into_inner));
         for waiter in waiters.iter().filter_map(Weak::upgrade) {
             waiter.notify_one();
         }
@@ -273,7 +279,7 @@ fn apply_configs(hosted: &Hosted, config: &BrokerConfig, image: &MetadataImage) 
         let Some(overrides) = image.topic_by_id(&topic.id).map(|t| &t.configs) else { continue };
         let log_config = config.log_config_for(overrides);
         for partition in &topic.partitions {
-            let mut log = partition.log.lock().expect("log lock");
+            let Ok(mut log) = lock_log(&partition.log) else { continue };
             if *log.config() != log_config {
                 log.set_config(log_config.clone());
             }
@@ -349,15 +355,15 @@ impl ReplicaManager {
     /// The broker config in force: static, overlaid by the dynamic broker
     /// configs of the last image synced.
     pub fn config(&self) -> Arc<BrokerConfig> {
-        self.config.read().expect("config lock").clone()
+        self.config.read().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
     pub fn topic(&self, name: &str) -> Option<Arc<TopicPartitions>> {
-        self.hosted.read().expect("hosted lock").by_name.get(name).cloned()
+        self.hosted().by_name.get(name).cloned()
     }
 
     pub fn topic_by_id(&self, id: &Uuid) -> Option<Arc<TopicPartitions>> {
-        self.hosted.read().expect("hosted lock").by_id.get(id).cloned()
+        self.hosted().by_id.get(id).cloned()
     }
 
     pub fn partition(&self, topic: &str, partition: i32) -> Option<Arc<Partition>> {
@@ -371,13 +377,13 @@ impl ReplicaManager {
     /// configs over static ones).
     pub fn sync(&self, image: &MetadataImage) -> Result<(), StorageError> {
         let now = strom_storage::now_ms();
-        let mut hosted = self.hosted.write().expect("hosted lock");
+        let mut hosted = self.hosted.write().unwrap_or_else(PoisonError::into_inner);
         if hosted.synced_offset.is_some_and(|synced| image.last_offset < synced) {
             return Ok(());
         }
         hosted.synced_offset = Some(image.last_offset);
         let config = Arc::new(self.static_config.with_dynamic_from(image));
-        *self.config.write().expect("config lock") = config.clone();
+        *self.config.write().unwrap_or_else(PoisonError::into_inner) = config.clone();
         let removed: Vec<Arc<TopicPartitions>> =
             hosted.by_id.values().filter(|t| image.topic_by_id(&t.id).is_none()).cloned().collect();
         for topic in removed {
@@ -410,7 +416,7 @@ impl ReplicaManager {
 
     /// Every hosted partition.
     pub fn partitions(&self) -> Vec<Arc<Partition>> {
-        let hosted = self.hosted.read().expect("hosted lock");
+        let hosted = self.hosted();
         hosted.by_name.values().flat_map(|t| t.partitions.iter().cloned()).collect()
     }
 
@@ -426,7 +432,7 @@ impl ReplicaManager {
         let mut deleted_any = false;
         let mut first_error = None;
         for partition in self.partitions().into_iter().filter(|p| p.dir.is_online()) {
-            let mut log = partition.log.lock().expect("log lock");
+            let Ok(mut log) = lock_log(&partition.log) else { continue };
             let deleted =
                 match partition.dir.guard(log.delete_retained_segments(partition.high_watermark(), now)) {
                     Ok(deleted) => deleted,
@@ -438,7 +444,7 @@ impl ReplicaManager {
             if deleted.segments > 0 {
                 deleted_any = true;
                 let due = now.saturating_add(log.config().file_delete_delay_ms);
-                self.removals.lock().expect("removals lock").schedule(due, deleted.files);
+                self.removals().schedule(due, deleted.files);
             }
         }
         if deleted_any {
@@ -451,8 +457,9 @@ impl ReplicaManager {
     pub fn remove_expired_producers(&self, expiration_ms: i64) {
         let now = strom_storage::now_ms();
         for partition in self.partitions() {
-            let removed =
-                partition.log.lock().expect("log lock").remove_expired_producers(now, expiration_ms);
+            let Ok(mut log) = lock_log(&partition.log) else { continue };
+            let removed = log.remove_expired_producers(now, expiration_ms);
+            drop(log);
             if removed > 0 {
                 tracing::debug!(partition = %partition.tp, removed, "expired idle producer ids");
             }
@@ -461,7 +468,15 @@ impl ReplicaManager {
 
     /// Removes the files of deleted segments whose delay has passed.
     pub fn remove_deleted_files(&self) {
-        self.removals.lock().expect("removals lock").remove_due(strom_storage::now_ms());
+        self.removals().remove_due(strom_storage::now_ms());
+    }
+
+    fn hosted(&self) -> RwLockReadGuard<'_, Hosted> {
+        self.hosted.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn removals(&self) -> MutexGuard<'_, DelayedRemovals> {
+        self.removals.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The log dirs, in `log.dirs` order.
@@ -472,7 +487,7 @@ impl ReplicaManager {
     /// The hosted partitions whose logs live in dir `dir_index`.
     pub fn partitions_in_dir(&self, dir_index: usize) -> Vec<Arc<Partition>> {
         let dir = &self.logs.dirs()[dir_index];
-        let hosted = self.hosted.read().expect("hosted lock");
+        let hosted = self.hosted();
         let all = hosted.by_name.values().flat_map(|t| t.partitions.iter());
         all.filter(|p| Arc::ptr_eq(&p.dir, dir)).cloned().collect()
     }
@@ -500,5 +515,58 @@ impl ReplicaManager {
     /// Flushes and closes every log and marks the shutdown clean.
     pub fn shutdown(&self) -> Result<(), StorageError> {
         self.logs.shutdown(&self.high_watermarks(), strom_storage::now_ms())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::error::ResponseError;
+    use strom_storage::LogConfig;
+
+    fn partitions(logs: &LogManager, count: i32) -> Vec<Partition> {
+        (0..count)
+            .map(|p| {
+                let tp = TopicPartition::new("t", p);
+                let log = logs.get_or_create(&tp, LogConfig::default(), 0).unwrap();
+                Partition::new(tp.clone(), 0, log, logs.dir_of(&tp).unwrap())
+            })
+            .collect()
+    }
+
+    /// Poisons the partition's log lock as a panic mid-append would.
+    fn panic_holding_the_log(partition: &Partition) {
+        let panicked = std::thread::scope(|s| {
+            s.spawn(|| {
+                let _held = partition.log.lock().unwrap();
+                panic!("injected panic while the log is locked");
+            })
+            .join()
+        });
+        assert!(panicked.is_err());
+    }
+
+    #[test]
+    fn a_panic_holding_a_log_takes_its_partition_offline_with_a_storage_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let logs = LogManager::new(vec![dir.path().to_owned()]).unwrap();
+        let [broken, healthy] = <[Partition; 2]>::try_from(partitions(&logs, 2)).unwrap();
+        let batch = strom_storage::batch::encode_batch(&[(None, Some(bytes::Bytes::from_static(b"v")))], 0);
+        broken.append(&batch, 0).unwrap();
+        panic_holding_the_log(&broken);
+
+        for error in [
+            broken.append(&batch, 0).map(drop).unwrap_err(),
+            broken.read(0, 1024, true, Isolation::ReadCommitted).map(drop).unwrap_err(),
+            broken.offset_of_max_timestamp().map(drop).unwrap_err(),
+        ] {
+            assert_eq!(crate::error::storage_error(&error), ResponseError::KafkaStorageError, "{error}");
+        }
+        assert!(matches!(broken.delete_records(0), Err(DeleteRecordsError::Storage(_))));
+        assert!(!broken.is_online());
+        assert_eq!((broken.log_start_offset(), broken.size_bytes() > 0), (0, true), "figures stay readable");
+        assert!(broken.dir().is_online(), "one partition's panic is not its dir's failure");
+        assert!(healthy.is_online());
+        assert_eq!(healthy.append(&batch, 0).unwrap().0.first_offset, 0);
     }
 }

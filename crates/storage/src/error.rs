@@ -33,6 +33,11 @@ pub enum StorageError {
     /// (KAFKA_STORAGE_ERROR).
     #[error("log dir {0} is offline")]
     LogDirOffline(String),
+    /// A panic poisoned the partition's log lock, perhaps mid-append: its
+    /// state in memory may disagree with its files, so it serves nothing
+    /// more until a restart recovers it from disk (KAFKA_STORAGE_ERROR).
+    #[error("log {0} is offline after an internal error")]
+    LogOffline(String),
 }
 
 impl StorageError {

@@ -157,6 +157,9 @@ pub struct Log {
     unflushed_messages: u64,
     last_flush_ms: i64,
     producers: producers::Producers,
+    /// Set once a panic poisoned the lock around this log; see
+    /// [`crate::manager::lock_log`].
+    offline: bool,
 }
 
 /// The base offset encoded in a segment file name, if it is one.
@@ -242,6 +245,7 @@ impl Log {
             unflushed_messages: 0,
             last_flush_ms: now_ms,
             producers: Default::default(),
+            offline: false,
         };
         let recover_from =
             found.iter().rev().map(|s| s.base_offset).find(|b| *b <= recovery_point).unwrap_or(i64::MIN);
@@ -313,6 +317,11 @@ impl Log {
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Marks the log offline; true only the first time, so it is reported once.
+    pub(crate) fn take_offline(&mut self) -> bool {
+        !std::mem::replace(&mut self.offline, true)
     }
 
     pub fn config(&self) -> &LogConfig {

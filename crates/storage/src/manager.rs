@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Display;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::checkpoint::OffsetCheckpoint;
 use crate::cleaner::{Cleaner, CleanerManager};
@@ -34,6 +34,27 @@ const DELETE_SUFFIX: &str = "-delete";
 
 /// A partition log shared between the request path and background tasks.
 pub type SharedLog = Arc<Mutex<Log>>;
+
+/// Locks a partition log for use. A lock poisoned by a panic (perhaps in
+/// the middle of an append) means the log's memory may disagree with its
+/// files: the log is offline, answering [`StorageError::LogOffline`], is
+/// left out of checkpoints and keeps its dir from being marked clean, so a
+/// restart recovers it from disk. It is reported once.
+pub fn lock_log(log: &Mutex<Log>) -> Result<MutexGuard<'_, Log>> {
+    log.lock().map_err(|poisoned| {
+        let mut log = poisoned.into_inner();
+        if log.take_offline() {
+            tracing::error!(dir = %log.dir().display(), "a panic interrupted work on this log; it is offline until a restart recovers it");
+        }
+        StorageError::LogOffline(log.dir().display().to_string())
+    })
+}
+
+/// Locks a partition log to read a figure (size, offsets) that stays
+/// meaningful even if the log went offline: a panic cannot tear a word.
+pub fn peek_log(log: &Mutex<Log>) -> MutexGuard<'_, Log> {
+    log.lock().unwrap_or_else(PoisonError::into_inner)
+}
 
 #[derive(Debug)]
 struct Entry {
@@ -246,10 +267,20 @@ impl LogManager {
         first_error.into_inner().expect("error lock").map_or(Ok(()), Err)
     }
 
+    /// The map of logs; changed one insert or removal at a time, so usable
+    /// through a poisoning.
+    fn log_map(&self) -> RwLockReadGuard<'_, HashMap<TopicPartition, Entry>> {
+        self.logs.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn log_map_mut(&self) -> RwLockWriteGuard<'_, HashMap<TopicPartition, Entry>> {
+        self.logs.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
     fn insert(&self, tp: &TopicPartition, dir: usize, log: Log) -> SharedLog {
         let shared = Arc::new(Mutex::new(log));
         let entry = Entry { dir, log: shared.clone() };
-        let replaced = self.logs.write().expect("log map lock").insert(tp.clone(), entry);
+        let replaced = self.log_map_mut().insert(tp.clone(), entry);
         self.dirs[dir].partitions.fetch_add(1, Ordering::Relaxed);
         if let Some(old) = replaced {
             self.dirs[old.dir].partitions.fetch_sub(1, Ordering::Relaxed);
@@ -278,12 +309,12 @@ impl LogManager {
     }
 
     pub fn get(&self, tp: &TopicPartition) -> Option<SharedLog> {
-        self.logs.read().expect("log map lock").get(tp).map(|e| e.log.clone())
+        self.log_map().get(tp).map(|e| e.log.clone())
     }
 
     /// The dir holding `tp`'s log.
     pub fn dir_of(&self, tp: &TopicPartition) -> Option<Arc<LogDir>> {
-        let logs = self.logs.read().expect("log map lock");
+        let logs = self.log_map();
         logs.get(tp).map(|e| self.dirs[e.dir].clone())
     }
 
@@ -296,14 +327,14 @@ impl LogManager {
 
     /// The logs in dir `dir_index`.
     pub fn logs_in(&self, dir_index: usize) -> Vec<(TopicPartition, SharedLog)> {
-        let logs = self.logs.read().expect("log map lock");
+        let logs = self.log_map();
         logs.iter().filter(|(_, e)| e.dir == dir_index).map(|(tp, e)| (tp.clone(), e.log.clone())).collect()
     }
 
     /// Forgets `tp` and removes its files: renamed first, so a crash midway
     /// leaves a `-delete` dir that the next start removes.
     pub fn delete(&self, tp: &TopicPartition) -> Result<()> {
-        let Some(entry) = self.logs.write().expect("log map lock").remove(tp) else {
+        let Some(entry) = self.log_map_mut().remove(tp) else {
             return Ok(());
         };
         let log_dir = &self.dirs[entry.dir];
@@ -317,7 +348,7 @@ impl LogManager {
         let doomed = log_dir.path().join(format!("{}.{}{DELETE_SUFFIX}", tp.dir_name(), unique_suffix()));
         // Under the log lock: a cleaner swap in flight finishes first, and a
         // later one sees the log is gone.
-        let _quiesced = entry.log.lock().expect("log lock");
+        let _quiesced = peek_log(&entry.log);
         let removed = std::fs::rename(&dir, &doomed).and_then(|_| std::fs::remove_dir_all(&doomed));
         log_dir.guard(removed.map_err(StorageError::from))
     }
@@ -330,13 +361,13 @@ impl LogManager {
     }
 
     fn snapshot(&self) -> Vec<(TopicPartition, usize, SharedLog)> {
-        let logs = self.logs.read().expect("log map lock");
+        let logs = self.log_map();
         logs.iter().map(|(tp, e)| (tp.clone(), e.dir, e.log.clone())).collect()
     }
 
     /// The logs of online dirs, each with its dir's index.
     fn online_logs(&self) -> Vec<(usize, SharedLog)> {
-        let logs = self.logs.read().expect("log map lock");
+        let logs = self.log_map();
         let online = logs.values().filter(|e| self.dirs[e.dir].is_online());
         online.map(|e| (e.dir, e.log.clone())).collect()
     }
@@ -353,8 +384,14 @@ impl LogManager {
             if !self.dirs[dir].is_online() {
                 continue;
             }
-            let log = log.lock().expect("log lock");
-            recovery[dir].insert(tp.clone(), log.recovery_point());
+            // An offline log keeps no recovery point: a restart recovers it whole.
+            let log = match lock_log(&log) {
+                Ok(log) => {
+                    recovery[dir].insert(tp.clone(), log.recovery_point());
+                    log
+                }
+                Err(_) => peek_log(&log),
+            };
             starts[dir].insert(tp.clone(), log.log_start_offset());
             if let Some(hw) = high_watermarks.get(&tp) {
                 marks[dir].insert(tp, *hw);
@@ -391,11 +428,12 @@ impl LogManager {
     /// while waiting for a log lock.
     pub fn clean_dirtiest(&self, cleaner: &mut Cleaner, stop: &dyn Fn() -> bool) -> Result<bool> {
         let registered = |tp: &TopicPartition, log: &SharedLog| {
-            let logs = self.logs.read().expect("log map lock");
-            logs.get(tp).is_some_and(|live| Arc::ptr_eq(&live.log, log) && self.dirs[live.dir].is_online())
+            let logs = self.log_map();
+            let live = |entry: &Entry| Arc::ptr_eq(&entry.log, log) && self.dirs[entry.dir].is_online();
+            logs.get(tp).is_some_and(live) && !log.is_poisoned()
         };
         let mut online = self.snapshot();
-        online.retain(|(_, dir, _)| self.dirs[*dir].is_online());
+        online.retain(|(_, dir, log)| self.dirs[*dir].is_online() && !log.is_poisoned());
         self.cleaner.clean_dirtiest(&online, cleaner, &registered, stop, crate::now_ms())
     }
 
@@ -407,8 +445,9 @@ impl LogManager {
         )
     }
 
-    /// Runs `action` on every log of an online dir; a disk failure takes its
-    /// dir offline and the others carry on. Returns the first failure.
+    /// Runs `action` on every online log of an online dir; a disk failure
+    /// takes its dir offline and the others carry on. Returns the first
+    /// failure.
     fn for_each_online_log(&self, mut action: impl FnMut(&mut Log) -> Result<()>) -> Result<()> {
         let mut first_error = None;
         for (dir, log) in self.online_logs() {
@@ -417,7 +456,8 @@ impl LogManager {
                 // Failed since the list was taken.
                 continue;
             }
-            let done = action(&mut log.lock().expect("log lock"));
+            let Ok(mut log) = lock_log(&log) else { continue };
+            let done = action(&mut log);
             if let Err(e) = dir.guard(done) {
                 first_error.get_or_insert(e);
             }
@@ -434,13 +474,18 @@ impl LogManager {
             by_dir[dir].push(log);
         }
         // Closing flushes what is unflushed: the dir's threads share the fsyncs.
-        let closed = self.in_parallel_per_dir(by_dir, |dir, log| {
-            let closed = log.lock().expect("log lock").close(now_ms);
-            self.dirs[dir].guard(closed)
+        let closed = self.in_parallel_per_dir(by_dir, |dir, log| match lock_log(&log) {
+            Ok(mut log) => self.dirs[dir].guard(log.close(now_ms)),
+            Err(_) => Ok(()),
         });
         let checkpointed = self.checkpoint(high_watermarks);
         let mut first_error = closed.err().or(checkpointed.err());
-        for dir in self.dirs.iter().filter(|d| d.is_online()) {
+        // A dir holding an offline log stays unclean: the next start recovers it.
+        let mut unclean: Vec<bool> = self.dirs.iter().map(|d| !d.is_online()).collect();
+        for (dir, log) in self.online_logs() {
+            unclean[dir] |= log.is_poisoned();
+        }
+        for (dir, _) in self.dirs.iter().zip(unclean).filter(|(_, unclean)| !unclean) {
             let marked = crate::checkpoint::write_atomically(&dir.path().join(CLEAN_SHUTDOWN_MARKER), b"");
             if let Err(e) = dir.guard(marked.map_err(StorageError::from)) {
                 first_error.get_or_insert(e);
@@ -615,6 +660,54 @@ mod tests {
         assert!(!dirs[0].join("t-0").exists(), "removed from the online dir");
         assert!(dirs[1].join("t-1").exists(), "left for the next start on the failed one");
         assert_eq!(manager.dirs()[1].partition_count(), 0);
+    }
+
+    /// Poisons `log`'s lock as a panic in the middle of an append would.
+    pub(crate) fn poison(log: &SharedLog) {
+        let panicked = std::thread::scope(|s| {
+            s.spawn(|| {
+                let _held = log.lock().unwrap();
+                panic!("injected panic while the log is locked");
+            })
+            .join()
+        });
+        assert!(panicked.is_err() && log.is_poisoned());
+    }
+
+    #[test]
+    fn a_log_poisoned_by_a_panic_goes_offline_and_its_dir_is_recovered_at_the_next_start() {
+        let (_root, dirs, manager) = manager(2);
+        create(&manager, "t", 4);
+        let (broken, healthy) = (TopicPartition::new("t", 0), TopicPartition::new("t", 1));
+        let broken_dir =
+            manager.dirs().iter().position(|d| Arc::ptr_eq(d, &manager.dir_of(&broken).unwrap()));
+        let broken_dir = broken_dir.unwrap();
+        let batch = crate::batch::encode_batch(&[(None, Some(bytes::Bytes::from_static(b"v")))], 0);
+        let broken_log = manager.get(&broken).unwrap();
+        lock_log(&broken_log).unwrap().append(&batch, 0, 0).unwrap();
+        poison(&broken_log);
+
+        let offline = lock_log(&broken_log).map(|_| ());
+        assert!(
+            matches!(offline, Err(StorageError::LogOffline(ref dir)) if dir.ends_with("t-0")),
+            "{offline:?}"
+        );
+        assert_eq!(peek_log(&broken_log).log_end_offset(), 1, "figures stay readable");
+        lock_log(&manager.get(&healthy).unwrap()).unwrap().append(&batch, 0, 0).unwrap();
+        manager.flush_due(i64::MAX).unwrap();
+        manager.checkpoint(&HashMap::new()).unwrap();
+        let recovery =
+            OffsetCheckpoint::new(dirs[broken_dir].join(RECOVERY_POINT_CHECKPOINT)).read().unwrap();
+        assert!(!recovery.iter().any(|(tp, _)| *tp == broken), "an offline log is recovered whole");
+        assert!(manager.dirs().iter().all(|d| d.is_online()), "one log's panic is not its dir's failure");
+
+        manager.shutdown(&HashMap::new(), 0).unwrap();
+        assert!(!dirs[broken_dir].join(CLEAN_SHUTDOWN_MARKER).exists());
+        assert!(dirs[1 - broken_dir].join(CLEAN_SHUTDOWN_MARKER).exists());
+        drop((broken_log, manager));
+        let restarted = LogManager::new(dirs.clone()).unwrap();
+        let loaded = restarted.load(&broken, broken_dir, LogConfig::default(), 0).unwrap();
+        assert_eq!(lock_log(&loaded).unwrap().log_end_offset(), 1);
     }
 
     #[test]

@@ -15,7 +15,7 @@ pub mod consumer;
 pub mod state;
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -24,6 +24,7 @@ use strom_metadata::{MetadataError, NewTopic};
 use tokio::sync::{oneshot, watch};
 use uuid::Uuid;
 
+use crate::locks::lock_recovering;
 use crate::server::Broker;
 use codec::{GroupValue, OffsetValue, RecordKey};
 use state::{Group, GroupLimits, GroupState, JoinResult, Member, SyncResult};
@@ -124,6 +125,10 @@ impl GroupCoordinator {
         &self.config
     }
 
+    fn groups(&self) -> MutexGuard<'_, HashMap<String, Group>> {
+        lock_recovering(&self.groups, "consumer groups")
+    }
+
     fn limits(&self) -> GroupLimits {
         GroupLimits {
             initial_rebalance_delay: Duration::from_millis(
@@ -205,7 +210,7 @@ impl GroupCoordinator {
         commit: &TxnCommit,
         entries: &[CommitEntry],
     ) -> Vec<Option<ResponseError>> {
-        let mut groups = self.groups.lock().expect("groups lock");
+        let mut groups = self.groups();
         let group_id = commit.group_id.as_str();
         if let Err(error) = check_txn_committer(&groups, commit) {
             return vec![Some(error); entries.len()];
@@ -259,7 +264,7 @@ impl GroupCoordinator {
     /// `offsets_partition`: its staged offsets there become the groups'
     /// offsets (commit) or go (abort).
     pub fn complete_txn(&self, producer_id: i64, offsets_partition: i32, commit: bool) {
-        let mut groups = self.groups.lock().expect("groups lock");
+        let mut groups = self.groups();
         for group in groups.values_mut() {
             if self.partition_for(&group.id) != offsets_partition {
                 continue;
@@ -275,7 +280,7 @@ impl GroupCoordinator {
     /// Whether a transaction not yet ended holds an offset of the group for
     /// the partition (OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT).
     pub fn has_pending_txn_offset(&self, group_id: &str, topic: &str, partition: i32) -> bool {
-        let groups = self.groups.lock().expect("groups lock");
+        let groups = self.groups();
         let key = (topic.to_owned(), partition);
         groups.get(group_id).is_some_and(|g| g.pending_txn_offsets.values().any(|p| p.contains_key(&key)))
     }
@@ -300,7 +305,7 @@ impl GroupCoordinator {
     pub fn load(&self, broker: &Broker) -> Result<(), strom_storage::StorageError> {
         let Some(topic) = broker.replicas.topic(OFFSETS_TOPIC) else { return Ok(()) };
         let now = Instant::now();
-        let mut groups = self.groups.lock().expect("groups lock");
+        let mut groups = self.groups();
         for partition in &topic.partitions {
             let records = partition.read_records()?;
             for record in records {
@@ -347,7 +352,7 @@ impl GroupCoordinator {
             .map(|t| (t.name.clone(), (t.id, t.partitions.len() as i32)))
             .collect();
         let session = Duration::from_millis(self.config.consumer_session_timeout_ms.max(0) as u64);
-        let mut groups = self.groups.lock().expect("groups lock");
+        let mut groups = self.groups();
         if !groups.contains_key(group_id) && heartbeat.member_epoch != 0 {
             return Err(ResponseError::UnknownMemberId);
         }
@@ -364,7 +369,7 @@ impl GroupCoordinator {
 
     /// A KIP-848 group's state, for ConsumerGroupDescribe.
     pub fn describe_consumer_group(&self, group_id: &str) -> Option<consumer::ConsumerGroup> {
-        let groups = self.groups.lock().expect("groups lock");
+        let groups = self.groups();
         groups.get(group_id)?.consumer.as_ref().map(|c| consumer::ConsumerGroup {
             epoch: c.epoch,
             assignment_epoch: c.assignment_epoch,
@@ -379,7 +384,7 @@ impl GroupCoordinator {
     pub async fn join(&self, request: JoinRequest, mut stopping: watch::Receiver<bool>) -> JoinResult {
         let member_id = request.member_id.clone();
         let waiter = {
-            let mut groups = self.groups.lock().expect("groups lock");
+            let mut groups = self.groups();
             match self.join_locked(&mut groups, request, Instant::now()) {
                 Ok(waiter) => waiter,
                 Err(result) => return *result,
@@ -465,7 +470,7 @@ impl GroupCoordinator {
         let fail = |error| SyncResult { error: Some(error), assignment: Bytes::new() };
         let mut stopping = broker.stopping();
         let waiter = {
-            let mut groups = self.groups.lock().expect("groups lock");
+            let mut groups = self.groups();
             let Some(group) = groups.get_mut(&request.group_id) else {
                 return fail(ResponseError::UnknownMemberId);
             };
@@ -518,7 +523,7 @@ impl GroupCoordinator {
         instance_id: Option<&str>,
         generation: i32,
     ) -> Option<ResponseError> {
-        let mut groups = self.groups.lock().expect("groups lock");
+        let mut groups = self.groups();
         let Some(group) = groups.get_mut(group_id) else { return Some(ResponseError::UnknownMemberId) };
         if group.is_fenced(member_id, instance_id) {
             return Some(ResponseError::FencedInstanceId);
@@ -547,7 +552,7 @@ impl GroupCoordinator {
         group_id: &str,
         leaving: &[(String, Option<String>)],
     ) -> Result<Vec<Option<ResponseError>>, ResponseError> {
-        let mut groups = self.groups.lock().expect("groups lock");
+        let mut groups = self.groups();
         let group = groups.get_mut(group_id).ok_or(ResponseError::UnknownMemberId)?;
         let outcomes = leaving
             .iter()
@@ -582,7 +587,7 @@ impl GroupCoordinator {
         instance_id: Option<&str>,
         entries: &[CommitEntry],
     ) -> Vec<Option<ResponseError>> {
-        let mut groups = self.groups.lock().expect("groups lock");
+        let mut groups = self.groups();
         if let Err(error) = self.check_committer(&groups, group_id, generation, member_id, instance_id) {
             return vec![Some(error); entries.len()];
         }
@@ -675,7 +680,7 @@ impl GroupCoordinator {
         group_id: &str,
         partitions: Option<&[(String, i32)]>,
     ) -> Vec<(String, i32, Option<OffsetValue>)> {
-        let groups = self.groups.lock().expect("groups lock");
+        let groups = self.groups();
         let offsets = groups.get(group_id).map(|g| &g.offsets);
         match partitions {
             Some(wanted) => wanted
@@ -701,7 +706,7 @@ impl GroupCoordinator {
         group_id: &str,
         partitions: &[(String, i32)],
     ) -> Result<Vec<Option<ResponseError>>, ResponseError> {
-        let mut groups = self.groups.lock().expect("groups lock");
+        let mut groups = self.groups();
         let group = groups.get_mut(group_id).ok_or(ResponseError::GroupIdNotFound)?;
         let subscribed = subscribed_topics(group);
         let mut tombstones = Vec::new();
@@ -730,7 +735,7 @@ impl GroupCoordinator {
 
     /// (group id, protocol type, state, group type) of every group.
     pub fn list(&self) -> Vec<(String, String, &'static str, &'static str)> {
-        let groups = self.groups.lock().expect("groups lock");
+        let groups = self.groups();
         let mut listed: Vec<_> = groups
             .values()
             .map(|g| {
@@ -744,7 +749,7 @@ impl GroupCoordinator {
     }
 
     pub fn describe(&self, group_id: &str) -> Option<GroupDescription> {
-        let groups = self.groups.lock().expect("groups lock");
+        let groups = self.groups();
         let group = groups.get(group_id)?;
         if let Some(consumer) = &group.consumer {
             let members = consumer
@@ -809,7 +814,7 @@ impl GroupCoordinator {
 
     /// DeleteGroups: only groups without members; their offsets go too.
     pub fn delete_group(&self, broker: &Broker, group_id: &str) -> Option<ResponseError> {
-        let mut groups = self.groups.lock().expect("groups lock");
+        let mut groups = self.groups();
         let Some(group) = groups.get(group_id) else { return Some(ResponseError::GroupIdNotFound) };
         if !group.is_empty() {
             return Some(ResponseError::NonEmptyGroup);
@@ -842,7 +847,7 @@ impl GroupCoordinator {
             let now = Instant::now();
             let limits = broker.groups.limits();
             {
-                let mut groups = broker.groups.groups.lock().expect("groups lock");
+                let mut groups = broker.groups.groups();
                 for group in groups.values_mut() {
                     match &mut group.consumer {
                         Some(consumer) => {
@@ -867,7 +872,7 @@ impl GroupCoordinator {
     /// without members, writing tombstones.
     fn expire_offsets(&self, broker: &Broker) {
         let now_ms = strom_storage::now_ms();
-        let mut groups = self.groups.lock().expect("groups lock");
+        let mut groups = self.groups();
         for group in groups.values_mut() {
             let expired = group.expired_offsets(now_ms, self.config.offsets_retention_ms);
             if expired.is_empty() {
