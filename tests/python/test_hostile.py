@@ -334,3 +334,70 @@ def test_storm_with_well_behaved_client(broker):
         30,
         f"the broker's open fds to drop back near {fds_before} (hostile connections released)",
     )
+
+
+# ---- A slow disk stalls no connection -----------------------------------------
+# Every fsync waits off the runtime's workers and the periodic duties run on
+# the blocking pool. The broker runs here with one runtime worker and every
+# fsync made slow (a debug-build hook): a sync that held the worker would
+# keep every other connection unanswered until the disk was done.
+
+import select  # noqa: E402
+
+from wire import init_producer_id_request, parse_init_producer_id  # noqa: E402
+
+SLOW_FSYNC_MS = 2000
+SLOW_DISK_START_TIMEOUT_S = 30.0
+
+
+@pytest.fixture
+def slow_disk_broker(tmp_path, monkeypatch):
+    from harness import Broker
+
+    monkeypatch.setenv("STROM_TEST_FSYNC_DELAY_MS", str(SLOW_FSYNC_MS))
+    monkeypatch.setenv("TOKIO_WORKER_THREADS", "1")
+    brokers = []
+
+    def start(overrides: dict[str, str] | None = None):
+        broker = Broker(tmp_path / f"slow{len(brokers)}", overrides)
+        brokers.append(broker)
+        broker.start(timeout_s=SLOW_DISK_START_TIMEOUT_S)
+        return broker
+
+    yield start
+    # A clean shutdown fsyncs every checkpoint: slow here, and not under test.
+    for broker in brokers:
+        if broker.alive():
+            broker.kill9()
+        broker.close()
+
+
+def answered_api_versions(port: int) -> bool:
+    reaction = exchange(port, api_versions_request(3, 77), until_frames=1, timeout_s=30)
+    return len(split_frames(reaction.received)[0]) == 1
+
+
+def test_a_slow_metadata_fsync_leaves_other_connections_answered(slow_disk_broker):
+    broker = slow_disk_broker()
+    metadata_log = broker.data_dir / "__cluster_metadata-0" / "00000000000000000000.log"
+    size_before = metadata_log.stat().st_size
+    with connect(broker.port, timeout_s=30) as writer:
+        # The first producer id reserves a block in the metadata log, fsync'd.
+        assert send(writer, init_producer_id_request(4, 7))
+        wait_until(lambda: metadata_log.stat().st_size > size_before, 10, "the producer id block written")
+        assert answered_api_versions(broker.port), "ApiVersions unanswered"
+        in_flight = not select.select([writer], [], [], 0)[0]
+        assert in_flight, "ApiVersions was answered only after the metadata fsync finished"
+        reaction = drain(writer, timeout_s=30, until_frames=1)
+        frames = split_frames(reaction.received)[0]
+        assert len(frames) == 1 and parse_init_producer_id(frames[0], 4).error_code == 0
+    assert broker.alive()
+
+
+def test_a_slow_checkpoint_leaves_other_connections_answered(slow_disk_broker):
+    broker = slow_disk_broker({"log.flush.offset.checkpoint.interval.ms": "200"})
+    checkpoint_tmp = broker.data_dir / "recovery-point-offset-checkpoint.tmp"
+    wait_until(checkpoint_tmp.exists, 10, "a checkpoint being forced to disk")
+    assert answered_api_versions(broker.port), "ApiVersions unanswered"
+    assert checkpoint_tmp.exists(), "ApiVersions was answered only after the checkpoint's fsync finished"
+    assert broker.alive()

@@ -299,29 +299,44 @@ async fn periodic_duties(broker: Arc<Broker>, mut stop: watch::Receiver<bool>) {
             biased;
             _ = stop.changed() => return,
             _ = flush.tick() => {
-                // fsyncs block: off the runtime's workers.
-                let flusher = broker.clone();
-                match tokio::task::spawn_blocking(move || flusher.replicas.flush_due()).await {
-                    Ok(Err(e)) => tracing::error!("flush failed: {e}"),
-                    Err(e) => tracing::error!("flush task failed: {e}"),
-                    Ok(Ok(())) => {}
-                }
-                broker.replicas.remove_deleted_files();
+                on_blocking_thread(&broker, "flush", |replicas| {
+                    let flushed = replicas.flush_due();
+                    replicas.remove_deleted_files();
+                    flushed
+                })
+                .await;
             }
             _ = retention.tick() => {
-                if let Err(e) = broker.replicas.enforce_retention() {
-                    tracing::error!("retention check failed: {e}");
-                }
+                on_blocking_thread(&broker, "retention check", ReplicaManager::enforce_retention).await;
             }
             _ = producer_expiry.tick() => {
-                broker.replicas.remove_expired_producers(config.producer_id_expiration_ms);
+                let expiration_ms = config.producer_id_expiration_ms;
+                on_blocking_thread(&broker, "producer id expiry", move |replicas| {
+                    replicas.remove_expired_producers(expiration_ms);
+                    Ok(())
+                })
+                .await;
             }
             _ = checkpoint.tick() => {
-                if let Err(e) = broker.replicas.checkpoint() {
-                    tracing::error!("checkpoint failed: {e}");
-                }
+                on_blocking_thread(&broker, "checkpoint", ReplicaManager::checkpoint).await;
                 broker.fetch_sessions.evict_expired();
             }
         }
+    }
+}
+
+/// Runs a periodic duty on the blocking pool: it walks every log and waits
+/// for the disk (fsyncs, renames, removals), which must stall neither the
+/// runtime's workers nor the connections they serve.
+async fn on_blocking_thread(
+    broker: &Arc<Broker>,
+    duty: &'static str,
+    work: impl FnOnce(&ReplicaManager) -> Result<(), StorageError> + Send + 'static,
+) {
+    let broker = broker.clone();
+    match tokio::task::spawn_blocking(move || work(&broker.replicas)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::error!("{duty} failed: {e}"),
+        Err(e) => tracing::error!("{duty} task failed: {e}"),
     }
 }

@@ -21,7 +21,8 @@
 //!   idempotent retries are appended once; snapshotted beside the segments.
 //! - [`txn_index`] is a segment's `.txnindex` of aborted transactions, for
 //!   read_committed fetches.
-//! - [`checkpoint`] writes Kafka's offset checkpoint files atomically.
+//! - [`checkpoint`] writes Kafka's offset checkpoint files atomically;
+//!   [`fsync`] is where every write is forced to disk.
 //! - [`manager`] owns every log across `log.dirs`, loads them at start,
 //!   places new ones, takes a failed dir offline and marks a clean shutdown.
 //!
@@ -32,6 +33,7 @@ pub mod checkpoint;
 pub mod cleaner;
 pub mod error;
 pub mod file_cache;
+pub mod fsync;
 pub mod index;
 pub mod log;
 pub mod manager;

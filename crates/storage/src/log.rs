@@ -579,7 +579,7 @@ impl Log {
             return Ok(());
         }
         let segment = LogSegment::create(&self.dir, base, self.config.segment_config(), now_ms)?;
-        self.snapshot_producer_state()?;
+        self.snapshot_producer_state_unsynced()?;
         self.active_mut().on_roll()?;
         self.segments.insert(base, segment);
         tracing::debug!(dir = %self.dir.display(), base, "rolled segment");
@@ -673,6 +673,7 @@ impl Log {
         for segment in self.segments.range(from..active_base).map(|(_, s)| s) {
             segment.flush()?;
         }
+        self.sync_producer_snapshots()?;
         self.recovery_point = active_base;
         Ok(())
     }
@@ -688,6 +689,7 @@ impl Log {
         for segment in self.segments.range(from..).map(|(_, s)| s) {
             segment.flush()?;
         }
+        self.sync_producer_snapshots()?;
         self.recovery_point = log_end;
         self.unflushed_messages = 0;
         self.last_flush_ms = now_ms;
