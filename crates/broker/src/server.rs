@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use strom_metadata::{Controller, MetadataError};
 use strom_storage::file_cache::FileCache;
-use strom_storage::{LogManager, StorageError};
+use strom_storage::{Context, LogManager, StorageError};
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
@@ -48,12 +48,14 @@ pub struct Broker {
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    #[error("metadata: {0}")]
+    // The inner messages name what failed and where; transparent, so a
+    // chain printer shows each once.
+    #[error(transparent)]
     Metadata(#[from] MetadataError),
-    #[error("storage: {0}")]
+    #[error(transparent)]
     Storage(#[from] StorageError),
-    #[error("cannot listen on {addr}: {source}")]
-    Bind { addr: String, source: std::io::Error },
+    #[error("cannot listen on {addr}: {error}")]
+    Bind { addr: String, error: std::io::Error },
     #[error("{0}")]
     Config(String),
 }
@@ -67,7 +69,8 @@ impl Broker {
         let logs = LogManager::new(config.log_dirs.clone())?
             .with_threads_per_dir(config.num_recovery_threads_per_data_dir);
         FileCache::shared().set_capacity(config.log_segment_open_files_max);
-        std::fs::create_dir_all(&config.metadata_log_dir).map_err(StorageError::from)?;
+        std::fs::create_dir_all(&config.metadata_log_dir)
+            .at("create metadata log dir", &config.metadata_log_dir)?;
         let controller = Controller::open(&config.metadata_log_dir, config.node_id)?;
         let metadata_ms = started.elapsed().as_millis();
         let replicas = ReplicaManager::open(config.clone(), logs, &controller.image())?;
@@ -124,9 +127,9 @@ impl BoundBroker {
             let addr = listener.socket_addr().map_err(StartError::Config)?;
             let bound = TcpListener::bind(addr)
                 .await
-                .map_err(|source| StartError::Bind { addr: addr.to_string(), source })?;
+                .map_err(|error| StartError::Bind { addr: addr.to_string(), error })?;
             let local =
-                bound.local_addr().map_err(|source| StartError::Bind { addr: addr.to_string(), source })?;
+                bound.local_addr().map_err(|error| StartError::Bind { addr: addr.to_string(), error })?;
             tracing::info!(listener = %listener.name, addr = %local, "listening");
             listeners.push(bound);
         }
@@ -134,7 +137,7 @@ impl BoundBroker {
             Some(addr) => {
                 let bound = TcpListener::bind(addr)
                     .await
-                    .map_err(|source| StartError::Bind { addr: addr.to_string(), source })?;
+                    .map_err(|error| StartError::Bind { addr: addr.to_string(), error })?;
                 tracing::info!(addr = %addr, "serving Prometheus metrics at /metrics");
                 Some(bound)
             }

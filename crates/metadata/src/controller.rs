@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
 use bytes::Bytes;
-use strom_storage::{Log, LogConfig};
+use strom_storage::{Context, Log, LogConfig};
 use uuid::Uuid;
 
 use crate::image::{MetadataImage, TopicImage, RESOURCE_BROKER, RESOURCE_TOPIC};
@@ -44,7 +44,8 @@ pub enum MetadataError {
     InvalidConfig(String),
     #[error("all producer ids have been handed out")]
     ProducerIdsExhausted,
-    #[error("metadata log: {0}")]
+    /// The metadata log's storage failed; the message names the log's path.
+    #[error(transparent)]
     Storage(#[from] strom_storage::StorageError),
 }
 
@@ -133,7 +134,9 @@ impl Controller {
     /// Opens (or creates) the metadata log in `dir` and replays it.
     pub fn open(dir: &Path, node_id: i32) -> Result<Self, MetadataError> {
         let now = strom_storage::now_ms();
-        let (log, _) = Log::open(&dir.join(METADATA_LOG_DIR), LogConfig::default(), 0, 0, false, now)?;
+        let path = dir.join(METADATA_LOG_DIR);
+        let (log, _) =
+            Log::open(&path, LogConfig::default(), 0, 0, false, now).at("open metadata log", &path)?;
         let mut image = MetadataImage::default();
         replay(&log, &mut image)?;
         let controller = Self { node_id, log: Mutex::new(log), image: RwLock::new(Arc::new(image)) };

@@ -42,7 +42,7 @@ pub mod records;
 pub mod segment;
 pub mod txn_index;
 
-pub use error::{Result, StorageError};
+pub use error::{Context, Result, StorageError};
 pub use log::{AppendInfo, CleanupPolicy, Log, LogConfig};
 pub use manager::{LogDir, LogManager, SharedLog};
 

@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, Rw
 
 use crate::checkpoint::OffsetCheckpoint;
 use crate::cleaner::{Cleaner, CleanerManager};
-use crate::error::{Result, StorageError};
+use crate::error::{Context, Result, StorageError};
 use crate::log::{Log, LogConfig};
 use crate::TopicPartition;
 
@@ -156,14 +156,14 @@ impl LogManager {
         let mut clean = Vec::with_capacity(dirs.len());
         let mut locks = Vec::with_capacity(dirs.len());
         for dir in &dirs {
-            std::fs::create_dir_all(dir)?;
+            std::fs::create_dir_all(dir).at("create log dir", dir)?;
             locks.push(lock_dir(dir)?);
             let marker = dir.join(CLEAN_SHUTDOWN_MARKER);
             clean.push(marker.exists());
             if marker.exists() {
-                std::fs::remove_file(&marker)?;
+                std::fs::remove_file(&marker).at("remove", &marker)?;
             }
-            remove_deleted_logs(dir)?;
+            remove_deleted_logs(dir).at("remove deleted logs in", dir)?;
         }
         let checkpoints = dirs.iter().map(|dir| read_start_checkpoints(dir)).collect();
         let dirs: Vec<Arc<LogDir>> = dirs.into_iter().map(|dir| Arc::new(LogDir::new(dir))).collect();
@@ -188,9 +188,9 @@ impl LogManager {
     pub fn partitions_on_disk(&self) -> Result<Vec<(TopicPartition, usize)>> {
         let mut found = Vec::new();
         for (i, dir) in self.dirs.iter().enumerate() {
-            for entry in std::fs::read_dir(dir.path())? {
-                let entry = entry?;
-                if !entry.file_type()?.is_dir() {
+            for entry in std::fs::read_dir(dir.path()).at("list log dir", dir.path())? {
+                let entry = entry.at("list log dir", dir.path())?;
+                if !entry.file_type().at("inspect", &entry.path())?.is_dir() {
                     continue;
                 }
                 if let Some(tp) = entry.file_name().to_str().and_then(parse_partition_dir) {
@@ -210,16 +210,17 @@ impl LogManager {
         config: LogConfig,
         now_ms: i64,
     ) -> Result<SharedLog> {
-        let dir = self.dirs[dir_index].path();
+        let path = self.dirs[dir_index].path().join(tp.dir_name());
         let checkpoints = &self.checkpoints[dir_index];
         let (log, report) = Log::open(
-            &dir.join(tp.dir_name()),
+            &path,
             config,
             checkpoints.recovery_points.get(tp).copied().unwrap_or(0),
             checkpoints.log_starts.get(tp).copied().unwrap_or(0),
             self.clean[dir_index],
             now_ms,
-        )?;
+        )
+        .at("load log", &path)?;
         if report.recovered_segments > 0 {
             tracing::info!(partition = %tp, recovered = report.recovered_segments,
                 truncated_bytes = report.truncated_bytes, "recovered log");
@@ -299,7 +300,9 @@ impl LogManager {
         for _ in 0..self.dirs.len() {
             let Some(dir) = self.least_loaded_dir() else { break };
             let path = self.dirs[dir].path().join(tp.dir_name());
-            match self.dirs[dir].guard(Log::open(&path, config.clone(), 0, 0, true, now_ms)) {
+            match self.dirs[dir]
+                .guard(Log::open(&path, config.clone(), 0, 0, true, now_ms).at("create log", &path))
+            {
                 Ok((log, _)) => return Ok(self.insert(tp, dir, log)),
                 Err(e) if e.is_disk_failure() => failure = Some(e),
                 Err(e) => return Err(e),
@@ -350,7 +353,7 @@ impl LogManager {
         // later one sees the log is gone.
         let _quiesced = peek_log(&entry.log);
         let removed = std::fs::rename(&dir, &doomed).and_then(|_| std::fs::remove_dir_all(&doomed));
-        log_dir.guard(removed.map_err(StorageError::from))
+        log_dir.guard(removed.at("delete log", &dir))
     }
 
     /// Removes a partition dir that no topic owns (deleted while we were down).
@@ -400,9 +403,14 @@ impl LogManager {
         let mut first_error = None;
         for (i, dir) in self.dirs.iter().enumerate().filter(|(_, d)| d.is_online()) {
             let written = (|| -> Result<()> {
-                OffsetCheckpoint::new(dir.path().join(RECOVERY_POINT_CHECKPOINT)).write(&recovery[i])?;
-                OffsetCheckpoint::new(dir.path().join(LOG_START_CHECKPOINT)).write(&starts[i])?;
-                OffsetCheckpoint::new(dir.path().join(HIGH_WATERMARK_CHECKPOINT)).write(&marks[i])?;
+                for (name, entries) in [
+                    (RECOVERY_POINT_CHECKPOINT, &recovery[i]),
+                    (LOG_START_CHECKPOINT, &starts[i]),
+                    (HIGH_WATERMARK_CHECKPOINT, &marks[i]),
+                ] {
+                    let path = dir.path().join(name);
+                    OffsetCheckpoint::new(path.clone()).write(entries).at("write checkpoint", &path)?;
+                }
                 Ok(())
             })();
             if let Err(e) = dir.guard(written) {
@@ -457,7 +465,7 @@ impl LogManager {
                 continue;
             }
             let Ok(mut log) = lock_log(&log) else { continue };
-            let done = action(&mut log);
+            let done = action(&mut log).at("flush log", log.dir());
             if let Err(e) = dir.guard(done) {
                 first_error.get_or_insert(e);
             }
@@ -514,16 +522,23 @@ fn read_start_checkpoints(dir: &Path) -> StartCheckpoints {
 }
 
 /// Takes the dir's `.lock` so two brokers never share a log dir.
+/// Takes `dir/.lock`, as Kafka does, so two brokers never share a log dir.
 fn lock_dir(dir: &Path) -> Result<std::fs::File> {
-    let file =
-        std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join(LOCK_FILE))?;
-    file.try_lock().map_err(|_| {
-        std::io::Error::new(
-            std::io::ErrorKind::WouldBlock,
-            format!("{} is in use by another process", dir.display()),
-        )
-    })?;
-    Ok(file)
+    let path = dir.join(LOCK_FILE);
+    let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path);
+    let file = file.at("open lock file", &path)?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(StorageError::IoAt {
+            op: "lock log dir",
+            path: dir.to_owned(),
+            error: std::io::Error::new(
+                std::io::ErrorKind::WouldBlock,
+                "another process (another broker?) holds its .lock",
+            ),
+        }),
+        Err(std::fs::TryLockError::Error(e)) => Err(e).at("lock", &path),
+    }
 }
 
 fn unique_suffix() -> String {
@@ -715,7 +730,7 @@ mod tests {
         let (_root, dirs, manager) = manager(1);
         break_dir(&dirs[0]);
         let created = manager.get_or_create(&TopicPartition::new("t", 0), LogConfig::default(), 0);
-        assert!(matches!(created, Err(StorageError::Io(_))), "the failure that took the dir down");
+        assert!(matches!(created, Err(StorageError::IoAt { .. })), "the failure that took the dir down");
         let again = manager.get_or_create(&TopicPartition::new("t", 1), LogConfig::default(), 0);
         assert!(matches!(again, Err(StorageError::LogDirOffline(_))));
     }
