@@ -1021,8 +1021,6 @@ fn current_generation(group: &Group, member_id: &str) -> JoinResult {
 
 /// Topics the members of a consumer-protocol group subscribe to.
 fn subscribed_topics(group: &Group) -> Vec<String> {
-    use kafka_protocol::messages::ConsumerProtocolSubscription;
-    use kafka_protocol::protocol::Decodable;
     if group.protocol_type.as_deref() != Some("consumer") {
         return Vec::new();
     }
@@ -1030,17 +1028,25 @@ fn subscribed_topics(group: &Group) -> Vec<String> {
     let mut topics = Vec::new();
     for member in &group.members {
         let Some((_, metadata)) = member.protocols.iter().find(|(n, _)| *n == protocol) else { continue };
-        let mut buf = metadata.clone();
-        if buf.len() < 2 {
-            continue;
-        }
-        let version = i16::from_be_bytes([buf[0], buf[1]]);
-        let mut body = buf.split_off(2);
-        if let Ok(subscription) = ConsumerProtocolSubscription::decode(&mut body, version.clamp(0, 3)) {
-            topics.extend(subscription.topics.iter().map(|t| t.to_string()));
-        }
+        topics.extend(subscription_topics(metadata));
     }
     topics
+}
+
+/// The topics a JoinGroup member's consumer-protocol metadata names; none
+/// when the metadata does not decode.
+pub fn subscription_topics(metadata: &Bytes) -> Vec<String> {
+    use kafka_protocol::messages::ConsumerProtocolSubscription;
+    use kafka_protocol::protocol::Decodable;
+    if metadata.len() < 2 {
+        return Vec::new();
+    }
+    let version = i16::from_be_bytes([metadata[0], metadata[1]]);
+    let mut body = metadata.slice(2..);
+    match ConsumerProtocolSubscription::decode(&mut body, version.clamp(0, 3)) {
+        Ok(subscription) => subscription.topics.iter().map(|t| t.to_string()).collect(),
+        Err(_) => Vec::new(),
+    }
 }
 
 /// Kafka's checks of a TxnOffsetCommit's sender, looser than a plain
