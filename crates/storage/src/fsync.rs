@@ -96,7 +96,7 @@ mod tests {
             });
             // Spawned after the waiter, so it can run only on the worker the
             // waiter holds, or on the one it handed over to.
-            tokio::spawn(async move { drop(ran_tx.send(())) });
+            tokio::spawn(async move { ran_tx.send(()).ok() });
             waiter.await.unwrap()
         });
         assert!(answered, "the other task never ran while the wait held the worker");
