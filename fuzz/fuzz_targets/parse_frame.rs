@@ -140,7 +140,7 @@ fn check_produced_records(records: &[u8]) {
         }
         drop(strom_storage::records::check_keys(raw, &header));
         if header.is_control() {
-            drop(batch::end_txn_marker(raw));
+            let _ = batch::end_txn_marker(raw);
         }
     }
 }
