@@ -401,3 +401,48 @@ def test_a_slow_checkpoint_leaves_other_connections_answered(slow_disk_broker):
     assert answered_api_versions(broker.port), "ApiVersions unanswered"
     assert checkpoint_tmp.exists(), "ApiVersions was answered only after the checkpoint's fsync finished"
     assert broker.alive()
+
+
+# ---- A panic while a partition's log is locked --------------------------------
+# A bug that panics mid-append (played by a debug-build hook) takes that one
+# partition offline with KAFKA_STORAGE_ERROR, as a failed disk does: later
+# requests are answered, not dropped, other partitions serve on, and a
+# restart recovers it.
+
+from wire import (  # noqa: E402
+    KAFKA_STORAGE_ERROR,
+    BatchRecord,
+    encode_record_batch,
+    parse_produce_response,
+    produce_request,
+)
+
+
+def produce_reaction(port: int, topic: str, correlation_id: int):
+    batch = encode_record_batch([BatchRecord(None, b"value", timestamp_ms=int(time.time() * 1000))])
+    return exchange(port, produce_request(9, correlation_id, [(topic, [(0, batch)])]), until_frames=1)
+
+
+def produce_error(port: int, topic: str, correlation_id: int) -> int:
+    frames = split_frames(produce_reaction(port, topic, correlation_id).received)[0]
+    assert len(frames) == 1, f"Produce to {topic} unanswered"
+    [(_, [partition])] = parse_produce_response(frames[0], 9).topics
+    return partition.error_code
+
+
+def test_a_panic_holding_a_log_takes_only_its_partition_offline(broker_factory, monkeypatch):
+    monkeypatch.setenv("STROM_TEST_PANIC_APPEND_TOPIC", "doomed")
+    broker = broker_factory()
+    create_topic(broker.bootstrap, "doomed")
+    create_topic(broker.bootstrap, "steady")
+
+    panicked = produce_reaction(broker.port, "doomed", 1)
+    assert panicked.closed and not panicked.received, "the panicking request's connection is dropped"
+    assert produce_error(broker.port, "doomed", 2) == KAFKA_STORAGE_ERROR
+    assert produce_error(broker.port, "steady", 3) == 0
+    assert broker.alive()
+    assert "offline until a restart" in broker.log_tail()
+
+    monkeypatch.delenv("STROM_TEST_PANIC_APPEND_TOPIC")
+    broker.restart()
+    assert produce_error(broker.port, "doomed", 4) == 0

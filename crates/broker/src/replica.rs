@@ -126,6 +126,7 @@ impl Partition {
         origin: AppendOrigin,
     ) -> Result<(AppendInfo, i64), StorageError> {
         let (info, log_start) = self.with_log(|log| {
+            panic_if_injected(&self.tp);
             let info = log.append_as(records, self.leader_epoch, now_ms, origin)?;
             // One replica in sync: the high watermark is the new log end.
             self.high_watermark.store(log.log_end_offset(), Ordering::Release);
@@ -230,6 +231,22 @@ impl Partition {
             waiter.notify_one();
         }
     }
+}
+
+/// Debug builds panic in an append to the topic named by
+/// `STROM_TEST_PANIC_APPEND_TOPIC`, while its log is locked: how tests play
+/// a bug that poisons a partition's log.
+fn panic_if_injected(tp: &TopicPartition) {
+    #[cfg(debug_assertions)]
+    {
+        static TOPIC: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+        let injected = TOPIC.get_or_init(|| std::env::var("STROM_TEST_PANIC_APPEND_TOPIC").ok());
+        if injected.as_deref() == Some(tp.topic.as_str()) {
+            panic!("injected panic appending to {tp} (STROM_TEST_PANIC_APPEND_TOPIC)");
+        }
+    }
+    #[cfg(not(debug_assertions))]
+    let _ = tp;
 }
 
 /// DeleteRecords' offset meaning "up to the high watermark".
