@@ -44,6 +44,14 @@ pub fn off_the_runtime<T>(wait: impl FnOnce() -> T) -> T {
     }
 }
 
+/// `msync`: a mapped file's written pages (the indexes).
+pub fn sync_mmap(mmap: &memmap2::MmapMut) -> io::Result<()> {
+    off_the_runtime(|| {
+        injected_delay();
+        mmap.flush()
+    })
+}
+
 /// Makes the entries of `dir` (a file created, renamed or removed) durable.
 pub fn sync_dir(dir: &Path) -> io::Result<()> {
     sync_all(&File::open(dir)?)
