@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 use kafka_protocol::error::ResponseError;
 use uuid::Uuid;
 
+use crate::locks::lock_recovering;
+
 /// Sessions idle this long are dropped (Kafka's eviction interval).
 const SESSION_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
 const INITIAL_EPOCH: i32 = 0;
@@ -89,7 +91,7 @@ impl FetchSessionCache {
         requested: Vec<FetchTarget>,
         forgotten: &[(Uuid, String, i32)],
     ) -> Result<FetchPlan, ResponseError> {
-        let mut sessions = self.sessions.lock().expect("session lock");
+        let mut sessions = lock_recovering(&self.sessions, "fetch sessions");
         match epoch {
             FINAL_EPOCH => {
                 sessions.remove(&session_id);
@@ -146,7 +148,7 @@ impl FetchSessionCache {
     /// fetch, which partitions it includes. `news[i]` belongs to
     /// `plan.targets[i]`; returns whether each is included.
     pub fn finish(&self, plan: &FetchPlan, news: &[(PartitionNews, bool)]) -> Vec<bool> {
-        let mut sessions = self.sessions.lock().expect("session lock");
+        let mut sessions = lock_recovering(&self.sessions, "fetch sessions");
         let Some(session) = sessions.get_mut(&plan.session_id) else {
             return vec![true; news.len()];
         };
@@ -166,11 +168,12 @@ impl FetchSessionCache {
     /// Drops sessions idle for longer than the eviction timeout.
     pub fn evict_expired(&self) {
         let now = Instant::now();
-        self.sessions.lock().expect("session lock").retain(|_, s| now - s.last_used < SESSION_IDLE_TIMEOUT);
+        lock_recovering(&self.sessions, "fetch sessions")
+            .retain(|_, s| now - s.last_used < SESSION_IDLE_TIMEOUT);
     }
 
     pub fn len(&self) -> usize {
-        self.sessions.lock().expect("session lock").len()
+        lock_recovering(&self.sessions, "fetch sessions").len()
     }
 
     pub fn is_empty(&self) -> bool {
