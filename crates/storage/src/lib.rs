@@ -24,7 +24,8 @@
 //! - [`checkpoint`] writes Kafka's offset checkpoint files atomically;
 //!   [`fsync`] is where every write is forced to disk.
 //! - [`manager`] owns every log across `log.dirs`, loads them at start,
-//!   places new ones, takes a failed dir offline and marks a clean shutdown.
+//!   places new ones, takes a failed dir offline (and a log whose lock a
+//!   panic poisoned) and marks a clean shutdown.
 //!
 //! There is no networking here; the broker crate drives all of it.
 

@@ -50,8 +50,8 @@ pub fn lock_log(log: &Mutex<Log>) -> Result<MutexGuard<'_, Log>> {
     })
 }
 
-/// Locks a partition log to read a figure (size, offsets) that stays
-/// meaningful even if the log went offline: a panic cannot tear a word.
+/// Locks a partition log only to report figures (size, offsets): reading
+/// them from a log a panic took offline is safe, at worst stale.
 pub fn peek_log(log: &Mutex<Log>) -> MutexGuard<'_, Log> {
     log.lock().unwrap_or_else(PoisonError::into_inner)
 }
