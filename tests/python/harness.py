@@ -125,6 +125,8 @@ class Broker:
             "log.dirs": str(self.data_dir),
             **(overrides or {}),
         }
+        # Extra environment for the process, e.g. STROM_FAILPOINTS.
+        self.env: dict[str, str] = {}
         self._process: subprocess.Popen | None = None
         self._exit_expected = False
         self._starts = 0
@@ -166,7 +168,7 @@ class Broker:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env={**os.environ, "RUST_BACKTRACE": "1"},
+                env={**os.environ, "RUST_BACKTRACE": "1", **self.env},
             )
         self._exit_expected = False
         deadline = time.monotonic() + timeout_s
@@ -235,6 +237,11 @@ class Broker:
             log.seek(max(0, self.log_path.stat().st_size - 256 * 1024))
             text = log.read().decode(errors="replace").splitlines()
         return "\n".join(text[-lines:])
+
+    def log_since_start(self) -> str:
+        """What the current (or last) process wrote to its log."""
+        text = self.log_path.read_bytes().decode(errors="replace")
+        return text[text.rfind(f"\n=== start #{self._starts}: ") :]
 
     def close(self) -> None:
         """Leave no process behind; complain if the broker died on its own or shut down badly."""

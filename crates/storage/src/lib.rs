@@ -24,6 +24,9 @@
 //! - [`checkpoint`] writes Kafka's offset checkpoint files atomically.
 //! - [`manager`] owns every log across `log.dirs`, loads them at start,
 //!   places new ones, takes a failed dir offline and marks a clean shutdown.
+//! - [`failpoint`] lets crash tests stop the process at a named step
+//!   (`STROM_FAILPOINTS=cleaner.swap.old_deleted=pause`, read once; a
+//!   point costs one atomic load when the variable is unset).
 //!
 //! There is no networking here; the broker crate drives all of it.
 
@@ -31,6 +34,7 @@ pub mod batch;
 pub mod checkpoint;
 pub mod cleaner;
 pub mod error;
+pub mod failpoint;
 pub mod file_cache;
 pub mod index;
 pub mod log;

@@ -403,6 +403,7 @@ impl Cleaner {
             cleaned.file()?.set_modified(modified)?;
         }
         drop(cleaned);
+        crate::failpoint::hit("cleaner.cleaned");
         checks.check()?;
         let mut log = target.log.lock().expect("log lock");
         if !(checks.registered)() {
