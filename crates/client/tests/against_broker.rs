@@ -154,7 +154,7 @@ async fn producer_to_an_unknown_topic_times_out_without_auto_creation() {
     let producer =
         Producer::connect(producer_config(&broker.bootstrap, &["acks=1", "max.block.ms=500"])).await.unwrap();
     // As the Java producer does: send waits max.block.ms for the topic to appear.
-    let error = producer.send(ProducerRecord::new("fresh", b"v")).await.err().expect("no such topic");
+    let error = producer.send(ProducerRecord::new("fresh", b"v")).await.expect_err("no such topic");
     assert_eq!(error.kafka_code().map(|c| c.to_string()), Some("REQUEST_TIMED_OUT".into()), "{error}");
 }
 
