@@ -52,7 +52,7 @@ def broker(broker_factory) -> Broker:
     return broker_factory()
 
 
-TEST_TIMEOUT_S = 240
+TEST_TIMEOUT_S = 300
 
 
 def pytest_configure(config):
