@@ -4,6 +4,11 @@
 //! The wait is a delayed operation: the fetch registers one `Notify` with
 //! every partition it reads *before* reading, so an append that lands between
 //! the read and the wait still wakes it; no timer polls the log.
+//!
+//! Topics and partitions the broker does not host are answered here with
+//! their error and never reach the session cache. A response carries at most
+//! `fetch.max.bytes` of records (beyond one first batch), whatever the
+//! request's `max_bytes`.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -139,21 +144,24 @@ pub async fn handle(ctx: &RequestContext<'_>, request: FetchRequest) -> FetchRep
         .filter_map(|(answer, include)| include.then_some(answer));
     let refused = rejected.iter().map(|(target, error)| (target, Outcome::failed(*error)));
     let (mut responses, splices) = build_responses(answered.chain(refused), read_committed);
-    if ctx.api_version < 5 {
-        // The log start offset is reported from v5 on.
-        responses.iter_mut().flat_map(|t| t.partitions.iter_mut()).for_each(|p| p.log_start_offset = -1);
-    }
-    if ctx.api_version <= 5 {
-        // As Kafka does for clients that may not know KAFKA_STORAGE_ERROR.
-        let storage_error = ResponseError::KafkaStorageError.code();
-        for p in responses.iter_mut().flat_map(|t| t.partitions.iter_mut()) {
-            if p.error_code == storage_error {
-                p.error_code = ResponseError::NotLeaderOrFollower.code();
-            }
-        }
-    }
+    downgrade_for_version(&mut responses, ctx.api_version);
     let response = FetchResponse::default().with_session_id(plan.session_id).with_responses(responses);
     FetchReply { response, splices }
+}
+
+/// What older versions report differently.
+fn downgrade_for_version(responses: &mut [FetchableTopicResponse], version: i16) {
+    let storage_error = ResponseError::KafkaStorageError.code();
+    for p in responses.iter_mut().flat_map(|t| t.partitions.iter_mut()) {
+        if version < 5 {
+            // The log start offset is reported from v5 on.
+            p.log_start_offset = -1;
+        }
+        if version <= 5 && p.error_code == storage_error {
+            // As Kafka does for clients that may not know KAFKA_STORAGE_ERROR.
+            p.error_code = ResponseError::NotLeaderOrFollower.code();
+        }
+    }
 }
 
 fn session_error(error: ResponseError, session_id: i32) -> FetchReply {
