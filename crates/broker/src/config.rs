@@ -59,6 +59,9 @@ pub struct BrokerConfig {
     pub replica_high_watermark_checkpoint_interval_ms: u64,
     pub log_flush_scheduler_interval_ms: u64,
     pub max_incremental_fetch_session_cache_slots: usize,
+    /// `fetch.max.bytes`: the most record bytes one fetch response carries
+    /// (beyond one first batch), whatever the request's `max_bytes`.
+    pub fetch_max_bytes: i32,
     pub max_connections: usize,
     /// `fetch.zero.copy.enable` (Strom's own): fetched records go from the
     /// page cache to the socket with `sendfile`; off, they are copied
@@ -349,11 +352,12 @@ impl BrokerConfig {
                 1,
             )?,
             log_flush_scheduler_interval_ms: p.parse("log.flush.scheduler.interval.ms", 1_000, 1)?,
-            max_incremental_fetch_session_cache_slots: p.parse(
+            max_incremental_fetch_session_cache_slots: p.parse::<i32>(
                 "max.incremental.fetch.session.cache.slots",
                 1000,
                 0,
-            )?,
+            )? as usize,
+            fetch_max_bytes: p.parse("fetch.max.bytes", 55 << 20, 1024)?,
             max_connections: p.parse("max.connections", 10_000, 1)?,
             zero_copy_fetch: p.bool("fetch.zero.copy.enable", true)?,
             metrics_listener: p.metrics_listener("metrics.listener")?,
@@ -634,5 +638,30 @@ mod tests {
         let log = config.log_config_for(&overrides);
         assert_eq!(log.segment_bytes, 1024);
         assert_eq!(log.timestamp_type, TimestampType::LogAppendTime);
+    }
+
+    #[test]
+    fn fetch_limits_take_kafkas_defaults_and_ranges() {
+        let config = BrokerConfig::embedded_defaults();
+        assert_eq!(
+            (config.fetch_max_bytes, config.max_incremental_fetch_session_cache_slots),
+            (57_671_680, 1000)
+        );
+        let parse = |key: &str, value: &str| BrokerConfig::from_properties("", &[(key.into(), value.into())]);
+        assert_eq!(parse("fetch.max.bytes", "1024").unwrap().fetch_max_bytes, 1024);
+        assert_eq!(
+            parse("max.incremental.fetch.session.cache.slots", "0")
+                .unwrap()
+                .max_incremental_fetch_session_cache_slots,
+            0
+        );
+        for (key, value) in [
+            ("fetch.max.bytes", "1023"),
+            ("fetch.max.bytes", "2147483648"),
+            ("max.incremental.fetch.session.cache.slots", "-1"),
+            ("max.incremental.fetch.session.cache.slots", "2147483648"),
+        ] {
+            assert_eq!(parse(key, value).unwrap_err().key, key, "{key}={value}");
+        }
     }
 }

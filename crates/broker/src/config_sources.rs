@@ -62,6 +62,7 @@ pub const BROKER_KEYS: &[BrokerKey] = {
         key("socket.request.max.bytes", Some("104857600"), INT),
         key("max.connections", Some("10000"), INT),
         key("max.incremental.fetch.session.cache.slots", Some("1000"), INT),
+        key("fetch.max.bytes", Some("57671680"), INT),
         key("log.flush.scheduler.interval.ms", Some("1000"), LONG),
         key("log.flush.offset.checkpoint.interval.ms", Some("60000"), INT),
         key("replica.high.watermark.checkpoint.interval.ms", Some("5000"), LONG),
