@@ -220,14 +220,115 @@ fn parse_listener(item: &str) -> Result<Listener, String> {
     Ok(Listener { name: name.to_owned(), host: host.to_owned(), port })
 }
 
+/// The security protocols Strom serves today; TLS and SASL come later.
+const SERVED_SECURITY_PROTOCOLS: &[&str] = &["PLAINTEXT"];
+const SECURITY_PROTOCOLS: &[&str] = &["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"];
+
+/// Refuses a listener whose security protocol (by Kafka's
+/// `listener.security.protocol.map`) Strom does not serve: serving it as
+/// plaintext would expose what its clients mean to protect.
+fn check_security_protocols(p: &Props<'_>, listeners: &[Listener]) -> Result<(), ConfigError> {
+    let map = security_protocol_map(p)?;
+    let raw = p.get("listeners").unwrap_or("");
+    for listener in listeners {
+        let name = listener.name.to_ascii_uppercase();
+        let Some(protocol) = map.get(&name) else {
+            let reason =
+                format!("no security protocol defined for listener {name} in listener.security.protocol.map");
+            return Err(Props::error("listeners", raw, reason));
+        };
+        if !SERVED_SECURITY_PROTOCOLS.contains(&protocol.as_str()) {
+            let reason =
+                format!("listener {name} uses {protocol}, which Strom does not serve yet (only PLAINTEXT)");
+            return Err(Props::error("listeners", raw, reason));
+        }
+    }
+    Ok(())
+}
+
+/// `listener.security.protocol.map` (upper-cased names), Kafka's default
+/// when unset: each protocol's own name, and the controller listeners as
+/// PLAINTEXT.
+fn security_protocol_map(p: &Props<'_>) -> Result<BTreeMap<String, String>, ConfigError> {
+    let key = "listener.security.protocol.map";
+    let Some(raw) = p.get(key) else {
+        let own = SECURITY_PROTOCOLS.iter().map(|name| (name.to_string(), name.to_string()));
+        let controllers = controller_listener_names(p).into_iter().map(|name| (name, "PLAINTEXT".to_owned()));
+        return Ok(controllers.chain(own).collect());
+    };
+    let mut map = BTreeMap::new();
+    for entry in raw.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let (name, protocol) =
+            entry.split_once(':').ok_or_else(|| Props::error(key, raw, "expected NAME:PROTOCOL"))?;
+        let protocol = protocol.trim().to_ascii_uppercase();
+        if !SECURITY_PROTOCOLS.contains(&protocol.as_str()) {
+            return Err(Props::error(key, raw, format!("{protocol} is not a security protocol")));
+        }
+        map.insert(name.trim().to_ascii_uppercase(), protocol);
+    }
+    Ok(map)
+}
+
+fn controller_listener_names(p: &Props<'_>) -> Vec<String> {
+    let names = p.get("controller.listener.names").unwrap_or("").split(',');
+    names.map(str::trim).filter(|n| !n.is_empty()).map(str::to_ascii_uppercase).collect()
+}
+
+/// `advertised.listeners`, by default the listeners that are not the
+/// controller's. Each must name a listener, and none may advertise
+/// 0.0.0.0: no client can connect to the meta-address.
+fn advertised_listeners(p: &Props<'_>, listeners: &[Listener]) -> Result<Vec<Listener>, ConfigError> {
+    let key = "advertised.listeners";
+    let Some(advertised) = p.listeners(key)? else {
+        let controllers = controller_listener_names(p);
+        let brokers = listeners.iter().filter(|l| !controllers.contains(&l.name.to_ascii_uppercase()));
+        return Ok(brokers.cloned().collect());
+    };
+    let raw = p.get(key).unwrap_or("");
+    for listener in &advertised {
+        if !listeners.iter().any(|l| l.name.eq_ignore_ascii_case(&listener.name)) {
+            return Err(Props::error(key, raw, format!("{} is not a listener in listeners", listener.name)));
+        }
+        if listener.host == "0.0.0.0" {
+            let reason =
+                "cannot advertise the non-routable meta-address 0.0.0.0; use a routable host or address";
+            return Err(Props::error(key, raw, reason));
+        }
+    }
+    Ok(advertised)
+}
+
 impl BrokerConfig {
+    /// The endpoint advertised to a client connected on listener `name`,
+    /// as Kafka answers: the advertised listener of that name, where a bind
+    /// to all interfaces (empty host or `0.0.0.0`) stands for the machine's
+    /// canonical host name. `None` when that listener is not advertised.
+    pub fn advertised_endpoint(&self, name: &str) -> Option<(String, u16)> {
+        let listener = self.advertised_listeners.iter().find(|l| l.name.eq_ignore_ascii_case(name))?;
+        let host = match listener.host.as_str() {
+            "" | "0.0.0.0" => crate::host_name::canonical().to_owned(),
+            host => host.to_owned(),
+        };
+        Some((host, listener.port))
+    }
+
     /// `logging.level` (Strom's own; a `tracing` filter such as
     /// `info,strom_storage=debug`), read ahead of the rest so logging is set
     /// up before the config's own warnings are logged.
     pub fn logging_filter(text: &str, overrides: &[(String, String)]) -> Option<String> {
+        Self::early_value(text, overrides, "logging.level")
+    }
+
+    /// `log.format` (Strom's own: `text` or `json`), read ahead as
+    /// `logging.level` is.
+    pub fn log_format(text: &str, overrides: &[(String, String)]) -> Option<String> {
+        Self::early_value(text, overrides, "log.format")
+    }
+
+    fn early_value(text: &str, overrides: &[(String, String)], key: &str) -> Option<String> {
         let from_file = parse_properties(text).into_iter();
         let pairs = from_file.chain(overrides.iter().cloned());
-        pairs.filter(|(k, _)| k == "logging.level").map(|(_, v)| v).next_back()
+        pairs.filter(|(k, _)| k == key).map(|(_, v)| v).next_back()
     }
 
     /// Builds the config from a properties file's text and overrides (which win).
@@ -267,7 +368,8 @@ impl BrokerConfig {
                 .socket_addr()
                 .map_err(|reason| Props::error("listeners", p.get("listeners").unwrap_or(""), reason))?;
         }
-        let advertised_listeners = p.listeners("advertised.listeners")?.unwrap_or_else(|| listeners.clone());
+        check_security_protocols(&p, &listeners)?;
+        let advertised_listeners = advertised_listeners(&p, &listeners)?;
         let log_dirs: Vec<PathBuf> = p
             .get("log.dirs")
             .or(p.get("log.dir"))

@@ -40,6 +40,9 @@ pub struct RequestContext<'a> {
     pub header: RequestHeader,
     /// The client's address as Kafka reports it, `/127.0.0.1`.
     pub client_host: String,
+    /// The name of the listener the connection arrived on: answers
+    /// advertise that listener's endpoint.
+    pub listener: std::sync::Arc<str>,
 }
 
 /// A handler's result: a response, or none (a Produce with acks=0).
@@ -252,6 +255,7 @@ fn decode_body(api_key: ApiKey, version: i16, body: &mut Bytes) -> Result<Reques
 pub async fn handle_frame(
     broker: &Broker,
     peer: std::net::SocketAddr,
+    listener: &std::sync::Arc<str>,
     frame: Bytes,
 ) -> Result<Option<Vec<Chunk>>, RequestError> {
     let (api_key, api_version, header, request) = match parse_frame(frame)? {
@@ -263,7 +267,8 @@ pub async fn handle_frame(
     let started = std::time::Instant::now();
     let _in_flight = GaugeGuard::new(&broker.metrics.requests_in_flight);
     let client_host = format!("/{}", peer.ip());
-    let ctx = RequestContext { broker, api_key, api_version, header, client_host };
+    let listener = listener.clone();
+    let ctx = RequestContext { broker, api_key, api_version, header, client_host, listener };
     let response = route(&ctx, *request).await;
     let encoded = response.map(|r| encode_response(&ctx, r.as_ref())).transpose();
     broker.metrics.record_request(api_key as i16, started.elapsed());

@@ -23,8 +23,9 @@
 //! [`config`] parses `server.properties` with Kafka's key names and overlays
 //! the dynamic broker configs, [`config_sources`] says where each described
 //! config value comes from, [`error`]
-//! maps internal errors to Kafka error codes and [`alloc`] keeps absurd
-//! wire-declared capacities from aborting the process.
+//! maps internal errors to Kafka error codes, [`alloc`] keeps absurd
+//! wire-declared capacities from aborting the process and [`host_name`]
+//! finds the name a listener bound to every interface advertises.
 
 pub mod alloc;
 pub mod config;
@@ -34,6 +35,7 @@ pub mod error;
 pub mod fetch_session;
 pub mod group;
 pub mod handlers;
+pub mod host_name;
 pub mod metrics;
 pub mod network;
 pub mod producer_ids;

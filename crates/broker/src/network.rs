@@ -68,6 +68,7 @@ pub async fn serve(
     broker: Arc<Broker>,
     stream: TcpStream,
     peer: SocketAddr,
+    listener: Arc<str>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let _ = stream.set_nodelay(true);
@@ -89,7 +90,7 @@ pub async fn serve(
                 break;
             }
         };
-        match dispatch::handle_frame(&broker, peer, frame).await {
+        match dispatch::handle_frame(&broker, peer, &listener, frame).await {
             Ok(Some(response)) => {
                 if let Err(e) = write_response(&mut writer, response, broker.config.zero_copy_fetch).await {
                     tracing::debug!(%peer, "write failed: {e}");
