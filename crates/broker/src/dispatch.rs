@@ -28,6 +28,7 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 use crate::error::RequestError;
 use crate::handlers::{self, api_versions};
 use crate::metrics::GaugeGuard;
+use crate::response_errors::{error_name, ResponseErrors};
 use crate::server::Broker;
 use strom_storage::segment::FileSlice;
 use uuid::Uuid;
@@ -45,13 +46,20 @@ pub struct RequestContext<'a> {
     pub listener: std::sync::Arc<str>,
 }
 
-/// A handler's result: a response, or none (a Produce with acks=0).
+/// A handler's result: a response, sent or withheld (a Produce with acks=0).
 pub trait Reply {
-    fn into_reply(self) -> Option<Box<dyn EncodeBody>>;
+    fn into_reply(self) -> Answer;
+}
+
+/// A handler's response, and whether it goes on the wire. A withheld
+/// response still reports its outcome.
+pub struct Answer {
+    pub body: Box<dyn EncodeBody>,
+    pub send: bool,
 }
 
 /// A response body, encodable at the request's version.
-pub trait EncodeBody: Send {
+pub trait EncodeBody: Send + ResponseErrors {
     fn encode_body(&self, buf: &mut BytesMut, version: i16) -> Result<(), String>;
     fn body_size(&self, version: i16) -> usize;
     /// Byte fields encoded as markers, to be replaced by file ranges.
@@ -95,7 +103,7 @@ impl Chunk {
     }
 }
 
-impl<T: Encodable + Send + 'static> EncodeBody for T {
+impl<T: Encodable + ResponseErrors + Send + 'static> EncodeBody for T {
     fn encode_body(&self, buf: &mut BytesMut, version: i16) -> Result<(), String> {
         self.encode(buf, version).map_err(|e| e.to_string())
     }
@@ -105,18 +113,21 @@ impl<T: Encodable + Send + 'static> EncodeBody for T {
     }
 }
 
-impl<T: Encodable + Send + 'static> Reply for T {
-    fn into_reply(self) -> Option<Box<dyn EncodeBody>> {
-        Some(Box::new(self))
+impl<T: Encodable + ResponseErrors + Send + 'static> Reply for T {
+    fn into_reply(self) -> Answer {
+        Answer { body: Box::new(self), send: true }
     }
 }
 
 /// A reply that may be withheld.
-pub struct MaybeReply<T>(pub Option<T>);
+pub struct MaybeReply<T> {
+    pub response: T,
+    pub send: bool,
+}
 
-impl<T: Encodable + Send + 'static> Reply for MaybeReply<T> {
-    fn into_reply(self) -> Option<Box<dyn EncodeBody>> {
-        self.0.map(|r| Box::new(r) as Box<dyn EncodeBody>)
+impl<T: Encodable + ResponseErrors + Send + 'static> Reply for MaybeReply<T> {
+    fn into_reply(self) -> Answer {
+        Answer { body: Box::new(self.response), send: self.send }
     }
 }
 
@@ -269,13 +280,71 @@ pub async fn handle_frame(
     let client_host = format!("/{}", peer.ip());
     let listener = listener.clone();
     let ctx = RequestContext { broker, api_key, api_version, header, client_host, listener };
-    let response = route(&ctx, *request).await;
-    let encoded = response.map(|r| encode_response(&ctx, r.as_ref())).transpose();
-    broker.metrics.record_request(api_key as i16, started.elapsed());
+    let answer = route(&ctx, *request).await;
+    let encoded = answer.send.then(|| encode_response(&ctx, answer.body.as_ref())).transpose();
+    let elapsed = started.elapsed();
+    broker.metrics.record_request(api_key as i16, elapsed);
+    let outcome = Outcome::of(answer.body.as_ref(), tracing::enabled!(tracing::Level::DEBUG));
+    broker.metrics.record_errors(api_key as i16, &outcome.counts);
+    if let Some(detail) = &outcome.detail {
+        tracing::debug!(
+            api = ?api_key,
+            version = api_version,
+            correlation_id = ctx.header.correlation_id,
+            client_id = ctx.header.client_id.as_deref().unwrap_or(""),
+            client = %peer,
+            listener = %ctx.listener,
+            elapsed_us = elapsed.as_micros() as u64,
+            outcome = %detail,
+            "request"
+        );
+    }
     encoded
 }
 
-async fn route(ctx: &RequestContext<'_>, request: Request) -> Option<Box<dyn EncodeBody>> {
+/// Most outcome entries one debug line lists; a fetch of thousands of
+/// partitions is summed up past that.
+const OUTCOME_DETAIL_MAX: usize = 16;
+
+/// A response's error codes, counted, and (at debug level) listed with
+/// what each applies to.
+struct Outcome {
+    counts: Vec<(i16, u64)>,
+    detail: Option<String>,
+}
+
+impl Outcome {
+    fn of(body: &dyn EncodeBody, with_detail: bool) -> Self {
+        use std::fmt::Write as _;
+        let mut counts: Vec<(i16, u64)> = Vec::new();
+        let mut detail = with_detail.then(String::new);
+        let mut listed = 0;
+        body.visit_errors(&mut |at, code| {
+            match counts.iter_mut().find(|(c, _)| *c == code) {
+                Some((_, count)) => *count += 1,
+                None => counts.push((code, 1)),
+            }
+            let Some(text) = detail.as_mut() else { return };
+            listed += 1;
+            if listed <= OUTCOME_DETAIL_MAX {
+                let separator = if text.is_empty() { "" } else { ", " };
+                let at = at.to_string();
+                let space = if at.is_empty() { "" } else { " " };
+                let _ = write!(text, "{separator}{at}{space}{}", error_name(code));
+            }
+        });
+        if let Some(text) = detail.as_mut() {
+            if listed > OUTCOME_DETAIL_MAX {
+                let totals: Vec<String> =
+                    counts.iter().map(|(c, n)| format!("{} x{n}", error_name(*c))).collect();
+                let _ = write!(text, ", ... {listed} in all: {}", totals.join(", "));
+            }
+        }
+        Self { counts, detail }
+    }
+}
+
+async fn route(ctx: &RequestContext<'_>, request: Request) -> Answer {
     match request {
         Request::ApiVersions(r) => handlers::api_versions::handle(ctx, r).into_reply(),
         Request::Metadata(r) => handlers::metadata::handle(ctx, r).into_reply(),

@@ -12,6 +12,8 @@
 //! - [`handlers`] holds one module per API family (produce, fetch, metadata,
 //!   topics, configs, list_offsets, log_dirs, cluster, api_versions, groups,
 //!   transactions…);
+//! - [`response_errors`] reads each response's error codes, which dispatch
+//!   counts per API and logs per request at debug level;
 //! - [`replica`] is the partition state the handlers act on: log, high
 //!   watermark and the waiters of delayed fetches;
 //! - [`fetch_session`] keeps incremental fetch sessions (KIP-227);
@@ -40,6 +42,7 @@ pub mod metrics;
 pub mod network;
 pub mod producer_ids;
 pub mod replica;
+pub mod response_errors;
 pub mod server;
 pub mod txn;
 

@@ -12,17 +12,18 @@ use std::time::Duration;
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-use kafka_protocol::messages::{ApiKey, FetchRequest, FetchResponse};
+use kafka_protocol::messages::{FetchRequest, FetchResponse};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::topic_name;
-use crate::dispatch::{EncodeBody, Reply, RequestContext, Splice};
+use crate::dispatch::{Answer, EncodeBody, Reply, RequestContext, Splice};
 use crate::error::storage_error;
 use crate::fetch_session::{FetchPlan, FetchTarget, PartitionNews};
 use crate::metrics::GaugeGuard;
 use crate::replica::{Isolation, Partition};
+use crate::response_errors::ResponseErrors;
 use crate::server::Broker;
 use kafka_protocol::messages::fetch_response::AbortedTransaction;
 use kafka_protocol::messages::ProducerId;
@@ -70,8 +71,14 @@ impl EncodeBody for FetchReply {
 }
 
 impl Reply for FetchReply {
-    fn into_reply(self) -> Option<Box<dyn EncodeBody>> {
-        Some(Box::new(self))
+    fn into_reply(self) -> Answer {
+        Answer { body: Box::new(self), send: true }
+    }
+}
+
+impl ResponseErrors for FetchReply {
+    fn visit_errors(&self, visit: &mut dyn FnMut(&dyn std::fmt::Display, i16)) {
+        self.response.visit_errors(visit);
     }
 }
 
@@ -195,9 +202,6 @@ async fn read_with_wait(
 /// Counts the record bytes going out and the refused reads, per topic.
 fn count_reads(broker: &Broker, plan: &FetchPlan, outcomes: &[Outcome]) {
     for (target, outcome) in plan.targets.iter().zip(outcomes) {
-        if let Some(error) = outcome.error {
-            broker.metrics.record_error(ApiKey::Fetch as i16, error.code());
-        }
         let counted = if outcome.error.is_some() {
             broker.replicas.topic(&target.topic).is_some()
         } else {
