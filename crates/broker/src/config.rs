@@ -726,6 +726,80 @@ mod tests {
         assert_eq!(err.key, "log.roll.ms");
     }
 
+    fn with(pairs: &[(&str, &str)]) -> Result<BrokerConfig, ConfigError> {
+        let pairs: Vec<_> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        BrokerConfig::from_properties("", &pairs)
+    }
+
+    #[test]
+    fn listeners_whose_security_protocol_is_not_served_are_refused() {
+        for listeners in
+            ["SSL://127.0.0.1:9093", "SASL_PLAINTEXT://127.0.0.1:9093", "sasl_ssl://127.0.0.1:9093"]
+        {
+            let error = with(&[("listeners", listeners)]).unwrap_err();
+            assert_eq!(error.key, "listeners");
+            assert!(error.reason.contains("does not serve"), "{error}");
+        }
+        let mapped = [
+            ("listeners", "INTERNAL://127.0.0.1:9092,EXTERNAL://127.0.0.1:9093"),
+            ("listener.security.protocol.map", "INTERNAL:PLAINTEXT,EXTERNAL:SASL_SSL"),
+        ];
+        assert!(with(&mapped).unwrap_err().reason.contains("EXTERNAL uses SASL_SSL"));
+        let unmapped = with(&[("listeners", "CLIENT://127.0.0.1:9092")]).unwrap_err();
+        assert!(unmapped.reason.contains("no security protocol defined for listener CLIENT"), "{unmapped}");
+        let bad_protocol = [("listener.security.protocol.map", "PLAINTEXT:TLS")];
+        assert_eq!(with(&bad_protocol).unwrap_err().key, "listener.security.protocol.map");
+    }
+
+    #[test]
+    fn plaintext_listeners_by_any_name_are_served() {
+        let mapped = [
+            ("listeners", "INTERNAL://127.0.0.1:9092,external://127.0.0.1:9093"),
+            ("listener.security.protocol.map", "INTERNAL:PLAINTEXT,EXTERNAL:plaintext"),
+        ];
+        assert_eq!(with(&mapped).unwrap().listeners.len(), 2);
+        // Without a map, the controller listener is PLAINTEXT and not advertised.
+        let controller = [
+            ("listeners", "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093"),
+            ("controller.listener.names", "CONTROLLER"),
+        ];
+        let config = with(&controller).unwrap();
+        let advertised: Vec<&str> = config.advertised_listeners.iter().map(|l| l.name.as_str()).collect();
+        assert_eq!(advertised, ["PLAINTEXT"]);
+    }
+
+    #[test]
+    fn each_listener_advertises_its_own_endpoint() {
+        let config = with(&[
+            ("listeners", "INTERNAL://127.0.0.1:9092,EXTERNAL://127.0.0.1:9093"),
+            ("advertised.listeners", "INTERNAL://broker:9092,EXTERNAL://localhost:19093"),
+            ("listener.security.protocol.map", "INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT"),
+        ])
+        .unwrap();
+        assert_eq!(config.advertised_endpoint("INTERNAL"), Some(("broker".to_owned(), 9092)));
+        assert_eq!(config.advertised_endpoint("external"), Some(("localhost".to_owned(), 19093)));
+        assert_eq!(config.advertised_endpoint("CONTROLLER"), None);
+    }
+
+    #[test]
+    fn a_bind_to_every_interface_advertises_the_canonical_host_name() {
+        for host in ["0.0.0.0", ""] {
+            let config = with(&[("listeners", &format!("PLAINTEXT://{host}:9092"))]).unwrap();
+            let (advertised, port) = config.advertised_endpoint("PLAINTEXT").unwrap();
+            assert_eq!((advertised.as_str(), port), (crate::host_name::canonical(), 9092));
+            assert_ne!(advertised, "0.0.0.0");
+        }
+    }
+
+    #[test]
+    fn advertised_listeners_must_be_routable_listeners() {
+        let meta = with(&[("advertised.listeners", "PLAINTEXT://0.0.0.0:9092")]).unwrap_err();
+        assert_eq!(meta.key, "advertised.listeners");
+        assert!(meta.reason.contains("0.0.0.0"), "{meta}");
+        let unknown = with(&[("advertised.listeners", "OTHER://host:9092")]).unwrap_err();
+        assert!(unknown.reason.contains("OTHER is not a listener"), "{unknown}");
+    }
+
     #[test]
     fn topic_overrides_replace_broker_defaults() {
         let config = BrokerConfig::embedded_defaults();
