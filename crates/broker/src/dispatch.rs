@@ -334,6 +334,9 @@ impl Outcome {
             }
         });
         if let Some(text) = detail.as_mut() {
+            if listed == 0 {
+                text.push_str("no error codes");
+            }
             if listed > OUTCOME_DETAIL_MAX {
                 let totals: Vec<String> =
                     counts.iter().map(|(c, n)| format!("{} x{n}", error_name(*c))).collect();
