@@ -28,7 +28,7 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 use crate::error::RequestError;
 use crate::handlers::{self, api_versions};
 use crate::metrics::GaugeGuard;
-use crate::response_errors::{error_name, ResponseErrors};
+use crate::response_errors::{Outcome, ResponseErrors};
 use crate::server::Broker;
 use strom_storage::segment::FileSlice;
 use uuid::Uuid;
@@ -287,64 +287,30 @@ pub async fn handle_frame(
     let outcome = Outcome::of(answer.body.as_ref(), tracing::enabled!(tracing::Level::DEBUG));
     broker.metrics.record_errors(api_key as i16, &outcome.counts);
     if let Some(detail) = &outcome.detail {
-        tracing::debug!(
-            api = ?api_key,
-            version = api_version,
-            correlation_id = ctx.header.correlation_id,
-            client_id = ctx.header.client_id.as_deref().unwrap_or(""),
-            client = %peer,
-            listener = %ctx.listener,
-            elapsed_us = elapsed.as_micros() as u64,
-            outcome = %detail,
-            "request"
-        );
+        log_request(&ctx, peer, elapsed, detail);
     }
     encoded
 }
 
-/// Most outcome entries one debug line lists; a fetch of thousands of
-/// partitions is summed up past that.
-const OUTCOME_DETAIL_MAX: usize = 16;
-
-/// A response's error codes, counted, and (at debug level) listed with
-/// what each applies to.
-struct Outcome {
-    counts: Vec<(i16, u64)>,
-    detail: Option<String>,
-}
-
-impl Outcome {
-    fn of(body: &dyn EncodeBody, with_detail: bool) -> Self {
-        use std::fmt::Write as _;
-        let mut counts: Vec<(i16, u64)> = Vec::new();
-        let mut detail = with_detail.then(String::new);
-        let mut listed = 0;
-        body.visit_errors(&mut |at, code| {
-            match counts.iter_mut().find(|(c, _)| *c == code) {
-                Some((_, count)) => *count += 1,
-                None => counts.push((code, 1)),
-            }
-            let Some(text) = detail.as_mut() else { return };
-            listed += 1;
-            if listed <= OUTCOME_DETAIL_MAX {
-                let separator = if text.is_empty() { "" } else { ", " };
-                let at = at.to_string();
-                let space = if at.is_empty() { "" } else { " " };
-                let _ = write!(text, "{separator}{at}{space}{}", error_name(code));
-            }
-        });
-        if let Some(text) = detail.as_mut() {
-            if listed == 0 {
-                text.push_str("no error codes");
-            }
-            if listed > OUTCOME_DETAIL_MAX {
-                let totals: Vec<String> =
-                    counts.iter().map(|(c, n)| format!("{} x{n}", error_name(*c))).collect();
-                let _ = write!(text, ", ... {listed} in all: {}", totals.join(", "));
-            }
-        }
-        Self { counts, detail }
-    }
+/// The debug line of one request: enough to tell from the log alone who
+/// asked what and how it ended.
+fn log_request(
+    ctx: &RequestContext<'_>,
+    peer: std::net::SocketAddr,
+    elapsed: std::time::Duration,
+    outcome: &str,
+) {
+    tracing::debug!(
+        api = ?ctx.api_key,
+        version = ctx.api_version,
+        correlation_id = ctx.header.correlation_id,
+        client_id = ctx.header.client_id.as_deref().unwrap_or(""),
+        client = %peer,
+        listener = %ctx.listener,
+        elapsed_us = elapsed.as_micros() as u64,
+        outcome,
+        "request"
+    );
 }
 
 async fn route(ctx: &RequestContext<'_>, request: Request) -> Answer {

@@ -323,6 +323,54 @@ impl ResponseErrors for DescribeProducersResponse {
     }
 }
 
+/// Most outcome entries one debug line lists; a fetch of thousands of
+/// partitions is summed up past that.
+const OUTCOME_DETAIL_MAX: usize = 16;
+
+/// A response's error codes, counted, and (at debug level) listed with
+/// what each applies to.
+pub struct Outcome {
+    /// Each error code with how often it occurs.
+    pub counts: Vec<(i16, u64)>,
+    /// The codes with what each applies to, when asked for.
+    pub detail: Option<String>,
+}
+
+impl Outcome {
+    /// Reads `response`; `with_detail` also lists the codes (for the debug log).
+    pub fn of<R: ResponseErrors + ?Sized>(response: &R, with_detail: bool) -> Self {
+        use std::fmt::Write as _;
+        let mut counts: Vec<(i16, u64)> = Vec::new();
+        let mut detail = with_detail.then(String::new);
+        let mut listed = 0;
+        response.visit_errors(&mut |at, code| {
+            match counts.iter_mut().find(|(c, _)| *c == code) {
+                Some((_, count)) => *count += 1,
+                None => counts.push((code, 1)),
+            }
+            let Some(text) = detail.as_mut() else { return };
+            listed += 1;
+            if listed <= OUTCOME_DETAIL_MAX {
+                let separator = if text.is_empty() { "" } else { ", " };
+                let at = at.to_string();
+                let space = if at.is_empty() { "" } else { " " };
+                let _ = write!(text, "{separator}{at}{space}{}", error_name(code));
+            }
+        });
+        if let Some(text) = detail.as_mut() {
+            if listed == 0 {
+                text.push_str("no error codes");
+            }
+            if listed > OUTCOME_DETAIL_MAX {
+                let totals: Vec<String> =
+                    counts.iter().map(|(c, n)| format!("{} x{n}", error_name(*c))).collect();
+                let _ = write!(text, ", ... {listed} in all: {}", totals.join(", "));
+            }
+        }
+        Self { counts, detail }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -345,6 +393,23 @@ mod tests {
         assert_eq!(visited(&response), [("t-0".to_owned(), 0), ("t-1".to_owned(), 3)]);
         assert_eq!(error_name(3), "UnknownTopicOrPartition");
         assert_eq!(error_name(0), "None");
+    }
+
+    #[test]
+    fn outcome_counts_every_code_and_lists_a_bounded_few() {
+        use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+        let partitions =
+            (0..40).map(|i| PartitionProduceResponse::default().with_index(i).with_error_code(i as i16 % 2));
+        let response = ProduceResponse::default().with_responses(vec![TopicProduceResponse::default()
+            .with_name(TopicName(StrBytes::from_static_str("t")))
+            .with_partition_responses(partitions.collect())]);
+        assert!(Outcome::of(&response, false).detail.is_none(), "no text unless asked");
+        let outcome = Outcome::of(&response, true);
+        assert_eq!(outcome.counts, [(0, 20), (1, 20)]);
+        let detail = outcome.detail.unwrap();
+        assert!(detail.starts_with("t-0 None, t-1 OffsetOutOfRange, "), "{detail}");
+        assert!(detail.ends_with("40 in all: None x20, OffsetOutOfRange x20"), "{detail}");
+        assert!(!detail.contains("t-16 "), "{detail}");
     }
 
     #[test]
