@@ -71,6 +71,7 @@ pub async fn serve(
     listener: Arc<str>,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    tracing::debug!(%peer, %listener, "connection opened");
     let _ = stream.set_nodelay(true);
     let (read_half, write_half) = stream.into_split();
     let mut reader = BufReader::with_capacity(IO_BUFFER_BYTES, read_half);
@@ -109,6 +110,7 @@ pub async fn serve(
     }
     let _ = writer.flush().await;
     let _ = writer.shutdown().await;
+    tracing::debug!(%peer, "connection closed");
 }
 
 /// Writes a response's chunks in order: bytes through the buffer, file
