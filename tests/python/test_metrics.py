@@ -12,11 +12,14 @@ import pytest
 
 from harness import (
     OutRecord,
+    admin_client,
     confluent_consumer,
     confluent_producer,
     consume_confluent,
     create_topic,
     free_port,
+    future_error,
+    new_topic,
     produce_confluent,
     wait_until,
 )
@@ -134,3 +137,18 @@ def test_errors_are_counted_and_other_paths_are_not_found(metered):
     with pytest.raises(urllib.error.HTTPError) as missing:
         urllib.request.urlopen(f"http://127.0.0.1:{port}/other", timeout=10)
     assert missing.value.code == 404
+
+
+def test_every_apis_error_codes_are_counted(metered):
+    broker, port = metered
+    admin = admin_client(broker.bootstrap)
+    create_topic(broker.bootstrap, "counted")
+    assert future_error(admin.delete_topics(["never-created"])["never-created"]).code() == 3
+    assert future_error(admin.create_topics([new_topic("counted")])["counted"]) is not None
+    samples = scrape(port)
+    errors = "kafka_network_requestmetrics_errors_total"
+    assert value(samples, errors, request="DeleteTopics", error="UnknownTopicOrPartition") == 1
+    assert value(samples, errors, request="CreateTopics", error="TopicAlreadyExists") == 1
+    # Successes count as error NONE, as in Kafka's ErrorsPerSec.
+    assert value(samples, errors, request="CreateTopics", error="None") == 1
+    assert value(samples, errors, request="ApiVersions", error="None") >= 1

@@ -223,14 +223,115 @@ fn parse_listener(item: &str) -> Result<Listener, String> {
     Ok(Listener { name: name.to_owned(), host: host.to_owned(), port })
 }
 
+/// The security protocols Strom serves today; TLS and SASL come later.
+const SERVED_SECURITY_PROTOCOLS: &[&str] = &["PLAINTEXT"];
+const SECURITY_PROTOCOLS: &[&str] = &["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"];
+
+/// Refuses a listener whose security protocol (by Kafka's
+/// `listener.security.protocol.map`) Strom does not serve: serving it as
+/// plaintext would expose what its clients mean to protect.
+fn check_security_protocols(p: &Props<'_>, listeners: &[Listener]) -> Result<(), ConfigError> {
+    let map = security_protocol_map(p)?;
+    let raw = p.get("listeners").unwrap_or("");
+    for listener in listeners {
+        let name = listener.name.to_ascii_uppercase();
+        let Some(protocol) = map.get(&name) else {
+            let reason =
+                format!("no security protocol defined for listener {name} in listener.security.protocol.map");
+            return Err(Props::error("listeners", raw, reason));
+        };
+        if !SERVED_SECURITY_PROTOCOLS.contains(&protocol.as_str()) {
+            let reason =
+                format!("listener {name} uses {protocol}, which Strom does not serve yet (only PLAINTEXT)");
+            return Err(Props::error("listeners", raw, reason));
+        }
+    }
+    Ok(())
+}
+
+/// `listener.security.protocol.map` (upper-cased names), Kafka's default
+/// when unset: each protocol's own name, and the controller listeners as
+/// PLAINTEXT.
+fn security_protocol_map(p: &Props<'_>) -> Result<BTreeMap<String, String>, ConfigError> {
+    let key = "listener.security.protocol.map";
+    let Some(raw) = p.get(key) else {
+        let own = SECURITY_PROTOCOLS.iter().map(|name| (name.to_string(), name.to_string()));
+        let controllers = controller_listener_names(p).into_iter().map(|name| (name, "PLAINTEXT".to_owned()));
+        return Ok(controllers.chain(own).collect());
+    };
+    let mut map = BTreeMap::new();
+    for entry in raw.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let (name, protocol) =
+            entry.split_once(':').ok_or_else(|| Props::error(key, raw, "expected NAME:PROTOCOL"))?;
+        let protocol = protocol.trim().to_ascii_uppercase();
+        if !SECURITY_PROTOCOLS.contains(&protocol.as_str()) {
+            return Err(Props::error(key, raw, format!("{protocol} is not a security protocol")));
+        }
+        map.insert(name.trim().to_ascii_uppercase(), protocol);
+    }
+    Ok(map)
+}
+
+fn controller_listener_names(p: &Props<'_>) -> Vec<String> {
+    let names = p.get("controller.listener.names").unwrap_or("").split(',');
+    names.map(str::trim).filter(|n| !n.is_empty()).map(str::to_ascii_uppercase).collect()
+}
+
+/// `advertised.listeners`, by default the listeners that are not the
+/// controller's. Each must name a listener, and none may advertise
+/// 0.0.0.0: no client can connect to the meta-address.
+fn advertised_listeners(p: &Props<'_>, listeners: &[Listener]) -> Result<Vec<Listener>, ConfigError> {
+    let key = "advertised.listeners";
+    let Some(advertised) = p.listeners(key)? else {
+        let controllers = controller_listener_names(p);
+        let brokers = listeners.iter().filter(|l| !controllers.contains(&l.name.to_ascii_uppercase()));
+        return Ok(brokers.cloned().collect());
+    };
+    let raw = p.get(key).unwrap_or("");
+    for listener in &advertised {
+        if !listeners.iter().any(|l| l.name.eq_ignore_ascii_case(&listener.name)) {
+            return Err(Props::error(key, raw, format!("{} is not a listener in listeners", listener.name)));
+        }
+        if listener.host == "0.0.0.0" {
+            let reason =
+                "cannot advertise the non-routable meta-address 0.0.0.0; use a routable host or address";
+            return Err(Props::error(key, raw, reason));
+        }
+    }
+    Ok(advertised)
+}
+
 impl BrokerConfig {
+    /// The endpoint advertised to a client connected on listener `name`,
+    /// as Kafka answers: the advertised listener of that name, where a bind
+    /// to all interfaces (empty host or `0.0.0.0`) stands for the machine's
+    /// canonical host name. `None` when that listener is not advertised.
+    pub fn advertised_endpoint(&self, name: &str) -> Option<(String, u16)> {
+        let listener = self.advertised_listeners.iter().find(|l| l.name.eq_ignore_ascii_case(name))?;
+        let host = match listener.host.as_str() {
+            "" | "0.0.0.0" => crate::host_name::canonical().to_owned(),
+            host => host.to_owned(),
+        };
+        Some((host, listener.port))
+    }
+
     /// `logging.level` (Strom's own; a `tracing` filter such as
     /// `info,strom_storage=debug`), read ahead of the rest so logging is set
     /// up before the config's own warnings are logged.
     pub fn logging_filter(text: &str, overrides: &[(String, String)]) -> Option<String> {
+        Self::early_value(text, overrides, "logging.level")
+    }
+
+    /// `log.format` (Strom's own: `text` or `json`), read ahead as
+    /// `logging.level` is.
+    pub fn log_format(text: &str, overrides: &[(String, String)]) -> Option<String> {
+        Self::early_value(text, overrides, "log.format")
+    }
+
+    fn early_value(text: &str, overrides: &[(String, String)], key: &str) -> Option<String> {
         let from_file = parse_properties(text).into_iter();
         let pairs = from_file.chain(overrides.iter().cloned());
-        pairs.filter(|(k, _)| k == "logging.level").map(|(_, v)| v).next_back()
+        pairs.filter(|(k, _)| k == key).map(|(_, v)| v).next_back()
     }
 
     /// Builds the config from a properties file's text and overrides (which win).
@@ -270,7 +371,8 @@ impl BrokerConfig {
                 .socket_addr()
                 .map_err(|reason| Props::error("listeners", p.get("listeners").unwrap_or(""), reason))?;
         }
-        let advertised_listeners = p.listeners("advertised.listeners")?.unwrap_or_else(|| listeners.clone());
+        check_security_protocols(&p, &listeners)?;
+        let advertised_listeners = advertised_listeners(&p, &listeners)?;
         let log_dirs: Vec<PathBuf> = p
             .get("log.dirs")
             .or(p.get("log.dir"))
@@ -626,6 +728,80 @@ mod tests {
         let config = BrokerConfig::embedded_defaults();
         let err = config.with_dynamic(&map(&[("log.roll.ms", "0")]), &map(&[])).unwrap_err();
         assert_eq!(err.key, "log.roll.ms");
+    }
+
+    fn with(pairs: &[(&str, &str)]) -> Result<BrokerConfig, ConfigError> {
+        let pairs: Vec<_> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        BrokerConfig::from_properties("", &pairs)
+    }
+
+    #[test]
+    fn listeners_whose_security_protocol_is_not_served_are_refused() {
+        for listeners in
+            ["SSL://127.0.0.1:9093", "SASL_PLAINTEXT://127.0.0.1:9093", "sasl_ssl://127.0.0.1:9093"]
+        {
+            let error = with(&[("listeners", listeners)]).unwrap_err();
+            assert_eq!(error.key, "listeners");
+            assert!(error.reason.contains("does not serve"), "{error}");
+        }
+        let mapped = [
+            ("listeners", "INTERNAL://127.0.0.1:9092,EXTERNAL://127.0.0.1:9093"),
+            ("listener.security.protocol.map", "INTERNAL:PLAINTEXT,EXTERNAL:SASL_SSL"),
+        ];
+        assert!(with(&mapped).unwrap_err().reason.contains("EXTERNAL uses SASL_SSL"));
+        let unmapped = with(&[("listeners", "CLIENT://127.0.0.1:9092")]).unwrap_err();
+        assert!(unmapped.reason.contains("no security protocol defined for listener CLIENT"), "{unmapped}");
+        let bad_protocol = [("listener.security.protocol.map", "PLAINTEXT:TLS")];
+        assert_eq!(with(&bad_protocol).unwrap_err().key, "listener.security.protocol.map");
+    }
+
+    #[test]
+    fn plaintext_listeners_by_any_name_are_served() {
+        let mapped = [
+            ("listeners", "INTERNAL://127.0.0.1:9092,external://127.0.0.1:9093"),
+            ("listener.security.protocol.map", "INTERNAL:PLAINTEXT,EXTERNAL:plaintext"),
+        ];
+        assert_eq!(with(&mapped).unwrap().listeners.len(), 2);
+        // Without a map, the controller listener is PLAINTEXT and not advertised.
+        let controller = [
+            ("listeners", "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093"),
+            ("controller.listener.names", "CONTROLLER"),
+        ];
+        let config = with(&controller).unwrap();
+        let advertised: Vec<&str> = config.advertised_listeners.iter().map(|l| l.name.as_str()).collect();
+        assert_eq!(advertised, ["PLAINTEXT"]);
+    }
+
+    #[test]
+    fn each_listener_advertises_its_own_endpoint() {
+        let config = with(&[
+            ("listeners", "INTERNAL://127.0.0.1:9092,EXTERNAL://127.0.0.1:9093"),
+            ("advertised.listeners", "INTERNAL://broker:9092,EXTERNAL://localhost:19093"),
+            ("listener.security.protocol.map", "INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT"),
+        ])
+        .unwrap();
+        assert_eq!(config.advertised_endpoint("INTERNAL"), Some(("broker".to_owned(), 9092)));
+        assert_eq!(config.advertised_endpoint("external"), Some(("localhost".to_owned(), 19093)));
+        assert_eq!(config.advertised_endpoint("CONTROLLER"), None);
+    }
+
+    #[test]
+    fn a_bind_to_every_interface_advertises_the_canonical_host_name() {
+        for host in ["0.0.0.0", ""] {
+            let config = with(&[("listeners", &format!("PLAINTEXT://{host}:9092"))]).unwrap();
+            let (advertised, port) = config.advertised_endpoint("PLAINTEXT").unwrap();
+            assert_eq!((advertised.as_str(), port), (crate::host_name::canonical(), 9092));
+            assert_ne!(advertised, "0.0.0.0");
+        }
+    }
+
+    #[test]
+    fn advertised_listeners_must_be_routable_listeners() {
+        let meta = with(&[("advertised.listeners", "PLAINTEXT://0.0.0.0:9092")]).unwrap_err();
+        assert_eq!(meta.key, "advertised.listeners");
+        assert!(meta.reason.contains("0.0.0.0"), "{meta}");
+        let unknown = with(&[("advertised.listeners", "OTHER://host:9092")]).unwrap_err();
+        assert!(unknown.reason.contains("OTHER is not a listener"), "{unknown}");
     }
 
     #[test]

@@ -70,6 +70,7 @@ pub const BROKER_KEYS: &[BrokerKey] = {
         key("fetch.zero.copy.enable", Some("true"), BOOLEAN),
         key("metrics.listener", None, STRING),
         key("logging.level", Some("info"), STRING),
+        key("log.format", Some("text"), STRING),
         key("num.recovery.threads.per.data.dir", Some("2"), INT),
         key("log.segment.open.files.max", Some("1024"), INT),
         key("producer.id.expiration.ms", Some("86400000"), INT),

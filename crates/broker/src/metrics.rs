@@ -104,10 +104,16 @@ impl Metrics {
         api.latency_sum_us.fetch_add(elapsed.as_micros() as u64, Ordering::Relaxed);
     }
 
-    /// An error code a response of `api_key` carried.
-    pub fn record_error(&self, api_key: i16, code: i16) {
-        if let Some(api) = self.api(api_key) {
-            *api.errors.lock().expect("errors lock").entry(code).or_default() += 1;
+    /// The error codes a response of `api_key` carried (NONE included, as
+    /// Kafka's `ErrorsPerSec` counts), each with its count.
+    pub fn record_errors(&self, api_key: i16, counts: &[(i16, u64)]) {
+        let Some(api) = self.api(api_key) else { return };
+        if counts.is_empty() {
+            return;
+        }
+        let mut errors = api.errors.lock().expect("errors lock");
+        for (code, count) in counts {
+            *errors.entry(*code).or_default() += count;
         }
     }
 
@@ -152,8 +158,7 @@ impl Metrics {
         );
         for (key, api) in self.served_apis() {
             for (code, count) in api.errors.lock().expect("errors lock").iter() {
-                let name = kafka_protocol::error::ResponseError::try_from_code(*code)
-                    .map_or_else(|| code.to_string(), |e| format!("{e:?}"));
+                let name = crate::response_errors::error_name(*code);
                 let _ = writeln!(
                     out,
                     "kafka_network_requestmetrics_errors_total{{request=\"{key:?}\",error=\"{name}\"}} {count}"
@@ -481,7 +486,7 @@ mod tests {
         let metrics = Metrics::default();
         metrics.record_request(-1, Duration::ZERO);
         metrics.record_request(i16::MAX, Duration::ZERO);
-        metrics.record_error(500, 3);
+        metrics.record_errors(500, &[(3, 1)]);
         assert!(metrics.served_apis().next().is_none());
     }
 

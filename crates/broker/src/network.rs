@@ -71,8 +71,10 @@ pub async fn serve(
     broker: Arc<Broker>,
     stream: TcpStream,
     peer: SocketAddr,
+    listener: Arc<str>,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    tracing::debug!(%peer, %listener, "connection opened");
     let _ = stream.set_nodelay(true);
     let (read_half, write_half) = stream.into_split();
     let mut reader = BufReader::with_capacity(IO_BUFFER_BYTES, read_half);
@@ -92,7 +94,7 @@ pub async fn serve(
                 break;
             }
         };
-        match dispatch::handle_frame(&broker, peer, frame).await {
+        match dispatch::handle_frame(&broker, peer, &listener, frame).await {
             Ok(Some(response)) => {
                 if let Err(e) = write_response(&mut writer, response, broker.config.zero_copy_fetch).await {
                     tracing::debug!(%peer, "write failed: {e}");
@@ -111,6 +113,7 @@ pub async fn serve(
     }
     let _ = writer.flush().await;
     let _ = writer.shutdown().await;
+    tracing::debug!(%peer, "connection closed");
 }
 
 /// Writes a response's chunks in order: bytes through the buffer, file

@@ -119,6 +119,7 @@ impl ClientConfig {
         if let Some(bad) = bootstrap_servers.iter().find(|s| !s.contains(':')) {
             return Err(Error::Config(format!("bootstrap server {bad:?} is not host:port")));
         }
+        check_security_protocol(&read.string("security.protocol", "PLAINTEXT"))?;
         Ok(Self {
             bootstrap_servers,
             client_id: read.string("client.id", "strom-client"),
@@ -146,6 +147,23 @@ impl ClientConfig {
         let factor = 1u32 << attempt.saturating_sub(1).min(16);
         self.retry_backoff.saturating_mul(factor).min(self.retry_backoff_max.max(self.retry_backoff))
     }
+}
+
+/// `security.protocol`: only PLAINTEXT is spoken. TLS or SASL asked for
+/// and not honoured would send credentials and data in the clear, so the
+/// other protocols are refused rather than ignored.
+fn check_security_protocol(value: &str) -> Result<()> {
+    const NOT_YET: [&str; 3] = ["SSL", "SASL_PLAINTEXT", "SASL_SSL"];
+    let protocol = value.trim().to_ascii_uppercase();
+    if protocol == "PLAINTEXT" {
+        return Ok(());
+    }
+    let reason = if NOT_YET.contains(&protocol.as_str()) {
+        "this client speaks only PLAINTEXT (no TLS or SASL yet)"
+    } else {
+        "expected PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"
+    };
+    Err(Error::Config(format!("security.protocol={value} is not supported: {reason}")))
 }
 
 #[cfg(test)]
@@ -176,6 +194,20 @@ mod tests {
         assert!(ClientConfig::from_properties(&Properties::new()).is_err());
         assert!(ClientConfig::new("h:1").bootstrap_servers == ["h:1"]);
         assert!(ClientConfig::from_properties(&parse_pairs(["bootstrap.servers=nohost"]).unwrap()).is_err());
+    }
+
+    #[test]
+    fn refuses_security_protocols_it_cannot_honour() {
+        let config = |protocol: &str| {
+            let pairs = ["bootstrap.servers=h:1".to_owned(), format!("security.protocol={protocol}")];
+            ClientConfig::from_properties(&parse_pairs(pairs.iter().map(String::as_str)).unwrap())
+        };
+        assert!(config("PLAINTEXT").is_ok());
+        assert!(config("plaintext").is_ok());
+        for refused in ["SSL", "SASL_PLAINTEXT", "sasl_ssl", "TLS"] {
+            let error = config(refused).unwrap_err().to_string();
+            assert!(error.contains(&format!("security.protocol={refused}")), "{error}");
+        }
     }
 
     #[test]

@@ -18,19 +18,20 @@ use std::time::Duration;
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-use kafka_protocol::messages::{ApiKey, FetchRequest, FetchResponse};
+use kafka_protocol::messages::{FetchRequest, FetchResponse};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::topic_name;
-use crate::dispatch::{EncodeBody, Reply, RequestContext, Splice};
+use crate::dispatch::{Answer, EncodeBody, Reply, RequestContext, Splice};
 use crate::error::storage_error;
 use crate::fetch_session::{
     FetchPlan, FetchRequestParts, FetchTarget, PartitionKey, PartitionNews, Reported,
 };
 use crate::metrics::GaugeGuard;
 use crate::replica::{Isolation, Partition, TopicPartitions};
+use crate::response_errors::ResponseErrors;
 use crate::server::Broker;
 use kafka_protocol::messages::fetch_response::AbortedTransaction;
 use kafka_protocol::messages::ProducerId;
@@ -100,8 +101,14 @@ impl EncodeBody for FetchReply {
 }
 
 impl Reply for FetchReply {
-    fn into_reply(self) -> Option<Box<dyn EncodeBody>> {
-        Some(Box::new(self))
+    fn into_reply(self) -> Answer {
+        Answer { body: Box::new(self), send: true }
+    }
+}
+
+impl ResponseErrors for FetchReply {
+    fn visit_errors(&self, visit: &mut dyn FnMut(&dyn std::fmt::Display, i16)) {
+        self.response.visit_errors(visit);
     }
 }
 
@@ -130,7 +137,7 @@ pub async fn handle(ctx: &RequestContext<'_>, request: FetchRequest) -> FetchRep
     let missing = if by_id { ResponseError::UnknownTopicId } else { ResponseError::UnknownTopicOrPartition };
     let limits = Limits::new(&request, broker.config.fetch_max_bytes, isolation, missing);
     let outcomes = read_with_wait(broker, &plan, &partitions, limits, max_wait).await;
-    count_reads(broker, &plan, &partitions, &outcomes, &rejected);
+    count_reads(broker, &plan, &partitions, &outcomes);
     let reported: Vec<Reported> = outcomes.iter().map(Outcome::reported).collect();
     let included = match broker.fetch_sessions.finish(&plan, &reported) {
         Ok(included) => included,
@@ -299,21 +306,15 @@ async fn read_with_wait(
     }
 }
 
-/// Counts the record bytes going out and the refused reads, per hosted topic.
+/// Counts the record bytes going out, per hosted topic. Error codes are
+/// counted from the response by dispatch.
 fn count_reads(
     broker: &Broker,
     plan: &FetchPlan,
     partitions: &[Option<Arc<Partition>>],
     outcomes: &[Outcome],
-    rejected: &[(FetchTarget, ResponseError)],
 ) {
-    for (_, error) in rejected {
-        broker.metrics.record_error(ApiKey::Fetch as i16, error.code());
-    }
     for ((target, partition), outcome) in plan.targets.iter().zip(partitions).zip(outcomes) {
-        if let Some(error) = outcome.error {
-            broker.metrics.record_error(ApiKey::Fetch as i16, error.code());
-        }
         let counted = if outcome.error.is_some() { partition.is_some() } else { outcome.bytes() > 0 };
         if !counted {
             continue;

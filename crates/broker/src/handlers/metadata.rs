@@ -47,12 +47,14 @@ pub fn handle(ctx: &RequestContext<'_>, request: MetadataRequest) -> MetadataRes
         topics.into_iter().map(|t| t.with_topic_id(Uuid::nil())).collect()
     };
     let cluster_id = (ctx.api_version >= 2).then(|| str_bytes(&broker.controller.image().cluster_id));
-    let (host, port) = advertised_endpoint(broker);
-    MetadataResponse::default()
-        .with_brokers(vec![MetadataResponseBroker::default()
+    let brokers = advertised_endpoint(ctx).map(|(host, port)| {
+        MetadataResponseBroker::default()
             .with_node_id(BrokerId(broker.config.node_id))
             .with_host(str_bytes(&host))
-            .with_port(port)])
+            .with_port(port)
+    });
+    MetadataResponse::default()
+        .with_brokers(brokers.into_iter().collect())
         .with_cluster_id(cluster_id)
         .with_controller_id(BrokerId(broker.config.node_id))
         .with_topics(topics)
