@@ -20,7 +20,8 @@
 //! - [`txn`] is the transaction coordinator: `__transaction_state`, the
 //!   transaction state machine and the markers that end transactions.
 //!
-//! [`config`] parses `server.properties` with Kafka's key names and overlays
+//! [`config`] parses `server.properties` (Java syntax, [`properties`]) with
+//! Kafka's key names and overlays
 //! the dynamic broker configs, [`config_sources`] says where each described
 //! config value comes from, [`error`]
 //! maps internal errors to Kafka error codes and [`alloc`] keeps absurd
@@ -37,6 +38,7 @@ pub mod handlers;
 pub mod metrics;
 pub mod network;
 pub mod producer_ids;
+pub mod properties;
 pub mod replica;
 pub mod server;
 pub mod txn;
