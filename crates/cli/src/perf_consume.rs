@@ -2,7 +2,8 @@
 //!
 //! Joins a group (a fresh `perf-consumer-N` unless `--group` names one),
 //! reads `--messages` records from the earliest offset (or the latest with
-//! `--from-latest`) and prints Kafka's summary columns, plus this
+//! `--from-latest`) and prints Kafka's summary columns (times in its
+//! default `--date-format`, local time), plus this
 //! process's CPU time per GB read. It gives up when no record arrives for
 //! `--timeout` ms.
 
@@ -14,13 +15,18 @@ use strom_client::config::Properties;
 use strom_client::consumer::NoListener;
 use strom_client::{Consumer, ConsumerConfig};
 
-use crate::client_args::load_properties;
+use crate::client_args::{load_properties, set_bootstrap_servers};
 use crate::perf::cpu_seconds;
+use crate::specs::{local_offset_s, perf_datetime};
 
 #[derive(clap::Args, Debug)]
 pub struct PerfConsumeArgs {
+    /// The broker(s) to connect to [default: `bootstrap.servers` of
+    /// --consumer-props or --consumer.config, else $STROM_BOOTSTRAP_SERVER, else
+    /// localhost:9092].
     #[arg(long = "bootstrap-server", value_name = "HOST:PORT")]
     bootstrap_server: Option<String>,
+    /// The topic to read.
     #[arg(long)]
     topic: String,
     /// Records to read.
@@ -32,7 +38,7 @@ pub struct PerfConsumeArgs {
     /// Start at the end of the log instead of the beginning.
     #[arg(long = "from-latest")]
     from_latest: bool,
-    /// `max.partition.fetch.bytes`.
+    /// `max.partition.fetch.bytes`: bytes fetched per partition per request.
     #[arg(long = "fetch-size")]
     fetch_size: Option<u64>,
     /// Give up when no record arrives for this many ms.
@@ -57,12 +63,7 @@ pub struct PerfConsumeArgs {
 
 fn consumer_properties(args: &PerfConsumeArgs) -> anyhow::Result<Properties> {
     let mut properties = load_properties(args.consumer_config.as_deref(), &args.consumer_props)?;
-    if let Some(bootstrap) = &args.bootstrap_server {
-        properties.insert("bootstrap.servers".into(), bootstrap.clone());
-    }
-    if !properties.contains_key("bootstrap.servers") {
-        bail!("--bootstrap-server (or bootstrap.servers in --consumer-props) is required");
-    }
+    set_bootstrap_servers(&mut properties, args.bootstrap_server.as_deref());
     let group = args.group.clone().unwrap_or_else(|| format!("perf-consumer-{}", std::process::id()));
     properties.insert("group.id".into(), group);
     let reset = if args.from_latest { "latest" } else { "earliest" };
@@ -193,8 +194,8 @@ impl Summary {
         let (fetch_mb_sec, fetch_msg_sec) = self.rates(self.fetch);
         format!(
             "{}, {}, {:.4}, {:.4}, {}, {:.4}, {}, {}, {:.4}, {:.4}, {:.3}, {:.3}",
-            self.start_ms,
-            self.end_ms,
+            perf_datetime(self.start_ms as i64, local_offset_s),
+            perf_datetime(self.end_ms as i64, local_offset_s),
             self.bytes as f64 / MB,
             mb_sec,
             self.records,

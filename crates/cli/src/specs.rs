@@ -175,6 +175,32 @@ fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
     era * 146_097 + day_of_era - 719_468
 }
 
+/// The civil date of a day count since 1970-01-01 (the inverse of
+/// [`days_from_civil`], Howard Hinnant's `civil_from_days`).
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let days = days + 719_468;
+    let era = days.div_euclid(146_097);
+    let day_of_era = days - era * 146_097;
+    let year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_index = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
+    let month = if month_index < 10 { month_index + 3 } else { month_index - 9 };
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+/// `utc_ms` in the perf tools' default `--date-format`,
+/// `yyyy-MM-dd HH:mm:ss:SSS`, in the zone `local_offset_s` gives.
+pub fn perf_datetime(utc_ms: i64, local_offset_s: impl Fn(i64) -> i64) -> String {
+    let local_ms = utc_ms + local_offset_s(utc_ms.div_euclid(1000)) * 1000;
+    let (days, ms_of_day) = (local_ms.div_euclid(86_400_000), local_ms.rem_euclid(86_400_000));
+    let (year, month, day) = civil_from_days(days);
+    let (hours, minutes) = (ms_of_day / 3_600_000, ms_of_day / 60_000 % 60);
+    let (seconds, millis) = (ms_of_day / 1000 % 60, ms_of_day % 1000);
+    format!("{year:04}-{month:02}-{day:02} {hours:02}:{minutes:02}:{seconds:02}:{millis:03}")
+}
+
 /// `--by-duration`: an ISO-8601 duration as Java's `Duration.parse` reads
 /// it (`PnDTnHnMn.nS`, signs allowed on the whole and on each part), in
 /// milliseconds.
@@ -480,6 +506,18 @@ mod tests {
         assert!(error(r#"{"partitions":[{"topic":"t","offset":1}]}"#).contains("partition"));
         let duplicate = r#"{"partitions":[{"topic":"t","partition":0,"offset":1},{"topic":"t","partition":0,"offset":2}]}"#;
         assert!(error(duplicate).contains("duplicate topic partitions: t-0"));
+    }
+
+    #[test]
+    fn perf_datetimes_read_as_kafkas_date_format() {
+        assert_eq!(perf_datetime(0, |_| 0), "1970-01-01 00:00:00:000");
+        assert_eq!(perf_datetime(1_709_251_199_007, |_| 0), "2024-02-29 23:59:59:007");
+        assert_eq!(perf_datetime(1_709_251_199_007, |_| 3600), "2024-03-01 00:59:59:007");
+        assert_eq!(perf_datetime(-1, |_| 0), "1969-12-31 23:59:59:999");
+        for days in [-800_000, -1, 0, 59, 11_016, 20_000, 2_932_896] {
+            let (year, month, day) = civil_from_days(days);
+            assert_eq!(days_from_civil(year, month, day), days);
+        }
     }
 
     #[test]
