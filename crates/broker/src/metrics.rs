@@ -306,7 +306,8 @@ fn render_partitions(out: &mut String, broker: &Broker) {
     let offline = partitions.iter().filter(|p| !p.is_online()).count();
     let image = broker.controller.image();
     let led_here = image.topics().flat_map(|topic| {
-        let online = |index: i32| broker.replicas.partition(&topic.name, index).is_some_and(|p| p.is_online());
+        let online =
+            |index: i32| broker.replicas.partition(&topic.name, index).is_some_and(|p| p.is_online());
         topic.partitions.iter().filter(move |(index, _)| online(**index)).map(|(_, partition)| partition)
     });
     let under_replicated = under_replicated_count(led_here, broker.config.node_id);
@@ -330,7 +331,10 @@ fn render_partitions(out: &mut String, broker: &Broker) {
 
 /// Kafka's `UnderReplicatedPartitions`: of the online `partitions`, those
 /// `node_id` leads whose in-sync replicas are fewer than their replicas.
-fn under_replicated_count<'a>(partitions: impl IntoIterator<Item = &'a PartitionImage>, node_id: i32) -> usize {
+fn under_replicated_count<'a>(
+    partitions: impl IntoIterator<Item = &'a PartitionImage>,
+    node_id: i32,
+) -> usize {
     partitions.into_iter().filter(|p| p.leader == node_id && p.isr.len() < p.replicas.len()).count()
 }
 

@@ -58,7 +58,8 @@ pub fn load_properties(file: Option<&Path>, pairs: &[String]) -> anyhow::Result<
             let text =
                 std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
             // Trimmed as Kafka's `ConfigDef` trims values.
-            let pairs = strom_broker::properties::parse(&text).with_context(|| format!("in {}", path.display()))?;
+            let pairs =
+                strom_broker::properties::parse(&text).with_context(|| format!("in {}", path.display()))?;
             pairs.into_iter().map(|(key, value)| (key, value.trim().to_owned())).collect()
         }
         None => Properties::new(),
