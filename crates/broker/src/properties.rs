@@ -31,8 +31,8 @@ pub fn parse(text: &str) -> Result<Vec<(String, String)>, PropertiesError> {
     let mut pairs = Vec::new();
     for (line, logical) in logical_lines(text) {
         let (key, value) = split_pair(&logical);
-        let unescape = |raw: &str| unescape(raw).ok_or(PropertiesError { line });
-        pairs.push((unescape(key)?, unescape(value)?));
+        let resolve = |raw: &str| unescape(raw).ok_or(PropertiesError { line });
+        pairs.push((resolve(key)?, resolve(value)?));
     }
     Ok(pairs)
 }
