@@ -328,6 +328,14 @@ def test_perf_consume_reads_what_perf_produce_wrote(broker):
     for stamp in (start, end):  # Kafka's default --date-format, yyyy-MM-dd HH:mm:ss:SSS
         assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d:\d{3}", stamp), text[1]
     assert start <= end
+    custom = strom_ok(
+        "perf", "consume", "--bootstrap-server", broker.bootstrap, "--topic", "perf-read", "--messages", "10",
+        "--timeout", "20000", "--hide-header", "--date-format", "'day' d 'of' yyyy",
+    ).splitlines()
+    assert re.fullmatch(r"day \d{1,2} of \d{4}", custom[0].split(", ")[0]), custom
+    refused = strom("perf", "consume", "--bootstrap-server", broker.bootstrap, "--topic", "perf-read",
+                    "--messages", "1", "--date-format", "EEE HH:mm")
+    assert refused.returncode == 1 and "--date-format" in refused.stderr, refused
 
     short = strom("perf", "consume", "--bootstrap-server", broker.bootstrap, "--topic", "perf-read",
                   "--messages", "30000", "--timeout", "6000", "--format", "json")
