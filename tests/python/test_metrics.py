@@ -152,3 +152,25 @@ def test_every_apis_error_codes_are_counted(metered):
     # Successes count as error NONE, as in Kafka's ErrorsPerSec.
     assert value(samples, errors, request="CreateTopics", error="None") == 1
     assert value(samples, errors, request="ApiVersions", error="None") >= 1
+
+
+# ---------------------------------------------------------------- replica manager gauges
+
+
+def test_replica_manager_gauges_agree_with_metadata(metered):
+    broker, port = metered
+    create_topic(broker.bootstrap, "gauged", partitions=3)
+    create_topic(broker.bootstrap, "gauged-too", partitions=2)
+    produce_confluent(confluent_producer(broker.bootstrap), "gauged", records(0, 10), partition=1)
+    metadata = admin_client(broker.bootstrap).list_topics(timeout=10)
+    partitions = [p for topic in metadata.topics.values() for p in topic.partitions.values()]
+    assert len(partitions) >= 5
+    samples = scrape(port)
+    assert value(samples, "kafka_server_replicamanager_partitioncount") == len(partitions)
+    assert value(samples, "kafka_server_replicamanager_leadercount") == sum(p.leader == 1 for p in partitions)
+    assert value(samples, "kafka_server_replicamanager_underreplicatedpartitions") == sum(
+        p.leader == 1 and len(p.isrs) < len(p.replicas) for p in partitions
+    )
+    assert value(samples, "kafka_controller_kafkacontroller_offlinepartitionscount") == 0
+    assert value(samples, "kafka_log_logmanager_offlinelogdirectorycount") == 0
+    assert value(samples, "kafka_log_log_logendoffset", topic="gauged", partition=1) == 10

@@ -141,19 +141,15 @@ const ACCEPTED_KEYS: &[&str] = &[
     "zookeeper.connect",
 ];
 
-fn parse_properties(text: &str) -> Vec<(String, String)> {
-    let mut pairs = Vec::new();
-    for line in text.lines() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') || line.starts_with('!') {
-            continue;
-        }
-        let split = line.find(['=', ':']).unwrap_or(line.len());
-        let (key, value) = line.split_at(split);
-        let value = value.get(1..).unwrap_or("");
-        pairs.push((key.trim().to_owned(), value.trim().to_owned()));
-    }
-    pairs
+/// The file's pairs (Java properties syntax, see [`crate::properties`]),
+/// values trimmed as Kafka's `ConfigDef` trims them.
+fn parse_properties(text: &str) -> Result<Vec<(String, String)>, ConfigError> {
+    let pairs = crate::properties::parse(text).map_err(|e| ConfigError {
+        key: format!("at line {}", e.line),
+        value: text.lines().nth(e.line - 1).unwrap_or_default().to_owned(),
+        reason: "malformed \\uXXXX escape".into(),
+    })?;
+    Ok(pairs.into_iter().map(|(key, value)| (key, value.trim().to_owned())).collect())
 }
 
 /// Typed access to the provided keys, each failure naming its key.
@@ -329,7 +325,7 @@ impl BrokerConfig {
     }
 
     fn early_value(text: &str, overrides: &[(String, String)], key: &str) -> Option<String> {
-        let from_file = parse_properties(text).into_iter();
+        let from_file = parse_properties(text).unwrap_or_default().into_iter();
         let pairs = from_file.chain(overrides.iter().cloned());
         pairs.filter(|(k, _)| k == key).map(|(_, v)| v).next_back()
     }
@@ -337,7 +333,7 @@ impl BrokerConfig {
     /// Builds the config from a properties file's text and overrides (which win).
     pub fn from_properties(text: &str, overrides: &[(String, String)]) -> Result<Self, ConfigError> {
         let mut provided = BTreeMap::new();
-        for (key, value) in parse_properties(text).into_iter().chain(overrides.iter().cloned()) {
+        for (key, value) in parse_properties(text)?.into_iter().chain(overrides.iter().cloned()) {
             provided.insert(key, value);
         }
         let config = Self::from_map(provided)?;
@@ -625,6 +621,18 @@ mod tests {
         assert_eq!(config.advertised_listeners, config.listeners);
         assert_eq!(config.log_dirs, vec![PathBuf::from("/a"), PathBuf::from("/b")]);
         assert_eq!(config.num_partitions, 8);
+    }
+
+    #[test]
+    fn reads_java_properties_syntax_in_full() {
+        let text = "node.id 4\nlisteners PLAINTEXT://127.0.0.1:9999\nlog.dirs = /a,\\\n    /b\nnum.partitions\t6  \n";
+        let config = BrokerConfig::from_properties(text, &[]).unwrap();
+        assert_eq!(config.node_id, 4);
+        assert_eq!(config.listeners[0].port, 9999);
+        assert_eq!(config.log_dirs, vec![PathBuf::from("/a"), PathBuf::from("/b")]);
+        assert_eq!(config.num_partitions, 6);
+        let error = BrokerConfig::from_properties("node.id=1\nlog.dirs=\\u00zz\n", &[]).unwrap_err();
+        assert!(error.to_string().contains("line 2"), "{error}");
     }
 
     #[test]

@@ -22,7 +22,8 @@
 //! - [`txn`] is the transaction coordinator: `__transaction_state`, the
 //!   transaction state machine and the markers that end transactions.
 //!
-//! [`config`] parses `server.properties` with Kafka's key names and overlays
+//! [`config`] parses `server.properties` (Java syntax, [`properties`]) with
+//! Kafka's key names and overlays
 //! the dynamic broker configs, [`config_sources`] says where each described
 //! config value comes from, [`error`]
 //! maps internal errors to Kafka error codes, [`alloc`] keeps absurd
@@ -41,6 +42,7 @@ pub mod host_name;
 pub mod metrics;
 pub mod network;
 pub mod producer_ids;
+pub mod properties;
 pub mod replica;
 pub mod response_errors;
 pub mod server;

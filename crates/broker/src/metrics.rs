@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use kafka_protocol::messages::ApiKey;
+use strom_metadata::PartitionImage;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
@@ -308,11 +309,22 @@ fn render_partitions(out: &mut String, broker: &Broker) {
     }
     // A partition on a failed log dir has no leader until the broker restarts.
     let offline = partitions.iter().filter(|p| !p.is_online()).count();
+    let image = broker.controller.image();
+    let led_here = image.topics().flat_map(|topic| {
+        let online =
+            |index: i32| broker.replicas.partition(&topic.name, index).is_some_and(|p| p.is_online());
+        topic.partitions.iter().filter(move |(index, _)| online(**index)).map(|(_, partition)| partition)
+    });
+    let under_replicated = under_replicated_count(led_here, broker.config.node_id);
     let offline_dirs = broker.replicas.log_dirs().iter().filter(|d| !d.is_online()).count();
     let counts = [
         ("kafka_server_replicamanager_partitioncount", "Partitions hosted here.", rows.len()),
         ("kafka_server_replicamanager_leadercount", "Partitions led here.", rows.len() - offline),
-        ("kafka_server_replicamanager_underreplicatedpartitions", "Partitions short of in-sync replicas.", 0),
+        (
+            "kafka_server_replicamanager_underreplicatedpartitions",
+            "Partitions led here with fewer in-sync replicas than replicas.",
+            under_replicated,
+        ),
         ("kafka_controller_kafkacontroller_offlinepartitionscount", "Partitions without a leader.", offline),
         ("kafka_log_logmanager_offlinelogdirectorycount", "Log dirs that failed.", offline_dirs),
     ];
@@ -320,6 +332,15 @@ fn render_partitions(out: &mut String, broker: &Broker) {
         header(out, name, "gauge", help);
         let _ = writeln!(out, "{name} {value}");
     }
+}
+
+/// Kafka's `UnderReplicatedPartitions`: of the online `partitions`, those
+/// `node_id` leads whose in-sync replicas are fewer than their replicas.
+fn under_replicated_count<'a>(
+    partitions: impl IntoIterator<Item = &'a PartitionImage>,
+    node_id: i32,
+) -> usize {
+    partitions.into_iter().filter(|p| p.leader == node_id && p.isr.len() < p.replicas.len()).count()
 }
 
 /// Committed offset and lag (high watermark minus committed offset) of each
@@ -488,6 +509,26 @@ mod tests {
         metrics.record_request(i16::MAX, Duration::ZERO);
         metrics.record_errors(500, &[(3, 1)]);
         assert!(metrics.served_apis().next().is_none());
+    }
+
+    #[test]
+    fn under_replicated_partitions_are_the_led_ones_short_of_in_sync_replicas() {
+        let partition = |leader: i32, replicas: &[i32], isr: &[i32]| PartitionImage {
+            replicas: replicas.to_vec(),
+            isr: isr.to_vec(),
+            leader,
+            leader_epoch: 0,
+        };
+        let partitions = [
+            partition(1, &[1], &[1]),
+            partition(1, &[1, 2, 3], &[1, 2, 3]),
+            partition(1, &[1, 2, 3], &[1]),
+            partition(1, &[1, 2], &[1]),
+            partition(2, &[2, 1], &[2]),
+        ];
+        assert_eq!(under_replicated_count(&partitions, 1), 2, "led here and short");
+        assert_eq!(under_replicated_count(&partitions, 2), 1, "the other leader's");
+        assert_eq!(under_replicated_count(&partitions[..2], 1), 0);
     }
 
     #[test]

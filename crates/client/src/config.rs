@@ -1,7 +1,7 @@
 //! Client configuration under Kafka's property names.
 //!
-//! Tools read a Java-style properties file (`--command-config`) and
-//! `key=value` flags into one `Properties` map; each client picks the keys
+//! Tools read a Java properties file (`--command-config`, parsed by
+//! `strom_broker::properties`) and `key=value` flags into one `Properties` map; each client picks the keys
 //! it knows, with the Java client's defaults, and ignores the rest (as the
 //! Java client does, apart from a log line).
 
@@ -13,24 +13,6 @@ use crate::error::{Error, Result};
 
 /// `key -> value`, as in a `.properties` file.
 pub type Properties = BTreeMap<String, String>;
-
-/// Parses Java properties text: `key=value` or `key: value` lines, `#` and
-/// `!` comments, blank lines. (Line continuations and escapes are rare in
-/// client configs and not supported.)
-pub fn parse_properties(text: &str) -> Result<Properties> {
-    let mut properties = Properties::new();
-    for (number, line) in text.lines().enumerate() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') || line.starts_with('!') {
-            continue;
-        }
-        let Some(split) = line.find(['=', ':']) else {
-            return Err(Error::Config(format!("line {}: expected key=value, got {line:?}", number + 1)));
-        };
-        properties.insert(line[..split].trim().to_owned(), line[split + 1..].trim().to_owned());
-    }
-    Ok(properties)
-}
 
 /// Parses `key=value` pairs given on a command line.
 pub fn parse_pairs<'a>(pairs: impl IntoIterator<Item = &'a str>) -> Result<Properties> {
@@ -172,12 +154,10 @@ mod tests {
 
     #[test]
     fn parses_properties_files_and_pairs() {
-        let text = "# comment\n! also\n\nbootstrap.servers = a:1,b:2\nclient.id: tool\nlinger.ms=5\n";
-        let properties = parse_properties(text).unwrap();
+        let properties = parse_pairs(["bootstrap.servers = a:1,b:2", "client.id=tool"]).unwrap();
         assert_eq!(properties["client.id"], "tool");
         let config = ClientConfig::from_properties(&properties).unwrap();
         assert_eq!(config.bootstrap_servers, ["a:1", "b:2"]);
-        assert!(parse_properties("novalue\n").is_err());
         assert_eq!(parse_pairs(["acks=all"]).unwrap()["acks"], "all");
         assert!(parse_pairs(["acks"]).is_err());
     }
