@@ -28,7 +28,9 @@ pub fn metadata_error(e: &MetadataError) -> ResponseError {
         MetadataError::InvalidReplicationFactor(_) => ResponseError::InvalidReplicationFactor,
         MetadataError::InvalidReplicaAssignment(_) => ResponseError::InvalidReplicaAssignment,
         MetadataError::InvalidConfig(_) => ResponseError::InvalidConfig,
-        MetadataError::ProducerIdsExhausted => ResponseError::UnknownServerError,
+        MetadataError::ProducerIdsExhausted | MetadataError::UnreadableRecord { .. } => {
+            ResponseError::UnknownServerError
+        }
         MetadataError::Storage(_) => ResponseError::KafkaStorageError,
     }
 }

@@ -44,6 +44,11 @@ pub enum MetadataError {
     InvalidConfig(String),
     #[error("all producer ids have been handed out")]
     ProducerIdsExhausted,
+    /// A record of the metadata log that this version cannot apply: replay
+    /// stops there, since an image that skipped it would silently differ
+    /// from every other node's.
+    #[error("metadata log record at offset {offset} cannot be replayed: {reason}")]
+    UnreadableRecord { offset: i64, reason: crate::records::DecodeError },
     #[error("metadata log: {0}")]
     Storage(#[from] strom_storage::StorageError),
 }
@@ -207,7 +212,6 @@ impl Controller {
         Ok(image.topic(&topic.name).cloned().expect("just created"))
     }
 
-    /// Deletes a topic by id, returning its name.
     /// Grows `name` to `count` partitions (CreatePartitions); partitions are
     /// never removed. `assignments`, when given, names each new partition's
     /// replicas.
@@ -221,6 +225,13 @@ impl Controller {
         let mut writer = self.log.lock().expect("metadata log lock");
         let image = self.image();
         let topic = image.topic(name).ok_or(MetadataError::UnknownTopic)?;
+        if topic.is_internal() {
+            // The coordinators place each group and transactional id by a
+            // hash modulo the partition count: more partitions would lose them.
+            return Err(MetadataError::InvalidTopic(format!(
+                "the number of partitions of internal topic '{name}' cannot be changed"
+            )));
+        }
         let current = topic.partitions.len() as i32;
         if count < current {
             return Err(MetadataError::InvalidPartitions(format!(
@@ -269,10 +280,19 @@ impl Controller {
         Ok(())
     }
 
+    /// Deletes a topic by id, returning its name. Internal topics hold every
+    /// group's offsets and every transaction's state: they are never deleted.
     pub fn delete_topic(&self, topic_id: Uuid) -> Result<String, MetadataError> {
         let mut writer = self.log.lock().expect("metadata log lock");
-        let name =
-            self.image().topic_by_id(&topic_id).map(|t| t.name.clone()).ok_or(MetadataError::UnknownTopic)?;
+        let image = self.image();
+        let topic = image.topic_by_id(&topic_id).ok_or(MetadataError::UnknownTopic)?;
+        if topic.is_internal() {
+            return Err(MetadataError::InvalidTopic(format!(
+                "internal topic '{}' cannot be deleted",
+                topic.name
+            )));
+        }
+        let name = topic.name.clone();
         self.append_and_apply(&mut writer, vec![MetadataRecord::RemoveTopic { topic_id }])?;
         Ok(name)
     }
@@ -371,10 +391,9 @@ fn encode_batch(records: &[MetadataRecord]) -> Bytes {
 fn replay(log: &Log, image: &mut MetadataImage) -> Result<(), MetadataError> {
     for record in log.read_records(log.log_end_offset())? {
         let value = record.value.unwrap_or_default();
-        match MetadataRecord::decode(&value) {
-            Ok(decoded) => image.apply(decoded),
-            Err(e) => tracing::error!(offset = record.offset, "skipping metadata record: {e}"),
-        }
+        let decoded = MetadataRecord::decode(&value)
+            .map_err(|reason| MetadataError::UnreadableRecord { offset: record.offset, reason })?;
+        image.apply(decoded);
         image.last_offset = record.offset;
     }
     Ok(())
@@ -556,6 +575,41 @@ mod tests {
         let partitions: Vec<i32> =
             reopened.image().topic("orders").unwrap().partitions.keys().copied().collect();
         assert_eq!(partitions, vec![0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn internal_topics_are_never_deleted_or_grown() {
+        let dir = tempfile::tempdir().unwrap();
+        let controller = Controller::open(dir.path(), 1).unwrap();
+        for name in ["__consumer_offsets", "__transaction_state"] {
+            controller.create_topic(new_topic(name, 2), false).unwrap();
+            let id = controller.image().topic(name).unwrap().id;
+            let deleted = controller.delete_topic(id).unwrap_err();
+            assert!(matches!(&deleted, MetadataError::InvalidTopic(m) if m.contains(name)), "{deleted}");
+            let grown = controller.create_partitions(name, 3, None, false).unwrap_err();
+            assert!(matches!(&grown, MetadataError::InvalidTopic(m) if m.contains(name)), "{grown}");
+            assert_eq!(controller.image().topic(name).unwrap().partitions.len(), 2);
+        }
+    }
+
+    #[test]
+    fn replay_stops_at_a_record_it_cannot_decode() {
+        let dir = tempfile::tempdir().unwrap();
+        let controller = Controller::open(dir.path(), 1).unwrap();
+        controller.create_topic(new_topic("before", 1), false).unwrap();
+        let unknown_type = Bytes::from_static(&[0, 99, 0]);
+        let batch = strom_storage::batch::encode_batch(&[(None, Some(unknown_type))], 0);
+        let offset = {
+            let mut log = controller.log.lock().unwrap();
+            let info = log.append(&batch, 0, 0).unwrap();
+            log.flush(0).unwrap();
+            info.last_offset
+        };
+        drop(controller);
+
+        let err = Controller::open(dir.path(), 1).err().expect("replay must stop");
+        assert!(matches!(err, MetadataError::UnreadableRecord { offset: o, .. } if o == offset), "{err}");
+        assert!(err.to_string().contains(&format!("offset {offset}")), "{err}");
     }
 
     #[test]
