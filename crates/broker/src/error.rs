@@ -28,6 +28,7 @@ pub fn metadata_error(e: &MetadataError) -> ResponseError {
         MetadataError::InvalidReplicationFactor(_) => ResponseError::InvalidReplicationFactor,
         MetadataError::InvalidReplicaAssignment(_) => ResponseError::InvalidReplicaAssignment,
         MetadataError::InvalidConfig(_) => ResponseError::InvalidConfig,
+        MetadataError::PolicyViolation(_) => ResponseError::PolicyViolation,
         MetadataError::ProducerIdsExhausted | MetadataError::UnreadableRecord { .. } => {
             ResponseError::UnknownServerError
         }

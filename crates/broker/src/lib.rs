@@ -24,18 +24,22 @@
 //! the dynamic broker configs, [`config_sources`] says where each described
 //! config value comes from, [`error`]
 //! maps internal errors to Kafka error codes and [`alloc`] keeps absurd
-//! wire-declared capacities from aborting the process.
+//! wire-declared capacities from aborting the process. [`open_files`] says
+//! how many more partitions the descriptor limit allows, and [`failpoint`]
+//! holds the crash points of the crash tests.
 
 pub mod alloc;
 pub mod config;
 pub mod config_sources;
 pub mod dispatch;
 pub mod error;
+pub mod failpoint;
 pub mod fetch_session;
 pub mod group;
 pub mod handlers;
 pub mod metrics;
 pub mod network;
+pub mod open_files;
 pub mod producer_ids;
 pub mod replica;
 pub mod server;
