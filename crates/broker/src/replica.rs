@@ -589,7 +589,13 @@ impl PartitionLogs for ReplicaManager {
                 return Err(MetadataError::Storage(e));
             }
         }
-        failpoint::reach(failpoint::PARTITION_LOGS_CREATED);
+        // A new topic's partitions start at 0; added ones never do.
+        let created = if partitions.start == 0 {
+            failpoint::TOPIC_LOGS_CREATED
+        } else {
+            failpoint::PARTITION_LOGS_ADDED
+        };
+        failpoint::reach(created);
         Ok(())
     }
 

@@ -71,7 +71,7 @@ fn create_one(broker: &Broker, topic: CreatableTopic, validate_only: bool) -> Cr
     match broker.controller.create_topic_with_logs(new_topic, validate_only, &broker.replicas) {
         Ok(created) => {
             if !validate_only {
-                failpoint::reach(failpoint::PARTITIONS_COMMITTED);
+                failpoint::reach(failpoint::TOPIC_COMMITTED);
             }
             // Every topic config, as Kafka reports them: overrides over
             // dynamic broker defaults over static ones.
@@ -299,7 +299,7 @@ pub fn create_partitions(
                     )
                     .inspect(|()| {
                         if !request.validate_only {
-                            failpoint::reach(failpoint::PARTITIONS_COMMITTED);
+                            failpoint::reach(failpoint::PARTITIONS_ADDED);
                         }
                     })
                     .map_err(|e| (metadata_error(&e), e.to_string()))
