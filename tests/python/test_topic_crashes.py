@@ -23,6 +23,7 @@ from harness import (
     confluent_producer,
     consume_confluent,
     create_topic,
+    future_error,
     new_topic,
     produce_one_confluent,
     topic_names,
@@ -221,3 +222,45 @@ def test_start_with_more_partitions_than_open_files_leaves_the_rest_offline(limi
     metadata = admin_client(broker.bootstrap).list_topics(timeout=ADMIN_TIMEOUT_S).topics
     assert all(p.leader == 1 for t in ("part-a", "part-b", "part-c") for p in metadata[t].partitions.values())
     assert sum(len(partition_dirs(broker, t)) for t in ("part-a", "part-b", "part-c")) == 900
+
+
+def test_start_with_more_partition_logs_than_open_files_opens_the_rest_later(limited_broker):
+    """900 partition logs on disk, 600 descriptors: the broker starts and
+    serves the logs it could open; the others open, records and all, once
+    the limit is raised, and a topic deleted meanwhile takes its unopened
+    logs along."""
+    broker = limited_broker(None, {"log.segment.open.files.max": 16})
+    topics = ("part-a", "part-b", "part-c")
+    producer = confluent_producer(broker.bootstrap)
+    for topic in topics:
+        create_topic(broker.bootstrap, topic, partitions=300)
+        assert produce_one_confluent(producer, topic, f"{topic} kept".encode(), partition=299).error is None
+    producer.close()
+    broker.stop()
+
+    broker.nofile = 600
+    broker.start()
+    metadata = admin_client(broker.bootstrap).list_topics(timeout=ADMIN_TIMEOUT_S).topics
+    offline = {(t, p.id) for t in topics for p in metadata[t].partitions.values() if p.leader == -1}
+    assert ("part-a", 0) not in offline and ("part-c", 299) in offline, sorted(offline)[:5]
+    assert broker.open_fds() < 600
+    [record] = consume_confluent(broker.bootstrap, "part-a", {299: 1})[299]
+    assert record.value == b"part-a kept"
+    admin = admin_client(broker.bootstrap)
+    assert future_error(admin.delete_topics(["part-c"], operation_timeout=ADMIN_TIMEOUT_S)["part-c"]) is None
+    wait_until(lambda: partition_dirs(broker, "part-c") == [], ADMIN_TIMEOUT_S, "part-c's unopened logs removed")
+
+    broker.stop()
+    broker.nofile = None
+    broker.start()
+    metadata = admin_client(broker.bootstrap).list_topics(timeout=ADMIN_TIMEOUT_S).topics
+    assert "part-c" not in metadata
+    assert all(p.leader == 1 for t in topics[:2] for p in metadata[t].partitions.values())
+    for topic in topics[:2]:
+        [record] = consume_confluent(broker.bootstrap, topic, {299: 1})[299]
+        assert record.value == f"{topic} kept".encode()
+    create_topic(broker.bootstrap, "part-c", partitions=1)
+    fresh = confluent_producer(broker.bootstrap)
+    outcome = produce_one_confluent(fresh, "part-c", b"new", partition=0)
+    assert outcome.error is None and outcome.offset == 0, outcome
+

@@ -308,6 +308,10 @@ pub struct ReplicaManager {
     logs: LogManager,
     hosted: RwLock<Hosted>,
     removals: Mutex<DelayedRemovals>,
+    /// Partition logs on disk (with their topic's id and their dir) that the
+    /// open files limit left no room to open at start: opened from there
+    /// once there is, removed if their topic is deleted first.
+    unopened: Mutex<HashMap<TopicPartition, (Uuid, usize)>>,
 }
 
 impl ReplicaManager {
@@ -334,6 +338,10 @@ impl ReplicaManager {
             };
             wanted.push((tp, dir, dynamic.log_config_for(&topic.configs)));
         }
+        // Each topic's first partitions first: hosted partitions are numbered densely.
+        wanted.sort_unstable_by(|(a, ..), (b, ..)| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
+        let fit = open_files::partitions_that_fit(dynamic.log_segment_open_files_max as u64, 0);
+        let unopened = wanted.split_off(wanted.len().min(usize::try_from(fit).unwrap_or(usize::MAX)));
         let count = wanted.len();
         logs.load_all(wanted, now)?;
         tracing::info!(logs = count, elapsed_ms = started.elapsed().as_millis(), "loaded partition logs");
@@ -343,6 +351,13 @@ impl ReplicaManager {
             logs,
             hosted: RwLock::new(Hosted::default()),
             removals: Mutex::default(),
+            unopened: Mutex::new(
+                unopened
+                    .into_iter()
+                    .filter_map(|(tp, dir, _)| Some((image.topic(&tp.topic)?.id, tp, dir)))
+                    .map(|(id, tp, dir)| (tp, (id, dir)))
+                    .collect(),
+            ),
         };
         manager.sync(image)?;
         Ok(manager)
@@ -390,6 +405,7 @@ impl ReplicaManager {
                 failpoint::reach(failpoint::TOPIC_LOG_REMOVED);
             }
         }
+        self.remove_unopened_of_deleted(image)?;
         // Counted only if a log is missing: listing descriptors costs.
         let mut budget = None;
         let mut offline = Offline::default();
@@ -412,7 +428,7 @@ impl ReplicaManager {
                         ))),
                         left => {
                             *left -= 1;
-                            self.logs.get_or_create(&tp, log_config.clone(), now)
+                            self.open_or_create(&tp, log_config.clone(), now)
                         }
                     },
                 };
@@ -435,6 +451,39 @@ impl ReplicaManager {
         offline.report();
         apply_configs(&hosted, &config, image);
         Ok(())
+    }
+
+    /// Unopened logs go with their topic, as hosted ones do: a new topic of
+    /// the same name must not find them.
+    fn remove_unopened_of_deleted(&self, image: &MetadataImage) -> Result<(), StorageError> {
+        let mut unopened = self.unopened.lock().expect("unopened lock");
+        let deleted: Vec<(TopicPartition, usize)> = unopened
+            .iter()
+            .filter(|(_, (id, _))| image.topic_by_id(id).is_none())
+            .map(|(tp, (_, dir))| (tp.clone(), *dir))
+            .collect();
+        for (tp, dir) in deleted {
+            unopened.remove(&tp);
+            self.logs.delete_orphan(&tp, dir)?;
+        }
+        Ok(())
+    }
+
+    /// The log of `tp`: the one on disk if start-up left it unopened, else
+    /// a new one.
+    fn open_or_create(
+        &self,
+        tp: &TopicPartition,
+        config: strom_storage::LogConfig,
+        now: i64,
+    ) -> Result<SharedLog, StorageError> {
+        let mut unopened = self.unopened.lock().expect("unopened lock");
+        let Some(&(_, dir)) = unopened.get(tp) else {
+            return self.logs.get_or_create(tp, config, now);
+        };
+        let log = self.logs.load(tp, dir, config, now)?;
+        unopened.remove(tp);
+        Ok(log)
     }
 
     /// How many more partition logs the open files limit leaves room for.
