@@ -352,9 +352,11 @@ def test_partitions_beyond_the_open_files_limit_are_refused_before_any_is_made(l
     broker = limited_broker(600, {"log.segment.open.files.max": 16})
     admin = admin_client(broker.bootstrap)
     assert future_error(admin.create_topics([new_topic("first", partitions=300)])["first"]) is None
-    error = future_error(admin.create_topics([new_topic("second", partitions=300)])["second"])
-    assert error is not None and error.code() == KafkaError.POLICY_VIOLATION, error
-    assert "open files limit" in error.str(), error
+    for validate_only in (True, False):
+        created = admin.create_topics([new_topic("second", partitions=300)], validate_only=validate_only)
+        error = future_error(created["second"])
+        assert error is not None and error.code() == KafkaError.POLICY_VIOLATION, (validate_only, error)
+        assert "open files limit" in error.str(), error
     assert "second" not in topic_names(broker.bootstrap)
     assert not list(broker.data_dir.glob("second-*"))
 

@@ -620,15 +620,19 @@ impl Offline {
 /// New partitions get their logs before the metadata names them, and only
 /// as many as the open files limit allows.
 impl PartitionLogs for ReplicaManager {
-    fn create(&self, topic: &TopicImage, partitions: std::ops::Range<i32>) -> Result<(), MetadataError> {
-        let wanted = partitions.len() as u64;
+    fn check_room(&self, count: usize) -> Result<(), MetadataError> {
         let fit = self.partitions_that_fit();
-        if wanted > fit {
+        if count as u64 > fit {
             return Err(MetadataError::PolicyViolation(format!(
-                "{wanted} new partitions need {wanted} open files, but the open files limit \
+                "{count} new partitions need {count} open files, but the open files limit \
                  (RLIMIT_NOFILE) leaves room for {fit} more; raise it to host more partitions"
             )));
         }
+        Ok(())
+    }
+
+    fn create(&self, topic: &TopicImage, partitions: std::ops::Range<i32>) -> Result<(), MetadataError> {
+        self.check_room(partitions.len())?;
         let log_config = self.config().log_config_for(&topic.configs);
         let now = strom_storage::now_ms();
         for number in partitions.clone() {

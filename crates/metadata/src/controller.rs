@@ -116,6 +116,8 @@ pub struct Controller {
 /// written, so the metadata never names a partition without a log and a
 /// crash in between leaves only logs no topic owns (removed at start).
 pub trait PartitionLogs {
+    /// Refuses `count` new logs if this node has no room for them.
+    fn check_room(&self, count: usize) -> Result<(), MetadataError>;
     /// Creates the logs of `partitions` of `topic`: all of them, or none.
     fn create(&self, topic: &TopicImage, partitions: Range<i32>) -> Result<(), MetadataError>;
     /// Removes the logs `create` made for records that were then not written.
@@ -126,6 +128,10 @@ pub trait PartitionLogs {
 pub struct NoLogs;
 
 impl PartitionLogs for NoLogs {
+    fn check_room(&self, _: usize) -> Result<(), MetadataError> {
+        Ok(())
+    }
+
     fn create(&self, _: &TopicImage, _: Range<i32>) -> Result<(), MetadataError> {
         Ok(())
     }
@@ -270,6 +276,7 @@ impl Controller {
         records.iter().cloned().for_each(|r| preview.apply(r));
         let created = preview.topic(&topic.name).cloned().expect("just applied");
         if validate_only {
+            logs.check_room(created.partitions.len())?;
             return Ok(created);
         }
         self.append_with_logs(&mut writer, records, logs, &created, 0..topic.partitions)?;
@@ -341,7 +348,7 @@ impl Controller {
             self.check_assignments(assignments, count - current)?;
         }
         if validate_only {
-            return Ok(());
+            return logs.check_room((count - current) as usize);
         }
         let topic_id = topic.id;
         let records = (current..count)
@@ -705,6 +712,13 @@ mod tests {
     }
 
     impl PartitionLogs for RecordingLogs {
+        fn check_room(&self, _: usize) -> Result<(), MetadataError> {
+            match self.fail {
+                true => Err(MetadataError::PolicyViolation("no room".into())),
+                false => Ok(()),
+            }
+        }
+
         fn create(&self, topic: &TopicImage, partitions: Range<i32>) -> Result<(), MetadataError> {
             if self.fail {
                 return Err(MetadataError::PolicyViolation("no room".into()));
@@ -732,6 +746,13 @@ mod tests {
         assert!(matches!(refused, Err(MetadataError::PolicyViolation(_))));
         let refused = controller.create_partitions_with_logs("t", 6, None, false, &refusing);
         assert!(matches!(refused, Err(MetadataError::PolicyViolation(_))));
+        for validate_only in [true, false] {
+            let refused = controller.create_topic_with_logs(new_topic("v", 1), validate_only, &refusing);
+            assert!(
+                matches!(refused, Err(MetadataError::PolicyViolation(_))),
+                "validate_only {validate_only}"
+            );
+        }
         assert_eq!(controller.image().last_offset, offset, "nothing written without logs");
         assert!(controller.image().topic("u").is_none());
         assert_eq!(controller.image().topic("t").unwrap().partitions.len(), 5);
