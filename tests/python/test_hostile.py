@@ -476,3 +476,35 @@ def test_copied_responses_to_clients_that_never_read_hold_no_memory(broker_facto
     finally:
         for sock in socks:
             sock.close()
+
+
+# ---------------------------------------------------------------- partitions beyond the open files limit
+
+from test_topic_crashes import limited_broker  # noqa: E402,F401  (a fixture)
+
+
+def test_partitions_beyond_the_open_files_limit_are_refused_before_any_is_made(limited_broker):
+    """Each partition holds a descriptor: a request for more than the limit
+    leaves room for is refused whole (POLICY_VIOLATION), makes no directory,
+    and leaves the broker serving and restartable."""
+    from confluent_kafka import KafkaError
+
+    from harness import admin_client, confluent_producer, future_error, new_topic, produce_one_confluent, topic_names
+
+    broker = limited_broker(600, {"log.segment.open.files.max": 16})
+    admin = admin_client(broker.bootstrap)
+    assert future_error(admin.create_topics([new_topic("first", partitions=300)])["first"]) is None
+    for validate_only in (True, False):
+        created = admin.create_topics([new_topic("second", partitions=300)], validate_only=validate_only)
+        error = future_error(created["second"])
+        assert error is not None and error.code() == KafkaError.POLICY_VIOLATION, (validate_only, error)
+        assert "open files limit" in error.str(), error
+    assert "second" not in topic_names(broker.bootstrap)
+    assert not list(broker.data_dir.glob("second-*"))
+
+    assert future_error(admin.create_topics([new_topic("small", partitions=10)])["small"]) is None
+    broker.restart()
+    producer = confluent_producer(broker.bootstrap)
+    for topic, partition in (("first", 299), ("small", 9)):
+        outcome = produce_one_confluent(producer, topic, b"served", partition=partition)
+        assert outcome.error is None, outcome

@@ -51,6 +51,10 @@ pub struct BrokerConfig {
     pub log_dirs: Vec<PathBuf>,
     pub metadata_log_dir: PathBuf,
     pub num_partitions: i32,
+    /// `controller.max.partitions.per.request` (Strom's own): the most
+    /// partitions one CreateTopics or CreatePartitions may create in total,
+    /// Kafka's bound of 10,000 records per operation made a setting.
+    pub max_partitions_per_request: i32,
     pub default_replication_factor: i16,
     pub auto_create_topics_enable: bool,
     pub socket_request_max_bytes: usize,
@@ -435,6 +439,11 @@ impl BrokerConfig {
             log_dirs,
             metadata_log_dir,
             num_partitions: p.parse("num.partitions", 1, 1)?,
+            max_partitions_per_request: p.parse(
+                "controller.max.partitions.per.request",
+                strom_metadata::DEFAULT_MAX_PARTITIONS_PER_REQUEST,
+                1,
+            )?,
             default_replication_factor: p.parse("default.replication.factor", 1, 1)?,
             auto_create_topics_enable: p.bool("auto.create.topics.enable", true)?,
             socket_request_max_bytes: p.parse("socket.request.max.bytes", 100 << 20, 1)?,

@@ -57,6 +57,7 @@ pub const BROKER_KEYS: &[BrokerKey] = {
         key("log.dir", Some("./strom-data"), STRING),
         key("metadata.log.dir", None, STRING),
         key("num.partitions", Some("1"), INT),
+        key("controller.max.partitions.per.request", Some("10000"), INT),
         key("default.replication.factor", Some("1"), INT),
         key("auto.create.topics.enable", Some("true"), BOOLEAN),
         key("socket.request.max.bytes", Some("104857600"), INT),

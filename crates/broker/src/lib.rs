@@ -29,18 +29,22 @@
 //! maps internal errors to Kafka error codes, [`alloc`] keeps absurd
 //! wire-declared capacities from aborting the process and [`host_name`]
 //! finds the name a listener bound to every interface advertises.
+//! [`open_files`] says how many more partitions the descriptor limit allows,
+//! and [`failpoint`] holds the crash points of the crash tests.
 
 pub mod alloc;
 pub mod config;
 pub mod config_sources;
 pub mod dispatch;
 pub mod error;
+pub mod failpoint;
 pub mod fetch_session;
 pub mod group;
 pub mod handlers;
 pub mod host_name;
 pub mod metrics;
 pub mod network;
+pub mod open_files;
 pub mod producer_ids;
 pub mod properties;
 pub mod replica;

@@ -68,7 +68,8 @@ impl Broker {
             .with_threads_per_dir(config.num_recovery_threads_per_data_dir);
         FileCache::shared().set_capacity(config.log_segment_open_files_max);
         std::fs::create_dir_all(&config.metadata_log_dir).map_err(StorageError::from)?;
-        let controller = Controller::open(&config.metadata_log_dir, config.node_id)?;
+        let controller = Controller::open(&config.metadata_log_dir, config.node_id)?
+            .with_max_partitions_per_request(config.max_partitions_per_request);
         let metadata_ms = started.elapsed().as_millis();
         let replicas = ReplicaManager::open(config.clone(), logs, &controller.image())?;
         let logs_ms = started.elapsed().as_millis() - metadata_ms;

@@ -105,7 +105,7 @@ pub fn auto_create(broker: &Broker, name: &str) -> Result<TopicImage, MetadataEr
         replication_factor: broker.config.default_replication_factor,
         configs: BTreeMap::new(),
     };
-    let topic = broker.controller.create_topic(new_topic, false)?;
+    let topic = broker.controller.create_topic_with_logs(new_topic, false, &broker.replicas)?;
     broker.sync_partitions()?;
     tracing::info!(topic = name, partitions = topic.partitions.len(), "auto-created topic");
     Ok(topic)
@@ -130,10 +130,11 @@ fn describe_topic(broker: &Broker, topic: &TopicImage, operations: i32) -> Metad
                 .with_leader_epoch(p.leader_epoch)
                 .with_replica_nodes(p.replicas.iter().copied().map(BrokerId).collect())
                 .with_isr_nodes(p.isr.iter().copied().map(BrokerId).collect());
+            // Not hosted: its log could not be opened (see ReplicaManager::sync).
             let offline = hosted
                 .as_ref()
                 .and_then(|t| t.partitions.get(usize::try_from(*index).ok()?))
-                .is_some_and(|partition| !partition.is_online());
+                .is_none_or(|partition| !partition.is_online());
             if offline {
                 offline_partition(broker, described)
             } else {
@@ -149,8 +150,9 @@ fn describe_topic(broker: &Broker, topic: &TopicImage, operations: i32) -> Metad
         .with_topic_authorized_operations(operations)
 }
 
-/// A partition whose log dir failed, as Kafka's metadata shows one once its
-/// only replica's dir is offline: no leader, this broker's replica offline.
+/// A partition whose log dir failed or whose log could not be opened, as
+/// Kafka's metadata shows one once its only replica is offline: no leader,
+/// this broker's replica offline.
 fn offline_partition(broker: &Broker, partition: MetadataResponsePartition) -> MetadataResponsePartition {
     partition
         .with_error_code(ResponseError::LeaderNotAvailable.code())
