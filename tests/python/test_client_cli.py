@@ -6,7 +6,10 @@ with confluent-kafka (librdkafka) as the independent witness.
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
+from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import ConfigResource
@@ -264,3 +267,54 @@ def test_perf_produce_text_summary_reads_like_kafkas(broker):
     assert final.startswith("3000 records sent, ")
     for part in ("records/sec", "MB/sec", "ms avg latency", "ms 50th", "ms 95th", "ms 99th", "ms 99.9th", "s/GB"):
         assert part in final, final
+
+
+# ---------------------------------------------------------------- version, help, where the broker is
+
+SUBCOMMANDS = [
+    ["server"], ["dump-log"], ["topics"], ["produce"], ["consume"], ["groups"], ["configs"], ["offsets"],
+    ["delete-records"], ["cluster"], ["perf", "produce"], ["perf", "consume"],
+]
+
+
+def test_version_is_the_crates_version():
+    cargo = Path(__file__).resolve().parents[2] / "Cargo.toml"
+    version = next(line.split('"')[1] for line in cargo.read_text().splitlines() if line.startswith("version = "))
+    assert strom_ok("--version").strip() == f"strom {version}"
+
+
+OPTION_LINE = re.compile(r" +(-\w, )?(--[\w.-]+|[<\[][\w-]+[>\]])( <[^>]+>)?(\.\.\.)?( {2,}(?P<help>\S.*))?$")
+
+
+@pytest.mark.parametrize("command", SUBCOMMANDS, ids=" ".join)
+def test_every_flag_has_help(command):
+    lines = strom_ok(*command, "--help").splitlines()
+    checked = 0
+    for i, line in enumerate(lines):
+        option = OPTION_LINE.match(line)
+        if not option:
+            continue
+        # Help text follows on the same line, or indented on the next (long form).
+        next_line = lines[i + 1] if i + 1 < len(lines) else ""
+        described = option["help"] or (next_line.startswith("          ") and next_line.strip())
+        assert described, f"strom {' '.join(command)}: {line.strip()} has no help"
+        checked += 1
+    assert checked >= 2, lines
+
+
+def test_tools_find_the_broker_from_the_environment_or_the_config_file(broker, tmp_path):
+    create_topic(broker.bootstrap, "found", partitions=1)
+    env = {**os.environ, "STROM_BOOTSTRAP_SERVER": broker.bootstrap}
+    done = subprocess.run([str(strom_binary()), "topics", "--list"], env=env, capture_output=True, text=True,
+                          timeout=CLI_TIMEOUT_S)
+    assert done.returncode == 0 and "found" in done.stdout.split(), done
+
+    # A config file's bootstrap.servers wins over the ambient variable.
+    config = tmp_path / "client.properties"
+    config.write_text(f"bootstrap.servers {broker.bootstrap}\n")
+    env["STROM_BOOTSTRAP_SERVER"] = "127.0.0.1:1"
+    for command in (["topics", "--list", "--command-config", str(config)],
+                    ["perf", "consume", "--topic", "found", "--messages", "0", "--consumer.config", str(config)]):
+        done = subprocess.run([str(strom_binary()), *command], env=env, capture_output=True, text=True,
+                              timeout=CLI_TIMEOUT_S)
+        assert done.returncode == 0, done

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import re
 import signal
 import subprocess
 import threading
@@ -326,7 +327,66 @@ def test_perf_consume_reads_what_perf_produce_wrote(broker):
     ).splitlines()
     assert text[0].startswith("start.time, end.time, data.consumed.in.MB, MB.sec")
     assert len(text[1].split(", ")) == len(text[0].split(", "))
+    start, end = text[1].split(", ")[:2]
+    for stamp in (start, end):  # Kafka's default --date-format, yyyy-MM-dd HH:mm:ss:SSS
+        assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d:\d{3}", stamp), text[1]
+    assert start <= end
+    custom = strom_ok(
+        "perf", "consume", "--bootstrap-server", broker.bootstrap, "--topic", "perf-read", "--messages", "10",
+        "--timeout", "20000", "--hide-header", "--date-format", "'day' d 'of' yyyy",
+    ).splitlines()
+    assert re.fullmatch(r"day \d{1,2} of \d{4}", custom[0].split(", ")[0]), custom
+    refused = strom("perf", "consume", "--bootstrap-server", broker.bootstrap, "--topic", "perf-read",
+                    "--messages", "1", "--date-format", "EEE HH:mm")
+    assert refused.returncode == 1 and "--date-format" in refused.stderr, refused
 
     short = strom("perf", "consume", "--bootstrap-server", broker.bootstrap, "--topic", "perf-read",
                   "--messages", "30000", "--timeout", "2000", "--format", "json")
     assert short.returncode == 1 and "read 20000 of 30000" in short.stderr
+
+
+# ---------------------------------------------------------------- missing topics, command config
+
+
+@pytest.mark.parametrize("group_args", [[], ["--group", "looking-for-nothing"]], ids=["direct", "group"])
+def test_consume_of_a_missing_topic_ends_at_once_with_unknown_topic(broker, group_args):
+    # No shortened time-outs: the tool must not wait for the topic at all
+    # (it used to wait for ever with --group, and 60 s without).
+    done = subprocess.run(
+        [str(strom_binary()), "consume", "--bootstrap-server", broker.bootstrap, "--topic", "never-created",
+         *group_args],
+        capture_output=True, text=True, timeout=15,
+    )
+    assert done.returncode == 1, done
+    assert done.stderr.strip() == "strom: topic never-created does not exist (UNKNOWN_TOPIC_OR_PARTITION)"
+    assert "never-created" not in admin_client(broker.bootstrap).list_topics(timeout=10).topics, "nothing auto-created"
+
+
+def test_command_config_file_names_the_cluster_and_client_id(broker, tmp_path):
+    topic, group = "configured", "configured-group"
+    create_topic(broker.bootstrap, topic, partitions=1)
+    config = tmp_path / "client.properties"
+    # Java properties syntax: a space separator, a comment, a continued line.
+    config.write_text(f"# the tool's own settings\nclient.id configured-\\\n    client\nbootstrap.servers={broker.bootstrap}\n")
+    tool = subprocess.Popen(
+        [str(strom_binary()), "consume", "--command-config", str(config), "--topic", topic, "--group", group,
+         "--timeout-ms", "60000"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        admin = admin_client(broker.bootstrap)
+
+        def member_client_ids():
+            description = wait_future(admin.describe_consumer_groups([group])[group])
+            return {member.client_id for member in description.members}
+
+        wait_until(lambda: member_client_ids() == {"configured-client"}, 30, "the tool joined with the file's client.id")
+    finally:
+        tool.send_signal(signal.SIGINT)
+        _, err = tool.communicate(timeout=30)
+    assert tool.returncode == 0, err
+
+    config.write_text("client.id=\\u00zz\n")
+    done = strom("consume", "--command-config", str(config), "--topic", topic)
+    assert done.returncode == 1
+    assert str(config) in done.stderr and "line 1" in done.stderr and "\\uXXXX" in done.stderr, done.stderr

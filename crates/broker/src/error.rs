@@ -28,7 +28,10 @@ pub fn metadata_error(e: &MetadataError) -> ResponseError {
         MetadataError::InvalidReplicationFactor(_) => ResponseError::InvalidReplicationFactor,
         MetadataError::InvalidReplicaAssignment(_) => ResponseError::InvalidReplicaAssignment,
         MetadataError::InvalidConfig(_) => ResponseError::InvalidConfig,
-        MetadataError::ProducerIdsExhausted => ResponseError::UnknownServerError,
+        MetadataError::PolicyViolation(_) => ResponseError::PolicyViolation,
+        MetadataError::ProducerIdsExhausted | MetadataError::UnreadableRecord { .. } => {
+            ResponseError::UnknownServerError
+        }
         MetadataError::Storage(_) => ResponseError::KafkaStorageError,
     }
 }

@@ -267,7 +267,8 @@ impl Log {
                 report.truncated_bytes += truncated_bytes;
                 truncated = truncated_bytes > 0 && !last;
                 if truncated_bytes > 0 {
-                    tracing::warn!(
+                    // Counted in the start-up summary; the detail is for debugging.
+                    tracing::debug!(
                         segment = %segment.log_path().display(),
                         truncated_bytes,
                         "truncated an invalid tail found during recovery"

@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
-use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 
 use super::str_bytes;
 use super::transactions::verify_transactional_produce;
@@ -30,7 +30,8 @@ pub fn handle(ctx: &RequestContext<'_>, request: ProduceRequest) -> MaybeReply<P
         .collect();
     count_failures(broker, &responses);
     if acks == 0 {
-        return MaybeReply(None);
+        let response = ProduceResponse::default().with_responses(responses);
+        return MaybeReply { response, send: false };
     }
     for partition in responses.iter_mut().flat_map(|t| t.partition_responses.iter_mut()) {
         // Fields this version does not carry go back to their defaults.
@@ -46,7 +47,7 @@ pub fn handle(ctx: &RequestContext<'_>, request: ProduceRequest) -> MaybeReply<P
             partition.error_code = ResponseError::NotLeaderOrFollower.code();
         }
     }
-    MaybeReply(Some(ProduceResponse::default().with_responses(responses)))
+    MaybeReply { response: ProduceResponse::default().with_responses(responses), send: true }
 }
 
 fn produce_topic(
@@ -134,11 +135,11 @@ fn produce_partition(
     }
 }
 
-/// Counts refused partition appends, per error code and per topic.
+/// Counts refused partition appends per topic (dispatch counts the error
+/// codes of every API).
 fn count_failures(broker: &Broker, responses: &[TopicProduceResponse]) {
     for topic in responses {
-        for partition in topic.partition_responses.iter().filter(|p| p.error_code != 0) {
-            broker.metrics.record_error(ApiKey::Produce as i16, partition.error_code);
+        for _refused in topic.partition_responses.iter().filter(|p| p.error_code != 0) {
             if broker.replicas.topic(&topic.name).is_some() {
                 broker.metrics.topic(&topic.name).failed_produce_requests.fetch_add(1, Ordering::Relaxed);
             }
