@@ -177,10 +177,10 @@ def test_compacted_topic_keeps_the_latest_value_of_each_key(broker_factory):
 # crates/storage/src/failpoint.rs), each with the files that prove the crash
 # landed there: what the partition dir holds once it is reached.
 CRASH_STEPS = {
-    "cleaner.cleaned": {".log.cleaned"},
-    "cleaner.swap.renamed_to_swap": {".log.swap"},
-    "cleaner.swap.old_deleted": {".log.swap", ".log.deleted"},
-    "cleaner.swap.swapped_in": {".log.deleted"},
+    "cleaner-copy-written": {".log.cleaned"},
+    "cleaner-swap-renamed": {".log.swap"},
+    "cleaner-old-deleted": {".log.swap", ".log.deleted"},
+    "cleaner-swapped-in": {".log.deleted"},
 }
 INTERRUPTED_SWAP = "completed an interrupted segment swap"
 
@@ -207,7 +207,7 @@ def test_kill9_at_each_step_of_a_cleaning_leaves_a_valid_log(broker_factory):
     broker.overrides["log.cleaner.enable"] = "true"
     swaps_left = False
     for step, expected_files in CRASH_STEPS.items():
-        broker.env["STROM_FAILPOINTS"] = f"{step}=pause"
+        broker.env["STROM_FAILPOINTS"] = step
         broker.start()
         if swaps_left:
             assert INTERRUPTED_SWAP in broker.log_since_start(), "the interrupted swap was completed at start"

@@ -25,8 +25,8 @@
 //! - [`manager`] owns every log across `log.dirs`, loads them at start,
 //!   places new ones, takes a failed dir offline and marks a clean shutdown.
 //! - [`failpoint`] lets crash tests stop the process at a named step
-//!   (`STROM_FAILPOINTS=cleaner.swap.old_deleted=pause`, read once; a
-//!   point costs one atomic load when the variable is unset).
+//!   (`STROM_FAILPOINTS=cleaner-old-deleted`, read once; a point costs one
+//!   load of a cached empty list when the variable is unset).
 //!
 //! There is no networking here; the broker crate drives all of it.
 
