@@ -427,6 +427,12 @@ impl BrokerConfig {
             min_cleanable_dirty_ratio: p.parse("log.cleaner.min.cleanable.ratio", 0.5f64, 0.0)?,
             min_compaction_lag_ms: p.parse("log.cleaner.min.compaction.lag.ms", 0i64, 0)?,
             max_compaction_lag_ms: p.parse("log.cleaner.max.compaction.lag.ms", i64::MAX, 1)?,
+            timestamp_before_max_ms: p.parse("log.message.timestamp.before.max.ms", i64::MAX, 0)?,
+            timestamp_after_max_ms: p.parse(
+                "log.message.timestamp.after.max.ms",
+                strom_storage::log::DEFAULT_TIMESTAMP_AFTER_MAX_MS,
+                0,
+            )?,
         };
         if log.min_cleanable_dirty_ratio > 1.0 {
             let raw = p.get("log.cleaner.min.cleanable.ratio").unwrap_or("");
@@ -581,6 +587,8 @@ impl BrokerConfig {
                 "min.cleanable.dirty.ratio" => set(&mut config.min_cleanable_dirty_ratio, value),
                 "min.compaction.lag.ms" => set(&mut config.min_compaction_lag_ms, value),
                 "max.compaction.lag.ms" => set(&mut config.max_compaction_lag_ms, value),
+                "message.timestamp.before.max.ms" => set(&mut config.timestamp_before_max_ms, value),
+                "message.timestamp.after.max.ms" => set(&mut config.timestamp_after_max_ms, value),
                 _ => {}
             }
         }

@@ -11,6 +11,11 @@ pub enum StorageError {
     /// A batch whose contents contradict its header (INVALID_RECORD).
     #[error("invalid record: {0}")]
     InvalidRecord(String),
+    /// Records of one batch that break the log's rules, each named so a
+    /// client can fail just them (KIP-467): INVALID_TIMESTAMP when a
+    /// timestamp is out of range, INVALID_RECORD otherwise.
+    #[error("{}", rejected_records_message(.errors))]
+    RejectedRecords { invalid_timestamp: bool, errors: Vec<RecordError> },
     /// A batch larger than `max.message.bytes` (MESSAGE_TOO_LARGE).
     #[error("batch of {size} bytes exceeds the limit of {max} bytes")]
     RecordTooLarge { size: usize, max: usize },
@@ -33,6 +38,21 @@ pub enum StorageError {
     /// (KAFKA_STORAGE_ERROR).
     #[error("log dir {0} is offline")]
     LogDirOffline(String),
+}
+
+/// One refused record: its index within its batch and the reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordError {
+    pub batch_index: i32,
+    pub message: String,
+}
+
+/// How many records were refused, with the first few reasons.
+fn rejected_records_message(errors: &[RecordError]) -> String {
+    const SHOWN: usize = 3;
+    let first: Vec<String> =
+        errors.iter().take(SHOWN).map(|e| format!("record {}: {}", e.batch_index, e.message)).collect();
+    format!("{} record(s) rejected; the first {}: {}", errors.len(), first.len(), first.join("; "))
 }
 
 impl StorageError {
