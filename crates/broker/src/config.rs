@@ -8,10 +8,12 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use strom_metadata::topic_config::{check_value, dynamic_broker_config_kind, Kind};
 use strom_metadata::MetadataImage;
 use strom_storage::batch::TimestampType;
 use strom_storage::{CleanupPolicy, LogConfig};
 
+use crate::config_sources::config_type;
 use crate::group::GroupConfig;
 use crate::txn::TxnConfig;
 
@@ -355,6 +357,7 @@ impl BrokerConfig {
     }
 
     fn from_map(provided: BTreeMap<String, String>) -> Result<Self, ConfigError> {
+        check_kafka_numbers(&provided)?;
         let p = Props(&provided);
         let node_id = match (p.get("node.id"), p.get("broker.id")) {
             (Some(_), _) => p.parse("node.id", 1, 0)?,
@@ -596,6 +599,33 @@ impl BrokerConfig {
     }
 }
 
+/// Kafka's type and range for every numeric key given: an int must fit 32
+/// bits, a long 64 (as `config_sources` types them), and the log defaults
+/// take their topic config's range. Values that would parse into a wider
+/// Rust field (`log.segment.bytes=5000000000`) are refused, as Kafka does.
+fn check_kafka_numbers(provided: &BTreeMap<String, String>) -> Result<(), ConfigError> {
+    for (key, value) in provided {
+        let Some(kind) = kafka_number_kind(key) else { continue };
+        check_value(kind, value).map_err(|reason| Props::error(key, value, reason))?;
+    }
+    Ok(())
+}
+
+/// The kind of a numeric broker key: its topic config's when it is a log
+/// default, else its type with no bound (the parser applies the minimum).
+fn kafka_number_kind(key: &str) -> Option<Kind> {
+    let log_default = dynamic_broker_config_kind(key);
+    let number = |kind: &Kind| matches!(kind, Kind::Int { .. } | Kind::Long { .. } | Kind::Double { .. });
+    if let Some(kind) = log_default {
+        return number(&kind).then_some(kind);
+    }
+    match crate::config_sources::broker_key(key)?.config_type {
+        config_type::INT => Some(Kind::Int { min: i32::MIN }),
+        config_type::LONG => Some(Kind::Long { min: i64::MIN }),
+        _ => None,
+    }
+}
+
 fn hours_or_unlimited(hours: i64) -> i64 {
     if hours < 0 {
         -1
@@ -719,6 +749,35 @@ mod tests {
             assert_eq!(err.key, key);
             assert!(err.to_string().contains(key));
         }
+    }
+
+    #[test]
+    fn numbers_take_kafkas_type_and_range() {
+        let parse = |key: &str, value: &str| BrokerConfig::from_properties("", &[(key.into(), value.into())]);
+        for (key, value) in [
+            ("log.segment.bytes", "5000000000"),
+            ("log.segment.bytes", "13"),
+            ("log.index.size.max.bytes", "3"),
+            ("message.max.bytes", "2147483648"),
+            ("socket.request.max.bytes", "4294967296"),
+            ("offsets.topic.segment.bytes", "3000000000"),
+            ("transaction.state.log.segment.bytes", "3000000000"),
+            ("log.cleaner.io.buffer.size", "-1"),
+            ("log.message.timestamp.after.max.ms", "-1"),
+            ("log.retention.ms", "-2"),
+            ("log.roll.hours", "0"),
+            ("num.recovery.threads.per.data.dir", "4294967297"),
+            ("max.incremental.fetch.session.cache.slots", "99999999999"),
+        ] {
+            let err = parse(key, value).unwrap_err();
+            assert_eq!((err.key.as_str(), err.value.as_str()), (key, value));
+            assert_eq!(err.to_string().lines().count(), 1, "{err}");
+        }
+        assert_eq!(parse("log.segment.bytes", "2147483647").unwrap().log.segment_bytes, 2_147_483_647);
+        assert_eq!(parse("log.segment.bytes", "14").unwrap().log.segment_bytes, 14);
+        let long = parse("log.cleaner.dedupe.buffer.size", "5000000000").unwrap();
+        assert_eq!(long.cleaner.dedupe_buffer_size, 5_000_000_000, "a long may pass 32 bits");
+        assert_eq!(BrokerConfig::embedded_defaults().log.timestamp_after_max_ms, 3_600_000);
     }
 
     fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {

@@ -12,6 +12,7 @@ pub fn storage_error(e: &StorageError) -> ResponseError {
         StorageError::RejectedRecords { invalid_timestamp: true, .. } => ResponseError::InvalidTimestamp,
         StorageError::RejectedRecords { .. } => ResponseError::InvalidRecord,
         StorageError::RecordTooLarge { .. } => ResponseError::MessageTooLarge,
+        StorageError::SegmentFull(_) => ResponseError::UnknownServerError,
         StorageError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
         StorageError::OutOfOrderSequence(_) => ResponseError::OutOfOrderSequenceNumber,
         StorageError::InvalidProducerEpoch(_) => ResponseError::InvalidProducerEpoch,

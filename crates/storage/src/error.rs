@@ -19,6 +19,11 @@ pub enum StorageError {
     /// A batch larger than `max.message.bytes` (MESSAGE_TOO_LARGE).
     #[error("batch of {size} bytes exceeds the limit of {max} bytes")]
     RecordTooLarge { size: usize, max: usize },
+    /// An append or index entry past the largest position a segment's index
+    /// can record ([`crate::segment::MAX_SEGMENT_BYTES`]). Logs roll before
+    /// this, so it is refused, never wrapped (UNKNOWN_SERVER_ERROR).
+    #[error("segment full: {0}")]
+    SegmentFull(String),
     /// A fetch outside `[log start, log end]` (OFFSET_OUT_OF_RANGE).
     #[error("offset {offset} is outside the log range [{log_start}, {log_end}]")]
     OffsetOutOfRange { offset: i64, log_start: i64, log_end: i64 },

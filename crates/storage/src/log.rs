@@ -599,7 +599,9 @@ impl Log {
         if active.is_empty() {
             return Ok(());
         }
-        let full = active.size() + bytes as u64 > self.config.segment_bytes;
+        // Whatever segment.bytes says, a segment stops where its index can reach.
+        let segment_bytes = self.config.segment_bytes.min(segment::MAX_SEGMENT_BYTES);
+        let full = active.size() + bytes as u64 > segment_bytes;
         let aged = now_ms - active.created_at_ms() > self.config.segment_ms;
         let overflow = last_offset - active.base_offset() > i64::from(i32::MAX);
         if full || aged || overflow || active.indexes_full()? {
@@ -1012,6 +1014,19 @@ mod tests {
         let header = batch::verify_stored(&bytes).unwrap();
         assert_eq!(header.max_timestamp, 777);
         assert_eq!(header.timestamp_type(), TimestampType::LogAppendTime);
+    }
+
+    #[test]
+    fn a_log_rolls_before_its_segment_outgrows_the_index_whatever_segment_bytes_says() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig { segment_bytes: 5_000_000_000, ..small_config() };
+        let mut log = open(dir.path(), config, true);
+        log.append(&batch(1, 1_000, Compression::None), 0, 0).unwrap();
+        log.active_mut().set_size_for_test(segment::MAX_SEGMENT_BYTES - 10);
+        let info = log.append(&batch(3, 1_001, Compression::None), 0, 0).unwrap();
+        assert_eq!(log.segments().count(), 2, "rolled at the index limit");
+        assert_eq!(log.active().base_offset(), info.first_offset);
+        assert_eq!(read_all(&log, info.first_offset), [info.first_offset]);
     }
 
     /// `bytes` with another max timestamp in its header (CRC fixed), as
