@@ -11,11 +11,12 @@ pub enum StorageError {
     /// A batch whose contents contradict its header (INVALID_RECORD).
     #[error("invalid record: {0}")]
     InvalidRecord(String),
-    /// Records of one batch that break the log's rules, each named so a
-    /// client can fail just them (KIP-467): INVALID_TIMESTAMP when a
-    /// timestamp is out of range, INVALID_RECORD otherwise.
-    #[error("{}", rejected_records_message(.errors))]
-    RejectedRecords { invalid_timestamp: bool, errors: Vec<RecordError> },
+    /// `rejected` records of one batch break the log's rules; the first
+    /// [`crate::records::MAX_NAMED_RECORD_ERRORS`] are named so a client can
+    /// fail just them (KIP-467). INVALID_TIMESTAMP when a timestamp is out of
+    /// range, INVALID_RECORD otherwise.
+    #[error("{}", rejected_records_message(*.rejected, .errors))]
+    RejectedRecords { invalid_timestamp: bool, rejected: usize, errors: Vec<RecordError> },
     /// A batch larger than `max.message.bytes` (MESSAGE_TOO_LARGE).
     #[error("batch of {size} bytes exceeds the limit of {max} bytes")]
     RecordTooLarge { size: usize, max: usize },
@@ -53,11 +54,11 @@ pub struct RecordError {
 }
 
 /// How many records were refused, with the first few reasons.
-fn rejected_records_message(errors: &[RecordError]) -> String {
+fn rejected_records_message(rejected: usize, errors: &[RecordError]) -> String {
     const SHOWN: usize = 3;
     let first: Vec<String> =
         errors.iter().take(SHOWN).map(|e| format!("record {}: {}", e.batch_index, e.message)).collect();
-    format!("{} record(s) rejected; the first {}: {}", errors.len(), first.len(), first.join("; "))
+    format!("{rejected} record(s) rejected; the first {}: {}", first.len(), first.join("; "))
 }
 
 impl StorageError {

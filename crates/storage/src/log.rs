@@ -1076,7 +1076,7 @@ mod tests {
             let records = [(now - 1_001, "old"), (now, "fine"), (now + 501, "future"), (-1, "none")];
             let entries = records.map(|(ts, value)| (Some("k".into()), Some(value.into()), ts));
             let refused = log.append(&batch::encode_records(entries, codec), 0, now).unwrap_err();
-            let StorageError::RejectedRecords { invalid_timestamp: true, errors } = refused else {
+            let StorageError::RejectedRecords { invalid_timestamp: true, errors, .. } = refused else {
                 panic!("{codec:?}: {refused:?}")
             };
             assert_eq!(errors.iter().map(|e| e.batch_index).collect::<Vec<_>>(), [0, 2], "{codec:?}");
@@ -1097,11 +1097,21 @@ mod tests {
         let entries = [(Some("a"), 10), (None, 11), (Some("c"), 12), (None, 13)]
             .map(|(key, ts)| (key.map(Into::into), Some("v".into()), ts));
         let refused = log.append(&batch::encode_records(entries, Compression::Gzip), 0, 0).unwrap_err();
-        let StorageError::RejectedRecords { invalid_timestamp: false, errors } = &refused else {
+        let StorageError::RejectedRecords { invalid_timestamp: false, errors, .. } = &refused else {
             panic!("{refused:?}")
         };
         assert_eq!(errors.iter().map(|e| e.batch_index).collect::<Vec<_>>(), [1, 3]);
         assert!(refused.to_string().starts_with("2 record(s) rejected"), "{refused}");
+
+        let many = 3 * crate::records::MAX_NAMED_RECORD_ERRORS;
+        let keyless = (0..many).map(|i| (None, Some("v".into()), i as i64));
+        let refused = log.append(&batch::encode_records(keyless, Compression::Zstd), 0, 0).unwrap_err();
+        let StorageError::RejectedRecords { rejected, errors, .. } = &refused else { panic!("{refused:?}") };
+        assert_eq!(
+            (*rejected, errors.len()),
+            (many, crate::records::MAX_NAMED_RECORD_ERRORS),
+            "named, then counted"
+        );
     }
 
     /// Writes a log, damages the last segment at `cut` (truncate, or flip a

@@ -348,33 +348,42 @@ pub struct RecordRules {
     pub timestamps: Option<TimestampWindow>,
 }
 
+/// The most refused records one produce response names. Kafka names them
+/// all, but a few KB of zstd can hold millions of keyless records: the
+/// rest are counted, and clients fail them as part of a refused batch.
+pub const MAX_NAMED_RECORD_ERRORS: usize = 1000;
+
 /// Walks the `records_count` records of `body` (the batch's records,
 /// decompressed) under `rules`, as Kafka's validator does: returns their
-/// largest timestamp, or every record refused with its index and reason.
+/// largest timestamp, or the records refused, each with its index and reason.
 pub fn check_records(body: &[u8], header: &BatchHeader, rules: RecordRules) -> Result<i64> {
     let count = usize::try_from(header.records_count).unwrap_or(0);
     let mut max_timestamp = NO_TIMESTAMP;
-    let mut errors = Vec::new();
-    let mut invalid_timestamp = false;
+    let (mut errors, mut rejected, mut invalid_timestamp) = (Vec::new(), 0, false);
     for (index, record) in Records::counted(body, count).enumerate() {
         let record = record?;
         let timestamp = header.base_timestamp.wrapping_add(record.timestamp_delta);
         max_timestamp = max_timestamp.max(timestamp);
-        let batch_index = index as i32;
-        if rules.keys_required && record.key.is_none() {
-            let message = "a compacted topic cannot accept a record without a key".to_owned();
-            errors.push(RecordError { batch_index, message });
-        } else if let Some(window) = rules.timestamps.filter(|w| !w.allows(timestamp)) {
-            invalid_timestamp = true;
-            let message =
-                format!("timestamp {timestamp} is outside the accepted range {}", window.describe());
-            errors.push(RecordError { batch_index, message });
+        let missing_key = rules.keys_required && record.key.is_none();
+        let outside = rules.timestamps.filter(|window| !missing_key && !window.allows(timestamp));
+        if !missing_key && outside.is_none() {
+            continue;
+        }
+        rejected += 1;
+        invalid_timestamp |= outside.is_some();
+        if errors.len() < MAX_NAMED_RECORD_ERRORS {
+            let message = match outside {
+                Some(window) => {
+                    format!("timestamp {timestamp} is outside the accepted range {}", window.describe())
+                }
+                None => "a compacted topic cannot accept a record without a key".to_owned(),
+            };
+            errors.push(RecordError { batch_index: index as i32, message });
         }
     }
-    if errors.is_empty() {
-        Ok(max_timestamp)
-    } else {
-        Err(StorageError::RejectedRecords { invalid_timestamp, errors })
+    match rejected {
+        0 => Ok(max_timestamp),
+        _ => Err(StorageError::RejectedRecords { invalid_timestamp, rejected, errors }),
     }
 }
 
@@ -451,7 +460,7 @@ mod tests {
             assert_eq!(timestamps, [100, 90, 1_000_000]);
             let rules = RecordRules { keys_required: true, timestamps: None };
             let refused = check_records(&body, &header, rules).unwrap_err();
-            let StorageError::RejectedRecords { invalid_timestamp: false, errors } = refused else {
+            let StorageError::RejectedRecords { invalid_timestamp: false, errors, .. } = refused else {
                 panic!("{codec:?}: {refused:?}")
             };
             assert_eq!(errors.iter().map(|e| e.batch_index).collect::<Vec<_>>(), [2], "the keyless record");

@@ -159,12 +159,12 @@ fn check_codecs(version: i16, records: &[u8]) -> Result<(), String> {
     let zstd = Batches::new(records)
         .map_while(Result::ok)
         .any(|raw| BatchHeader::parse(raw).is_ok_and(|header| header.compression() == ZSTD));
-    match zstd {
-        true => {
-            Err(format!("Produce v{version} may not carry zstd batches: v{FIRST_ZSTD_VERSION} is the first"))
-        }
-        false => Ok(()),
+    if zstd {
+        return Err(format!(
+            "Produce v{version} may not carry zstd batches: v{FIRST_ZSTD_VERSION} is the first"
+        ));
     }
+    Ok(())
 }
 
 /// The records a refused batch was refused for (KIP-467), for clients to
