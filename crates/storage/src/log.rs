@@ -233,7 +233,8 @@ fn list_segments(dir: &Path) -> Result<Vec<FoundSegment>> {
 /// Whether a compressed batch must be decompressed to apply `rules`: the
 /// header's timestamps bound its records' only when it is honest.
 fn must_open(header: &BatchHeader, rules: &RecordRules) -> bool {
-    let impossible_max = header.max_timestamp < header.base_timestamp;
+    // Under LogAppendTime the broker's clock replaces the header's value anyway.
+    let impossible_max = rules.timestamps.is_some() && header.max_timestamp < header.base_timestamp;
     let window_needs_records = rules.timestamps.is_some_and(|window| {
         window.before_max_ms != i64::MAX
             || !window.allows(header.base_timestamp)
