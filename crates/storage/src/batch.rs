@@ -1,10 +1,12 @@
 //! RecordBatch v2, read in place.
 //!
-//! The broker never decodes a batch into records on the append or fetch path: it
+//! The broker never decodes a batch into records on the fetch path, nor a
+//! compressed one on the append path unless a rule needs its records: it
 //! reads the fixed 61-byte header, checks it, and rewrites the few fields the
-//! broker owns (base offset, partition leader epoch and, for LogAppendTime, the
-//! max timestamp and the CRC that covers it). Everything else stays byte for
-//! byte as the producer sent it.
+//! broker owns (base offset, partition leader epoch and, when it differs from
+//! what the producer wrote, the max timestamp, as Kafka stores it, with the
+//! CRC that covers it). Everything else stays byte for byte as the producer
+//! sent it.
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::records::{

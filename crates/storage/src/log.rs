@@ -1,8 +1,11 @@
 //! The log of one partition: an ordered run of segments.
 //!
-//! Appends validate each batch's header (size, magic, CRC, record count),
-//! assign offsets by rewriting the header in place and write the batch bytes
-//! as received. Reads find the segment by binary search over base offsets,
+//! Appends validate each batch's header (size, magic, CRC, record count)
+//! and Kafka's per-record rules (keys on compacted logs, the KIP-937
+//! timestamp window) where that needs no decompression or a rule demands
+//! it, assign offsets and the records' max timestamp by rewriting the header
+//! in place, and write the batch bytes as received. A segment never grows
+//! past the positions its index can hold. Reads find the segment by binary search over base offsets,
 //! then the batch through the sparse index and a short scan.
 
 use std::collections::BTreeMap;
