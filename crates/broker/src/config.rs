@@ -600,24 +600,59 @@ impl BrokerConfig {
 }
 
 /// Kafka's type and range for every numeric key given: an int must fit 32
-/// bits, a long 64 (as `config_sources` types them), and the log defaults
-/// take their topic config's range. Values that would parse into a wider
-/// Rust field (`log.segment.bytes=5000000000`) are refused, as Kafka does.
+/// bits, a long 64 (as `config_sources` types them), a short 16, and the
+/// log defaults take their topic config's range. Values that would parse
+/// into a wider Rust field (`log.segment.bytes=5000000000`) are refused, as
+/// Kafka refuses them.
 fn check_kafka_numbers(provided: &BTreeMap<String, String>) -> Result<(), ConfigError> {
     for (key, value) in provided {
+        if ACCEPTED_SHORTS.contains(&key.as_str()) {
+            check_short(value).map_err(|reason| Props::error(key, value, reason))?;
+        }
         let Some(kind) = kafka_number_kind(key) else { continue };
         check_value(kind, value).map_err(|reason| Props::error(key, value, reason))?;
     }
     Ok(())
 }
 
+/// Kafka's ints among the keys Strom accepts without acting on, with
+/// their minimum: a value Kafka would refuse is refused here too.
+const ACCEPTED_INTS: &[(&str, i32)] = &[
+    ("num.network.threads", 1),
+    ("num.io.threads", 1),
+    ("socket.send.buffer.bytes", i32::MIN),
+    ("socket.receive.buffer.bytes", i32::MIN),
+    ("transaction.state.log.min.isr", 1),
+];
+
+/// Kafka's shorts among the keys Strom accepts without acting on; each
+/// must be at least 1.
+const ACCEPTED_SHORTS: &[&str] = &[
+    "offsets.topic.replication.factor",
+    "share.coordinator.state.topic.replication.factor",
+    "share.coordinator.state.topic.min.isr",
+    "transaction.state.log.replication.factor",
+];
+
+fn check_short(value: &str) -> Result<(), String> {
+    match value.trim().parse::<i16>() {
+        Ok(v) if v >= 1 => Ok(()),
+        Ok(_) => Err("value must be at least 1".into()),
+        Err(_) => Err("expected a 16-bit integer".into()),
+    }
+}
+
 /// The kind of a numeric broker key: its topic config's when it is a log
-/// default, else its type with no bound (the parser applies the minimum).
+/// default, Kafka's for an accepted-only key, else its type with no bound
+/// (`from_map`'s parsing applies the minimum).
 fn kafka_number_kind(key: &str) -> Option<Kind> {
     let log_default = dynamic_broker_config_kind(key);
     let number = |kind: &Kind| matches!(kind, Kind::Int { .. } | Kind::Long { .. } | Kind::Double { .. });
     if let Some(kind) = log_default {
         return number(&kind).then_some(kind);
+    }
+    if let Some((_, min)) = ACCEPTED_INTS.iter().find(|(name, _)| *name == key) {
+        return Some(Kind::Int { min: *min });
     }
     match crate::config_sources::broker_key(key)?.config_type {
         config_type::INT => Some(Kind::Int { min: i32::MIN }),
@@ -768,6 +803,10 @@ mod tests {
             ("log.roll.hours", "0"),
             ("num.recovery.threads.per.data.dir", "4294967297"),
             ("max.incremental.fetch.session.cache.slots", "99999999999"),
+            ("num.io.threads", "0"),
+            ("socket.send.buffer.bytes", "2147483648"),
+            ("offsets.topic.replication.factor", "40000"),
+            ("transaction.state.log.replication.factor", "0"),
         ] {
             let err = parse(key, value).unwrap_err();
             assert_eq!((err.key.as_str(), err.value.as_str()), (key, value));
