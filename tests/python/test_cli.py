@@ -5,6 +5,8 @@ import signal
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from harness import free_port, strom_binary, wait_until
 import socket
 
@@ -25,6 +27,27 @@ def test_invalid_value_stops_the_start_naming_the_key(tmp_path):
     code, stderr = run_server(tmp_path, "--override", "num.partitions=many", "--override", f"log.dirs={tmp_path}/d")
     assert code != 0
     assert "num.partitions" in stderr
+    assert not (tmp_path / "d").exists(), "nothing is created before the config is valid"
+
+
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("log.segment.bytes", "5000000000"),  # an int: past 2 GiB its index positions would wrap
+        ("log.segment.bytes", "13"),  # below Kafka's 14-byte record overhead
+        ("message.max.bytes", "2147483648"),
+        ("socket.request.max.bytes", "-1"),
+        ("log.message.timestamp.after.max.ms", "-5"),
+        ("offsets.topic.segment.bytes", "3000000000"),
+    ],
+)
+def test_numbers_outside_kafkas_type_and_range_stop_the_start(tmp_path, key, value):
+    props = tmp_path / "server.properties"
+    props.write_text(f"log.dirs={tmp_path}/d\n{key}={value}\n")
+    code, stderr = run_server(tmp_path, str(props))
+    assert code != 0
+    assert key in stderr and value in stderr, stderr
+    assert len(stderr.strip().splitlines()) == 1, stderr
     assert not (tmp_path / "d").exists(), "nothing is created before the config is valid"
 
 

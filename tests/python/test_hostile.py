@@ -505,3 +505,29 @@ def test_partitions_beyond_the_open_files_limit_are_refused_before_any_is_made(l
     for topic, partition in (("first", 299), ("small", 9)):
         outcome = produce_one_confluent(producer, topic, b"served", partition=partition)
         assert outcome.error is None, outcome
+
+
+# ---------------------------------------------------------------- refused records stay a bounded answer
+# A small zstd batch can hold hundreds of thousands of keyless records; on a
+# compacted topic each is refused, but the response names only the first
+# thousand (KIP-467 record errors) and counts the rest.
+
+import wire  # noqa: E402
+
+NAMED_RECORD_ERRORS_MAX = 1000
+
+
+def test_a_batch_of_countless_refused_records_gets_a_bounded_answer(broker):
+    create_topic(broker.bootstrap, "compacted", config={"cleanup.policy": "compact"})
+    count = 200_000
+    batch = wire.encode_record_batch([wire.BatchRecord(None, b"", (), 0)] * count, codec=wire.CODEC_ZSTD)
+    assert len(batch) < 1 << 20, "fits the default max.message.bytes"
+    rss_before_kb = broker.rss_kb()
+    response = wire.produce(broker.port, 9, [("compacted", [(0, batch)])])
+    [(_, [refused])] = response.topics
+    assert refused.error_code == wire.INVALID_RECORD, refused.error_message
+    assert len(refused.record_errors) == NAMED_RECORD_ERRORS_MAX
+    assert [index for index, _ in refused.record_errors] == list(range(NAMED_RECORD_ERRORS_MAX))
+    assert refused.error_message.startswith(f"{count} record(s) rejected"), refused.error_message
+    assert broker.rss_kb() - rss_before_kb <= RSS_GROWTH_MAX_KB
+    assert_healthy(broker)

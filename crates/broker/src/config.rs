@@ -8,10 +8,12 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use strom_metadata::topic_config::{check_value, dynamic_broker_config_kind, Kind};
 use strom_metadata::MetadataImage;
 use strom_storage::batch::TimestampType;
 use strom_storage::{CleanupPolicy, LogConfig};
 
+use crate::config_sources::config_type;
 use crate::group::GroupConfig;
 use crate::txn::TxnConfig;
 
@@ -355,6 +357,7 @@ impl BrokerConfig {
     }
 
     fn from_map(provided: BTreeMap<String, String>) -> Result<Self, ConfigError> {
+        check_kafka_numbers(&provided)?;
         let p = Props(&provided);
         let node_id = match (p.get("node.id"), p.get("broker.id")) {
             (Some(_), _) => p.parse("node.id", 1, 0)?,
@@ -427,6 +430,12 @@ impl BrokerConfig {
             min_cleanable_dirty_ratio: p.parse("log.cleaner.min.cleanable.ratio", 0.5f64, 0.0)?,
             min_compaction_lag_ms: p.parse("log.cleaner.min.compaction.lag.ms", 0i64, 0)?,
             max_compaction_lag_ms: p.parse("log.cleaner.max.compaction.lag.ms", i64::MAX, 1)?,
+            timestamp_before_max_ms: p.parse("log.message.timestamp.before.max.ms", i64::MAX, 0)?,
+            timestamp_after_max_ms: p.parse(
+                "log.message.timestamp.after.max.ms",
+                strom_storage::log::DEFAULT_TIMESTAMP_AFTER_MAX_MS,
+                0,
+            )?,
         };
         if log.min_cleanable_dirty_ratio > 1.0 {
             let raw = p.get("log.cleaner.min.cleanable.ratio").unwrap_or("");
@@ -581,10 +590,74 @@ impl BrokerConfig {
                 "min.cleanable.dirty.ratio" => set(&mut config.min_cleanable_dirty_ratio, value),
                 "min.compaction.lag.ms" => set(&mut config.min_compaction_lag_ms, value),
                 "max.compaction.lag.ms" => set(&mut config.max_compaction_lag_ms, value),
+                "message.timestamp.before.max.ms" => set(&mut config.timestamp_before_max_ms, value),
+                "message.timestamp.after.max.ms" => set(&mut config.timestamp_after_max_ms, value),
                 _ => {}
             }
         }
         config
+    }
+}
+
+/// Kafka's type and range for every numeric key given: an int must fit 32
+/// bits, a long 64 (as `config_sources` types them), a short 16, and the
+/// log defaults take their topic config's range. Values that would parse
+/// into a wider Rust field (`log.segment.bytes=5000000000`) are refused, as
+/// Kafka refuses them.
+fn check_kafka_numbers(provided: &BTreeMap<String, String>) -> Result<(), ConfigError> {
+    for (key, value) in provided {
+        if ACCEPTED_SHORTS.contains(&key.as_str()) {
+            check_short(value).map_err(|reason| Props::error(key, value, reason))?;
+        }
+        let Some(kind) = kafka_number_kind(key) else { continue };
+        check_value(kind, value).map_err(|reason| Props::error(key, value, reason))?;
+    }
+    Ok(())
+}
+
+/// Kafka's ints among the keys Strom accepts without acting on, with
+/// their minimum: a value Kafka would refuse is refused here too.
+const ACCEPTED_INTS: &[(&str, i32)] = &[
+    ("num.network.threads", 1),
+    ("num.io.threads", 1),
+    ("socket.send.buffer.bytes", i32::MIN),
+    ("socket.receive.buffer.bytes", i32::MIN),
+    ("transaction.state.log.min.isr", 1),
+];
+
+/// Kafka's shorts among the keys Strom accepts without acting on; each
+/// must be at least 1.
+const ACCEPTED_SHORTS: &[&str] = &[
+    "offsets.topic.replication.factor",
+    "share.coordinator.state.topic.replication.factor",
+    "share.coordinator.state.topic.min.isr",
+    "transaction.state.log.replication.factor",
+];
+
+fn check_short(value: &str) -> Result<(), String> {
+    match value.trim().parse::<i16>() {
+        Ok(v) if v >= 1 => Ok(()),
+        Ok(_) => Err("value must be at least 1".into()),
+        Err(_) => Err("expected a 16-bit integer".into()),
+    }
+}
+
+/// The kind of a numeric broker key: its topic config's when it is a log
+/// default, Kafka's for an accepted-only key, else its type with no bound
+/// (`from_map`'s parsing applies the minimum).
+fn kafka_number_kind(key: &str) -> Option<Kind> {
+    let log_default = dynamic_broker_config_kind(key);
+    let number = |kind: &Kind| matches!(kind, Kind::Int { .. } | Kind::Long { .. } | Kind::Double { .. });
+    if let Some(kind) = log_default {
+        return number(&kind).then_some(kind);
+    }
+    if let Some((_, min)) = ACCEPTED_INTS.iter().find(|(name, _)| *name == key) {
+        return Some(Kind::Int { min: *min });
+    }
+    match crate::config_sources::broker_key(key)?.config_type {
+        config_type::INT => Some(Kind::Int { min: i32::MIN }),
+        config_type::LONG => Some(Kind::Long { min: i64::MIN }),
+        _ => None,
     }
 }
 
@@ -711,6 +784,39 @@ mod tests {
             assert_eq!(err.key, key);
             assert!(err.to_string().contains(key));
         }
+    }
+
+    #[test]
+    fn numbers_take_kafkas_type_and_range() {
+        let parse = |key: &str, value: &str| BrokerConfig::from_properties("", &[(key.into(), value.into())]);
+        for (key, value) in [
+            ("log.segment.bytes", "5000000000"),
+            ("log.segment.bytes", "13"),
+            ("log.index.size.max.bytes", "3"),
+            ("message.max.bytes", "2147483648"),
+            ("socket.request.max.bytes", "4294967296"),
+            ("offsets.topic.segment.bytes", "3000000000"),
+            ("transaction.state.log.segment.bytes", "3000000000"),
+            ("log.cleaner.io.buffer.size", "-1"),
+            ("log.message.timestamp.after.max.ms", "-1"),
+            ("log.retention.ms", "-2"),
+            ("log.roll.hours", "0"),
+            ("num.recovery.threads.per.data.dir", "4294967297"),
+            ("max.incremental.fetch.session.cache.slots", "99999999999"),
+            ("num.io.threads", "0"),
+            ("socket.send.buffer.bytes", "2147483648"),
+            ("offsets.topic.replication.factor", "40000"),
+            ("transaction.state.log.replication.factor", "0"),
+        ] {
+            let err = parse(key, value).unwrap_err();
+            assert_eq!((err.key.as_str(), err.value.as_str()), (key, value));
+            assert_eq!(err.to_string().lines().count(), 1, "{err}");
+        }
+        assert_eq!(parse("log.segment.bytes", "2147483647").unwrap().log.segment_bytes, 2_147_483_647);
+        assert_eq!(parse("log.segment.bytes", "14").unwrap().log.segment_bytes, 14);
+        let long = parse("log.cleaner.dedupe.buffer.size", "5000000000").unwrap();
+        assert_eq!(long.cleaner.dedupe_buffer_size, 5_000_000_000, "a long may pass 32 bits");
+        assert_eq!(BrokerConfig::embedded_defaults().log.timestamp_after_max_ms, 3_600_000);
     }
 
     fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {

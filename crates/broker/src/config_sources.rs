@@ -110,9 +110,8 @@ pub const BROKER_KEYS: &[BrokerKey] = {
         key("log.cleaner.max.compaction.lag.ms", Some(MAX_LONG), LONG),
         key("message.max.bytes", Some("1048588"), INT),
         key("log.message.timestamp.type", Some("CreateTime"), STRING),
-        // Strom does not check timestamps against the clock: no bound.
         key("log.message.timestamp.before.max.ms", Some(MAX_LONG), LONG),
-        key("log.message.timestamp.after.max.ms", Some(MAX_LONG), LONG),
+        key("log.message.timestamp.after.max.ms", Some("3600000"), LONG),
         key("log.cleaner.min.cleanable.ratio", Some("0.5"), DOUBLE),
         key("log.cleaner.min.compaction.lag.ms", Some("0"), LONG),
         key("min.insync.replicas", Some("1"), INT),

@@ -9,7 +9,10 @@ pub fn storage_error(e: &StorageError) -> ResponseError {
     match e {
         StorageError::CorruptRecord(_) => ResponseError::CorruptMessage,
         StorageError::InvalidRecord(_) => ResponseError::InvalidRecord,
+        StorageError::RejectedRecords { invalid_timestamp: true, .. } => ResponseError::InvalidTimestamp,
+        StorageError::RejectedRecords { .. } => ResponseError::InvalidRecord,
         StorageError::RecordTooLarge { .. } => ResponseError::MessageTooLarge,
+        StorageError::SegmentFull(_) => ResponseError::UnknownServerError,
         StorageError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
         StorageError::OutOfOrderSequence(_) => ResponseError::OutOfOrderSequenceNumber,
         StorageError::InvalidProducerEpoch(_) => ResponseError::InvalidProducerEpoch,

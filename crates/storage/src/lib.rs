@@ -14,7 +14,8 @@
 //!   watermark, flushing.
 //! - [`file_cache`] bounds the descriptors inactive segments keep open.
 //! - [`records`] walks the records inside a batch (decompressing it), for
-//!   the compacted-topic key check, the cleaner and `strom dump-log`.
+//!   Kafka's per-record produce rules (keys on compacted topics, the
+//!   timestamp window, the max timestamp), the cleaner and `strom dump-log`.
 //! - [`cleaner`] compacts `cleanup.policy=compact` logs (Kafka's log
 //!   cleaner): offset map, cleaned copies, crash-safe segment swaps.
 //! - [`producer_state`] remembers each producer's epoch and last batches so
