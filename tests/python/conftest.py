@@ -19,7 +19,7 @@ import sys
 
 import pytest
 
-from harness import Broker, config_value, dotted
+from harness import Broker, BrokerError, config_value, dotted
 
 
 @pytest.fixture
@@ -42,9 +42,12 @@ def broker_factory(request, tmp_path):
         try:
             broker.close()
         except AssertionError as exc:
-            failures.append(exc)
+            failures.append((broker, exc))
+    if len(failures) == 1:
+        raise failures[0][1]
     if failures:
-        raise failures[0]
+        # Every broker's failure, not only the first one's.
+        raise BrokerError("\n\n".join(f"{broker.workdir.name}: {exc}" for broker, exc in failures))
 
 
 @pytest.fixture

@@ -121,3 +121,17 @@ def test_a_missing_prerequisite_skips_locally_and_fails_in_ci(tmp_path):
     in_ci = run_pytest(tmp_path, source, ci=True)
     assert in_ci.returncode == 1 and "1 failed" in in_ci.stdout, in_ci.stdout
     assert "the tool is not installed; CI must run every test" in in_ci.stdout
+
+
+def test_every_broker_that_died_is_reported(tmp_path):
+    done = run_pytest(
+        tmp_path,
+        """
+        def test_two_brokers_die(broker_factory):
+            for broker in (broker_factory(), broker_factory()):
+                broker._process.kill()
+                broker._process.wait(10)
+        """,
+    )
+    assert done.returncode == 1, done.stdout
+    assert "broker0: broker died unexpectedly" in done.stdout and "broker1: broker died unexpectedly" in done.stdout
