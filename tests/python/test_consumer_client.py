@@ -135,7 +135,7 @@ def test_kafka_python_and_confluent_read_what_our_producer_wrote(broker):
 def test_partition_and_offset_flags_and_bad_input(broker):
     create_topic(broker.bootstrap, "pick", partitions=2)
     produce_confluent(confluent_producer(broker.bootstrap), "pick", records_with_headers("p", 20), partition=1)
-    got = consume_json(broker, "pick", "--partition", "1", "--offset", "15", "--timeout-ms", "3000")
+    got = consume_json(broker, "pick", "--partition", "1", "--offset", "15", "--max-messages", "5")
     assert [r["offset"] for r in got] == [15, 16, 17, 18, 19]
     assert consume_json(broker, "pick", "--partition", "0", "--offset", "earliest", "--timeout-ms", "1000") == []
 
@@ -175,7 +175,7 @@ def test_group_consumer_commits_and_resumes(broker_factory):
     first = consume_json(broker, "resume", "--group", "resumers", "--from-beginning", "--max-messages", "40", "--timeout-ms", "20000")
     assert len(first) == 40
     produce_confluent(confluent_producer(broker.bootstrap), "resume", records_with_headers("b", 10))
-    second = consume_json(broker, "resume", "--group", "resumers", "--from-beginning", "--timeout-ms", "4000")
+    second = consume_json(broker, "resume", "--group", "resumers", "--from-beginning", "--max-messages", "10")
     assert sorted(r["value"] for r in second) == sorted(f"b-{i}" for i in range(10)), "only what came after the commit"
 
     admin = admin_client(broker.bootstrap)
@@ -253,7 +253,7 @@ def test_group_consumer_rides_out_a_broker_crash(broker_factory):
     create_topic(broker.bootstrap, "survive", partitions=2)
     consumer = subprocess.Popen(
         [str(strom_binary()), "consume", "--bootstrap-server", broker.bootstrap, "--topic", "survive",
-         "--group", "survivors", "--from-beginning", "--timeout-ms", "8000",
+         "--group", "survivors", "--from-beginning",
          "--consumer-property", "heartbeat.interval.ms=200", "--consumer-property", "session.timeout.ms=6000",
          "--consumer-property", "request.timeout.ms=5000"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -261,13 +261,16 @@ def test_group_consumer_rides_out_a_broker_crash(broker_factory):
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(consumer.stdout), daemon=True)
     reader.start()
+    expected = {f"{phase}-{i}\n" for phase in ("before", "after") for i in range(100)}
     try:
         produce_confluent(confluent_producer(broker.bootstrap), "survive", records_with_headers("before", 100))
         wait_until(lambda: len(lines) >= 100, 60, "the first hundred records")
         broker.kill9()
         broker.start()
         produce_confluent(confluent_producer(broker.bootstrap), "survive", records_with_headers("after", 100))
-        consumer.wait(timeout=90)
+        wait_until(lambda: set(lines) >= expected, 90, "every record read")
+        consumer.send_signal(signal.SIGINT)  # as Ctrl-C ends it: cleanly, exit 0
+        consumer.wait(timeout=30)
         reader.join(timeout=10)
     finally:
         if consumer.poll() is None:
@@ -275,7 +278,7 @@ def test_group_consumer_rides_out_a_broker_crash(broker_factory):
     err = consumer.stderr.read()
     assert consumer.returncode == 0, err
     # At least once: a crash may replay what was read since the last commit.
-    assert set(lines) == {f"{phase}-{i}\n" for phase in ("before", "after") for i in range(100)}, err
+    assert set(lines) == expected, err
 
 
 # ---------------------------------------------------------------- transactions
@@ -294,9 +297,9 @@ def test_read_committed_hides_aborted_transactions(broker):
             producer.commit_transaction(30)
         else:
             producer.abort_transaction(30)
-    committed = consume_json(broker, "txn-read", "--from-beginning", "--isolation-level", "read_committed", "--timeout-ms", "3000")
+    committed = consume_json(broker, "txn-read", "--from-beginning", "--isolation-level", "read_committed", "--max-messages", "3")
     assert [r["value"] for r in committed] == ["c1", "c2", "c3"]
-    everything = consume_json(broker, "txn-read", "--from-beginning", "--timeout-ms", "3000")
+    everything = consume_json(broker, "txn-read", "--from-beginning", "--max-messages", "5")
     assert [r["value"] for r in everything] == ["c1", "c2", "a1", "a2", "c3"]
     assert [r["offset"] for r in committed] == [0, 1, 6], "markers take offsets 2 and 5"
 
@@ -338,7 +341,7 @@ def test_perf_consume_reads_what_perf_produce_wrote(broker):
     assert refused.returncode == 1 and "--date-format" in refused.stderr, refused
 
     short = strom("perf", "consume", "--bootstrap-server", broker.bootstrap, "--topic", "perf-read",
-                  "--messages", "30000", "--timeout", "6000", "--format", "json")
+                  "--messages", "30000", "--timeout", "2000", "--format", "json")
     assert short.returncode == 1 and "read 20000 of 30000" in short.stderr
 
 

@@ -18,7 +18,6 @@ from harness import (
     confluent_consumer,
     confluent_producer,
     create_topic,
-    is_group_noise,
     wait_until,
 )
 from wire import (
@@ -273,8 +272,6 @@ class SteadyClient(threading.Thread):
                 return False
             for msg in consumer.consume(num_messages=1000, timeout=0.5):
                 if msg.error():
-                    if is_group_noise(msg):
-                        continue
                     self.errors.append(f"round {self.rounds}: consumer error {msg.error()}")
                     return False
                 if msg.offset() != position:

@@ -25,6 +25,9 @@
 //! - [`checkpoint`] writes Kafka's offset checkpoint files atomically.
 //! - [`manager`] owns every log across `log.dirs`, loads them at start,
 //!   places new ones, takes a failed dir offline and marks a clean shutdown.
+//! - [`failpoint`] lets crash tests stop the process at a named step
+//!   (`STROM_FAILPOINTS=cleaner-old-deleted`, read once; a point costs one
+//!   load of a cached empty list when the variable is unset).
 //!
 //! There is no networking here; the broker crate drives all of it.
 
@@ -32,6 +35,7 @@ pub mod batch;
 pub mod checkpoint;
 pub mod cleaner;
 pub mod error;
+pub mod failpoint;
 pub mod file_cache;
 pub mod index;
 pub mod log;
