@@ -186,6 +186,44 @@ fn partition_change_record_writes_only_set_tagged_fields_in_tag_order() {
         .extend([0x03, 0x00, 0x09, 0x03, 0, 0, 0, 1, 0, 0, 0, 2, 0x01, 0x04, 0, 0, 0, 2, 0x08, 0x11, 0x02]);
     expected.extend(topic_id().as_bytes());
     assert_eq!(encode(&record, 1), expected);
+
+    // Nothing changed: no tagged field at all.
+    let unchanged =
+        MetadataRecord::from(PartitionChangeRecord { topic_id: topic_id(), ..Default::default() });
+    let mut expected = vec![0x01, 0x05, 0x01, 0xff, 0xff, 0xff, 0xff];
+    expected.extend(topic_id().as_bytes());
+    expected.push(0x00);
+    assert_eq!(encode(&unchanged, 1), expected);
+}
+
+/// Value sizes Kafka itself printed: `kafka-dump-log.sh
+/// --cluster-metadata-decoder` on a Kafka 3.7 metadata log, as published in
+/// Strimzi's blog post on KRaft migration (2024-03-22). The topic id's value
+/// does not change a size.
+#[test]
+fn encoded_sizes_match_kafkas_dump_log() {
+    let topic = TopicRecord { name: "my-topic".into(), topic_id: topic_id(), ..Default::default() };
+    assert_eq!(encode(&topic.into(), 0).len(), 29);
+    let config = ConfigRecord {
+        resource_type: 2,
+        resource_name: "my-topic".into(),
+        name: "retention.ms".into(),
+        value: Some("100000".into()),
+        ..Default::default()
+    };
+    assert_eq!(encode(&config.into(), 0).len(), 34);
+    let partition = PartitionRecord {
+        partition_id: 0,
+        topic_id: topic_id(),
+        replicas: vec![5, 3, 4],
+        isr: vec![5, 3, 4],
+        leader: 5,
+        leader_epoch: 0,
+        partition_epoch: 0,
+        directories: vec![topic_id(); 3],
+        ..Default::default()
+    };
+    assert_eq!(encode(&partition.into(), 1).len(), 113);
 }
 
 #[test]
