@@ -123,8 +123,10 @@ fn emit_struct(out: &mut String, def: &StructDef<'_>) -> Result<(), String> {
         let _ = writeln!(out, "\nimpl {} {{", def.name);
         out.push_str("    /// Kafka's record type id (the schema's apiKey).\n");
         let _ = writeln!(out, "    pub const RECORD_TYPE: u16 = {};", schema.api_key);
-        let _ =
-            writeln!(out, "    pub const LOWEST_SUPPORTED_VERSION: i16 = {};", schema.valid_versions.lowest);
+        out.push_str("    /// The lowest version of the record's schema.\n");
+        let lowest = schema.valid_versions.lowest;
+        let _ = writeln!(out, "    pub const LOWEST_SUPPORTED_VERSION: i16 = {lowest};");
+        out.push_str("    /// The highest version of the record's schema.\n");
         let _ = writeln!(out, "    pub const HIGHEST_SUPPORTED_VERSION: i16 = {highest};\n}}");
     }
 
@@ -636,6 +638,19 @@ mod tests {
         assert_eq!(ident("ZkMigrationReady"), "zk_migration_ready");
         assert_eq!(ident("HTTPPort"), "http_port");
         assert_eq!(ident("Type"), "r#type");
+    }
+
+    #[test]
+    fn only_non_ignorable_fields_must_be_default_outside_their_versions() {
+        let schema = crate::schema::parse(
+            r#"{"apiKey": 1, "type": "metadata", "name": "R", "validVersions": "0-1", "flexibleVersions": "0+",
+                "fields": [{"name": "Strict", "type": "int32", "versions": "1+"},
+                           {"name": "Loose", "type": "int32", "versions": "1+", "ignorable": true}]}"#,
+        )
+        .unwrap();
+        let code = module(&[schema]).unwrap();
+        assert!(code.contains(r#"NonDefaultField { field: "R.Strict", version }"#));
+        assert!(!code.contains(r#"NonDefaultField { field: "R.Loose""#));
     }
 
     #[test]

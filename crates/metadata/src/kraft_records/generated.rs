@@ -52,7 +52,9 @@ impl Default for RegisterBrokerRecord {
 impl RegisterBrokerRecord {
     /// Kafka's record type id (the schema's apiKey).
     pub const RECORD_TYPE: u16 = 0;
+    /// The lowest version of the record's schema.
     pub const LOWEST_SUPPORTED_VERSION: i16 = 0;
+    /// The highest version of the record's schema.
     pub const HIGHEST_SUPPORTED_VERSION: i16 = 3;
 }
 
@@ -183,7 +185,9 @@ pub struct UnregisterBrokerRecord {
 impl UnregisterBrokerRecord {
     /// Kafka's record type id (the schema's apiKey).
     pub const RECORD_TYPE: u16 = 1;
+    /// The lowest version of the record's schema.
     pub const LOWEST_SUPPORTED_VERSION: i16 = 0;
+    /// The highest version of the record's schema.
     pub const HIGHEST_SUPPORTED_VERSION: i16 = 0;
 }
 
@@ -215,7 +219,9 @@ pub struct TopicRecord {
 impl TopicRecord {
     /// Kafka's record type id (the schema's apiKey).
     pub const RECORD_TYPE: u16 = 2;
+    /// The lowest version of the record's schema.
     pub const LOWEST_SUPPORTED_VERSION: i16 = 0;
+    /// The highest version of the record's schema.
     pub const HIGHEST_SUPPORTED_VERSION: i16 = 0;
 }
 
@@ -290,7 +296,9 @@ impl Default for PartitionRecord {
 impl PartitionRecord {
     /// Kafka's record type id (the schema's apiKey).
     pub const RECORD_TYPE: u16 = 3;
+    /// The lowest version of the record's schema.
     pub const LOWEST_SUPPORTED_VERSION: i16 = 0;
+    /// The highest version of the record's schema.
     pub const HIGHEST_SUPPORTED_VERSION: i16 = 2;
 }
 
@@ -382,7 +390,9 @@ impl Default for ConfigRecord {
 impl ConfigRecord {
     /// Kafka's record type id (the schema's apiKey).
     pub const RECORD_TYPE: u16 = 4;
+    /// The lowest version of the record's schema.
     pub const LOWEST_SUPPORTED_VERSION: i16 = 0;
+    /// The highest version of the record's schema.
     pub const HIGHEST_SUPPORTED_VERSION: i16 = 0;
 }
 
@@ -455,7 +465,9 @@ impl Default for PartitionChangeRecord {
 impl PartitionChangeRecord {
     /// Kafka's record type id (the schema's apiKey).
     pub const RECORD_TYPE: u16 = 5;
+    /// The lowest version of the record's schema.
     pub const LOWEST_SUPPORTED_VERSION: i16 = 0;
+    /// The highest version of the record's schema.
     pub const HIGHEST_SUPPORTED_VERSION: i16 = 2;
 }
 
@@ -528,7 +540,9 @@ pub struct FenceBrokerRecord {
 impl FenceBrokerRecord {
     /// Kafka's record type id (the schema's apiKey).
     pub const RECORD_TYPE: u16 = 7;
+    /// The lowest version of the record's schema.
     pub const LOWEST_SUPPORTED_VERSION: i16 = 0;
+    /// The highest version of the record's schema.
     pub const HIGHEST_SUPPORTED_VERSION: i16 = 0;
 }
 
@@ -560,7 +574,9 @@ pub struct UnfenceBrokerRecord {
 impl UnfenceBrokerRecord {
     /// Kafka's record type id (the schema's apiKey).
     pub const RECORD_TYPE: u16 = 8;
+    /// The lowest version of the record's schema.
     pub const LOWEST_SUPPORTED_VERSION: i16 = 0;
+    /// The highest version of the record's schema.
     pub const HIGHEST_SUPPORTED_VERSION: i16 = 0;
 }
 
@@ -590,7 +606,9 @@ pub struct RemoveTopicRecord {
 impl RemoveTopicRecord {
     /// Kafka's record type id (the schema's apiKey).
     pub const RECORD_TYPE: u16 = 9;
+    /// The lowest version of the record's schema.
     pub const LOWEST_SUPPORTED_VERSION: i16 = 0;
+    /// The highest version of the record's schema.
     pub const HIGHEST_SUPPORTED_VERSION: i16 = 0;
 }
 
@@ -630,7 +648,9 @@ pub struct DelegationTokenRecord {
 impl DelegationTokenRecord {
     /// Kafka's record type id (the schema's apiKey).
     pub const RECORD_TYPE: u16 = 10;
+    /// The lowest version of the record's schema.
     pub const LOWEST_SUPPORTED_VERSION: i16 = 0;
+    /// The highest version of the record's schema.
     pub const HIGHEST_SUPPORTED_VERSION: i16 = 0;
 }
 
@@ -680,7 +700,9 @@ pub struct UserScramCredentialRecord {
 impl UserScramCredentialRecord {
     /// Kafka's record type id (the schema's apiKey).
     pub const RECORD_TYPE: u16 = 11;
+    /// The lowest version of the record's schema.
     pub const LOWEST_SUPPORTED_VERSION: i16 = 0;
+    /// The highest version of the record's schema.
     pub const HIGHEST_SUPPORTED_VERSION: i16 = 0;
 }
 
@@ -720,7 +742,9 @@ pub struct FeatureLevelRecord {
 impl FeatureLevelRecord {
     /// Kafka's record type id (the schema's apiKey).
     pub const RECORD_TYPE: u16 = 12;
+    /// The lowest version of the record's schema.
     pub const LOWEST_SUPPORTED_VERSION: i16 = 0;
+    /// The highest version of the record's schema.
     pub const HIGHEST_SUPPORTED_VERSION: i16 = 0;
 }
 
@@ -756,7 +780,9 @@ pub struct ClientQuotaRecord {
 impl ClientQuotaRecord {
     /// Kafka's record type id (the schema's apiKey).
     pub const RECORD_TYPE: u16 = 14;
+    /// The lowest version of the record's schema.
     pub const LOWEST_SUPPORTED_VERSION: i16 = 0;
+    /// The highest version of the record's schema.
     pub const HIGHEST_SUPPORTED_VERSION: i16 = 0;
 }
 
@@ -840,7 +866,9 @@ impl Default for ProducerIdsRecord {
 impl ProducerIdsRecord {
     /// Kafka's record type id (the schema's apiKey).
     pub const RECORD_TYPE: u16 = 15;
+    /// The lowest version of the record's schema.
     pub const LOWEST_SUPPORTED_VERSION: i16 = 0;
+    /// The highest version of the record's schema.
     pub const HIGHEST_SUPPORTED_VERSION: i16 = 0;
 }
 
@@ -880,7 +908,9 @@ pub struct BrokerRegistrationChangeRecord {
 impl BrokerRegistrationChangeRecord {
     /// Kafka's record type id (the schema's apiKey).
     pub const RECORD_TYPE: u16 = 17;
+    /// The lowest version of the record's schema.
     pub const LOWEST_SUPPORTED_VERSION: i16 = 0;
+    /// The highest version of the record's schema.
     pub const HIGHEST_SUPPORTED_VERSION: i16 = 2;
 }
 
@@ -948,7 +978,9 @@ pub struct AccessControlEntryRecord {
 impl AccessControlEntryRecord {
     /// Kafka's record type id (the schema's apiKey).
     pub const RECORD_TYPE: u16 = 18;
+    /// The lowest version of the record's schema.
     pub const LOWEST_SUPPORTED_VERSION: i16 = 0;
+    /// The highest version of the record's schema.
     pub const HIGHEST_SUPPORTED_VERSION: i16 = 0;
 }
 
@@ -990,7 +1022,9 @@ pub struct RemoveAccessControlEntryRecord {
 impl RemoveAccessControlEntryRecord {
     /// Kafka's record type id (the schema's apiKey).
     pub const RECORD_TYPE: u16 = 19;
+    /// The lowest version of the record's schema.
     pub const LOWEST_SUPPORTED_VERSION: i16 = 0;
+    /// The highest version of the record's schema.
     pub const HIGHEST_SUPPORTED_VERSION: i16 = 0;
 }
 
@@ -1016,7 +1050,9 @@ pub struct NoOpRecord {
 impl NoOpRecord {
     /// Kafka's record type id (the schema's apiKey).
     pub const RECORD_TYPE: u16 = 20;
+    /// The lowest version of the record's schema.
     pub const LOWEST_SUPPORTED_VERSION: i16 = 0;
+    /// The highest version of the record's schema.
     pub const HIGHEST_SUPPORTED_VERSION: i16 = 0;
 }
 
@@ -1042,7 +1078,9 @@ pub struct ZkMigrationStateRecord {
 impl ZkMigrationStateRecord {
     /// Kafka's record type id (the schema's apiKey).
     pub const RECORD_TYPE: u16 = 21;
+    /// The lowest version of the record's schema.
     pub const LOWEST_SUPPORTED_VERSION: i16 = 0;
+    /// The highest version of the record's schema.
     pub const HIGHEST_SUPPORTED_VERSION: i16 = 0;
 }
 
@@ -1072,7 +1110,9 @@ pub struct RemoveUserScramCredentialRecord {
 impl RemoveUserScramCredentialRecord {
     /// Kafka's record type id (the schema's apiKey).
     pub const RECORD_TYPE: u16 = 22;
+    /// The lowest version of the record's schema.
     pub const LOWEST_SUPPORTED_VERSION: i16 = 0;
+    /// The highest version of the record's schema.
     pub const HIGHEST_SUPPORTED_VERSION: i16 = 0;
 }
 
@@ -1102,7 +1142,9 @@ pub struct BeginTransactionRecord {
 impl BeginTransactionRecord {
     /// Kafka's record type id (the schema's apiKey).
     pub const RECORD_TYPE: u16 = 23;
+    /// The lowest version of the record's schema.
     pub const LOWEST_SUPPORTED_VERSION: i16 = 0;
+    /// The highest version of the record's schema.
     pub const HIGHEST_SUPPORTED_VERSION: i16 = 0;
 }
 
@@ -1136,7 +1178,9 @@ pub struct EndTransactionRecord {
 impl EndTransactionRecord {
     /// Kafka's record type id (the schema's apiKey).
     pub const RECORD_TYPE: u16 = 24;
+    /// The lowest version of the record's schema.
     pub const LOWEST_SUPPORTED_VERSION: i16 = 0;
+    /// The highest version of the record's schema.
     pub const HIGHEST_SUPPORTED_VERSION: i16 = 0;
 }
 
@@ -1162,7 +1206,9 @@ pub struct AbortTransactionRecord {
 impl AbortTransactionRecord {
     /// Kafka's record type id (the schema's apiKey).
     pub const RECORD_TYPE: u16 = 25;
+    /// The lowest version of the record's schema.
     pub const LOWEST_SUPPORTED_VERSION: i16 = 0;
+    /// The highest version of the record's schema.
     pub const HIGHEST_SUPPORTED_VERSION: i16 = 0;
 }
 
@@ -1198,7 +1244,9 @@ pub struct RemoveDelegationTokenRecord {
 impl RemoveDelegationTokenRecord {
     /// Kafka's record type id (the schema's apiKey).
     pub const RECORD_TYPE: u16 = 26;
+    /// The lowest version of the record's schema.
     pub const LOWEST_SUPPORTED_VERSION: i16 = 0;
+    /// The highest version of the record's schema.
     pub const HIGHEST_SUPPORTED_VERSION: i16 = 0;
 }
 
@@ -1234,7 +1282,9 @@ pub struct RegisterControllerRecord {
 impl RegisterControllerRecord {
     /// Kafka's record type id (the schema's apiKey).
     pub const RECORD_TYPE: u16 = 27;
+    /// The lowest version of the record's schema.
     pub const LOWEST_SUPPORTED_VERSION: i16 = 0;
+    /// The highest version of the record's schema.
     pub const HIGHEST_SUPPORTED_VERSION: i16 = 0;
 }
 
@@ -1332,7 +1382,9 @@ pub struct ClearElrRecord {
 impl ClearElrRecord {
     /// Kafka's record type id (the schema's apiKey).
     pub const RECORD_TYPE: u16 = 28;
+    /// The lowest version of the record's schema.
     pub const LOWEST_SUPPORTED_VERSION: i16 = 0;
+    /// The highest version of the record's schema.
     pub const HIGHEST_SUPPORTED_VERSION: i16 = 0;
 }
 

@@ -281,6 +281,19 @@ fn declared_lengths_beyond_the_input_are_rejected_before_allocating() {
 }
 
 #[test]
+fn an_array_needs_room_for_its_smallest_elements() {
+    // PartitionRecord v0 whose Replicas claims 3 int32s with 11 bytes left.
+    let mut bytes = vec![0x01, 0x03, 0x00, 0, 0, 0, 0];
+    bytes.extend([0; 16]);
+    bytes.push(0x04);
+    bytes.extend([0; 11]);
+    assert_eq!(
+        MetadataRecord::decode_frame(&bytes),
+        Err(DecodeError::LengthBeyondInput { field: "PartitionRecord.Replicas", len: 3, remaining: 11 })
+    );
+}
+
+#[test]
 fn null_in_a_non_nullable_field_is_an_error() {
     assert_eq!(
         MetadataRecord::decode_frame(&[0x01, 0x02, 0x00, 0x00]),

@@ -66,7 +66,9 @@ pub enum EncodeError {
 /// re-encoding a record writes it back unchanged (as Kafka does).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RawTaggedField {
+    /// The field's tag.
     pub tag: u32,
+    /// The field's encoded value.
     pub data: Bytes,
 }
 
@@ -83,10 +85,12 @@ pub struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
+    /// A reader over `buf`.
     pub fn new(buf: &'a [u8]) -> Self {
         Self { buf }
     }
 
+    /// The bytes not read yet.
     pub fn remaining(&self) -> usize {
         self.buf.len()
     }
@@ -177,6 +181,7 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// Appends Kafka's unsigned varint.
 pub fn put_uvarint(out: &mut BytesMut, mut value: u32) {
     while value >= 0x80 {
         out.put_u8(value as u8 | 0x80);
@@ -200,7 +205,14 @@ fn put_compact_len(
 
 /// A field type with Kafka's flexible-version encoding.
 pub trait Wire: Sized {
+    /// The fewest bytes a value takes, to reject an array whose declared
+    /// length cannot fit in the bytes left.
+    const MIN_ENCODED_LEN: usize = 1;
+
+    /// Reads a value of `version`; `field` names it in errors.
     fn read(r: &mut Reader<'_>, version: i16, field: &'static str) -> Result<Self, DecodeError>;
+
+    /// Appends the value encoded at `version`; `field` names it in errors.
     fn write(&self, out: &mut BytesMut, version: i16, field: &'static str) -> Result<(), EncodeError>;
 }
 
@@ -258,6 +270,8 @@ pub fn write_nullable<T: Compact>(
 macro_rules! fixed_width {
     ($($ty:ty, $put:ident;)*) => {$(
         impl Wire for $ty {
+            const MIN_ENCODED_LEN: usize = std::mem::size_of::<$ty>();
+
             fn read(r: &mut Reader<'_>, _: i16, _: &'static str) -> Result<Self, DecodeError> {
                 Ok(<$ty>::from_be_bytes(r.array()?))
             }
@@ -290,6 +304,8 @@ impl Wire for bool {
 }
 
 impl Wire for Uuid {
+    const MIN_ENCODED_LEN: usize = 16;
+
     fn read(r: &mut Reader<'_>, _: i16, _: &'static str) -> Result<Self, DecodeError> {
         Ok(Uuid::from_bytes(r.array()?))
     }
@@ -354,7 +370,10 @@ impl<T: Wire> Compact for Vec<T> {
         version: i16,
         field: &'static str,
     ) -> Result<Self, DecodeError> {
-        // `compact_len` checked `len` against the bytes left.
+        let remaining = r.remaining();
+        if len.saturating_mul(T::MIN_ENCODED_LEN) > remaining {
+            return Err(DecodeError::LengthBeyondInput { field, len, remaining });
+        }
         let mut elements = Vec::with_capacity(len);
         for _ in 0..len {
             elements.push(T::read(r, version, field)?);
@@ -371,10 +390,12 @@ pub struct TaggedFieldsWriter {
 }
 
 impl TaggedFieldsWriter {
+    /// A writer for a struct encoded at `version`.
     pub fn new(version: i16) -> Self {
         Self { version, fields: Vec::new() }
     }
 
+    /// Adds a known tagged field's value.
     pub fn add<T: Wire>(&mut self, tag: u32, value: &T, field: &'static str) -> Result<(), EncodeError> {
         let mut data = BytesMut::new();
         value.write(&mut data, self.version, field)?;
@@ -382,6 +403,7 @@ impl TaggedFieldsWriter {
         Ok(())
     }
 
+    /// Appends the section: the count, then `tag, size, value` entries.
     pub fn finish(self, out: &mut BytesMut, unknown: &[RawTaggedField]) -> Result<(), EncodeError> {
         let known = self.fields.iter().map(|(tag, data)| (*tag, &data[..]));
         let unknown = unknown.iter().map(|raw| (raw.tag, &raw.data[..]));
