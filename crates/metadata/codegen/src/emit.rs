@@ -295,6 +295,18 @@ fn emit_enum(out: &mut String, schemas: &[Schema]) {
     }
     out.push_str("        }\n    }\n");
 
+    out.push_str("\n    /// The lowest and highest version of the record's schema.\n");
+    out.push_str("    pub fn versions(&self) -> (i16, i16) {\n        match self {\n");
+    for schema in schemas {
+        let _ = writeln!(
+            out,
+            "            Self::{}(_) => ({n}::LOWEST_SUPPORTED_VERSION, {n}::HIGHEST_SUPPORTED_VERSION),",
+            variant(schema),
+            n = schema.name
+        );
+    }
+    out.push_str("        }\n    }\n");
+
     out.push_str("\n    /// The schema name and the lowest and highest version of a record type.\n");
     out.push_str("    pub fn schema(record_type: u16) -> Option<(&'static str, i16, i16)> {\n        match record_type {\n");
     for schema in schemas {

@@ -1499,6 +1499,38 @@ impl MetadataRecord {
         }
     }
 
+    /// The lowest and highest version of the record's schema.
+    pub fn versions(&self) -> (i16, i16) {
+        match self {
+            Self::RegisterBroker(_) => (RegisterBrokerRecord::LOWEST_SUPPORTED_VERSION, RegisterBrokerRecord::HIGHEST_SUPPORTED_VERSION),
+            Self::UnregisterBroker(_) => (UnregisterBrokerRecord::LOWEST_SUPPORTED_VERSION, UnregisterBrokerRecord::HIGHEST_SUPPORTED_VERSION),
+            Self::Topic(_) => (TopicRecord::LOWEST_SUPPORTED_VERSION, TopicRecord::HIGHEST_SUPPORTED_VERSION),
+            Self::Partition(_) => (PartitionRecord::LOWEST_SUPPORTED_VERSION, PartitionRecord::HIGHEST_SUPPORTED_VERSION),
+            Self::Config(_) => (ConfigRecord::LOWEST_SUPPORTED_VERSION, ConfigRecord::HIGHEST_SUPPORTED_VERSION),
+            Self::PartitionChange(_) => (PartitionChangeRecord::LOWEST_SUPPORTED_VERSION, PartitionChangeRecord::HIGHEST_SUPPORTED_VERSION),
+            Self::FenceBroker(_) => (FenceBrokerRecord::LOWEST_SUPPORTED_VERSION, FenceBrokerRecord::HIGHEST_SUPPORTED_VERSION),
+            Self::UnfenceBroker(_) => (UnfenceBrokerRecord::LOWEST_SUPPORTED_VERSION, UnfenceBrokerRecord::HIGHEST_SUPPORTED_VERSION),
+            Self::RemoveTopic(_) => (RemoveTopicRecord::LOWEST_SUPPORTED_VERSION, RemoveTopicRecord::HIGHEST_SUPPORTED_VERSION),
+            Self::DelegationToken(_) => (DelegationTokenRecord::LOWEST_SUPPORTED_VERSION, DelegationTokenRecord::HIGHEST_SUPPORTED_VERSION),
+            Self::UserScramCredential(_) => (UserScramCredentialRecord::LOWEST_SUPPORTED_VERSION, UserScramCredentialRecord::HIGHEST_SUPPORTED_VERSION),
+            Self::FeatureLevel(_) => (FeatureLevelRecord::LOWEST_SUPPORTED_VERSION, FeatureLevelRecord::HIGHEST_SUPPORTED_VERSION),
+            Self::ClientQuota(_) => (ClientQuotaRecord::LOWEST_SUPPORTED_VERSION, ClientQuotaRecord::HIGHEST_SUPPORTED_VERSION),
+            Self::ProducerIds(_) => (ProducerIdsRecord::LOWEST_SUPPORTED_VERSION, ProducerIdsRecord::HIGHEST_SUPPORTED_VERSION),
+            Self::BrokerRegistrationChange(_) => (BrokerRegistrationChangeRecord::LOWEST_SUPPORTED_VERSION, BrokerRegistrationChangeRecord::HIGHEST_SUPPORTED_VERSION),
+            Self::AccessControlEntry(_) => (AccessControlEntryRecord::LOWEST_SUPPORTED_VERSION, AccessControlEntryRecord::HIGHEST_SUPPORTED_VERSION),
+            Self::RemoveAccessControlEntry(_) => (RemoveAccessControlEntryRecord::LOWEST_SUPPORTED_VERSION, RemoveAccessControlEntryRecord::HIGHEST_SUPPORTED_VERSION),
+            Self::NoOp(_) => (NoOpRecord::LOWEST_SUPPORTED_VERSION, NoOpRecord::HIGHEST_SUPPORTED_VERSION),
+            Self::ZkMigrationState(_) => (ZkMigrationStateRecord::LOWEST_SUPPORTED_VERSION, ZkMigrationStateRecord::HIGHEST_SUPPORTED_VERSION),
+            Self::RemoveUserScramCredential(_) => (RemoveUserScramCredentialRecord::LOWEST_SUPPORTED_VERSION, RemoveUserScramCredentialRecord::HIGHEST_SUPPORTED_VERSION),
+            Self::BeginTransaction(_) => (BeginTransactionRecord::LOWEST_SUPPORTED_VERSION, BeginTransactionRecord::HIGHEST_SUPPORTED_VERSION),
+            Self::EndTransaction(_) => (EndTransactionRecord::LOWEST_SUPPORTED_VERSION, EndTransactionRecord::HIGHEST_SUPPORTED_VERSION),
+            Self::AbortTransaction(_) => (AbortTransactionRecord::LOWEST_SUPPORTED_VERSION, AbortTransactionRecord::HIGHEST_SUPPORTED_VERSION),
+            Self::RemoveDelegationToken(_) => (RemoveDelegationTokenRecord::LOWEST_SUPPORTED_VERSION, RemoveDelegationTokenRecord::HIGHEST_SUPPORTED_VERSION),
+            Self::RegisterController(_) => (RegisterControllerRecord::LOWEST_SUPPORTED_VERSION, RegisterControllerRecord::HIGHEST_SUPPORTED_VERSION),
+            Self::ClearElr(_) => (ClearElrRecord::LOWEST_SUPPORTED_VERSION, ClearElrRecord::HIGHEST_SUPPORTED_VERSION),
+        }
+    }
+
     /// The schema name and the lowest and highest version of a record type.
     pub fn schema(record_type: u16) -> Option<(&'static str, i16, i16)> {
         match record_type {

@@ -58,10 +58,9 @@ impl MetadataRecord {
     /// Appends the record framed at `version` to `out`; on error `out` is
     /// left as it was.
     pub fn encode_frame(&self, version: i16, out: &mut BytesMut) -> Result<(), EncodeError> {
-        let (record, lowest, highest) =
-            Self::schema(self.record_type()).expect("a generated record type has a schema");
+        let (lowest, highest) = self.versions();
         if !(lowest..=highest).contains(&version) {
-            return Err(EncodeError::UnsupportedVersion { record, version });
+            return Err(EncodeError::UnsupportedVersion { record: self.name(), version });
         }
         let start = out.len();
         put_uvarint(out, FRAME_VERSION);
