@@ -254,17 +254,16 @@ fn emit_if_present(out: &mut String, def: &StructDef<'_>, field: &Field, write: 
         let _ = writeln!(out, "        {write}");
         return Ok(());
     };
-    let _ = writeln!(out, "        if {present} {{\n            {write}\n        }}");
+    let _ = write!(out, "        if {present} {{\n            {write}\n        }}");
     if !field.ignorable {
         let check = non_default_check(field, &format!("self.{}", ident(&field.name)))?;
-        out.truncate(out.len() - 1);
-        let _ = writeln!(out, " else if {check} {{");
-        let _ = writeln!(
+        let path = field_path(def, field);
+        let _ = write!(
             out,
-            "            return Err(EncodeError::NonDefaultField {{ field: {:?}, version }});\n        }}",
-            field_path(def, field)
+            " else if {check} {{\n            return Err(EncodeError::NonDefaultField {{ field: {path:?}, version }});\n        }}"
         );
     }
+    out.push('\n');
     Ok(())
 }
 
