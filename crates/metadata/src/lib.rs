@@ -4,6 +4,8 @@
 //! metadata log, replayed into an in-memory image at start:
 //!
 //! - [`records`] defines the metadata records and their encoding;
+//! - [`kraft_records`] holds Kafka's own KRaft metadata records (KIP-631),
+//!   generated from Kafka's JSON schemas, with their framing;
 //! - [`image`] is the state they build (topics by name and id, partitions,
 //!   topic config overrides, dynamic broker configs), shared with readers as
 //!   an `Arc` snapshot;
@@ -20,6 +22,7 @@
 
 pub mod controller;
 pub mod image;
+pub mod kraft_records;
 pub mod records;
 pub mod topic_config;
 
