@@ -3,8 +3,9 @@
 //! returns must agree with the fixed-width header at the front of the frame.
 //! Each decoded body then goes through the decoders its handler applies to
 //! what `kafka-protocol` leaves opaque or unchecked: produced record batches
-//! (headers, record walks, decompression for the compacted-key check, txn
-//! markers), JoinGroup members' subscriptions, topic names and config values.
+//! (headers, record walks and decompression for the key and timestamp
+//! rules, txn markers), JoinGroup members' subscriptions, topic names and
+//! config values.
 //!
 //! Run with `scripts/fuzz`; seeds in `fuzz/corpus/parse_frame` come from
 //! `fuzz/examples/seeds.rs`.
@@ -18,6 +19,7 @@ use strom_broker::dispatch::{parse_frame, Parsed, Request};
 use strom_broker::error::RequestError;
 use strom_broker::handlers::api_versions;
 use strom_storage::batch;
+use strom_storage::records::{check_records, records_body, RecordRules, TimestampWindow};
 
 /// The broker's own allocator: without it a frame that declares 2^31-1 array
 /// elements makes `Vec::with_capacity` fail and the process abort, which the
@@ -138,11 +140,20 @@ fn check_produced_records(records: &[u8]) {
         if header.compression() == 0 {
             drop(batch::count_uncompressed_records(raw));
         }
-        drop(strom_storage::records::check_keys(raw, &header));
+        if let Ok(body) = records_body(raw, &header) {
+            drop(check_records(&body, &header, strictest_rules(&header)));
+        }
         if header.is_control() {
             let _ = batch::end_txn_marker(raw);
         }
     }
+}
+
+/// The strictest rules a log applies: every record is walked and needs a
+/// key and the batch's base timestamp, so most are refused and described.
+fn strictest_rules(header: &batch::BatchHeader) -> RecordRules {
+    let window = TimestampWindow { now_ms: header.base_timestamp, before_max_ms: 0, after_max_ms: 0 };
+    RecordRules { keys_required: true, timestamps: Some(window) }
 }
 
 fn fix_crcs(records: &mut [u8]) {

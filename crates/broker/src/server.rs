@@ -71,7 +71,8 @@ impl Broker {
         FileCache::shared().set_capacity(config.log_segment_open_files_max);
         std::fs::create_dir_all(&config.metadata_log_dir)
             .at("create metadata log dir", &config.metadata_log_dir)?;
-        let controller = Controller::open(&config.metadata_log_dir, config.node_id)?;
+        let controller = Controller::open(&config.metadata_log_dir, config.node_id)?
+            .with_max_partitions_per_request(config.max_partitions_per_request);
         let metadata_ms = started.elapsed().as_millis();
         let replicas = ReplicaManager::open(config.clone(), logs, &controller.image())?;
         let logs_ms = started.elapsed().as_millis() - metadata_ms;
@@ -116,7 +117,8 @@ impl Broker {
 /// (e.g. when a listener asks for port 0) before serving.
 pub struct BoundBroker {
     broker: Arc<Broker>,
-    listeners: Vec<TcpListener>,
+    /// Each bound socket with its listener's name.
+    listeners: Vec<(Arc<str>, TcpListener)>,
     metrics_listener: Option<TcpListener>,
 }
 
@@ -130,8 +132,8 @@ impl BoundBroker {
                 .map_err(|error| StartError::Bind { addr: addr.to_string(), error })?;
             let local =
                 bound.local_addr().map_err(|error| StartError::Bind { addr: addr.to_string(), error })?;
-            tracing::info!(listener = %listener.name, addr = %local, "listening");
-            listeners.push(bound);
+            tracing::debug!(listener = %listener.name, addr = %local, "listening");
+            listeners.push((Arc::from(listener.name.as_str()), bound));
         }
         let metrics_listener = match broker.config.metrics_listener {
             Some(addr) => {
@@ -144,6 +146,15 @@ impl BoundBroker {
             None => None,
         };
         Ok(Self { broker, listeners, metrics_listener })
+    }
+
+    /// Each listener as `NAME://ADDRESS:PORT`, with the port actually bound.
+    pub fn listener_addresses(&self) -> Vec<String> {
+        let address = |(name, socket): &(Arc<str>, TcpListener)| match socket.local_addr() {
+            Ok(local) => format!("{name}://{local}"),
+            Err(_) => format!("{name}://?"),
+        };
+        self.listeners.iter().map(address).collect()
     }
 
     /// Serves until `shutdown` completes, then shuts down cleanly.
@@ -163,8 +174,9 @@ impl BoundBroker {
         }
         let permits = Arc::new(Semaphore::new(self.broker.config.max_connections));
         let mut acceptors = JoinSet::new();
-        for listener in self.listeners {
-            acceptors.spawn(accept_loop(self.broker.clone(), listener, permits.clone(), stop_rx.clone()));
+        for (name, listener) in self.listeners {
+            let broker = self.broker.clone();
+            acceptors.spawn(accept_loop(broker, name, listener, permits.clone(), stop_rx.clone()));
         }
         shutdown.await;
         tracing::info!("shutting down: no new connections, finishing in-flight requests");
@@ -213,6 +225,7 @@ pub fn raise_open_files_limit() -> std::io::Result<(u64, u64)> {
 
 async fn accept_loop(
     broker: Arc<Broker>,
+    name: Arc<str>,
     listener: TcpListener,
     permits: Arc<Semaphore>,
     mut stop: watch::Receiver<bool>,
@@ -232,11 +245,10 @@ async fn accept_loop(
                     tracing::warn!(%peer, "max.connections reached; closing the new connection");
                     continue;
                 };
-                let broker = broker.clone();
-                let stop = stop.clone();
+                let (broker, name, stop) = (broker.clone(), name.clone(), stop.clone());
                 connections.spawn(async move {
                     let _open = GaugeGuard::new(&broker.metrics.connections);
-                    network::serve(broker.clone(), stream, peer, stop).await;
+                    network::serve(broker.clone(), stream, peer, name, stop).await;
                     drop(permit);
                 });
             }
