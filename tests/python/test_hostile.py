@@ -334,3 +334,36 @@ def test_storm_with_well_behaved_client(broker):
         30,
         f"the broker's open fds to drop back near {fds_before} (hostile connections released)",
     )
+
+
+# ---------------------------------------------------------------- ListTransactions id patterns (KIP-1152)
+
+INVALID_REGULAR_EXPRESSION = 128
+PATTERN_IDS = 200
+
+
+def test_transactional_id_patterns_cannot_crash_or_stall_the_broker(broker):
+    """A 40 KB pattern of `.?` or `a*` atoms once overflowed a worker's stack
+    (SIGABRT); patterns are now compiled by a linear-time engine within bounds."""
+    from test_transactions import list_transactions
+    from wire import init_producer_id
+
+    ids = [f"hostile-{i:03d}" for i in range(PATTERN_IDS)]
+    for transactional_id in ids:
+        assert init_producer_id(broker.port, 4, transactional_id=transactional_id).error_code == 0
+    for atom in (".?", "a*"):
+        error, _, listed = list_transactions(broker.port, pattern=atom * 20_000)
+        assert (error, listed) == (INVALID_REGULAR_EXPRESSION, []), atom
+        assert_healthy(broker)
+    for bad in ("(", "hostile-[9-0]", "a)|(b"):
+        assert list_transactions(broker.port, pattern=bad)[0] == INVALID_REGULAR_EXPRESSION, bad
+
+    # Atoms the engine takes in one pass, however many there are.
+    error, _, listed = list_transactions(broker.port, pattern="hostile-" + "0*" * 400 + "b")
+    assert (error, listed) == (0, [])
+    error, _, listed = list_transactions(broker.port, pattern="hostile-" + "0?" * 400 + "1[0-9]")
+    assert error == 0
+    assert sorted(t[0] for t in listed) == [f"hostile-0{i}" for i in range(10, 20)]
+    error, _, listed = list_transactions(broker.port, pattern="hostile-.*")
+    assert (error, len(listed)) == (0, PATTERN_IDS)
+    assert_healthy(broker)
