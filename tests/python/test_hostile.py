@@ -367,3 +367,45 @@ def test_transactional_id_patterns_cannot_crash_or_stall_the_broker(broker):
     error, _, listed = list_transactions(broker.port, pattern="hostile-.*")
     assert (error, len(listed)) == (0, PATTERN_IDS)
     assert_healthy(broker)
+
+
+# ---------------------------------------------------------------- transactional batches nobody verified (KIP-890)
+
+INVALID_RECORD = 87
+INVALID_TXN_STATE = 48
+
+
+def transactional_batch(producer_id: int, epoch: int, value: bytes) -> bytes:
+    import crc32c
+
+    from wire import BatchRecord, encode_record_batch
+
+    batch = bytearray(
+        encode_record_batch([BatchRecord(None, value)], producer_id=producer_id, producer_epoch=epoch, base_sequence=0)
+    )
+    batch[22] |= 0x10  # the transactional attribute
+    batch[17:21] = crc32c.crc32c(bytes(batch[21:])).to_bytes(4, "big")
+    return bytes(batch)
+
+
+def test_a_transaction_nobody_added_cannot_stall_read_committed_consumers(broker):
+    """A transactional batch behind a plain one in the same record set, from a
+    producer that never called AddPartitionsToTxn, once opened a transaction
+    no marker would ever end: the last stable offset stuck, across restarts."""
+    from test_transactions import high_watermarks, transactional_produce
+    from wire import NONE, BatchRecord, encode_record_batch, init_producer_id
+
+    create_topic(broker.bootstrap, "mixed")
+    init = init_producer_id(broker.port, 4, transactional_id="mixed-tx")
+    plain = encode_record_batch([BatchRecord(None, b"plain")])
+    hidden = transactional_batch(init.producer_id, init.producer_epoch, b"hidden")
+    assert transactional_produce(broker.port, "mixed-tx", "mixed", 0, plain + hidden) == INVALID_RECORD
+    assert transactional_produce(broker.port, "mixed-tx", "mixed", 0, hidden + plain) == INVALID_RECORD
+    assert transactional_produce(broker.port, "mixed-tx", "mixed", 0, hidden) == INVALID_TXN_STATE
+    assert transactional_produce(broker.port, "mixed-tx", "mixed", 0, plain) == NONE
+
+    partition = [("mixed", 0)]
+    for _ in ("before", "after a restart"):
+        assert high_watermarks(broker.bootstrap, partition, "read_uncommitted") == {("mixed", 0): 1}
+        assert high_watermarks(broker.bootstrap, partition, "read_committed") == {("mixed", 0): 1}
+        broker.restart()

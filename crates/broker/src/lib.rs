@@ -18,7 +18,9 @@
 //! - [`producer_ids`] hands out idempotent producers' ids from blocks
 //!   reserved in the metadata log;
 //! - [`txn`] is the transaction coordinator: `__transaction_state`, the
-//!   transaction state machine and the markers that end transactions.
+//!   transaction state machine and the markers that end transactions;
+//!   [`verification`] keeps a transactional batch out of a partition until
+//!   the coordinator has placed the partition in the producer's transaction.
 //!
 //! [`config`] parses `server.properties` with Kafka's key names and overlays
 //! the dynamic broker configs, [`config_sources`] says where each described
@@ -40,6 +42,7 @@ pub mod producer_ids;
 pub mod replica;
 pub mod server;
 pub mod txn;
+pub mod verification;
 
 pub use config::BrokerConfig;
 pub use server::{BoundBroker, Broker};

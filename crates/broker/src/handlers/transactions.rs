@@ -34,7 +34,8 @@ use crate::dispatch::RequestContext;
 use crate::group::{CommitEntry, TxnCommit, OFFSETS_TOPIC};
 use crate::server::Broker;
 use crate::txn::state::{TxnPartition, TxnResult, TxnState};
-use crate::txn::{write_marker, TRANSACTION_STATE_TOPIC};
+use crate::txn::write_marker;
+use strom_storage::batch::BatchHeader;
 
 fn code(error: Option<ResponseError>) -> i16 {
     error.map_or(0, |e| e.code())
@@ -455,30 +456,31 @@ pub fn describe_producers(
     DescribeProducersResponse::default().with_topics(topics)
 }
 
-/// Transactional produce checks: the record set of a transactional
-/// producer must name its transactional id and go to a partition of its
-/// ongoing transaction. Errors as Kafka's produce path maps them.
+/// KIP-890 verification of a transactional produce: the coordinator's word
+/// that `partition` belongs to the ongoing transaction of the batch's
+/// producer, with its errors mapped as Kafka's partition leader maps them
+/// for the producer: TRANSACTION_ABORTABLE only from Produce v11 on
+/// (INVALID_TXN_STATE before), and retriable coordinator errors as
+/// NOT_ENOUGH_REPLICAS, which every client retries.
 pub fn verify_transactional_produce(
     broker: &Broker,
-    transactional_id: Option<&str>,
-    producer_id: i64,
-    epoch: i16,
-    partition: TxnPartition,
+    produce_version: i16,
+    transactional_id: &str,
+    batch: &BatchHeader,
+    partition: &TxnPartition,
 ) -> Result<(), ResponseError> {
-    if partition.0 == TRANSACTION_STATE_TOPIC {
-        return Err(ResponseError::InvalidTopicException);
-    }
-    let Some(transactional_id) = transactional_id.filter(|t| !t.is_empty()) else {
-        return Err(ResponseError::TransactionalIdAuthorizationFailed);
-    };
-    broker.transactions.verify_produce(transactional_id, producer_id, epoch, &partition).map_err(
-        |e| match e {
-            ResponseError::TransactionAbortable => ResponseError::InvalidTxnState,
+    broker
+        .transactions
+        .verify_produce(transactional_id, batch.producer_id, batch.producer_epoch, partition)
+        .map_err(|e| match e {
+            ResponseError::TransactionAbortable if produce_version < 11 => ResponseError::InvalidTxnState,
             ResponseError::ProducerFenced => ResponseError::InvalidProducerEpoch,
-            ResponseError::ConcurrentTransactions => ResponseError::NotEnoughReplicas,
+            ResponseError::ConcurrentTransactions
+            | ResponseError::CoordinatorLoadInProgress
+            | ResponseError::CoordinatorNotAvailable
+            | ResponseError::NotCoordinator => ResponseError::NotEnoughReplicas,
             other => other,
-        },
-    )
+        })
 }
 
 #[cfg(test)]
