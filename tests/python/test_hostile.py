@@ -376,13 +376,14 @@ INVALID_TXN_STATE = 48
 
 
 def transactional_batch(producer_id: int, epoch: int, value: bytes) -> bytes:
+    """One record of a transactional producer, sequence 0, stamped now."""
     import crc32c
 
+    from harness import now_ms
     from wire import BatchRecord, encode_record_batch
 
-    batch = bytearray(
-        encode_record_batch([BatchRecord(None, value)], producer_id=producer_id, producer_epoch=epoch, base_sequence=0)
-    )
+    record = BatchRecord(None, value, timestamp_ms=now_ms())
+    batch = bytearray(encode_record_batch([record], producer_id=producer_id, producer_epoch=epoch, base_sequence=0))
     batch[22] |= 0x10  # the transactional attribute
     batch[17:21] = crc32c.crc32c(bytes(batch[21:])).to_bytes(4, "big")
     return bytes(batch)

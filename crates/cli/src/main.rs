@@ -11,7 +11,8 @@
 //!   (`kafka-consumer-groups.sh`), `strom configs` (`kafka-configs.sh`),
 //!   `strom offsets` (`kafka-get-offsets.sh`), `strom delete-records`
 //!   (`kafka-delete-records.sh`) and `strom cluster` (cluster id, controller,
-//!   brokers, and `kafka-broker-api-versions.sh`). Kafka's flags and text
+//!   brokers, and `kafka-broker-api-versions.sh`), `strom transactions`
+//!   (`kafka-transactions.sh`). Kafka's flags and text
 //!   output; `--format json` where a script would parse the output.
 //!
 //! Each tool is one module; `client_args` holds what they share (connecting,
@@ -32,6 +33,7 @@ mod produce;
 mod server;
 mod specs;
 mod topics;
+mod transactions;
 
 use clap::{Parser, Subcommand};
 
@@ -67,6 +69,8 @@ enum Command {
     DeleteRecords(delete_records::DeleteRecordsArgs),
     /// The cluster's id, controller and brokers, or the brokers' API versions.
     Cluster(cluster::ClusterArgs),
+    /// List and describe transactions; find and abort hanging ones.
+    Transactions(transactions::TransactionsArgs),
     /// Benchmarks.
     #[command(subcommand)]
     Perf(perf::PerfCommand),
@@ -90,6 +94,7 @@ fn main() {
         Command::Offsets(args) => offsets::run(args),
         Command::DeleteRecords(args) => delete_records::run(args),
         Command::Cluster(args) => cluster::run(args),
+        Command::Transactions(args) => transactions::run(args),
         Command::Perf(command) => perf::run(command),
     };
     if let Err(e) = result {
