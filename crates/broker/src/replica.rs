@@ -114,7 +114,7 @@ impl Partition {
     /// A transactional batch in it must continue a transaction already open
     /// in the log; [`Self::append_verified`] starts one.
     pub fn append(&self, records: &[u8], now_ms: i64) -> Result<(AppendInfo, i64), StorageError> {
-        self.append_checked(records, now_ms, None)
+        self.append_checked(records, now_ms, AppendOrigin::Client, None)
     }
 
     /// [`Self::append`] for a transactional producer's record set: when its
@@ -128,6 +128,19 @@ impl Partition {
         producer_id: i64,
         verify: impl FnOnce() -> Result<(), ResponseError>,
     ) -> Result<(AppendInfo, i64), VerifiedAppendError> {
+        self.append_verified_as(records, now_ms, AppendOrigin::Client, producer_id, verify)
+    }
+
+    /// [`Self::append_verified`] for `origin`: the group coordinator's
+    /// TxnOffsetCommit batches are verified the same way.
+    pub fn append_verified_as(
+        &self,
+        records: &[u8],
+        now_ms: i64,
+        origin: AppendOrigin,
+        producer_id: i64,
+        verify: impl FnOnce() -> Result<(), ResponseError>,
+    ) -> Result<(AppendInfo, i64), VerifiedAppendError> {
         let guard = self.needs_verification(producer_id).then(|| self.verifications.begin(producer_id));
         if let Some(guard) = guard {
             if let Err(error) = verify() {
@@ -135,7 +148,7 @@ impl Partition {
                 return Err(VerifiedAppendError::Unverified(error));
             }
         }
-        let appended = self.append_checked(records, now_ms, guard);
+        let appended = self.append_checked(records, now_ms, origin, guard);
         if let (Err(_), Some(guard)) = (&appended, guard) {
             self.verifications.abandon(producer_id, guard);
         }
@@ -153,11 +166,12 @@ impl Partition {
         &self,
         records: &[u8],
         now_ms: i64,
+        origin: AppendOrigin,
         guard: Option<Guard>,
     ) -> Result<(AppendInfo, i64), StorageError> {
         let appended = self.with_log(|log| {
             self.verifications.check(log, records, guard)?;
-            self.append_locked(log, records, now_ms, AppendOrigin::Client)
+            self.append_locked(log, records, now_ms, origin)
         })?;
         self.wake_waiters();
         Ok(appended)

@@ -202,20 +202,20 @@ pub fn txn_offset_commit(
             })
         })
         .collect();
-    let outcomes = match verify_offsets_in_txn(broker, &request) {
-        Err(error) => vec![Some(fenced_for(error, ctx.api_version, 3)); entries.len()],
-        Ok(()) => {
-            let commit = TxnCommit {
-                group_id: request.group_id.to_string(),
-                producer_id: request.producer_id.0,
-                producer_epoch: request.producer_epoch,
-                generation: if ctx.api_version >= 3 { request.generation_id } else { -1 },
-                member_id: if ctx.api_version >= 3 { request.member_id.to_string() } else { String::new() },
-                instance_id: request.group_instance_id.as_ref().map(|i| i.to_string()),
-            };
-            let outcomes = broker.groups.txn_commit(broker, &commit, &entries);
-            outcomes.into_iter().map(|o| o.map(|e| fenced_for(e, ctx.api_version, 3))).collect()
-        }
+    let outcomes = if request.group_id.is_empty() {
+        vec![Some(ResponseError::InvalidGroupId); entries.len()]
+    } else {
+        let commit = TxnCommit {
+            group_id: request.group_id.to_string(),
+            producer_id: request.producer_id.0,
+            producer_epoch: request.producer_epoch,
+            generation: if ctx.api_version >= 3 { request.generation_id } else { -1 },
+            member_id: if ctx.api_version >= 3 { request.member_id.to_string() } else { String::new() },
+            instance_id: request.group_instance_id.as_ref().map(|i| i.to_string()),
+        };
+        let verify = || verify_offsets_in_txn(broker, &request);
+        let outcomes = broker.groups.txn_commit(broker, &commit, &entries, verify);
+        outcomes.into_iter().map(|o| o.map(|e| fenced_for(e, ctx.api_version, 3))).collect()
     };
     let mut outcomes = outcomes.into_iter();
     let topics = request
@@ -240,9 +240,6 @@ pub fn txn_offset_commit(
 /// The group's `__consumer_offsets` partition must be in the producer's
 /// transaction (AddOffsetsToTxn first), as Kafka's verification demands.
 fn verify_offsets_in_txn(broker: &Broker, request: &TxnOffsetCommitRequest) -> Result<(), ResponseError> {
-    if request.group_id.is_empty() {
-        return Err(ResponseError::InvalidGroupId);
-    }
     let partition = (OFFSETS_TOPIC.to_owned(), broker.groups.partition_for(request.group_id.as_str()));
     broker
         .transactions

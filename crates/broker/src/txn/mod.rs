@@ -624,6 +624,42 @@ mod tests {
     }
 
     #[test]
+    fn txn_offsets_after_the_transaction_ended_are_refused() {
+        use crate::group::{CommitEntry, TxnCommit};
+        let dir = tempfile::tempdir().unwrap();
+        let broker = open_broker(dir.path());
+        create_topic(&broker, "t", 1);
+        let coordinator = &broker.transactions;
+        let producer = coordinator.init_producer_id(&broker, "tx", 60_000, None).unwrap();
+        broker.groups.ensure_offsets_topic(&broker).unwrap();
+        let offsets = (OFFSETS_TOPIC.to_owned(), broker.groups.partition_for("g"));
+        coordinator
+            .add_partitions(&broker, "tx", producer.0, producer.1, std::slice::from_ref(&offsets))
+            .unwrap();
+        let commit = TxnCommit {
+            group_id: "g".into(),
+            producer_id: producer.0,
+            producer_epoch: producer.1,
+            generation: -1,
+            member_id: String::new(),
+            instance_id: None,
+        };
+        let entry =
+            CommitEntry { topic: "t".into(), partition: 0, offset: 1, leader_epoch: -1, metadata: None };
+        // Verified, then the transaction's abort marker lands before the
+        // offsets do (written here directly: the group lock is held).
+        let partition = broker.replicas.partition(OFFSETS_TOPIC, offsets.1).unwrap();
+        let outcomes = broker.groups.txn_commit(&broker, &commit, &[entry], || {
+            let verified = coordinator.verify_produce("tx", producer.0, producer.1, &offsets);
+            let marker = encode_marker(ControlType::Abort, producer.0, producer.1, COORDINATOR_EPOCH, 0);
+            partition.append_as(&marker, 0, AppendOrigin::Coordinator).unwrap();
+            verified
+        });
+        assert_eq!(outcomes, vec![Some(ResponseError::InvalidTxnState)]);
+        assert!(stable(&broker, OFFSETS_TOPIC, offsets.1), "no transaction left open in __consumer_offsets");
+    }
+
+    #[test]
     fn a_transaction_prepared_before_a_crash_is_completed_at_start() {
         let dir = tempfile::tempdir().unwrap();
         let broker = open_broker(dir.path());
