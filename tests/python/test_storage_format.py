@@ -224,3 +224,10 @@ def test_the_single_node_default_formats_itself_and_keeps_its_cluster_id(tmp_pat
         assert f"belongs to cluster {cluster_id}, but meta.properties names cluster {other}" in refused.stderr
     finally:
         broker.close()
+
+
+def test_process_roles_without_a_quorum_stop_the_start_naming_the_key(node):
+    kraft = node()
+    del kraft.broker.overrides["controller.quorum.bootstrap.servers"]
+    reason = kraft.start_refused()
+    assert "controller.quorum.voters" in reason and "either controller.quorum.bootstrap.servers" in reason, reason
