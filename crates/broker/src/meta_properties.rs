@@ -36,7 +36,7 @@ impl MetaProperties {
     /// The file's text: Java properties, as Kafka writes them.
     pub fn to_text(&self) -> String {
         format!(
-            "#\n#Written by strom storage format\nversion=1\ncluster.id={}\nnode.id={}\ndirectory.id={}\n",
+            "#\n#Kafka meta.properties, written by Strom\nversion=1\ncluster.id={}\nnode.id={}\ndirectory.id={}\n",
             self.cluster_id, self.node_id, self.directory_id
         )
     }
@@ -131,6 +131,10 @@ impl LogDirs {
             }
             if meta.directory_id.is_empty() {
                 continue;
+            }
+            if parse_uuid(&meta.directory_id).is_some_and(|bytes| is_reserved_directory_id(&bytes)) {
+                let (id, dir) = (&meta.directory_id, dir.display());
+                return fail(format!("Invalid reserved directory ID {id} found in {dir}"));
             }
             if let Some((_, other)) = directory_ids.iter().find(|(id, _)| *id == meta.directory_id) {
                 let (id, other, dir) = (&meta.directory_id, other.display(), dir.display());
@@ -319,6 +323,8 @@ mod tests {
         assert!(node.starts_with("Stored node id 1 doesn't match previous node id 2 in /d0"), "{node}");
         let mixed = dirs(vec![meta("c1", 1, &a), meta("c2", 1, &b)]).verify(1).unwrap_err().0;
         assert_eq!(mixed, "Invalid cluster.id in: /d1/meta.properties. Expected c1, but read c2");
+        let reserved = dirs(vec![meta("c1", 1, "AAAAAAAAAAAAAAAAAAAAAQ")]).verify(1).unwrap_err().0;
+        assert_eq!(reserved, "Invalid reserved directory ID AAAAAAAAAAAAAAAAAAAAAQ found in /d0");
         let shared = dirs(vec![meta("c1", 1, &a), meta("c1", 1, &a)]).verify(1).unwrap_err().0;
         assert!(shared.starts_with(&format!("Duplicate directory ID {a} found")), "{shared}");
         assert_eq!(LogDirs::default().verify(1).unwrap(), None);
