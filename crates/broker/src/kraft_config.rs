@@ -61,6 +61,8 @@ pub const TIMEOUT_KEYS: [(&str, i32); 4] = [
     ("broker.heartbeat.interval.ms", 2_000),
 ];
 
+const NAMES: &str = "controller.listener.names";
+
 fn error(key: &str, value: &str, reason: impl Into<String>) -> ConfigError {
     ConfigError { key: key.into(), value: value.into(), reason: reason.into() }
 }
@@ -80,15 +82,7 @@ impl KraftConfig {
         listeners: &[Listener],
         advertised: &[Listener],
     ) -> Result<Self, ConfigError> {
-        let timeout = |index: usize| -> Result<i32, ConfigError> {
-            let (key, default) = TIMEOUT_KEYS[index];
-            let Some(raw) = provided.get(key) else { return Ok(default) };
-            match raw.trim().parse::<i32>() {
-                Ok(value) if value >= 1 => Ok(value),
-                Ok(_) => Err(error(key, raw, "value must be at least 1")),
-                Err(_) => Err(error(key, raw, "expected a 32-bit integer")),
-            }
-        };
+        let timeout = |index: usize| positive_int(provided, TIMEOUT_KEYS[index]);
         let config = Self {
             process_roles: process_roles(provided)?,
             voters: voters(provided)?,
@@ -159,47 +153,63 @@ impl KraftConfig {
         listeners: &[Listener],
         advertised: &[Listener],
     ) -> Result<(), ConfigError> {
-        let raw = |key: &str| provided.get(key).cloned().unwrap_or_default();
-        let voter_ids: Vec<i32> = self.voters.iter().map(|v| v.id).collect();
-        let voters_text = format!("{voter_ids:?}");
         if self.voters.is_empty() && self.bootstrap_servers.is_empty() {
             let reason = "If using process.roles, either controller.quorum.bootstrap.servers must contain the set of bootstrap controllers or controller.quorum.voters must contain a parseable set of controllers.";
             return Err(error("controller.quorum.voters", "", reason));
         }
-        let controller_listeners = self.controller_listeners(listeners);
+        let raw = |key: &str| provided.get(key).cloned().unwrap_or_default();
+        let voter_ids: Vec<i32> = self.voters.iter().map(|v| v.id).collect();
         let is_controller = self.has_role(ProcessRole::Controller);
-        if !is_controller {
-            if voter_ids.contains(&node_id) {
-                let reason = format!("If process.roles contains just the 'broker' role, the node id {node_id} must not be included in the set of voters controller.quorum.voters={voters_text}");
-                return Err(error("controller.quorum.voters", &raw("controller.quorum.voters"), reason));
-            }
-            if self.controller_listener_names.is_empty() {
-                let reason = "controller.listener.names must contain at least one value when running KRaft with just the broker role";
-                return Err(error("controller.listener.names", "", reason));
-            }
-            if !controller_listeners.is_empty() {
-                let reason = "controller.listener.names must not contain a value appearing in the 'listeners' configuration when running KRaft with just the broker role";
-                return Err(error("controller.listener.names", &raw("controller.listener.names"), reason));
-            }
-        } else {
-            if !self.has_role(ProcessRole::Broker) && controller_listeners.len() != listeners.len() {
-                let reason = "The listeners config must only contain KRaft controller listeners from controller.listener.names when process.roles=controller";
-                return Err(error("listeners", &raw("listeners"), reason));
-            }
-            if !voter_ids.is_empty() && !voter_ids.contains(&node_id) {
-                let reason = format!("If process.roles contains the 'controller' role, the node id {node_id} must be included in the set of voters controller.quorum.voters={voters_text}");
-                return Err(error("controller.quorum.voters", &raw("controller.quorum.voters"), reason));
-            }
-            let listed = |name: &String| listeners.iter().any(|l| l.name.eq_ignore_ascii_case(name));
-            if controller_listeners.is_empty() || !self.controller_listener_names.iter().all(listed) {
-                let reason = "controller.listener.names must contain at least one value and only values appearing in the 'listeners' configuration when running the KRaft controller role";
-                return Err(error("controller.listener.names", &raw("controller.listener.names"), reason));
-            }
+        let is_voter = voter_ids.contains(&node_id);
+        // A dynamic quorum (no static voters) learns its voters later.
+        let misplaced = if is_controller { !voter_ids.is_empty() && !is_voter } else { is_voter };
+        if misplaced {
+            let (roles, must) = match is_controller {
+                true => ("contains the 'controller' role", "must"),
+                false => ("contains just the 'broker' role", "must not"),
+            };
+            let reason = format!("If process.roles {roles}, the node id {node_id} {must} be included in the set of voters controller.quorum.voters={voter_ids:?}");
+            return Err(error("controller.quorum.voters", &raw("controller.quorum.voters"), reason));
+        }
+        let problem = match is_controller {
+            true => self.controller_listeners_problem(listeners),
+            false => self.broker_only_listeners_problem(listeners),
+        };
+        if let Some((key, reason)) = problem {
+            return Err(error(key, &raw(key), reason));
         }
         if self.has_role(ProcessRole::Broker) {
             self.check_broker_listeners(provided, advertised)?;
         }
         Ok(())
+    }
+
+    /// Why a broker-only node's controller listeners are wrong, if they are,
+    /// and the key at fault: it needs one to reach the quorum and must not
+    /// listen on it.
+    fn broker_only_listeners_problem(&self, listeners: &[Listener]) -> Option<(&'static str, &'static str)> {
+        if self.controller_listener_names.is_empty() {
+            let reason = "controller.listener.names must contain at least one value when running KRaft with just the broker role";
+            return Some((NAMES, reason));
+        }
+        let listening = !self.controller_listeners(listeners).is_empty();
+        let reason = "controller.listener.names must not contain a value appearing in the 'listeners' configuration when running KRaft with just the broker role";
+        listening.then_some((NAMES, reason))
+    }
+
+    /// Why a controller's listeners are wrong, if they are, and the key at
+    /// fault: it listens on every controller listener, and a controller-only
+    /// node on nothing else.
+    fn controller_listeners_problem(&self, listeners: &[Listener]) -> Option<(&'static str, &'static str)> {
+        let controller_listeners = self.controller_listeners(listeners);
+        if !self.has_role(ProcessRole::Broker) && controller_listeners.len() != listeners.len() {
+            let reason = "The listeners config must only contain KRaft controller listeners from controller.listener.names when process.roles=controller";
+            return Some(("listeners", reason));
+        }
+        let listed = |name: &String| listeners.iter().any(|l| l.name.eq_ignore_ascii_case(name));
+        let all_listed = self.controller_listener_names.iter().all(listed);
+        let reason = "controller.listener.names must contain at least one value and only values appearing in the 'listeners' configuration when running the KRaft controller role";
+        (controller_listeners.is_empty() || !all_listed).then_some((NAMES, reason))
     }
 
     /// A broker needs an advertised listener of its own, and the
@@ -226,6 +236,19 @@ impl KraftConfig {
             return Err(error("inter.broker.listener.name", &self.inter_broker_listener_name, reason));
         }
         Ok(())
+    }
+}
+
+/// An int of at least 1, `default` when unset.
+fn positive_int(
+    provided: &BTreeMap<String, String>,
+    (key, default): (&str, i32),
+) -> Result<i32, ConfigError> {
+    let Some(raw) = provided.get(key) else { return Ok(default) };
+    match raw.trim().parse::<i32>() {
+        Ok(value) if value >= 1 => Ok(value),
+        Ok(_) => Err(error(key, raw, "value must be at least 1")),
+        Err(_) => Err(error(key, raw, "expected a 32-bit integer")),
     }
 }
 
