@@ -29,6 +29,8 @@
 //! maps internal errors to Kafka error codes, [`alloc`] keeps absurd
 //! wire-declared capacities from aborting the process and [`host_name`]
 //! finds the name a listener bound to every interface advertises.
+//! [`kraft_config`] reads a KRaft node's roles and quorum, and
+//! [`meta_properties`] formats and checks the log dirs' `meta.properties`.
 //! [`open_files`] says how many more partitions the descriptor limit allows,
 //! and [`failpoint`] holds the crash points of the crash tests.
 
@@ -42,6 +44,8 @@ pub mod fetch_session;
 pub mod group;
 pub mod handlers;
 pub mod host_name;
+pub mod kraft_config;
+pub mod meta_properties;
 pub mod metrics;
 pub mod network;
 pub mod open_files;
