@@ -5,13 +5,21 @@ starts one with extra config (keyword names use `_` for `.`, or pass a dict
 of Kafka keys). Every broker started by a test is shut down at teardown, and a
 broker that died on its own or failed a clean shutdown fails the test. When a
 test fails, the tail of each broker's log is attached to the report.
+
+Every test has a time-out (`TEST_TIMEOUT_S`, or `@pytest.mark.timeout(s)`):
+past it the test fails with every thread's stack, and its teardown still
+stops its brokers.
 """
 
 from __future__ import annotations
 
+import faulthandler
+import signal
+import sys
+
 import pytest
 
-from harness import Broker, config_value, dotted
+from harness import Broker, BrokerError, config_value, dotted
 
 
 @pytest.fixture
@@ -34,14 +42,43 @@ def broker_factory(request, tmp_path):
         try:
             broker.close()
         except AssertionError as exc:
-            failures.append(exc)
+            failures.append((broker, exc))
+    if len(failures) == 1:
+        raise failures[0][1]
     if failures:
-        raise failures[0]
+        # Every broker's failure, not only the first one's.
+        raise BrokerError("\n\n".join(f"{broker.workdir.name}: {exc}" for broker, exc in failures))
 
 
 @pytest.fixture
 def broker(broker_factory) -> Broker:
     return broker_factory()
+
+
+TEST_TIMEOUT_S = 300
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "timeout(seconds): fail the test once it has run this long")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    marker = item.get_closest_marker("timeout")
+    limit_s = marker.args[0] if marker else TEST_TIMEOUT_S
+
+    def expire(signum, frame):
+        faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+        # pytest's Failed is a BaseException: a test's `except Exception` cannot swallow it.
+        pytest.fail(f"test timed out after {limit_s} s", pytrace=False)
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, limit_s)
+    try:
+        return (yield)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -3,6 +3,9 @@ values, unknown keys and signals."""
 
 import signal
 import subprocess
+from pathlib import Path
+
+import pytest
 
 from harness import free_port, strom_binary, wait_until
 import socket
@@ -27,6 +30,27 @@ def test_invalid_value_stops_the_start_naming_the_key(tmp_path):
     assert not (tmp_path / "d").exists(), "nothing is created before the config is valid"
 
 
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("log.segment.bytes", "5000000000"),  # an int: past 2 GiB its index positions would wrap
+        ("log.segment.bytes", "13"),  # below Kafka's 14-byte record overhead
+        ("message.max.bytes", "2147483648"),
+        ("socket.request.max.bytes", "-1"),
+        ("log.message.timestamp.after.max.ms", "-5"),
+        ("offsets.topic.segment.bytes", "3000000000"),
+    ],
+)
+def test_numbers_outside_kafkas_type_and_range_stop_the_start(tmp_path, key, value):
+    props = tmp_path / "server.properties"
+    props.write_text(f"log.dirs={tmp_path}/d\n{key}={value}\n")
+    code, stderr = run_server(tmp_path, str(props))
+    assert code != 0
+    assert key in stderr and value in stderr, stderr
+    assert len(stderr.strip().splitlines()) == 1, stderr
+    assert not (tmp_path / "d").exists(), "nothing is created before the config is valid"
+
+
 def test_invalid_value_in_properties_file_names_the_key(tmp_path):
     props = tmp_path / "server.properties"
     props.write_text(f"log.dirs={tmp_path}/d\nlog.message.timestamp.type=Sometimes\n")
@@ -47,7 +71,7 @@ def test_properties_file_with_unknown_key_starts_and_stops_on_sigint(tmp_path):
     props = tmp_path / "server.properties"
     props.write_text(
         "# Kafka's standard file, trimmed\n"
-        "process.roles=broker,controller\n"
+        "num.io.threads=8\n"
         f"listeners=PLAINTEXT://127.0.0.1:{port}\n"
         f"log.dirs={tmp_path}/data\n"
         "num.network.threads=3\n"
@@ -72,3 +96,64 @@ def test_properties_file_with_unknown_key_starts_and_stops_on_sigint(tmp_path):
     assert "no.such.setting" in text, "unknown keys are warned about"
     assert "num.network.threads" not in text, "Kafka's standard keys are accepted quietly"
     assert (tmp_path / "data" / ".kafka_cleanshutdown").exists()
+
+
+# ---------------------------------------------------------------- Java properties syntax
+
+
+def test_properties_file_in_java_syntax_space_separators_and_continuations(tmp_path):
+    port = free_port()
+    props = tmp_path / "server.properties"
+    props.write_text(
+        "! Java comment style\n"
+        f"listeners PLAINTEXT://127.0.0.1:{port}\n"
+        f"log.dirs {tmp_path}/a,\\\n"
+        f"    {tmp_path}/b\n"
+        "num.partitions : 2\n"
+    )
+    log = open(tmp_path / "broker.log", "w")
+    proc = subprocess.Popen([str(strom_binary()), "server", str(props)], cwd=tmp_path, stderr=log, stdout=log)
+    try:
+
+        def accepting():
+            assert proc.poll() is None, (tmp_path / "broker.log").read_text()
+            with socket.socket() as s:
+                return s.connect_ex(("127.0.0.1", port)) == 0
+
+        wait_until(accepting, 10, "broker accepting connections on the file's listener")
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=15) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert (tmp_path / "a" / ".kafka_cleanshutdown").exists() and (tmp_path / "b").is_dir()
+    assert "ignoring unknown configuration key" not in (tmp_path / "broker.log").read_text()
+
+
+def test_example_config_file_starts_a_broker(tmp_path):
+    """config/server.properties as shipped (only the port moved, as the README shows)."""
+    port = free_port()
+    example = Path(__file__).resolve().parents[2] / "config" / "server.properties"
+    log = open(tmp_path / "broker.log", "w")
+    proc = subprocess.Popen(
+        [str(strom_binary()), "server", str(example), "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}"],
+        cwd=tmp_path, stderr=log, stdout=log,
+    )
+    try:
+
+        def accepting():
+            assert proc.poll() is None, (tmp_path / "broker.log").read_text()
+            with socket.socket() as s:
+                return s.connect_ex(("127.0.0.1", port)) == 0
+
+        wait_until(accepting, 10, "broker accepting connections")
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=15) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = (tmp_path / "broker.log").read_text()
+    assert "ignoring unknown configuration key" not in text, text
+    assert (tmp_path / "strom-data" / ".kafka_cleanshutdown").exists(), "log.dirs is relative to the working directory"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import re
 import signal
 import subprocess
 import threading
@@ -134,7 +135,7 @@ def test_kafka_python_and_confluent_read_what_our_producer_wrote(broker):
 def test_partition_and_offset_flags_and_bad_input(broker):
     create_topic(broker.bootstrap, "pick", partitions=2)
     produce_confluent(confluent_producer(broker.bootstrap), "pick", records_with_headers("p", 20), partition=1)
-    got = consume_json(broker, "pick", "--partition", "1", "--offset", "15", "--timeout-ms", "3000")
+    got = consume_json(broker, "pick", "--partition", "1", "--offset", "15", "--max-messages", "5")
     assert [r["offset"] for r in got] == [15, 16, 17, 18, 19]
     assert consume_json(broker, "pick", "--partition", "0", "--offset", "earliest", "--timeout-ms", "1000") == []
 
@@ -174,7 +175,7 @@ def test_group_consumer_commits_and_resumes(broker_factory):
     first = consume_json(broker, "resume", "--group", "resumers", "--from-beginning", "--max-messages", "40", "--timeout-ms", "20000")
     assert len(first) == 40
     produce_confluent(confluent_producer(broker.bootstrap), "resume", records_with_headers("b", 10))
-    second = consume_json(broker, "resume", "--group", "resumers", "--from-beginning", "--timeout-ms", "4000")
+    second = consume_json(broker, "resume", "--group", "resumers", "--from-beginning", "--max-messages", "10")
     assert sorted(r["value"] for r in second) == sorted(f"b-{i}" for i in range(10)), "only what came after the commit"
 
     admin = admin_client(broker.bootstrap)
@@ -252,7 +253,7 @@ def test_group_consumer_rides_out_a_broker_crash(broker_factory):
     create_topic(broker.bootstrap, "survive", partitions=2)
     consumer = subprocess.Popen(
         [str(strom_binary()), "consume", "--bootstrap-server", broker.bootstrap, "--topic", "survive",
-         "--group", "survivors", "--from-beginning", "--timeout-ms", "8000",
+         "--group", "survivors", "--from-beginning",
          "--consumer-property", "heartbeat.interval.ms=200", "--consumer-property", "session.timeout.ms=6000",
          "--consumer-property", "request.timeout.ms=5000"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -260,13 +261,16 @@ def test_group_consumer_rides_out_a_broker_crash(broker_factory):
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(consumer.stdout), daemon=True)
     reader.start()
+    expected = {f"{phase}-{i}\n" for phase in ("before", "after") for i in range(100)}
     try:
         produce_confluent(confluent_producer(broker.bootstrap), "survive", records_with_headers("before", 100))
         wait_until(lambda: len(lines) >= 100, 60, "the first hundred records")
         broker.kill9()
         broker.start()
         produce_confluent(confluent_producer(broker.bootstrap), "survive", records_with_headers("after", 100))
-        consumer.wait(timeout=90)
+        wait_until(lambda: set(lines) >= expected, 90, "every record read")
+        consumer.send_signal(signal.SIGINT)  # as Ctrl-C ends it: cleanly, exit 0
+        consumer.wait(timeout=30)
         reader.join(timeout=10)
     finally:
         if consumer.poll() is None:
@@ -274,7 +278,7 @@ def test_group_consumer_rides_out_a_broker_crash(broker_factory):
     err = consumer.stderr.read()
     assert consumer.returncode == 0, err
     # At least once: a crash may replay what was read since the last commit.
-    assert set(lines) == {f"{phase}-{i}\n" for phase in ("before", "after") for i in range(100)}, err
+    assert set(lines) == expected, err
 
 
 # ---------------------------------------------------------------- transactions
@@ -293,9 +297,9 @@ def test_read_committed_hides_aborted_transactions(broker):
             producer.commit_transaction(30)
         else:
             producer.abort_transaction(30)
-    committed = consume_json(broker, "txn-read", "--from-beginning", "--isolation-level", "read_committed", "--timeout-ms", "3000")
+    committed = consume_json(broker, "txn-read", "--from-beginning", "--isolation-level", "read_committed", "--max-messages", "3")
     assert [r["value"] for r in committed] == ["c1", "c2", "c3"]
-    everything = consume_json(broker, "txn-read", "--from-beginning", "--timeout-ms", "3000")
+    everything = consume_json(broker, "txn-read", "--from-beginning", "--max-messages", "5")
     assert [r["value"] for r in everything] == ["c1", "c2", "a1", "a2", "c3"]
     assert [r["offset"] for r in committed] == [0, 1, 6], "markers take offsets 2 and 5"
 
@@ -323,7 +327,66 @@ def test_perf_consume_reads_what_perf_produce_wrote(broker):
     ).splitlines()
     assert text[0].startswith("start.time, end.time, data.consumed.in.MB, MB.sec")
     assert len(text[1].split(", ")) == len(text[0].split(", "))
+    start, end = text[1].split(", ")[:2]
+    for stamp in (start, end):  # Kafka's default --date-format, yyyy-MM-dd HH:mm:ss:SSS
+        assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d:\d{3}", stamp), text[1]
+    assert start <= end
+    custom = strom_ok(
+        "perf", "consume", "--bootstrap-server", broker.bootstrap, "--topic", "perf-read", "--messages", "10",
+        "--timeout", "20000", "--hide-header", "--date-format", "'day' d 'of' yyyy",
+    ).splitlines()
+    assert re.fullmatch(r"day \d{1,2} of \d{4}", custom[0].split(", ")[0]), custom
+    refused = strom("perf", "consume", "--bootstrap-server", broker.bootstrap, "--topic", "perf-read",
+                    "--messages", "1", "--date-format", "EEE HH:mm")
+    assert refused.returncode == 1 and "--date-format" in refused.stderr, refused
 
     short = strom("perf", "consume", "--bootstrap-server", broker.bootstrap, "--topic", "perf-read",
-                  "--messages", "30000", "--timeout", "6000", "--format", "json")
+                  "--messages", "30000", "--timeout", "2000", "--format", "json")
     assert short.returncode == 1 and "read 20000 of 30000" in short.stderr
+
+
+# ---------------------------------------------------------------- missing topics, command config
+
+
+@pytest.mark.parametrize("group_args", [[], ["--group", "looking-for-nothing"]], ids=["direct", "group"])
+def test_consume_of_a_missing_topic_ends_at_once_with_unknown_topic(broker, group_args):
+    # No shortened time-outs: the tool must not wait for the topic at all
+    # (it used to wait for ever with --group, and 60 s without).
+    done = subprocess.run(
+        [str(strom_binary()), "consume", "--bootstrap-server", broker.bootstrap, "--topic", "never-created",
+         *group_args],
+        capture_output=True, text=True, timeout=15,
+    )
+    assert done.returncode == 1, done
+    assert done.stderr.strip() == "strom: topic never-created does not exist (UNKNOWN_TOPIC_OR_PARTITION)"
+    assert "never-created" not in admin_client(broker.bootstrap).list_topics(timeout=10).topics, "nothing auto-created"
+
+
+def test_command_config_file_names_the_cluster_and_client_id(broker, tmp_path):
+    topic, group = "configured", "configured-group"
+    create_topic(broker.bootstrap, topic, partitions=1)
+    config = tmp_path / "client.properties"
+    # Java properties syntax: a space separator, a comment, a continued line.
+    config.write_text(f"# the tool's own settings\nclient.id configured-\\\n    client\nbootstrap.servers={broker.bootstrap}\n")
+    tool = subprocess.Popen(
+        [str(strom_binary()), "consume", "--command-config", str(config), "--topic", topic, "--group", group,
+         "--timeout-ms", "60000"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        admin = admin_client(broker.bootstrap)
+
+        def member_client_ids():
+            description = wait_future(admin.describe_consumer_groups([group])[group])
+            return {member.client_id for member in description.members}
+
+        wait_until(lambda: member_client_ids() == {"configured-client"}, 30, "the tool joined with the file's client.id")
+    finally:
+        tool.send_signal(signal.SIGINT)
+        _, err = tool.communicate(timeout=30)
+    assert tool.returncode == 0, err
+
+    config.write_text("client.id=\\u00zz\n")
+    done = strom("consume", "--command-config", str(config), "--topic", topic)
+    assert done.returncode == 1
+    assert str(config) in done.stderr and "line 1" in done.stderr and "\\uXXXX" in done.stderr, done.stderr

@@ -12,6 +12,12 @@ PARTITIONS = 6
 RECORDS = 1200
 
 
+@pytest.fixture
+def broker(broker_factory):
+    """Heartbeats every 500 ms instead of Kafka's 5 s, so new assignments reach members sooner."""
+    return broker_factory(group_consumer_heartbeat_interval_ms=500)
+
+
 def consumer(bootstrap, group, **conf):
     return Consumer(
         {
@@ -32,16 +38,34 @@ def produce(bootstrap, topic):
     assert producer.flush(30) == 0
 
 
+def poll(c):
+    """One poll; an error event fails the test instead of passing for "no record"."""
+    msg = c.poll(0.05)
+    if msg is not None and msg.error():
+        raise AssertionError(f"consumer error on {msg.topic()}[{msg.partition()}]: {msg.error()}")
+    return msg
+
+
 def poll_all(consumers, seen, deadline_s):
     """Polls every consumer until every record is seen, committing each one."""
     deadline = time.monotonic() + deadline_s
     while len(seen) < RECORDS and time.monotonic() < deadline:
         for c in consumers:
-            msg = c.poll(0.05)
-            if msg is None or msg.error():
-                continue
+            msg = poll(c)
+            if msg is not None:
+                seen.add(int(msg.value()))
+                c.commit(msg, asynchronous=False)
+
+
+def polled_until_balanced(consumers, total, seen=None) -> bool:
+    """Serves every member's callbacks once, then checks the balance. A
+    record is added to `seen`; without it, no record may arrive."""
+    for c in consumers:
+        msg = poll(c)
+        if msg is not None:
+            assert seen is not None, f"unexpected record at offset {msg.offset()}"
             seen.add(int(msg.value()))
-            c.commit(msg, asynchronous=False)
+    return balanced(consumers, total)
 
 
 def assignments(consumers):
@@ -68,7 +92,8 @@ def test_broker_assigns_every_partition_once_and_all_records_arrive(broker, assi
         seen = set()
         poll_all(consumers, seen, 60)
         assert seen == set(range(RECORDS))
-        wait_until(lambda: [c.poll(0.05) for c in consumers] and balanced(consumers, PARTITIONS), 30, "a balanced assignment")
+        wait_until(lambda: polled_until_balanced(consumers, PARTITIONS, seen), 30, "a balanced assignment")
+        assert seen == set(range(RECORDS))
         committed = consumers[0].committed([TopicPartition("kip848", p) for p in range(PARTITIONS)], timeout=10)
         ends = {p: consumers[0].get_watermark_offsets(TopicPartition("kip848", p), timeout=10)[1] for p in range(PARTITIONS)}
         assert {tp.partition: tp.offset for tp in committed} == ends
@@ -83,9 +108,9 @@ def test_partitions_of_a_departed_member_move_to_the_others(broker):
     for c in consumers:
         c.subscribe(["handover"])
     try:
-        wait_until(lambda: [c.poll(0.05) for c in consumers] and balanced(consumers, PARTITIONS), 60, "three members sharing")
+        wait_until(lambda: polled_until_balanced(consumers, PARTITIONS), 60, "three members sharing")
         consumers.pop().close()
-        wait_until(lambda: [c.poll(0.05) for c in consumers] and balanced(consumers, PARTITIONS), 60, "two members sharing")
+        wait_until(lambda: polled_until_balanced(consumers, PARTITIONS), 60, "two members sharing")
         assert all(len(a) == 3 for a in assignments(consumers))
     finally:
         for c in consumers:
@@ -97,7 +122,7 @@ def test_consumer_group_is_described_and_listed(broker):
     c = consumer(broker.bootstrap, "described-group", **{"client.id": "describer"})
     c.subscribe(["described"])
     try:
-        wait_until(lambda: c.poll(0.05) is None and len(c.assignment()) == 2, 60, "the member owning both partitions")
+        wait_until(lambda: polled_until_balanced([c], 2), 60, "the member owning both partitions")
         admin = admin_client(broker.bootstrap)
         listed = wait_future(admin.list_consumer_groups())
         assert "described-group" in {g.group_id for g in listed.valid}

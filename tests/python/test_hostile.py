@@ -18,7 +18,6 @@ from harness import (
     confluent_consumer,
     confluent_producer,
     create_topic,
-    is_group_noise,
     wait_until,
 )
 from wire import (
@@ -273,8 +272,6 @@ class SteadyClient(threading.Thread):
                 return False
             for msg in consumer.consume(num_messages=1000, timeout=0.5):
                 if msg.error():
-                    if is_group_noise(msg):
-                        continue
                     self.errors.append(f"round {self.rounds}: consumer error {msg.error()}")
                     return False
                 if msg.offset() != position:
@@ -334,6 +331,206 @@ def test_storm_with_well_behaved_client(broker):
         30,
         f"the broker's open fds to drop back near {fds_before} (hostile connections released)",
     )
+
+
+# ---------------------------------------------------------------- fetch sessions and fetch response size
+# Sessions (KIP-227) cache only partitions that exist and give way to new
+# ones only by Kafka's eviction rule; fetch.max.bytes caps every response, and
+# copied responses go out in small steps to clients that never read.
+
+import select  # noqa: E402
+
+from harness import now_ms  # noqa: E402
+from wire import (  # noqa: E402
+    FETCH_SESSION_ID_NOT_FOUND,
+    INITIAL_EPOCH,
+    NO_SESSION,
+    NONE,
+    UNKNOWN_TOPIC_OR_PARTITION,
+    BatchRecord,
+    Connection,
+    FetchPartition,
+    encode_record_batch,
+    fetch,
+    fetch_request,
+    parse_fetch_response,
+    produce,
+)
+
+SESSION_FETCH_VERSION = 12
+ALL_BYTES = 0x7FFFFFFF
+
+
+def open_session(conn: Connection, correlation_id: int, topics) -> object:
+    """A full fetch at epoch 0 on `conn`: the response, whose session id is the new session's."""
+    data = fetch_request(
+        SESSION_FETCH_VERSION, correlation_id, topics, session_id=NO_SESSION, session_epoch=INITIAL_EPOCH
+    )
+    response = parse_fetch_response(conn.call(data), SESSION_FETCH_VERSION)
+    assert response.error_code == NONE, response
+    return response
+
+
+def produce_batches(port: int, topic: str, partition: int, batches: int, records: int, value_bytes: int) -> None:
+    """Hand-built batches, so their sizes and boundaries are known."""
+    for b in range(batches):
+        values = [BatchRecord(None, b"%06d" % (b * records + i) + b"v" * value_bytes, (), now_ms()) for i in range(records)]
+        [(_, [part])] = produce(port, 9, [(topic, [(partition, encode_record_batch(values))])]).topics
+        assert part.error_code == NONE, part
+
+
+def test_fetch_sessions_answer_unknown_topics_without_storing_them(broker):
+    """Each session names one real partition and 100 of a topic that does not exist,
+    under a 10 KB name: the unknown ones are answered, never cached, so memory stays flat
+    and an incremental fetch does not report them again."""
+    create_topic(broker.bootstrap, "real")
+    unknown = "u" * 10_000
+    topics = [("real", [FetchPartition(0, 0)]), (unknown, [FetchPartition(p, 0) for p in range(100)])]
+    rss_before_kb = broker.rss_kb()
+    with Connection(broker.port) as conn:
+        for correlation_id in range(150):
+            response = open_session(conn, correlation_id, topics)
+            assert response.session_id != NO_SESSION, "a session with a hosted partition was not opened"
+            parts = response.partitions()
+            assert parts[("real", 0)].error_code == NONE
+            errors = {parts[(unknown, p)].error_code for p in range(100)}
+            assert errors == {UNKNOWN_TOPIC_OR_PARTITION}, errors
+    growth_kb = broker.rss_kb() - rss_before_kb
+    assert growth_kb <= 30 * 1024, f"RSS grew by {growth_kb} KiB for 150 sessions naming an unknown topic"
+
+    incremental = fetch(broker.port, SESSION_FETCH_VERSION, [], session_id=response.session_id, session_epoch=1)
+    assert (incremental.error_code, incremental.partitions()) == (NONE, {}), incremental
+    assert_healthy(broker)
+
+
+def test_new_small_fetch_sessions_cannot_evict_a_busy_one(broker_factory):
+    broker = broker_factory({"max.incremental.fetch.session.cache.slots": 10})
+    create_topic(broker.bootstrap, "busy", partitions=2)
+    with Connection(broker.port) as conn:
+        busy = open_session(conn, 1, [("busy", [FetchPartition(0, 0), FetchPartition(1, 0)])]).session_id
+        assert busy != NO_SESSION
+        small = [open_session(conn, 2 + i, [("busy", [FetchPartition(0, 0)])]).session_id for i in range(30)]
+    opened = [s for s in small if s != NO_SESSION]
+    assert len(opened) == 9, f"{len(opened)} of 30 small sessions opened in the 9 free slots"
+
+    after = fetch(broker.port, SESSION_FETCH_VERSION, [], session_id=busy, session_epoch=1)
+    assert (after.error_code, after.session_id) == (NONE, busy), after
+    # A full fetch may name (and so close) its own old session, freeing the slot.
+    gone = fetch(broker.port, SESSION_FETCH_VERSION, [], session_id=opened[0], session_epoch=-1)
+    assert gone.error_code == NONE
+    again = fetch(broker.port, SESSION_FETCH_VERSION, [], session_id=opened[0], session_epoch=1)
+    assert again.error_code == FETCH_SESSION_ID_NOT_FOUND, again
+
+
+def test_fetch_max_bytes_caps_every_response(broker_factory):
+    """fetch.max.bytes below one batch: a fetch asking for 2 GiB gets exactly the first
+    batch (Kafka's rule that keeps consumers moving), and a real consumer still reads all."""
+    broker = broker_factory({"fetch.max.bytes": 1024})
+    create_topic(broker.bootstrap, "capped", partitions=2)
+    batches, records = 4, 5
+    for p in (0, 1):
+        produce_batches(broker.port, "capped", p, batches, records, 2_000)
+
+    both = [FetchPartition(p, 0, ALL_BYTES) for p in (0, 1)]
+    parts = fetch(broker.port, SESSION_FETCH_VERSION, [("capped", both)], max_bytes=ALL_BYTES).partitions()
+    first, second = parts[("capped", 0)], parts[("capped", 1)]
+    assert [b.base_offset for b in first.batches] == [0], "expected the first batch alone"
+    assert (second.error_code, second.high_watermark, second.records or b"") == (NONE, batches * records, b"")
+
+    consumer = confluent_consumer(broker.bootstrap)
+    try:
+        consumer.assign([TopicPartition("capped", p, 0) for p in (0, 1)])
+        got = {0: 0, 1: 0}
+        deadline = time.monotonic() + 30
+        while sum(got.values()) < 2 * batches * records and time.monotonic() < deadline:
+            for msg in consumer.consume(num_messages=100, timeout=0.5):
+                assert not msg.error(), msg.error()
+                got[msg.partition()] += 1
+        assert got == {0: batches * records, 1: batches * records}
+    finally:
+        consumer.close()
+
+
+def test_copied_responses_to_clients_that_never_read_hold_no_memory(broker_factory):
+    """Without sendfile, four clients ask for 2 GiB of a 32 MB partition and never read:
+    the broker copies a step at a time, so it does not hold the partition per client."""
+    broker = broker_factory({"fetch.zero.copy.enable": "false"})
+    create_topic(broker.bootstrap, "unread")
+    produce_batches(broker.port, "unread", 0, 32, 1, 1_000_000)
+    rss_before_kb = broker.rss_kb()
+    request_all = fetch_request(
+        SESSION_FETCH_VERSION, 9, [("unread", [FetchPartition(0, 0, ALL_BYTES)])], max_bytes=ALL_BYTES
+    )
+    socks = [connect(broker.port) for _ in range(4)]
+    try:
+        for sock in socks:
+            send(sock, request_all)
+        # Bytes arriving means each response is being written.
+        wait_until(lambda: all(select.select([s], [], [], 0)[0] for s in socks), 30, "responses to start")
+        growth_kb = broker.rss_kb() - rss_before_kb
+        assert growth_kb <= 16 * 1024, f"RSS grew by {growth_kb} KiB for four unread responses"
+        assert_healthy(broker)
+    finally:
+        for sock in socks:
+            sock.close()
+
+
+# ---------------------------------------------------------------- partitions beyond the open files limit
+
+from test_topic_crashes import limited_broker  # noqa: E402,F401  (a fixture)
+
+
+def test_partitions_beyond_the_open_files_limit_are_refused_before_any_is_made(limited_broker):
+    """Each partition holds a descriptor: a request for more than the limit
+    leaves room for is refused whole (POLICY_VIOLATION), makes no directory,
+    and leaves the broker serving and restartable."""
+    from confluent_kafka import KafkaError
+
+    from harness import admin_client, confluent_producer, future_error, new_topic, produce_one_confluent, topic_names
+
+    broker = limited_broker(600, {"log.segment.open.files.max": 16})
+    admin = admin_client(broker.bootstrap)
+    assert future_error(admin.create_topics([new_topic("first", partitions=300)])["first"]) is None
+    for validate_only in (True, False):
+        created = admin.create_topics([new_topic("second", partitions=300)], validate_only=validate_only)
+        error = future_error(created["second"])
+        assert error is not None and error.code() == KafkaError.POLICY_VIOLATION, (validate_only, error)
+        assert "open files limit" in error.str(), error
+    assert "second" not in topic_names(broker.bootstrap)
+    assert not list(broker.data_dir.glob("second-*"))
+
+    assert future_error(admin.create_topics([new_topic("small", partitions=10)])["small"]) is None
+    broker.restart()
+    producer = confluent_producer(broker.bootstrap)
+    for topic, partition in (("first", 299), ("small", 9)):
+        outcome = produce_one_confluent(producer, topic, b"served", partition=partition)
+        assert outcome.error is None, outcome
+
+
+# ---------------------------------------------------------------- refused records stay a bounded answer
+# A small zstd batch can hold hundreds of thousands of keyless records; on a
+# compacted topic each is refused, but the response names only the first
+# thousand (KIP-467 record errors) and counts the rest.
+
+import wire  # noqa: E402
+
+NAMED_RECORD_ERRORS_MAX = 1000
+
+
+def test_a_batch_of_countless_refused_records_gets_a_bounded_answer(broker):
+    create_topic(broker.bootstrap, "compacted", config={"cleanup.policy": "compact"})
+    count = 200_000
+    batch = wire.encode_record_batch([wire.BatchRecord(None, b"", (), 0)] * count, codec=wire.CODEC_ZSTD)
+    assert len(batch) < 1 << 20, "fits the default max.message.bytes"
+    rss_before_kb = broker.rss_kb()
+    response = wire.produce(broker.port, 9, [("compacted", [(0, batch)])])
+    [(_, [refused])] = response.topics
+    assert refused.error_code == wire.INVALID_RECORD, refused.error_message
+    assert len(refused.record_errors) == NAMED_RECORD_ERRORS_MAX
+    assert [index for index, _ in refused.record_errors] == list(range(NAMED_RECORD_ERRORS_MAX))
+    assert refused.error_message.startswith(f"{count} record(s) rejected"), refused.error_message
+    assert broker.rss_kb() - rss_before_kb <= RSS_GROWTH_MAX_KB
+    assert_healthy(broker)
 
 
 # ---------------------------------------------------------------- ListTransactions id patterns (KIP-1152)

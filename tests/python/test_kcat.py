@@ -9,12 +9,17 @@ import subprocess
 
 import pytest
 
-from harness import create_topic
+from harness import create_topic, skip_unless_ci
 
 KCAT = "/usr/bin/kcat" if shutil.which("/usr/bin/kcat") else shutil.which("kcat")
 KCAT_TIMEOUT_S = 60
 
-pytestmark = pytest.mark.skipif(KCAT is None, reason="kcat is not installed (scripts/test installs it)")
+
+@pytest.fixture(autouse=True)
+def kcat_installed():
+    if KCAT is None:
+        skip_unless_ci("kcat is not installed (scripts/test installs it)")
+
 
 LINES = [f"key-{i}:value {i} with spaces" for i in range(200)] + ["ключ:значение", "k-last:last"]
 

@@ -3,7 +3,8 @@
 fails while the broker runs.
 
 A failing dir is a small tmpfs filled up until writes fail with ENOSPC; that
-needs root (CI runs as root) and is skipped with the reason otherwise.
+needs root (CI runs as root) and is skipped with the reason otherwise (and
+fails in CI, where it must run).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from harness import (
     confluent_consumer,
     create_topic,
     free_port,
+    skip_unless_ci,
     wait_until,
 )
 
@@ -168,12 +170,12 @@ def small_tmpfs(tmp_path):
     path = tmp_path / "small"
     path.mkdir()
     if os.geteuid() != 0:
-        pytest.skip("filling a log dir needs a tmpfs mount, which needs root")
+        skip_unless_ci("filling a log dir needs a tmpfs mount, which needs root")
     mounted = subprocess.run(
         ["mount", "-t", "tmpfs", "-o", "size=2m", "strom-test", str(path)], capture_output=True, text=True
     )
     if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+        skip_unless_ci(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
     try:
         yield path
     finally:

@@ -18,7 +18,6 @@ from harness import (
     admin_client,
     confluent_consumer,
     confluent_producer,
-    is_group_noise,
     new_topic,
     wait_future,
     wait_until,
@@ -112,8 +111,6 @@ def consume(bootstrap: str, expected: dict[tuple[str, int], list[bytes]], timeou
                 raise AssertionError(f"consumer stalled on {len(behind)} partitions, e.g. {behind[:5]}")
             for msg in consumer.consume(num_messages=10_000, timeout=0.5):
                 if msg.error():
-                    if is_group_noise(msg):
-                        continue
                     raise AssertionError(f"consumer error on {msg.topic()}[{msg.partition()}]: {msg.error()}")
                 got[(msg.topic(), msg.partition())].append(msg.value())
     finally:

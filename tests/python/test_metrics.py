@@ -12,11 +12,14 @@ import pytest
 
 from harness import (
     OutRecord,
+    admin_client,
     confluent_consumer,
     confluent_producer,
     consume_confluent,
     create_topic,
     free_port,
+    future_error,
+    new_topic,
     produce_confluent,
     wait_until,
 )
@@ -134,3 +137,40 @@ def test_errors_are_counted_and_other_paths_are_not_found(metered):
     with pytest.raises(urllib.error.HTTPError) as missing:
         urllib.request.urlopen(f"http://127.0.0.1:{port}/other", timeout=10)
     assert missing.value.code == 404
+
+
+def test_every_apis_error_codes_are_counted(metered):
+    broker, port = metered
+    admin = admin_client(broker.bootstrap)
+    create_topic(broker.bootstrap, "counted")
+    assert future_error(admin.delete_topics(["never-created"])["never-created"]).code() == 3
+    assert future_error(admin.create_topics([new_topic("counted")])["counted"]) is not None
+    samples = scrape(port)
+    errors = "kafka_network_requestmetrics_errors_total"
+    assert value(samples, errors, request="DeleteTopics", error="UnknownTopicOrPartition") == 1
+    assert value(samples, errors, request="CreateTopics", error="TopicAlreadyExists") == 1
+    # Successes count as error NONE, as in Kafka's ErrorsPerSec.
+    assert value(samples, errors, request="CreateTopics", error="None") == 1
+    assert value(samples, errors, request="ApiVersions", error="None") >= 1
+
+
+# ---------------------------------------------------------------- replica manager gauges
+
+
+def test_replica_manager_gauges_agree_with_metadata(metered):
+    broker, port = metered
+    create_topic(broker.bootstrap, "gauged", partitions=3)
+    create_topic(broker.bootstrap, "gauged-too", partitions=2)
+    produce_confluent(confluent_producer(broker.bootstrap), "gauged", records(0, 10), partition=1)
+    metadata = admin_client(broker.bootstrap).list_topics(timeout=10)
+    partitions = [p for topic in metadata.topics.values() for p in topic.partitions.values()]
+    assert len(partitions) >= 5
+    samples = scrape(port)
+    assert value(samples, "kafka_server_replicamanager_partitioncount") == len(partitions)
+    assert value(samples, "kafka_server_replicamanager_leadercount") == sum(p.leader == 1 for p in partitions)
+    assert value(samples, "kafka_server_replicamanager_underreplicatedpartitions") == sum(
+        p.leader == 1 and len(p.isrs) < len(p.replicas) for p in partitions
+    )
+    assert value(samples, "kafka_controller_kafkacontroller_offlinepartitionscount") == 0
+    assert value(samples, "kafka_log_logmanager_offlinelogdirectorycount") == 0
+    assert value(samples, "kafka_log_log_logendoffset", topic="gauged", partition=1) == 10

@@ -103,14 +103,15 @@ def test_bad_config_value_is_rejected(broker):
 
 
 def test_a_hostile_partition_count_is_refused(broker):
-    """librdkafka allows up to 100,000; the broker refuses more than 10,000 at once (2^31 - 1 in the unit tests)."""
+    """librdkafka allows up to 100,000; the broker refuses more than 10,000 at once (2^31 - 1 in the
+    unit tests) with POLICY_VIOLATION, as Kafka refuses an operation of more than 10,000 records."""
     from confluent_kafka.admin import NewPartitions
 
     error = create_error(broker.bootstrap, new_topic("huge", partitions=100_000))
-    assert_error(error, KafkaError.INVALID_PARTITIONS)
+    assert_error(error, KafkaError.POLICY_VIOLATION)
     create_topic(broker.bootstrap, "small")
     admin = admin_client(broker.bootstrap)
-    assert_error(future_error(admin.create_partitions([NewPartitions("small", 100_000)])["small"]), KafkaError.INVALID_PARTITIONS)
+    assert_error(future_error(admin.create_partitions([NewPartitions("small", 100_000)])["small"]), KafkaError.POLICY_VIOLATION)
     assert len(topic_partitions(admin, "small")) == 1
 
 
@@ -232,3 +233,82 @@ def test_partitions_grow_and_new_ones_take_records(broker):
 
     broker.restart()
     assert len(topic_partitions(admin_client(broker.bootstrap), "growing")) == 4
+
+
+# ---------------------------------------------------------------- internal topics and request bounds
+
+
+def test_internal_topics_are_neither_deleted_nor_grown(broker):
+    """Deleting __consumer_offsets would drop every group's offsets, and more
+    partitions would move every group to another one: both are refused, by
+    AdminClient and by `strom topics`, and the offsets stay."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import NewPartitions
+
+    from test_client_cli import topics
+
+    create_topic(broker.bootstrap, "orders")
+    consumer = confluent_consumer(broker.bootstrap, **{"group.id": "billing"})
+    try:
+        consumer.commit(offsets=[TopicPartition("orders", 0, 7)], asynchronous=False)
+    finally:
+        consumer.close()
+    producer = confluent_producer(broker.bootstrap, **{"transactional.id": "payments", "enable.idempotence": True})
+    producer.init_transactions(ADMIN_TIMEOUT_S)
+    assert {"__consumer_offsets", "__transaction_state"} <= topic_names(broker.bootstrap)
+
+    admin = admin_client(broker.bootstrap)
+    for internal in ("__consumer_offsets", "__transaction_state"):
+        deleted = admin.delete_topics([internal], operation_timeout=ADMIN_TIMEOUT_S)[internal]
+        assert_error(future_error(deleted), KafkaError.TOPIC_EXCEPTION)
+        grown = admin.create_partitions([NewPartitions(internal, 60)])[internal]
+        assert_error(future_error(grown), KafkaError.TOPIC_EXCEPTION)
+        assert len(topic_partitions(admin, internal)) == 50
+
+    done = topics(broker, "--delete", "--topic", "__consumer_offsets")
+    assert done.returncode != 0, done.stdout
+    [line] = done.stderr.strip().splitlines()
+    assert "internal topic '__consumer_offsets' cannot be deleted" in line, line
+
+    reader = confluent_consumer(broker.bootstrap, **{"group.id": "billing"})
+    try:
+        [committed] = reader.committed([TopicPartition("orders", 0)], timeout=ADMIN_TIMEOUT_S)
+    finally:
+        reader.close()
+    assert committed.offset == 7
+
+
+def test_one_request_creates_at_most_the_configured_partitions(broker_factory):
+    """The bound is on the request, not on each topic: three topics that each
+    fit but together do not are all refused, and none is created."""
+    from confluent_kafka.admin import NewPartitions
+
+    broker = broker_factory({"controller.max.partitions.per.request": 100})
+    admin = admin_client(broker.bootstrap)
+    futures = admin.create_topics(
+        [new_topic(f"part-{i}", partitions=40) for i in range(3)], operation_timeout=ADMIN_TIMEOUT_S
+    )
+    for future in futures.values():
+        error = future_error(future)
+        assert_error(error, KafkaError.POLICY_VIOLATION)
+        assert "controller.max.partitions.per.request" in error.str(), error
+    assert not {f"part-{i}" for i in range(3)} & topic_names(broker.bootstrap)
+    assert not list(broker.data_dir.glob("part-*")), "no log of a refused topic"
+
+    futures = admin.create_topics([new_topic(f"part-{i}", partitions=50) for i in range(2)])
+    assert [future_error(f) for f in futures.values()] == [None, None], "exactly the bound fits"
+    grown = admin.create_partitions([NewPartitions("part-0", 120), NewPartitions("part-1", 90)])
+    for future in grown.values():
+        assert_error(future_error(future), KafkaError.POLICY_VIOLATION)
+    assert [len(topic_partitions(admin, f"part-{i}")) for i in range(2)] == [50, 50]
+
+
+def test_three_topics_of_ten_thousand_partitions_are_refused_at_once(broker):
+    """The request that used to exhaust the open files limit half way."""
+    admin = admin_client(broker.bootstrap)
+    futures = admin.create_topics([new_topic(f"huge-{i}", partitions=10_000) for i in range(3)])
+    for future in futures.values():
+        assert_error(future_error(future), KafkaError.POLICY_VIOLATION)
+    assert not list(broker.data_dir.glob("huge-*"))
+    broker.restart()
+    assert not {f"huge-{i}" for i in range(3)} & topic_names(broker.bootstrap)

@@ -13,12 +13,13 @@ Produce by name or topic id and with acks=0 (v3-13), Metadata and DeleteTopics
 by topic id, the classic group protocol (FindCoordinator v4, JoinGroup v5-9,
 SyncGroup v5, Heartbeat v4) with whatever member ids, generations and
 timeouts a test needs, OffsetCommit v8 and OffsetFetch v8 (batched groups);
-and it builds and checks RecordBatch v2 (CRC-32C) by hand.
+and it builds (uncompressed, gzip or zstd) and checks RecordBatch v2 (CRC-32C) by hand.
 Decoders read every field of their version and insist nothing is left over.
 """
 
 from __future__ import annotations
 
+import gzip
 import socket
 import struct
 import time
@@ -26,6 +27,7 @@ import uuid
 from typing import NamedTuple, Sequence
 
 import crc32c
+import zstandard
 
 PRODUCE = 0
 FETCH = 1
@@ -53,6 +55,7 @@ INVALID_SESSION_TIMEOUT = 26
 REBALANCE_IN_PROGRESS = 27
 COORDINATOR_NOT_AVAILABLE = 15
 UNSUPPORTED_VERSION = 35
+INVALID_TIMESTAMP = 32
 INVALID_REQUEST = 42
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 INVALID_PRODUCER_EPOCH = 47
@@ -60,6 +63,8 @@ FETCH_SESSION_ID_NOT_FOUND = 70
 INVALID_FETCH_SESSION_EPOCH = 71
 MEMBER_ID_REQUIRED = 79
 FENCED_INSTANCE_ID = 82
+UNSUPPORTED_COMPRESSION_TYPE = 76
+INVALID_RECORD = 87
 UNKNOWN_TOPIC_ID = 100
 
 # Fetch session ids and epochs (KIP-227).
@@ -521,6 +526,14 @@ class RecordBatch(NamedTuple):
 
 BATCH_CRC_START = 21  # attributes onwards is covered by the CRC
 COMPRESSION_MASK = 0x07
+CODEC_NONE = 0
+CODEC_GZIP = 1
+CODEC_ZSTD = 4
+COMPRESSORS = {
+    CODEC_NONE: lambda body: body,
+    CODEC_GZIP: gzip.compress,
+    CODEC_ZSTD: lambda body: zstandard.ZstdCompressor().compress(body),
+}
 
 
 def _sized(data: bytes | None) -> bytes:
@@ -534,11 +547,16 @@ def encode_record_batch(
     producer_id: int = -1,
     producer_epoch: int = -1,
     base_sequence: int = -1,
+    codec: int = CODEC_NONE,
+    max_timestamp: int | None = None,
 ) -> bytes:
-    """An uncompressed, non-transactional RecordBatch v2 with CreateTime timestamps.
+    """A non-transactional RecordBatch v2 with CreateTime timestamps, uncompressed unless
+    `codec` is CODEC_GZIP or CODEC_ZSTD.
 
     `crc_delta` is added to the CRC-32C, to build a batch with a wrong checksum.
     A producer id, epoch and base sequence make it an idempotent producer's batch.
+    `max_timestamp` replaces the header's max timestamp (the records' largest), as
+    producers that write -1 there do.
     """
     assert records, "a batch needs at least one record"
     base_ts = records[0].timestamp_ms
@@ -554,16 +572,18 @@ def encode_record_batch(
             + b"".join(_sized(k.encode()) + _sized(v) for k, v in rec.headers)
         )
         body += varint(len(fields)) + fields
+    if max_timestamp is None:
+        max_timestamp = max(r.timestamp_ms for r in records)
     after_crc = (
-        int16(0)  # attributes: no compression, CreateTime, not transactional
+        int16(codec)  # attributes: the codec, CreateTime, not transactional
         + int32(len(records) - 1)
         + int64(base_ts)
-        + int64(max(r.timestamp_ms for r in records))
+        + int64(max_timestamp)
         + int64(producer_id)
         + int16(producer_epoch)
         + int32(base_sequence)
         + int32(len(records))
-        + bytes(body)
+        + COMPRESSORS[codec](bytes(body))
     )
     crc = (crc32c.crc32c(after_crc) + crc_delta) & 0xFFFFFFFF
     after_length = int32(-1) + int8(2) + struct.pack(">I", crc) + after_crc  # leader epoch, magic, crc
@@ -865,6 +885,7 @@ class ProducedPartition(NamedTuple):
     log_append_time_ms: int
     log_start_offset: int
     error_message: str | None
+    record_errors: tuple[tuple[int, str | None], ...] = ()  # (batch index, message), v8+
 
 
 class ProduceResponse(NamedTuple):
@@ -909,12 +930,12 @@ def parse_produce_response(payload: bytes, version: int) -> ProduceResponse:
     def partition(r: Reader) -> ProducedPartition:
         index, error, base_offset, append_time = r.int32(), r.int16(), r.int64(), r.int64()
         log_start = r.int64() if version >= 5 else -1
-        message = None
+        message, record_errors = None, ()
         if version >= 8:
-            r.array(record_error)
+            record_errors = tuple(r.array(record_error))
             message = r.nullable_string()
         r.tagged_fields()
-        return ProducedPartition(index, error, base_offset, append_time, log_start, message)
+        return ProducedPartition(index, error, base_offset, append_time, log_start, message, record_errors)
 
     def topic(r: Reader):
         name_or_id = r.uuid() if version >= 13 else r.string()

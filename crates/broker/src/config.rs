@@ -8,11 +8,14 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use strom_metadata::topic_config::{check_value, dynamic_broker_config_kind, Kind};
 use strom_metadata::MetadataImage;
 use strom_storage::batch::TimestampType;
 use strom_storage::{CleanupPolicy, LogConfig};
 
+use crate::config_sources::config_type;
 use crate::group::GroupConfig;
+use crate::kraft_config::KraftConfig;
 use crate::txn::TxnConfig;
 
 /// A config problem, naming the key.
@@ -51,6 +54,10 @@ pub struct BrokerConfig {
     pub log_dirs: Vec<PathBuf>,
     pub metadata_log_dir: PathBuf,
     pub num_partitions: i32,
+    /// `controller.max.partitions.per.request` (Strom's own): the most
+    /// partitions one CreateTopics or CreatePartitions may create in total,
+    /// Kafka's bound of 10,000 records per operation made a setting.
+    pub max_partitions_per_request: i32,
     pub default_replication_factor: i16,
     pub auto_create_topics_enable: bool,
     pub socket_request_max_bytes: usize,
@@ -59,6 +66,9 @@ pub struct BrokerConfig {
     pub replica_high_watermark_checkpoint_interval_ms: u64,
     pub log_flush_scheduler_interval_ms: u64,
     pub max_incremental_fetch_session_cache_slots: usize,
+    /// `fetch.max.bytes`: the most record bytes one fetch response carries
+    /// (beyond one first batch), whatever the request's `max_bytes`.
+    pub fetch_max_bytes: i32,
     pub max_connections: usize,
     /// `fetch.zero.copy.enable` (Strom's own): fetched records go from the
     /// page cache to the socket with `sendfile`; off, they are copied
@@ -87,6 +97,8 @@ pub struct BrokerConfig {
     pub groups: GroupConfig,
     /// The transaction coordinator's settings.
     pub transactions: TxnConfig,
+    /// Roles, quorum and timeouts of a KRaft node.
+    pub kraft: KraftConfig,
     /// Every key given, as given, for DescribeConfigs.
     pub provided: BTreeMap<String, String>,
 }
@@ -136,21 +148,22 @@ const ACCEPTED_KEYS: &[&str] = &[
     "transaction.state.log.replication.factor",
     "transaction.state.log.min.isr",
     "zookeeper.connect",
+    "broker.rack",
+    "controller.quorum.election.timeout.ms",
+    "controller.quorum.fetch.timeout.ms",
+    "broker.session.timeout.ms",
+    "broker.heartbeat.interval.ms",
 ];
 
-fn parse_properties(text: &str) -> Vec<(String, String)> {
-    let mut pairs = Vec::new();
-    for line in text.lines() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') || line.starts_with('!') {
-            continue;
-        }
-        let split = line.find(['=', ':']).unwrap_or(line.len());
-        let (key, value) = line.split_at(split);
-        let value = value.get(1..).unwrap_or("");
-        pairs.push((key.trim().to_owned(), value.trim().to_owned()));
-    }
-    pairs
+/// The file's pairs (Java properties syntax, see [`crate::properties`]),
+/// values trimmed as Kafka's `ConfigDef` trims them.
+fn parse_properties(text: &str) -> Result<Vec<(String, String)>, ConfigError> {
+    let pairs = crate::properties::parse(text).map_err(|e| ConfigError {
+        key: format!("at line {}", e.line),
+        value: text.lines().nth(e.line - 1).unwrap_or_default().to_owned(),
+        reason: "malformed \\uXXXX escape".into(),
+    })?;
+    Ok(pairs.into_iter().map(|(key, value)| (key, value.trim().to_owned())).collect())
 }
 
 /// Typed access to the provided keys, each failure naming its key.
@@ -220,20 +233,121 @@ fn parse_listener(item: &str) -> Result<Listener, String> {
     Ok(Listener { name: name.to_owned(), host: host.to_owned(), port })
 }
 
+/// The security protocols Strom serves today; TLS and SASL come later.
+const SERVED_SECURITY_PROTOCOLS: &[&str] = &["PLAINTEXT"];
+const SECURITY_PROTOCOLS: &[&str] = &["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"];
+
+/// Refuses a listener whose security protocol (by Kafka's
+/// `listener.security.protocol.map`) Strom does not serve: serving it as
+/// plaintext would expose what its clients mean to protect.
+fn check_security_protocols(p: &Props<'_>, listeners: &[Listener]) -> Result<(), ConfigError> {
+    let map = security_protocol_map(p)?;
+    let raw = p.get("listeners").unwrap_or("");
+    for listener in listeners {
+        let name = listener.name.to_ascii_uppercase();
+        let Some(protocol) = map.get(&name) else {
+            let reason =
+                format!("no security protocol defined for listener {name} in listener.security.protocol.map");
+            return Err(Props::error("listeners", raw, reason));
+        };
+        if !SERVED_SECURITY_PROTOCOLS.contains(&protocol.as_str()) {
+            let reason =
+                format!("listener {name} uses {protocol}, which Strom does not serve yet (only PLAINTEXT)");
+            return Err(Props::error("listeners", raw, reason));
+        }
+    }
+    Ok(())
+}
+
+/// `listener.security.protocol.map` (upper-cased names), Kafka's default
+/// when unset: each protocol's own name, and the controller listeners as
+/// PLAINTEXT.
+fn security_protocol_map(p: &Props<'_>) -> Result<BTreeMap<String, String>, ConfigError> {
+    let key = "listener.security.protocol.map";
+    let Some(raw) = p.get(key) else {
+        let own = SECURITY_PROTOCOLS.iter().map(|name| (name.to_string(), name.to_string()));
+        let controllers = controller_listener_names(p).into_iter().map(|name| (name, "PLAINTEXT".to_owned()));
+        return Ok(controllers.chain(own).collect());
+    };
+    let mut map = BTreeMap::new();
+    for entry in raw.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let (name, protocol) =
+            entry.split_once(':').ok_or_else(|| Props::error(key, raw, "expected NAME:PROTOCOL"))?;
+        let protocol = protocol.trim().to_ascii_uppercase();
+        if !SECURITY_PROTOCOLS.contains(&protocol.as_str()) {
+            return Err(Props::error(key, raw, format!("{protocol} is not a security protocol")));
+        }
+        map.insert(name.trim().to_ascii_uppercase(), protocol);
+    }
+    Ok(map)
+}
+
+fn controller_listener_names(p: &Props<'_>) -> Vec<String> {
+    let names = p.get("controller.listener.names").unwrap_or("").split(',');
+    names.map(str::trim).filter(|n| !n.is_empty()).map(str::to_ascii_uppercase).collect()
+}
+
+/// `advertised.listeners`, by default the listeners that are not the
+/// controller's. Each must name a listener, and none may advertise
+/// 0.0.0.0: no client can connect to the meta-address.
+fn advertised_listeners(p: &Props<'_>, listeners: &[Listener]) -> Result<Vec<Listener>, ConfigError> {
+    let key = "advertised.listeners";
+    let Some(advertised) = p.listeners(key)? else {
+        let controllers = controller_listener_names(p);
+        let brokers = listeners.iter().filter(|l| !controllers.contains(&l.name.to_ascii_uppercase()));
+        return Ok(brokers.cloned().collect());
+    };
+    let raw = p.get(key).unwrap_or("");
+    for listener in &advertised {
+        if !listeners.iter().any(|l| l.name.eq_ignore_ascii_case(&listener.name)) {
+            return Err(Props::error(key, raw, format!("{} is not a listener in listeners", listener.name)));
+        }
+        if listener.host == "0.0.0.0" {
+            let reason =
+                "cannot advertise the non-routable meta-address 0.0.0.0; use a routable host or address";
+            return Err(Props::error(key, raw, reason));
+        }
+    }
+    Ok(advertised)
+}
+
 impl BrokerConfig {
+    /// The endpoint advertised to a client connected on listener `name`,
+    /// as Kafka answers: the advertised listener of that name, where a bind
+    /// to all interfaces (empty host or `0.0.0.0`) stands for the machine's
+    /// canonical host name. `None` when that listener is not advertised.
+    pub fn advertised_endpoint(&self, name: &str) -> Option<(String, u16)> {
+        let listener = self.advertised_listeners.iter().find(|l| l.name.eq_ignore_ascii_case(name))?;
+        let host = match listener.host.as_str() {
+            "" | "0.0.0.0" => crate::host_name::canonical().to_owned(),
+            host => host.to_owned(),
+        };
+        Some((host, listener.port))
+    }
+
     /// `logging.level` (Strom's own; a `tracing` filter such as
     /// `info,strom_storage=debug`), read ahead of the rest so logging is set
     /// up before the config's own warnings are logged.
     pub fn logging_filter(text: &str, overrides: &[(String, String)]) -> Option<String> {
-        let from_file = parse_properties(text).into_iter();
+        Self::early_value(text, overrides, "logging.level")
+    }
+
+    /// `log.format` (Strom's own: `text` or `json`), read ahead as
+    /// `logging.level` is.
+    pub fn log_format(text: &str, overrides: &[(String, String)]) -> Option<String> {
+        Self::early_value(text, overrides, "log.format")
+    }
+
+    fn early_value(text: &str, overrides: &[(String, String)], key: &str) -> Option<String> {
+        let from_file = parse_properties(text).unwrap_or_default().into_iter();
         let pairs = from_file.chain(overrides.iter().cloned());
-        pairs.filter(|(k, _)| k == "logging.level").map(|(_, v)| v).next_back()
+        pairs.filter(|(k, _)| k == key).map(|(_, v)| v).next_back()
     }
 
     /// Builds the config from a properties file's text and overrides (which win).
     pub fn from_properties(text: &str, overrides: &[(String, String)]) -> Result<Self, ConfigError> {
         let mut provided = BTreeMap::new();
-        for (key, value) in parse_properties(text).into_iter().chain(overrides.iter().cloned()) {
+        for (key, value) in parse_properties(text)?.into_iter().chain(overrides.iter().cloned()) {
             provided.insert(key, value);
         }
         let config = Self::from_map(provided)?;
@@ -251,12 +365,17 @@ impl BrokerConfig {
     }
 
     fn from_map(provided: BTreeMap<String, String>) -> Result<Self, ConfigError> {
+        check_kafka_numbers(&provided)?;
         let p = Props(&provided);
         let node_id = match (p.get("node.id"), p.get("broker.id")) {
             (Some(_), _) => p.parse("node.id", 1, 0)?,
             (None, Some(_)) => p.parse("broker.id", 1, 0)?,
             (None, None) => 1,
         };
+        if p.get("broker.id").is_some() && p.parse("broker.id", node_id, 0)? != node_id {
+            let reason = "You must set `node.id` to the same value as `broker.id`.";
+            return Err(Props::error("broker.id", p.get("broker.id").unwrap_or(""), reason));
+        }
         let default_listener = Listener { name: "PLAINTEXT".into(), host: "127.0.0.1".into(), port: 9092 };
         let listeners = p.listeners("listeners")?.unwrap_or_else(|| vec![default_listener]);
         if listeners.is_empty() {
@@ -267,7 +386,10 @@ impl BrokerConfig {
                 .socket_addr()
                 .map_err(|reason| Props::error("listeners", p.get("listeners").unwrap_or(""), reason))?;
         }
-        let advertised_listeners = p.listeners("advertised.listeners")?.unwrap_or_else(|| listeners.clone());
+        check_security_protocols(&p, &listeners)?;
+        let advertised_listeners = advertised_listeners(&p, &listeners)?;
+        let node_id_given = p.get("node.id").is_some() || p.get("broker.id").is_some();
+        let kraft = KraftConfig::parse(&provided, node_id, node_id_given, &listeners, &advertised_listeners)?;
         let log_dirs: Vec<PathBuf> = p
             .get("log.dirs")
             .or(p.get("log.dir"))
@@ -322,6 +444,12 @@ impl BrokerConfig {
             min_cleanable_dirty_ratio: p.parse("log.cleaner.min.cleanable.ratio", 0.5f64, 0.0)?,
             min_compaction_lag_ms: p.parse("log.cleaner.min.compaction.lag.ms", 0i64, 0)?,
             max_compaction_lag_ms: p.parse("log.cleaner.max.compaction.lag.ms", i64::MAX, 1)?,
+            timestamp_before_max_ms: p.parse("log.message.timestamp.before.max.ms", i64::MAX, 0)?,
+            timestamp_after_max_ms: p.parse(
+                "log.message.timestamp.after.max.ms",
+                strom_storage::log::DEFAULT_TIMESTAMP_AFTER_MAX_MS,
+                0,
+            )?,
         };
         if log.min_cleanable_dirty_ratio > 1.0 {
             let raw = p.get("log.cleaner.min.cleanable.ratio").unwrap_or("");
@@ -334,6 +462,11 @@ impl BrokerConfig {
             log_dirs,
             metadata_log_dir,
             num_partitions: p.parse("num.partitions", 1, 1)?,
+            max_partitions_per_request: p.parse(
+                "controller.max.partitions.per.request",
+                strom_metadata::DEFAULT_MAX_PARTITIONS_PER_REQUEST,
+                1,
+            )?,
             default_replication_factor: p.parse("default.replication.factor", 1, 1)?,
             auto_create_topics_enable: p.bool("auto.create.topics.enable", true)?,
             socket_request_max_bytes: p.parse("socket.request.max.bytes", 100 << 20, 1)?,
@@ -349,11 +482,12 @@ impl BrokerConfig {
                 1,
             )?,
             log_flush_scheduler_interval_ms: p.parse("log.flush.scheduler.interval.ms", 1_000, 1)?,
-            max_incremental_fetch_session_cache_slots: p.parse(
+            max_incremental_fetch_session_cache_slots: p.parse::<i32>(
                 "max.incremental.fetch.session.cache.slots",
                 1000,
                 0,
-            )?,
+            )? as usize,
+            fetch_max_bytes: p.parse("fetch.max.bytes", 55 << 20, 1024)?,
             max_connections: p.parse("max.connections", 10_000, 1)?,
             zero_copy_fetch: p.bool("fetch.zero.copy.enable", true)?,
             metrics_listener: p.metrics_listener("metrics.listener")?,
@@ -416,6 +550,7 @@ impl BrokerConfig {
                 partition_verification: p.bool("transaction.partition.verification.enable", true)?,
             },
             log,
+            kraft,
             provided,
         })
     }
@@ -470,10 +605,74 @@ impl BrokerConfig {
                 "min.cleanable.dirty.ratio" => set(&mut config.min_cleanable_dirty_ratio, value),
                 "min.compaction.lag.ms" => set(&mut config.min_compaction_lag_ms, value),
                 "max.compaction.lag.ms" => set(&mut config.max_compaction_lag_ms, value),
+                "message.timestamp.before.max.ms" => set(&mut config.timestamp_before_max_ms, value),
+                "message.timestamp.after.max.ms" => set(&mut config.timestamp_after_max_ms, value),
                 _ => {}
             }
         }
         config
+    }
+}
+
+/// Kafka's type and range for every numeric key given: an int must fit 32
+/// bits, a long 64 (as `config_sources` types them), a short 16, and the
+/// log defaults take their topic config's range. Values that would parse
+/// into a wider Rust field (`log.segment.bytes=5000000000`) are refused, as
+/// Kafka refuses them.
+fn check_kafka_numbers(provided: &BTreeMap<String, String>) -> Result<(), ConfigError> {
+    for (key, value) in provided {
+        if ACCEPTED_SHORTS.contains(&key.as_str()) {
+            check_short(value).map_err(|reason| Props::error(key, value, reason))?;
+        }
+        let Some(kind) = kafka_number_kind(key) else { continue };
+        check_value(kind, value).map_err(|reason| Props::error(key, value, reason))?;
+    }
+    Ok(())
+}
+
+/// Kafka's ints among the keys Strom accepts without acting on, with
+/// their minimum: a value Kafka would refuse is refused here too.
+const ACCEPTED_INTS: &[(&str, i32)] = &[
+    ("num.network.threads", 1),
+    ("num.io.threads", 1),
+    ("socket.send.buffer.bytes", i32::MIN),
+    ("socket.receive.buffer.bytes", i32::MIN),
+    ("transaction.state.log.min.isr", 1),
+];
+
+/// Kafka's shorts among the keys Strom accepts without acting on; each
+/// must be at least 1.
+const ACCEPTED_SHORTS: &[&str] = &[
+    "offsets.topic.replication.factor",
+    "share.coordinator.state.topic.replication.factor",
+    "share.coordinator.state.topic.min.isr",
+    "transaction.state.log.replication.factor",
+];
+
+fn check_short(value: &str) -> Result<(), String> {
+    match value.trim().parse::<i16>() {
+        Ok(v) if v >= 1 => Ok(()),
+        Ok(_) => Err("value must be at least 1".into()),
+        Err(_) => Err("expected a 16-bit integer".into()),
+    }
+}
+
+/// The kind of a numeric broker key: its topic config's when it is a log
+/// default, Kafka's for an accepted-only key, else its type with no bound
+/// (`from_map`'s parsing applies the minimum).
+fn kafka_number_kind(key: &str) -> Option<Kind> {
+    let log_default = dynamic_broker_config_kind(key);
+    let number = |kind: &Kind| matches!(kind, Kind::Int { .. } | Kind::Long { .. } | Kind::Double { .. });
+    if let Some(kind) = log_default {
+        return number(&kind).then_some(kind);
+    }
+    if let Some((_, min)) = ACCEPTED_INTS.iter().find(|(name, _)| *name == key) {
+        return Some(Kind::Int { min: *min });
+    }
+    match crate::config_sources::broker_key(key)?.config_type {
+        config_type::INT => Some(Kind::Int { min: i32::MIN }),
+        config_type::LONG => Some(Kind::Long { min: i64::MIN }),
+        _ => None,
     }
 }
 
@@ -519,6 +718,18 @@ mod tests {
         assert_eq!(config.advertised_listeners, config.listeners);
         assert_eq!(config.log_dirs, vec![PathBuf::from("/a"), PathBuf::from("/b")]);
         assert_eq!(config.num_partitions, 8);
+    }
+
+    #[test]
+    fn reads_java_properties_syntax_in_full() {
+        let text = "node.id 4\nlisteners PLAINTEXT://127.0.0.1:9999\nlog.dirs = /a,\\\n    /b\nnum.partitions\t6  \n";
+        let config = BrokerConfig::from_properties(text, &[]).unwrap();
+        assert_eq!(config.node_id, 4);
+        assert_eq!(config.listeners[0].port, 9999);
+        assert_eq!(config.log_dirs, vec![PathBuf::from("/a"), PathBuf::from("/b")]);
+        assert_eq!(config.num_partitions, 6);
+        let error = BrokerConfig::from_properties("node.id=1\nlog.dirs=\\u00zz\n", &[]).unwrap_err();
+        assert!(error.to_string().contains("line 2"), "{error}");
     }
 
     #[test]
@@ -590,6 +801,39 @@ mod tests {
         }
     }
 
+    #[test]
+    fn numbers_take_kafkas_type_and_range() {
+        let parse = |key: &str, value: &str| BrokerConfig::from_properties("", &[(key.into(), value.into())]);
+        for (key, value) in [
+            ("log.segment.bytes", "5000000000"),
+            ("log.segment.bytes", "13"),
+            ("log.index.size.max.bytes", "3"),
+            ("message.max.bytes", "2147483648"),
+            ("socket.request.max.bytes", "4294967296"),
+            ("offsets.topic.segment.bytes", "3000000000"),
+            ("transaction.state.log.segment.bytes", "3000000000"),
+            ("log.cleaner.io.buffer.size", "-1"),
+            ("log.message.timestamp.after.max.ms", "-1"),
+            ("log.retention.ms", "-2"),
+            ("log.roll.hours", "0"),
+            ("num.recovery.threads.per.data.dir", "4294967297"),
+            ("max.incremental.fetch.session.cache.slots", "99999999999"),
+            ("num.io.threads", "0"),
+            ("socket.send.buffer.bytes", "2147483648"),
+            ("offsets.topic.replication.factor", "40000"),
+            ("transaction.state.log.replication.factor", "0"),
+        ] {
+            let err = parse(key, value).unwrap_err();
+            assert_eq!((err.key.as_str(), err.value.as_str()), (key, value));
+            assert_eq!(err.to_string().lines().count(), 1, "{err}");
+        }
+        assert_eq!(parse("log.segment.bytes", "2147483647").unwrap().log.segment_bytes, 2_147_483_647);
+        assert_eq!(parse("log.segment.bytes", "14").unwrap().log.segment_bytes, 14);
+        let long = parse("log.cleaner.dedupe.buffer.size", "5000000000").unwrap();
+        assert_eq!(long.cleaner.dedupe_buffer_size, 5_000_000_000, "a long may pass 32 bits");
+        assert_eq!(BrokerConfig::embedded_defaults().log.timestamp_after_max_ms, 3_600_000);
+    }
+
     fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
     }
@@ -624,6 +868,80 @@ mod tests {
         assert_eq!(err.key, "log.roll.ms");
     }
 
+    fn with(pairs: &[(&str, &str)]) -> Result<BrokerConfig, ConfigError> {
+        let pairs: Vec<_> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        BrokerConfig::from_properties("", &pairs)
+    }
+
+    #[test]
+    fn listeners_whose_security_protocol_is_not_served_are_refused() {
+        for listeners in
+            ["SSL://127.0.0.1:9093", "SASL_PLAINTEXT://127.0.0.1:9093", "sasl_ssl://127.0.0.1:9093"]
+        {
+            let error = with(&[("listeners", listeners)]).unwrap_err();
+            assert_eq!(error.key, "listeners");
+            assert!(error.reason.contains("does not serve"), "{error}");
+        }
+        let mapped = [
+            ("listeners", "INTERNAL://127.0.0.1:9092,EXTERNAL://127.0.0.1:9093"),
+            ("listener.security.protocol.map", "INTERNAL:PLAINTEXT,EXTERNAL:SASL_SSL"),
+        ];
+        assert!(with(&mapped).unwrap_err().reason.contains("EXTERNAL uses SASL_SSL"));
+        let unmapped = with(&[("listeners", "CLIENT://127.0.0.1:9092")]).unwrap_err();
+        assert!(unmapped.reason.contains("no security protocol defined for listener CLIENT"), "{unmapped}");
+        let bad_protocol = [("listener.security.protocol.map", "PLAINTEXT:TLS")];
+        assert_eq!(with(&bad_protocol).unwrap_err().key, "listener.security.protocol.map");
+    }
+
+    #[test]
+    fn plaintext_listeners_by_any_name_are_served() {
+        let mapped = [
+            ("listeners", "INTERNAL://127.0.0.1:9092,external://127.0.0.1:9093"),
+            ("listener.security.protocol.map", "INTERNAL:PLAINTEXT,EXTERNAL:plaintext"),
+        ];
+        assert_eq!(with(&mapped).unwrap().listeners.len(), 2);
+        // Without a map, the controller listener is PLAINTEXT and not advertised.
+        let controller = [
+            ("listeners", "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093"),
+            ("controller.listener.names", "CONTROLLER"),
+        ];
+        let config = with(&controller).unwrap();
+        let advertised: Vec<&str> = config.advertised_listeners.iter().map(|l| l.name.as_str()).collect();
+        assert_eq!(advertised, ["PLAINTEXT"]);
+    }
+
+    #[test]
+    fn each_listener_advertises_its_own_endpoint() {
+        let config = with(&[
+            ("listeners", "INTERNAL://127.0.0.1:9092,EXTERNAL://127.0.0.1:9093"),
+            ("advertised.listeners", "INTERNAL://broker:9092,EXTERNAL://localhost:19093"),
+            ("listener.security.protocol.map", "INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT"),
+        ])
+        .unwrap();
+        assert_eq!(config.advertised_endpoint("INTERNAL"), Some(("broker".to_owned(), 9092)));
+        assert_eq!(config.advertised_endpoint("external"), Some(("localhost".to_owned(), 19093)));
+        assert_eq!(config.advertised_endpoint("CONTROLLER"), None);
+    }
+
+    #[test]
+    fn a_bind_to_every_interface_advertises_the_canonical_host_name() {
+        for host in ["0.0.0.0", ""] {
+            let config = with(&[("listeners", &format!("PLAINTEXT://{host}:9092"))]).unwrap();
+            let (advertised, port) = config.advertised_endpoint("PLAINTEXT").unwrap();
+            assert_eq!((advertised.as_str(), port), (crate::host_name::canonical(), 9092));
+            assert_ne!(advertised, "0.0.0.0");
+        }
+    }
+
+    #[test]
+    fn advertised_listeners_must_be_routable_listeners() {
+        let meta = with(&[("advertised.listeners", "PLAINTEXT://0.0.0.0:9092")]).unwrap_err();
+        assert_eq!(meta.key, "advertised.listeners");
+        assert!(meta.reason.contains("0.0.0.0"), "{meta}");
+        let unknown = with(&[("advertised.listeners", "OTHER://host:9092")]).unwrap_err();
+        assert!(unknown.reason.contains("OTHER is not a listener"), "{unknown}");
+    }
+
     #[test]
     fn topic_overrides_replace_broker_defaults() {
         let config = BrokerConfig::embedded_defaults();
@@ -634,5 +952,30 @@ mod tests {
         let log = config.log_config_for(&overrides);
         assert_eq!(log.segment_bytes, 1024);
         assert_eq!(log.timestamp_type, TimestampType::LogAppendTime);
+    }
+
+    #[test]
+    fn fetch_limits_take_kafkas_defaults_and_ranges() {
+        let config = BrokerConfig::embedded_defaults();
+        assert_eq!(
+            (config.fetch_max_bytes, config.max_incremental_fetch_session_cache_slots),
+            (57_671_680, 1000)
+        );
+        let parse = |key: &str, value: &str| BrokerConfig::from_properties("", &[(key.into(), value.into())]);
+        assert_eq!(parse("fetch.max.bytes", "1024").unwrap().fetch_max_bytes, 1024);
+        assert_eq!(
+            parse("max.incremental.fetch.session.cache.slots", "0")
+                .unwrap()
+                .max_incremental_fetch_session_cache_slots,
+            0
+        );
+        for (key, value) in [
+            ("fetch.max.bytes", "1023"),
+            ("fetch.max.bytes", "2147483648"),
+            ("max.incremental.fetch.session.cache.slots", "-1"),
+            ("max.incremental.fetch.session.cache.slots", "2147483648"),
+        ] {
+            assert_eq!(parse(key, value).unwrap_err().key, key, "{key}={value}");
+        }
     }
 }

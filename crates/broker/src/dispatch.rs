@@ -28,6 +28,7 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 use crate::error::RequestError;
 use crate::handlers::{self, api_versions};
 use crate::metrics::GaugeGuard;
+use crate::response_errors::{Outcome, ResponseErrors};
 use crate::server::Broker;
 use strom_storage::segment::FileSlice;
 use uuid::Uuid;
@@ -40,15 +41,25 @@ pub struct RequestContext<'a> {
     pub header: RequestHeader,
     /// The client's address as Kafka reports it, `/127.0.0.1`.
     pub client_host: String,
+    /// The name of the listener the connection arrived on: answers
+    /// advertise that listener's endpoint.
+    pub listener: std::sync::Arc<str>,
 }
 
-/// A handler's result: a response, or none (a Produce with acks=0).
+/// A handler's result: a response, sent or withheld (a Produce with acks=0).
 pub trait Reply {
-    fn into_reply(self) -> Option<Box<dyn EncodeBody>>;
+    fn into_reply(self) -> Answer;
+}
+
+/// A handler's response, and whether it goes on the wire. A withheld
+/// response still reports its outcome.
+pub struct Answer {
+    pub body: Box<dyn EncodeBody>,
+    pub send: bool,
 }
 
 /// A response body, encodable at the request's version.
-pub trait EncodeBody: Send {
+pub trait EncodeBody: Send + ResponseErrors {
     fn encode_body(&self, buf: &mut BytesMut, version: i16) -> Result<(), String>;
     fn body_size(&self, version: i16) -> usize;
     /// Byte fields encoded as markers, to be replaced by file ranges.
@@ -92,7 +103,7 @@ impl Chunk {
     }
 }
 
-impl<T: Encodable + Send + 'static> EncodeBody for T {
+impl<T: Encodable + ResponseErrors + Send + 'static> EncodeBody for T {
     fn encode_body(&self, buf: &mut BytesMut, version: i16) -> Result<(), String> {
         self.encode(buf, version).map_err(|e| e.to_string())
     }
@@ -102,18 +113,21 @@ impl<T: Encodable + Send + 'static> EncodeBody for T {
     }
 }
 
-impl<T: Encodable + Send + 'static> Reply for T {
-    fn into_reply(self) -> Option<Box<dyn EncodeBody>> {
-        Some(Box::new(self))
+impl<T: Encodable + ResponseErrors + Send + 'static> Reply for T {
+    fn into_reply(self) -> Answer {
+        Answer { body: Box::new(self), send: true }
     }
 }
 
 /// A reply that may be withheld.
-pub struct MaybeReply<T>(pub Option<T>);
+pub struct MaybeReply<T> {
+    pub response: T,
+    pub send: bool,
+}
 
-impl<T: Encodable + Send + 'static> Reply for MaybeReply<T> {
-    fn into_reply(self) -> Option<Box<dyn EncodeBody>> {
-        self.0.map(|r| Box::new(r) as Box<dyn EncodeBody>)
+impl<T: Encodable + ResponseErrors + Send + 'static> Reply for MaybeReply<T> {
+    fn into_reply(self) -> Answer {
+        Answer { body: Box::new(self.response), send: self.send }
     }
 }
 
@@ -252,6 +266,7 @@ fn decode_body(api_key: ApiKey, version: i16, body: &mut Bytes) -> Result<Reques
 pub async fn handle_frame(
     broker: &Broker,
     peer: std::net::SocketAddr,
+    listener: &std::sync::Arc<str>,
     frame: Bytes,
 ) -> Result<Option<Vec<Chunk>>, RequestError> {
     let (api_key, api_version, header, request) = match parse_frame(frame)? {
@@ -263,14 +278,42 @@ pub async fn handle_frame(
     let started = std::time::Instant::now();
     let _in_flight = GaugeGuard::new(&broker.metrics.requests_in_flight);
     let client_host = format!("/{}", peer.ip());
-    let ctx = RequestContext { broker, api_key, api_version, header, client_host };
-    let response = route(&ctx, *request).await;
-    let encoded = response.map(|r| encode_response(&ctx, r.as_ref())).transpose();
-    broker.metrics.record_request(api_key as i16, started.elapsed());
+    let listener = listener.clone();
+    let ctx = RequestContext { broker, api_key, api_version, header, client_host, listener };
+    let answer = route(&ctx, *request).await;
+    let encoded = answer.send.then(|| encode_response(&ctx, answer.body.as_ref())).transpose();
+    let elapsed = started.elapsed();
+    broker.metrics.record_request(api_key as i16, elapsed);
+    let outcome = Outcome::of(answer.body.as_ref(), tracing::enabled!(tracing::Level::DEBUG));
+    broker.metrics.record_errors(api_key as i16, &outcome.counts);
+    if let Some(detail) = &outcome.detail {
+        log_request(&ctx, peer, elapsed, detail);
+    }
     encoded
 }
 
-async fn route(ctx: &RequestContext<'_>, request: Request) -> Option<Box<dyn EncodeBody>> {
+/// The debug line of one request: enough to tell from the log alone who
+/// asked what and how it ended.
+fn log_request(
+    ctx: &RequestContext<'_>,
+    peer: std::net::SocketAddr,
+    elapsed: std::time::Duration,
+    outcome: &str,
+) {
+    tracing::debug!(
+        api = ?ctx.api_key,
+        version = ctx.api_version,
+        correlation_id = ctx.header.correlation_id,
+        client_id = ctx.header.client_id.as_deref().unwrap_or(""),
+        client = %peer,
+        listener = %ctx.listener,
+        elapsed_us = elapsed.as_micros() as u64,
+        outcome,
+        "request"
+    );
+}
+
+async fn route(ctx: &RequestContext<'_>, request: Request) -> Answer {
     match request {
         Request::ApiVersions(r) => handlers::api_versions::handle(ctx, r).into_reply(),
         Request::Metadata(r) => handlers::metadata::handle(ctx, r).into_reply(),

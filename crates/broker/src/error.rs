@@ -9,7 +9,10 @@ pub fn storage_error(e: &StorageError) -> ResponseError {
     match e {
         StorageError::CorruptRecord(_) => ResponseError::CorruptMessage,
         StorageError::InvalidRecord(_) => ResponseError::InvalidRecord,
+        StorageError::RejectedRecords { invalid_timestamp: true, .. } => ResponseError::InvalidTimestamp,
+        StorageError::RejectedRecords { .. } => ResponseError::InvalidRecord,
         StorageError::RecordTooLarge { .. } => ResponseError::MessageTooLarge,
+        StorageError::SegmentFull(_) => ResponseError::UnknownServerError,
         StorageError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
         StorageError::OutOfOrderSequence(_) => ResponseError::OutOfOrderSequenceNumber,
         StorageError::InvalidProducerEpoch(_) => ResponseError::InvalidProducerEpoch,
@@ -28,7 +31,10 @@ pub fn metadata_error(e: &MetadataError) -> ResponseError {
         MetadataError::InvalidReplicationFactor(_) => ResponseError::InvalidReplicationFactor,
         MetadataError::InvalidReplicaAssignment(_) => ResponseError::InvalidReplicaAssignment,
         MetadataError::InvalidConfig(_) => ResponseError::InvalidConfig,
-        MetadataError::ProducerIdsExhausted => ResponseError::UnknownServerError,
+        MetadataError::PolicyViolation(_) => ResponseError::PolicyViolation,
+        MetadataError::ProducerIdsExhausted | MetadataError::UnreadableRecord { .. } => {
+            ResponseError::UnknownServerError
+        }
         MetadataError::Storage(_) => ResponseError::KafkaStorageError,
     }
 }

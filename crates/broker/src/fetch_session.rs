@@ -4,47 +4,55 @@
 //! later fetches (epoch 1, 2, …) carry only the partitions whose fetch state
 //! changed plus the ones to forget, and the response carries only partitions
 //! with news: records, an error, or a moved high watermark or log start.
-//! Epoch -1 fetches without a session. The cache holds at most
-//! `max.incremental.fetch.session.cache.slots` sessions, dropping the least
-//! recently used when full.
+//! Epoch -1 fetches without a session.
+//!
+//! As in Kafka, the cache's own lock is held only to find, add or remove a
+//! session; each session has its own lock for its partitions, so a fetch of
+//! a large session never holds up another client's fetch. A session caches
+//! only partitions the broker hosts, keyed by topic id: the handler answers
+//! unknown topics and partitions itself, so what a session holds is bounded
+//! by the partitions that exist, and the cache by
+//! `max.incremental.fetch.session.cache.slots` sessions. When the cache is
+//! full a new session may evict only a stale one (unused for the eviction
+//! interval) or, failing that, the smallest one created more than that
+//! interval ago, and only if the new one has more partitions; otherwise the
+//! fetch is served without a session.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use kafka_protocol::error::ResponseError;
 use uuid::Uuid;
 
-/// Sessions idle this long are dropped (Kafka's eviction interval).
-const SESSION_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+/// Kafka's `MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS`: a session unused
+/// this long is stale, and one younger than this cannot be evicted for a
+/// larger one.
+pub const EVICTION_INTERVAL: Duration = Duration::from_secs(120);
 const INITIAL_EPOCH: i32 = 0;
 const FINAL_EPOCH: i32 = -1;
+/// The session id meaning "no session".
+const NO_SESSION: i32 = 0;
 
-/// One partition a fetch reads, as the client last described it.
+/// A partition as sessions know it: topic id and partition index.
+pub type PartitionKey = (Uuid, i32);
+
+/// One hosted partition a fetch reads, as the client last described it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FetchTarget {
-    /// Resolved topic name; empty when the request named an unknown topic id.
-    pub topic: String,
     pub topic_id: Uuid,
+    /// The topic's name, shared by the session's partitions of the topic.
+    pub topic: Arc<str>,
     pub partition: i32,
     pub fetch_offset: i64,
     pub partition_max_bytes: i32,
 }
 
 impl FetchTarget {
-    fn key(&self) -> (Uuid, String, i32) {
-        (self.topic_id, self.topic.clone(), self.partition)
+    pub fn key(&self) -> PartitionKey {
+        (self.topic_id, self.partition)
     }
-}
-
-/// The partitions a fetch reads and how its response is shaped.
-#[derive(Debug)]
-pub struct FetchPlan {
-    /// The session id the response carries (0 for none).
-    pub session_id: i32,
-    pub targets: Vec<FetchTarget>,
-    /// Whether only partitions with news go in the response.
-    pub incremental: bool,
 }
 
 /// What the response reported for a partition last time.
@@ -57,22 +65,136 @@ pub struct PartitionNews {
     pub last_stable_offset: i64,
 }
 
+/// One partition's outcome, as the session needs it to decide whether the
+/// response includes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reported {
+    pub news: PartitionNews,
+    /// Records or an error: always included.
+    pub must_respond: bool,
+    /// An error: the partition is sent again once it clears, as Kafka does.
+    pub error: bool,
+}
+
+/// A fetch request's session fields and hosted partitions.
+pub struct FetchRequestParts<'a> {
+    pub session_id: i32,
+    pub epoch: i32,
+    /// Whether the request names topics by id (Fetch v13+).
+    pub uses_topic_ids: bool,
+    pub requested: Vec<FetchTarget>,
+    pub forgotten: &'a [PartitionKey],
+}
+
+/// The partitions a fetch reads and how its response is shaped.
+#[derive(Debug)]
+pub struct FetchPlan {
+    /// The session id the response carries (0 for none).
+    pub session_id: i32,
+    pub targets: Vec<FetchTarget>,
+    /// Whether only partitions with news go in the response.
+    pub incremental: bool,
+    session: Option<Arc<CachedSession>>,
+    /// The session's epoch after this request; a different one at `finish`
+    /// means another request of the session overtook this one.
+    epoch: i32,
+}
+
 #[derive(Debug)]
 struct CachedPartition {
     target: FetchTarget,
     last_sent: Option<PartitionNews>,
 }
 
+/// A session's partitions in the order they joined, with a hashed index.
+#[derive(Debug, Default)]
+struct Partitions {
+    entries: Vec<CachedPartition>,
+    index: HashMap<PartitionKey, usize>,
+    /// One shared name per topic, so a partition costs a pointer, not a name.
+    names: HashMap<Uuid, Arc<str>>,
+}
+
+impl Partitions {
+    fn upsert(&mut self, mut target: FetchTarget) {
+        let key = target.key();
+        if let Some(&at) = self.index.get(&key) {
+            let cached = &mut self.entries[at].target;
+            cached.fetch_offset = target.fetch_offset;
+            cached.partition_max_bytes = target.partition_max_bytes;
+            return;
+        }
+        target.topic = self.names.entry(target.topic_id).or_insert(target.topic).clone();
+        self.index.insert(key, self.entries.len());
+        self.entries.push(CachedPartition { target, last_sent: None });
+    }
+
+    fn remove(&mut self, key: &PartitionKey) {
+        let Some(at) = self.index.remove(key) else { return };
+        self.entries.swap_remove(at);
+        if let Some(moved) = self.entries.get(at) {
+            self.index.insert(moved.target.key(), at);
+        }
+        if self.entries.is_empty() {
+            self.names.clear();
+        }
+    }
+
+    fn get_mut(&mut self, key: &PartitionKey) -> Option<&mut CachedPartition> {
+        self.index.get(key).map(|&at| &mut self.entries[at])
+    }
+
+    fn targets(&self) -> Vec<FetchTarget> {
+        self.entries.iter().map(|p| p.target.clone()).collect()
+    }
+}
+
 #[derive(Debug)]
-struct Session {
-    next_epoch: i32,
-    partitions: Vec<CachedPartition>,
-    last_used: Instant,
+struct SessionState {
+    /// The epoch the next incremental fetch must carry.
+    epoch: i32,
+    uses_topic_ids: bool,
+    partitions: Partitions,
+}
+
+/// A session in the cache. The cache reads its age, use and size without
+/// taking the session's lock.
+#[derive(Debug)]
+struct CachedSession {
+    id: i32,
+    created: Instant,
+    /// Milliseconds since `created` at the last use.
+    last_used_ms: AtomicU64,
+    /// Partitions at the last use: what eviction compares.
+    size: AtomicUsize,
+    state: Mutex<SessionState>,
+}
+
+impl CachedSession {
+    fn lock(&self) -> MutexGuard<'_, SessionState> {
+        // The state is consistent between statements: a panic elsewhere
+        // leaves nothing half-updated worth refusing the session for.
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn touch(&self, now: Instant, size: usize) {
+        let since_creation = now.saturating_duration_since(self.created).as_millis() as u64;
+        self.last_used_ms.store(since_creation, Ordering::Relaxed);
+        self.size.store(size, Ordering::Relaxed);
+    }
+
+    fn last_used(&self) -> Instant {
+        self.created + Duration::from_millis(self.last_used_ms.load(Ordering::Relaxed))
+    }
+
+    fn size(&self) -> usize {
+        self.size.load(Ordering::Relaxed)
+    }
 }
 
 pub struct FetchSessionCache {
     slots: usize,
-    sessions: Mutex<HashMap<i32, Session>>,
+    sessions: Mutex<HashMap<i32, Arc<CachedSession>>>,
 }
 
 impl FetchSessionCache {
@@ -80,101 +202,161 @@ impl FetchSessionCache {
         Self { slots, sessions: Mutex::new(HashMap::new()) }
     }
 
-    /// Resolves which partitions a fetch reads, opening, advancing or closing
-    /// its session. Errors are the top-level fetch error codes.
-    pub fn begin(
-        &self,
-        session_id: i32,
-        epoch: i32,
-        requested: Vec<FetchTarget>,
-        forgotten: &[(Uuid, String, i32)],
-    ) -> Result<FetchPlan, ResponseError> {
-        let mut sessions = self.sessions.lock().expect("session lock");
-        match epoch {
-            FINAL_EPOCH => {
-                sessions.remove(&session_id);
-                Ok(FetchPlan { session_id: 0, targets: requested, incremental: false })
-            }
-            INITIAL_EPOCH => {
-                sessions.remove(&session_id);
-                let session_id = self.open(&mut sessions, &requested);
-                Ok(FetchPlan { session_id, targets: requested, incremental: false })
-            }
-            _ => {
-                let session = sessions.get_mut(&session_id).ok_or(ResponseError::FetchSessionIdNotFound)?;
-                if session.next_epoch != epoch {
-                    return Err(ResponseError::InvalidFetchSessionEpoch);
-                }
-                session.next_epoch = next_epoch(epoch);
-                session.last_used = Instant::now();
-                session.partitions.retain(|p| !forgotten.contains(&p.target.key()));
-                for target in requested {
-                    match session.partitions.iter_mut().find(|p| p.target.key() == target.key()) {
-                        Some(cached) => cached.target = target,
-                        None => session.partitions.push(CachedPartition { target, last_sent: None }),
-                    }
-                }
-                let targets = session.partitions.iter().map(|p| p.target.clone()).collect();
-                Ok(FetchPlan { session_id, targets, incremental: true })
-            }
-        }
+    fn sessions(&self) -> MutexGuard<'_, HashMap<i32, Arc<CachedSession>>> {
+        self.sessions.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn open(&self, sessions: &mut HashMap<i32, Session>, targets: &[FetchTarget]) -> i32 {
-        if self.slots == 0 {
-            return 0;
-        }
-        if sessions.len() >= self.slots {
-            let oldest = sessions.iter().min_by_key(|(_, s)| s.last_used).map(|(id, _)| *id);
-            if let Some(id) = oldest {
-                sessions.remove(&id);
+    /// Resolves which partitions a fetch reads, opening, advancing or closing
+    /// its session. Errors are the top-level fetch error codes.
+    pub fn begin(&self, request: FetchRequestParts<'_>) -> Result<FetchPlan, ResponseError> {
+        self.begin_at(request, Instant::now())
+    }
+
+    fn begin_at(&self, request: FetchRequestParts<'_>, now: Instant) -> Result<FetchPlan, ResponseError> {
+        if request.epoch == INITIAL_EPOCH || request.epoch == FINAL_EPOCH {
+            // A full fetch closes the session it names.
+            if request.session_id != NO_SESSION {
+                self.sessions().remove(&request.session_id);
             }
-        }
-        let id = loop {
-            let candidate = (Uuid::new_v4().as_u128() as i32) & i32::MAX;
-            if candidate != 0 && !sessions.contains_key(&candidate) {
-                break candidate;
+            if request.epoch == INITIAL_EPOCH {
+                return Ok(self.open(request.requested, request.uses_topic_ids, now));
             }
-        };
-        let partitions =
-            targets.iter().map(|t| CachedPartition { target: t.clone(), last_sent: None }).collect();
-        sessions.insert(id, Session { next_epoch: 1, partitions, last_used: Instant::now() });
-        id
+            return Ok(sessionless(request.requested));
+        }
+        let session = self.sessions().get(&request.session_id).cloned();
+        let session = session.ok_or(ResponseError::FetchSessionIdNotFound)?;
+        let mut state = session.lock();
+        if state.epoch != request.epoch {
+            return Err(ResponseError::InvalidFetchSessionEpoch);
+        }
+        if state.uses_topic_ids != request.uses_topic_ids {
+            return Err(ResponseError::FetchSessionTopicIdError);
+        }
+        for target in request.requested.iter().cloned() {
+            state.partitions.upsert(target);
+        }
+        for key in request.forgotten {
+            state.partitions.remove(key);
+        }
+        if state.partitions.entries.is_empty() {
+            drop(state);
+            self.remove(&session);
+            return Ok(sessionless(request.requested));
+        }
+        state.epoch = next_epoch(state.epoch);
+        session.touch(now, state.partitions.entries.len());
+        let targets = state.partitions.targets();
+        let epoch = state.epoch;
+        drop(state);
+        Ok(FetchPlan { session_id: session.id, targets, incremental: true, session: Some(session), epoch })
+    }
+
+    /// A full fetch: a new session if there is room for one.
+    fn open(&self, targets: Vec<FetchTarget>, uses_topic_ids: bool, now: Instant) -> FetchPlan {
+        if targets.is_empty() || self.slots == 0 {
+            return sessionless(targets);
+        }
+        let mut partitions = Partitions::default();
+        targets.iter().cloned().for_each(|t| partitions.upsert(t));
+        let size = partitions.entries.len();
+        let mut sessions = self.sessions();
+        if sessions.len() >= self.slots && !evict_for(&mut sessions, size, now) {
+            return sessionless(targets);
+        }
+        let id = new_session_id(&sessions);
+        let epoch = next_epoch(INITIAL_EPOCH);
+        let session = Arc::new(CachedSession {
+            id,
+            created: now,
+            last_used_ms: AtomicU64::new(0),
+            size: AtomicUsize::new(size),
+            state: Mutex::new(SessionState { epoch, uses_topic_ids, partitions }),
+        });
+        sessions.insert(id, session.clone());
+        FetchPlan { session_id: id, targets, incremental: false, session: Some(session), epoch }
+    }
+
+    /// Removes `session` unless a new one already took its id.
+    fn remove(&self, session: &Arc<CachedSession>) {
+        let mut sessions = self.sessions();
+        if sessions.get(&session.id).is_some_and(|s| Arc::ptr_eq(s, session)) {
+            sessions.remove(&session.id);
+        }
     }
 
     /// Records what the response reports and decides, for an incremental
-    /// fetch, which partitions it includes. `news[i]` belongs to
-    /// `plan.targets[i]`; returns whether each is included.
-    pub fn finish(&self, plan: &FetchPlan, news: &[(PartitionNews, bool)]) -> Vec<bool> {
-        let mut sessions = self.sessions.lock().expect("session lock");
-        let Some(session) = sessions.get_mut(&plan.session_id) else {
-            return vec![true; news.len()];
+    /// fetch, which partitions it includes. `reported[i]` belongs to
+    /// `plan.targets[i]`; returns whether each is included, or
+    /// INVALID_FETCH_SESSION_EPOCH if another request of the session was
+    /// served meanwhile (Kafka's answer to a duplicate request).
+    pub fn finish(&self, plan: &FetchPlan, reported: &[Reported]) -> Result<Vec<bool>, ResponseError> {
+        let Some(session) = &plan.session else {
+            return Ok(vec![true; reported.len()]);
         };
-        plan.targets
+        let mut state = session.lock();
+        if state.epoch != plan.epoch {
+            return Err(ResponseError::InvalidFetchSessionEpoch);
+        }
+        let included = plan
+            .targets
             .iter()
-            .zip(news)
-            .map(|(target, (state, has_data_or_error))| {
-                let cached = session.partitions.iter_mut().find(|p| p.target.key() == target.key());
-                let Some(cached) = cached else { return !plan.incremental };
-                let changed = cached.last_sent != Some(*state);
-                cached.last_sent = Some(*state);
-                !plan.incremental || *has_data_or_error || changed
+            .zip(reported)
+            .map(|(target, outcome)| {
+                let Some(cached) = state.partitions.get_mut(&target.key()) else { return !plan.incremental };
+                let changed = cached.last_sent != Some(outcome.news);
+                cached.last_sent = (!outcome.error).then_some(outcome.news);
+                !plan.incremental || outcome.must_respond || changed
             })
-            .collect()
+            .collect();
+        Ok(included)
     }
 
-    /// Drops sessions idle for longer than the eviction timeout.
+    /// Drops sessions unused for longer than the eviction interval, so idle
+    /// clients' partitions do not stay in memory until the cache fills.
     pub fn evict_expired(&self) {
         let now = Instant::now();
-        self.sessions.lock().expect("session lock").retain(|_, s| now - s.last_used < SESSION_IDLE_TIMEOUT);
+        self.sessions().retain(|_, s| now.saturating_duration_since(s.last_used()) <= EVICTION_INTERVAL);
     }
 
     pub fn len(&self) -> usize {
-        self.sessions.lock().expect("session lock").len()
+        self.sessions().len()
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+fn sessionless(targets: Vec<FetchTarget>) -> FetchPlan {
+    FetchPlan { session_id: NO_SESSION, targets, incremental: false, session: None, epoch: FINAL_EPOCH }
+}
+
+/// Kafka's eviction rule for a new session of `size` partitions: the least
+/// recently used session if it is stale, else the smallest session older
+/// than the eviction interval if the new one is larger. Returns whether one
+/// was evicted.
+fn evict_for(sessions: &mut HashMap<i32, Arc<CachedSession>>, size: usize, now: Instant) -> bool {
+    let age = |instant: Instant| now.saturating_duration_since(instant);
+    let least_recent = sessions.values().min_by_key(|s| (s.last_used(), s.id));
+    let victim = match least_recent {
+        Some(s) if age(s.last_used()) > EVICTION_INTERVAL => Some(s.id),
+        _ => sessions
+            .values()
+            .filter(|s| age(s.created) > EVICTION_INTERVAL)
+            .min_by_key(|s| (s.size(), s.id))
+            .filter(|s| size > s.size())
+            .map(|s| s.id),
+    };
+    victim.is_some_and(|id| sessions.remove(&id).is_some())
+}
+
+/// A random positive id not in use.
+fn new_session_id(sessions: &HashMap<i32, Arc<CachedSession>>) -> i32 {
+    loop {
+        let candidate = (Uuid::new_v4().as_u128() as i32) & i32::MAX;
+        if candidate != NO_SESSION && !sessions.contains_key(&candidate) {
+            return candidate;
+        }
     }
 }
 
@@ -193,60 +375,152 @@ mod tests {
 
     fn target(partition: i32, offset: i64) -> FetchTarget {
         FetchTarget {
-            topic: "t".into(),
             topic_id: Uuid::nil(),
+            topic: "t".into(),
             partition,
             fetch_offset: offset,
             partition_max_bytes: 1024,
         }
     }
 
-    fn news(hw: i64) -> (PartitionNews, bool) {
-        (PartitionNews { high_watermark: hw, log_start_offset: 0, last_stable_offset: hw }, false)
+    fn targets(count: i32) -> Vec<FetchTarget> {
+        (0..count).map(|p| target(p, 0)).collect()
+    }
+
+    fn request(session_id: i32, epoch: i32, requested: Vec<FetchTarget>) -> FetchRequestParts<'static> {
+        FetchRequestParts { session_id, epoch, uses_topic_ids: false, requested, forgotten: &[] }
+    }
+
+    fn news(hw: i64) -> Reported {
+        let news = PartitionNews { high_watermark: hw, log_start_offset: 0, last_stable_offset: hw };
+        Reported { news, must_respond: false, error: false }
     }
 
     #[test]
     fn given_session_when_incremental_fetch_should_send_only_changes() {
         let cache = FetchSessionCache::new(10);
-        let plan = cache.begin(0, 0, vec![target(0, 0), target(1, 0)], &[]).unwrap();
+        let plan = cache.begin(request(0, 0, targets(2))).unwrap();
         assert!(!plan.incremental);
         assert_ne!(plan.session_id, 0);
-        assert_eq!(cache.finish(&plan, &[news(5), news(7)]), vec![true, true]);
+        assert_eq!(cache.finish(&plan, &[news(5), news(7)]).unwrap(), vec![true, true]);
 
         // Epoch 1 names nothing: both partitions are still fetched, only the
         // one whose high watermark moved is reported.
-        let next = cache.begin(plan.session_id, 1, vec![], &[]).unwrap();
+        let next = cache.begin(request(plan.session_id, 1, vec![])).unwrap();
         assert!(next.incremental);
         assert_eq!(next.targets.len(), 2);
-        assert_eq!(cache.finish(&next, &[news(5), news(9)]), vec![false, true]);
+        assert_eq!(cache.finish(&next, &[news(5), news(9)]).unwrap(), vec![false, true]);
 
         // Forgetting a partition removes it; a stale epoch is refused.
-        let forget = cache.begin(plan.session_id, 2, vec![], &[(Uuid::nil(), "t".into(), 0)]).unwrap();
-        assert_eq!(forget.targets, vec![target(1, 0)]);
+        let forgotten = [(Uuid::nil(), 0)];
+        let forget = FetchRequestParts { forgotten: &forgotten, ..request(plan.session_id, 2, vec![]) };
+        assert_eq!(cache.begin(forget).unwrap().targets, vec![target(1, 0)]);
         assert_eq!(
-            cache.begin(plan.session_id, 2, vec![], &[]).unwrap_err(),
+            cache.begin(request(plan.session_id, 2, vec![])).unwrap_err(),
             ResponseError::InvalidFetchSessionEpoch
         );
-        assert_eq!(cache.begin(12345, 1, vec![], &[]).unwrap_err(), ResponseError::FetchSessionIdNotFound);
+        assert_eq!(
+            cache.begin(request(12345, 1, vec![])).unwrap_err(),
+            ResponseError::FetchSessionIdNotFound
+        );
     }
 
     #[test]
     fn updated_partitions_replace_their_cached_state() {
         let cache = FetchSessionCache::new(10);
-        let plan = cache.begin(0, 0, vec![target(0, 0)], &[]).unwrap();
-        let next = cache.begin(plan.session_id, 1, vec![target(0, 42)], &[]).unwrap();
+        let plan = cache.begin(request(0, 0, vec![target(0, 0)])).unwrap();
+        let next = cache.begin(request(plan.session_id, 1, vec![target(0, 42)])).unwrap();
         assert_eq!(next.targets, vec![target(0, 42)]);
     }
 
     #[test]
-    fn a_full_cache_drops_the_least_recently_used_session() {
+    fn an_error_is_reported_again_once_it_clears() {
+        let cache = FetchSessionCache::new(10);
+        let plan = cache.begin(request(0, 0, targets(1))).unwrap();
+        let failed = Reported { error: true, must_respond: true, ..news(5) };
+        assert_eq!(cache.finish(&plan, &[failed]).unwrap(), vec![true]);
+        let next = cache.begin(request(plan.session_id, 1, vec![])).unwrap();
+        assert_eq!(cache.finish(&next, &[news(5)]).unwrap(), vec![true]);
+    }
+
+    #[test]
+    fn a_request_overtaken_by_the_next_epoch_gets_invalid_epoch_at_finish() {
+        let cache = FetchSessionCache::new(10);
+        let id = cache.begin(request(0, 0, targets(1))).unwrap().session_id;
+        let first = cache.begin(request(id, 1, vec![])).unwrap();
+        let second = cache.begin(request(id, 2, vec![])).unwrap();
+        assert_eq!(cache.finish(&first, &[news(1)]).unwrap_err(), ResponseError::InvalidFetchSessionEpoch);
+        assert_eq!(cache.finish(&second, &[news(1)]).unwrap(), vec![true]);
+    }
+
+    #[test]
+    fn a_session_using_topic_ids_refuses_a_request_by_name() {
+        let cache = FetchSessionCache::new(10);
+        let by_id = FetchRequestParts { uses_topic_ids: true, ..request(0, 0, targets(1)) };
+        let id = cache.begin(by_id).unwrap().session_id;
+        assert_eq!(cache.begin(request(id, 1, vec![])).unwrap_err(), ResponseError::FetchSessionTopicIdError);
+    }
+
+    #[test]
+    fn forgetting_every_partition_closes_the_session() {
+        let cache = FetchSessionCache::new(10);
+        let id = cache.begin(request(0, 0, targets(1))).unwrap().session_id;
+        let forgotten = [(Uuid::nil(), 0)];
+        let plan =
+            cache.begin(FetchRequestParts { forgotten: &forgotten, ..request(id, 1, vec![]) }).unwrap();
+        assert_eq!((plan.session_id, plan.incremental, cache.len()), (0, false, 0));
+    }
+
+    #[test]
+    fn a_full_fetch_without_hosted_partitions_opens_no_session() {
+        let cache = FetchSessionCache::new(10);
+        assert_eq!(cache.begin(request(0, 0, vec![])).unwrap().session_id, 0);
+        assert!(cache.is_empty());
+    }
+
+    #[test]
+    fn a_session_keeps_one_copy_of_each_topic_name() {
+        let cache = FetchSessionCache::new(10);
+        let plan = cache.begin(request(0, 0, targets(3))).unwrap();
+        let next = cache.begin(request(plan.session_id, 1, vec![target(7, 0)])).unwrap();
+        assert!(next.targets.windows(2).all(|pair| Arc::ptr_eq(&pair[0].topic, &pair[1].topic)));
+    }
+
+    #[test]
+    fn a_full_cache_keeps_busy_sessions_from_new_small_ones() {
         let cache = FetchSessionCache::new(2);
-        let first = cache.begin(0, 0, vec![target(0, 0)], &[]).unwrap().session_id;
-        cache.begin(0, 0, vec![target(0, 0)], &[]).unwrap();
-        cache.begin(0, 0, vec![target(0, 0)], &[]).unwrap();
-        assert_eq!(cache.len(), 2);
-        assert_eq!(cache.begin(first, 1, vec![], &[]).unwrap_err(), ResponseError::FetchSessionIdNotFound);
-        let sessionless = cache.begin(0, -1, vec![target(0, 0)], &[]).unwrap();
+        let start = Instant::now();
+        let busy = cache.begin_at(request(0, 0, targets(3)), start).unwrap().session_id;
+        let small = cache.begin_at(request(0, 0, targets(1)), start).unwrap().session_id;
+        for _ in 0..5 {
+            assert_eq!(cache.begin_at(request(0, 0, targets(1)), start).unwrap().session_id, 0);
+        }
+        // Both older than the interval and in use: a new session may evict
+        // only the smallest, and only if it is larger.
+        let later = start + EVICTION_INTERVAL + Duration::from_secs(1);
+        cache.begin_at(request(busy, 1, vec![]), later).unwrap();
+        cache.begin_at(request(small, 1, vec![]), later).unwrap();
+        assert_eq!(cache.begin_at(request(0, 0, targets(1)), later).unwrap().session_id, 0);
+        assert_ne!(cache.begin_at(request(0, 0, targets(2)), later).unwrap().session_id, 0);
+        assert!(cache.begin_at(request(busy, 2, vec![]), later).is_ok());
+        assert_eq!(
+            cache.begin_at(request(small, 2, vec![]), later).unwrap_err(),
+            ResponseError::FetchSessionIdNotFound
+        );
+    }
+
+    #[test]
+    fn a_full_cache_gives_a_stale_sessions_slot_to_a_new_one() {
+        let cache = FetchSessionCache::new(1);
+        let start = Instant::now();
+        let stale = cache.begin_at(request(0, 0, targets(5)), start).unwrap().session_id;
+        let later = start + EVICTION_INTERVAL + Duration::from_secs(1);
+        assert_ne!(cache.begin_at(request(0, 0, targets(1)), later).unwrap().session_id, 0);
+        assert_eq!(
+            cache.begin_at(request(stale, 1, vec![]), later).unwrap_err(),
+            ResponseError::FetchSessionIdNotFound
+        );
+        let sessionless = cache.begin(request(0, -1, targets(1))).unwrap();
         assert_eq!(sessionless.session_id, 0);
     }
 }

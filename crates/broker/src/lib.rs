@@ -12,6 +12,8 @@
 //! - [`handlers`] holds one module per API family (produce, fetch, metadata,
 //!   topics, configs, list_offsets, log_dirs, cluster, api_versions, groups,
 //!   transactions…);
+//! - [`response_errors`] reads each response's error codes, which dispatch
+//!   counts per API and logs per request at debug level;
 //! - [`replica`] is the partition state the handlers act on: log, high
 //!   watermark and the waiters of delayed fetches;
 //! - [`fetch_session`] keeps incremental fetch sessions (KIP-227);
@@ -22,24 +24,37 @@
 //!   [`verification`] keeps a transactional batch out of a partition until
 //!   the coordinator has placed the partition in the producer's transaction.
 //!
-//! [`config`] parses `server.properties` with Kafka's key names and overlays
+//! [`config`] parses `server.properties` (Java syntax, [`properties`]) with
+//! Kafka's key names and overlays
 //! the dynamic broker configs, [`config_sources`] says where each described
 //! config value comes from, [`error`]
-//! maps internal errors to Kafka error codes and [`alloc`] keeps absurd
-//! wire-declared capacities from aborting the process.
+//! maps internal errors to Kafka error codes, [`alloc`] keeps absurd
+//! wire-declared capacities from aborting the process and [`host_name`]
+//! finds the name a listener bound to every interface advertises.
+//! [`kraft_config`] reads a KRaft node's roles and quorum, and
+//! [`meta_properties`] formats and checks the log dirs' `meta.properties`.
+//! [`open_files`] says how many more partitions the descriptor limit allows,
+//! and [`failpoint`] holds the crash points of the crash tests.
 
 pub mod alloc;
 pub mod config;
 pub mod config_sources;
 pub mod dispatch;
 pub mod error;
+pub mod failpoint;
 pub mod fetch_session;
 pub mod group;
 pub mod handlers;
+pub mod host_name;
+pub mod kraft_config;
+pub mod meta_properties;
 pub mod metrics;
 pub mod network;
+pub mod open_files;
 pub mod producer_ids;
+pub mod properties;
 pub mod replica;
+pub mod response_errors;
 pub mod server;
 pub mod txn;
 pub mod verification;

@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use kafka_protocol::messages::ApiKey;
+use strom_metadata::PartitionImage;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
@@ -104,10 +105,16 @@ impl Metrics {
         api.latency_sum_us.fetch_add(elapsed.as_micros() as u64, Ordering::Relaxed);
     }
 
-    /// An error code a response of `api_key` carried.
-    pub fn record_error(&self, api_key: i16, code: i16) {
-        if let Some(api) = self.api(api_key) {
-            *api.errors.lock().expect("errors lock").entry(code).or_default() += 1;
+    /// The error codes a response of `api_key` carried (NONE included, as
+    /// Kafka's `ErrorsPerSec` counts), each with its count.
+    pub fn record_errors(&self, api_key: i16, counts: &[(i16, u64)]) {
+        let Some(api) = self.api(api_key) else { return };
+        if counts.is_empty() {
+            return;
+        }
+        let mut errors = api.errors.lock().expect("errors lock");
+        for (code, count) in counts {
+            *errors.entry(*code).or_default() += count;
         }
     }
 
@@ -152,8 +159,7 @@ impl Metrics {
         );
         for (key, api) in self.served_apis() {
             for (code, count) in api.errors.lock().expect("errors lock").iter() {
-                let name = kafka_protocol::error::ResponseError::try_from_code(*code)
-                    .map_or_else(|| code.to_string(), |e| format!("{e:?}"));
+                let name = crate::response_errors::error_name(*code);
                 let _ = writeln!(
                     out,
                     "kafka_network_requestmetrics_errors_total{{request=\"{key:?}\",error=\"{name}\"}} {count}"
@@ -303,11 +309,22 @@ fn render_partitions(out: &mut String, broker: &Broker) {
     }
     // A partition on a failed log dir has no leader until the broker restarts.
     let offline = partitions.iter().filter(|p| !p.is_online()).count();
+    let image = broker.controller.image();
+    let led_here = image.topics().flat_map(|topic| {
+        let online =
+            |index: i32| broker.replicas.partition(&topic.name, index).is_some_and(|p| p.is_online());
+        topic.partitions.iter().filter(move |(index, _)| online(**index)).map(|(_, partition)| partition)
+    });
+    let under_replicated = under_replicated_count(led_here, broker.config.node_id);
     let offline_dirs = broker.replicas.log_dirs().iter().filter(|d| !d.is_online()).count();
     let counts = [
         ("kafka_server_replicamanager_partitioncount", "Partitions hosted here.", rows.len()),
         ("kafka_server_replicamanager_leadercount", "Partitions led here.", rows.len() - offline),
-        ("kafka_server_replicamanager_underreplicatedpartitions", "Partitions short of in-sync replicas.", 0),
+        (
+            "kafka_server_replicamanager_underreplicatedpartitions",
+            "Partitions led here with fewer in-sync replicas than replicas.",
+            under_replicated,
+        ),
         ("kafka_controller_kafkacontroller_offlinepartitionscount", "Partitions without a leader.", offline),
         ("kafka_log_logmanager_offlinelogdirectorycount", "Log dirs that failed.", offline_dirs),
     ];
@@ -315,6 +332,15 @@ fn render_partitions(out: &mut String, broker: &Broker) {
         header(out, name, "gauge", help);
         let _ = writeln!(out, "{name} {value}");
     }
+}
+
+/// Kafka's `UnderReplicatedPartitions`: of the online `partitions`, those
+/// `node_id` leads whose in-sync replicas are fewer than their replicas.
+fn under_replicated_count<'a>(
+    partitions: impl IntoIterator<Item = &'a PartitionImage>,
+    node_id: i32,
+) -> usize {
+    partitions.into_iter().filter(|p| p.leader == node_id && p.isr.len() < p.replicas.len()).count()
 }
 
 /// Committed offset and lag (high watermark minus committed offset) of each
@@ -481,8 +507,28 @@ mod tests {
         let metrics = Metrics::default();
         metrics.record_request(-1, Duration::ZERO);
         metrics.record_request(i16::MAX, Duration::ZERO);
-        metrics.record_error(500, 3);
+        metrics.record_errors(500, &[(3, 1)]);
         assert!(metrics.served_apis().next().is_none());
+    }
+
+    #[test]
+    fn under_replicated_partitions_are_the_led_ones_short_of_in_sync_replicas() {
+        let partition = |leader: i32, replicas: &[i32], isr: &[i32]| PartitionImage {
+            replicas: replicas.to_vec(),
+            isr: isr.to_vec(),
+            leader,
+            leader_epoch: 0,
+        };
+        let partitions = [
+            partition(1, &[1], &[1]),
+            partition(1, &[1, 2, 3], &[1, 2, 3]),
+            partition(1, &[1, 2, 3], &[1]),
+            partition(1, &[1, 2], &[1]),
+            partition(2, &[2, 1], &[2]),
+        ];
+        assert_eq!(under_replicated_count(&partitions, 1), 2, "led here and short");
+        assert_eq!(under_replicated_count(&partitions, 2), 1, "the other leader's");
+        assert_eq!(under_replicated_count(&partitions[..2], 1), 0);
     }
 
     #[test]

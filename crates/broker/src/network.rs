@@ -15,6 +15,7 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
 
 use strom_storage::segment::FileSlice;
 use tokio::io::Interest;
@@ -29,6 +30,8 @@ const IO_BUFFER_BYTES: usize = 64 * 1024;
 const READ_STEP_BYTES: usize = 1 << 20;
 /// File ranges this small are copied: one syscall fewer than `sendfile`.
 const COPY_BELOW_BYTES: usize = 16 * 1024;
+/// Copied file ranges go through memory in pieces of this size.
+const COPY_STEP_BYTES: usize = 64 * 1024;
 
 /// Why a connection stops reading.
 #[derive(Debug, thiserror::Error)]
@@ -68,8 +71,10 @@ pub async fn serve(
     broker: Arc<Broker>,
     stream: TcpStream,
     peer: SocketAddr,
+    listener: Arc<str>,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    tracing::debug!(%peer, %listener, "connection opened");
     let _ = stream.set_nodelay(true);
     let (read_half, write_half) = stream.into_split();
     let mut reader = BufReader::with_capacity(IO_BUFFER_BYTES, read_half);
@@ -89,7 +94,7 @@ pub async fn serve(
                 break;
             }
         };
-        match dispatch::handle_frame(&broker, peer, frame).await {
+        match dispatch::handle_frame(&broker, peer, &listener, frame).await {
             Ok(Some(response)) => {
                 if let Err(e) = write_response(&mut writer, response, broker.config.zero_copy_fetch).await {
                     tracing::debug!(%peer, "write failed: {e}");
@@ -108,6 +113,7 @@ pub async fn serve(
     }
     let _ = writer.flush().await;
     let _ = writer.shutdown().await;
+    tracing::debug!(%peer, "connection closed");
 }
 
 /// Writes a response's chunks in order: bytes through the buffer, file
@@ -122,14 +128,28 @@ async fn write_response(
         match chunk {
             Chunk::Bytes(bytes) => writer.write_all(&bytes).await?,
             Chunk::File(slice) if slice.len <= COPY_BELOW_BYTES || !zero_copy => {
-                let bytes = slice.read().map_err(std::io::Error::other)?;
-                writer.write_all(&bytes).await?;
+                copy_file(writer, &slice).await?
             }
             Chunk::File(slice) => {
                 writer.flush().await?;
                 send_file(writer.get_ref().as_ref(), &slice).await?;
             }
         }
+    }
+    Ok(())
+}
+
+/// Copies a file range to the socket a step at a time, so a large response
+/// to a client that reads slowly (or never) holds one step of memory, not
+/// the whole range.
+async fn copy_file(writer: &mut BufWriter<OwnedWriteHalf>, slice: &FileSlice) -> std::io::Result<()> {
+    let mut buf = vec![0u8; slice.len.min(COPY_STEP_BYTES)];
+    let mut copied = 0;
+    while copied < slice.len {
+        let step = (slice.len - copied).min(buf.len());
+        slice.file.read_exact_at(&mut buf[..step], slice.position + copied as u64)?;
+        writer.write_all(&buf[..step]).await?;
+        copied += step;
     }
     Ok(())
 }

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use kafka_protocol::error::ResponseError;
-use strom_metadata::MetadataImage;
+use strom_metadata::{MetadataError, MetadataImage, PartitionLogs, TopicImage};
 use strom_storage::producer_state::AppendOrigin;
 use strom_storage::segment::FileSlice;
 use strom_storage::txn_index::AbortedTxn;
@@ -25,6 +25,8 @@ use tokio::sync::Notify;
 use uuid::Uuid;
 
 use crate::config::BrokerConfig;
+use crate::failpoint;
+use crate::open_files;
 use crate::verification::{Guard, Verifications};
 
 /// The metadata log lives beside the partition logs, as in Kafka.
@@ -391,6 +393,10 @@ pub struct ReplicaManager {
     logs: LogManager,
     hosted: RwLock<Hosted>,
     removals: Mutex<DelayedRemovals>,
+    /// Partition logs on disk (with their topic's id and their dir) that the
+    /// open files limit left no room to open at start: opened from there
+    /// once there is, removed if their topic is deleted first.
+    unopened: Mutex<HashMap<TopicPartition, (Uuid, usize)>>,
 }
 
 impl ReplicaManager {
@@ -417,6 +423,10 @@ impl ReplicaManager {
             };
             wanted.push((tp, dir, dynamic.log_config_for(&topic.configs)));
         }
+        // Each topic's first partitions first: hosted partitions are numbered densely.
+        wanted.sort_unstable_by(|(a, ..), (b, ..)| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
+        let fit = open_files::partitions_that_fit(dynamic.log_segment_open_files_max as u64, 0);
+        let unopened = wanted.split_off(wanted.len().min(usize::try_from(fit).unwrap_or(usize::MAX)));
         let count = wanted.len();
         logs.load_all(wanted, now)?;
         tracing::info!(logs = count, elapsed_ms = started.elapsed().as_millis(), "loaded partition logs");
@@ -426,6 +436,13 @@ impl ReplicaManager {
             logs,
             hosted: RwLock::new(Hosted::default()),
             removals: Mutex::default(),
+            unopened: Mutex::new(
+                unopened
+                    .into_iter()
+                    .filter_map(|(tp, dir, _)| Some((image.topic(&tp.topic)?.id, tp, dir)))
+                    .map(|(id, tp, dir)| (tp, (id, dir)))
+                    .collect(),
+            ),
         };
         manager.sync(image)?;
         Ok(manager)
@@ -470,8 +487,13 @@ impl ReplicaManager {
             hosted.by_name.remove(&topic.name);
             for partition in &topic.partitions {
                 self.logs.delete(&partition.tp)?;
+                failpoint::reach(failpoint::TOPIC_LOG_REMOVED);
             }
         }
+        self.remove_unopened_of_deleted(image)?;
+        // Counted only if a log is missing: listing descriptors costs.
+        let mut budget = None;
+        let mut offline = Offline::default();
         for topic in image.topics() {
             let current = hosted.by_id.get(&topic.id);
             if current.is_some_and(|t| t.partitions.len() == topic.partitions.len()) {
@@ -481,16 +503,79 @@ impl ReplicaManager {
             let mut partitions = current.map(|t| t.partitions.clone()).unwrap_or_default();
             for (&number, state) in topic.partitions.range(partitions.len() as i32..) {
                 let tp = TopicPartition::new(topic.name.clone(), number);
-                let log = self.logs.get_or_create(&tp, log_config.clone(), now)?;
-                let dir = self.logs.dir_of(&tp).expect("created above");
+                // Logs made before the metadata named them are there already;
+                // others (a crash, a dir removed by hand) are made if they fit.
+                let log = match self.logs.get(&tp) {
+                    Some(log) => Ok(log),
+                    None => match budget.get_or_insert_with(|| self.partitions_that_fit()) {
+                        0 => Err(StorageError::Io(std::io::Error::other(
+                            "the open files limit (RLIMIT_NOFILE) leaves no room",
+                        ))),
+                        left => {
+                            *left -= 1;
+                            self.open_or_create(&tp, log_config.clone(), now)
+                        }
+                    },
+                };
+                let log = match log {
+                    Ok(log) => log,
+                    Err(e) => {
+                        // Partitions are numbered densely: the rest of the
+                        // topic waits with this one for the next sync.
+                        offline.note(&topic.name, topic.partitions.len() - partitions.len(), e);
+                        break;
+                    }
+                };
+                let dir = self.logs.dir_of(&tp).expect("a log the manager holds has a dir");
                 partitions.push(Arc::new(Partition::new(tp, state.leader_epoch, log, dir)));
             }
             let entry = Arc::new(TopicPartitions { name: topic.name.clone(), id: topic.id, partitions });
             hosted.by_name.insert(topic.name.clone(), entry.clone());
             hosted.by_id.insert(topic.id, entry);
         }
+        offline.report();
         apply_configs(&hosted, &config, image);
         Ok(())
+    }
+
+    /// Unopened logs go with their topic, as hosted ones do: a new topic of
+    /// the same name must not find them.
+    fn remove_unopened_of_deleted(&self, image: &MetadataImage) -> Result<(), StorageError> {
+        let mut unopened = self.unopened.lock().expect("unopened lock");
+        let deleted: Vec<(TopicPartition, usize)> = unopened
+            .iter()
+            .filter(|(_, (id, _))| image.topic_by_id(id).is_none())
+            .map(|(tp, (_, dir))| (tp.clone(), *dir))
+            .collect();
+        for (tp, dir) in deleted {
+            unopened.remove(&tp);
+            self.logs.delete_orphan(&tp, dir)?;
+        }
+        Ok(())
+    }
+
+    /// The log of `tp`: the one on disk if start-up left it unopened, else
+    /// a new one.
+    fn open_or_create(
+        &self,
+        tp: &TopicPartition,
+        config: strom_storage::LogConfig,
+        now: i64,
+    ) -> Result<SharedLog, StorageError> {
+        let mut unopened = self.unopened.lock().expect("unopened lock");
+        let Some(&(_, dir)) = unopened.get(tp) else {
+            return self.logs.get_or_create(tp, config, now);
+        };
+        let log = self.logs.load(tp, dir, config, now)?;
+        unopened.remove(tp);
+        Ok(log)
+    }
+
+    /// How many more partition logs the open files limit leaves room for.
+    fn partitions_that_fit(&self) -> u64 {
+        let hosted = self.logs.dirs().iter().map(|d| d.partition_count() as u64).sum();
+        let cache = self.config().log_segment_open_files_max as u64;
+        open_files::partitions_that_fit(cache, hosted)
     }
 
     /// Every hosted partition.
@@ -585,5 +670,79 @@ impl ReplicaManager {
     /// Flushes and closes every log and marks the shutdown clean.
     pub fn shutdown(&self) -> Result<(), StorageError> {
         self.logs.shutdown(&self.high_watermarks(), strom_storage::now_ms())
+    }
+}
+
+/// Partitions the metadata names but this broker could not open: they
+/// stay offline (no leader) until a later sync finds room, and are
+/// reported in one line, not one per partition.
+#[derive(Default)]
+struct Offline {
+    partitions: usize,
+    topics: Vec<String>,
+    first_error: Option<StorageError>,
+}
+
+impl Offline {
+    fn note(&mut self, topic: &str, partitions: usize, error: StorageError) {
+        self.partitions += partitions;
+        self.topics.push(topic.to_owned());
+        self.first_error.get_or_insert(error);
+    }
+
+    fn report(self) {
+        let Some(error) = self.first_error else { return };
+        let topics = self.topics.len();
+        let examples = self.topics.iter().take(3).cloned().collect::<Vec<_>>().join(", ");
+        tracing::error!(
+            partitions = self.partitions,
+            topics,
+            "partitions left offline: their logs cannot be opened ({error}); e.g. topics {examples}"
+        );
+    }
+}
+
+/// New partitions get their logs before the metadata names them, and only
+/// as many as the open files limit allows.
+impl PartitionLogs for ReplicaManager {
+    fn check_room(&self, count: usize) -> Result<(), MetadataError> {
+        let fit = self.partitions_that_fit();
+        if count as u64 > fit {
+            return Err(MetadataError::PolicyViolation(format!(
+                "{count} new partitions need {count} open files, but the open files limit \
+                 (RLIMIT_NOFILE) leaves room for {fit} more; raise it to host more partitions"
+            )));
+        }
+        Ok(())
+    }
+
+    fn create(&self, topic: &TopicImage, partitions: std::ops::Range<i32>) -> Result<(), MetadataError> {
+        self.check_room(partitions.len())?;
+        let log_config = self.config().log_config_for(&topic.configs);
+        let now = strom_storage::now_ms();
+        for number in partitions.clone() {
+            let tp = TopicPartition::new(topic.name.clone(), number);
+            if let Err(e) = self.logs.get_or_create(&tp, log_config.clone(), now) {
+                self.discard(topic, partitions.start..number);
+                return Err(MetadataError::Storage(e));
+            }
+        }
+        // A new topic's partitions start at 0; added ones never do.
+        let created = if partitions.start == 0 {
+            failpoint::TOPIC_LOGS_CREATED
+        } else {
+            failpoint::PARTITION_LOGS_ADDED
+        };
+        failpoint::reach(created);
+        Ok(())
+    }
+
+    fn discard(&self, topic: &TopicImage, partitions: std::ops::Range<i32>) {
+        for number in partitions {
+            let tp = TopicPartition::new(topic.name.clone(), number);
+            if let Err(e) = self.logs.delete(&tp) {
+                tracing::warn!(partition = %tp, "cannot remove the log of a partition not created: {e}");
+            }
+        }
     }
 }

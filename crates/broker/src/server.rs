@@ -23,6 +23,7 @@ use tokio::task::JoinSet;
 use crate::config::BrokerConfig;
 use crate::fetch_session::FetchSessionCache;
 use crate::group::GroupCoordinator;
+use crate::meta_properties::{node_dirs, FormatError, LogDirs};
 use crate::metrics::{self, GaugeGuard, Metrics};
 use crate::network;
 use crate::producer_ids::ProducerIdManager;
@@ -56,6 +57,39 @@ pub enum StartError {
     Bind { addr: String, source: std::io::Error },
     #[error("{0}")]
     Config(String),
+    #[error("{0}")]
+    Format(#[from] FormatError),
+}
+
+/// Opens the metadata log of the cluster the log dirs' `meta.properties`
+/// name. A KRaft node needs formatted dirs and, in this release, a quorum
+/// of itself alone; a single node formats its dirs on first start.
+fn open_controller(config: &BrokerConfig) -> Result<Controller, StartError> {
+    let dirs = LogDirs::load(&node_dirs(config))?;
+    let formatted_id = dirs.verify(config.node_id)?.map(str::to_owned);
+    if config.kraft.is_kraft() {
+        dirs.require_formatted()?;
+        if !config.kraft.is_single_node_quorum(config.node_id, &config.listeners) {
+            let reason = "clustering is not available yet: a KRaft node must combine process.roles=broker,controller with a quorum of itself alone";
+            return Err(StartError::Config(reason.into()));
+        }
+    }
+    std::fs::create_dir_all(&config.metadata_log_dir).map_err(StorageError::from)?;
+    let controller =
+        Controller::open_in_cluster(&config.metadata_log_dir, config.node_id, formatted_id.as_deref())?;
+    let recorded = controller.image().cluster_id.clone();
+    if let Some(formatted) = formatted_id.filter(|id| *id != recorded) {
+        let dir = config.metadata_log_dir.display();
+        let reason = format!("the metadata log in {dir} belongs to cluster {recorded}, but meta.properties names cluster {formatted}");
+        return Err(FormatError(reason).into());
+    }
+    dirs.format(
+        &recorded,
+        config.node_id,
+        &[],
+        |dir| tracing::info!(dir = %dir.display(), cluster_id = %recorded, "formatting log dir"),
+    )?;
+    Ok(controller)
 }
 
 impl Broker {
@@ -67,8 +101,8 @@ impl Broker {
         let logs = LogManager::new(config.log_dirs.clone())?
             .with_threads_per_dir(config.num_recovery_threads_per_data_dir);
         FileCache::shared().set_capacity(config.log_segment_open_files_max);
-        std::fs::create_dir_all(&config.metadata_log_dir).map_err(StorageError::from)?;
-        let controller = Controller::open(&config.metadata_log_dir, config.node_id)?;
+        let controller =
+            open_controller(&config)?.with_max_partitions_per_request(config.max_partitions_per_request);
         let metadata_ms = started.elapsed().as_millis();
         let replicas = ReplicaManager::open(config.clone(), logs, &controller.image())?;
         let logs_ms = started.elapsed().as_millis() - metadata_ms;
@@ -113,7 +147,8 @@ impl Broker {
 /// (e.g. when a listener asks for port 0) before serving.
 pub struct BoundBroker {
     broker: Arc<Broker>,
-    listeners: Vec<TcpListener>,
+    /// Each bound socket with its listener's name.
+    listeners: Vec<(Arc<str>, TcpListener)>,
     metrics_listener: Option<TcpListener>,
 }
 
@@ -127,8 +162,8 @@ impl BoundBroker {
                 .map_err(|source| StartError::Bind { addr: addr.to_string(), source })?;
             let local =
                 bound.local_addr().map_err(|source| StartError::Bind { addr: addr.to_string(), source })?;
-            tracing::info!(listener = %listener.name, addr = %local, "listening");
-            listeners.push(bound);
+            tracing::debug!(listener = %listener.name, addr = %local, "listening");
+            listeners.push((Arc::from(listener.name.as_str()), bound));
         }
         let metrics_listener = match broker.config.metrics_listener {
             Some(addr) => {
@@ -141,6 +176,15 @@ impl BoundBroker {
             None => None,
         };
         Ok(Self { broker, listeners, metrics_listener })
+    }
+
+    /// Each listener as `NAME://ADDRESS:PORT`, with the port actually bound.
+    pub fn listener_addresses(&self) -> Vec<String> {
+        let address = |(name, socket): &(Arc<str>, TcpListener)| match socket.local_addr() {
+            Ok(local) => format!("{name}://{local}"),
+            Err(_) => format!("{name}://?"),
+        };
+        self.listeners.iter().map(address).collect()
     }
 
     /// Serves until `shutdown` completes, then shuts down cleanly.
@@ -160,8 +204,9 @@ impl BoundBroker {
         }
         let permits = Arc::new(Semaphore::new(self.broker.config.max_connections));
         let mut acceptors = JoinSet::new();
-        for listener in self.listeners {
-            acceptors.spawn(accept_loop(self.broker.clone(), listener, permits.clone(), stop_rx.clone()));
+        for (name, listener) in self.listeners {
+            let broker = self.broker.clone();
+            acceptors.spawn(accept_loop(broker, name, listener, permits.clone(), stop_rx.clone()));
         }
         shutdown.await;
         tracing::info!("shutting down: no new connections, finishing in-flight requests");
@@ -210,6 +255,7 @@ pub fn raise_open_files_limit() -> std::io::Result<(u64, u64)> {
 
 async fn accept_loop(
     broker: Arc<Broker>,
+    name: Arc<str>,
     listener: TcpListener,
     permits: Arc<Semaphore>,
     mut stop: watch::Receiver<bool>,
@@ -229,11 +275,10 @@ async fn accept_loop(
                     tracing::warn!(%peer, "max.connections reached; closing the new connection");
                     continue;
                 };
-                let broker = broker.clone();
-                let stop = stop.clone();
+                let (broker, name, stop) = (broker.clone(), name.clone(), stop.clone());
                 connections.spawn(async move {
                     let _open = GaugeGuard::new(&broker.metrics.connections);
-                    network::serve(broker.clone(), stream, peer, stop).await;
+                    network::serve(broker.clone(), stream, peer, name, stop).await;
                     drop(permit);
                 });
             }

@@ -3,14 +3,24 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use strom_client::config::{parse_pairs, parse_properties, Properties};
+use strom_client::config::{parse_pairs, Properties};
+
+/// Where the tools look for a broker when neither `--bootstrap-server`,
+/// the config properties nor `STROM_BOOTSTRAP_SERVER` name one: a broker
+/// started with the embedded defaults.
+pub const DEFAULT_BOOTSTRAP_SERVER: &str = "localhost:9092";
+
+/// The environment variable that names the cluster for every tool.
+pub const BOOTSTRAP_SERVER_ENV: &str = "STROM_BOOTSTRAP_SERVER";
 
 /// `--bootstrap-server` and `--command-config`, as in Kafka's tools.
 #[derive(clap::Args, Debug)]
 pub struct ConnectArgs {
-    /// The broker(s) to connect to: `host:port[,host:port...]`.
+    /// The broker(s) to connect to: `host:port[,host:port...]` [default:
+    /// `bootstrap.servers` of --command-config, else $STROM_BOOTSTRAP_SERVER, else
+    /// localhost:9092].
     #[arg(long = "bootstrap-server", value_name = "HOST:PORT")]
-    pub bootstrap_server: String,
+    pub bootstrap_server: Option<String>,
     /// A properties file of client configs (`client.id`, `request.timeout.ms`, …).
     #[arg(long = "command-config", value_name = "FILE")]
     pub command_config: Option<PathBuf>,
@@ -21,9 +31,23 @@ impl ConnectArgs {
     /// bootstrap server, each overriding the one before.
     pub fn properties(&self, extra: &[String]) -> anyhow::Result<Properties> {
         let mut properties = load_properties(self.command_config.as_deref(), extra)?;
-        properties.insert("bootstrap.servers".into(), self.bootstrap_server.clone());
+        set_bootstrap_servers(&mut properties, self.bootstrap_server.as_deref());
         Ok(properties)
     }
+}
+
+/// Sets `bootstrap.servers`: the flag's value wins over the properties';
+/// when neither names one, `STROM_BOOTSTRAP_SERVER`, else
+/// [`DEFAULT_BOOTSTRAP_SERVER`]. (The variable ranks below a config file
+/// because it is ambient, the file explicit.)
+pub fn set_bootstrap_servers(properties: &mut Properties, flag: Option<&str>) {
+    if let Some(servers) = flag {
+        properties.insert("bootstrap.servers".into(), servers.to_owned());
+    }
+    properties.entry("bootstrap.servers".into()).or_insert_with(|| {
+        let from_env = std::env::var(BOOTSTRAP_SERVER_ENV).ok().filter(|v| !v.trim().is_empty());
+        from_env.unwrap_or_else(|| DEFAULT_BOOTSTRAP_SERVER.into())
+    });
 }
 
 /// Client properties from a properties file (if any), then `key=value`
@@ -33,7 +57,10 @@ pub fn load_properties(file: Option<&Path>, pairs: &[String]) -> anyhow::Result<
         Some(path) => {
             let text =
                 std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-            parse_properties(&text).with_context(|| format!("in {}", path.display()))?
+            // Trimmed as Kafka's `ConfigDef` trims values.
+            let pairs =
+                strom_broker::properties::parse(&text).with_context(|| format!("in {}", path.display()))?;
+            pairs.into_iter().map(|(key, value)| (key, value.trim().to_owned())).collect()
         }
         None => Properties::new(),
     };

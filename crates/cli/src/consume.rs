@@ -10,12 +10,15 @@
 //! commits nothing.
 
 use std::io::Write;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
+use kafka_protocol::error::ResponseError;
+use strom_client::cluster::TopicInfo;
 use strom_client::config::Properties;
 use strom_client::consumer::{NoListener, TimestampType};
-use strom_client::{Consumer, ConsumerConfig, ConsumerRecord, TopicPartition};
+use strom_client::{Cluster, Consumer, ConsumerConfig, ConsumerRecord, TopicPartition};
 
 use crate::client_args::{format_properties, property_flag, runtime, ConnectArgs};
 
@@ -41,7 +44,7 @@ pub struct ConsumeArgs {
     /// Exit after this many records.
     #[arg(long = "max-messages")]
     max_messages: Option<u64>,
-    /// Exit when no record arrives for this long.
+    /// Exit when no record arrives for this many milliseconds.
     #[arg(long = "timeout-ms")]
     timeout_ms: Option<u64>,
     /// `read_uncommitted` (default) or `read_committed`.
@@ -215,10 +218,10 @@ pub fn run(args: ConsumeArgs) -> anyhow::Result<()> {
     let config = ConsumerConfig::from_properties(&consumer_properties(&args)?)?;
     runtime()?.block_on(async {
         let mut consumer = Consumer::connect(config).await?;
+        let topic = existing_topic(consumer.cluster(), &args.topic).await?;
         match (args.partition, &args.group) {
             (None, Some(_)) => consumer.subscribe(std::slice::from_ref(&args.topic), Box::new(NoListener))?,
             (partition, _) => {
-                let topic = consumer.cluster().topic(&args.topic, false).await?;
                 let partitions: Vec<TopicPartition> = match partition {
                     Some(p) if topic.partition(p).is_none() => {
                         bail!("topic {} has no partition {p}", args.topic)
@@ -245,6 +248,19 @@ pub fn run(args: ConsumeArgs) -> anyhow::Result<()> {
         eprintln!("Processed a total of {printed} messages");
         closed.context("closing the consumer")
     })
+}
+
+/// The topic's metadata, or an error at once when the cluster does not
+/// know it: a subscription to a missing topic would otherwise wait for
+/// ever, and a direct read would retry for `default.api.timeout.ms`.
+async fn existing_topic(cluster: &Cluster, name: &str) -> anyhow::Result<Arc<TopicInfo>> {
+    let names = [name.to_owned()];
+    let metadata = cluster.refresh(Some(&names), false).await?;
+    let error = metadata.topic(name).and_then(|topic| topic.error);
+    if let Some(code) = error.filter(|code| code.0 == ResponseError::UnknownTopicOrPartition) {
+        bail!("topic {name} does not exist ({code})");
+    }
+    Ok(cluster.topic(name, false).await?)
 }
 
 /// Prints records until `--max-messages`, `--timeout-ms` or Ctrl-C.

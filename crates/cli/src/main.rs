@@ -14,8 +14,11 @@
 //!   brokers, and `kafka-broker-api-versions.sh`), `strom transactions`
 //!   (`kafka-transactions.sh`). Kafka's flags and text
 //!   output; `--format json` where a script would parse the output.
+//! - `strom storage format` and `strom storage random-uuid` prepare a KRaft
+//!   node's log dirs, like `kafka-storage.sh`.
 //!
-//! Each tool is one module; `client_args` holds what they share (connecting,
+//! Each tool is one module; `logging` sets up log output for all of them and
+//! the broker; `client_args` holds what they share (connecting,
 //! `--format`, column padding) and `specs` the parsing of their argument
 //! syntaxes (partition lists, datetimes, durations, offset JSON).
 
@@ -26,12 +29,14 @@ mod consume;
 mod delete_records;
 mod dump_log;
 mod groups;
+mod logging;
 mod offsets;
 mod perf;
 mod perf_consume;
 mod produce;
 mod server;
 mod specs;
+mod storage;
 mod topics;
 mod transactions;
 
@@ -71,6 +76,8 @@ enum Command {
     Cluster(cluster::ClusterArgs),
     /// List and describe transactions; find and abort hanging ones.
     Transactions(transactions::TransactionsArgs),
+    /// Format a KRaft node's log dirs, or print a random UUID.
+    Storage(storage::StorageArgs),
     /// Benchmarks.
     #[command(subcommand)]
     Perf(perf::PerfCommand),
@@ -80,7 +87,9 @@ fn main() {
     let cli = Cli::parse();
     if !matches!(cli.command, Command::Server(_)) {
         // Tools log warnings only, unless RUST_LOG asks for more.
-        let _ = server::init_logging(Some("warn".into()));
+        if let Err(e) = logging::init(None, "warn", logging::LogFormat::Text) {
+            exit_with(&e);
+        }
         die_quietly_on_closed_pipe();
     }
     let result = match cli.command {
@@ -95,12 +104,20 @@ fn main() {
         Command::DeleteRecords(args) => delete_records::run(args),
         Command::Cluster(args) => cluster::run(args),
         Command::Transactions(args) => transactions::run(args),
+        Command::Storage(args) => storage::run(args),
         Command::Perf(command) => perf::run(command),
     };
     if let Err(e) = result {
-        eprintln!("strom: {e:#}");
-        std::process::exit(1);
+        exit_with(&e);
     }
+}
+
+/// Reports `error` in one line and exits 1; a closed standard error loses
+/// the line but not the exit status.
+fn exit_with(error: &anyhow::Error) -> ! {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "strom: {error:#}");
+    std::process::exit(1);
 }
 
 /// A tool piped into `head` ends when the pipe closes, as Unix tools do,

@@ -15,7 +15,7 @@ use strom_client::config::Properties;
 use strom_client::producer::DeliveryFuture;
 use strom_client::{Producer, ProducerConfig, ProducerRecord};
 
-use crate::client_args::{load_properties, warn_idempotence_fallback};
+use crate::client_args::{load_properties, set_bootstrap_servers, warn_idempotence_fallback};
 
 #[derive(clap::Subcommand, Debug)]
 pub enum PerfCommand {
@@ -27,11 +27,15 @@ pub enum PerfCommand {
 
 #[derive(clap::Args, Debug)]
 pub struct PerfProduceArgs {
-    /// The broker(s) to connect to (or `bootstrap.servers` in --producer-props).
+    /// The broker(s) to connect to [default: `bootstrap.servers` of
+    /// --producer-props or --producer.config, else $STROM_BOOTSTRAP_SERVER, else
+    /// localhost:9092].
     #[arg(long = "bootstrap-server", value_name = "HOST:PORT")]
     bootstrap_server: Option<String>,
+    /// The topic to write to.
     #[arg(long)]
     topic: String,
+    /// Records to send.
     #[arg(long = "num-records")]
     num_records: u64,
     /// Bytes per record value.
@@ -55,10 +59,10 @@ pub struct PerfProduceArgs {
     /// `batch.size` in bytes.
     #[arg(long = "batch-size")]
     batch_size: Option<usize>,
-    /// `linger.ms`.
+    /// `linger.ms`: milliseconds a batch waits for more records.
     #[arg(long = "linger-ms")]
     linger_ms: Option<u64>,
-    /// Seconds between progress lines.
+    /// Milliseconds between progress lines.
     #[arg(long = "reporting-interval-ms", default_value_t = 5000)]
     reporting_interval_ms: u64,
     /// Summary format: `text` (Kafka's line) or `json`.
@@ -93,14 +97,11 @@ fn producer_properties(args: &PerfProduceArgs) -> anyhow::Result<Properties> {
             properties.insert(key.to_owned(), value);
         }
     };
-    set("bootstrap.servers", args.bootstrap_server.clone());
     set("acks", args.acks.clone());
     set("compression.type", args.compression_codec.clone());
     set("batch.size", args.batch_size.map(|b| b.to_string()));
     set("linger.ms", args.linger_ms.map(|l| l.to_string()));
-    if !properties.contains_key("bootstrap.servers") {
-        bail!("--bootstrap-server (or bootstrap.servers in --producer-props) is required");
-    }
+    set_bootstrap_servers(&mut properties, args.bootstrap_server.as_deref());
     Ok(properties)
 }
 

@@ -2,7 +2,8 @@
 //!
 //! Joins a group (a fresh `perf-consumer-N` unless `--group` names one),
 //! reads `--messages` records from the earliest offset (or the latest with
-//! `--from-latest`) and prints Kafka's summary columns, plus this
+//! `--from-latest`) and prints Kafka's summary columns (times in local
+//! time, in Kafka's `--date-format` patterns), plus this
 //! process's CPU time per GB read. It gives up when no record arrives for
 //! `--timeout` ms.
 
@@ -14,13 +15,18 @@ use strom_client::config::Properties;
 use strom_client::consumer::NoListener;
 use strom_client::{Consumer, ConsumerConfig};
 
-use crate::client_args::load_properties;
+use crate::client_args::{load_properties, set_bootstrap_servers};
 use crate::perf::cpu_seconds;
+use crate::specs::{local_offset_s, DateFormat, PERF_DATE_FORMAT};
 
 #[derive(clap::Args, Debug)]
 pub struct PerfConsumeArgs {
+    /// The broker(s) to connect to [default: `bootstrap.servers` of
+    /// --consumer-props or --consumer.config, else $STROM_BOOTSTRAP_SERVER, else
+    /// localhost:9092].
     #[arg(long = "bootstrap-server", value_name = "HOST:PORT")]
     bootstrap_server: Option<String>,
+    /// The topic to read.
     #[arg(long)]
     topic: String,
     /// Records to read.
@@ -32,7 +38,7 @@ pub struct PerfConsumeArgs {
     /// Start at the end of the log instead of the beginning.
     #[arg(long = "from-latest")]
     from_latest: bool,
-    /// `max.partition.fetch.bytes`.
+    /// `max.partition.fetch.bytes`: bytes fetched per partition per request.
     #[arg(long = "fetch-size")]
     fetch_size: Option<u64>,
     /// Give up when no record arrives for this many ms.
@@ -47,6 +53,10 @@ pub struct PerfConsumeArgs {
     /// Consumer configs, `key=value ...`.
     #[arg(long = "consumer-props", value_name = "KEY=VALUE", num_args = 1..)]
     consumer_props: Vec<String>,
+    /// How the text summary prints start and end times, in local time: the
+    /// numeric fields of Java's `SimpleDateFormat` (y M d H m s S) and 'text'.
+    #[arg(long = "date-format", value_name = "PATTERN", default_value = PERF_DATE_FORMAT)]
+    date_format: String,
     /// Leave out the header line of the text summary.
     #[arg(long = "hide-header")]
     hide_header: bool,
@@ -57,12 +67,7 @@ pub struct PerfConsumeArgs {
 
 fn consumer_properties(args: &PerfConsumeArgs) -> anyhow::Result<Properties> {
     let mut properties = load_properties(args.consumer_config.as_deref(), &args.consumer_props)?;
-    if let Some(bootstrap) = &args.bootstrap_server {
-        properties.insert("bootstrap.servers".into(), bootstrap.clone());
-    }
-    if !properties.contains_key("bootstrap.servers") {
-        bail!("--bootstrap-server (or bootstrap.servers in --consumer-props) is required");
-    }
+    set_bootstrap_servers(&mut properties, args.bootstrap_server.as_deref());
     let group = args.group.clone().unwrap_or_else(|| format!("perf-consumer-{}", std::process::id()));
     properties.insert("group.id".into(), group);
     let reset = if args.from_latest { "latest" } else { "earliest" };
@@ -74,6 +79,7 @@ fn consumer_properties(args: &PerfConsumeArgs) -> anyhow::Result<Properties> {
 }
 
 pub fn run(args: PerfConsumeArgs) -> anyhow::Result<()> {
+    let date_format = DateFormat::parse(&args.date_format)?;
     let config = ConsumerConfig::from_properties(&consumer_properties(&args)?)?;
     // One thread: on two cores the broker needs the other one, and a
     // second worker only adds wake-ups (measured slower).
@@ -88,7 +94,7 @@ pub fn run(args: PerfConsumeArgs) -> anyhow::Result<()> {
                      rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec, client.cpu.s, client.cpu.s.per.GB"
                 );
             }
-            println!("{}", summary.text());
+            println!("{}", summary.text(&date_format));
         }
     }
     if summary.records < args.messages {
@@ -188,13 +194,13 @@ impl Summary {
     }
 
     /// Kafka's columns, then the client's CPU.
-    fn text(&self) -> String {
+    fn text(&self, date_format: &DateFormat) -> String {
         let (mb_sec, msg_sec) = self.rates(self.elapsed);
         let (fetch_mb_sec, fetch_msg_sec) = self.rates(self.fetch);
         format!(
             "{}, {}, {:.4}, {:.4}, {}, {:.4}, {}, {}, {:.4}, {:.4}, {:.3}, {:.3}",
-            self.start_ms,
-            self.end_ms,
+            date_format.format(self.start_ms as i64, local_offset_s),
+            date_format.format(self.end_ms as i64, local_offset_s),
             self.bytes as f64 / MB,
             mb_sec,
             self.records,
@@ -247,6 +253,7 @@ mod tests {
         let json: serde_json::Value = serde_json::from_str(&summary.json()).unwrap();
         assert_eq!(json["fetch_mb_per_sec"], 1.0);
         assert_eq!(json["fetch_records_per_sec"], 500.0);
-        assert_eq!(summary.text().split(", ").count(), 12);
+        let text = summary.text(&DateFormat::parse(PERF_DATE_FORMAT).unwrap());
+        assert_eq!(text.split(", ").count(), 12);
     }
 }

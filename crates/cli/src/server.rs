@@ -3,6 +3,8 @@
 use std::path::PathBuf;
 
 use anyhow::{bail, Context};
+
+use crate::logging::{self, LogFormat};
 use strom_broker::{BoundBroker, Broker, BrokerConfig};
 use tokio::signal::unix::{signal, SignalKind};
 
@@ -29,23 +31,11 @@ pub fn run(args: ServerArgs) -> anyhow::Result<()> {
         };
         overrides.push((key.trim().to_owned(), value.trim().to_owned()));
     }
-    init_logging(BrokerConfig::logging_filter(&text, &overrides))?;
+    let format = LogFormat::parse(BrokerConfig::log_format(&text, &overrides).as_deref())?;
+    logging::init(BrokerConfig::logging_filter(&text, &overrides).as_deref(), "info", format)?;
     let config = BrokerConfig::from_properties(&text, &overrides)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(serve(config))
-}
-
-/// Log levels come from `RUST_LOG` when set, else `logging.level`, else `info`.
-pub fn init_logging(configured: Option<String>) -> anyhow::Result<()> {
-    use tracing_subscriber::EnvFilter;
-    let filter = match (EnvFilter::try_from_default_env(), configured) {
-        (Ok(from_env), _) => from_env,
-        (Err(_), Some(directives)) => EnvFilter::try_new(&directives)
-            .with_context(|| format!("invalid value {directives:?} for configuration logging.level"))?,
-        (Err(_), None) => EnvFilter::new("info"),
-    };
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
-    Ok(())
 }
 
 async fn serve(config: BrokerConfig) -> anyhow::Result<()> {
@@ -56,19 +46,37 @@ async fn serve(config: BrokerConfig) -> anyhow::Result<()> {
         Ok((_, limit)) => tracing::info!(limit, "open files limit (RLIMIT_NOFILE)"),
         Err(e) => tracing::warn!("cannot raise the open files limit (RLIMIT_NOFILE): {e}"),
     }
-    let node_id = config.node_id;
     let broker = Broker::open(config)?;
-    let bound = BoundBroker::bind(broker).await?;
-    tracing::info!(node_id, "broker started");
+    let bound = BoundBroker::bind(broker.clone()).await?;
+    log_start(&broker, &bound);
+    // SIGHUP stops the broker as SIGTERM does, as it stops a JVM: a broker
+    // whose terminal went away is not left running unattended.
     let mut terminate = signal(SignalKind::terminate())?;
     let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut hangup = signal(SignalKind::hangup())?;
     bound
         .serve(async move {
-            tokio::select! {
-                _ = terminate.recv() => {}
-                _ = interrupt.recv() => {}
-            }
+            let name = tokio::select! {
+                _ = terminate.recv() => "SIGTERM",
+                _ = interrupt.recv() => "SIGINT",
+                _ = hangup.recv() => "SIGHUP",
+            };
+            tracing::info!(signal = name, "stop requested");
         })
         .await?;
     Ok(())
+}
+
+/// The one line that says which broker this is and where it serves.
+fn log_start(broker: &Broker, bound: &BoundBroker) {
+    let config = &broker.config;
+    let log_dirs: Vec<String> = config.log_dirs.iter().map(|d| d.display().to_string()).collect();
+    tracing::info!(
+        version = env!("CARGO_PKG_VERSION"),
+        node_id = config.node_id,
+        log_dirs = %log_dirs.join(","),
+        cluster_id = %broker.controller.image().cluster_id,
+        listeners = %bound.listener_addresses().join(","),
+        "Strom started"
+    );
 }

@@ -175,6 +175,103 @@ fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
     era * 146_097 + day_of_era - 719_468
 }
 
+/// The civil date of a day count since 1970-01-01 (the inverse of
+/// [`days_from_civil`], Howard Hinnant's `civil_from_days`).
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let days = days + 719_468;
+    let era = days.div_euclid(146_097);
+    let day_of_era = days - era * 146_097;
+    let year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_index = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
+    let month = if month_index < 10 { month_index + 3 } else { month_index - 9 };
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+/// The perf tools' default `--date-format`, as in Kafka's.
+pub const PERF_DATE_FORMAT: &str = "yyyy-MM-dd HH:mm:ss:SSS";
+
+/// A `--date-format` pattern: the numeric fields of Java's
+/// `SimpleDateFormat` (`y`, `M`, `d`, `H`, `m`, `s`, `S`, zero-padded to
+/// the letter count; `yy` is the year's last two digits) and `'quoted'`
+/// text. Other pattern letters are refused rather than printed wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DateFormat(Vec<DatePart>);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum DatePart {
+    Text(String),
+    Field(char, usize),
+}
+
+impl DateFormat {
+    pub fn parse(pattern: &str) -> anyhow::Result<Self> {
+        let mut parts = Vec::new();
+        let mut chars = pattern.chars().peekable();
+        while let Some(c) = chars.next() {
+            match c {
+                '\'' => parts.push(DatePart::Text(quoted(&mut chars, pattern)?)),
+                c if c.is_ascii_alphabetic() => {
+                    let mut count = 1;
+                    while chars.next_if_eq(&c).is_some() {
+                        count += 1;
+                    }
+                    if !"yMdHmsS".contains(c) || (c == 'M' && count > 2) {
+                        bail!(
+                            "--date-format {pattern:?}: only the numeric fields y M d H m s S are supported"
+                        );
+                    }
+                    parts.push(DatePart::Field(c, count));
+                }
+                c => parts.push(DatePart::Text(c.to_string())),
+            }
+        }
+        Ok(Self(parts))
+    }
+
+    /// `utc_ms` in this format, in the zone `local_offset_s` gives.
+    pub fn format(&self, utc_ms: i64, local_offset_s: impl Fn(i64) -> i64) -> String {
+        let local_ms = utc_ms + local_offset_s(utc_ms.div_euclid(1000)) * 1000;
+        let (days, ms_of_day) = (local_ms.div_euclid(86_400_000), local_ms.rem_euclid(86_400_000));
+        let (year, month, day) = civil_from_days(days);
+        let field = |letter: char, count: usize| match letter {
+            'y' if count == 2 => year.rem_euclid(100),
+            'y' => year,
+            'M' => month,
+            'd' => day,
+            'H' => ms_of_day / 3_600_000,
+            'm' => ms_of_day / 60_000 % 60,
+            's' => ms_of_day / 1000 % 60,
+            _ => ms_of_day % 1000,
+        };
+        self.0
+            .iter()
+            .map(|part| match part {
+                DatePart::Text(text) => text.clone(),
+                DatePart::Field(letter, count) => format!("{:0count$}", field(*letter, *count)),
+            })
+            .collect()
+    }
+}
+
+/// The rest of a `'quoted'` run after its opening quote; `''` is a quote.
+fn quoted(chars: &mut std::iter::Peekable<std::str::Chars<'_>>, pattern: &str) -> anyhow::Result<String> {
+    if chars.next_if_eq(&'\'').is_some() {
+        return Ok("'".into());
+    }
+    let mut text = String::new();
+    loop {
+        match chars.next() {
+            Some('\'') if chars.next_if_eq(&'\'').is_some() => text.push('\''),
+            Some('\'') => return Ok(text),
+            Some(c) => text.push(c),
+            None => bail!("--date-format {pattern:?}: unterminated quote"),
+        }
+    }
+}
+
 /// `--by-duration`: an ISO-8601 duration as Java's `Duration.parse` reads
 /// it (`PnDTnHnMn.nS`, signs allowed on the whole and on each part), in
 /// milliseconds.
@@ -480,6 +577,24 @@ mod tests {
         assert!(error(r#"{"partitions":[{"topic":"t","offset":1}]}"#).contains("partition"));
         let duplicate = r#"{"partitions":[{"topic":"t","partition":0,"offset":1},{"topic":"t","partition":0,"offset":2}]}"#;
         assert!(error(duplicate).contains("duplicate topic partitions: t-0"));
+    }
+
+    #[test]
+    fn perf_datetimes_read_as_kafkas_date_format() {
+        let kafka = DateFormat::parse(PERF_DATE_FORMAT).unwrap();
+        assert_eq!(kafka.format(0, |_| 0), "1970-01-01 00:00:00:000");
+        assert_eq!(kafka.format(1_709_251_199_007, |_| 0), "2024-02-29 23:59:59:007");
+        assert_eq!(kafka.format(1_709_251_199_007, |_| 3600), "2024-03-01 00:59:59:007");
+        assert_eq!(kafka.format(-1, |_| 0), "1969-12-31 23:59:59:999");
+        let custom = DateFormat::parse("yy/M/d 'at' H'h'mm ''s.S").unwrap();
+        assert_eq!(custom.format(1_709_251_199_007, |_| 0), "24/2/29 at 23h59 '59.7");
+        for bad in ["yyyy-MMM-dd", "EEE HH", "'open"] {
+            assert!(DateFormat::parse(bad).is_err(), "{bad}");
+        }
+        for days in [-800_000, -1, 0, 59, 11_016, 20_000, 2_932_896] {
+            let (year, month, day) = civil_from_days(days);
+            assert_eq!(days_from_civil(year, month, day), days);
+        }
     }
 
     #[test]

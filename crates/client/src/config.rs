@@ -1,7 +1,7 @@
 //! Client configuration under Kafka's property names.
 //!
-//! Tools read a Java-style properties file (`--command-config`) and
-//! `key=value` flags into one `Properties` map; each client picks the keys
+//! Tools read a Java properties file (`--command-config`, parsed by
+//! `strom_broker::properties`) and `key=value` flags into one `Properties` map; each client picks the keys
 //! it knows, with the Java client's defaults, and ignores the rest (as the
 //! Java client does, apart from a log line).
 
@@ -13,24 +13,6 @@ use crate::error::{Error, Result};
 
 /// `key -> value`, as in a `.properties` file.
 pub type Properties = BTreeMap<String, String>;
-
-/// Parses Java properties text: `key=value` or `key: value` lines, `#` and
-/// `!` comments, blank lines. (Line continuations and escapes are rare in
-/// client configs and not supported.)
-pub fn parse_properties(text: &str) -> Result<Properties> {
-    let mut properties = Properties::new();
-    for (number, line) in text.lines().enumerate() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') || line.starts_with('!') {
-            continue;
-        }
-        let Some(split) = line.find(['=', ':']) else {
-            return Err(Error::Config(format!("line {}: expected key=value, got {line:?}", number + 1)));
-        };
-        properties.insert(line[..split].trim().to_owned(), line[split + 1..].trim().to_owned());
-    }
-    Ok(properties)
-}
 
 /// Parses `key=value` pairs given on a command line.
 pub fn parse_pairs<'a>(pairs: impl IntoIterator<Item = &'a str>) -> Result<Properties> {
@@ -119,6 +101,7 @@ impl ClientConfig {
         if let Some(bad) = bootstrap_servers.iter().find(|s| !s.contains(':')) {
             return Err(Error::Config(format!("bootstrap server {bad:?} is not host:port")));
         }
+        check_security_protocol(&read.string("security.protocol", "PLAINTEXT"))?;
         Ok(Self {
             bootstrap_servers,
             client_id: read.string("client.id", "strom-client"),
@@ -148,18 +131,33 @@ impl ClientConfig {
     }
 }
 
+/// `security.protocol`: only PLAINTEXT is spoken. TLS or SASL asked for
+/// and not honoured would send credentials and data in the clear, so the
+/// other protocols are refused rather than ignored.
+fn check_security_protocol(value: &str) -> Result<()> {
+    const NOT_YET: [&str; 3] = ["SSL", "SASL_PLAINTEXT", "SASL_SSL"];
+    let protocol = value.trim().to_ascii_uppercase();
+    if protocol == "PLAINTEXT" {
+        return Ok(());
+    }
+    let reason = if NOT_YET.contains(&protocol.as_str()) {
+        "this client speaks only PLAINTEXT (no TLS or SASL yet)"
+    } else {
+        "expected PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"
+    };
+    Err(Error::Config(format!("security.protocol={value} is not supported: {reason}")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn parses_properties_files_and_pairs() {
-        let text = "# comment\n! also\n\nbootstrap.servers = a:1,b:2\nclient.id: tool\nlinger.ms=5\n";
-        let properties = parse_properties(text).unwrap();
+        let properties = parse_pairs(["bootstrap.servers = a:1,b:2", "client.id=tool"]).unwrap();
         assert_eq!(properties["client.id"], "tool");
         let config = ClientConfig::from_properties(&properties).unwrap();
         assert_eq!(config.bootstrap_servers, ["a:1", "b:2"]);
-        assert!(parse_properties("novalue\n").is_err());
         assert_eq!(parse_pairs(["acks=all"]).unwrap()["acks"], "all");
         assert!(parse_pairs(["acks"]).is_err());
     }
@@ -176,6 +174,20 @@ mod tests {
         assert!(ClientConfig::from_properties(&Properties::new()).is_err());
         assert!(ClientConfig::new("h:1").bootstrap_servers == ["h:1"]);
         assert!(ClientConfig::from_properties(&parse_pairs(["bootstrap.servers=nohost"]).unwrap()).is_err());
+    }
+
+    #[test]
+    fn refuses_security_protocols_it_cannot_honour() {
+        let config = |protocol: &str| {
+            let pairs = ["bootstrap.servers=h:1".to_owned(), format!("security.protocol={protocol}")];
+            ClientConfig::from_properties(&parse_pairs(pairs.iter().map(String::as_str)).unwrap())
+        };
+        assert!(config("PLAINTEXT").is_ok());
+        assert!(config("plaintext").is_ok());
+        for refused in ["SSL", "SASL_PLAINTEXT", "sasl_ssl", "TLS"] {
+            let error = config(refused).unwrap_err().to_string();
+            assert!(error.contains(&format!("security.protocol={refused}")), "{error}");
+        }
     }
 
     #[test]

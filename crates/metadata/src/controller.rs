@@ -6,6 +6,7 @@
 //! the log has one voter; a Raft quorum will replicate the same records.
 
 use std::collections::BTreeMap;
+use std::ops::Range;
 use std::path::Path;
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -20,10 +21,11 @@ use crate::topic_config::{validate_dynamic_broker_config, validate_topic_config}
 /// The metadata log's partition directory, as Kafka names it.
 pub const METADATA_LOG_DIR: &str = "__cluster_metadata-0";
 const MAX_TOPIC_NAME_LEN: usize = 249;
-/// The most partitions one operation may create: like Kafka's bound on the
-/// records of one user operation, so a hostile count (2^31 - 1) is refused
-/// instead of exhausting memory.
-pub const MAX_PARTITIONS_PER_OPERATION: i32 = 10_000;
+/// The most partitions one request may create unless configured otherwise
+/// (`controller.max.partitions.per.request`): Kafka's bound on the records of
+/// one user operation, so a hostile count (2^31 - 1) is refused instead of
+/// exhausting memory and descriptors.
+pub const DEFAULT_MAX_PARTITIONS_PER_REQUEST: i32 = 10_000;
 
 /// Why a metadata change was refused; each maps to one Kafka error code.
 #[derive(Debug, thiserror::Error)]
@@ -42,8 +44,15 @@ pub enum MetadataError {
     InvalidReplicaAssignment(String),
     #[error("{0}")]
     InvalidConfig(String),
+    #[error("{0}")]
+    PolicyViolation(String),
     #[error("all producer ids have been handed out")]
     ProducerIdsExhausted,
+    /// A record of the metadata log that this version cannot apply: replay
+    /// stops there, since an image that skipped it would silently differ
+    /// from every other node's.
+    #[error("metadata log record at offset {offset} cannot be replayed: {reason}")]
+    UnreadableRecord { offset: i64, reason: crate::records::DecodeError },
     #[error("metadata log: {0}")]
     Storage(#[from] strom_storage::StorageError),
 }
@@ -97,8 +106,37 @@ impl ConfigResource {
 
 pub struct Controller {
     node_id: i32,
+    max_partitions_per_request: i32,
     log: Mutex<Log>,
     image: RwLock<Arc<MetadataImage>>,
+}
+
+/// The partition logs of this node. The controller has them created before
+/// its records name the partitions and discards them if the records are not
+/// written, so the metadata never names a partition without a log and a
+/// crash in between leaves only logs no topic owns (removed at start).
+pub trait PartitionLogs {
+    /// Refuses `count` new logs if this node has no room for them.
+    fn check_room(&self, count: usize) -> Result<(), MetadataError>;
+    /// Creates the logs of `partitions` of `topic`: all of them, or none.
+    fn create(&self, topic: &TopicImage, partitions: Range<i32>) -> Result<(), MetadataError>;
+    /// Removes the logs `create` made for records that were then not written.
+    fn discard(&self, topic: &TopicImage, partitions: Range<i32>);
+}
+
+/// For callers that keep no logs (tests, validation).
+pub struct NoLogs;
+
+impl PartitionLogs for NoLogs {
+    fn check_room(&self, _: usize) -> Result<(), MetadataError> {
+        Ok(())
+    }
+
+    fn create(&self, _: &TopicImage, _: Range<i32>) -> Result<(), MetadataError> {
+        Ok(())
+    }
+
+    fn discard(&self, _: &TopicImage, _: Range<i32>) {}
 }
 
 /// Kafka's topic name rules.
@@ -132,16 +170,52 @@ fn collision_key(name: &str) -> String {
 impl Controller {
     /// Opens (or creates) the metadata log in `dir` and replays it.
     pub fn open(dir: &Path, node_id: i32) -> Result<Self, MetadataError> {
+        Self::open_in_cluster(dir, node_id, None)
+    }
+
+    /// [`Self::open`], a new log recording `cluster_id` (the one the log
+    /// dirs' `meta.properties` name) rather than a random one. A log that
+    /// records an id already keeps it: the caller compares.
+    pub fn open_in_cluster(
+        dir: &Path,
+        node_id: i32,
+        cluster_id: Option<&str>,
+    ) -> Result<Self, MetadataError> {
         let now = strom_storage::now_ms();
         let (log, _) = Log::open(&dir.join(METADATA_LOG_DIR), LogConfig::default(), 0, 0, false, now)?;
         let mut image = MetadataImage::default();
         replay(&log, &mut image)?;
-        let controller = Self { node_id, log: Mutex::new(log), image: RwLock::new(Arc::new(image)) };
+        let controller = Self {
+            node_id,
+            max_partitions_per_request: DEFAULT_MAX_PARTITIONS_PER_REQUEST,
+            log: Mutex::new(log),
+            image: RwLock::new(Arc::new(image)),
+        };
         if controller.image().cluster_id.is_empty() {
-            let cluster_id = new_cluster_id();
+            let cluster_id = cluster_id.map_or_else(new_cluster_id, str::to_owned);
             controller.commit(vec![MetadataRecord::Cluster { cluster_id }])?;
         }
         Ok(controller)
+    }
+
+    /// Sets `controller.max.partitions.per.request`.
+    pub fn with_max_partitions_per_request(mut self, max: i32) -> Self {
+        self.max_partitions_per_request = max.max(1);
+        self
+    }
+
+    /// Refuses a request that would create more than
+    /// `controller.max.partitions.per.request` partitions, as Kafka refuses
+    /// an operation of too many records: POLICY_VIOLATION.
+    pub fn check_partitions_per_request(&self, new_partitions: i64) -> Result<(), MetadataError> {
+        let max = self.max_partitions_per_request;
+        if new_partitions > i64::from(max) {
+            return Err(MetadataError::PolicyViolation(format!(
+                "the request would create {new_partitions} partitions; one request may create at most {max} \
+                 (controller.max.partitions.per.request)"
+            )));
+        }
+        Ok(())
     }
 
     /// The current image; cheap to take and consistent for as long as it is held.
@@ -151,6 +225,17 @@ impl Controller {
 
     /// Creates a topic on this node, or only checks that it could be created.
     pub fn create_topic(&self, topic: NewTopic, validate_only: bool) -> Result<TopicImage, MetadataError> {
+        self.create_topic_with_logs(topic, validate_only, &NoLogs)
+    }
+
+    /// [`Self::create_topic`], with the partitions' logs created by `logs`
+    /// before the topic is written.
+    pub fn create_topic_with_logs(
+        &self,
+        topic: NewTopic,
+        validate_only: bool,
+        logs: &dyn PartitionLogs,
+    ) -> Result<TopicImage, MetadataError> {
         let mut writer = self.log.lock().expect("metadata log lock");
         let image = self.image();
         validate_topic_name(&topic.name)?;
@@ -169,7 +254,7 @@ impl Controller {
                 "number of partitions must be larger than 0".into(),
             ));
         }
-        check_partition_growth(topic.partitions)?;
+        self.check_partitions_per_request(topic.partitions.into())?;
         if topic.replication_factor < 1 {
             return Err(MetadataError::InvalidReplicationFactor(
                 "replication factor must be larger than 0".into(),
@@ -198,16 +283,35 @@ impl Controller {
             leader: self.node_id,
             leader_epoch: 0,
         }));
+        let mut preview = (*image).clone();
+        records.iter().cloned().for_each(|r| preview.apply(r));
+        let created = preview.topic(&topic.name).cloned().expect("just applied");
         if validate_only {
-            let mut preview = (*image).clone();
-            records.into_iter().for_each(|r| preview.apply(r));
-            return Ok(preview.topic(&topic.name).cloned().expect("just applied"));
+            logs.check_room(created.partitions.len())?;
+            return Ok(created);
         }
-        let image = self.append_and_apply(&mut writer, records)?;
-        Ok(image.topic(&topic.name).cloned().expect("just created"))
+        self.append_with_logs(&mut writer, records, logs, &created, 0..topic.partitions)?;
+        Ok(created)
     }
 
-    /// Deletes a topic by id, returning its name.
+    /// Has `logs` create the logs of `partitions`, then writes `records`;
+    /// the logs are discarded if the write fails.
+    fn append_with_logs(
+        &self,
+        writer: &mut Log,
+        records: Vec<MetadataRecord>,
+        logs: &dyn PartitionLogs,
+        topic: &TopicImage,
+        partitions: Range<i32>,
+    ) -> Result<(), MetadataError> {
+        logs.create(topic, partitions.clone())?;
+        if let Err(e) = self.append_and_apply(writer, records) {
+            logs.discard(topic, partitions);
+            return Err(e);
+        }
+        Ok(())
+    }
+
     /// Grows `name` to `count` partitions (CreatePartitions); partitions are
     /// never removed. `assignments`, when given, names each new partition's
     /// replicas.
@@ -218,9 +322,29 @@ impl Controller {
         assignments: Option<&[Vec<i32>]>,
         validate_only: bool,
     ) -> Result<(), MetadataError> {
+        self.create_partitions_with_logs(name, count, assignments, validate_only, &NoLogs)
+    }
+
+    /// [`Self::create_partitions`], with the new partitions' logs created
+    /// by `logs` before they are written.
+    pub fn create_partitions_with_logs(
+        &self,
+        name: &str,
+        count: i32,
+        assignments: Option<&[Vec<i32>]>,
+        validate_only: bool,
+        logs: &dyn PartitionLogs,
+    ) -> Result<(), MetadataError> {
         let mut writer = self.log.lock().expect("metadata log lock");
         let image = self.image();
         let topic = image.topic(name).ok_or(MetadataError::UnknownTopic)?;
+        if topic.is_internal() {
+            // The coordinators place each group and transactional id by a
+            // hash modulo the partition count: more partitions would lose them.
+            return Err(MetadataError::InvalidTopic(format!(
+                "the number of partitions of internal topic '{name}' cannot be changed"
+            )));
+        }
         let current = topic.partitions.len() as i32;
         if count < current {
             return Err(MetadataError::InvalidPartitions(format!(
@@ -230,12 +354,12 @@ impl Controller {
         if count == current {
             return Err(MetadataError::InvalidPartitions(format!("topic already has {current} partitions")));
         }
-        check_partition_growth(count - current)?;
+        self.check_partitions_per_request(i64::from(count) - i64::from(current))?;
         if let Some(assignments) = assignments {
             self.check_assignments(assignments, count - current)?;
         }
         if validate_only {
-            return Ok(());
+            return logs.check_room((count - current) as usize);
         }
         let topic_id = topic.id;
         let records = (current..count)
@@ -247,8 +371,7 @@ impl Controller {
                 leader_epoch: 0,
             })
             .collect();
-        self.append_and_apply(&mut writer, records)?;
-        Ok(())
+        self.append_with_logs(&mut writer, records, logs, topic, current..count)
     }
 
     /// Explicit replica assignments must cover each new partition with
@@ -269,10 +392,19 @@ impl Controller {
         Ok(())
     }
 
+    /// Deletes a topic by id, returning its name. Internal topics hold every
+    /// group's offsets and every transaction's state: they are never deleted.
     pub fn delete_topic(&self, topic_id: Uuid) -> Result<String, MetadataError> {
         let mut writer = self.log.lock().expect("metadata log lock");
-        let name =
-            self.image().topic_by_id(&topic_id).map(|t| t.name.clone()).ok_or(MetadataError::UnknownTopic)?;
+        let image = self.image();
+        let topic = image.topic_by_id(&topic_id).ok_or(MetadataError::UnknownTopic)?;
+        if topic.is_internal() {
+            return Err(MetadataError::InvalidTopic(format!(
+                "internal topic '{}' cannot be deleted",
+                topic.name
+            )));
+        }
+        let name = topic.name.clone();
         self.append_and_apply(&mut writer, vec![MetadataRecord::RemoveTopic { topic_id }])?;
         Ok(name)
     }
@@ -354,15 +486,6 @@ impl Controller {
     }
 }
 
-fn check_partition_growth(new_partitions: i32) -> Result<(), MetadataError> {
-    if new_partitions > MAX_PARTITIONS_PER_OPERATION {
-        return Err(MetadataError::InvalidPartitions(format!(
-            "cannot create {new_partitions} partitions in one operation; the limit is {MAX_PARTITIONS_PER_OPERATION}"
-        )));
-    }
-    Ok(())
-}
-
 fn encode_batch(records: &[MetadataRecord]) -> Bytes {
     let entries: Vec<_> = records.iter().map(|r| (None, Some(r.encode()))).collect();
     strom_storage::batch::encode_batch(&entries, strom_storage::now_ms())
@@ -371,10 +494,9 @@ fn encode_batch(records: &[MetadataRecord]) -> Bytes {
 fn replay(log: &Log, image: &mut MetadataImage) -> Result<(), MetadataError> {
     for record in log.read_records(log.log_end_offset())? {
         let value = record.value.unwrap_or_default();
-        match MetadataRecord::decode(&value) {
-            Ok(decoded) => image.apply(decoded),
-            Err(e) => tracing::error!(offset = record.offset, "skipping metadata record: {e}"),
-        }
+        let decoded = MetadataRecord::decode(&value)
+            .map_err(|reason| MetadataError::UnreadableRecord { offset: record.offset, reason })?;
+        image.apply(decoded);
         image.last_offset = record.offset;
     }
     Ok(())
@@ -462,7 +584,7 @@ mod tests {
         ));
         assert!(matches!(
             controller.create_topic(new_topic("huge", i32::MAX), true),
-            Err(MetadataError::InvalidPartitions(_))
+            Err(MetadataError::PolicyViolation(_))
         ));
         let validate_only = controller.create_topic(new_topic("v", 2), true).unwrap();
         assert_eq!(validate_only.partitions.len(), 2);
@@ -547,7 +669,7 @@ mod tests {
             controller.create_partitions("nope", 3, None, false),
             Err(MetadataError::UnknownTopic)
         ));
-        assert!(matches!(grow(i32::MAX, None, false), Err(MetadataError::InvalidPartitions(_))));
+        assert!(matches!(grow(i32::MAX, None, false), Err(MetadataError::PolicyViolation(_))));
         grow(5, None, true).unwrap();
         assert_eq!(controller.image().topic("orders").unwrap().partitions.len(), 2, "validate only");
         grow(4, Some(&[vec![1], vec![1]]), false).unwrap();
@@ -556,6 +678,110 @@ mod tests {
         let partitions: Vec<i32> =
             reopened.image().topic("orders").unwrap().partitions.keys().copied().collect();
         assert_eq!(partitions, vec![0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn internal_topics_are_never_deleted_or_grown() {
+        let dir = tempfile::tempdir().unwrap();
+        let controller = Controller::open(dir.path(), 1).unwrap();
+        for name in ["__consumer_offsets", "__transaction_state"] {
+            controller.create_topic(new_topic(name, 2), false).unwrap();
+            let id = controller.image().topic(name).unwrap().id;
+            let deleted = controller.delete_topic(id).unwrap_err();
+            assert!(matches!(&deleted, MetadataError::InvalidTopic(m) if m.contains(name)), "{deleted}");
+            let grown = controller.create_partitions(name, 3, None, false).unwrap_err();
+            assert!(matches!(&grown, MetadataError::InvalidTopic(m) if m.contains(name)), "{grown}");
+            assert_eq!(controller.image().topic(name).unwrap().partitions.len(), 2);
+        }
+    }
+
+    #[test]
+    fn replay_stops_at_a_record_it_cannot_decode() {
+        let dir = tempfile::tempdir().unwrap();
+        let controller = Controller::open(dir.path(), 1).unwrap();
+        controller.create_topic(new_topic("before", 1), false).unwrap();
+        let unknown_type = Bytes::from_static(&[0, 99, 0]);
+        let batch = strom_storage::batch::encode_batch(&[(None, Some(unknown_type))], 0);
+        let offset = {
+            let mut log = controller.log.lock().unwrap();
+            let info = log.append(&batch, 0, 0).unwrap();
+            log.flush(0).unwrap();
+            info.last_offset
+        };
+        drop(controller);
+
+        let err = Controller::open(dir.path(), 1).err().expect("replay must stop");
+        assert!(matches!(err, MetadataError::UnreadableRecord { offset: o, .. } if o == offset), "{err}");
+        assert!(err.to_string().contains(&format!("offset {offset}")), "{err}");
+    }
+
+    /// Records what it was asked to create; refuses everything when `fail`.
+    #[derive(Default)]
+    struct RecordingLogs {
+        fail: bool,
+        created: Mutex<Vec<(String, Range<i32>)>>,
+    }
+
+    impl PartitionLogs for RecordingLogs {
+        fn check_room(&self, _: usize) -> Result<(), MetadataError> {
+            match self.fail {
+                true => Err(MetadataError::PolicyViolation("no room".into())),
+                false => Ok(()),
+            }
+        }
+
+        fn create(&self, topic: &TopicImage, partitions: Range<i32>) -> Result<(), MetadataError> {
+            if self.fail {
+                return Err(MetadataError::PolicyViolation("no room".into()));
+            }
+            self.created.lock().unwrap().push((topic.name.clone(), partitions));
+            Ok(())
+        }
+
+        fn discard(&self, _: &TopicImage, _: Range<i32>) {}
+    }
+
+    #[test]
+    fn partitions_are_written_only_once_their_logs_exist() {
+        let dir = tempfile::tempdir().unwrap();
+        let controller = Controller::open(dir.path(), 1).unwrap();
+        let logs = RecordingLogs::default();
+        controller.create_topic_with_logs(new_topic("t", 3), false, &logs).unwrap();
+        controller.create_partitions_with_logs("t", 5, None, false, &logs).unwrap();
+        controller.create_topic_with_logs(new_topic("dry", 2), true, &logs).unwrap();
+        assert_eq!(*logs.created.lock().unwrap(), vec![("t".to_owned(), 0..3), ("t".to_owned(), 3..5)]);
+
+        let refusing = RecordingLogs { fail: true, ..Default::default() };
+        let offset = controller.image().last_offset;
+        let refused = controller.create_topic_with_logs(new_topic("u", 1), false, &refusing);
+        assert!(matches!(refused, Err(MetadataError::PolicyViolation(_))));
+        let refused = controller.create_partitions_with_logs("t", 6, None, false, &refusing);
+        assert!(matches!(refused, Err(MetadataError::PolicyViolation(_))));
+        for validate_only in [true, false] {
+            let refused = controller.create_topic_with_logs(new_topic("v", 1), validate_only, &refusing);
+            assert!(
+                matches!(refused, Err(MetadataError::PolicyViolation(_))),
+                "validate_only {validate_only}"
+            );
+        }
+        assert_eq!(controller.image().last_offset, offset, "nothing written without logs");
+        assert!(controller.image().topic("u").is_none());
+        assert_eq!(controller.image().topic("t").unwrap().partitions.len(), 5);
+    }
+
+    #[test]
+    fn one_request_creates_at_most_the_configured_partitions() {
+        let dir = tempfile::tempdir().unwrap();
+        let controller = Controller::open(dir.path(), 1).unwrap().with_max_partitions_per_request(5);
+        let refused = controller.create_topic(new_topic("big", 6), false).unwrap_err();
+        assert!(
+            matches!(&refused, MetadataError::PolicyViolation(m) if m.contains("controller.max.partitions.per.request"))
+        );
+        controller.create_topic(new_topic("fits", 5), false).unwrap();
+        let refused = controller.create_partitions("fits", 11, None, false);
+        assert!(matches!(refused, Err(MetadataError::PolicyViolation(_))));
+        controller.create_partitions("fits", 10, None, false).unwrap();
+        assert!(controller.check_partitions_per_request(6).is_err());
     }
 
     #[test]

@@ -1,10 +1,12 @@
 //! RecordBatch v2, read in place.
 //!
-//! The broker never decodes a batch into records on the append or fetch path: it
+//! The broker never decodes a batch into records on the fetch path, nor a
+//! compressed one on the append path unless a rule needs its records: it
 //! reads the fixed 61-byte header, checks it, and rewrites the few fields the
-//! broker owns (base offset, partition leader epoch and, for LogAppendTime, the
-//! max timestamp and the CRC that covers it). Everything else stays byte for
-//! byte as the producer sent it.
+//! broker owns (base offset, partition leader epoch and, when it differs from
+//! what the producer wrote, the max timestamp, as Kafka stores it, with the
+//! CRC that covers it). Everything else stays byte for byte as the producer
+//! sent it.
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::records::{
@@ -327,6 +329,9 @@ pub struct HeaderRewrite {
     pub partition_leader_epoch: i32,
     /// The LogAppendTime to stamp, if the log uses it.
     pub log_append_time: Option<i64>,
+    /// Otherwise, the largest timestamp of the batch's records, which Kafka
+    /// stores whatever the producer wrote there.
+    pub records_max_timestamp: i64,
 }
 
 /// Rewrites the broker-owned fields of `header` (the first [`HEADER_LEN`]
@@ -337,15 +342,19 @@ pub fn rewrite_header(header: &mut [u8; HEADER_LEN], batch: &[u8], rewrite: Head
     header[BASE_OFFSET..BASE_OFFSET + 8].copy_from_slice(&rewrite.base_offset.to_be_bytes());
     header[PARTITION_LEADER_EPOCH..PARTITION_LEADER_EPOCH + 4]
         .copy_from_slice(&rewrite.partition_leader_epoch.to_be_bytes());
-    let Some(now) = rewrite.log_append_time else {
-        return i64_at(header, MAX_TIMESTAMP);
+    let attributes = i16_at(header, ATTRIBUTES);
+    let (max_timestamp, attributes) = match rewrite.log_append_time {
+        Some(now) => (now, attributes | TIMESTAMP_TYPE_BIT),
+        None => (rewrite.records_max_timestamp, attributes),
     };
-    let attributes = i16_at(header, ATTRIBUTES) | TIMESTAMP_TYPE_BIT;
+    if max_timestamp == i64_at(header, MAX_TIMESTAMP) && attributes == i16_at(header, ATTRIBUTES) {
+        return max_timestamp;
+    }
     header[ATTRIBUTES..ATTRIBUTES + 2].copy_from_slice(&attributes.to_be_bytes());
-    header[MAX_TIMESTAMP..MAX_TIMESTAMP + 8].copy_from_slice(&now.to_be_bytes());
+    header[MAX_TIMESTAMP..MAX_TIMESTAMP + 8].copy_from_slice(&max_timestamp.to_be_bytes());
     let crc = crc32c::crc32c_append(crc32c::crc32c(&header[ATTRIBUTES..]), &batch[HEADER_LEN..]);
     header[CRC..CRC + 4].copy_from_slice(&crc.to_be_bytes());
-    now
+    max_timestamp
 }
 
 /// Encodes key/value pairs as one uncompressed batch, for records the broker
@@ -567,7 +576,12 @@ mod tests {
     fn log_append_time_rewrite_keeps_the_crc_valid() {
         let bytes = batch(2, 5, Compression::Lz4);
         let mut header: [u8; HEADER_LEN] = bytes[..HEADER_LEN].try_into().unwrap();
-        let rewrite = HeaderRewrite { base_offset: 42, partition_leader_epoch: 7, log_append_time: Some(99) };
+        let rewrite = HeaderRewrite {
+            base_offset: 42,
+            partition_leader_epoch: 7,
+            log_append_time: Some(99),
+            records_max_timestamp: 6,
+        };
         assert_eq!(rewrite_header(&mut header, &bytes, rewrite), 99);
         let mut stored = header.to_vec();
         stored.extend_from_slice(&bytes[HEADER_LEN..]);

@@ -11,9 +11,20 @@ pub enum StorageError {
     /// A batch whose contents contradict its header (INVALID_RECORD).
     #[error("invalid record: {0}")]
     InvalidRecord(String),
+    /// `rejected` records of one batch break the log's rules; the first
+    /// [`crate::records::MAX_NAMED_RECORD_ERRORS`] are named so a client can
+    /// fail just them (KIP-467). INVALID_TIMESTAMP when a timestamp is out of
+    /// range, INVALID_RECORD otherwise.
+    #[error("{}", rejected_records_message(*.rejected, .errors))]
+    RejectedRecords { invalid_timestamp: bool, rejected: usize, errors: Vec<RecordError> },
     /// A batch larger than `max.message.bytes` (MESSAGE_TOO_LARGE).
     #[error("batch of {size} bytes exceeds the limit of {max} bytes")]
     RecordTooLarge { size: usize, max: usize },
+    /// An append or index entry past the largest position a segment's index
+    /// can record ([`crate::segment::MAX_SEGMENT_BYTES`]). Logs roll before
+    /// this, so it is refused, never wrapped (UNKNOWN_SERVER_ERROR).
+    #[error("segment full: {0}")]
+    SegmentFull(String),
     /// A fetch outside `[log start, log end]` (OFFSET_OUT_OF_RANGE).
     #[error("offset {offset} is outside the log range [{log_start}, {log_end}]")]
     OffsetOutOfRange { offset: i64, log_start: i64, log_end: i64 },
@@ -33,6 +44,21 @@ pub enum StorageError {
     /// (KAFKA_STORAGE_ERROR).
     #[error("log dir {0} is offline")]
     LogDirOffline(String),
+}
+
+/// One refused record: its index within its batch and the reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordError {
+    pub batch_index: i32,
+    pub message: String,
+}
+
+/// How many records were refused, with the first few reasons.
+fn rejected_records_message(rejected: usize, errors: &[RecordError]) -> String {
+    const SHOWN: usize = 3;
+    let first: Vec<String> =
+        errors.iter().take(SHOWN).map(|e| format!("record {}: {}", e.batch_index, e.message)).collect();
+    format!("{rejected} record(s) rejected; the first {}: {}", first.len(), first.join("; "))
 }
 
 impl StorageError {

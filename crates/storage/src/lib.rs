@@ -14,7 +14,8 @@
 //!   watermark, flushing.
 //! - [`file_cache`] bounds the descriptors inactive segments keep open.
 //! - [`records`] walks the records inside a batch (decompressing it), for
-//!   the compacted-topic key check, the cleaner and `strom dump-log`.
+//!   Kafka's per-record produce rules (keys on compacted topics, the
+//!   timestamp window, the max timestamp), the cleaner and `strom dump-log`.
 //! - [`cleaner`] compacts `cleanup.policy=compact` logs (Kafka's log
 //!   cleaner): offset map, cleaned copies, crash-safe segment swaps.
 //! - [`producer_state`] remembers each producer's epoch and last batches so
@@ -24,6 +25,9 @@
 //! - [`checkpoint`] writes Kafka's offset checkpoint files atomically.
 //! - [`manager`] owns every log across `log.dirs`, loads them at start,
 //!   places new ones, takes a failed dir offline and marks a clean shutdown.
+//! - [`failpoint`] lets crash tests stop the process at a named step
+//!   (`STROM_FAILPOINTS=cleaner-old-deleted`, read once; a point costs one
+//!   load of a cached empty list when the variable is unset).
 //!
 //! There is no networking here; the broker crate drives all of it.
 
@@ -31,6 +35,7 @@ pub mod batch;
 pub mod checkpoint;
 pub mod cleaner;
 pub mod error;
+pub mod failpoint;
 pub mod file_cache;
 pub mod index;
 pub mod log;

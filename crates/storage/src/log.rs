@@ -1,8 +1,11 @@
 //! The log of one partition: an ordered run of segments.
 //!
-//! Appends validate each batch's header (size, magic, CRC, record count),
-//! assign offsets by rewriting the header in place and write the batch bytes
-//! as received. Reads find the segment by binary search over base offsets,
+//! Appends validate each batch's header (size, magic, CRC, record count)
+//! and Kafka's per-record rules (keys on compacted logs, the KIP-937
+//! timestamp window) where that needs no decompression or a rule demands
+//! it, assign offsets and the records' max timestamp by rewriting the header
+//! in place, and write the batch bytes as received. A segment never grows
+//! past the positions its index can hold. Reads find the segment by binary search over base offsets,
 //! then the batch through the sparse index and a short scan.
 
 use std::collections::BTreeMap;
@@ -13,6 +16,7 @@ use crate::batch::{self, BatchHeader, Batches, HeaderRewrite, TimestampType, HEA
 use crate::error::{Result, StorageError};
 use crate::file_cache::FileCache;
 use crate::producer_state::{AppendOrigin, BatchMetadata, CompletedTxn, ProducedBatch, ProducerCheck};
+use crate::records::{RecordRules, TimestampWindow};
 use crate::segment::{self, FileSlice, LogSegment, PreparedBatch, RecoveryReport, SegmentConfig};
 use crate::txn_index::AbortedTxn;
 
@@ -58,6 +62,12 @@ pub struct LogConfig {
     pub min_compaction_lag_ms: i64,
     /// `max.compaction.lag.ms`
     pub max_compaction_lag_ms: i64,
+    /// `message.timestamp.before.max.ms`: how far in the past a CreateTime
+    /// timestamp may lie.
+    pub timestamp_before_max_ms: i64,
+    /// `message.timestamp.after.max.ms`: how far in the future a CreateTime
+    /// timestamp may lie.
+    pub timestamp_after_max_ms: i64,
 }
 
 /// `cleanup.policy`: `delete`, `compact`, both, or neither (an empty list).
@@ -87,6 +97,9 @@ impl std::str::FromStr for CleanupPolicy {
     }
 }
 
+/// Kafka 4's `message.timestamp.after.max.ms` default: one hour (KIP-1030).
+pub const DEFAULT_TIMESTAMP_AFTER_MAX_MS: i64 = 3_600_000;
+
 impl Default for LogConfig {
     fn default() -> Self {
         Self {
@@ -106,6 +119,8 @@ impl Default for LogConfig {
             min_cleanable_dirty_ratio: 0.5,
             min_compaction_lag_ms: 0,
             max_compaction_lag_ms: i64::MAX,
+            timestamp_before_max_ms: i64::MAX,
+            timestamp_after_max_ms: DEFAULT_TIMESTAMP_AFTER_MAX_MS,
         }
     }
 }
@@ -218,6 +233,19 @@ fn list_segments(dir: &Path) -> Result<Vec<FoundSegment>> {
         .collect())
 }
 
+/// Whether a compressed batch must be decompressed to apply `rules`: the
+/// header's timestamps bound its records' only when it is honest.
+fn must_open(header: &BatchHeader, rules: &RecordRules) -> bool {
+    // Under LogAppendTime the broker's clock replaces the header's value anyway.
+    let impossible_max = rules.timestamps.is_some() && header.max_timestamp < header.base_timestamp;
+    let window_needs_records = rules.timestamps.is_some_and(|window| {
+        window.before_max_ms != i64::MAX
+            || !window.allows(header.base_timestamp)
+            || !window.allows(header.max_timestamp)
+    });
+    rules.keys_required || impossible_max || window_needs_records
+}
+
 impl Log {
     /// Opens the log in `dir`, creating it when absent. After an unclean
     /// shutdown every segment from the recovery point on is rescanned and
@@ -267,7 +295,8 @@ impl Log {
                 report.truncated_bytes += truncated_bytes;
                 truncated = truncated_bytes > 0 && !last;
                 if truncated_bytes > 0 {
-                    tracing::warn!(
+                    // Counted in the start-up summary; the detail is for debugging.
+                    tracing::debug!(
                         segment = %segment.log_path().display(),
                         truncated_bytes,
                         "truncated an invalid tail found during recovery"
@@ -368,7 +397,7 @@ impl Log {
         now_ms: i64,
         origin: AppendOrigin,
     ) -> Result<AppendInfo> {
-        let batches = self.validate(records, origin)?;
+        let batches = self.validate(records, origin, now_ms)?;
         let log_append_time = (self.config.timestamp_type == TimestampType::LogAppendTime).then_some(now_ms);
         let first_offset = self.log_end_offset();
         let producer_updates =
@@ -387,6 +416,7 @@ impl Log {
                 base_offset: next_offset,
                 partition_leader_epoch: leader_epoch,
                 log_append_time,
+                records_max_timestamp: header.max_timestamp,
             };
             let max_timestamp = batch::rewrite_header(&mut new_header, raw, rewrite);
             let last_offset = next_offset + i64::from(header.last_offset_delta);
@@ -479,9 +509,10 @@ impl Log {
         Ok(aborted)
     }
 
-    /// Kafka's checks of a produced record set, header-only: no batch is
-    /// decompressed (a coordinator's marker is read for its type).
-    fn validate(&self, records: &[u8], origin: AppendOrigin) -> Result<Vec<ProducedBatch>> {
+    /// Kafka's checks of a produced record set. Headers always; records
+    /// only where that costs no decompression, or a rule or an impossible
+    /// header needs them (see [`Self::check_records`]).
+    fn validate(&self, records: &[u8], origin: AppendOrigin, now_ms: i64) -> Result<Vec<ProducedBatch>> {
         let mut batches = Batches::new(records);
         let mut headers = Vec::new();
         for raw in batches.by_ref() {
@@ -492,7 +523,7 @@ impl Log {
                     max: self.config.max_message_bytes,
                 });
             }
-            let header = BatchHeader::parse(raw)?;
+            let mut header = BatchHeader::parse(raw)?;
             if header.magic != batch::MAGIC_V2 {
                 return Err(StorageError::InvalidRecord(format!(
                     "produce requests may only carry magic v2 batches, got v{}",
@@ -509,23 +540,12 @@ impl Log {
                     i64::from(header.last_offset_delta) + 1
                 )));
             }
-            if header.compression() == 0 {
-                let counted = batch::count_uncompressed_records(raw)?;
-                if counted != header.records_count as usize {
-                    return Err(StorageError::InvalidRecord(format!(
-                        "batch declares {} records but holds {counted}",
-                        header.records_count
-                    )));
-                }
-            }
-            if self.config.cleanup_policy.compact && !header.is_control() {
-                crate::records::check_keys(raw, &header)?;
-            }
             if header.is_control() && (origin == AppendOrigin::Client || header.producer_id < 0) {
                 return Err(StorageError::InvalidRecord(
                     "control records come from the transaction coordinator, for a producer".into(),
                 ));
             }
+            header.max_timestamp = self.check_records(raw, &header, now_ms)?;
             let marker = header.is_control().then(|| batch::end_txn_marker(raw)).flatten();
             headers.push(ProducedBatch { header, marker });
         }
@@ -543,6 +563,35 @@ impl Log {
         Ok(headers)
     }
 
+    /// Kafka's per-record rules for this log at `now_ms`.
+    fn record_rules(&self, header: &BatchHeader, now_ms: i64) -> RecordRules {
+        let create_time = self.config.timestamp_type == TimestampType::CreateTime;
+        RecordRules {
+            keys_required: self.config.cleanup_policy.compact && !header.is_control(),
+            timestamps: create_time.then_some(TimestampWindow {
+                now_ms,
+                before_max_ms: self.config.timestamp_before_max_ms,
+                after_max_ms: self.config.timestamp_after_max_ms,
+            }),
+        }
+    }
+
+    /// Checks the records of one batch and returns the max timestamp its
+    /// header is to carry: the records' own, as Kafka stores it. Records of
+    /// an uncompressed batch are walked anyway. A compressed batch is
+    /// opened only when a rule needs every record (keys, a past bound) or
+    /// its header cannot be right (max timestamp below the base, as old
+    /// Sarama writes -1); otherwise its header is trusted, so the common
+    /// path stays decompression-free.
+    fn check_records(&self, raw: &[u8], header: &BatchHeader, now_ms: i64) -> Result<i64> {
+        let rules = self.record_rules(header, now_ms);
+        if header.compression() != 0 && !must_open(header, &rules) {
+            return Ok(header.max_timestamp);
+        }
+        let body = crate::records::records_body(raw, header)?;
+        crate::records::check_records(&body, header, rules)
+    }
+
     fn maybe_roll(
         &mut self,
         bytes: usize,
@@ -554,7 +603,9 @@ impl Log {
         if active.is_empty() {
             return Ok(());
         }
-        let full = active.size() + bytes as u64 > self.config.segment_bytes;
+        // Whatever segment.bytes says, a segment stops where its index can reach.
+        let segment_bytes = self.config.segment_bytes.min(segment::MAX_SEGMENT_BYTES);
+        let full = active.size() + bytes as u64 > segment_bytes;
         let aged = now_ms - active.created_at_ms() > self.config.segment_ms;
         let overflow = last_offset - active.base_offset() > i64::from(i32::MAX);
         if full || aged || overflow || active.indexes_full()? {
@@ -967,6 +1018,104 @@ mod tests {
         let header = batch::verify_stored(&bytes).unwrap();
         assert_eq!(header.max_timestamp, 777);
         assert_eq!(header.timestamp_type(), TimestampType::LogAppendTime);
+    }
+
+    #[test]
+    fn a_log_rolls_before_its_segment_outgrows_the_index_whatever_segment_bytes_says() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig { segment_bytes: 5_000_000_000, ..small_config() };
+        let mut log = open(dir.path(), config, true);
+        log.append(&batch(1, 1_000, Compression::None), 0, 0).unwrap();
+        log.active_mut().set_size_for_test(segment::MAX_SEGMENT_BYTES - 10);
+        let info = log.append(&batch(3, 1_001, Compression::None), 0, 0).unwrap();
+        assert_eq!(log.segments().count(), 2, "rolled at the index limit");
+        assert_eq!(log.active().base_offset(), info.first_offset);
+        assert_eq!(read_all(&log, info.first_offset), [info.first_offset]);
+    }
+
+    /// `bytes` with another max timestamp in its header (CRC fixed), as
+    /// producers that write -1 there send it.
+    fn with_max_timestamp(mut bytes: Vec<u8>, max_timestamp: i64) -> Vec<u8> {
+        bytes[batch::MAX_TIMESTAMP..batch::MAX_TIMESTAMP + 8].copy_from_slice(&max_timestamp.to_be_bytes());
+        let crc = batch::compute_crc(&bytes);
+        bytes[batch::CRC..batch::CRC + 4].copy_from_slice(&crc.to_be_bytes());
+        bytes
+    }
+
+    /// The max timestamp each stored batch carries, checking its CRC.
+    fn stored_max_timestamps(log: &Log) -> Vec<i64> {
+        let bytes = log.read(0, usize::MAX, log.log_end_offset(), true).unwrap().unwrap().read().unwrap();
+        Batches::new(&bytes).map(|raw| batch::verify_stored(raw.unwrap()).unwrap().max_timestamp).collect()
+    }
+
+    #[test]
+    fn stored_max_timestamp_comes_from_the_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = open(dir.path(), small_config(), true);
+        // Records at 1000..1002; headers claim -1 (impossible) or 1001 (plausible).
+        let cases = [
+            (Compression::None, -1, 1_002),
+            (Compression::None, 1_001, 1_002),
+            (Compression::Lz4, -1, 1_002),
+            (Compression::Zstd, 900, 1_002),
+            (Compression::Gzip, 1_001, 1_001),
+        ];
+        for (codec, claimed, _) in cases {
+            log.append(&with_max_timestamp(batch(3, 1_000, codec), claimed), 0, 0).unwrap();
+        }
+        let expected: Vec<i64> = cases.iter().map(|(_, _, stored)| *stored).collect();
+        assert_eq!(stored_max_timestamps(&log), expected, "a plausible compressed header is trusted");
+        assert_eq!(log.offset_for_timestamp(1_002).unwrap(), Some((1_002, 2)));
+        assert_eq!(log.offset_of_max_timestamp().unwrap(), Some((1_002, 2)));
+    }
+
+    #[test]
+    fn timestamps_outside_the_window_are_refused_by_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let now = 1_000_000;
+        let config =
+            LogConfig { timestamp_before_max_ms: 1_000, timestamp_after_max_ms: 500, ..small_config() };
+        let mut log = open(dir.path(), config, true);
+        for codec in [Compression::None, Compression::Snappy] {
+            let records = [(now - 1_001, "old"), (now, "fine"), (now + 501, "future"), (-1, "none")];
+            let entries = records.map(|(ts, value)| (Some("k".into()), Some(value.into()), ts));
+            let refused = log.append(&batch::encode_records(entries, codec), 0, now).unwrap_err();
+            let StorageError::RejectedRecords { invalid_timestamp: true, errors, .. } = refused else {
+                panic!("{codec:?}: {refused:?}")
+            };
+            assert_eq!(errors.iter().map(|e| e.batch_index).collect::<Vec<_>>(), [0, 2], "{codec:?}");
+            assert!(errors[1].message.contains(&(now + 501).to_string()), "{}", errors[1].message);
+        }
+        assert_eq!(log.log_end_offset(), 0, "nothing appended");
+        log.append(&batch(3, now - 1_000, Compression::Lz4), 0, now).unwrap();
+        let config = LogConfig { timestamp_type: TimestampType::LogAppendTime, ..log.config().clone() };
+        log.set_config(config);
+        log.append(&batch(1, 0, Compression::None), 0, now).unwrap();
+    }
+
+    #[test]
+    fn keyless_records_on_a_compacted_log_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let compact = CleanupPolicy { delete: false, compact: true };
+        let mut log = open(dir.path(), LogConfig { cleanup_policy: compact, ..small_config() }, true);
+        let entries = [(Some("a"), 10), (None, 11), (Some("c"), 12), (None, 13)]
+            .map(|(key, ts)| (key.map(Into::into), Some("v".into()), ts));
+        let refused = log.append(&batch::encode_records(entries, Compression::Gzip), 0, 0).unwrap_err();
+        let StorageError::RejectedRecords { invalid_timestamp: false, errors, .. } = &refused else {
+            panic!("{refused:?}")
+        };
+        assert_eq!(errors.iter().map(|e| e.batch_index).collect::<Vec<_>>(), [1, 3]);
+        assert!(refused.to_string().starts_with("2 record(s) rejected"), "{refused}");
+
+        let many = 3 * crate::records::MAX_NAMED_RECORD_ERRORS;
+        let keyless = (0..many).map(|i| (None, Some("v".into()), i as i64));
+        let refused = log.append(&batch::encode_records(keyless, Compression::Zstd), 0, 0).unwrap_err();
+        let StorageError::RejectedRecords { rejected, errors, .. } = &refused else { panic!("{refused:?}") };
+        assert_eq!(
+            (*rejected, errors.len()),
+            (many, crate::records::MAX_NAMED_RECORD_ERRORS),
+            "named, then counted"
+        );
     }
 
     /// Writes a log, damages the last segment at `cut` (truncate, or flip a

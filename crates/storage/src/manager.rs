@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use crate::checkpoint::OffsetCheckpoint;
 use crate::cleaner::{Cleaner, CleanerManager};
 use crate::error::{Result, StorageError};
-use crate::log::{Log, LogConfig};
+use crate::log::{LoadReport, Log, LogConfig};
 use crate::TopicPartition;
 
 pub const RECOVERY_POINT_CHECKPOINT: &str = "recovery-point-offset-checkpoint";
@@ -128,6 +128,41 @@ pub fn parse_partition_dir(name: &str) -> Option<TopicPartition> {
     Some(TopicPartition::new(topic, partition.parse().ok()?))
 }
 
+/// What recovery did across every log at start, logged as one line: after
+/// an unclean shutdown of many partitions, a line each would bury the rest.
+#[derive(Debug, Default)]
+struct RecoveryTotals {
+    partitions: usize,
+    segments: usize,
+    truncated_bytes: u64,
+    truncated_partitions: usize,
+}
+
+impl RecoveryTotals {
+    fn add(&mut self, report: &LoadReport) {
+        if report.recovered_segments > 0 {
+            self.partitions += 1;
+            self.segments += report.recovered_segments;
+        }
+        if report.truncated_bytes > 0 {
+            self.truncated_partitions += 1;
+            self.truncated_bytes += report.truncated_bytes;
+        }
+    }
+
+    fn log_summary(&self) {
+        if self.partitions > 0 {
+            tracing::warn!(
+                partitions = self.partitions,
+                segments = self.segments,
+                truncated_partitions = self.truncated_partitions,
+                truncated_bytes = self.truncated_bytes,
+                "recovered logs after an unclean shutdown"
+            );
+        }
+    }
+}
+
 impl LogManager {
     /// Prepares the dirs (created when missing) and consumes their clean
     /// shutdown markers.
@@ -189,6 +224,17 @@ impl LogManager {
         config: LogConfig,
         now_ms: i64,
     ) -> Result<SharedLog> {
+        self.load_reporting(tp, dir_index, config, now_ms).map(|(log, _)| log)
+    }
+
+    /// [`Self::load`], with what recovery did.
+    fn load_reporting(
+        &self,
+        tp: &TopicPartition,
+        dir_index: usize,
+        config: LogConfig,
+        now_ms: i64,
+    ) -> Result<(SharedLog, LoadReport)> {
         let dir = self.dirs[dir_index].path();
         let checkpoints = &self.checkpoints[dir_index];
         let (log, report) = Log::open(
@@ -200,10 +246,10 @@ impl LogManager {
             now_ms,
         )?;
         if report.recovered_segments > 0 {
-            tracing::info!(partition = %tp, recovered = report.recovered_segments,
+            tracing::debug!(partition = %tp, recovered = report.recovered_segments,
                 truncated_bytes = report.truncated_bytes, "recovered log");
         }
-        Ok(self.insert(tp, dir_index, log))
+        Ok((self.insert(tp, dir_index, log), report))
     }
 
     /// Loads the logs of `partitions` (each with its dir and config), each
@@ -215,7 +261,14 @@ impl LogManager {
         for (tp, dir, config) in partitions {
             by_dir[dir].push((tp, config));
         }
-        self.in_parallel_per_dir(by_dir, |dir, (tp, config)| self.load(&tp, dir, config, now_ms).map(drop))
+        let totals = Mutex::new(RecoveryTotals::default());
+        self.in_parallel_per_dir(by_dir, |dir, (tp, config)| {
+            let (_, report) = self.load_reporting(&tp, dir, config, now_ms)?;
+            totals.lock().expect("recovery totals lock").add(&report);
+            Ok(())
+        })?;
+        totals.into_inner().expect("recovery totals lock").log_summary();
+        Ok(())
     }
 
     /// Runs `work` on every job, `threads_per_dir` threads for each dir's

@@ -1,8 +1,9 @@
 //! The records inside a RecordBatch v2, read in place.
 //!
-//! The append and fetch paths never look inside a batch. Three things do:
-//! the key check of produce requests to compacted topics, the log cleaner
-//! and `strom dump-log`. They walk the records of a (decompressed) batch
+//! The fetch path never looks inside a batch. Three things do: the record
+//! checks of produce requests (keys on compacted topics, timestamps and the
+//! max timestamp Kafka stores, walked in place for uncompressed batches),
+//! the log cleaner and `strom dump-log`. They walk the records of a (decompressed) batch
 //! body without allocating per record: the cleaner copies the records it
 //! keeps byte for byte, and headers are parsed only when asked for. Like
 //! Kafka, the reader keeps duplicate header keys, header keys that are not
@@ -22,7 +23,7 @@ use std::io::Read;
 use kafka_protocol::compression::{Compressor, Gzip, Lz4, Snappy, Zstd};
 
 use crate::batch::{read_varint, BatchHeader, HEADER_LEN};
-use crate::error::{Result, StorageError};
+use crate::error::{RecordError, Result, StorageError};
 
 /// One record header: a key and a value that may be null.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -310,22 +311,80 @@ pub fn compress_into(codec: i16, records: &[u8], out: &mut Vec<u8>) -> Result<()
     compressed.map_err(codec_error)
 }
 
-/// Kafka's check for compacted topics: every record of a data batch must
-/// have a key (INVALID_RECORD otherwise). Compressed batches are
-/// decompressed for it.
-pub fn check_keys(batch: &[u8], header: &BatchHeader) -> Result<()> {
-    if header.is_control() {
-        return Ok(());
+/// The clock window CreateTime timestamps must fall in (KIP-937's
+/// `message.timestamp.before.max.ms` and `after.max.ms`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimestampWindow {
+    pub now_ms: i64,
+    pub before_max_ms: i64,
+    pub after_max_ms: i64,
+}
+
+impl TimestampWindow {
+    /// Whether `timestamp` is within the window; -1 (no timestamp) always is.
+    pub fn allows(&self, timestamp: i64) -> bool {
+        let age = i128::from(self.now_ms) - i128::from(timestamp);
+        timestamp == NO_TIMESTAMP
+            || (age <= i128::from(self.before_max_ms) && -age <= i128::from(self.after_max_ms))
     }
-    let body = records_body(batch, header)?;
-    for record in Records::new(&body) {
-        if record?.key.is_none() {
-            return Err(StorageError::InvalidRecord(
-                "compacted topic cannot accept a record without a key".into(),
-            ));
+
+    fn describe(&self) -> String {
+        let low = self.now_ms.saturating_sub(self.before_max_ms);
+        let high = self.now_ms.saturating_add(self.after_max_ms);
+        format!("[{low}, {high}]")
+    }
+}
+
+/// A record's timestamp when it has none.
+const NO_TIMESTAMP: i64 = -1;
+
+/// Kafka's per-record rules for a produced data batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordRules {
+    /// A compacted topic needs a key on every record.
+    pub keys_required: bool,
+    /// The window CreateTime timestamps must fall in; `None` when the log
+    /// stamps LogAppendTime instead.
+    pub timestamps: Option<TimestampWindow>,
+}
+
+/// The most refused records one produce response names. Kafka names them
+/// all, but a few KB of zstd can hold millions of keyless records: the
+/// rest are counted, and clients fail them as part of a refused batch.
+pub const MAX_NAMED_RECORD_ERRORS: usize = 1000;
+
+/// Walks the `records_count` records of `body` (the batch's records,
+/// decompressed) under `rules`, as Kafka's validator does: returns their
+/// largest timestamp, or the records refused, each with its index and reason.
+pub fn check_records(body: &[u8], header: &BatchHeader, rules: RecordRules) -> Result<i64> {
+    let count = usize::try_from(header.records_count).unwrap_or(0);
+    let mut max_timestamp = NO_TIMESTAMP;
+    let (mut errors, mut rejected, mut invalid_timestamp) = (Vec::new(), 0, false);
+    for (index, record) in Records::counted(body, count).enumerate() {
+        let record = record?;
+        let timestamp = header.base_timestamp.wrapping_add(record.timestamp_delta);
+        max_timestamp = max_timestamp.max(timestamp);
+        let missing_key = rules.keys_required && record.key.is_none();
+        let outside = rules.timestamps.filter(|window| !missing_key && !window.allows(timestamp));
+        if !missing_key && outside.is_none() {
+            continue;
+        }
+        rejected += 1;
+        invalid_timestamp |= outside.is_some();
+        if errors.len() < MAX_NAMED_RECORD_ERRORS {
+            let message = match outside {
+                Some(window) => {
+                    format!("timestamp {timestamp} is outside the accepted range {}", window.describe())
+                }
+                None => "a compacted topic cannot accept a record without a key".to_owned(),
+            };
+            errors.push(RecordError { batch_index: index as i32, message });
         }
     }
-    Ok(())
+    match rejected {
+        0 => Ok(max_timestamp),
+        _ => Err(StorageError::RejectedRecords { invalid_timestamp, rejected, errors }),
+    }
 }
 
 #[cfg(test)]
@@ -399,7 +458,12 @@ mod tests {
             let timestamps: Vec<i64> =
                 records.iter().map(|r| header.base_timestamp + r.timestamp_delta).collect();
             assert_eq!(timestamps, [100, 90, 1_000_000]);
-            assert!(check_keys(&batch, &header).is_err(), "keyless record refused");
+            let rules = RecordRules { keys_required: true, timestamps: None };
+            let refused = check_records(&body, &header, rules).unwrap_err();
+            let StorageError::RejectedRecords { invalid_timestamp: false, errors, .. } = refused else {
+                panic!("{codec:?}: {refused:?}")
+            };
+            assert_eq!(errors.iter().map(|e| e.batch_index).collect::<Vec<_>>(), [2], "the keyless record");
         }
     }
 

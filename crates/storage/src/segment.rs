@@ -142,7 +142,8 @@ impl Indexes {
             cursor.max_timestamp = (max_timestamp, last_offset);
         }
         if cursor.bytes_since_last_entry > interval_bytes {
-            self.offset.append(last_offset, position as u32)?;
+            let position = index_position(position)?;
+            self.offset.append(last_offset, position)?;
             self.time.maybe_append(cursor.max_timestamp.0, cursor.max_timestamp.1)?;
             cursor.bytes_since_last_entry = 0;
         }
@@ -377,6 +378,12 @@ impl LogSegment {
         Ok(batch::end_txn_marker(&buf))
     }
 
+    /// Pretends the segment holds `size` bytes, to test the limits near 2 GiB.
+    #[cfg(test)]
+    pub(crate) fn set_size_for_test(&mut self, size: u64) {
+        self.size = size;
+    }
+
     pub fn is_empty(&self) -> bool {
         self.size == 0
     }
@@ -485,6 +492,13 @@ impl LogSegment {
         };
         let interval = self.config.index_interval_bytes;
         let mut position = self.size;
+        let bytes: u64 = batches.iter().map(|b| b.size() as u64).sum();
+        if position + bytes > MAX_SEGMENT_BYTES {
+            return Err(StorageError::SegmentFull(format!(
+                "{} holds {position} bytes and cannot take {bytes} more: positions stop at {MAX_SEGMENT_BYTES}",
+                self.log_path().display()
+            )));
+        }
         let indexes = self.writable_indexes()?;
         let mut slices: Vec<IoSlice<'_>> =
             batches.iter().flat_map(|b| [IoSlice::new(&b.header), IoSlice::new(b.body)]).collect();
@@ -765,6 +779,21 @@ fn open_for_append(path: &Path) -> std::io::Result<File> {
     OpenOptions::new().read(true).append(true).create(true).open(path)
 }
 
+/// The most bytes a segment may hold: Kafka's `.index` records positions as
+/// a signed 32-bit int, so a batch starting past this could not be indexed
+/// (it would wrap, and reads would land mid-batch). The log rolls before a
+/// segment gets there; an append that would cross it is refused.
+pub const MAX_SEGMENT_BYTES: u64 = i32::MAX as u64;
+
+/// `position` as the `.index` stores it, refused rather than wrapped.
+fn index_position(position: u64) -> Result<u32> {
+    u32::try_from(position).ok().filter(|p| u64::from(*p) <= MAX_SEGMENT_BYTES).ok_or_else(|| {
+        StorageError::SegmentFull(format!(
+            "position {position} is past the last indexable {MAX_SEGMENT_BYTES}"
+        ))
+    })
+}
+
 /// The header of the batch at `position` of a `size`-byte log, if a whole
 /// header is there.
 fn header_in(file: &File, position: u64, size: u64) -> Result<Option<BatchHeader>> {
@@ -852,6 +881,34 @@ mod tests {
     fn base_offsets(slice: &FileSlice) -> Vec<i64> {
         let bytes = slice.read().unwrap();
         Batches::new(&bytes).map(|raw| batch::verify_stored(raw.unwrap()).unwrap().base_offset).collect()
+    }
+
+    #[test]
+    fn an_append_past_the_indexable_positions_is_refused_not_wrapped() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig { index_interval_bytes: 0, ..LogConfig::default() }.segment_config();
+        let mut segment = LogSegment::create(dir.path(), 0, config, 0).unwrap();
+        let bytes = batch(2, 1_000, Compression::None);
+        fn prepared(bytes: &[u8], last_offset: i64) -> PreparedBatch<'_> {
+            PreparedBatch {
+                header: bytes[..HEADER_LEN].try_into().unwrap(),
+                body: &bytes[HEADER_LEN..],
+                last_offset,
+                max_timestamp: 1_001,
+            }
+        }
+        segment.append(&[prepared(&bytes, 1)]).unwrap();
+        let file_len = std::fs::metadata(segment.log_path()).unwrap().len();
+        // As if the segment had grown to just below the limit.
+        segment.set_size_for_test(MAX_SEGMENT_BYTES - 10);
+        let refused = segment.append(&[prepared(&bytes, 3)]);
+        assert!(matches!(refused, Err(StorageError::SegmentFull(_))), "{refused:?}");
+        assert_eq!(segment.size(), MAX_SEGMENT_BYTES - 10);
+        assert_eq!(std::fs::metadata(segment.log_path()).unwrap().len(), file_len, "nothing written");
+        assert!(index_position(MAX_SEGMENT_BYTES).is_ok());
+        for past in [MAX_SEGMENT_BYTES + 1, u64::from(u32::MAX) + 1, 5_000_000_000] {
+            assert!(matches!(index_position(past), Err(StorageError::SegmentFull(_))), "{past}");
+        }
     }
 
     #[test]

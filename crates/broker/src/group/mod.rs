@@ -157,7 +157,7 @@ impl GroupCoordinator {
             replication_factor: 1,
             configs,
         };
-        match broker.controller.create_topic(topic, false) {
+        match broker.controller.create_topic_with_logs(topic, false, &broker.replicas) {
             Ok(_) | Err(MetadataError::TopicAlreadyExists(_)) => {}
             Err(e) => {
                 tracing::error!("cannot create {OFFSETS_TOPIC}: {e}");

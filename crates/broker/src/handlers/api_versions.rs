@@ -64,11 +64,22 @@ fn served_versions(key: ApiKey) -> VersionRange {
     VersionRange { min: range.min, max: range.max.min(decodable_max) }
 }
 
+/// The lowest Produce version advertised, below the lowest served (3):
+/// librdkafka releases older than Kafka 4 compress only when ApiVersions
+/// lists Produce from v0 (KAFKA-18659, librdkafka#4956), so Kafka 4
+/// advertises v0-v2 and still refuses them; so does Strom.
+const PRODUCE_ADVERTISED_MIN_VERSION: i16 = 0;
+
+/// The table ApiVersions answers with: the served versions, but for
+/// Produce's lower bound, which is Kafka's.
 pub fn api_keys() -> Vec<ApiVersion> {
     SERVED
         .iter()
         .map(|key| {
-            let range = served_versions(*key);
+            let mut range = served_versions(*key);
+            if *key == ApiKey::Produce {
+                range.min = PRODUCE_ADVERTISED_MIN_VERSION;
+            }
             ApiVersion::default()
                 .with_api_key(*key as i16)
                 .with_min_version(range.min)

@@ -23,10 +23,12 @@ pub fn describe(ctx: &RequestContext<'_>, request: DescribeClusterRequest) -> De
             .with_error_code(ResponseError::UnsupportedEndpointType.code())
             .with_error_message(Some(str_bytes("only broker endpoints are served on this listener")));
     }
-    let (host, port) = advertised_endpoint(broker);
-    response.brokers = vec![DescribeClusterBroker::default()
-        .with_broker_id(BrokerId(broker.config.node_id))
-        .with_host(str_bytes(&host))
-        .with_port(port)];
+    let brokers = advertised_endpoint(ctx).map(|(host, port)| {
+        DescribeClusterBroker::default()
+            .with_broker_id(BrokerId(broker.config.node_id))
+            .with_host(str_bytes(&host))
+            .with_port(port)
+    });
+    response.brokers = brokers.into_iter().collect();
     response
 }

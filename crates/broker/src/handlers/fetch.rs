@@ -4,7 +4,13 @@
 //! The wait is a delayed operation: the fetch registers one `Notify` with
 //! every partition it reads *before* reading, so an append that lands between
 //! the read and the wait still wakes it; no timer polls the log.
+//!
+//! Topics and partitions the broker does not host are answered here with
+//! their error and never reach the session cache. A response carries at most
+//! `fetch.max.bytes` of records (beyond one first batch), whatever the
+//! request's `max_bytes`.
 
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,17 +18,20 @@ use std::time::Duration;
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-use kafka_protocol::messages::{ApiKey, FetchRequest, FetchResponse};
+use kafka_protocol::messages::{FetchRequest, FetchResponse};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::topic_name;
-use crate::dispatch::{EncodeBody, Reply, RequestContext, Splice};
+use crate::dispatch::{Answer, EncodeBody, Reply, RequestContext, Splice};
 use crate::error::storage_error;
-use crate::fetch_session::{FetchPlan, FetchTarget, PartitionNews};
+use crate::fetch_session::{
+    FetchPlan, FetchRequestParts, FetchTarget, PartitionKey, PartitionNews, Reported,
+};
 use crate::metrics::GaugeGuard;
-use crate::replica::{Isolation, Partition};
+use crate::replica::{Isolation, Partition, TopicPartitions};
+use crate::response_errors::ResponseErrors;
 use crate::server::Broker;
 use kafka_protocol::messages::fetch_response::AbortedTransaction;
 use kafka_protocol::messages::ProducerId;
@@ -47,6 +56,28 @@ impl Outcome {
     fn bytes(&self) -> usize {
         self.records.as_ref().map_or(0, |r| r.len)
     }
+
+    /// A partition the broker does not host.
+    fn failed(error: ResponseError) -> Self {
+        Self {
+            error: Some(error),
+            high_watermark: -1,
+            last_stable_offset: -1,
+            log_start_offset: -1,
+            records: None,
+            aborted: Vec::new(),
+        }
+    }
+
+    fn reported(&self) -> Reported {
+        let news = PartitionNews {
+            high_watermark: self.high_watermark,
+            log_start_offset: self.log_start_offset,
+            last_stable_offset: self.last_stable_offset,
+        };
+        let error = self.error.is_some();
+        Reported { news, must_respond: error || self.bytes() > 0, error }
+    }
 }
 
 /// A fetch response whose records stay in the segment files until written.
@@ -70,94 +101,179 @@ impl EncodeBody for FetchReply {
 }
 
 impl Reply for FetchReply {
-    fn into_reply(self) -> Option<Box<dyn EncodeBody>> {
-        Some(Box::new(self))
+    fn into_reply(self) -> Answer {
+        Answer { body: Box::new(self), send: true }
+    }
+}
+
+impl ResponseErrors for FetchReply {
+    fn visit_errors(&self, visit: &mut dyn FnMut(&dyn std::fmt::Display, i16)) {
+        self.response.visit_errors(visit);
     }
 }
 
 pub async fn handle(ctx: &RequestContext<'_>, request: FetchRequest) -> FetchReply {
     let broker = ctx.broker;
     let by_id = ctx.api_version >= 13;
-    let requested = requested_targets(broker, &request, by_id);
-    let forgotten: Vec<(Uuid, String, i32)> = request
-        .forgotten_topics_data
-        .iter()
-        .flat_map(|t| {
-            let name = if by_id { resolve_name(broker, t.topic_id) } else { t.topic.0.to_string() };
-            let id = if by_id { t.topic_id } else { Uuid::nil() };
-            t.partitions.iter().map(move |p| (id, name.clone(), *p))
-        })
-        .collect();
-    let plan =
-        match broker.fetch_sessions.begin(request.session_id, request.session_epoch, requested, &forgotten) {
-            Ok(plan) => plan,
-            Err(error) => {
-                // Kafka answers session errors without a session.
-                let response = FetchResponse::default().with_error_code(error.code()).with_session_id(0);
-                return FetchReply { response, splices: Vec::new() };
-            }
-        };
-    let partitions: Vec<Option<Arc<Partition>>> =
-        plan.targets.iter().map(|t| broker.replicas.partition(&t.topic, t.partition)).collect();
+    let (hosted, rejected) = requested_targets(broker, &request, by_id);
+    let forgotten = forgotten_partitions(broker, &request, by_id);
+    let parts = FetchRequestParts {
+        session_id: request.session_id,
+        epoch: request.session_epoch,
+        uses_topic_ids: by_id,
+        requested: hosted,
+        forgotten: &forgotten,
+    };
+    let plan = match broker.fetch_sessions.begin(parts) {
+        Ok(plan) => plan,
+        // Kafka answers session errors without a session.
+        Err(error) => return session_error(error, 0),
+    };
+    let partitions = hosted_partitions(broker, &plan.targets);
     let max_wait = Duration::from_millis(request.max_wait_ms.max(0) as u64).min(MAX_WAIT_CAP);
     // read_committed exists from v4 on.
     let read_committed = ctx.api_version >= 4 && request.isolation_level == READ_COMMITTED;
     let isolation = if read_committed { Isolation::ReadCommitted } else { Isolation::ReadUncommitted };
-    let outcomes = read_with_wait(broker, &plan, &partitions, &request, max_wait, isolation).await;
-    count_reads(broker, &plan, &outcomes);
-    let news: Vec<(PartitionNews, bool)> = outcomes
+    let missing = if by_id { ResponseError::UnknownTopicId } else { ResponseError::UnknownTopicOrPartition };
+    let limits = Limits::new(&request, broker.config.fetch_max_bytes, isolation, missing);
+    let outcomes = read_with_wait(broker, &plan, &partitions, limits, max_wait).await;
+    count_reads(broker, &plan, &partitions, &outcomes);
+    let reported: Vec<Reported> = outcomes.iter().map(Outcome::reported).collect();
+    let included = match broker.fetch_sessions.finish(&plan, &reported) {
+        Ok(included) => included,
+        Err(error) => return session_error(error, plan.session_id),
+    };
+    let answered = plan
+        .targets
         .iter()
-        .map(|o| {
-            let state = PartitionNews {
-                high_watermark: o.high_watermark,
-                log_start_offset: o.log_start_offset,
-                last_stable_offset: o.last_stable_offset,
-            };
-            (state, o.error.is_some() || o.bytes() > 0)
-        })
-        .collect();
-    let included = broker.fetch_sessions.finish(&plan, &news);
-    let (mut responses, splices) = build_responses(&plan, outcomes, &included, read_committed);
-    if ctx.api_version < 5 {
-        // The log start offset is reported from v5 on.
-        responses.iter_mut().flat_map(|t| t.partitions.iter_mut()).for_each(|p| p.log_start_offset = -1);
-    }
-    if ctx.api_version <= 5 {
-        // As Kafka does for clients that may not know KAFKA_STORAGE_ERROR.
-        let storage_error = ResponseError::KafkaStorageError.code();
-        for p in responses.iter_mut().flat_map(|t| t.partitions.iter_mut()) {
-            if p.error_code == storage_error {
-                p.error_code = ResponseError::NotLeaderOrFollower.code();
-            }
-        }
-    }
+        .zip(outcomes)
+        .zip(included)
+        .filter_map(|(answer, include)| include.then_some(answer));
+    let refused = rejected.iter().map(|(target, error)| (target, Outcome::failed(*error)));
+    let (mut responses, splices) = build_responses(answered.chain(refused), read_committed);
+    downgrade_for_version(&mut responses, ctx.api_version);
     let response = FetchResponse::default().with_session_id(plan.session_id).with_responses(responses);
     FetchReply { response, splices }
 }
 
-fn resolve_name(broker: &Broker, id: Uuid) -> String {
-    broker.replicas.topic_by_id(&id).map(|t| t.name.clone()).unwrap_or_default()
+/// What older versions report differently.
+fn downgrade_for_version(responses: &mut [FetchableTopicResponse], version: i16) {
+    let storage_error = ResponseError::KafkaStorageError.code();
+    for p in responses.iter_mut().flat_map(|t| t.partitions.iter_mut()) {
+        if version < 5 {
+            // The log start offset is reported from v5 on.
+            p.log_start_offset = -1;
+        }
+        if version <= 5 && p.error_code == storage_error {
+            // As Kafka does for clients that may not know KAFKA_STORAGE_ERROR.
+            p.error_code = ResponseError::NotLeaderOrFollower.code();
+        }
+    }
 }
 
-fn requested_targets(broker: &Broker, request: &FetchRequest, by_id: bool) -> Vec<FetchTarget> {
-    let mut targets = Vec::new();
+fn session_error(error: ResponseError, session_id: i32) -> FetchReply {
+    let response = FetchResponse::default().with_error_code(error.code()).with_session_id(session_id);
+    FetchReply { response, splices: Vec::new() }
+}
+
+/// A request's topic, found among the hosted ones by id (v13+) or name.
+fn hosted_topic(broker: &Broker, by_id: bool, id: Uuid, name: &str) -> Option<Arc<TopicPartitions>> {
+    if by_id {
+        broker.replicas.topic_by_id(&id)
+    } else {
+        broker.replicas.topic(name)
+    }
+}
+
+fn has_partition(topic: &TopicPartitions, partition: i32) -> bool {
+    usize::try_from(partition).is_ok_and(|p| p < topic.partitions.len())
+}
+
+/// The requested partitions the broker hosts, and the others with the error
+/// that answers them. Only hosted ones may enter a session, so what a client
+/// names cannot make a session grow beyond the partitions that exist.
+fn requested_targets(
+    broker: &Broker,
+    request: &FetchRequest,
+    by_id: bool,
+) -> (Vec<FetchTarget>, Vec<(FetchTarget, ResponseError)>) {
+    let (mut hosted, mut rejected) = (Vec::new(), Vec::new());
     for topic in &request.topics {
-        let (name, id) = if by_id {
-            (resolve_name(broker, topic.topic_id), topic.topic_id)
-        } else {
-            (topic.topic.0.to_string(), Uuid::nil())
+        let found = hosted_topic(broker, by_id, topic.topic_id, &topic.topic.0);
+        let (id, name): (Uuid, Arc<str>) = match &found {
+            Some(t) => (t.id, t.name.as_str().into()),
+            None if by_id => (topic.topic_id, "".into()),
+            None => (Uuid::nil(), topic.topic.0.as_str().into()),
         };
         for p in &topic.partitions {
-            targets.push(FetchTarget {
-                topic: name.clone(),
+            let target = FetchTarget {
                 topic_id: id,
+                topic: name.clone(),
                 partition: p.partition,
                 fetch_offset: p.fetch_offset,
                 partition_max_bytes: p.partition_max_bytes,
-            });
+            };
+            match &found {
+                Some(t) if has_partition(t, p.partition) => hosted.push(target),
+                Some(_) => rejected.push((target, ResponseError::UnknownTopicOrPartition)),
+                None if by_id => rejected.push((target, ResponseError::UnknownTopicId)),
+                None => rejected.push((target, ResponseError::UnknownTopicOrPartition)),
+            }
         }
     }
+    (hosted, rejected)
+}
+
+/// The forgotten partitions of hosted topics; a session holds no others.
+fn forgotten_partitions(broker: &Broker, request: &FetchRequest, by_id: bool) -> Vec<PartitionKey> {
+    let mut forgotten = Vec::new();
+    for topic in &request.forgotten_topics_data {
+        if let Some(found) = hosted_topic(broker, by_id, topic.topic_id, &topic.topic.0) {
+            forgotten.extend(topic.partitions.iter().map(|p| (found.id, *p)));
+        }
+    }
+    forgotten
+}
+
+/// Each target's partition, looking each topic up once per run of its
+/// partitions; `None` where the topic was deleted since it was cached.
+fn hosted_partitions(broker: &Broker, targets: &[FetchTarget]) -> Vec<Option<Arc<Partition>>> {
+    let mut topic: Option<(Uuid, Option<Arc<TopicPartitions>>)> = None;
     targets
+        .iter()
+        .map(|target| {
+            if topic.as_ref().is_none_or(|(id, _)| *id != target.topic_id) {
+                topic = Some((target.topic_id, broker.replicas.topic_by_id(&target.topic_id)));
+            }
+            let found = topic.as_ref().and_then(|(_, found)| found.as_ref())?;
+            usize::try_from(target.partition).ok().and_then(|p| found.partitions.get(p).cloned())
+        })
+        .collect()
+}
+
+/// How much a fetch may read and what it reads.
+#[derive(Clone, Copy)]
+struct Limits {
+    /// The request's `max_bytes`, capped by `fetch.max.bytes`.
+    max_bytes: usize,
+    /// The request's `min_bytes`, at most `max_bytes` as in Kafka.
+    min_bytes: usize,
+    isolation: Isolation,
+    /// The error for a cached partition whose topic is gone.
+    missing: ResponseError,
+}
+
+impl Limits {
+    fn new(
+        request: &FetchRequest,
+        fetch_max_bytes: i32,
+        isolation: Isolation,
+        missing: ResponseError,
+    ) -> Self {
+        let max_bytes = request.max_bytes.clamp(0, fetch_max_bytes) as usize;
+        let min_bytes = (request.min_bytes.max(0) as usize).min(max_bytes);
+        Self { max_bytes, min_bytes, isolation, missing }
+    }
 }
 
 /// Reads until `min_bytes` are available, an error occurs, `max_wait` passes
@@ -166,43 +282,40 @@ async fn read_with_wait(
     broker: &Broker,
     plan: &FetchPlan,
     partitions: &[Option<Arc<Partition>>],
-    request: &FetchRequest,
+    limits: Limits,
     max_wait: Duration,
-    isolation: Isolation,
 ) -> Vec<Outcome> {
     let mut stopping = broker.stopping();
     let deadline = Instant::now() + max_wait;
     let waiter = Arc::new(Notify::new());
     loop {
         partitions.iter().flatten().for_each(|p| p.watch(&waiter));
-        let outcomes = read_all(plan, partitions, request.max_bytes, isolation);
+        let outcomes = read_all(plan, partitions, limits);
         let bytes: usize = outcomes.iter().map(Outcome::bytes).sum();
-        let satisfied =
-            bytes >= request.min_bytes.max(0) as usize || outcomes.iter().any(|o| o.error.is_some());
+        let satisfied = bytes >= limits.min_bytes || outcomes.iter().any(|o| o.error.is_some());
         if satisfied || Instant::now() >= deadline || *stopping.borrow() {
             return outcomes;
         }
         let _parked = GaugeGuard::new(&broker.metrics.delayed_fetches);
         tokio::select! {
             _ = waiter.notified() => {}
-            _ = stopping.changed() => return read_all(plan, partitions, request.max_bytes, isolation),
+            _ = stopping.changed() => return read_all(plan, partitions, limits),
             // Expired: answer with whatever arrived while waiting.
-            _ = tokio::time::sleep_until(deadline) => return read_all(plan, partitions, request.max_bytes, isolation),
+            _ = tokio::time::sleep_until(deadline) => return read_all(plan, partitions, limits),
         }
     }
 }
 
-/// Counts the record bytes going out and the refused reads, per topic.
-fn count_reads(broker: &Broker, plan: &FetchPlan, outcomes: &[Outcome]) {
-    for (target, outcome) in plan.targets.iter().zip(outcomes) {
-        if let Some(error) = outcome.error {
-            broker.metrics.record_error(ApiKey::Fetch as i16, error.code());
-        }
-        let counted = if outcome.error.is_some() {
-            broker.replicas.topic(&target.topic).is_some()
-        } else {
-            outcome.bytes() > 0
-        };
+/// Counts the record bytes going out, per hosted topic. Error codes are
+/// counted from the response by dispatch.
+fn count_reads(
+    broker: &Broker,
+    plan: &FetchPlan,
+    partitions: &[Option<Arc<Partition>>],
+    outcomes: &[Outcome],
+) {
+    for ((target, partition), outcome) in plan.targets.iter().zip(partitions).zip(outcomes) {
+        let counted = if outcome.error.is_some() { partition.is_some() } else { outcome.bytes() > 0 };
         if !counted {
             continue;
         }
@@ -217,35 +330,16 @@ fn count_reads(broker: &Broker, plan: &FetchPlan, outcomes: &[Outcome]) {
 /// Kafka's read limits: each partition up to its `partition_max_bytes`, the
 /// whole response up to `max_bytes`, but the first batch found is returned
 /// whole even when larger, so a big batch can never stall a consumer.
-fn read_all(
-    plan: &FetchPlan,
-    partitions: &[Option<Arc<Partition>>],
-    max_bytes: i32,
-    isolation: Isolation,
-) -> Vec<Outcome> {
-    let mut remaining = max_bytes.max(0) as usize;
+fn read_all(plan: &FetchPlan, partitions: &[Option<Arc<Partition>>], limits: Limits) -> Vec<Outcome> {
+    let mut remaining = limits.max_bytes;
     let mut first = true;
     plan.targets
         .iter()
         .zip(partitions)
         .map(|(target, partition)| {
-            let Some(partition) = partition else {
-                let error = if target.topic.is_empty() {
-                    ResponseError::UnknownTopicId
-                } else {
-                    ResponseError::UnknownTopicOrPartition
-                };
-                return Outcome {
-                    error: Some(error),
-                    high_watermark: -1,
-                    last_stable_offset: -1,
-                    log_start_offset: -1,
-                    records: None,
-                    aborted: Vec::new(),
-                };
-            };
+            let Some(partition) = partition else { return Outcome::failed(limits.missing) };
             let limit = (target.partition_max_bytes.max(0) as usize).min(remaining);
-            let outcome = read_one(partition, target.fetch_offset, limit, first, isolation);
+            let outcome = read_one(partition, target.fetch_offset, limit, first, limits.isolation);
             remaining = remaining.saturating_sub(outcome.bytes());
             first &= outcome.bytes() == 0;
             outcome
@@ -291,21 +385,17 @@ fn aborted_transactions(aborted: &[AbortedTxn]) -> Vec<AbortedTransaction> {
         .collect()
 }
 
-/// Groups partition results by topic, in request order, keeping only the
-/// partitions an incremental session includes. Records are represented by
-/// splice markers, replaced by the file bytes when the response is written.
-fn build_responses(
-    plan: &FetchPlan,
-    outcomes: Vec<Outcome>,
-    included: &[bool],
+/// Groups partition results by topic, in the order topics first appear.
+/// Records are represented by splice markers, replaced by the file bytes
+/// when the response is written.
+fn build_responses<'a>(
+    answered: impl Iterator<Item = (&'a FetchTarget, Outcome)>,
     read_committed: bool,
 ) -> (Vec<FetchableTopicResponse>, Vec<Splice>) {
     let mut responses: Vec<FetchableTopicResponse> = Vec::new();
+    let mut topic_at: HashMap<(Uuid, &str), usize> = HashMap::new();
     let mut splices = Vec::new();
-    for ((target, outcome), include) in plan.targets.iter().zip(outcomes).zip(included) {
-        if !include {
-            continue;
-        }
+    for (target, outcome) in answered {
         let data = PartitionData::default()
             .with_partition_index(target.partition)
             .with_error_code(outcome.error.map_or(0, |e| e.code()))
@@ -322,17 +412,15 @@ fn build_responses(
                 }
                 None => Bytes::new(),
             }));
-        let same_topic = responses
-            .last()
-            .is_some_and(|r| r.topic_id == target.topic_id && r.topic.0.as_str() == target.topic.as_str());
-        if !same_topic {
+        let at = *topic_at.entry((target.topic_id, &target.topic)).or_insert_with(|| {
             responses.push(
                 FetchableTopicResponse::default()
                     .with_topic(topic_name(&target.topic))
                     .with_topic_id(target.topic_id),
             );
-        }
-        responses.last_mut().expect("pushed above").partitions.push(data);
+            responses.len() - 1
+        });
+        responses[at].partitions.push(data);
     }
     (responses, splices)
 }

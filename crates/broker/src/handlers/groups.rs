@@ -37,20 +37,25 @@ pub fn find_coordinator(
     request: FindCoordinatorRequest,
 ) -> FindCoordinatorResponse {
     let broker = ctx.broker;
-    let (host, port) = advertised_endpoint(broker);
+    let endpoint = advertised_endpoint(ctx);
     let lookup = |key: &str| -> Coordinator {
         let base = Coordinator::default().with_key(str_bytes(key));
         let error = match request.key_type {
+            // The listener is not advertised: no endpoint to send the client to.
+            _ if endpoint.is_none() => Some(ResponseError::CoordinatorNotAvailable),
             KEY_TYPE_GROUP if key.is_empty() => Some(ResponseError::InvalidGroupId),
             KEY_TYPE_GROUP => broker.groups.ensure_offsets_topic(broker).err(),
             KEY_TYPE_TRANSACTION if key.is_empty() => Some(ResponseError::InvalidRequest),
             KEY_TYPE_TRANSACTION => broker.transactions.ensure_topic(broker).err(),
             _ => Some(ResponseError::CoordinatorNotAvailable),
         };
-        match error {
-            Some(error) => base.with_node_id(BrokerId(-1)).with_port(-1).with_error_code(error.code()),
-            None => {
-                base.with_node_id(BrokerId(broker.config.node_id)).with_host(str_bytes(&host)).with_port(port)
+        match (error, &endpoint) {
+            (None, Some((host, port))) => {
+                base.with_node_id(BrokerId(broker.config.node_id)).with_host(str_bytes(host)).with_port(*port)
+            }
+            (error, _) => {
+                let error = error.unwrap_or(ResponseError::CoordinatorNotAvailable);
+                base.with_node_id(BrokerId(-1)).with_port(-1).with_error_code(error.code())
             }
         }
     };

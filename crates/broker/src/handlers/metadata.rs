@@ -47,12 +47,14 @@ pub fn handle(ctx: &RequestContext<'_>, request: MetadataRequest) -> MetadataRes
         topics.into_iter().map(|t| t.with_topic_id(Uuid::nil())).collect()
     };
     let cluster_id = (ctx.api_version >= 2).then(|| str_bytes(&broker.controller.image().cluster_id));
-    let (host, port) = advertised_endpoint(broker);
-    MetadataResponse::default()
-        .with_brokers(vec![MetadataResponseBroker::default()
+    let brokers = advertised_endpoint(ctx).map(|(host, port)| {
+        MetadataResponseBroker::default()
             .with_node_id(BrokerId(broker.config.node_id))
             .with_host(str_bytes(&host))
-            .with_port(port)])
+            .with_port(port)
+    });
+    MetadataResponse::default()
+        .with_brokers(brokers.into_iter().collect())
         .with_cluster_id(cluster_id)
         .with_controller_id(BrokerId(broker.config.node_id))
         .with_topics(topics)
@@ -103,7 +105,7 @@ pub fn auto_create(broker: &Broker, name: &str) -> Result<TopicImage, MetadataEr
         replication_factor: broker.config.default_replication_factor,
         configs: BTreeMap::new(),
     };
-    let topic = broker.controller.create_topic(new_topic, false)?;
+    let topic = broker.controller.create_topic_with_logs(new_topic, false, &broker.replicas)?;
     broker.sync_partitions()?;
     tracing::info!(topic = name, partitions = topic.partitions.len(), "auto-created topic");
     Ok(topic)
@@ -128,10 +130,11 @@ fn describe_topic(broker: &Broker, topic: &TopicImage, operations: i32) -> Metad
                 .with_leader_epoch(p.leader_epoch)
                 .with_replica_nodes(p.replicas.iter().copied().map(BrokerId).collect())
                 .with_isr_nodes(p.isr.iter().copied().map(BrokerId).collect());
+            // Not hosted: its log could not be opened (see ReplicaManager::sync).
             let offline = hosted
                 .as_ref()
                 .and_then(|t| t.partitions.get(usize::try_from(*index).ok()?))
-                .is_some_and(|partition| !partition.is_online());
+                .is_none_or(|partition| !partition.is_online());
             if offline {
                 offline_partition(broker, described)
             } else {
@@ -147,8 +150,9 @@ fn describe_topic(broker: &Broker, topic: &TopicImage, operations: i32) -> Metad
         .with_topic_authorized_operations(operations)
 }
 
-/// A partition whose log dir failed, as Kafka's metadata shows one once its
-/// only replica's dir is offline: no leader, this broker's replica offline.
+/// A partition whose log dir failed or whose log could not be opened, as
+/// Kafka's metadata shows one once its only replica is offline: no leader,
+/// this broker's replica offline.
 fn offline_partition(broker: &Broker, partition: MetadataResponsePartition) -> MetadataResponsePartition {
     partition
         .with_error_code(ResponseError::LeaderNotAvailable.code())

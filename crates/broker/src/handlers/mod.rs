@@ -20,7 +20,7 @@ pub mod transactions;
 use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::StrBytes;
 
-use crate::server::Broker;
+use crate::dispatch::RequestContext;
 
 /// Kafka's value for "authorized operations not requested".
 pub const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
@@ -33,13 +33,10 @@ pub fn topic_name(s: &str) -> TopicName {
     TopicName(str_bytes(s))
 }
 
-/// The address clients should use for this broker: the first advertised listener.
-pub fn advertised_endpoint(broker: &Broker) -> (String, i32) {
-    let listener = &broker.config.advertised_listeners[0];
-    let host = if listener.host.is_empty() || listener.host == "0.0.0.0" {
-        "127.0.0.1".to_owned()
-    } else {
-        listener.host.clone()
-    };
-    (host, i32::from(listener.port))
+/// The address the client should use for this broker: the one advertised
+/// for the listener it connected on. `None` when that listener is not
+/// advertised; as in Kafka, the broker then does not appear in answers.
+pub fn advertised_endpoint(ctx: &RequestContext<'_>) -> Option<(String, i32)> {
+    let (host, port) = ctx.broker.config.advertised_endpoint(&ctx.listener)?;
+    Some((host, i32::from(port)))
 }

@@ -11,8 +11,10 @@ use std::sync::atomic::Ordering;
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
-use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse};
+use kafka_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 
 use super::str_bytes;
 use super::transactions::verify_transactional_produce;
@@ -21,6 +23,7 @@ use crate::error::storage_error;
 use crate::replica::{TopicPartitions, VerifiedAppendError};
 use crate::server::Broker;
 use strom_storage::batch::{BatchHeader, Batches};
+use strom_storage::StorageError;
 
 pub fn handle(ctx: &RequestContext<'_>, request: ProduceRequest) -> MaybeReply<ProduceResponse> {
     let broker = ctx.broker;
@@ -33,7 +36,8 @@ pub fn handle(ctx: &RequestContext<'_>, request: ProduceRequest) -> MaybeReply<P
         .collect();
     count_failures(broker, &responses);
     if acks == 0 {
-        return MaybeReply(None);
+        let response = ProduceResponse::default().with_responses(responses);
+        return MaybeReply { response, send: false };
     }
     for partition in responses.iter_mut().flat_map(|t| t.partition_responses.iter_mut()) {
         // Fields this version does not carry go back to their defaults.
@@ -42,6 +46,7 @@ pub fn handle(ctx: &RequestContext<'_>, request: ProduceRequest) -> MaybeReply<P
         }
         if ctx.api_version < 8 {
             partition.error_message = None;
+            partition.record_errors.clear();
         }
         // Clients of v3 and older may not know KAFKA_STORAGE_ERROR; Kafka
         // sends what makes them refresh metadata and retry.
@@ -49,7 +54,7 @@ pub fn handle(ctx: &RequestContext<'_>, request: ProduceRequest) -> MaybeReply<P
             partition.error_code = ResponseError::NotLeaderOrFollower.code();
         }
     }
-    MaybeReply(Some(ProduceResponse::default().with_responses(responses)))
+    MaybeReply { response: ProduceResponse::default().with_responses(responses), send: true }
 }
 
 fn produce_topic(
@@ -60,16 +65,18 @@ fn produce_topic(
     topic: TopicProduceData,
 ) -> TopicProduceResponse {
     // v13 names topics by id; earlier versions by name.
-    let (hosted, unknown) = if version >= 13 {
-        (broker.replicas.topic_by_id(&topic.topic_id), ResponseError::UnknownTopicId)
+    let (hosted, unknown, named) = if version >= 13 {
+        let named = format!("topic id {}", topic.topic_id);
+        (broker.replicas.topic_by_id(&topic.topic_id), ResponseError::UnknownTopicId, named)
     } else {
-        (broker.replicas.topic(topic.name.0.as_str()), ResponseError::UnknownTopicOrPartition)
+        let named = format!("topic {}", topic.name.0);
+        (broker.replicas.topic(topic.name.0.as_str()), ResponseError::UnknownTopicOrPartition, named)
     };
     let partitions = topic
         .partition_data
         .into_iter()
         .map(|data| match &hosted {
-            None => error_response(data.index, unknown, None),
+            None => error_response(data.index, unknown, Some(format!("this broker hosts no {named}"))),
             Some(hosted) => produce_partition(broker, hosted, version, acks, transactional_id, data),
         })
         .collect();
@@ -89,14 +96,16 @@ fn produce_partition(
 ) -> PartitionProduceResponse {
     let index = data.index;
     let Some(partition) = usize::try_from(index).ok().and_then(|i| hosted.partitions.get(i)) else {
-        return error_response(index, ResponseError::UnknownTopicOrPartition, None);
+        let message = format!("topic {} has no partition {index}", hosted.name);
+        return error_response(index, ResponseError::UnknownTopicOrPartition, Some(message));
     };
     if hosted.name == crate::group::OFFSETS_TOPIC || hosted.name == crate::txn::TRANSACTION_STATE_TOPIC {
         let message = format!("cannot append to internal topic {}", hosted.name);
         return error_response(index, ResponseError::InvalidTopicException, Some(message));
     }
     if !matches!(acks, -1..=1) {
-        return error_response(index, ResponseError::InvalidRequiredAcks, None);
+        let message = format!("acks must be -1, 0 or 1, not {acks}");
+        return error_response(index, ResponseError::InvalidRequiredAcks, Some(message));
     }
     // Only acks=all asks for the in-sync count: keep the lookup off acks=1.
     if acks == -1 {
@@ -109,6 +118,9 @@ fn produce_partition(
     let records = data.records.unwrap_or_default();
     if let Err(message) = single_batch(&records) {
         return error_response(index, ResponseError::InvalidRecord, Some(message));
+    }
+    if let Err(message) = check_codecs(version, &records) {
+        return error_response(index, ResponseError::UnsupportedCompressionType, Some(message));
     }
     let transactional = BatchHeader::parse(&records).ok().filter(BatchHeader::is_transactional);
     let now = strom_storage::now_ms();
@@ -147,6 +159,7 @@ fn produce_partition(
         Err(VerifiedAppendError::Storage(e)) => {
             tracing::debug!(partition = %partition.tp, "produce rejected: {e}");
             error_response(index, storage_error(&e), Some(e.to_string()))
+                .with_record_errors(record_errors(&e))
         }
     }
 }
@@ -180,11 +193,44 @@ fn unverified_message(error: ResponseError) -> String {
     }
 }
 
-/// Counts refused partition appends, per error code and per topic.
+/// Kafka's codec rule: zstd needs Produce v7 (KIP-110), so a client too old
+/// to ask for it does not store batches older consumers cannot read.
+fn check_codecs(version: i16, records: &[u8]) -> Result<(), String> {
+    const ZSTD: i16 = 4;
+    const FIRST_ZSTD_VERSION: i16 = 7;
+    if version >= FIRST_ZSTD_VERSION {
+        return Ok(());
+    }
+    let zstd = Batches::new(records)
+        .map_while(Result::ok)
+        .any(|raw| BatchHeader::parse(raw).is_ok_and(|header| header.compression() == ZSTD));
+    if zstd {
+        return Err(format!(
+            "Produce v{version} may not carry zstd batches: v{FIRST_ZSTD_VERSION} is the first"
+        ));
+    }
+    Ok(())
+}
+
+/// The records a refused batch was refused for (KIP-467), for clients to
+/// fail those alone.
+fn record_errors(e: &StorageError) -> Vec<BatchIndexAndErrorMessage> {
+    let StorageError::RejectedRecords { errors, .. } = e else { return Vec::new() };
+    errors
+        .iter()
+        .map(|error| {
+            BatchIndexAndErrorMessage::default()
+                .with_batch_index(error.batch_index)
+                .with_batch_index_error_message(Some(str_bytes(&error.message)))
+        })
+        .collect()
+}
+
+/// Counts refused partition appends per topic (dispatch counts the error
+/// codes of every API).
 fn count_failures(broker: &Broker, responses: &[TopicProduceResponse]) {
     for topic in responses {
-        for partition in topic.partition_responses.iter().filter(|p| p.error_code != 0) {
-            broker.metrics.record_error(ApiKey::Produce as i16, partition.error_code);
+        for _refused in topic.partition_responses.iter().filter(|p| p.error_code != 0) {
             if broker.replicas.topic(&topic.name).is_some() {
                 broker.metrics.topic(&topic.name).failed_produce_requests.fetch_add(1, Ordering::Relaxed);
             }

@@ -18,10 +18,26 @@ use super::configs::topic_entries;
 use super::{str_bytes, topic_name};
 use crate::dispatch::RequestContext;
 use crate::error::metadata_error;
+use crate::failpoint;
 use crate::server::Broker;
 
 pub fn create(ctx: &RequestContext<'_>, request: CreateTopicsRequest) -> CreateTopicsResponse {
     let duplicates = repeated(request.topics.iter().map(|t| t.name.0.as_str()));
+    let requested = request
+        .topics
+        .iter()
+        .filter(|t| !duplicates.contains(t.name.0.as_str()))
+        .map(|t| requested_partitions(ctx.broker, t))
+        .sum();
+    // Like Kafka's bound on the records of one operation: the whole request
+    // is refused, so no topic of it is half way to the limit.
+    if let Err(e) = ctx.broker.controller.check_partitions_per_request(requested) {
+        tracing::info!("create topics refused: {e}");
+        let refused = request.topics.iter().map(|t| {
+            for_version(failure(t.name.0.as_str(), metadata_error(&e), &e.to_string()), ctx.api_version)
+        });
+        return CreateTopicsResponse::default().with_topics(refused.collect());
+    }
     let topics = request
         .topics
         .into_iter()
@@ -52,8 +68,11 @@ fn create_one(broker: &Broker, topic: CreatableTopic, validate_only: bool) -> Cr
         Ok(new_topic) => new_topic,
         Err((error, message)) => return failure(&name, error, &message),
     };
-    match broker.controller.create_topic(new_topic, validate_only) {
+    match broker.controller.create_topic_with_logs(new_topic, validate_only, &broker.replicas) {
         Ok(created) => {
+            if !validate_only {
+                failpoint::reach(failpoint::TOPIC_COMMITTED);
+            }
             // Every topic config, as Kafka reports them: overrides over
             // dynamic broker defaults over static ones.
             let image = broker.controller.image();
@@ -114,6 +133,15 @@ fn new_topic(broker: &Broker, topic: &CreatableTopic) -> Result<NewTopic, (Respo
         (topic.assignments.len() as i32, topic.assignments[0].broker_ids.len() as i16)
     };
     Ok(NewTopic { name: topic.name.0.to_string(), partitions, replication_factor, configs })
+}
+
+/// The partitions a topic of a CreateTopics request asks for.
+fn requested_partitions(broker: &Broker, topic: &CreatableTopic) -> i64 {
+    match (topic.assignments.len(), topic.num_partitions) {
+        (0, -1) => broker.config.num_partitions.into(),
+        (0, count) => i64::from(count).max(0),
+        (assigned, _) => assigned as i64,
+    }
 }
 
 /// Manual assignments must number partitions 0..n and name live brokers.
@@ -211,6 +239,7 @@ fn delete_one(broker: &Broker, name: Option<String>, id: Uuid) -> DeletableTopic
     let result = result.with_name(Some(topic_name(&topic.name))).with_topic_id(topic_id);
     match broker.controller.delete_topic(topic_id) {
         Ok(deleted) => {
+            failpoint::reach(failpoint::TOPIC_REMOVAL_COMMITTED);
             tracing::info!(topic = %deleted, "deleted topic");
             broker.metrics.remove_topic(&deleted);
             result
@@ -227,6 +256,24 @@ pub fn create_partitions(
     request: CreatePartitionsRequest,
 ) -> CreatePartitionsResponse {
     let duplicates = repeated(request.topics.iter().map(|t| t.name.0.as_str()));
+    let image = ctx.broker.controller.image();
+    let requested = request
+        .topics
+        .iter()
+        .filter(|t| !duplicates.contains(t.name.0.as_str()))
+        .filter_map(|t| Some(i64::from(t.count) - image.topic(t.name.0.as_str())?.partitions.len() as i64))
+        .map(|new| new.max(0))
+        .sum();
+    if let Err(e) = ctx.broker.controller.check_partitions_per_request(requested) {
+        tracing::info!("create partitions refused: {e}");
+        let refused = request.topics.iter().map(|t| {
+            CreatePartitionsTopicResult::default()
+                .with_name(t.name.clone())
+                .with_error_code(metadata_error(&e).code())
+                .with_error_message(Some(str_bytes(&e.to_string())))
+        });
+        return CreatePartitionsResponse::default().with_results(refused.collect());
+    }
     let results = request
         .topics
         .iter()
@@ -243,7 +290,18 @@ pub fn create_partitions(
                     .map(|a| a.iter().map(|a| a.broker_ids.iter().map(|id| id.0).collect()).collect());
                 ctx.broker
                     .controller
-                    .create_partitions(&name, topic.count, assignments.as_deref(), request.validate_only)
+                    .create_partitions_with_logs(
+                        &name,
+                        topic.count,
+                        assignments.as_deref(),
+                        request.validate_only,
+                        &ctx.broker.replicas,
+                    )
+                    .inspect(|()| {
+                        if !request.validate_only {
+                            failpoint::reach(failpoint::PARTITIONS_ADDED);
+                        }
+                    })
                     .map_err(|e| (metadata_error(&e), e.to_string()))
             };
             let result = CreatePartitionsTopicResult::default().with_name(topic.name.clone());

@@ -108,7 +108,7 @@ impl TransactionCoordinator {
             replication_factor: 1,
             configs,
         };
-        match broker.controller.create_topic(topic, false) {
+        match broker.controller.create_topic_with_logs(topic, false, &broker.replicas) {
             Ok(_) | Err(MetadataError::TopicAlreadyExists(_)) => {}
             Err(e) => {
                 tracing::error!("cannot create {TRANSACTION_STATE_TOPIC}: {e}");

@@ -403,6 +403,7 @@ impl Cleaner {
             cleaned.file()?.set_modified(modified)?;
         }
         drop(cleaned);
+        crate::failpoint::reach(crate::failpoint::CLEANER_COPY_WRITTEN);
         checks.check()?;
         let mut log = target.log.lock().expect("log lock");
         if !(checks.registered)() {

@@ -25,6 +25,7 @@ use std::path::{Path, PathBuf};
 
 use crate::batch::{self, BatchHeader, HEADER_LEN};
 use crate::error::Result;
+use crate::failpoint;
 use crate::log::Log;
 use crate::segment::{file_name, LogSegment};
 
@@ -108,13 +109,16 @@ pub(crate) fn replace_segments(log: &mut Log, base: i64, replaced: &[i64], now_m
     }
     rename_kinds(&dir, base, CLEANED_SUFFIX, SWAP_SUFFIX)?;
     sync_dir(&dir)?;
+    failpoint::reach(failpoint::CLEANER_SWAP_RENAMED);
     for old in replaced {
         for kind in LIVE_KINDS {
             rename_if_exists(&path(&dir, *old, kind, ""), &path(&dir, *old, kind, DELETED_SUFFIX))?;
         }
     }
+    failpoint::reach(failpoint::CLEANER_OLD_DELETED);
     rename_kinds(&dir, base, SWAP_SUFFIX, "")?;
     sync_dir(&dir)?;
+    failpoint::reach(failpoint::CLEANER_SWAPPED_IN);
     let last_replaced = replaced.last().copied().unwrap_or(base);
     let next_base = log.segment_map().range(last_replaced + 1..).next().map(|(b, _)| *b);
     let next_base = next_base.expect("the active segment is never cleaned");

@@ -1,0 +1,138 @@
+"""Listeners as Kafka defines them: each named listener has a security
+protocol, and clients learn the endpoint advertised for the listener they
+connected on (the INTERNAL/EXTERNAL setup of Docker and Kubernetes)."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+import wire
+from harness import Broker, admin_client, create_topic, free_port, strom_binary, wait_future
+
+FIND_COORDINATOR = 10
+
+
+def run_server(tmp_path, *overrides: str) -> subprocess.CompletedProcess:
+    """`strom server` expected to exit on its own at start."""
+    args = [str(strom_binary()), "server", "--override", f"log.dirs={tmp_path}/data"]
+    for override in overrides:
+        args += ["--override", override]
+    return subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=10)
+
+
+@pytest.mark.parametrize("protocol", ["SSL", "SASL_PLAINTEXT", "SASL_SSL"])
+def test_listener_with_a_security_protocol_strom_does_not_serve_stops_the_start(tmp_path, protocol):
+    port = free_port()
+    done = run_server(tmp_path, f"listeners={protocol}://127.0.0.1:{port}")
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert "listeners" in lines[0] and protocol in lines[0] and "does not serve" in lines[0]
+
+
+def test_a_named_listener_mapped_to_sasl_is_refused_too(tmp_path):
+    internal, external = free_port(), free_port()
+    done = run_server(
+        tmp_path,
+        f"listeners=INTERNAL://127.0.0.1:{internal},EXTERNAL://127.0.0.1:{external}",
+        "listener.security.protocol.map=INTERNAL:PLAINTEXT,EXTERNAL:SASL_SSL",
+    )
+    assert done.returncode == 1
+    assert "EXTERNAL uses SASL_SSL" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_advertising_the_meta_address_is_refused(tmp_path):
+    port = free_port()
+    done = run_server(
+        tmp_path, f"listeners=PLAINTEXT://127.0.0.1:{port}", f"advertised.listeners=PLAINTEXT://0.0.0.0:{port}"
+    )
+    assert done.returncode == 1
+    assert "advertised.listeners" in done.stderr and "0.0.0.0" in done.stderr
+
+
+@pytest.mark.parametrize("protocol", ["SSL", "SASL_SSL", "sasl_plaintext"])
+def test_tools_refuse_a_security_protocol_they_cannot_honour(broker, tmp_path, protocol):
+    config = tmp_path / "client.properties"
+    config.write_text(f"security.protocol={protocol}\n")
+    done = subprocess.run(
+        [str(strom_binary()), "topics", "--bootstrap-server", broker.bootstrap, "--command-config", str(config), "--list"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert f"security.protocol={protocol}" in lines[0]
+
+
+@pytest.fixture
+def listeners_broker(request, tmp_path):
+    """Starts a broker with the given listener settings, waiting on `port`."""
+    brokers: list[Broker] = []
+    request.node.strom_brokers = brokers
+
+    def start(port: int, overrides: dict[str, str]) -> Broker:
+        broker = Broker(tmp_path / f"broker{len(brokers)}", overrides)
+        broker.port = port
+        brokers.append(broker)
+        broker.start()
+        return broker
+
+    yield start
+    for broker in brokers:
+        broker.close()
+
+
+def find_coordinator(port: int, group: str) -> tuple[int, str, int]:
+    """FindCoordinator v1 for a group: (error code, host, port)."""
+    body = wire.Writer(flexible=False).nullable_string(group).int8(0).build()
+    reaction = wire.exchange(port, wire.request(FIND_COORDINATOR, 1, 7, body), until_frames=1, timeout_s=15)
+    frames, _ = wire.split_frames(reaction.received)
+    assert frames, f"no FindCoordinator response (closed={reaction.closed})"
+    reader = wire.Reader(frames[0])
+    assert reader.int32() == 7, "correlation id"
+    reader.int32()  # throttle_time_ms
+    error = reader.int16()
+    reader.nullable_string()  # error_message
+    reader.int32()  # node_id
+    return error, reader.string(), reader.int32()
+
+
+def test_each_listener_is_answered_with_its_own_advertised_endpoint(listeners_broker):
+    internal, external = free_port(), free_port()
+    # Different advertised hosts tell the answers apart; both resolve here.
+    listeners_broker(
+        internal,
+        {
+            "listeners": f"INTERNAL://127.0.0.1:{internal},EXTERNAL://127.0.0.1:{external}",
+            "advertised.listeners": f"INTERNAL://127.0.0.1:{internal},EXTERNAL://localhost:{external}",
+            "listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT",
+        },
+    )
+    create_topic(f"127.0.0.1:{internal}", "both-sides")
+    for port, host in [(internal, "127.0.0.1"), (external, "localhost")]:
+        admin = admin_client(f"127.0.0.1:{port}")
+        brokers = admin.list_topics(timeout=15).brokers
+        assert [(b.host, b.port) for b in brokers.values()] == [(host, port)], "Metadata"
+        nodes = wait_future(admin.describe_cluster()).nodes
+        assert [(n.host, n.port) for n in nodes] == [(host, port)], "DescribeCluster"
+        assert find_coordinator(port, "a-group") == (0, host, port), "FindCoordinator"
+
+
+def test_a_listener_that_is_not_advertised_sends_clients_nowhere(listeners_broker):
+    public, hidden = free_port(), free_port()
+    listeners_broker(
+        public,
+        {
+            "listeners": f"PLAINTEXT://127.0.0.1:{public},HIDDEN://127.0.0.1:{hidden}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{public}",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,HIDDEN:PLAINTEXT",
+        },
+    )
+    error, _, port = find_coordinator(hidden, "a-group")
+    assert (error, port) == (15, -1), "COORDINATOR_NOT_AVAILABLE"
+    assert find_coordinator(public, "a-group") == (0, "127.0.0.1", public)
