@@ -26,7 +26,10 @@ impl<L: RaftLog> RaftNode<L> {
         tally.granted.insert(self.config.node_id);
         let election_deadline_ms = self.random_election_deadline(now);
         self.election_retries += 1;
-        self.set_role(self.epoch + 1, Role::Candidate { tally, election_deadline_ms, backoff_until_ms: None });
+        self.set_role(
+            self.epoch + 1,
+            Role::Candidate { tally, election_deadline_ms, backoff_until_ms: None },
+        );
         self.count_votes(now);
     }
 
@@ -77,7 +80,8 @@ impl<L: RaftLog> RaftNode<L> {
     fn start_election_backoff(&mut self, now: u64) {
         let exponent = self.election_retries.saturating_sub(1).min(20);
         let slots = 2u64 << exponent;
-        let backoff = (ELECTION_BACKOFF_BASE_MS * self.rng.below(slots)).min(self.config.election_backoff_max_ms);
+        let backoff =
+            (ELECTION_BACKOFF_BASE_MS * self.rng.below(slots)).min(self.config.election_backoff_max_ms);
         if let Role::Candidate { backoff_until_ms, .. } = &mut self.role {
             *backoff_until_ms = Some(now.saturating_add(backoff));
         }
@@ -98,7 +102,9 @@ impl<L: RaftLog> RaftNode<L> {
         let majority = self.config.majority();
         if tally.granted.len() >= majority {
             self.become_leader(now);
-        } else if tally.rejected.len() >= self.config.voters.len() + 1 - majority && backoff_until_ms.is_none() {
+        } else if tally.rejected.len() >= self.config.voters.len() + 1 - majority
+            && backoff_until_ms.is_none()
+        {
             // Gridlocked: back off now rather than wait out the election
             // timeout (Kafka's `handleVoteResponse`).
             self.start_election_backoff(now);

@@ -9,9 +9,9 @@ pub mod node;
 mod replication;
 mod requests;
 pub mod rng;
-pub mod state;
 #[cfg(test)]
 mod sim;
+pub mod state;
 
 /// A node's `node.id`.
 pub type NodeId = i32;

@@ -128,12 +128,17 @@ impl<L: RaftLog> RaftNode<L> {
             let role = Role::Resigned { unacked, preferred_successors: Vec::new(), election_deadline_ms };
             self.set_role(stored.epoch, role);
         } else if stored.voted_id == Some(me) && stored.leader_id.is_none() {
-            let role =
-                Role::Prospective { voted: Some(me), leader: None, tally: Tally::default(), election_deadline_ms };
+            let role = Role::Prospective {
+                voted: Some(me),
+                leader: None,
+                tally: Tally::default(),
+                election_deadline_ms,
+            };
             self.set_role(stored.epoch, role);
         } else if let Some(leader) = stored.leader_id.filter(|id| *id != me) {
             let fetch_deadline_ms = now.saturating_add(self.config.fetch_timeout_ms);
-            let role = Role::Follower { leader, voted: stored.voted_id, fetch_deadline_ms, has_fetched: false };
+            let role =
+                Role::Follower { leader, voted: stored.voted_id, fetch_deadline_ms, has_fetched: false };
             self.set_role(stored.epoch, role);
         } else {
             self.set_role(stored.epoch, Role::Unattached { voted: stored.voted_id, election_deadline_ms });
@@ -184,7 +189,7 @@ impl<L: RaftLog> RaftNode<L> {
     }
 
     /// When `Event::Tick` must be delivered next, at the latest.
-    pub fn next_deadline(&self, now: u64) -> u64 {
+    pub fn next_deadline(&self) -> u64 {
         let role_deadline = match &self.role {
             Role::Unattached { election_deadline_ms, .. } if self.config.is_voter() => *election_deadline_ms,
             Role::Unattached { .. } => u64::MAX,
@@ -199,7 +204,7 @@ impl<L: RaftLog> RaftNode<L> {
                 parked.chain(timers).min().unwrap_or(u64::MAX)
             }
         };
-        role_deadline.min(self.requests.next_deadline(now))
+        role_deadline.min(self.requests.next_deadline())
     }
 
     /// This node's id.
@@ -262,10 +267,15 @@ impl<L: RaftLog> RaftNode<L> {
             Body::BeginQuorumEpochRequest { leader_epoch, leader_id } => {
                 self.handle_begin_quorum_epoch_request(now, from, leader_epoch, leader_id)
             }
-            Body::EndQuorumEpochRequest { leader_epoch, leader_id, preferred_successors } => {
-                self.handle_end_quorum_epoch_request(now, from, leader_epoch, leader_id, &preferred_successors)
-            }
-            Body::FetchRequest { replica_id, current_leader_epoch, fetch_offset, last_fetched_epoch, max_wait_ms } => {
+            Body::EndQuorumEpochRequest { leader_epoch, leader_id, preferred_successors } => self
+                .handle_end_quorum_epoch_request(now, from, leader_epoch, leader_id, &preferred_successors),
+            Body::FetchRequest {
+                replica_id,
+                current_leader_epoch,
+                fetch_offset,
+                last_fetched_epoch,
+                max_wait_ms,
+            } => {
                 let fetch = crate::replication::FetchParams {
                     replica_id,
                     current_leader_epoch,
@@ -293,7 +303,14 @@ impl<L: RaftLog> RaftNode<L> {
             Body::EndQuorumEpochResponse { error, leader_epoch, leader_id } => {
                 self.handle_end_quorum_epoch_response(now, from, error, leader_epoch, leader_id)
             }
-            Body::FetchResponse { error, leader_epoch, leader_id, high_watermark, diverging_epoch, batches } => {
+            Body::FetchResponse {
+                error,
+                leader_epoch,
+                leader_id,
+                high_watermark,
+                diverging_epoch,
+                batches,
+            } => {
                 let response = crate::replication::FetchResult {
                     error,
                     leader_epoch,
@@ -310,6 +327,7 @@ impl<L: RaftLog> RaftNode<L> {
 
     /// Fires timers and sends what the role owes.
     pub(crate) fn poll(&mut self, now: u64) {
+        self.requests.expire(now);
         match &self.role {
             Role::Unattached { .. } => self.poll_unattached(now),
             Role::Prospective { .. } => self.poll_prospective(now),
@@ -346,7 +364,9 @@ impl<L: RaftLog> RaftNode<L> {
     }
 
     fn poll_resigned(&mut self, now: u64) {
-        let Role::Resigned { unacked, preferred_successors, election_deadline_ms } = &self.role else { return };
+        let Role::Resigned { unacked, preferred_successors, election_deadline_ms } = &self.role else {
+            return;
+        };
         if now >= *election_deadline_ms {
             self.become_prospective(now);
             return;
@@ -477,7 +497,8 @@ impl<L: RaftLog> RaftNode<L> {
     /// Asks the driver to make the log durable up to its current end.
     pub(crate) fn request_flush(&mut self) {
         let end = self.log.end_offset();
-        if end <= self.flushed_offset || self.pending_flushes.back().is_some_and(|(_, offset)| *offset == end) {
+        if end <= self.flushed_offset || self.pending_flushes.back().is_some_and(|(_, offset)| *offset == end)
+        {
             return;
         }
         self.next_flush_id += 1;

@@ -46,7 +46,8 @@ impl<L: RaftLog> RaftNode<L> {
         if now >= leader.begin_epoch_deadline_ms {
             // `LeaderState`: the epoch is re-announced every half fetch
             // timeout, so voters that missed it find their leader.
-            leader.begin_unacked = self.config.voters.iter().copied().filter(|id| *id != self.config.node_id).collect();
+            leader.begin_unacked =
+                self.config.voters.iter().copied().filter(|id| *id != self.config.node_id).collect();
             leader.begin_epoch_deadline_ms = now.saturating_add(self.config.fetch_timeout_ms / 2);
         }
         let unacked: Vec<NodeId> = leader.begin_unacked.iter().copied().collect();
@@ -104,7 +105,8 @@ impl<L: RaftLog> RaftNode<L> {
 
     /// Kafka's `validateLeaderOnlyRequest` plus the fetch's own fields.
     fn validate_fetch(&self, from: NodeId, fetch: &FetchParams) -> ErrorCode {
-        if fetch.replica_id != from || fetch.replica_id == self.config.node_id || fetch.last_fetched_epoch < 0 {
+        if fetch.replica_id != from || fetch.replica_id == self.config.node_id || fetch.last_fetched_epoch < 0
+        {
             ErrorCode::InvalidRequest
         } else if fetch.current_leader_epoch < self.epoch {
             ErrorCode::FencedLeaderEpoch
@@ -154,7 +156,8 @@ impl<L: RaftLog> RaftNode<L> {
         if leader.parked.len() >= max && !leader.parked.contains_key(&fetch.replica_id) {
             return false;
         }
-        let parked = ParkedFetch { correlation_id, fetch_offset: fetch.fetch_offset, deadline_ms: now + wait };
+        let parked =
+            ParkedFetch { correlation_id, fetch_offset: fetch.fetch_offset, deadline_ms: now + wait };
         leader.parked.insert(fetch.replica_id, parked);
         true
     }
@@ -347,7 +350,8 @@ impl<L: RaftLog> RaftNode<L> {
     /// to where the shared epoch ends in both logs.
     fn truncate_to_end_offset(&mut self, diverging: OffsetAndEpoch) {
         let local = self.log.end_offset_for_epoch(diverging.epoch);
-        let offset = if local.epoch == diverging.epoch { local.offset.min(diverging.offset) } else { local.offset };
+        let offset =
+            if local.epoch == diverging.epoch { local.offset.min(diverging.offset) } else { local.offset };
         if offset < self.log.end_offset() {
             self.truncate_log(offset);
         }

@@ -13,20 +13,16 @@ pub(crate) struct Requests {
 }
 
 impl Requests {
-    /// Whether a request may go to `to` now; forgets a timed-out one.
+    /// Whether a request may go to `to` now.
     pub fn can_send(&mut self, to: NodeId, now: u64) -> bool {
-        if let Some(&(_, deadline)) = self.in_flight.get(&to) {
-            if now < deadline {
-                return false;
-            }
-            self.in_flight.remove(&to);
-        }
-        self.backoff_until_ms.get(&to).is_none_or(|until| now >= *until)
+        self.expire(now);
+        !self.in_flight.contains_key(&to) && !self.backoff_until_ms.contains_key(&to)
     }
 
     /// Whether any request is in flight and not timed out.
-    pub fn any_in_flight(&self, now: u64) -> bool {
-        self.in_flight.values().any(|(_, deadline)| now < *deadline)
+    pub fn any_in_flight(&mut self, now: u64) -> bool {
+        self.expire(now);
+        !self.in_flight.is_empty()
     }
 
     /// Records a request to `to` and returns its correlation id.
@@ -59,10 +55,17 @@ impl Requests {
         self.backoff_until_ms.clear();
     }
 
+    /// Forgets requests that timed out and backoffs that ended, so every
+    /// deadline left lies ahead of `now`.
+    pub fn expire(&mut self, now: u64) {
+        self.in_flight.retain(|_, (_, deadline)| *deadline > now);
+        self.backoff_until_ms.retain(|_, until| *until > now);
+    }
+
     /// The earliest time a request times out or a backoff ends.
-    pub fn next_deadline(&self, now: u64) -> u64 {
+    pub fn next_deadline(&self) -> u64 {
         let in_flight = self.in_flight.values().map(|(_, deadline)| *deadline);
-        let backoffs = self.backoff_until_ms.values().copied().filter(|until| *until > now);
+        let backoffs = self.backoff_until_ms.values().copied();
         in_flight.chain(backoffs).min().unwrap_or(u64::MAX)
     }
 }

@@ -81,33 +81,12 @@ pub(crate) struct LeaderState {
 /// A node's role and the timers and bookkeeping that go with it.
 #[derive(Debug, Clone)]
 pub(crate) enum Role {
-    Unattached {
-        voted: Option<NodeId>,
-        election_deadline_ms: u64,
-    },
-    Prospective {
-        voted: Option<NodeId>,
-        leader: Option<NodeId>,
-        tally: Tally,
-        election_deadline_ms: u64,
-    },
-    Candidate {
-        tally: Tally,
-        election_deadline_ms: u64,
-        backoff_until_ms: Option<u64>,
-    },
+    Unattached { voted: Option<NodeId>, election_deadline_ms: u64 },
+    Prospective { voted: Option<NodeId>, leader: Option<NodeId>, tally: Tally, election_deadline_ms: u64 },
+    Candidate { tally: Tally, election_deadline_ms: u64, backoff_until_ms: Option<u64> },
     Leader(Box<LeaderState>),
-    Follower {
-        leader: NodeId,
-        voted: Option<NodeId>,
-        fetch_deadline_ms: u64,
-        has_fetched: bool,
-    },
-    Resigned {
-        unacked: BTreeSet<NodeId>,
-        preferred_successors: Vec<NodeId>,
-        election_deadline_ms: u64,
-    },
+    Follower { leader: NodeId, voted: Option<NodeId>, fetch_deadline_ms: u64, has_fetched: bool },
+    Resigned { unacked: BTreeSet<NodeId>, preferred_successors: Vec<NodeId>, election_deadline_ms: u64 },
 }
 
 impl Role {
