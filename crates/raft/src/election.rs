@@ -126,16 +126,13 @@ impl<L: RaftLog> RaftNode<L> {
         if error != ErrorCode::None {
             return Some(self.vote_response(error, false));
         }
-        if !pre_vote && replica_epoch > self.epoch {
+        if replica_epoch > self.epoch {
+            // KIP-996 as Kafka implements it: a pre-vote from a newer epoch
+            // moves the receiver to that epoch too, then counts only logs.
             self.become_unattached(now, replica_epoch);
         }
         let up_to_date = last_position >= self.log.end_position() || self.vote_ignores_log();
-        let granted = if pre_vote && replica_epoch > self.epoch {
-            // Nothing is known of that epoch yet: only the logs matter.
-            up_to_date
-        } else {
-            self.can_grant_vote(candidate_id, up_to_date, pre_vote)
-        };
+        let granted = self.can_grant_vote(candidate_id, up_to_date, pre_vote);
         if granted && !pre_vote {
             self.record_vote(now, candidate_id);
         }
@@ -168,10 +165,18 @@ impl<L: RaftLog> RaftNode<L> {
     /// Whether the role may grant this vote (Kafka's `EpochState.canGrantVote`).
     fn can_grant_vote(&self, candidate_id: NodeId, up_to_date: bool, pre_vote: bool) -> bool {
         match &self.role {
-            Role::Unattached { voted, .. } | Role::Prospective { voted, .. } => match voted {
+            Role::Unattached { voted, .. } => match voted {
                 _ if pre_vote => up_to_date,
                 Some(voted) => *voted == candidate_id,
                 None => up_to_date,
+            },
+            // `unattachedOrProspectiveCanGrantVote`: a prospective that still
+            // knows its epoch's leader binds no vote to anyone else.
+            Role::Prospective { voted, leader, .. } => match (voted, leader) {
+                _ if pre_vote => up_to_date,
+                (Some(voted), _) => *voted == candidate_id,
+                (None, Some(_)) => false,
+                (None, None) => up_to_date,
             },
             // A candidate voted for itself, but a pre-vote binds nothing.
             Role::Candidate { .. } => pre_vote && up_to_date,
@@ -209,11 +214,10 @@ impl<L: RaftLog> RaftNode<L> {
         leader_id: Option<NodeId>,
         vote_granted: bool,
     ) {
-        if self.handle_common_response(now, error, leader_epoch, leader_id) {
+        if self.handle_common_response(now, from, error, leader_epoch, leader_id) {
             return;
         }
         if error != ErrorCode::None {
-            self.back_off(from, now);
             return;
         }
         match &mut self.role {
@@ -273,10 +277,13 @@ impl<L: RaftLog> RaftNode<L> {
         if error == ErrorCode::None {
             self.maybe_transition(now, leader_epoch, Some(leader_id));
             let backoff = self.end_epoch_election_backoff(preferred_successors);
-            if let Role::Follower { leader, fetch_deadline_ms, .. } = &mut self.role {
+            if let Role::Follower { leader, fetch_deadline_ms, has_fetched, .. } = &mut self.role {
                 if *leader == leader_id {
-                    // Preferred successors time out first, in order.
+                    // Preferred successors time out first, in order. The
+                    // leader said it is gone, so this follower no longer
+                    // shields it from pre-votes: a successor can win at once.
                     *fetch_deadline_ms = now.saturating_add(backoff);
+                    *has_fetched = false;
                 }
             }
         }
@@ -308,12 +315,10 @@ impl<L: RaftLog> RaftNode<L> {
         leader_epoch: i32,
         leader_id: Option<NodeId>,
     ) {
-        if self.handle_common_response(now, error, leader_epoch, leader_id) {
+        if self.handle_common_response(now, from, error, leader_epoch, leader_id) {
             return;
         }
-        if error != ErrorCode::None {
-            self.back_off(from, now);
-        } else if let Role::Leader(leader) = &mut self.role {
+        if let (ErrorCode::None, Role::Leader(leader)) = (error, &mut self.role) {
             leader.begin_unacked.remove(&from);
         }
     }
@@ -326,12 +331,10 @@ impl<L: RaftLog> RaftNode<L> {
         leader_epoch: i32,
         leader_id: Option<NodeId>,
     ) {
-        if self.handle_common_response(now, error, leader_epoch, leader_id) {
+        if self.handle_common_response(now, from, error, leader_epoch, leader_id) {
             return;
         }
-        if error != ErrorCode::None {
-            self.back_off(from, now);
-        } else if let Role::Resigned { unacked, .. } = &mut self.role {
+        if let (ErrorCode::None, Role::Resigned { unacked, .. }) = (error, &mut self.role) {
             unacked.remove(&from);
         }
     }
@@ -355,13 +358,20 @@ impl<L: RaftLog> RaftNode<L> {
 
     /// The epoch handling every response shares (Kafka's
     /// `maybeHandleCommonResponse`); true when the response is consumed.
+    /// An error holds requests to `from` back for `retry.backoff.ms`, so a
+    /// node that keeps answering errors is not asked in a tight loop (a
+    /// transition forgets the backoff: the node has news to act on).
     pub(crate) fn handle_common_response(
         &mut self,
         now: u64,
+        from: NodeId,
         error: ErrorCode,
         epoch: i32,
         leader_id: Option<NodeId>,
     ) -> bool {
+        if error != ErrorCode::None {
+            self.back_off(from, now);
+        }
         if epoch < self.epoch || error == ErrorCode::UnknownLeaderEpoch {
             true
         } else if epoch > self.epoch

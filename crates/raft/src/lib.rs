@@ -12,6 +12,8 @@ pub mod rng;
 #[cfg(test)]
 mod sim;
 pub mod state;
+#[cfg(test)]
+mod tests;
 
 /// A node's `node.id`.
 pub type NodeId = i32;

@@ -79,6 +79,8 @@ pub struct RaftNode<L> {
     next_flush_id: u64,
     /// Consecutive elections this node started without a leader emerging.
     pub(crate) election_retries: u32,
+    /// Role changes so far, to notice one during a poll.
+    transitions: u64,
     persisted: ElectionState,
     pub(crate) requests: Requests,
     actions: Vec<Action>,
@@ -103,6 +105,7 @@ impl<L: RaftLog> RaftNode<L> {
             pending_flushes: VecDeque::new(),
             next_flush_id: 0,
             election_retries: 0,
+            transitions: 0,
             persisted: stored,
             requests: Requests::default(),
             actions: Vec::new(),
@@ -325,8 +328,21 @@ impl<L: RaftLog> RaftNode<L> {
         }
     }
 
-    /// Fires timers and sends what the role owes.
+    /// Fires timers and sends what the role owes; a role entered on the
+    /// way is polled too, so it sends its first requests at once.
     pub(crate) fn poll(&mut self, now: u64) {
+        // Each pass either settles or changes role on an expired timer or a
+        // completed count; real chains are at most three long.
+        for _ in 0..8 {
+            let transitions = self.transitions;
+            self.poll_role(now);
+            if transitions == self.transitions {
+                return;
+            }
+        }
+    }
+
+    fn poll_role(&mut self, now: u64) {
         self.requests.expire(now);
         match &self.role {
             Role::Unattached { .. } => self.poll_unattached(now),
@@ -390,6 +406,7 @@ impl<L: RaftLog> RaftNode<L> {
         debug_assert!(epoch >= self.epoch, "epochs never decrease");
         let old = std::mem::replace(&mut self.role, role);
         self.epoch = epoch;
+        self.transitions += 1;
         if let Role::Leader(leader) = old {
             self.answer_parked_after_leadership(*leader);
         }

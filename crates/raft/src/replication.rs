@@ -288,11 +288,10 @@ impl<L: RaftLog> RaftNode<L> {
     }
 
     pub(crate) fn handle_fetch_response(&mut self, now: u64, from: NodeId, response: FetchResult) {
-        if self.handle_common_response(now, response.error, response.leader_epoch, response.leader_id) {
+        if self.handle_common_response(now, from, response.error, response.leader_epoch, response.leader_id) {
             return;
         }
         if response.error != ErrorCode::None {
-            self.back_off(from, now);
             return;
         }
         let fetch_timeout = self.config.fetch_timeout_ms;

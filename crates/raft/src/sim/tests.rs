@@ -19,7 +19,7 @@ fn seeds() -> std::ops::Range<u64> {
 }
 
 /// Sized to about 30 s in a debug build.
-const DEFAULT_SEEDS: u64 = 200;
+const DEFAULT_SEEDS: u64 = 2_000;
 
 #[test]
 fn invariants_hold_and_quorum_recovers_for_every_seed() {
