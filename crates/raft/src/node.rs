@@ -20,25 +20,47 @@ use crate::NodeId;
 /// Something that happened to the node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
-    /// A request or response arrived from `from`.
-    Receive { from: NodeId, message: Message },
+    /// A request or response arrived.
+    Receive {
+        /// The sender's node id (as the connection authenticated it).
+        from: NodeId,
+        /// What it sent.
+        message: Message,
+    },
     /// Time passed; timers due at or before `now` fire.
     Tick,
     /// Every log write issued before `FlushLog { flush_id }` is durable.
-    Persisted { flush_id: u64 },
+    Persisted {
+        /// The id of the completed `FlushLog`.
+        flush_id: u64,
+    },
 }
 
 /// Something the driver must do, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
     /// Send a message.
-    Send { to: NodeId, message: Message },
+    Send {
+        /// The receiver's node id.
+        to: NodeId,
+        /// What to send.
+        message: Message,
+    },
     /// Write these batches at the end of the log (not yet durable).
-    AppendLog { batches: Vec<Batch> },
+    AppendLog {
+        /// Contiguous batches starting at the log's end.
+        batches: Vec<Batch>,
+    },
     /// Remove the log from `offset` on.
-    TruncateLog { offset: u64 },
+    TruncateLog {
+        /// The new log end, a batch boundary.
+        offset: u64,
+    },
     /// Make every write so far durable, then report `Event::Persisted`.
-    FlushLog { flush_id: u64 },
+    FlushLog {
+        /// Echoed by `Event::Persisted`.
+        flush_id: u64,
+    },
     /// Write `quorum-state` durably before performing any later action:
     /// a vote or epoch must never be forgotten once acted upon.
     PersistQuorumState(ElectionState),
@@ -61,6 +83,8 @@ pub enum AppendError {
 pub(crate) struct Bugs {
     /// Grant votes without comparing logs.
     pub vote_ignores_log: bool,
+    /// Let a new leader commit without a record of its own epoch.
+    pub commit_without_own_epoch: bool,
 }
 
 /// One member of the quorum: a voter or an observer.
@@ -153,7 +177,7 @@ impl<L: RaftLog> RaftNode<L> {
         match event {
             Event::Receive { from, message } => self.receive(now, from, message),
             Event::Tick => {}
-            Event::Persisted { flush_id } => self.on_persisted(now, flush_id),
+            Event::Persisted { flush_id } => self.on_persisted(flush_id),
         }
         self.poll(now);
     }
@@ -171,7 +195,7 @@ impl<L: RaftLog> RaftNode<L> {
         if records.iter().map(Bytes::len).sum::<usize>() > self.config.batch_max_bytes {
             return Err(AppendError::TooLarge);
         }
-        let last_offset = self.append_as_leader(Records::Data(records), now);
+        let last_offset = self.append_as_leader(Records::Data(records));
         self.poll(now);
         Ok(last_offset)
     }
@@ -467,7 +491,7 @@ impl<L: RaftLog> RaftNode<L> {
         // Kafka's leader opens its epoch with a LeaderChange control record,
         // which it must commit before exposing anything (`LeaderState`).
         let voters = self.config.voters.iter().copied().collect();
-        self.append_as_leader(Records::LeaderChange { leader_id: self.config.node_id, voters }, now);
+        self.append_as_leader(Records::LeaderChange { leader_id: self.config.node_id, voters });
     }
 
     /// Kafka's `LeaderState`: 1.5 times the fetch timeout tolerates some
@@ -534,7 +558,7 @@ impl<L: RaftLog> RaftNode<L> {
         self.actions.push(Action::TruncateLog { offset: end });
     }
 
-    fn on_persisted(&mut self, now: u64, flush_id: u64) {
+    fn on_persisted(&mut self, flush_id: u64) {
         while let Some(&(id, offset)) = self.pending_flushes.front() {
             if id > flush_id {
                 break;
@@ -543,7 +567,7 @@ impl<L: RaftLog> RaftNode<L> {
             self.flushed_offset = self.flushed_offset.max(offset);
         }
         if matches!(self.role, Role::Leader(_)) {
-            self.update_leader_high_watermark(now);
+            self.update_leader_high_watermark();
         }
     }
 }

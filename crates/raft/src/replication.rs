@@ -63,14 +63,13 @@ impl<L: RaftLog> RaftNode<L> {
     }
 
     /// Appends a batch in the current epoch; returns its last offset.
-    pub(crate) fn append_as_leader(&mut self, records: Records, now: u64) -> u64 {
+    pub(crate) fn append_as_leader(&mut self, records: Records) -> u64 {
         let batch = Batch { base_offset: self.log.end_offset(), epoch: self.epoch, records };
         let last_offset = batch.next_offset() - 1;
         self.log.append(batch.clone());
         self.push_action(Action::AppendLog { batches: vec![batch] });
         self.request_flush();
         self.complete_all_parked_fetches();
-        let _ = now;
         last_offset
     }
 
@@ -93,7 +92,7 @@ impl<L: RaftLog> RaftNode<L> {
             if let Role::Leader(leader) = &mut self.role {
                 leader.voter_offsets.insert(fetch.replica_id, Some(fetch.fetch_offset));
             }
-            self.update_leader_high_watermark(now);
+            self.update_leader_high_watermark();
         }
         let response = self.fetch_response_from(fetch.fetch_offset);
         let nothing_new = matches!(&response, Body::FetchResponse { batches, .. } if batches.is_empty());
@@ -220,10 +219,10 @@ impl<L: RaftLog> RaftNode<L> {
     /// Kafka's `LeaderState.maybeUpdateHighWatermark`: the offset a
     /// majority of voters (the leader by its flushed offset) has reached,
     /// once it passes the epoch's start, so a record of this epoch commits.
-    pub(crate) fn update_leader_high_watermark(&mut self, now: u64) {
-        let _ = now;
+    pub(crate) fn update_leader_high_watermark(&mut self) {
         let me = self.config.node_id;
         let flushed = self.flushed_offset;
+        let own_epoch_optional = self.commits_without_own_epoch();
         let Role::Leader(leader) = &mut self.role else { return };
         let mut offsets: Vec<Option<u64>> = self
             .config
@@ -234,7 +233,8 @@ impl<L: RaftLog> RaftNode<L> {
         offsets.sort_unstable_by(|a, b| b.cmp(a));
         let Some(candidate) = offsets[self.config.voters.len() / 2] else { return };
         let raises = leader.high_watermark.is_none_or(|current| candidate > current);
-        if candidate > leader.epoch_start_offset && raises {
+        let past_epoch_start = candidate > leader.epoch_start_offset || own_epoch_optional;
+        if past_epoch_start && raises {
             leader.high_watermark = Some(candidate);
             self.high_watermark = Some(candidate);
             self.complete_all_parked_fetches();
@@ -248,6 +248,16 @@ impl<L: RaftLog> RaftNode<L> {
             leader.voter_offsets.iter().map(|(id, offset)| (*offset, *id)).collect();
         voters.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
         voters.into_iter().map(|(_, id)| id).collect()
+    }
+
+    #[cfg(test)]
+    fn commits_without_own_epoch(&self) -> bool {
+        self.bugs.commit_without_own_epoch
+    }
+
+    #[cfg(not(test))]
+    fn commits_without_own_epoch(&self) -> bool {
+        false
     }
 
     // ---- fetcher side --------------------------------------------------

@@ -42,6 +42,14 @@ fn invariants_hold_and_quorum_recovers_for_every_seed() {
     eprintln!("{} seeds, {events} events in {:?}", seeds.count(), started.elapsed());
 }
 
+#[test]
+fn a_seed_replays_exactly() {
+    for seed in [3, 4] {
+        let first = run(seed, SimConfig::for_seed(seed)).expect("seed passes");
+        assert_eq!(run(seed, SimConfig::for_seed(seed)).expect("seed passes"), first);
+    }
+}
+
 /// The checker can fail: with votes that ignore how up to date the
 /// candidate's log is, a stale voter wins an election and truncates
 /// committed records, and some seed among the first few hundred shows it.
@@ -55,4 +63,17 @@ fn a_vote_that_ignores_the_log_is_caught() {
     let (seed, violation) = caught.expect("the planted bug went unnoticed for 500 seeds");
     eprintln!("seed {seed} caught the planted bug: {violation}");
     assert!(violation.contains("ConsistentCommittedData") || violation.contains("MonotonicHighWatermark"));
+}
+
+/// The subtler rule: a new leader that exposes older epochs' records before
+/// one of its own commits can see them overwritten (Raft's figure 8).
+#[test]
+fn committing_without_a_record_of_the_leaders_epoch_is_caught() {
+    let caught = (0..3000).find_map(|seed| {
+        let mut config = SimConfig::for_seed(seed);
+        config.bugs.commit_without_own_epoch = true;
+        run(seed, config).err().map(|violation| (seed, violation))
+    });
+    let (seed, violation) = caught.expect("the planted bug went unnoticed for 3000 seeds");
+    eprintln!("seed {seed} caught the planted bug: {violation}");
 }

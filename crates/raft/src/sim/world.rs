@@ -30,7 +30,7 @@ impl SimConfig {
     /// 3 or 5 voters (by seed) and one observer.
     pub fn for_seed(seed: u64) -> Self {
         Self {
-            voters: if seed % 2 == 0 { 3 } else { 5 },
+            voters: if seed & 1 == 0 { 3 } else { 5 },
             observers: 1,
             fault_phase_ms: 10_000,
             liveness_bound_ms: 30_000,
@@ -40,7 +40,7 @@ impl SimConfig {
 }
 
 /// What a run did, for the report.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct RunStats {
     pub events: u64,
     pub committed_batches: usize,
@@ -417,7 +417,7 @@ impl World {
             Some(shared + self.rng.below((written.len() - shared) as u64 + 1) as usize)
         };
         let source = match keep {
-            None => &durable[..],
+            None => durable,
             Some(count) => &written[..count],
         };
         let mut log = MemoryLog::new();
