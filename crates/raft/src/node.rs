@@ -105,6 +105,8 @@ pub struct RaftNode<L> {
     pub(crate) election_retries: u32,
     /// Role changes so far, to notice one during a poll.
     transitions: u64,
+    /// Diverging epochs refused because they would cut committed records.
+    pub(crate) refused_truncations: u64,
     persisted: ElectionState,
     pub(crate) requests: Requests,
     actions: Vec<Action>,
@@ -130,6 +132,7 @@ impl<L: RaftLog> RaftNode<L> {
             next_flush_id: 0,
             election_retries: 0,
             transitions: 0,
+            refused_truncations: 0,
             persisted: stored,
             requests: Requests::default(),
             actions: Vec::new(),
@@ -257,6 +260,12 @@ impl<L: RaftLog> RaftNode<L> {
     /// The high watermark: records below it are committed.
     pub fn high_watermark(&self) -> Option<u64> {
         self.high_watermark
+    }
+
+    /// How many times a leader asked this node to truncate committed
+    /// records and was refused: nonzero means a broken quorum, to alert on.
+    pub fn refused_truncations(&self) -> u64 {
+        self.refused_truncations
     }
 
     /// The log as the core sees it.

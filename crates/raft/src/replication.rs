@@ -312,7 +312,9 @@ impl<L: RaftLog> RaftNode<L> {
         *fetch_deadline_ms = now.saturating_add(fetch_timeout);
         *has_fetched = true;
         if let Some(diverging) = response.diverging_epoch {
-            self.truncate_to_end_offset(diverging);
+            if !self.truncate_to_end_offset(diverging) {
+                self.back_off(from, now);
+            }
             return;
         }
         if !response.batches.is_empty() {
@@ -356,13 +358,20 @@ impl<L: RaftLog> RaftNode<L> {
     }
 
     /// Cuts the divergent suffix exactly (Kafka's `truncateToEndOffset`):
-    /// to where the shared epoch ends in both logs.
-    fn truncate_to_end_offset(&mut self, diverging: OffsetAndEpoch) {
+    /// to where the shared epoch ends in both logs. Committed records are
+    /// never cut: like `KafkaMetadataLog`, a truncation below the high
+    /// watermark is refused (false), as only a broken leader can ask it.
+    fn truncate_to_end_offset(&mut self, diverging: OffsetAndEpoch) -> bool {
         let local = self.log.end_offset_for_epoch(diverging.epoch);
         let offset =
             if local.epoch == diverging.epoch { local.offset.min(diverging.offset) } else { local.offset };
+        if offset < self.high_watermark.unwrap_or(0) {
+            self.refused_truncations += 1;
+            return false;
+        }
         if offset < self.log.end_offset() {
             self.truncate_log(offset);
         }
+        true
     }
 }

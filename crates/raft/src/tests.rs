@@ -59,18 +59,24 @@ impl Harness {
         &self.nodes[&id]
     }
 
+    /// Performs `id`'s actions; a flush completes at once, which may queue more.
     fn collect(&mut self, id: NodeId) {
-        let actions = self.nodes.get_mut(&id).unwrap().take_actions();
-        for action in actions {
-            match &action {
-                Action::Send { to, message } => self.inbox.push_back((id, *to, message.clone())),
-                Action::FlushLog { flush_id } => {
-                    let event = Event::Persisted { flush_id: *flush_id };
-                    self.nodes.get_mut(&id).unwrap().handle(self.clocks[&id], event);
-                }
-                _ => {}
+        loop {
+            let actions = self.nodes.get_mut(&id).unwrap().take_actions();
+            if actions.is_empty() {
+                return;
             }
-            self.performed.push((id, action));
+            for action in actions {
+                match &action {
+                    Action::Send { to, message } => self.inbox.push_back((id, *to, message.clone())),
+                    Action::FlushLog { flush_id } => {
+                        let event = Event::Persisted { flush_id: *flush_id };
+                        self.nodes.get_mut(&id).unwrap().handle(self.clocks[&id], event);
+                    }
+                    _ => {}
+                }
+                self.performed.push((id, action));
+            }
         }
     }
 
@@ -79,11 +85,18 @@ impl Harness {
         self.collect(id);
     }
 
-    /// Delivers messages until none is left (bounded), dropping those to `cut`.
+    /// Delivers messages until none is left (bounded), dropping those to
+    /// or from `cut`.
     fn deliver(&mut self, cut: &[NodeId]) {
+        self.deliver_where(|from, to, _| !cut.contains(&to) && !cut.contains(&from));
+    }
+
+    /// Delivers messages until none is left (bounded), dropping those
+    /// `keep` refuses.
+    fn deliver_where(&mut self, keep: impl Fn(NodeId, NodeId, &Body) -> bool) {
         for _ in 0..10_000 {
             let Some((from, to, message)) = self.inbox.pop_front() else { return };
-            if !cut.contains(&to) && !cut.contains(&from) {
+            if keep(from, to, &message.body) {
                 self.handle(to, Event::Receive { from, message });
             }
         }
@@ -194,7 +207,9 @@ fn a_follower_truncates_exactly_the_divergent_suffix() {
 #[test]
 fn the_high_watermark_waits_for_a_record_of_the_leaders_own_epoch() {
     let mut harness = Harness::new(&[&[1, 1], &[1, 1], &[1]]);
-    harness.elect(1);
+    harness.tick(1, ELECTION_TIMEOUT_MAX_MS);
+    harness.deliver_where(|_, _, body| !matches!(body, Body::FetchRequest { .. }));
+    assert_eq!(harness.node(1).role(), RoleName::Leader);
     // Node 2 reports it holds the old epoch's records, not the LeaderChange.
     let fetch = |offset, epoch| Body::FetchRequest {
         replica_id: 2,
@@ -270,4 +285,40 @@ fn a_restarted_leader_does_not_lead_its_epoch_again() {
     let node = RaftNode::new(QuorumConfig::new(1, voters), log_of(&[4]), Some(stored), 1, 0);
     assert_eq!(node.role(), RoleName::Resigned);
     assert_eq!(node.epoch(), 4);
+}
+
+#[test]
+fn a_follower_refuses_to_truncate_committed_records() {
+    let mut harness = Harness::new(&[&[], &[], &[]]);
+    harness.elect(1);
+    let now = harness.clocks[&1];
+    harness.nodes.get_mut(&1).unwrap().append(now, vec![Bytes::from_static(b"committed")]).unwrap();
+    harness.collect(1);
+    harness.deliver(&[]);
+    harness.fetch_round();
+    let before = harness.node(2).log().batches().to_vec();
+    assert_eq!(harness.node(2).high_watermark(), Some(2));
+    let in_flight_fetch = harness
+        .performed
+        .iter()
+        .rev()
+        .find_map(|(id, action)| match action {
+            Action::Send { message, .. } if *id == 2 && matches!(message.body, Body::FetchRequest { .. }) => {
+                Some(message.correlation_id)
+            }
+            _ => None,
+        })
+        .unwrap();
+    let broken = Body::FetchResponse {
+        error: crate::ErrorCode::None,
+        leader_epoch: 1,
+        leader_id: Some(1),
+        high_watermark: None,
+        diverging_epoch: Some(OffsetAndEpoch::new(0, 0)),
+        batches: Vec::new(),
+    };
+    let message = Message { correlation_id: in_flight_fetch, body: broken };
+    harness.handle(2, Event::Receive { from: 1, message });
+    assert_eq!(harness.node(2).log().batches(), &before[..]);
+    assert_eq!(harness.node(2).refused_truncations(), 1);
 }

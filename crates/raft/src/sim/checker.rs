@@ -68,6 +68,12 @@ impl Checker {
 
     /// Checks one live node after an event that touched it.
     pub fn check_node(&mut self, node: &RaftNode<MemoryLog>) -> Result<(), Violation> {
+        if node.refused_truncations() > 0 {
+            return Err(format!(
+                "ConsistentCommittedData: a leader asked node {} to truncate below its high watermark",
+                node.node_id()
+            ));
+        }
         self.check_single_leader(node)?;
         self.check_monotonic_epoch(node)?;
         self.check_monotonic_high_watermark(node)?;
