@@ -33,7 +33,7 @@ impl SimConfig {
             voters: if seed & 1 == 0 { 3 } else { 5 },
             observers: 1,
             fault_phase_ms: 10_000,
-            liveness_bound_ms: 30_000,
+            liveness_bound_ms: 10_000,
             bugs: Bugs::default(),
         }
     }
@@ -46,6 +46,8 @@ pub(crate) struct RunStats {
     pub committed_batches: usize,
     pub max_epoch: i32,
     pub crashes: u64,
+    /// Simulated time from healing until a new append committed everywhere.
+    pub recovery_ms: u64,
 }
 
 /// What is on one node's disk.
@@ -137,6 +139,7 @@ pub(crate) fn run(seed: u64, config: SimConfig) -> Result<RunStats, Violation> {
         }
     }
     world.stats.committed_batches = world.checker.committed().len();
+    world.stats.recovery_ms = world.now - heal_at;
     Ok(world.stats)
 }
 
@@ -258,7 +261,8 @@ impl World {
                 }
                 Action::FlushLog { flush_id } => {
                     let incarnation = self.nodes[&id].incarnation;
-                    let at = self.now + self.rng.below(4);
+                    // Slow disks widen the window in which a crash loses a tail.
+                    let at = self.now + self.rng.below(20);
                     self.schedule(at, Pending::Flushed { node: id, incarnation, flush_id });
                 }
                 Action::PersistQuorumState(state) => {
