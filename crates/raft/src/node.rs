@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use bytes::Bytes;
 
-use crate::config::QuorumConfig;
+use crate::config::{ConfigError, QuorumConfig};
 use crate::log::{Batch, RaftLog, Records};
 use crate::message::{Body, Message};
 use crate::requests::Requests;
@@ -116,8 +116,16 @@ pub struct RaftNode<L> {
 
 impl<L: RaftLog> RaftNode<L> {
     /// Starts a node from what survived on disk: its recovered log and its
-    /// `quorum-state` (None when never written). `seed` drives election jitter.
-    pub fn new(config: QuorumConfig, log: L, stored: Option<ElectionState>, seed: u64, now: u64) -> Self {
+    /// `quorum-state` (None when never written). `seed` drives election
+    /// jitter. A configuration the quorum cannot run with is refused.
+    pub fn new(
+        config: QuorumConfig,
+        log: L,
+        stored: Option<ElectionState>,
+        seed: u64,
+        now: u64,
+    ) -> Result<Self, ConfigError> {
+        config.validate()?;
         let stored = stored.unwrap_or_default();
         let flushed_offset = log.end_offset();
         let mut node = Self {
@@ -141,7 +149,7 @@ impl<L: RaftLog> RaftNode<L> {
         };
         node.restore_role(stored, now);
         node.poll(now);
-        node
+        Ok(node)
     }
 
     /// The starting role from `quorum-state` (Kafka's `QuorumState.initialize`).
@@ -518,7 +526,7 @@ impl<L: RaftLog> RaftNode<L> {
     /// `now` plus a timeout drawn from `[t, 2t)` (Kafka's `QuorumState.randomElectionTimeoutMs`).
     pub(crate) fn random_election_deadline(&mut self, now: u64) -> u64 {
         let timeout = self.config.election_timeout_ms;
-        now.saturating_add(timeout + self.rng.below(timeout))
+        now.saturating_add(timeout.saturating_add(self.rng.below(timeout)))
     }
 
     pub(crate) fn send(&mut self, to: NodeId, message: Message) {

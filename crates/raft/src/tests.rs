@@ -47,7 +47,8 @@ impl Harness {
             let id = voters[index];
             let log = log_of(epochs);
             let stored = ElectionState { epoch: log.last_epoch(), ..ElectionState::default() };
-            let node = RaftNode::new(QuorumConfig::new(id, voters.clone()), log, Some(stored), id as u64, 0);
+            let node = RaftNode::new(QuorumConfig::new(id, voters.clone()), log, Some(stored), id as u64, 0)
+                .unwrap();
             harness.nodes.insert(id, node);
             harness.clocks.insert(id, 0);
             harness.collect(id);
@@ -282,7 +283,7 @@ fn a_resigning_leader_hands_over_to_its_first_preferred_successor() {
 fn a_restarted_leader_does_not_lead_its_epoch_again() {
     let voters = [1, 2, 3];
     let stored = ElectionState { epoch: 4, leader_id: Some(1), voted_id: Some(1) };
-    let node = RaftNode::new(QuorumConfig::new(1, voters), log_of(&[4]), Some(stored), 1, 0);
+    let node = RaftNode::new(QuorumConfig::new(1, voters), log_of(&[4]), Some(stored), 1, 0).unwrap();
     assert_eq!(node.role(), RoleName::Resigned);
     assert_eq!(node.epoch(), 4);
 }
@@ -321,4 +322,10 @@ fn a_follower_refuses_to_truncate_committed_records() {
     harness.handle(2, Event::Receive { from: 1, message });
     assert_eq!(harness.node(2).log().batches(), &before[..]);
     assert_eq!(harness.node(2).refused_truncations(), 1);
+}
+
+#[test]
+fn a_configuration_without_voters_is_refused() {
+    let error = RaftNode::new(QuorumConfig::new(1, []), MemoryLog::new(), None, 1, 0).unwrap_err();
+    assert_eq!(error.to_string(), "controller.quorum.voters must name at least one voter");
 }

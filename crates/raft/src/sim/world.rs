@@ -165,7 +165,6 @@ impl World {
         let all = 1..=(config.voters + config.observers) as NodeId;
         for id in all {
             let mut quorum = QuorumConfig::new(id, voters.iter().copied());
-            quorum.validate().expect("simulated configuration is valid");
             quorum.parked_fetches_max = 16;
             let node = SimNode {
                 config: quorum,
@@ -400,7 +399,8 @@ impl World {
         sim.disk.durable = recovered.clone();
         let local_now = self.now + sim.clock_offset_ms;
         let mut raft =
-            RaftNode::new(sim.config.clone(), recovered, sim.disk.quorum_state, node_seed, local_now);
+            RaftNode::new(sim.config.clone(), recovered, sim.disk.quorum_state, node_seed, local_now)
+                .expect("simulated configuration is valid");
         raft.bugs = self.config.bugs;
         let actions = raft.take_actions();
         sim.raft = Some(raft);
