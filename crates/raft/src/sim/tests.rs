@@ -1,7 +1,9 @@
 //! Runs the simulation over many seeds.
 //!
 //! `STROM_SIM_SEEDS=N` sets how many seeds run (from `STROM_SIM_FIRST_SEED`,
-//! default 0); `STROM_SIM_SEED=S` replays one seed exactly.
+//! default 0); `STROM_SIM_SEED=S` replays one seed exactly, and with
+//! `STROM_SIM_TRACE=<node id>` prints that node's events and actions;
+//! `STROM_SIM_VERBOSE=1` prints each seed's statistics.
 
 use super::{run, SimConfig};
 
