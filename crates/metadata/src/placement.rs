@@ -14,6 +14,11 @@
 //! - after as many partitions as there are unfenced brokers, the racks and
 //!   brokers are shuffled so that the same replica sets do not repeat.
 //!
+//! Without racks every run of as many partitions as unfenced brokers is led
+//! by each of them once. With racks, spreading over racks comes first: as in
+//! Kafka, leaders can then be uneven (one broker of a rack may lead each time
+//! its rack does), and racks of unequal size get unequal shares.
+//!
 //! The randomness comes from a [`RandomSource`] drawn exactly as Kafka draws
 //! from `java.util.Random`, so Kafka's own test sequences replay here.
 //!
@@ -42,14 +47,14 @@ pub enum BrokerState {
 
 /// A registered broker as placement sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Broker {
+pub struct RegisteredBroker {
     pub id: i32,
     /// `broker.rack`, if set.
     pub rack: Option<String>,
     pub state: BrokerState,
 }
 
-impl Broker {
+impl RegisteredBroker {
     fn is_usable(&self) -> bool {
         self.state != BrokerState::ControlledShutdown
     }
@@ -185,9 +190,11 @@ impl Rack {
 /// placement request.
 #[derive(Debug)]
 struct RackList {
-    /// By rack name (no rack first), the order in which Kafka's hash map
-    /// happens to visit its racks for the names tests use: shuffling and
-    /// initializing visit the racks in this order.
+    /// By rack name, no rack first. Initializing and shuffling draw random
+    /// numbers rack by rack in this order, where Kafka draws them in its
+    /// hash map's order: the same for the racks of Kafka's tests, and
+    /// otherwise only a different draw for each rack, not a different
+    /// algorithm.
     racks: Vec<Rack>,
     /// The round-robin order: indexes into `racks`, by name at first.
     order: Vec<usize>,
@@ -199,7 +206,7 @@ struct RackList {
 }
 
 impl RackList {
-    fn new(brokers: &[Broker], random: &mut impl RandomSource) -> Self {
+    fn new(brokers: &[RegisteredBroker], random: &mut impl RandomSource) -> Self {
         let mut by_rack: BTreeMap<Option<&str>, Rack> = BTreeMap::new();
         let (mut total_brokers, mut unfenced_brokers) = (0, 0);
         for broker in brokers.iter().filter(|b| b.is_usable()) {
@@ -336,7 +343,7 @@ impl<R: RandomSource> StripedReplicaPlacer<R> {
     /// usable `brokers`. CreatePartitions reports its errors as they are.
     pub fn place(
         &mut self,
-        brokers: &[Broker],
+        brokers: &[RegisteredBroker],
         partitions: usize,
         replication_factor: i16,
     ) -> Result<Vec<Vec<i32>>, MetadataError> {
@@ -352,7 +359,7 @@ impl<R: RandomSource> StripedReplicaPlacer<R> {
     /// replication factor could not be met.
     pub fn place_topic(
         &mut self,
-        brokers: &[Broker],
+        brokers: &[RegisteredBroker],
         partitions: usize,
         replication_factor: i16,
     ) -> Result<Vec<Vec<i32>>, MetadataError> {
@@ -370,7 +377,7 @@ impl<R: RandomSource> StripedReplicaPlacer<R> {
 /// The caller has already refused a partition count or replication factor
 /// other than -1 beside them (INVALID_REQUEST).
 pub fn validate_topic_assignments(
-    brokers: &[Broker],
+    brokers: &[RegisteredBroker],
     assignments: &[(i32, Vec<i32>)],
 ) -> Result<Vec<Vec<i32>>, MetadataError> {
     let registered = by_id(brokers);
@@ -399,7 +406,7 @@ pub fn validate_topic_assignments(
 /// partition (numbered from `first_partition`), each as long as the topic's
 /// replication factor.
 pub fn validate_new_partition_assignments(
-    brokers: &[Broker],
+    brokers: &[RegisteredBroker],
     first_partition: i32,
     additional: i32,
     replication_factor: usize,
@@ -420,14 +427,14 @@ pub fn validate_new_partition_assignments(
     Ok(())
 }
 
-fn by_id(brokers: &[Broker]) -> BTreeMap<i32, &Broker> {
+fn by_id(brokers: &[RegisteredBroker]) -> BTreeMap<i32, &RegisteredBroker> {
     brokers.iter().map(|broker| (broker.id, broker)).collect()
 }
 
 /// One partition's broker list: not empty, registered brokers only, each
 /// once, as long as the other partitions' lists.
 fn validate_manual_replicas(
-    registered: &BTreeMap<i32, &Broker>,
+    registered: &BTreeMap<i32, &RegisteredBroker>,
     replicas: &[i32],
     replication_factor: Option<usize>,
 ) -> Result<(), MetadataError> {
@@ -466,7 +473,7 @@ fn validate_manual_replicas(
 
 /// A partition needs one replica that can join its ISR at once.
 fn check_any_active(
-    registered: &BTreeMap<i32, &Broker>,
+    registered: &BTreeMap<i32, &RegisteredBroker>,
     replicas: &[i32],
     partition: impl std::fmt::Display,
 ) -> Result<(), MetadataError> {
