@@ -244,6 +244,9 @@ impl RackList {
         if self.offset == self.order.len() {
             self.offset = 0;
         }
+        // Kafka searches until it finds an unfenced broker; one is always
+        // left, since the last partition's leader list starts a new round in
+        // this epoch. The bound turns a broken invariant into an error.
         let count = self.order.len();
         let (leader_index, leader) = (0..count)
             .map(|step| (self.offset + step) % count)
@@ -375,7 +378,8 @@ impl<R: RandomSource> StripedReplicaPlacer<R> {
 /// The manual assignments of a CreateTopics topic, given as (partition index,
 /// broker ids), checked as Kafka checks them; the replica lists by partition.
 /// The caller has already refused a partition count or replication factor
-/// other than -1 beside them (INVALID_REQUEST).
+/// other than -1 beside them (INVALID_REQUEST); a topic without assignments
+/// is placed by [`StripedReplicaPlacer::place_topic`] instead.
 pub fn validate_topic_assignments(
     brokers: &[RegisteredBroker],
     assignments: &[(i32, Vec<i32>)],
