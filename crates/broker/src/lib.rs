@@ -20,7 +20,9 @@
 //! - [`producer_ids`] hands out idempotent producers' ids from blocks
 //!   reserved in the metadata log;
 //! - [`txn`] is the transaction coordinator: `__transaction_state`, the
-//!   transaction state machine and the markers that end transactions.
+//!   transaction state machine and the markers that end transactions;
+//!   [`verification`] keeps a transactional batch out of a partition until
+//!   the coordinator has placed the partition in the producer's transaction.
 //!
 //! [`config`] parses `server.properties` (Java syntax, [`properties`]) with
 //! Kafka's key names and overlays
@@ -55,6 +57,7 @@ pub mod replica;
 pub mod response_errors;
 pub mod server;
 pub mod txn;
+pub mod verification;
 
 pub use config::BrokerConfig;
 pub use server::{BoundBroker, Broker};
