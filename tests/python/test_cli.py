@@ -71,7 +71,7 @@ def test_properties_file_with_unknown_key_starts_and_stops_on_sigint(tmp_path):
     props = tmp_path / "server.properties"
     props.write_text(
         "# Kafka's standard file, trimmed\n"
-        "process.roles=broker,controller\n"
+        "num.io.threads=8\n"
         f"listeners=PLAINTEXT://127.0.0.1:{port}\n"
         f"log.dirs={tmp_path}/data\n"
         "num.network.threads=3\n"

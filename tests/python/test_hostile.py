@@ -533,6 +533,82 @@ def test_a_batch_of_countless_refused_records_gets_a_bounded_answer(broker):
     assert_healthy(broker)
 
 
+# ---------------------------------------------------------------- ListTransactions id patterns (KIP-1152)
+
+INVALID_REGULAR_EXPRESSION = 128
+PATTERN_IDS = 200
+
+
+def test_transactional_id_patterns_cannot_crash_or_stall_the_broker(broker):
+    """A 40 KB pattern of `.?` or `a*` atoms once overflowed a worker's stack
+    (SIGABRT); patterns are now compiled by a linear-time engine within bounds."""
+    from test_transactions import list_transactions
+    from wire import init_producer_id
+
+    ids = [f"hostile-{i:03d}" for i in range(PATTERN_IDS)]
+    for transactional_id in ids:
+        assert init_producer_id(broker.port, 4, transactional_id=transactional_id).error_code == 0
+    for atom in (".?", "a*"):
+        error, _, listed = list_transactions(broker.port, pattern=atom * 20_000)
+        assert (error, listed) == (INVALID_REGULAR_EXPRESSION, []), atom
+        assert_healthy(broker)
+    for bad in ("(", "hostile-[9-0]", "a)|(b"):
+        assert list_transactions(broker.port, pattern=bad)[0] == INVALID_REGULAR_EXPRESSION, bad
+
+    # Atoms the engine takes in one pass, however many there are.
+    error, _, listed = list_transactions(broker.port, pattern="hostile-" + "0*" * 400 + "b")
+    assert (error, listed) == (0, [])
+    error, _, listed = list_transactions(broker.port, pattern="hostile-" + "0?" * 400 + "1[0-9]")
+    assert error == 0
+    assert sorted(t[0] for t in listed) == [f"hostile-0{i}" for i in range(10, 20)]
+    error, _, listed = list_transactions(broker.port, pattern="hostile-.*")
+    assert (error, len(listed)) == (0, PATTERN_IDS)
+    assert_healthy(broker)
+
+
+# ---------------------------------------------------------------- transactional batches nobody verified (KIP-890)
+
+INVALID_RECORD = 87
+INVALID_TXN_STATE = 48
+
+
+def transactional_batch(producer_id: int, epoch: int, value: bytes) -> bytes:
+    """One record of a transactional producer, sequence 0, stamped now."""
+    import crc32c
+
+    from harness import now_ms
+    from wire import BatchRecord, encode_record_batch
+
+    record = BatchRecord(None, value, timestamp_ms=now_ms())
+    batch = bytearray(encode_record_batch([record], producer_id=producer_id, producer_epoch=epoch, base_sequence=0))
+    batch[22] |= 0x10  # the transactional attribute
+    batch[17:21] = crc32c.crc32c(bytes(batch[21:])).to_bytes(4, "big")
+    return bytes(batch)
+
+
+def test_a_transaction_nobody_added_cannot_stall_read_committed_consumers(broker):
+    """A transactional batch behind a plain one in the same record set, from a
+    producer that never called AddPartitionsToTxn, once opened a transaction
+    no marker would ever end: the last stable offset stuck, across restarts."""
+    from test_transactions import high_watermarks, transactional_produce
+    from wire import NONE, BatchRecord, encode_record_batch, init_producer_id
+
+    create_topic(broker.bootstrap, "mixed")
+    init = init_producer_id(broker.port, 4, transactional_id="mixed-tx")
+    plain = encode_record_batch([BatchRecord(None, b"plain")])
+    hidden = transactional_batch(init.producer_id, init.producer_epoch, b"hidden")
+    assert transactional_produce(broker.port, "mixed-tx", "mixed", 0, plain + hidden) == INVALID_RECORD
+    assert transactional_produce(broker.port, "mixed-tx", "mixed", 0, hidden + plain) == INVALID_RECORD
+    assert transactional_produce(broker.port, "mixed-tx", "mixed", 0, hidden) == INVALID_TXN_STATE
+    assert transactional_produce(broker.port, "mixed-tx", "mixed", 0, plain) == NONE
+
+    partition = [("mixed", 0)]
+    for _ in ("before", "after a restart"):
+        assert high_watermarks(broker.bootstrap, partition, "read_uncommitted") == {("mixed", 0): 1}
+        assert high_watermarks(broker.bootstrap, partition, "read_committed") == {("mixed", 0): 1}
+        broker.restart()
+
+
 # ---- A slow disk stalls no connection -----------------------------------------
 # Every fsync waits off the runtime's workers and the periodic duties run on
 # the blocking pool. The broker runs here with one runtime worker and every

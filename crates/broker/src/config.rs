@@ -15,6 +15,7 @@ use strom_storage::{CleanupPolicy, LogConfig};
 
 use crate::config_sources::config_type;
 use crate::group::GroupConfig;
+use crate::kraft_config::KraftConfig;
 use crate::txn::TxnConfig;
 
 /// A config problem, naming the key.
@@ -96,6 +97,8 @@ pub struct BrokerConfig {
     pub groups: GroupConfig,
     /// The transaction coordinator's settings.
     pub transactions: TxnConfig,
+    /// Roles, quorum and timeouts of a KRaft node.
+    pub kraft: KraftConfig,
     /// Every key given, as given, for DescribeConfigs.
     pub provided: BTreeMap<String, String>,
 }
@@ -145,6 +148,11 @@ const ACCEPTED_KEYS: &[&str] = &[
     "transaction.state.log.replication.factor",
     "transaction.state.log.min.isr",
     "zookeeper.connect",
+    "broker.rack",
+    "controller.quorum.election.timeout.ms",
+    "controller.quorum.fetch.timeout.ms",
+    "broker.session.timeout.ms",
+    "broker.heartbeat.interval.ms",
 ];
 
 /// The file's pairs (Java properties syntax, see [`crate::properties`]),
@@ -364,6 +372,10 @@ impl BrokerConfig {
             (None, Some(_)) => p.parse("broker.id", 1, 0)?,
             (None, None) => 1,
         };
+        if p.get("broker.id").is_some() && p.parse("broker.id", node_id, 0)? != node_id {
+            let reason = "You must set `node.id` to the same value as `broker.id`.";
+            return Err(Props::error("broker.id", p.get("broker.id").unwrap_or(""), reason));
+        }
         let default_listener = Listener { name: "PLAINTEXT".into(), host: "127.0.0.1".into(), port: 9092 };
         let listeners = p.listeners("listeners")?.unwrap_or_else(|| vec![default_listener]);
         if listeners.is_empty() {
@@ -376,6 +388,8 @@ impl BrokerConfig {
         }
         check_security_protocols(&p, &listeners)?;
         let advertised_listeners = advertised_listeners(&p, &listeners)?;
+        let node_id_given = p.get("node.id").is_some() || p.get("broker.id").is_some();
+        let kraft = KraftConfig::parse(&provided, node_id, node_id_given, &listeners, &advertised_listeners)?;
         let log_dirs: Vec<PathBuf> = p
             .get("log.dirs")
             .or(p.get("log.dir"))
@@ -536,6 +550,7 @@ impl BrokerConfig {
                 partition_verification: p.bool("transaction.partition.verification.enable", true)?,
             },
             log,
+            kraft,
             provided,
         })
     }

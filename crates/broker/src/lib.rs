@@ -20,7 +20,9 @@
 //! - [`producer_ids`] hands out idempotent producers' ids from blocks
 //!   reserved in the metadata log;
 //! - [`txn`] is the transaction coordinator: `__transaction_state`, the
-//!   transaction state machine and the markers that end transactions.
+//!   transaction state machine and the markers that end transactions;
+//!   [`verification`] keeps a transactional batch out of a partition until
+//!   the coordinator has placed the partition in the producer's transaction.
 //!
 //! [`config`] parses `server.properties` (Java syntax, [`properties`]) with
 //! Kafka's key names and overlays
@@ -29,9 +31,11 @@
 //! maps internal errors to Kafka error codes, [`locks`] says what a lock
 //! whose holder panicked is worth, [`alloc`] keeps absurd wire-declared
 //! capacities from aborting the process and [`host_name`] finds the name a
-//! listener bound to every interface advertises. [`open_files`] says how
-//! many more partitions the descriptor limit allows, and [`failpoint`] holds
-//! the crash points of the crash tests.
+//! listener bound to every interface advertises. [`kraft_config`] reads a
+//! KRaft node's roles and quorum, and [`meta_properties`] formats and checks
+//! the log dirs' `meta.properties`. [`open_files`] says how many more
+//! partitions the descriptor limit allows, and [`failpoint`] holds the crash
+//! points of the crash tests.
 
 pub mod alloc;
 pub mod config;
@@ -43,7 +47,9 @@ pub mod fetch_session;
 pub mod group;
 pub mod handlers;
 pub mod host_name;
+pub mod kraft_config;
 pub mod locks;
+pub mod meta_properties;
 pub mod metrics;
 pub mod network;
 pub mod open_files;
@@ -53,6 +59,7 @@ pub mod replica;
 pub mod response_errors;
 pub mod server;
 pub mod txn;
+pub mod verification;
 
 pub use config::BrokerConfig;
 pub use server::{BoundBroker, Broker};

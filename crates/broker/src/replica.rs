@@ -18,6 +18,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, Weak};
 
+use kafka_protocol::error::ResponseError;
 use strom_metadata::{MetadataError, MetadataImage, PartitionLogs, TopicImage};
 use strom_storage::manager::{lock_log, peek_log};
 use strom_storage::producer_state::AppendOrigin;
@@ -31,6 +32,7 @@ use uuid::Uuid;
 use crate::config::BrokerConfig;
 use crate::failpoint;
 use crate::open_files;
+use crate::verification::{Guard, Verifications};
 
 /// The metadata log lives beside the partition logs, as in Kafka.
 const METADATA_TOPIC: &str = "__cluster_metadata";
@@ -45,6 +47,7 @@ pub struct Partition {
     dir: Arc<LogDir>,
     high_watermark: AtomicI64,
     waiters: Mutex<Vec<Weak<Notify>>>,
+    verifications: Verifications,
 }
 
 /// What a read found, with the offsets a fetch response reports.
@@ -77,6 +80,7 @@ impl Partition {
             dir,
             high_watermark: AtomicI64::new(log_end),
             waiters: Mutex::new(Vec::new()),
+            verifications: Verifications::default(),
         }
     }
 
@@ -115,8 +119,71 @@ impl Partition {
     }
 
     /// Appends a producer's record set and wakes the fetches waiting on it.
+    /// A transactional batch in it must continue a transaction already open
+    /// in the log; [`Self::append_verified`] starts one.
     pub fn append(&self, records: &[u8], now_ms: i64) -> Result<(AppendInfo, i64), StorageError> {
-        self.append_as(records, now_ms, AppendOrigin::Client)
+        self.append_checked(records, now_ms, AppendOrigin::Client, None)
+    }
+
+    /// [`Self::append`] for a transactional producer's record set: when its
+    /// transaction is not yet open in the log, `verify` must first confirm
+    /// with the transaction coordinator that this partition belongs to it
+    /// (KIP-890; see [`crate::verification`]).
+    pub fn append_verified(
+        &self,
+        records: &[u8],
+        now_ms: i64,
+        producer_id: i64,
+        verify: impl FnOnce() -> Result<(), ResponseError>,
+    ) -> Result<(AppendInfo, i64), VerifiedAppendError> {
+        self.append_verified_as(records, now_ms, AppendOrigin::Client, producer_id, verify)
+    }
+
+    /// [`Self::append_verified`] for `origin`: the group coordinator's
+    /// TxnOffsetCommit batches are verified the same way.
+    pub fn append_verified_as(
+        &self,
+        records: &[u8],
+        now_ms: i64,
+        origin: AppendOrigin,
+        producer_id: i64,
+        verify: impl FnOnce() -> Result<(), ResponseError>,
+    ) -> Result<(AppendInfo, i64), VerifiedAppendError> {
+        let guard = self.needs_verification(producer_id).then(|| self.verifications.begin(producer_id));
+        if let Some(guard) = guard {
+            if let Err(error) = verify() {
+                self.verifications.abandon(producer_id, guard);
+                return Err(VerifiedAppendError::Unverified(error));
+            }
+        }
+        let appended = self.append_checked(records, now_ms, origin, guard);
+        if let (Err(_), Some(guard)) = (&appended, guard) {
+            self.verifications.abandon(producer_id, guard);
+        }
+        Ok(appended?)
+    }
+
+    /// Kafka's `maybeStartTransactionVerification`: whether the producer has
+    /// no transaction open here yet.
+    fn needs_verification(&self, producer_id: i64) -> bool {
+        // An offline log refuses the append that follows.
+        let log = peek_log(&self.log);
+        log.producer_state().get(producer_id).is_none_or(|entry| entry.current_txn_first_offset.is_none())
+    }
+
+    fn append_checked(
+        &self,
+        records: &[u8],
+        now_ms: i64,
+        origin: AppendOrigin,
+        guard: Option<Guard>,
+    ) -> Result<(AppendInfo, i64), StorageError> {
+        let appended = self.with_log(|log| {
+            self.verifications.check(log, records, guard)?;
+            self.append_locked(log, records, now_ms, origin)
+        })?;
+        self.wake_waiters();
+        Ok(appended)
     }
 
     /// [`Self::append`] for `origin`: the coordinators write markers and
@@ -127,15 +194,24 @@ impl Partition {
         now_ms: i64,
         origin: AppendOrigin,
     ) -> Result<(AppendInfo, i64), StorageError> {
-        let (info, log_start) = self.with_log(|log| {
-            panic_if_injected(&self.tp);
-            let info = log.append_as(records, self.leader_epoch, now_ms, origin)?;
-            // One replica in sync: the high watermark is the new log end.
-            self.high_watermark.store(log.log_end_offset(), Ordering::Release);
-            Ok((info, log.log_start_offset()))
-        })?;
+        let appended = self.with_log(|log| self.append_locked(log, records, now_ms, origin))?;
         self.wake_waiters();
-        Ok((info, log_start))
+        Ok(appended)
+    }
+
+    fn append_locked(
+        &self,
+        log: &mut Log,
+        records: &[u8],
+        now_ms: i64,
+        origin: AppendOrigin,
+    ) -> Result<(AppendInfo, i64), StorageError> {
+        panic_if_injected(&self.tp);
+        let info = log.append_as(records, self.leader_epoch, now_ms, origin)?;
+        self.verifications.appended(records);
+        // One replica in sync: the high watermark is the new log end.
+        self.high_watermark.store(log.log_end_offset(), Ordering::Release);
+        Ok((info, log.log_start_offset()))
     }
 
     /// The last stable offset: read_committed consumers read up to it.
@@ -261,6 +337,16 @@ pub enum DeleteRecordsError {
     OffsetOutOfRange,
     #[error("records of a compacted topic cannot be deleted")]
     PolicyViolation,
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+}
+
+/// Why [`Partition::append_verified`] appended nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum VerifiedAppendError {
+    /// The transaction coordinator did not vouch for the partition.
+    #[error("transactional batch not verified: {0:?}")]
+    Unverified(ResponseError),
     #[error(transparent)]
     Storage(#[from] StorageError),
 }

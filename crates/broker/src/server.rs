@@ -23,6 +23,7 @@ use tokio::task::JoinSet;
 use crate::config::BrokerConfig;
 use crate::fetch_session::FetchSessionCache;
 use crate::group::GroupCoordinator;
+use crate::meta_properties::{node_dirs, FormatError, LogDirs};
 use crate::metrics::{self, GaugeGuard, Metrics};
 use crate::network;
 use crate::producer_ids::ProducerIdManager;
@@ -58,6 +59,40 @@ pub enum StartError {
     Bind { addr: String, error: std::io::Error },
     #[error("{0}")]
     Config(String),
+    #[error("{0}")]
+    Format(#[from] FormatError),
+}
+
+/// Opens the metadata log of the cluster the log dirs' `meta.properties`
+/// name. A KRaft node needs formatted dirs and, in this release, a quorum
+/// of itself alone; a single node formats its dirs on first start.
+fn open_controller(config: &BrokerConfig) -> Result<Controller, StartError> {
+    let dirs = LogDirs::load(&node_dirs(config))?;
+    let formatted_id = dirs.verify(config.node_id)?.map(str::to_owned);
+    if config.kraft.is_kraft() {
+        dirs.require_formatted()?;
+        if !config.kraft.is_single_node_quorum(config.node_id, &config.listeners) {
+            let reason = "clustering is not available yet: a KRaft node must combine process.roles=broker,controller with a quorum of itself alone";
+            return Err(StartError::Config(reason.into()));
+        }
+    }
+    std::fs::create_dir_all(&config.metadata_log_dir)
+        .at("create metadata log dir", &config.metadata_log_dir)?;
+    let controller =
+        Controller::open_in_cluster(&config.metadata_log_dir, config.node_id, formatted_id.as_deref())?;
+    let recorded = controller.image().cluster_id.clone();
+    if let Some(formatted) = formatted_id.filter(|id| *id != recorded) {
+        let dir = config.metadata_log_dir.display();
+        let reason = format!("the metadata log in {dir} belongs to cluster {recorded}, but meta.properties names cluster {formatted}");
+        return Err(FormatError(reason).into());
+    }
+    dirs.format(
+        &recorded,
+        config.node_id,
+        &[],
+        |dir| tracing::info!(dir = %dir.display(), cluster_id = %recorded, "formatting log dir"),
+    )?;
+    Ok(controller)
 }
 
 impl Broker {
@@ -69,10 +104,8 @@ impl Broker {
         let logs = LogManager::new(config.log_dirs.clone())?
             .with_threads_per_dir(config.num_recovery_threads_per_data_dir);
         FileCache::shared().set_capacity(config.log_segment_open_files_max);
-        std::fs::create_dir_all(&config.metadata_log_dir)
-            .at("create metadata log dir", &config.metadata_log_dir)?;
-        let controller = Controller::open(&config.metadata_log_dir, config.node_id)?
-            .with_max_partitions_per_request(config.max_partitions_per_request);
+        let controller =
+            open_controller(&config)?.with_max_partitions_per_request(config.max_partitions_per_request);
         let metadata_ms = started.elapsed().as_millis();
         let replicas = ReplicaManager::open(config.clone(), logs, &controller.image())?;
         let logs_ms = started.elapsed().as_millis() - metadata_ms;

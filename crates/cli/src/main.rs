@@ -11,8 +11,11 @@
 //!   (`kafka-consumer-groups.sh`), `strom configs` (`kafka-configs.sh`),
 //!   `strom offsets` (`kafka-get-offsets.sh`), `strom delete-records`
 //!   (`kafka-delete-records.sh`) and `strom cluster` (cluster id, controller,
-//!   brokers, and `kafka-broker-api-versions.sh`). Kafka's flags and text
+//!   brokers, and `kafka-broker-api-versions.sh`), `strom transactions`
+//!   (`kafka-transactions.sh`). Kafka's flags and text
 //!   output; `--format json` where a script would parse the output.
+//! - `strom storage format` and `strom storage random-uuid` prepare a KRaft
+//!   node's log dirs, like `kafka-storage.sh`.
 //!
 //! Each tool is one module; `logging` sets up log output for all of them and
 //! the broker; `client_args` holds what they share (connecting,
@@ -33,7 +36,9 @@ mod perf_consume;
 mod produce;
 mod server;
 mod specs;
+mod storage;
 mod topics;
+mod transactions;
 
 use clap::{Parser, Subcommand};
 
@@ -69,6 +74,10 @@ enum Command {
     DeleteRecords(delete_records::DeleteRecordsArgs),
     /// The cluster's id, controller and brokers, or the brokers' API versions.
     Cluster(cluster::ClusterArgs),
+    /// List and describe transactions; find and abort hanging ones.
+    Transactions(transactions::TransactionsArgs),
+    /// Format a KRaft node's log dirs, or print a random UUID.
+    Storage(storage::StorageArgs),
     /// Benchmarks.
     #[command(subcommand)]
     Perf(perf::PerfCommand),
@@ -94,6 +103,8 @@ fn main() {
         Command::Offsets(args) => offsets::run(args),
         Command::DeleteRecords(args) => delete_records::run(args),
         Command::Cluster(args) => cluster::run(args),
+        Command::Transactions(args) => transactions::run(args),
+        Command::Storage(args) => storage::run(args),
         Command::Perf(command) => perf::run(command),
     };
     if let Err(e) = result {

@@ -302,6 +302,12 @@ impl Cluster {
     /// (`key_type` 0) or a transactional id (1). Not cached: callers retry
     /// through `with_retries`, which asks again after NOT_COORDINATOR.
     pub async fn coordinator(&self, key_type: i8, key: &str) -> Result<Arc<Connection>> {
+        let node_id = self.coordinator_id(key_type, key).await?;
+        self.connection(node_id).await
+    }
+
+    /// The node id of the coordinator of `key`, as [`Self::coordinator`] finds it.
+    pub async fn coordinator_id(&self, key_type: i8, key: &str) -> Result<i32> {
         let connection = self.any_connection().await?;
         let version = connection.version(ApiKey::FindCoordinator)?;
         let key_bytes = StrBytes::from_string(key.to_owned());
@@ -321,7 +327,7 @@ impl Cluster {
         if !self.metadata().brokers.contains_key(&node_id) {
             self.refresh(Some(&[]), false).await?;
         }
-        self.connection(node_id).await
+        Ok(node_id)
     }
 
     /// The controller's connection, or any broker's when none is named

@@ -39,6 +39,10 @@ pub const CLIENT_VERSIONS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::SyncGroup, 1, 5),
     (ApiKey::Heartbeat, 1, 4),
     (ApiKey::LeaveGroup, 1, 5),
+    (ApiKey::WriteTxnMarkers, 1, 1),
+    (ApiKey::DescribeProducers, 0, 0),
+    (ApiKey::DescribeTransactions, 0, 0),
+    (ApiKey::ListTransactions, 0, 2),
 ];
 
 /// The version of ApiVersions sent first; a broker that does not know it

@@ -172,6 +172,17 @@ fn collision_key(name: &str) -> String {
 impl Controller {
     /// Opens (or creates) the metadata log in `dir` and replays it.
     pub fn open(dir: &Path, node_id: i32) -> Result<Self, MetadataError> {
+        Self::open_in_cluster(dir, node_id, None)
+    }
+
+    /// [`Self::open`], a new log recording `cluster_id` (the one the log
+    /// dirs' `meta.properties` name) rather than a random one. A log that
+    /// records an id already keeps it: the caller compares.
+    pub fn open_in_cluster(
+        dir: &Path,
+        node_id: i32,
+        cluster_id: Option<&str>,
+    ) -> Result<Self, MetadataError> {
         let now = strom_storage::now_ms();
         let path = dir.join(METADATA_LOG_DIR);
         let (log, _) =
@@ -185,7 +196,7 @@ impl Controller {
             image: RwLock::new(Arc::new(image)),
         };
         if controller.image().cluster_id.is_empty() {
-            let cluster_id = new_cluster_id();
+            let cluster_id = cluster_id.map_or_else(new_cluster_id, str::to_owned);
             controller.commit(vec![MetadataRecord::Cluster { cluster_id }])?;
         }
         Ok(controller)

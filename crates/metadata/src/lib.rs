@@ -13,6 +13,8 @@
 //!   and replication checks, topic and dynamic broker configs), writes them
 //!   to the log and publishes the next image; new partitions get their logs
 //!   (through [`PartitionLogs`]) before any record names them;
+//! - [`placement`] chooses the brokers of new partitions (Kafka's striped,
+//!   rack-aware placer) and checks manual replica assignments;
 //! - [`topic_config`] lists the topic-level configs, the broker configs that
 //!   supply their defaults (the ones that may change at run time) and their
 //!   validation.
@@ -23,6 +25,7 @@
 pub mod controller;
 pub mod image;
 pub mod kraft_records;
+pub mod placement;
 pub mod records;
 pub mod topic_config;
 

@@ -25,6 +25,7 @@ use tokio::sync::{oneshot, watch};
 use uuid::Uuid;
 
 use crate::locks::lock_recovering;
+use crate::replica::VerifiedAppendError;
 use crate::server::Broker;
 use codec::{GroupValue, OffsetValue, RecordKey};
 use state::{Group, GroupLimits, GroupState, JoinResult, Member, SyncResult};
@@ -201,14 +202,48 @@ impl GroupCoordinator {
         })
     }
 
+    /// [`Self::append`] of a transactional batch of `producer_id`, once
+    /// `verify` allows it to open the transaction in the group's partition.
+    fn append_in_txn(
+        &self,
+        broker: &Broker,
+        group_id: &str,
+        batch: &[u8],
+        producer_id: i64,
+        verify: impl FnOnce() -> Result<(), ResponseError>,
+    ) -> Result<(), ResponseError> {
+        self.ensure_offsets_topic(broker)?;
+        let partition = broker
+            .replicas
+            .partition(OFFSETS_TOPIC, self.partition_for(group_id))
+            .ok_or(ResponseError::CoordinatorNotAvailable)?;
+        let origin = strom_storage::producer_state::AppendOrigin::Coordinator;
+        let now_ms = strom_storage::now_ms();
+        match partition.append_verified_as(batch, now_ms, origin, producer_id, verify) {
+            Ok(_) => Ok(()),
+            Err(VerifiedAppendError::Unverified(error)) => Err(error),
+            Err(VerifiedAppendError::Storage(e)) => {
+                tracing::error!(group = group_id, "writing transactional offsets failed: {e}");
+                Err(match e {
+                    strom_storage::StorageError::InvalidProducerEpoch(_) => ResponseError::ProducerFenced,
+                    strom_storage::StorageError::InvalidTxnState(_) => ResponseError::InvalidTxnState,
+                    _ => ResponseError::CoordinatorNotAvailable,
+                })
+            }
+        }
+    }
+
     /// TxnOffsetCommit: writes the offsets as part of the producer's
     /// transaction (a transactional batch of its id and epoch) and stages
-    /// them; the commit marker makes them the group's offsets.
+    /// them; the commit marker makes them the group's offsets. `verify`
+    /// must confirm that the group's partition is in the transaction before
+    /// the batch opens it there (KIP-890).
     pub fn txn_commit(
         &self,
         broker: &Broker,
         commit: &TxnCommit,
         entries: &[CommitEntry],
+        verify: impl FnOnce() -> Result<(), ResponseError>,
     ) -> Vec<Option<ResponseError>> {
         let mut groups = self.groups();
         let group_id = commit.group_id.as_str();
@@ -247,7 +282,7 @@ impl GroupCoordinator {
         let encoded = records.iter().map(|(k, v)| (Some(k.encode()), Some(v.encode()), now_ms));
         let batch =
             strom_storage::batch::encode_transactional(encoded, commit.producer_id, commit.producer_epoch);
-        if let Err(error) = self.append(broker, group_id, &batch) {
+        if let Err(error) = self.append_in_txn(broker, group_id, &batch, commit.producer_id, verify) {
             return outcomes.into_iter().map(|o| o.or(Some(error))).collect();
         }
         let group = groups.entry(group_id.to_owned()).or_insert_with(|| Group::new(group_id));

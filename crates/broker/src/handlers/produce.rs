@@ -1,8 +1,11 @@
 //! Produce: validate and append each partition's record set.
 //!
 //! With one in-sync replica, acks=1 and acks=all are both satisfied when the
-//! append returns; acks=0 gets no response at all. A transactional record
-//! set must go to a partition its transaction added.
+//! append returns; acks=0 gets no response at all. Each partition gets one
+//! batch, as Kafka demands from Produce v3 on; a transactional batch must go
+//! to a partition its transaction added, which the coordinator confirms
+//! before the batch opens the transaction there (KIP-890,
+//! [`crate::verification`]).
 
 use std::sync::atomic::Ordering;
 
@@ -17,7 +20,7 @@ use super::str_bytes;
 use super::transactions::verify_transactional_produce;
 use crate::dispatch::{MaybeReply, RequestContext};
 use crate::error::storage_error;
-use crate::replica::TopicPartitions;
+use crate::replica::{TopicPartitions, VerifiedAppendError};
 use crate::server::Broker;
 use strom_storage::batch::{BatchHeader, Batches};
 use strom_storage::StorageError;
@@ -113,23 +116,32 @@ fn produce_partition(
         }
     }
     let records = data.records.unwrap_or_default();
+    if let Err(message) = single_batch(&records) {
+        return error_response(index, ResponseError::InvalidRecord, Some(message));
+    }
     if let Err(message) = check_codecs(version, &records) {
         return error_response(index, ResponseError::UnsupportedCompressionType, Some(message));
     }
-    if let Some(header) = BatchHeader::parse(&records).ok().filter(BatchHeader::is_transactional) {
-        let tp = (hosted.name.clone(), index);
-        let verified = verify_transactional_produce(
-            broker,
-            transactional_id,
-            header.producer_id,
-            header.producer_epoch,
-            tp,
-        );
-        if let Err(error) = verified {
-            return error_response(index, error, Some(format!("transactional produce refused: {error:?}")));
+    let transactional = BatchHeader::parse(&records).ok().filter(BatchHeader::is_transactional);
+    let now = strom_storage::now_ms();
+    let appended = match transactional {
+        None => partition.append(&records, now).map_err(VerifiedAppendError::from),
+        Some(header) => {
+            let Some(transactional_id) = transactional_id.filter(|t| !t.is_empty()) else {
+                let message = "transactional records need the producer's transactional id".to_owned();
+                return error_response(
+                    index,
+                    ResponseError::TransactionalIdAuthorizationFailed,
+                    Some(message),
+                );
+            };
+            let tp = (hosted.name.clone(), index);
+            partition.append_verified(&records, now, header.producer_id, || {
+                verify_transactional_produce(broker, version, transactional_id, &header, &tp)
+            })
         }
-    }
-    match partition.append(&records, strom_storage::now_ms()) {
+    };
+    match appended {
         Ok((info, log_start_offset)) => {
             let metrics = broker.metrics.topic(&hosted.name);
             metrics.bytes_in.fetch_add(info.bytes as u64, Ordering::Relaxed);
@@ -140,11 +152,44 @@ fn produce_partition(
                 .with_log_append_time_ms(info.log_append_time)
                 .with_log_start_offset(log_start_offset)
         }
-        Err(e) => {
+        Err(VerifiedAppendError::Unverified(error)) => {
+            tracing::debug!(partition = %partition.tp, "transactional produce not verified: {error:?}");
+            error_response(index, error, Some(unverified_message(error)))
+        }
+        Err(VerifiedAppendError::Storage(e)) => {
             tracing::debug!(partition = %partition.tp, "produce rejected: {e}");
             error_response(index, storage_error(&e), Some(e.to_string()))
                 .with_record_errors(record_errors(&e))
         }
+    }
+}
+
+/// Kafka's rule from Produce v3 on (every version served): a partition's
+/// record set is exactly one batch, so no batch rides behind another
+/// unchecked.
+fn single_batch(records: &[u8]) -> Result<(), String> {
+    if records.is_empty() {
+        return Err("a partition's record set needs one record batch".into());
+    }
+    let mut batches = Batches::new(records).map_while(Result::ok);
+    // A torn or damaged set is the log's to refuse, as CORRUPT_MESSAGE.
+    match (batches.next(), batches.next()) {
+        (Some(_), Some(_)) => Err("a partition's record set may hold only one record batch".into()),
+        _ => Ok(()),
+    }
+}
+
+/// What the producer reads when the coordinator did not place the
+/// partition in its transaction, in Kafka's words.
+fn unverified_message(error: ResponseError) -> String {
+    match error {
+        ResponseError::InvalidTxnState | ResponseError::TransactionAbortable => {
+            "Partition was not added to the transaction".to_owned()
+        }
+        ResponseError::NotEnoughReplicas => {
+            "Unable to verify the partition has been added to the transaction".to_owned()
+        }
+        other => format!("transactional produce refused: {other:?}"),
     }
 }
 

@@ -34,7 +34,8 @@ use crate::dispatch::RequestContext;
 use crate::group::{CommitEntry, TxnCommit, OFFSETS_TOPIC};
 use crate::server::Broker;
 use crate::txn::state::{TxnPartition, TxnResult, TxnState};
-use crate::txn::{write_marker, TRANSACTION_STATE_TOPIC};
+use crate::txn::write_marker;
+use strom_storage::batch::BatchHeader;
 
 fn code(error: Option<ResponseError>) -> i16 {
     error.map_or(0, |e| e.code())
@@ -201,20 +202,20 @@ pub fn txn_offset_commit(
             })
         })
         .collect();
-    let outcomes = match verify_offsets_in_txn(broker, &request) {
-        Err(error) => vec![Some(fenced_for(error, ctx.api_version, 3)); entries.len()],
-        Ok(()) => {
-            let commit = TxnCommit {
-                group_id: request.group_id.to_string(),
-                producer_id: request.producer_id.0,
-                producer_epoch: request.producer_epoch,
-                generation: if ctx.api_version >= 3 { request.generation_id } else { -1 },
-                member_id: if ctx.api_version >= 3 { request.member_id.to_string() } else { String::new() },
-                instance_id: request.group_instance_id.as_ref().map(|i| i.to_string()),
-            };
-            let outcomes = broker.groups.txn_commit(broker, &commit, &entries);
-            outcomes.into_iter().map(|o| o.map(|e| fenced_for(e, ctx.api_version, 3))).collect()
-        }
+    let outcomes = if request.group_id.is_empty() {
+        vec![Some(ResponseError::InvalidGroupId); entries.len()]
+    } else {
+        let commit = TxnCommit {
+            group_id: request.group_id.to_string(),
+            producer_id: request.producer_id.0,
+            producer_epoch: request.producer_epoch,
+            generation: if ctx.api_version >= 3 { request.generation_id } else { -1 },
+            member_id: if ctx.api_version >= 3 { request.member_id.to_string() } else { String::new() },
+            instance_id: request.group_instance_id.as_ref().map(|i| i.to_string()),
+        };
+        let verify = || verify_offsets_in_txn(broker, &request);
+        let outcomes = broker.groups.txn_commit(broker, &commit, &entries, verify);
+        outcomes.into_iter().map(|o| o.map(|e| fenced_for(e, ctx.api_version, 3))).collect()
     };
     let mut outcomes = outcomes.into_iter();
     let topics = request
@@ -239,9 +240,6 @@ pub fn txn_offset_commit(
 /// The group's `__consumer_offsets` partition must be in the producer's
 /// transaction (AddOffsetsToTxn first), as Kafka's verification demands.
 fn verify_offsets_in_txn(broker: &Broker, request: &TxnOffsetCommitRequest) -> Result<(), ResponseError> {
-    if request.group_id.is_empty() {
-        return Err(ResponseError::InvalidGroupId);
-    }
     let partition = (OFFSETS_TOPIC.to_owned(), broker.groups.partition_for(request.group_id.as_str()));
     broker
         .transactions
@@ -353,12 +351,20 @@ pub fn list(ctx: &RequestContext<'_>, request: ListTransactionsRequest) -> ListT
     let producer_ids: Vec<i64> = request.producer_id_filters.iter().map(|p| p.0).collect();
     let min_duration_ms = if ctx.api_version >= 1 { request.duration_filter } else { -1 };
     let pattern = request.transactional_id_pattern.as_ref().filter(|p| ctx.api_version >= 2 && !p.is_empty());
+    let pattern = match pattern.map(|p| IdPattern::compile(p.as_str())).transpose() {
+        Ok(pattern) => pattern,
+        Err(error) => {
+            tracing::debug!("ListTransactions refused a transactional id pattern: {error}");
+            return ListTransactionsResponse::default()
+                .with_error_code(ResponseError::InvalidRegularExpression.code());
+        }
+    };
     let listed = ctx
         .broker
         .transactions
         .list(&states, &producer_ids, min_duration_ms)
         .into_iter()
-        .filter(|t| pattern.is_none_or(|p| pattern_matches(p.as_str(), &t.transactional_id)))
+        .filter(|t| pattern.as_ref().is_none_or(|p| p.matches(&t.transactional_id)))
         .map(|t| {
             list_transactions_response::TransactionState::default()
                 .with_transactional_id(TransactionalId(str_bytes(&t.transactional_id)))
@@ -369,53 +375,43 @@ pub fn list(ctx: &RequestContext<'_>, request: ListTransactionsRequest) -> ListT
     ListTransactionsResponse::default().with_unknown_state_filters(unknown).with_transaction_states(listed)
 }
 
-/// A whole-string match of a regular expression subset (literals, `.`,
-/// `\` escapes, and the `*`, `+`, `?` quantifiers): what transactional id
-/// patterns use in practice.
-fn pattern_matches(pattern: &str, text: &str) -> bool {
-    fn atom_len(p: &[char]) -> usize {
-        if p.first() == Some(&'\\') && p.len() > 1 {
-            2
-        } else {
-            1
+/// The longest transactional id pattern ListTransactions compiles.
+const ID_PATTERN_MAX_BYTES: usize = 1024;
+/// What one compiled pattern may take.
+const ID_PATTERN_SIZE_LIMIT_BYTES: usize = 256 * 1024;
+/// The cache of its lazy DFA (regex's default).
+const ID_PATTERN_DFA_LIMIT_BYTES: usize = 2 * 1024 * 1024;
+/// The deepest nesting of groups and repetitions a pattern may use.
+const ID_PATTERN_NEST_LIMIT: u32 = 32;
+
+/// A ListTransactions v2 transactional id pattern (KIP-1152). Kafka compiles
+/// it with RE2/J, whose syntax the `regex` crate shares, and keeps the ids it
+/// matches whole. Both engines run in time linear in the id, whatever the
+/// pattern, and neither recurses; the bounds above cap what a pattern costs
+/// to compile and to hold.
+struct IdPattern(regex::Regex);
+
+impl IdPattern {
+    fn compile(pattern: &str) -> Result<Self, String> {
+        if pattern.len() > ID_PATTERN_MAX_BYTES {
+            return Err(format!("{} bytes, more than {ID_PATTERN_MAX_BYTES}", pattern.len()));
         }
+        let build = |pattern: &str| {
+            regex::RegexBuilder::new(pattern)
+                .size_limit(ID_PATTERN_SIZE_LIMIT_BYTES)
+                .dfa_size_limit(ID_PATTERN_DFA_LIMIT_BYTES)
+                .nest_limit(ID_PATTERN_NEST_LIMIT)
+                .build()
+        };
+        // Alone first: anchoring inside a group would accept `a)|(b`.
+        build(pattern).map_err(|e| e.to_string())?;
+        build(&format!("^(?:{pattern})$")).map(Self).map_err(|e| e.to_string())
     }
-    fn atom_matches(atom: &[char], c: char) -> bool {
-        match atom {
-            ['.'] => true,
-            ['\\', escaped] => *escaped == c,
-            [literal] => *literal == c,
-            _ => false,
-        }
+
+    /// Java's `Matcher.matches`: the whole id, not a part of it.
+    fn matches(&self, transactional_id: &str) -> bool {
+        self.0.is_match(transactional_id)
     }
-    fn matches(p: &[char], t: &[char], budget: &mut u32) -> bool {
-        *budget = budget.saturating_sub(1);
-        if *budget == 0 {
-            return false;
-        }
-        if p.is_empty() {
-            return t.is_empty();
-        }
-        let len = atom_len(p);
-        let (atom, rest) = p.split_at(len);
-        match rest.first() {
-            Some('*') | Some('+') | Some('?') => {
-                let quantifier = rest[0];
-                let rest = &rest[1..];
-                let min = usize::from(quantifier == '+');
-                let max = if quantifier == '?' { 1 } else { usize::MAX };
-                let mut taken = 0;
-                while taken < t.len() && taken < max && atom_matches(atom, t[taken]) {
-                    taken += 1;
-                }
-                (min..=taken).rev().any(|n| matches(rest, &t[n..], budget))
-            }
-            _ => !t.is_empty() && atom_matches(atom, t[0]) && matches(rest, &t[1..], budget),
-        }
-    }
-    let p: Vec<char> = pattern.trim_start_matches('^').trim_end_matches('$').chars().collect();
-    let t: Vec<char> = text.chars().collect();
-    matches(&p, &t, &mut 100_000)
 }
 
 pub fn describe_producers(
@@ -457,44 +453,80 @@ pub fn describe_producers(
     DescribeProducersResponse::default().with_topics(topics)
 }
 
-/// Transactional produce checks: the record set of a transactional
-/// producer must name its transactional id and go to a partition of its
-/// ongoing transaction. Errors as Kafka's produce path maps them.
+/// KIP-890 verification of a transactional produce: the coordinator's word
+/// that `partition` belongs to the ongoing transaction of the batch's
+/// producer, with its errors mapped as Kafka's partition leader maps them
+/// for the producer: TRANSACTION_ABORTABLE only from Produce v11 on
+/// (INVALID_TXN_STATE before), and retriable coordinator errors as
+/// NOT_ENOUGH_REPLICAS, which every client retries.
 pub fn verify_transactional_produce(
     broker: &Broker,
-    transactional_id: Option<&str>,
-    producer_id: i64,
-    epoch: i16,
-    partition: TxnPartition,
+    produce_version: i16,
+    transactional_id: &str,
+    batch: &BatchHeader,
+    partition: &TxnPartition,
 ) -> Result<(), ResponseError> {
-    if partition.0 == TRANSACTION_STATE_TOPIC {
-        return Err(ResponseError::InvalidTopicException);
-    }
-    let Some(transactional_id) = transactional_id.filter(|t| !t.is_empty()) else {
-        return Err(ResponseError::TransactionalIdAuthorizationFailed);
-    };
-    broker.transactions.verify_produce(transactional_id, producer_id, epoch, &partition).map_err(
-        |e| match e {
-            ResponseError::TransactionAbortable => ResponseError::InvalidTxnState,
+    broker
+        .transactions
+        .verify_produce(transactional_id, batch.producer_id, batch.producer_epoch, partition)
+        .map_err(|e| match e {
+            ResponseError::TransactionAbortable if produce_version < 11 => ResponseError::InvalidTxnState,
             ResponseError::ProducerFenced => ResponseError::InvalidProducerEpoch,
-            ResponseError::ConcurrentTransactions => ResponseError::NotEnoughReplicas,
+            ResponseError::ConcurrentTransactions
+            | ResponseError::CoordinatorLoadInProgress
+            | ResponseError::CoordinatorNotAvailable
+            | ResponseError::NotCoordinator => ResponseError::NotEnoughReplicas,
             other => other,
-        },
-    )
+        })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn matches(pattern: &str, id: &str) -> bool {
+        IdPattern::compile(pattern).unwrap().matches(id)
+    }
+
     #[test]
     fn patterns_match_whole_ids() {
-        assert!(pattern_matches("tx-.*", "tx-1"));
-        assert!(pattern_matches(".*", ""));
-        assert!(!pattern_matches("tx-.*", "my-tx-1"));
-        assert!(pattern_matches("app\\.tx-1+", "app.tx-111"));
-        assert!(!pattern_matches("app\\.tx", "appXtx"));
-        assert!(pattern_matches("^a.c$", "abc"));
+        assert!(matches("tx-.*", "tx-1"));
+        assert!(matches(".*", ""));
+        assert!(!matches("tx-.*", "my-tx-1"));
+        assert!(matches("app\\.tx-1+", "app.tx-111"));
+        assert!(!matches("app\\.tx", "appXtx"));
+        assert!(matches("^a.c$", "abc"));
+        assert!(matches("a|ab", "ab"), "any alternative may match the whole id");
+        assert!(matches("(orders|audit)-[0-9]+", "audit-42"));
+        assert!(matches("\\w+-\\d", "tx-7"));
+    }
+
+    #[test]
+    fn bad_and_oversized_patterns_are_refused() {
+        for bad in ["a)|(b", "(", "[z-a]", "a{2,1}", "(?<=a)b"] {
+            assert!(IdPattern::compile(bad).is_err(), "{bad}");
+        }
+        let too_long = "a".repeat(ID_PATTERN_MAX_BYTES + 1);
+        assert!(IdPattern::compile(&too_long).is_err());
+        let too_deep = format!("{}a{}", "(".repeat(40), ")".repeat(40));
+        assert!(IdPattern::compile(&too_deep).is_err());
+        let too_big = "(?:a{100}){100}";
+        assert!(IdPattern::compile(too_big).is_err(), "its program exceeds the size limit");
+    }
+
+    #[test]
+    fn hostile_patterns_are_matched_without_recursion_or_backtracking() {
+        // Patterns of these atoms made the old matcher recurse once per atom
+        // (40 KB of them overflowed a worker's stack) or backtrack without end.
+        let ids: Vec<String> = (0..1_000).map(|i| format!("{}{i}", "a".repeat(60))).collect();
+        for (atom, count) in [("a*", 500), ("a?", 500), ("(a|aa)*", 140), (".?", 100)] {
+            let pattern = IdPattern::compile(&format!("{}b", atom.repeat(count))).unwrap();
+            assert!(ids.iter().all(|id| !pattern.matches(id)), "{atom}");
+            let pattern = IdPattern::compile(&format!("{}[0-9]+", atom.repeat(count))).unwrap();
+            assert!(ids.iter().all(|id| pattern.matches(id)), "{atom}");
+        }
+        let stack_breaker = ".?".repeat(20_000);
+        assert!(IdPattern::compile(&stack_breaker).is_err());
     }
 
     #[test]

@@ -546,6 +546,7 @@ pub fn write_marker(
 mod tests {
     use super::*;
     use crate::config::BrokerConfig;
+    use crate::replica::VerifiedAppendError;
     use std::path::Path;
 
     fn open_broker(dir: &Path) -> Arc<Broker> {
@@ -572,6 +573,114 @@ mod tests {
     fn stable(broker: &Broker, topic: &str, index: i32) -> bool {
         let partition = broker.replicas.partition(topic, index).unwrap();
         partition.last_stable_offset() == partition.high_watermark()
+    }
+
+    /// A producer's transactional batch as a client sends it: sequence 0.
+    fn client_batch(producer_id: i64, epoch: i16) -> Vec<u8> {
+        let record = [(None, Some(bytes::Bytes::from_static(b"v")), 0)];
+        let mut batch = strom_storage::batch::encode_transactional(record, producer_id, epoch).to_vec();
+        use strom_storage::batch::{compute_crc, BASE_SEQUENCE, CRC};
+        batch[BASE_SEQUENCE..BASE_SEQUENCE + 4].copy_from_slice(&0i32.to_be_bytes());
+        let crc = compute_crc(&batch);
+        batch[CRC..CRC + 4].copy_from_slice(&crc.to_be_bytes());
+        batch
+    }
+
+    fn verify(broker: &Broker, (producer_id, epoch): (i64, i16)) -> Result<(), ResponseError> {
+        broker.transactions.verify_produce("tx", producer_id, epoch, &("t".to_owned(), 0))
+    }
+
+    #[test]
+    fn a_transactional_batch_opens_a_transaction_only_once_verified() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = open_broker(dir.path());
+        create_topic(&broker, "t", 1);
+        let producer = broker.transactions.init_producer_id(&broker, "tx", 60_000, None).unwrap();
+        let partition = broker.replicas.partition("t", 0).unwrap();
+        let batch = client_batch(producer.0, producer.1);
+        let refused = partition.append(&batch, 0);
+        assert!(matches!(refused, Err(StorageError::InvalidTxnState(_))), "no verification: {refused:?}");
+        let unverified = partition.append_verified(&batch, 0, producer.0, || verify(&broker, producer));
+        assert!(matches!(
+            unverified,
+            Err(VerifiedAppendError::Unverified(ResponseError::TransactionAbortable))
+        ));
+        assert_eq!(partition.high_watermark(), 0);
+
+        broker
+            .transactions
+            .add_partitions(&broker, "tx", producer.0, producer.1, &[("t".to_owned(), 0)])
+            .unwrap();
+        partition.append_verified(&batch, 0, producer.0, || verify(&broker, producer)).unwrap();
+        let mut next = client_batch(producer.0, producer.1);
+        next[strom_storage::batch::BASE_SEQUENCE + 3] = 1;
+        let crc = strom_storage::batch::compute_crc(&next);
+        next[strom_storage::batch::CRC..strom_storage::batch::CRC + 4].copy_from_slice(&crc.to_be_bytes());
+        partition
+            .append_verified(&next, 0, producer.0, || panic!("the open transaction needs no second word"))
+            .unwrap();
+        assert_eq!(partition.high_watermark(), 2);
+    }
+
+    #[test]
+    fn a_marker_between_verification_and_append_refuses_the_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = open_broker(dir.path());
+        create_topic(&broker, "t", 1);
+        let coordinator = &broker.transactions;
+        let producer = coordinator.init_producer_id(&broker, "tx", 60_000, None).unwrap();
+        coordinator.add_partitions(&broker, "tx", producer.0, producer.1, &[("t".to_owned(), 0)]).unwrap();
+        let partition = broker.replicas.partition("t", 0).unwrap();
+        // The coordinator vouches for the partition, then the transaction
+        // ends (its marker written) before the batch reaches the log.
+        let appended =
+            partition.append_verified(&client_batch(producer.0, producer.1), 0, producer.0, || {
+                let verified = verify(&broker, producer);
+                coordinator.end_txn(&broker, "tx", producer.0, producer.1, TxnResult::Abort).unwrap();
+                verified
+            });
+        assert!(
+            matches!(appended, Err(VerifiedAppendError::Storage(StorageError::InvalidTxnState(_)))),
+            "{appended:?}"
+        );
+        assert_eq!(partition.high_watermark(), 1, "only the marker");
+        assert!(stable(&broker, "t", 0), "no transaction left open behind the marker");
+    }
+
+    #[test]
+    fn txn_offsets_after_the_transaction_ended_are_refused() {
+        use crate::group::{CommitEntry, TxnCommit};
+        let dir = tempfile::tempdir().unwrap();
+        let broker = open_broker(dir.path());
+        create_topic(&broker, "t", 1);
+        let coordinator = &broker.transactions;
+        let producer = coordinator.init_producer_id(&broker, "tx", 60_000, None).unwrap();
+        broker.groups.ensure_offsets_topic(&broker).unwrap();
+        let offsets = (OFFSETS_TOPIC.to_owned(), broker.groups.partition_for("g"));
+        coordinator
+            .add_partitions(&broker, "tx", producer.0, producer.1, std::slice::from_ref(&offsets))
+            .unwrap();
+        let commit = TxnCommit {
+            group_id: "g".into(),
+            producer_id: producer.0,
+            producer_epoch: producer.1,
+            generation: -1,
+            member_id: String::new(),
+            instance_id: None,
+        };
+        let entry =
+            CommitEntry { topic: "t".into(), partition: 0, offset: 1, leader_epoch: -1, metadata: None };
+        // Verified, then the transaction's abort marker lands before the
+        // offsets do (written here directly: the group lock is held).
+        let partition = broker.replicas.partition(OFFSETS_TOPIC, offsets.1).unwrap();
+        let outcomes = broker.groups.txn_commit(&broker, &commit, &[entry], || {
+            let verified = coordinator.verify_produce("tx", producer.0, producer.1, &offsets);
+            let marker = encode_marker(ControlType::Abort, producer.0, producer.1, COORDINATOR_EPOCH, 0);
+            partition.append_as(&marker, 0, AppendOrigin::Coordinator).unwrap();
+            verified
+        });
+        assert_eq!(outcomes, vec![Some(ResponseError::InvalidTxnState)]);
+        assert!(stable(&broker, OFFSETS_TOPIC, offsets.1), "no transaction left open in __consumer_offsets");
     }
 
     #[test]

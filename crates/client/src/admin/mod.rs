@@ -7,9 +7,11 @@
 //! answers per item: creating two topics can half succeed. Whole-request
 //! failures (no broker, timeout) are the outer `Result`. Retriable failures
 //! are retried up to `default.api.timeout.ms` after refreshing metadata.
-//! Consumer-group administration lives in [`groups`].
+//! Consumer-group administration lives in [`groups`], transactions in
+//! [`transactions`].
 
 pub(crate) mod groups;
+pub(crate) mod transactions;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -177,6 +179,9 @@ pub struct Admin {
 }
 
 pub use groups::{GroupDescription, GroupMember, ListedGroup, MemberDescription};
+pub use transactions::{
+    AbortTransactionSpec, ListTransactionsFilter, ProducerState, TransactionDescription, TransactionListing,
+};
 
 pub(crate) fn topic_name(name: &str) -> TopicName {
     TopicName(StrBytes::from_string(name.to_owned()))

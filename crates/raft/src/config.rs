@@ -1,0 +1,101 @@
+//! The quorum's configuration, under Kafka's `controller.quorum.*` names.
+
+use std::collections::BTreeSet;
+
+use crate::NodeId;
+
+/// What one node knows about the quorum and its timeouts. Defaults are
+/// Kafka's (`QuorumConfig`, `KafkaRaftClient`).
+#[derive(Debug, Clone)]
+pub struct QuorumConfig {
+    /// This node's `node.id`.
+    pub node_id: NodeId,
+    /// The ids in `controller.quorum.voters` (static voters; KIP-853's
+    /// dynamic voter set will replace this with a `VoterSet` read from the log).
+    pub voters: BTreeSet<NodeId>,
+    /// `controller.quorum.election.timeout.ms`: the base of the randomised
+    /// election timeout, drawn in `[t, 2t)` per node and per epoch.
+    pub election_timeout_ms: u64,
+    /// `controller.quorum.fetch.timeout.ms`: a follower without a successful
+    /// fetch for this long starts an election; the leader resigns if a
+    /// majority has not fetched within 1.5 times this.
+    pub fetch_timeout_ms: u64,
+    /// `controller.quorum.election.backoff.max.ms`: the cap of the backoff
+    /// between lost elections.
+    pub election_backoff_max_ms: u64,
+    /// `controller.quorum.request.timeout.ms`: an unanswered request is
+    /// given up after this long.
+    pub request_timeout_ms: u64,
+    /// `controller.quorum.retry.backoff.ms`: the pause after a failed request.
+    pub retry_backoff_ms: u64,
+    /// How long the leader parks a Fetch that finds no new data
+    /// (`KafkaRaftClient`'s fetch max wait).
+    pub fetch_max_wait_ms: u64,
+    /// Bytes of records one Fetch response carries at most (at least one
+    /// batch is always sent so a follower can make progress).
+    pub fetch_max_bytes: usize,
+    /// Bytes one appended batch may hold (Kafka's `MAX_BATCH_SIZE_BYTES`).
+    pub batch_max_bytes: usize,
+    /// Fetches the leader parks at once; past this a fetch is answered
+    /// at once, so no client can grow the leader's memory.
+    pub parked_fetches_max: usize,
+}
+
+impl QuorumConfig {
+    /// Kafka's defaults for a node among `voters`.
+    pub fn new(node_id: NodeId, voters: impl IntoIterator<Item = NodeId>) -> Self {
+        Self {
+            node_id,
+            voters: voters.into_iter().collect(),
+            election_timeout_ms: 1_000,
+            fetch_timeout_ms: 2_000,
+            election_backoff_max_ms: 1_000,
+            request_timeout_ms: 2_000,
+            retry_backoff_ms: 20,
+            fetch_max_wait_ms: 500,
+            fetch_max_bytes: 8 * 1024 * 1024,
+            batch_max_bytes: 8 * 1024 * 1024,
+            parked_fetches_max: 1024,
+        }
+    }
+
+    /// Whether this node votes (otherwise it is an observer).
+    pub fn is_voter(&self) -> bool {
+        self.voters.contains(&self.node_id)
+    }
+
+    /// Votes (or fetched voters) needed for a decision: a strict majority.
+    pub fn majority(&self) -> usize {
+        self.voters.len() / 2 + 1
+    }
+
+    /// Rejects settings the quorum cannot run with.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.voters.is_empty() {
+            return Err(ConfigError("controller.quorum.voters must name at least one voter"));
+        }
+        if self.node_id < 0 || self.voters.iter().any(|id| *id < 0) {
+            return Err(ConfigError("node ids must not be negative"));
+        }
+        let timeouts = [self.election_timeout_ms, self.fetch_timeout_ms, self.request_timeout_ms];
+        if timeouts.contains(&0) {
+            return Err(ConfigError("quorum timeouts must be positive"));
+        }
+        if self.fetch_max_wait_ms >= self.fetch_timeout_ms {
+            return Err(ConfigError("the fetch max wait must be below controller.quorum.fetch.timeout.ms"));
+        }
+        Ok(())
+    }
+}
+
+/// A configuration the quorum cannot run with, with the reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError(pub &'static str);
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}

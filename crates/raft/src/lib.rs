@@ -1,0 +1,99 @@
+//! Kafka's KRaft metadata quorum as a sans-IO state machine, and the seeded
+//! simulation that checks it.
+//!
+//! The protocol is KIP-595 (Vote, BeginQuorumEpoch, EndQuorumEpoch, followers
+//! and observers pulling with Fetch) with KIP-996 pre-vote, built to what
+//! Kafka's `raft` module does (`KafkaRaftClient`, `QuorumState` and the
+//! `EpochState` classes); comments name the class a rule comes from.
+//!
+//! # Layout
+//!
+//! - [`node`]: [`RaftNode`], the state machine. Events go in
+//!   ([`Event`]: a message received, a tick, a flush completed; plus
+//!   [`RaftNode::append`] and [`RaftNode::resign`]), each with the current
+//!   time of a monotonic clock the caller owns; [`Action`]s come out (send a
+//!   message, append to / truncate / flush the log, write `quorum-state`),
+//!   to perform in order. [`RaftNode::next_deadline`] says when to tick.
+//!   No I/O, no threads, no clock, and randomness only from a seed.
+//! - `election` (private): pre-vote, Vote, BeginQuorumEpoch, EndQuorumEpoch,
+//!   and how an epoch or leader learnt from any message moves the node.
+//! - `replication` (private): Fetch on both sides, diverging-epoch
+//!   truncation, the leader's high watermark, check-quorum.
+//! - [`state`]: the per-role state and [`ElectionState`], the `quorum-state`.
+//! - [`log`]: [`RaftLog`], the log the core reads, and [`MemoryLog`].
+//! - [`message`]: the KRaft requests and responses. They are an internal
+//!   enum that maps 1:1 onto `kafka-protocol`'s `VoteRequest`,
+//!   `BeginQuorumEpochRequest`, `EndQuorumEpochRequest`, `FetchRequest` and
+//!   their responses: the driver converts and checks cluster id, topic and
+//!   partition, so the core stays free of wire nesting and versions.
+//! - [`config`]: [`QuorumConfig`], `controller.quorum.*` with Kafka's defaults.
+//! - [`rng`]: a seeded SplitMix64 for election jitter.
+//! - `sim` (tests only): the seeded simulation and Kafka's invariants.
+//!
+//! # Roles and their transitions
+//!
+//! Epochs only grow, and every change of epoch, vote or leader is written to
+//! `quorum-state` before the node acts on it (and so before it answers).
+//!
+//! - **Unattached** (no leader known): a voter whose randomised election
+//!   timeout (`[t, 2t)`, t = `controller.quorum.election.timeout.ms`) expires
+//!   becomes Prospective; an observer fetches from any voter to find the
+//!   leader. Grants a vote once per epoch, to a candidate whose log is at
+//!   least as up to date.
+//! - **Prospective** (KIP-996): asks for pre-votes in its current epoch;
+//!   a majority makes it Candidate. Losing (a majority rejects or the
+//!   election timeout expires) sends it back to Follower if it knew a
+//!   leader, else Unattached. Pre-votes change no one's state.
+//! - **Candidate**: epoch + 1, votes for itself, asks for votes; a majority
+//!   makes it Leader. A timeout or a rejecting majority backs it off
+//!   (randomised, exponential, capped by `controller.quorum.election.backoff.max.ms`),
+//!   then it is Prospective again.
+//! - **Leader**: appends a LeaderChange control record, announces the epoch
+//!   with BeginQuorumEpoch (again every half fetch timeout), serves Fetch,
+//!   and moves the high watermark to what a majority of voters has flushed,
+//!   once a record of its own epoch is included. If a majority has not
+//!   fetched within 1.5 × `controller.quorum.fetch.timeout.ms` it resigns.
+//! - **Follower**: fetches from its leader (fetch offset and last fetched
+//!   epoch, after flushing), truncates exactly the suffix a diverging epoch
+//!   names, and takes the leader's high watermark (capped by its log end).
+//!   A voter without a successful fetch for `controller.quorum.fetch.timeout.ms`
+//!   becomes Prospective; an observer goes looking for the leader again.
+//! - **Resigned**: a leader stepping down (check-quorum or
+//!   [`RaftNode::resign`]) sends EndQuorumEpoch naming its voters by
+//!   descending fetch offset; the first one stands at once, the others
+//!   after exponentially longer backoffs. After its election timeout it is
+//!   Prospective. A node restarting as its epoch's leader starts here.
+//!
+//! Any role moves to Follower on learning the leader of an equal or newer
+//! epoch, and to Unattached on learning a newer epoch without a leader.
+//!
+//! # Seams for what comes next
+//!
+//! Snapshots (KIP-630) enter through [`RaftLog::start_offset`] and the
+//! leader's fetch validation (`replication::diverging_epoch`), which will
+//! answer "fetch the snapshot" below the log start. Dynamic voters
+//! (KIP-853) replace [`QuorumConfig::voters`] with a voter set read from the
+//! log, and add directory ids to the messages.
+
+pub mod config;
+mod election;
+pub mod log;
+pub mod message;
+pub mod node;
+mod replication;
+mod requests;
+pub mod rng;
+#[cfg(test)]
+mod sim;
+pub mod state;
+#[cfg(test)]
+mod tests;
+
+/// A node's `node.id`.
+pub type NodeId = i32;
+
+pub use config::QuorumConfig;
+pub use log::{Batch, MemoryLog, OffsetAndEpoch, RaftLog, Records};
+pub use message::{Body, ErrorCode, Message};
+pub use node::{Action, AppendError, Event, RaftNode};
+pub use state::{ElectionState, RoleName};

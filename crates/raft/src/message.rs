@@ -1,0 +1,158 @@
+//! The quorum's messages.
+//!
+//! One variant per KRaft request and response, with the fields of Kafka's
+//! schemas (`VoteRequest`, `BeginQuorumEpochRequest`, `EndQuorumEpochRequest`,
+//! `FetchRequest` and their responses, single partition `__cluster_metadata`)
+//! that the protocol logic reads. The driver maps them 1:1 onto
+//! `kafka-protocol`'s structs; keeping that mapping out of the core keeps the
+//! core free of topic/partition nesting, cluster ids and versions, which the
+//! driver validates before a message gets here. KIP-853's directory ids and
+//! endpoints are the fields still to add.
+
+use crate::log::{Batch, OffsetAndEpoch};
+use crate::NodeId;
+
+/// Kafka's error codes that the quorum answers with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorCode {
+    /// 0
+    None,
+    /// 6: the receiver does not lead this epoch.
+    NotLeaderOrFollower,
+    /// 42: a field is out of range.
+    InvalidRequest,
+    /// 74: the request's epoch is older than the receiver's.
+    FencedLeaderEpoch,
+    /// 75: the request's epoch is newer than the receiver's.
+    UnknownLeaderEpoch,
+    /// 94: the sender or receiver of a voter-only request is not a voter.
+    InconsistentVoterSet,
+}
+
+impl ErrorCode {
+    /// The code on the wire.
+    pub fn code(self) -> i16 {
+        match self {
+            ErrorCode::None => 0,
+            ErrorCode::NotLeaderOrFollower => 6,
+            ErrorCode::InvalidRequest => 42,
+            ErrorCode::FencedLeaderEpoch => 74,
+            ErrorCode::UnknownLeaderEpoch => 75,
+            ErrorCode::InconsistentVoterSet => 94,
+        }
+    }
+}
+
+/// A message between two nodes. Responses echo their request's
+/// correlation id; a response that answers no outstanding request is
+/// dropped, which makes duplicated and late responses harmless.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    /// Matches a response to its request.
+    pub correlation_id: u64,
+    /// The request or response.
+    pub body: Body,
+}
+
+/// Every KRaft request and response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Body {
+    /// `Vote` (v2: KIP-996 `PreVote`).
+    VoteRequest {
+        /// `ReplicaEpoch`: the candidate's epoch, or a prospective's current epoch.
+        replica_epoch: i32,
+        /// `ReplicaId`: who asks.
+        candidate_id: NodeId,
+        /// `LastOffsetEpoch` and `LastOffset`: the end of the asker's log.
+        last_position: OffsetAndEpoch,
+        /// `PreVote`: a non-binding probe that changes no state.
+        pre_vote: bool,
+    },
+    /// The answer to a Vote.
+    VoteResponse {
+        /// `ErrorCode`.
+        error: ErrorCode,
+        /// `LeaderEpoch`: the responder's epoch.
+        leader_epoch: i32,
+        /// `LeaderId`: the responder's known leader.
+        leader_id: Option<NodeId>,
+        /// `VoteGranted`.
+        vote_granted: bool,
+    },
+    /// `BeginQuorumEpoch`: a new leader announces itself.
+    BeginQuorumEpochRequest {
+        /// `LeaderEpoch`.
+        leader_epoch: i32,
+        /// `LeaderId`.
+        leader_id: NodeId,
+    },
+    /// The answer to BeginQuorumEpoch.
+    BeginQuorumEpochResponse {
+        /// `ErrorCode`.
+        error: ErrorCode,
+        /// `LeaderEpoch`: the responder's epoch.
+        leader_epoch: i32,
+        /// `LeaderId`: the responder's known leader.
+        leader_id: Option<NodeId>,
+    },
+    /// `EndQuorumEpoch`: a leader resigns, naming preferred successors.
+    EndQuorumEpochRequest {
+        /// `LeaderEpoch`.
+        leader_epoch: i32,
+        /// `LeaderId`.
+        leader_id: NodeId,
+        /// `PreferredSuccessors`: voters by descending fetch offset.
+        preferred_successors: Vec<NodeId>,
+    },
+    /// The answer to EndQuorumEpoch.
+    EndQuorumEpochResponse {
+        /// `ErrorCode`.
+        error: ErrorCode,
+        /// `LeaderEpoch`: the responder's epoch.
+        leader_epoch: i32,
+        /// `LeaderId`: the responder's known leader.
+        leader_id: Option<NodeId>,
+    },
+    /// `Fetch` of `__cluster_metadata` by a follower or observer.
+    FetchRequest {
+        /// `ReplicaId` (`ReplicaState.ReplicaId` in v15+).
+        replica_id: NodeId,
+        /// `CurrentLeaderEpoch`.
+        current_leader_epoch: i32,
+        /// `FetchOffset`: the fetcher's (flushed) log end offset.
+        fetch_offset: u64,
+        /// `LastFetchedEpoch`: the epoch of the record before `fetch_offset`.
+        last_fetched_epoch: i32,
+        /// `MaxWaitMs`: how long the leader may park the fetch.
+        max_wait_ms: u64,
+    },
+    /// The answer to a Fetch.
+    FetchResponse {
+        /// `ErrorCode` (partition level).
+        error: ErrorCode,
+        /// `CurrentLeader.LeaderEpoch`.
+        leader_epoch: i32,
+        /// `CurrentLeader.LeaderId`.
+        leader_id: Option<NodeId>,
+        /// `HighWatermark` (-1 on the wire when unknown).
+        high_watermark: Option<u64>,
+        /// `DivergingEpoch`: set when the fetcher's log diverges; the
+        /// fetcher truncates to it and fetches again.
+        diverging_epoch: Option<OffsetAndEpoch>,
+        /// `Records`: batches from the fetch offset.
+        batches: Vec<Batch>,
+    },
+}
+
+impl Body {
+    /// Whether this is a request (as opposed to a response).
+    pub fn is_request(&self) -> bool {
+        matches!(
+            self,
+            Body::VoteRequest { .. }
+                | Body::BeginQuorumEpochRequest { .. }
+                | Body::EndQuorumEpochRequest { .. }
+                | Body::FetchRequest { .. }
+        )
+    }
+}

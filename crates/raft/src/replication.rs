@@ -1,0 +1,377 @@
+//! Replication: followers and observers pull with Fetch; the leader checks
+//! each fetch position against its log, answers a diverging epoch where the
+//! logs part, parks fetches that find nothing new, and moves the high
+//! watermark once a majority of voters has the data and one record of its
+//! own epoch is committed. Check-quorum lives here too.
+
+use crate::log::{Batch, OffsetAndEpoch, RaftLog, Records};
+use crate::message::{Body, ErrorCode, Message};
+use crate::node::{Action, RaftNode};
+use crate::state::{LeaderState, ParkedFetch, Role};
+use crate::NodeId;
+
+/// The fields of a Fetch request the leader reads.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FetchParams {
+    pub replica_id: NodeId,
+    pub current_leader_epoch: i32,
+    pub fetch_offset: u64,
+    pub last_fetched_epoch: i32,
+    pub max_wait_ms: u64,
+}
+
+/// The fields of a Fetch response the fetcher reads.
+#[derive(Debug, Clone)]
+pub(crate) struct FetchResult {
+    pub error: ErrorCode,
+    pub leader_epoch: i32,
+    pub leader_id: Option<NodeId>,
+    pub high_watermark: Option<u64>,
+    pub diverging_epoch: Option<OffsetAndEpoch>,
+    pub batches: Vec<Batch>,
+}
+
+impl<L: RaftLog> RaftNode<L> {
+    // ---- leader side ---------------------------------------------------
+
+    pub(crate) fn poll_leader(&mut self, now: u64) {
+        let Role::Leader(leader) = &mut self.role else { return };
+        if now >= leader.check_quorum_deadline_ms && self.config.voters.len() > 1 {
+            // Kafka's `pollLeader`: a leader that a majority stopped
+            // fetching from may be partitioned away; it steps down.
+            let successors = Self::voters_by_descending_offset(leader);
+            self.become_resigned(now, successors);
+            return;
+        }
+        if now >= leader.begin_epoch_deadline_ms {
+            // `LeaderState`: the epoch is re-announced every half fetch
+            // timeout, so voters that missed it find their leader.
+            leader.begin_unacked =
+                self.config.voters.iter().copied().filter(|id| *id != self.config.node_id).collect();
+            leader.begin_epoch_deadline_ms = now.saturating_add(self.config.fetch_timeout_ms / 2);
+        }
+        let unacked: Vec<NodeId> = leader.begin_unacked.iter().copied().collect();
+        let expired: Vec<NodeId> =
+            leader.parked.iter().filter(|(_, fetch)| now >= fetch.deadline_ms).map(|(id, _)| *id).collect();
+        for replica in expired {
+            self.complete_parked_fetch(replica);
+        }
+        let body = Body::BeginQuorumEpochRequest { leader_epoch: self.epoch, leader_id: self.config.node_id };
+        for to in unacked {
+            self.send_request(now, to, body.clone());
+        }
+    }
+
+    /// Appends a batch in the current epoch; returns its last offset.
+    pub(crate) fn append_as_leader(&mut self, records: Records) -> u64 {
+        let batch = Batch { base_offset: self.log.end_offset(), epoch: self.epoch, records };
+        let last_offset = batch.next_offset() - 1;
+        self.log.append(batch.clone());
+        self.push_action(Action::AppendLog { batches: vec![batch] });
+        self.request_flush();
+        self.complete_all_parked_fetches();
+        last_offset
+    }
+
+    pub(crate) fn handle_fetch_request(
+        &mut self,
+        now: u64,
+        from: NodeId,
+        correlation_id: u64,
+        fetch: FetchParams,
+    ) -> Option<Body> {
+        let error = self.validate_fetch(from, &fetch);
+        if error != ErrorCode::None {
+            return Some(self.empty_fetch_response(error, None));
+        }
+        self.note_voter_fetch(now, fetch.replica_id);
+        if let Some(diverging) = self.diverging_epoch(fetch.fetch_offset, fetch.last_fetched_epoch) {
+            return Some(self.empty_fetch_response(ErrorCode::None, Some(diverging)));
+        }
+        if self.config.voters.contains(&fetch.replica_id) {
+            if let Role::Leader(leader) = &mut self.role {
+                leader.voter_offsets.insert(fetch.replica_id, Some(fetch.fetch_offset));
+            }
+            self.update_leader_high_watermark();
+        }
+        let response = self.fetch_response_from(fetch.fetch_offset);
+        let nothing_new = matches!(&response, Body::FetchResponse { batches, .. } if batches.is_empty());
+        if nothing_new && fetch.max_wait_ms > 0 && self.park_fetch(now, correlation_id, &fetch) {
+            return None;
+        }
+        Some(response)
+    }
+
+    /// Kafka's `validateLeaderOnlyRequest` plus the fetch's own fields.
+    fn validate_fetch(&self, from: NodeId, fetch: &FetchParams) -> ErrorCode {
+        if fetch.replica_id != from || fetch.replica_id == self.config.node_id || fetch.last_fetched_epoch < 0
+        {
+            ErrorCode::InvalidRequest
+        } else if fetch.current_leader_epoch < self.epoch {
+            ErrorCode::FencedLeaderEpoch
+        } else if fetch.current_leader_epoch > self.epoch {
+            ErrorCode::UnknownLeaderEpoch
+        } else if !matches!(self.role, Role::Leader(_)) {
+            ErrorCode::NotLeaderOrFollower
+        } else if fetch.last_fetched_epoch > self.epoch {
+            ErrorCode::InvalidRequest
+        } else {
+            ErrorCode::None
+        }
+    }
+
+    /// Where the fetcher's log leaves ours, if it does (Kafka's
+    /// `ReplicatedLog.validateOffsetAndEpoch`; snapshots will add a
+    /// "fetch the snapshot" answer here).
+    fn diverging_epoch(&self, fetch_offset: u64, last_fetched_epoch: i32) -> Option<OffsetAndEpoch> {
+        if fetch_offset == 0 {
+            return None;
+        }
+        let end = self.log.end_offset_for_epoch(last_fetched_epoch);
+        (end.epoch != last_fetched_epoch || end.offset < fetch_offset).then_some(end)
+    }
+
+    /// Check-quorum bookkeeping (Kafka's `updateCheckQuorumForFollowingVoter`)
+    /// and the BeginQuorumEpoch acknowledgement a fetch implies.
+    fn note_voter_fetch(&mut self, now: u64, replica_id: NodeId) {
+        let timeout = self.check_quorum_timeout_ms();
+        let needed = self.config.majority() - 1; // the leader counts itself
+        let Role::Leader(leader) = &mut self.role else { return };
+        if !self.config.voters.contains(&replica_id) {
+            return;
+        }
+        leader.begin_unacked.remove(&replica_id);
+        leader.fetched_voters.insert(replica_id);
+        if leader.fetched_voters.len() >= needed {
+            leader.fetched_voters.clear();
+            leader.check_quorum_deadline_ms = now.saturating_add(timeout);
+        }
+    }
+
+    fn park_fetch(&mut self, now: u64, correlation_id: u64, fetch: &FetchParams) -> bool {
+        let wait = fetch.max_wait_ms.min(self.config.fetch_max_wait_ms);
+        let max = self.config.parked_fetches_max;
+        let Role::Leader(leader) = &mut self.role else { return false };
+        if leader.parked.len() >= max && !leader.parked.contains_key(&fetch.replica_id) {
+            return false;
+        }
+        let parked =
+            ParkedFetch { correlation_id, fetch_offset: fetch.fetch_offset, deadline_ms: now + wait };
+        leader.parked.insert(fetch.replica_id, parked);
+        true
+    }
+
+    fn fetch_response_from(&self, fetch_offset: u64) -> Body {
+        let high_watermark = match &self.role {
+            Role::Leader(leader) => leader.high_watermark,
+            _ => None,
+        };
+        Body::FetchResponse {
+            error: ErrorCode::None,
+            leader_epoch: self.epoch,
+            leader_id: self.leader_id(),
+            high_watermark,
+            diverging_epoch: None,
+            batches: self.log.read(fetch_offset, self.config.fetch_max_bytes),
+        }
+    }
+
+    fn empty_fetch_response(&self, error: ErrorCode, diverging_epoch: Option<OffsetAndEpoch>) -> Body {
+        let high_watermark = match &self.role {
+            Role::Leader(leader) => leader.high_watermark,
+            _ => None,
+        };
+        Body::FetchResponse {
+            error,
+            leader_epoch: self.epoch,
+            leader_id: self.leader_id(),
+            high_watermark,
+            diverging_epoch,
+            batches: Vec::new(),
+        }
+    }
+
+    fn complete_parked_fetch(&mut self, replica: NodeId) {
+        let Role::Leader(leader) = &mut self.role else { return };
+        if let Some(parked) = leader.parked.remove(&replica) {
+            let body = self.fetch_response_from(parked.fetch_offset);
+            self.send(replica, Message { correlation_id: parked.correlation_id, body });
+        }
+    }
+
+    /// New data or a new high watermark: every parked fetch has news.
+    fn complete_all_parked_fetches(&mut self) {
+        let Role::Leader(leader) = &self.role else { return };
+        let replicas: Vec<NodeId> = leader.parked.keys().copied().collect();
+        for replica in replicas {
+            self.complete_parked_fetch(replica);
+        }
+    }
+
+    /// Leadership ended: parked fetchers learn the new epoch and leader.
+    pub(crate) fn answer_parked_after_leadership(&mut self, leader: LeaderState) {
+        for (replica, parked) in leader.parked {
+            let body = self.empty_fetch_response(ErrorCode::NotLeaderOrFollower, None);
+            self.send(replica, Message { correlation_id: parked.correlation_id, body });
+        }
+    }
+
+    /// Kafka's `LeaderState.maybeUpdateHighWatermark`: the offset a
+    /// majority of voters (the leader by its flushed offset) has reached,
+    /// once it passes the epoch's start, so a record of this epoch commits.
+    pub(crate) fn update_leader_high_watermark(&mut self) {
+        let me = self.config.node_id;
+        let flushed = self.flushed_offset;
+        let own_epoch_optional = self.commits_without_own_epoch();
+        let Role::Leader(leader) = &mut self.role else { return };
+        let mut offsets: Vec<Option<u64>> = self
+            .config
+            .voters
+            .iter()
+            .map(|id| if *id == me { Some(flushed) } else { leader.voter_offsets.get(id).copied().flatten() })
+            .collect();
+        offsets.sort_unstable_by(|a, b| b.cmp(a));
+        let Some(candidate) = offsets[self.config.voters.len() / 2] else { return };
+        let raises = leader.high_watermark.is_none_or(|current| candidate > current);
+        let past_epoch_start = candidate > leader.epoch_start_offset || own_epoch_optional;
+        if past_epoch_start && raises {
+            leader.high_watermark = Some(candidate);
+            self.high_watermark = Some(candidate);
+            self.complete_all_parked_fetches();
+        }
+    }
+
+    /// Other voters, most caught up first (Kafka's
+    /// `nonLeaderVotersByDescendingFetchOffset`).
+    pub(crate) fn voters_by_descending_offset(leader: &LeaderState) -> Vec<NodeId> {
+        let mut voters: Vec<(Option<u64>, NodeId)> =
+            leader.voter_offsets.iter().map(|(id, offset)| (*offset, *id)).collect();
+        voters.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        voters.into_iter().map(|(_, id)| id).collect()
+    }
+
+    #[cfg(test)]
+    fn commits_without_own_epoch(&self) -> bool {
+        self.bugs.commit_without_own_epoch
+    }
+
+    #[cfg(not(test))]
+    fn commits_without_own_epoch(&self) -> bool {
+        false
+    }
+
+    // ---- fetcher side --------------------------------------------------
+
+    /// Fetches from `leader` once the log is durable to its end: a voter
+    /// must flush before its fetch offset counts toward the high watermark
+    /// (Kafka's `appendAsFollower` flushes for the same reason).
+    pub(crate) fn maybe_send_fetch(&mut self, now: u64, leader: NodeId) {
+        if self.flushed_offset < self.log.end_offset() {
+            self.request_flush();
+            return;
+        }
+        let body = self.fetch_request();
+        self.send_request(now, leader, body);
+    }
+
+    pub(crate) fn fetch_from_any_voter(&mut self, now: u64) {
+        if self.requests.any_in_flight(now) || self.flushed_offset < self.log.end_offset() {
+            return;
+        }
+        let voters: Vec<NodeId> = self.other_voters().collect();
+        if voters.is_empty() {
+            return;
+        }
+        let to = voters[self.rng.below(voters.len() as u64) as usize];
+        let body = self.fetch_request();
+        self.send_request(now, to, body);
+    }
+
+    fn fetch_request(&self) -> Body {
+        Body::FetchRequest {
+            replica_id: self.config.node_id,
+            current_leader_epoch: self.epoch,
+            fetch_offset: self.log.end_offset(),
+            last_fetched_epoch: self.log.last_epoch(),
+            max_wait_ms: self.config.fetch_max_wait_ms,
+        }
+    }
+
+    pub(crate) fn handle_fetch_response(&mut self, now: u64, from: NodeId, response: FetchResult) {
+        if self.handle_common_response(now, from, response.error, response.leader_epoch, response.leader_id) {
+            return;
+        }
+        if response.error != ErrorCode::None {
+            return;
+        }
+        let fetch_timeout = self.config.fetch_timeout_ms;
+        let Role::Follower { leader, fetch_deadline_ms, has_fetched, .. } = &mut self.role else { return };
+        if *leader != from {
+            return;
+        }
+        *fetch_deadline_ms = now.saturating_add(fetch_timeout);
+        *has_fetched = true;
+        if let Some(diverging) = response.diverging_epoch {
+            if !self.truncate_to_end_offset(diverging) {
+                self.back_off(from, now);
+            }
+            return;
+        }
+        if !response.batches.is_empty() {
+            if !self.fetched_batches_fit(&response.batches, response.leader_epoch) {
+                self.back_off(from, now);
+                return;
+            }
+            for batch in &response.batches {
+                self.log.append(batch.clone());
+            }
+            self.push_action(Action::AppendLog { batches: response.batches });
+            self.request_flush();
+        }
+        if let Some(leader_high_watermark) = response.high_watermark {
+            // Kafka's `updateFollowerHighWatermark`: never past our own log.
+            let high_watermark = leader_high_watermark.min(self.log.end_offset());
+            if self.high_watermark.is_none_or(|current| high_watermark > current) {
+                self.high_watermark = Some(high_watermark);
+            }
+        }
+    }
+
+    /// Whether fetched batches continue our log: contiguous, non-empty,
+    /// epochs non-decreasing and not past the leader's. Anything else is a
+    /// corrupt response, dropped rather than written.
+    fn fetched_batches_fit(&self, batches: &[Batch], leader_epoch: i32) -> bool {
+        let mut next_offset = self.log.end_offset();
+        let mut last_epoch = self.log.last_epoch();
+        for batch in batches {
+            let fits = batch.base_offset == next_offset
+                && batch.record_count() > 0
+                && batch.epoch >= last_epoch
+                && batch.epoch <= leader_epoch;
+            if !fits {
+                return false;
+            }
+            next_offset = batch.next_offset();
+            last_epoch = batch.epoch;
+        }
+        true
+    }
+
+    /// Cuts the divergent suffix exactly (Kafka's `truncateToEndOffset`):
+    /// to where the shared epoch ends in both logs. Committed records are
+    /// never cut: like `KafkaMetadataLog`, a truncation below the high
+    /// watermark is refused (false), as only a broken leader can ask it.
+    fn truncate_to_end_offset(&mut self, diverging: OffsetAndEpoch) -> bool {
+        let local = self.log.end_offset_for_epoch(diverging.epoch);
+        let offset =
+            if local.epoch == diverging.epoch { local.offset.min(diverging.offset) } else { local.offset };
+        if offset < self.high_watermark.unwrap_or(0) {
+            self.refused_truncations += 1;
+            return false;
+        }
+        if offset < self.log.end_offset() {
+            self.truncate_log(offset);
+        }
+        true
+    }
+}

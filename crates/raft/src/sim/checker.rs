@@ -1,0 +1,186 @@
+//! Kafka's simulation invariants (`RaftEventSimulationTest`), checked after
+//! every event: `SingleLeader`, `MonotonicEpoch`, `MonotonicHighWatermark`,
+//! `ConsistentCommittedData` (a committed batch never changes and every log
+//! agrees with it below its high watermark) and `CommittedDataDurable` (a
+//! majority of voters' disks hold every committed batch).
+
+use std::collections::BTreeMap;
+
+use crate::log::{Batch, MemoryLog, RaftLog};
+use crate::node::RaftNode;
+use crate::state::{Role, RoleName};
+use crate::NodeId;
+
+/// What the checker remembers about one node.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct NodeWatch {
+    /// Largest epoch seen, across restarts (epochs are persisted).
+    epoch: i32,
+    /// High watermark in this incarnation (it is not persisted).
+    high_watermark: u64,
+    /// Its log below this offset has been compared with the committed log.
+    checked_offset: u64,
+}
+
+/// The cluster-wide history the invariants are checked against.
+#[derive(Debug, Default)]
+pub(crate) struct Checker {
+    leaders_by_epoch: BTreeMap<i32, NodeId>,
+    /// The largest high watermark each epoch's leader exposed.
+    leader_high_watermarks: BTreeMap<i32, u64>,
+    /// Every committed batch, contiguous from offset 0.
+    committed: Vec<Batch>,
+    watches: BTreeMap<NodeId, NodeWatch>,
+}
+
+pub(crate) type Violation = String;
+
+impl Checker {
+    /// The offset after the last committed batch.
+    pub fn committed_end(&self) -> u64 {
+        self.committed.last().map_or(0, Batch::next_offset)
+    }
+
+    /// The committed batches.
+    pub fn committed(&self) -> &[Batch] {
+        &self.committed
+    }
+
+    /// A node restarted: its high watermark starts over.
+    pub fn on_restart(&mut self, id: NodeId) {
+        let watch = self.watches.entry(id).or_default();
+        watch.high_watermark = 0;
+        watch.checked_offset = 0;
+    }
+
+    /// A node truncated its log to `offset`.
+    pub fn on_truncate(&mut self, id: NodeId, offset: u64) -> Result<(), Violation> {
+        let watch = self.watches.entry(id).or_default();
+        if offset < watch.high_watermark {
+            return Err(format!(
+                "ConsistentCommittedData: node {id} truncated to {offset}, below its high watermark {}",
+                watch.high_watermark
+            ));
+        }
+        watch.checked_offset = watch.checked_offset.min(offset);
+        Ok(())
+    }
+
+    /// Checks one live node after an event that touched it.
+    pub fn check_node(&mut self, node: &RaftNode<MemoryLog>) -> Result<(), Violation> {
+        if node.refused_truncations() > 0 {
+            return Err(format!(
+                "ConsistentCommittedData: a leader asked node {} to truncate below its high watermark",
+                node.node_id()
+            ));
+        }
+        self.check_single_leader(node)?;
+        self.check_monotonic_epoch(node)?;
+        self.check_monotonic_high_watermark(node)?;
+        self.check_consistent_committed_data(node)
+    }
+
+    fn check_single_leader(&mut self, node: &RaftNode<MemoryLog>) -> Result<(), Violation> {
+        if node.role() != RoleName::Leader {
+            return Ok(());
+        }
+        let (id, epoch) = (node.node_id(), node.epoch());
+        let leader = *self.leaders_by_epoch.entry(epoch).or_insert(id);
+        if leader != id {
+            return Err(format!("SingleLeader: nodes {leader} and {id} both led epoch {epoch}"));
+        }
+        Ok(())
+    }
+
+    fn check_monotonic_epoch(&mut self, node: &RaftNode<MemoryLog>) -> Result<(), Violation> {
+        let watch = self.watches.entry(node.node_id()).or_default();
+        if node.epoch() < watch.epoch {
+            return Err(format!(
+                "MonotonicEpoch: node {} went from epoch {} to {}",
+                node.node_id(),
+                watch.epoch,
+                node.epoch()
+            ));
+        }
+        watch.epoch = node.epoch();
+        Ok(())
+    }
+
+    /// A node's high watermark never goes back, and a leader's, once known,
+    /// covers every high watermark an earlier epoch's leader exposed.
+    fn check_monotonic_high_watermark(&mut self, node: &RaftNode<MemoryLog>) -> Result<(), Violation> {
+        let id = node.node_id();
+        let high_watermark = node.high_watermark().unwrap_or(0);
+        let watch = self.watches.entry(id).or_default();
+        if high_watermark < watch.high_watermark {
+            return Err(format!(
+                "MonotonicHighWatermark: node {id} went from {} to {high_watermark}",
+                watch.high_watermark
+            ));
+        }
+        watch.high_watermark = high_watermark;
+        let Role::Leader(leader) = &node.role else { return Ok(()) };
+        let Some(leader_high_watermark) = leader.high_watermark else { return Ok(()) };
+        let epoch = node.epoch();
+        let earlier = self.leader_high_watermarks.range(..epoch).map(|(_, hw)| *hw).max().unwrap_or(0);
+        if leader_high_watermark < earlier {
+            return Err(format!(
+                "MonotonicHighWatermark: leader {id} of epoch {epoch} exposes {leader_high_watermark}, \
+                 below {earlier} of an earlier epoch"
+            ));
+        }
+        let recorded = self.leader_high_watermarks.entry(epoch).or_default();
+        *recorded = (*recorded).max(leader_high_watermark);
+        Ok(())
+    }
+
+    /// Every batch below a node's high watermark equals the committed one
+    /// at that offset; batches past the committed end extend it.
+    fn check_consistent_committed_data(&mut self, node: &RaftNode<MemoryLog>) -> Result<(), Violation> {
+        let id = node.node_id();
+        let watch = self.watches.entry(id).or_default();
+        let (from, high_watermark) = (watch.checked_offset, watch.high_watermark);
+        let batches = node.log().batches();
+        let first = batches.partition_point(|batch| batch.base_offset < from);
+        for batch in batches[first..].iter().take_while(|batch| batch.base_offset < high_watermark) {
+            let index = self.committed.partition_point(|committed| committed.base_offset < batch.base_offset);
+            match self.committed.get(index) {
+                Some(committed) if committed != batch => {
+                    return Err(format!(
+                        "ConsistentCommittedData: node {id} holds {batch:?} where {committed:?} was committed"
+                    ));
+                }
+                Some(_) => {}
+                None if batch.base_offset == self.committed_end() => self.committed.push(batch.clone()),
+                None => {
+                    return Err(format!(
+                        "ConsistentCommittedData: node {id} commits offset {} past a gap at {}",
+                        batch.base_offset,
+                        self.committed_end()
+                    ));
+                }
+            }
+        }
+        if node.log().end_offset() < high_watermark {
+            return Err(format!("ConsistentCommittedData: node {id} has a high watermark past its log end"));
+        }
+        self.watches.entry(id).or_default().checked_offset = high_watermark;
+        Ok(())
+    }
+
+    /// A majority of voters' durable logs start with every committed batch.
+    pub fn check_committed_data_durable<'a>(
+        &self,
+        durable_voter_logs: impl Iterator<Item = &'a MemoryLog>,
+        majority: usize,
+    ) -> Result<(), Violation> {
+        let holders = durable_voter_logs.filter(|log| log.batches().starts_with(&self.committed)).count();
+        if holders < majority {
+            return Err(format!(
+                "CommittedDataDurable: only {holders} voters' disks hold the committed log up to {}",
+                self.committed_end()
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,477 @@
+//! The simulated cluster: nodes, disks, network, clock and fault schedule.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use bytes::Bytes;
+
+use super::checker::{Checker, Violation};
+use crate::config::QuorumConfig;
+use crate::log::{MemoryLog, RaftLog, Records};
+use crate::message::Message;
+use crate::node::{Action, Bugs, Event, RaftNode};
+use crate::rng::SplitMix64;
+use crate::state::{ElectionState, RoleName};
+use crate::NodeId;
+
+/// The shape of one simulated run.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SimConfig {
+    pub voters: usize,
+    pub observers: usize,
+    /// Simulated milliseconds of faults.
+    pub fault_phase_ms: u64,
+    /// After healing, a new append must commit everywhere within this long.
+    pub liveness_bound_ms: u64,
+    /// Deliberate bugs planted in every node.
+    pub bugs: Bugs,
+}
+
+impl SimConfig {
+    /// 3 or 5 voters (by seed) and one observer.
+    pub fn for_seed(seed: u64) -> Self {
+        Self {
+            voters: if seed & 1 == 0 { 3 } else { 5 },
+            observers: 1,
+            fault_phase_ms: 10_000,
+            liveness_bound_ms: 10_000,
+            bugs: Bugs::default(),
+        }
+    }
+}
+
+/// What a run did, for the report.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RunStats {
+    pub events: u64,
+    pub committed_batches: usize,
+    pub max_epoch: i32,
+    pub crashes: u64,
+    /// Simulated time from healing until a new append committed everywhere.
+    pub recovery_ms: u64,
+}
+
+/// What is on one node's disk.
+#[derive(Debug, Default, Clone)]
+struct Disk {
+    /// Every write so far (the page cache).
+    written: MemoryLog,
+    /// What the last completed flush made durable.
+    durable: MemoryLog,
+    /// `quorum-state`, written durably (write, fsync, rename).
+    quorum_state: Option<ElectionState>,
+}
+
+struct SimNode {
+    config: QuorumConfig,
+    raft: Option<RaftNode<MemoryLog>>,
+    disk: Disk,
+    /// The node's clock runs ahead of simulated time by this much.
+    clock_offset_ms: u64,
+    /// Bumped by each crash, so completions of a dead incarnation are dropped.
+    incarnation: u64,
+}
+
+enum Pending {
+    Deliver { from: NodeId, to: NodeId, message: Message },
+    Flushed { node: NodeId, incarnation: u64, flush_id: u64 },
+}
+
+struct World {
+    rng: SplitMix64,
+    seed: u64,
+    config: SimConfig,
+    now: u64,
+    nodes: BTreeMap<NodeId, SimNode>,
+    /// Messages and flush completions by (due time, sequence).
+    pending: BTreeMap<(u64, u64), Pending>,
+    sequence: u64,
+    /// Directed links that drop everything.
+    cut_links: BTreeSet<(NodeId, NodeId)>,
+    faulty_network: bool,
+    checker: Checker,
+    stats: RunStats,
+    appends: u64,
+    /// Payloads appended after the faults healed.
+    post_heal_payloads: BTreeSet<Bytes>,
+    /// `STROM_SIM_TRACE=<node id>` prints that node's events and actions.
+    traced: Option<NodeId>,
+}
+
+const APPEND_INTERVAL_MS: u64 = 50;
+/// A run that needs more events than this is stuck (a timer that never advances).
+const EVENTS_MAX: u64 = 2_000_000;
+const FAULT_INTERVAL_MS: u64 = 250;
+
+/// Runs one seed; the error names the invariant that broke.
+pub(crate) fn run(seed: u64, config: SimConfig) -> Result<RunStats, Violation> {
+    let mut world = World::new(seed, config);
+    let heal_at = config.fault_phase_ms;
+    let mut next_fault = FAULT_INTERVAL_MS;
+    let mut next_append = APPEND_INTERVAL_MS;
+    while world.now < heal_at {
+        let due = next_fault.min(next_append).min(heal_at);
+        if world.step_until(due)? {
+            continue;
+        }
+        if world.now == next_fault {
+            world.inject_fault()?;
+            next_fault += 1 + world.rng.below(2 * FAULT_INTERVAL_MS);
+        }
+        if world.now == next_append {
+            world.client_append(false)?;
+            next_append += APPEND_INTERVAL_MS;
+        }
+    }
+    world.heal()?;
+    let give_up_at = heal_at + config.liveness_bound_ms;
+    while !world.new_append_committed_everywhere() {
+        if world.now >= give_up_at {
+            return Err(format!(
+                "Liveness: no append made after healing committed on every node within {} ms ({})",
+                config.liveness_bound_ms,
+                world.describe()
+            ));
+        }
+        let due = next_append.min(give_up_at);
+        if !world.step_until(due)? {
+            world.client_append(true)?;
+            next_append += APPEND_INTERVAL_MS;
+        }
+    }
+    world.stats.committed_batches = world.checker.committed().len();
+    world.stats.recovery_ms = world.now - heal_at;
+    Ok(world.stats)
+}
+
+impl World {
+    fn new(seed: u64, config: SimConfig) -> Self {
+        let mut world = Self {
+            rng: SplitMix64::new(seed),
+            seed,
+            config,
+            now: 0,
+            nodes: BTreeMap::new(),
+            pending: BTreeMap::new(),
+            sequence: 0,
+            cut_links: BTreeSet::new(),
+            faulty_network: true,
+            checker: Checker::default(),
+            stats: RunStats::default(),
+            appends: 0,
+            post_heal_payloads: BTreeSet::new(),
+            traced: std::env::var("STROM_SIM_TRACE").ok().and_then(|id| id.parse().ok()),
+        };
+        let voters: Vec<NodeId> = (1..=config.voters as NodeId).collect();
+        let all = 1..=(config.voters + config.observers) as NodeId;
+        for id in all {
+            let mut quorum = QuorumConfig::new(id, voters.iter().copied());
+            quorum.parked_fetches_max = 16;
+            let node = SimNode {
+                config: quorum,
+                raft: None,
+                disk: Disk::default(),
+                clock_offset_ms: 0,
+                incarnation: 0,
+            };
+            world.nodes.insert(id, node);
+            world.start(id).expect("a fresh node starts");
+        }
+        world
+    }
+
+    /// Processes events due before `due`, one at a time; returns true if it
+    /// stopped early at an event (so the caller loops), false at `due`.
+    fn step_until(&mut self, due: u64) -> Result<bool, Violation> {
+        let next_pending = self.pending.keys().next().map(|(at, _)| *at).unwrap_or(u64::MAX);
+        let (next_timer, timer_node) = self.next_timer();
+        let next = next_pending.min(next_timer);
+        if next >= due {
+            self.now = due;
+            return Ok(false);
+        }
+        self.now = next.max(self.now);
+        self.stats.events += 1;
+        if self.stats.events > EVENTS_MAX {
+            return Err(format!("Progress: more than {EVENTS_MAX} events ({})", self.describe()));
+        }
+        if next_pending <= next_timer {
+            let (_, pending) = self.pending.pop_first().expect("a pending event");
+            self.dispatch(pending)?;
+        } else {
+            self.drive(timer_node, Event::Tick)?;
+        }
+        Ok(true)
+    }
+
+    /// The earliest node timer in simulated time, and whose it is.
+    fn next_timer(&self) -> (u64, NodeId) {
+        let mut best = (u64::MAX, 0);
+        for (id, node) in &self.nodes {
+            let Some(raft) = &node.raft else { continue };
+            let at = raft.next_deadline().saturating_sub(node.clock_offset_ms).max(self.now);
+            if at < best.0 {
+                best = (at, *id);
+            }
+        }
+        best
+    }
+
+    fn dispatch(&mut self, pending: Pending) -> Result<(), Violation> {
+        match pending {
+            Pending::Deliver { from, to, message } => self.drive(to, Event::Receive { from, message }),
+            Pending::Flushed { node, incarnation, flush_id } => {
+                let sim = self.nodes.get_mut(&node).expect("known node");
+                if sim.incarnation != incarnation || sim.raft.is_none() {
+                    return Ok(());
+                }
+                sim.disk.durable = sim.disk.written.clone();
+                self.drive(node, Event::Persisted { flush_id })
+            }
+        }
+    }
+
+    /// Feeds one event to a live node, performs its actions, checks invariants.
+    fn drive(&mut self, id: NodeId, event: Event) -> Result<(), Violation> {
+        let sim = self.nodes.get_mut(&id).expect("known node");
+        let local_now = self.now + sim.clock_offset_ms;
+        let Some(raft) = sim.raft.as_mut() else { return Ok(()) };
+        if self.traced == Some(id) {
+            eprintln!("t={} node {id} {:?} e{}: {event:?}", self.now, raft.role(), raft.epoch());
+        }
+        raft.handle(local_now, event);
+        let actions = raft.take_actions();
+        self.perform(id, actions)
+    }
+
+    fn perform(&mut self, id: NodeId, actions: Vec<Action>) -> Result<(), Violation> {
+        if self.traced == Some(id) {
+            actions.iter().for_each(|action| eprintln!("    -> {action:?}"));
+        }
+        for action in actions {
+            match action {
+                Action::Send { to, message } => self.send(id, to, message),
+                Action::AppendLog { batches } => {
+                    let disk = &mut self.nodes.get_mut(&id).expect("known node").disk;
+                    batches.into_iter().for_each(|batch| disk.written.append(batch));
+                }
+                Action::TruncateLog { offset } => {
+                    self.checker.on_truncate(id, offset)?;
+                    self.nodes.get_mut(&id).expect("known node").disk.written.truncate_to(offset);
+                }
+                Action::FlushLog { flush_id } => {
+                    let incarnation = self.nodes[&id].incarnation;
+                    // Slow disks widen the window in which a crash loses a tail.
+                    let at = self.now + self.rng.below(20);
+                    self.schedule(at, Pending::Flushed { node: id, incarnation, flush_id });
+                }
+                Action::PersistQuorumState(state) => {
+                    self.nodes.get_mut(&id).expect("known node").disk.quorum_state = Some(state);
+                }
+            }
+        }
+        let sim = &self.nodes[&id];
+        let raft = sim.raft.as_ref().expect("a live node");
+        if raft.log().batches() != sim.disk.written.batches() {
+            return Err(format!("Actions: node {id}'s disk writes do not reproduce its log"));
+        }
+        self.stats.max_epoch = self.stats.max_epoch.max(raft.epoch());
+        self.checker.check_node(raft)
+    }
+
+    fn send(&mut self, from: NodeId, to: NodeId, message: Message) {
+        if self.cut_links.contains(&(from, to)) {
+            return;
+        }
+        let copies = if !self.faulty_network {
+            1
+        } else if self.rng.chance(5, 100) {
+            0
+        } else if self.rng.chance(3, 100) {
+            2
+        } else {
+            1
+        };
+        let max_delay = if self.faulty_network { 40 } else { 10 };
+        for _ in 0..copies {
+            let at = self.now + 1 + self.rng.below(max_delay);
+            self.schedule(at, Pending::Deliver { from, to, message: message.clone() });
+        }
+    }
+
+    fn schedule(&mut self, at: u64, pending: Pending) {
+        self.sequence += 1;
+        self.pending.insert((at, self.sequence), pending);
+    }
+
+    // ---- the client and faults ------------------------------------------
+
+    /// Appends a unique record on the node that believes it leads the
+    /// highest epoch (a stale leader may be asked too: its append must not commit).
+    fn client_append(&mut self, after_heal: bool) -> Result<(), Violation> {
+        let leader = self
+            .nodes
+            .iter()
+            .filter_map(|(id, node)| node.raft.as_ref().map(|raft| (raft, *id)))
+            .filter(|(raft, _)| raft.role() == RoleName::Leader)
+            .max_by_key(|(raft, _)| raft.epoch())
+            .map(|(_, id)| id);
+        let Some(id) = leader else { return Ok(()) };
+        self.appends += 1;
+        let payload = Bytes::from(format!("seed {} append {}", self.seed, self.appends));
+        if after_heal {
+            self.post_heal_payloads.insert(payload.clone());
+        }
+        let sim = self.nodes.get_mut(&id).expect("known node");
+        let local_now = self.now + sim.clock_offset_ms;
+        let raft = sim.raft.as_mut().expect("a live leader");
+        raft.append(local_now, vec![payload]).expect("a leader accepts a small append");
+        let actions = raft.take_actions();
+        self.perform(id, actions)
+    }
+
+    fn inject_fault(&mut self) -> Result<(), Violation> {
+        let ids: Vec<NodeId> = self.nodes.keys().copied().collect();
+        let id = ids[self.rng.below(ids.len() as u64) as usize];
+        match self.rng.below(8) {
+            0 => self.crash(id)?,
+            1 | 2 => self.restart_if_down(id)?,
+            3 => self.isolate(id),
+            4 => {
+                let other = ids[self.rng.below(ids.len() as u64) as usize];
+                self.cut_links.insert((id, other));
+            }
+            5 => self.cut_links.clear(),
+            6 => {
+                let jump = self.rng.below(3 * 1_000);
+                self.nodes.get_mut(&id).expect("known node").clock_offset_ms += jump;
+                self.drive(id, Event::Tick)?;
+            }
+            _ => self.resign(id)?,
+        }
+        Ok(())
+    }
+
+    fn isolate(&mut self, id: NodeId) {
+        for other in self.nodes.keys().copied().collect::<Vec<_>>() {
+            self.cut_links.insert((id, other));
+            self.cut_links.insert((other, id));
+        }
+    }
+
+    fn resign(&mut self, id: NodeId) -> Result<(), Violation> {
+        let sim = self.nodes.get_mut(&id).expect("known node");
+        let local_now = self.now + sim.clock_offset_ms;
+        let Some(raft) = sim.raft.as_mut() else { return Ok(()) };
+        raft.resign(local_now);
+        let actions = raft.take_actions();
+        self.perform(id, actions)
+    }
+
+    fn crash(&mut self, id: NodeId) -> Result<(), Violation> {
+        let sim = self.nodes.get_mut(&id).expect("known node");
+        if sim.raft.take().is_none() {
+            return Ok(());
+        }
+        sim.incarnation += 1;
+        self.stats.crashes += 1;
+        if self.traced == Some(id) {
+            eprintln!("t={} node {id} crashed", self.now);
+        }
+        let voters = self.config.voters as NodeId;
+        let durable = self.nodes.iter().filter(|(id, _)| **id <= voters).map(|(_, node)| &node.disk.durable);
+        self.checker.check_committed_data_durable(durable, self.config.voters / 2 + 1)
+    }
+
+    fn restart_if_down(&mut self, id: NodeId) -> Result<(), Violation> {
+        if self.nodes[&id].raft.is_some() {
+            return Ok(());
+        }
+        self.start(id)
+    }
+
+    /// Boots a node from its disk: the durable log plus a torn tail, any
+    /// prefix of what was written but not flushed.
+    fn start(&mut self, id: NodeId) -> Result<(), Violation> {
+        let recovered = self.recover_log(id);
+        let node_seed = self.rng.next_u64();
+        let sim = self.nodes.get_mut(&id).expect("known node");
+        sim.disk.written = recovered.clone();
+        sim.disk.durable = recovered.clone();
+        let local_now = self.now + sim.clock_offset_ms;
+        let mut raft =
+            RaftNode::new(sim.config.clone(), recovered, sim.disk.quorum_state, node_seed, local_now)
+                .expect("simulated configuration is valid");
+        raft.bugs = self.config.bugs;
+        let actions = raft.take_actions();
+        sim.raft = Some(raft);
+        self.checker.on_restart(id);
+        if self.traced == Some(id) {
+            eprintln!("t={} node {id} started", self.now);
+        }
+        self.perform(id, actions)
+    }
+
+    fn recover_log(&mut self, id: NodeId) -> MemoryLog {
+        let disk = &self.nodes[&id].disk;
+        let (durable, written) = (disk.durable.batches(), disk.written.batches());
+        let shared = durable.iter().zip(written).take_while(|(a, b)| a == b).count();
+        let keep = if self.rng.chance(1, 2) || written.len() == shared {
+            None
+        } else {
+            Some(shared + self.rng.below((written.len() - shared) as u64 + 1) as usize)
+        };
+        let source = match keep {
+            None => durable,
+            Some(count) => &written[..count],
+        };
+        let mut log = MemoryLog::new();
+        source.iter().cloned().for_each(|batch| log.append(batch));
+        log
+    }
+
+    /// Ends the fault phase: every node up, every link whole, no more loss.
+    fn heal(&mut self) -> Result<(), Violation> {
+        self.cut_links.clear();
+        self.faulty_network = false;
+        for id in self.nodes.keys().copied().collect::<Vec<_>>() {
+            self.restart_if_down(id)?;
+        }
+        Ok(())
+    }
+
+    /// Whether a record appended after healing is below every node's high watermark.
+    fn new_append_committed_everywhere(&self) -> bool {
+        let committed = self.checker.committed();
+        let Some(batch) = committed.iter().find(|batch| match &batch.records {
+            Records::Data(records) => records.iter().any(|record| self.post_heal_payloads.contains(record)),
+            Records::LeaderChange { .. } => false,
+        }) else {
+            return false;
+        };
+        self.nodes.values().all(|node| {
+            node.raft
+                .as_ref()
+                .is_some_and(|raft| raft.high_watermark().is_some_and(|hw| hw > batch.base_offset))
+        })
+    }
+
+    fn describe(&self) -> String {
+        let nodes: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|(id, node)| match &node.raft {
+                Some(raft) => format!(
+                    "{id}: {:?} epoch {} leader {:?} hw {:?} end {} next tick {}",
+                    raft.role(),
+                    raft.epoch(),
+                    raft.leader_id(),
+                    raft.high_watermark(),
+                    raft.log().end_offset(),
+                    raft.next_deadline().saturating_sub(node.clock_offset_ms)
+                ),
+                None => format!("{id}: down"),
+            })
+            .collect();
+        format!("t={} ms; {}", self.now, nodes.join("; "))
+    }
+}

@@ -1,0 +1,331 @@
+//! Scenario tests of the core's rules, driven by hand: messages are
+//! delivered at once and in order, flushes complete at once, and only the
+//! nodes a test ticks see time pass.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use bytes::Bytes;
+
+use crate::log::{Batch, MemoryLog, OffsetAndEpoch, RaftLog, Records};
+use crate::message::{Body, Message};
+use crate::node::{Action, Event, RaftNode};
+use crate::state::{ElectionState, RoleName};
+use crate::{NodeId, QuorumConfig};
+
+const ELECTION_TIMEOUT_MAX_MS: u64 = 2 * 1_000;
+const FETCH_MAX_WAIT_MS: u64 = 500;
+
+struct Harness {
+    nodes: BTreeMap<NodeId, RaftNode<MemoryLog>>,
+    inbox: VecDeque<(NodeId, NodeId, Message)>,
+    /// Every action performed, in order, for assertions.
+    performed: Vec<(NodeId, Action)>,
+    /// Each node's clock: only `tick` moves it.
+    clocks: BTreeMap<NodeId, u64>,
+}
+
+fn log_of(epochs: &[i32]) -> MemoryLog {
+    let mut log = MemoryLog::new();
+    for (index, epoch) in epochs.iter().enumerate() {
+        let records = Records::Data(vec![Bytes::from(format!("record {index}"))]);
+        log.append(Batch { base_offset: log.end_offset(), epoch: *epoch, records });
+    }
+    log
+}
+
+impl Harness {
+    /// Voters 1..=count, each with the log whose batch epochs are given.
+    fn new(logs: &[&[i32]]) -> Self {
+        let voters: Vec<NodeId> = (1..=logs.len() as NodeId).collect();
+        let mut harness = Self {
+            nodes: BTreeMap::new(),
+            inbox: VecDeque::new(),
+            performed: Vec::new(),
+            clocks: BTreeMap::new(),
+        };
+        for (index, epochs) in logs.iter().enumerate() {
+            let id = voters[index];
+            let log = log_of(epochs);
+            let stored = ElectionState { epoch: log.last_epoch(), ..ElectionState::default() };
+            let node = RaftNode::new(QuorumConfig::new(id, voters.clone()), log, Some(stored), id as u64, 0)
+                .unwrap();
+            harness.nodes.insert(id, node);
+            harness.clocks.insert(id, 0);
+            harness.collect(id);
+        }
+        harness
+    }
+
+    fn node(&self, id: NodeId) -> &RaftNode<MemoryLog> {
+        &self.nodes[&id]
+    }
+
+    /// Performs `id`'s actions; a flush completes at once, which may queue more.
+    fn collect(&mut self, id: NodeId) {
+        loop {
+            let actions = self.nodes.get_mut(&id).unwrap().take_actions();
+            if actions.is_empty() {
+                return;
+            }
+            for action in actions {
+                match &action {
+                    Action::Send { to, message } => self.inbox.push_back((id, *to, message.clone())),
+                    Action::FlushLog { flush_id } => {
+                        let event = Event::Persisted { flush_id: *flush_id };
+                        self.nodes.get_mut(&id).unwrap().handle(self.clocks[&id], event);
+                    }
+                    _ => {}
+                }
+                self.performed.push((id, action));
+            }
+        }
+    }
+
+    fn handle(&mut self, id: NodeId, event: Event) {
+        self.nodes.get_mut(&id).unwrap().handle(self.clocks[&id], event);
+        self.collect(id);
+    }
+
+    /// Delivers messages until none is left (bounded), dropping those to
+    /// or from `cut`.
+    fn deliver(&mut self, cut: &[NodeId]) {
+        self.deliver_where(|from, to, _| !cut.contains(&to) && !cut.contains(&from));
+    }
+
+    /// Delivers messages until none is left (bounded), dropping those
+    /// `keep` refuses.
+    fn deliver_where(&mut self, keep: impl Fn(NodeId, NodeId, &Body) -> bool) {
+        for _ in 0..10_000 {
+            let Some((from, to, message)) = self.inbox.pop_front() else { return };
+            if keep(from, to, &message.body) {
+                self.handle(to, Event::Receive { from, message });
+            }
+        }
+        panic!("messages kept flowing");
+    }
+
+    /// Moves the clock and ticks `id`.
+    fn tick(&mut self, id: NodeId, now: u64) {
+        self.clocks.insert(id, now);
+        self.handle(id, Event::Tick);
+    }
+
+    /// Node `id` times out and wins an election with everyone reachable.
+    fn elect(&mut self, id: NodeId) {
+        self.tick(id, self.clocks[&id] + ELECTION_TIMEOUT_MAX_MS);
+        self.deliver(&[]);
+        assert_eq!(self.node(id).role(), RoleName::Leader);
+    }
+
+    /// A round of replication: every clock moves past the fetch max wait,
+    /// so parked fetches are answered and followers fetch again.
+    fn fetch_round(&mut self) {
+        let ids: Vec<NodeId> = self.nodes.keys().copied().collect();
+        for id in ids {
+            self.tick(id, self.clocks[&id] + FETCH_MAX_WAIT_MS);
+        }
+        self.deliver(&[]);
+    }
+}
+
+#[test]
+fn an_election_persists_the_vote_before_asking_and_commits_the_leader_change() {
+    let mut harness = Harness::new(&[&[], &[], &[]]);
+    harness.elect(1);
+    let (leader, epoch) = (harness.node(1), harness.node(1).epoch());
+    assert_eq!(epoch, 1);
+    assert_eq!(
+        leader.log().batches()[0].records,
+        Records::LeaderChange { leader_id: 1, voters: vec![1, 2, 3] }
+    );
+    let persisted_vote = harness.performed.iter().position(|(id, action)| {
+        *id == 1 && matches!(action, Action::PersistQuorumState(state) if state.voted_id == Some(1) && state.epoch == 1)
+    });
+    let first_vote_request = harness.performed.iter().position(|(id, action)| {
+        *id == 1 && matches!(action, Action::Send { message, .. } if matches!(message.body, Body::VoteRequest { pre_vote: false, .. }))
+    });
+    assert!(persisted_vote.expect("vote persisted") < first_vote_request.expect("vote requested"));
+    harness.fetch_round();
+    assert_eq!(harness.node(1).high_watermark(), Some(1));
+    assert_eq!(harness.node(2).log().batches(), harness.node(1).log().batches());
+}
+
+#[test]
+fn a_granted_vote_is_durable_before_the_response() {
+    let mut harness = Harness::new(&[&[], &[], &[]]);
+    let request = Body::VoteRequest {
+        replica_epoch: 1,
+        candidate_id: 3,
+        last_position: OffsetAndEpoch::new(0, 0),
+        pre_vote: false,
+    };
+    harness.handle(1, Event::Receive { from: 3, message: Message { correlation_id: 7, body: request } });
+    let actions: Vec<&Action> = harness.performed.iter().filter(|(id, _)| *id == 1).map(|(_, a)| a).collect();
+    let persist =
+        actions.iter().position(|a| matches!(a, Action::PersistQuorumState(s) if s.voted_id == Some(3)));
+    let reply = actions.iter().position(|a| {
+        matches!(a, Action::Send { message, .. } if matches!(message.body, Body::VoteResponse { vote_granted: true, .. }))
+    });
+    assert!(persist.expect("vote persisted") < reply.expect("vote granted"));
+    assert_eq!(
+        harness.node(1).election_state(),
+        ElectionState { epoch: 1, leader_id: None, voted_id: Some(3) }
+    );
+}
+
+#[test]
+fn a_voter_rejects_a_candidate_whose_log_is_behind() {
+    let mut harness = Harness::new(&[&[1, 2], &[1], &[1, 2]]);
+    // Node 2's log ends in epoch 1: the others refuse it, pre-vote and vote.
+    harness.tick(2, ELECTION_TIMEOUT_MAX_MS);
+    harness.deliver(&[]);
+    assert_ne!(harness.node(2).role(), RoleName::Leader);
+    assert_eq!(harness.node(1).epoch(), 2, "a rejected pre-vote changes no one's epoch");
+    harness.elect(1);
+    assert_eq!(harness.node(1).epoch(), 3);
+}
+
+#[test]
+fn a_follower_truncates_exactly_the_divergent_suffix() {
+    // Node 2 holds two uncommitted batches of epoch 2 that the others never saw.
+    let mut harness = Harness::new(&[&[1, 1, 1, 3], &[1, 1, 1, 2, 2], &[1, 1, 1, 3]]);
+    harness.elect(1);
+    harness.fetch_round();
+    harness.fetch_round();
+    let truncations: Vec<u64> = harness
+        .performed
+        .iter()
+        .filter_map(|(id, action)| match action {
+            Action::TruncateLog { offset } if *id == 2 => Some(*offset),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(truncations, vec![3], "only the epoch-2 suffix goes");
+    assert_eq!(harness.node(2).log().batches(), harness.node(1).log().batches());
+    assert_eq!(harness.node(2).high_watermark(), Some(5));
+}
+
+#[test]
+fn the_high_watermark_waits_for_a_record_of_the_leaders_own_epoch() {
+    let mut harness = Harness::new(&[&[1, 1], &[1, 1], &[1]]);
+    harness.tick(1, ELECTION_TIMEOUT_MAX_MS);
+    harness.deliver_where(|_, _, body| !matches!(body, Body::FetchRequest { .. }));
+    assert_eq!(harness.node(1).role(), RoleName::Leader);
+    // Node 2 reports it holds the old epoch's records, not the LeaderChange.
+    let fetch = |offset, epoch| Body::FetchRequest {
+        replica_id: 2,
+        current_leader_epoch: 2,
+        fetch_offset: offset,
+        last_fetched_epoch: epoch,
+        max_wait_ms: 0,
+    };
+    harness.inbox.clear();
+    harness.handle(1, Event::Receive { from: 2, message: Message { correlation_id: 1, body: fetch(2, 1) } });
+    assert_eq!(harness.node(1).high_watermark(), None, "old-epoch records alone do not commit");
+    harness.handle(1, Event::Receive { from: 2, message: Message { correlation_id: 2, body: fetch(3, 2) } });
+    assert_eq!(harness.node(1).high_watermark(), Some(3));
+}
+
+#[test]
+fn a_leader_that_a_majority_stops_fetching_from_resigns() {
+    let mut harness = Harness::new(&[&[], &[], &[]]);
+    harness.elect(1);
+    harness.fetch_round();
+    let started = harness.clocks[&1];
+    // 1.5 × controller.quorum.fetch.timeout.ms without a fetch.
+    harness.tick(1, started + 2_999);
+    assert_eq!(harness.node(1).role(), RoleName::Leader);
+    harness.tick(1, started + 3_000);
+    assert_eq!(harness.node(1).role(), RoleName::Resigned);
+    let end_epoch_sent = harness.inbox.iter().any(|(from, _, message)| {
+        *from == 1 && matches!(message.body, Body::EndQuorumEpochRequest { leader_epoch: 1, .. })
+    });
+    assert!(end_epoch_sent);
+}
+
+#[test]
+fn a_follower_that_hears_from_its_leader_rejects_pre_votes() {
+    let mut harness = Harness::new(&[&[], &[], &[]]);
+    harness.elect(1);
+    harness.fetch_round();
+    // Node 3 is cut off from the leader and times out; node 2 still fetches.
+    harness.tick(3, harness.clocks[&3] + 2_000);
+    assert_eq!(harness.node(3).role(), RoleName::Prospective);
+    harness.deliver(&[1]);
+    assert_eq!(harness.node(3).epoch(), 1, "no election disturbs a healthy quorum");
+    assert_eq!(harness.node(2).role(), RoleName::Follower);
+}
+
+#[test]
+fn a_resigning_leader_hands_over_to_its_first_preferred_successor() {
+    let mut harness = Harness::new(&[&[], &[], &[]]);
+    harness.elect(1);
+    harness.fetch_round();
+    let now = harness.clocks[&1];
+    harness.nodes.get_mut(&1).unwrap().resign(now);
+    harness.collect(1);
+    harness.deliver(&[]);
+    // Both followers are equally caught up, so node 2 comes first; its
+    // fetch timeout is cut to zero and it wins without any clock moving.
+    let named_successors = harness.performed.iter().any(|(from, action)| {
+        *from == 1
+            && matches!(action, Action::Send { message, .. }
+                if matches!(&message.body, Body::EndQuorumEpochRequest { preferred_successors, .. }
+                    if preferred_successors == &[2, 3]))
+    });
+    assert!(named_successors);
+    assert_eq!(harness.node(2).role(), RoleName::Leader);
+    assert_eq!(harness.node(2).epoch(), 2);
+    assert_eq!(harness.node(3).leader_id(), Some(2));
+}
+
+#[test]
+fn a_restarted_leader_does_not_lead_its_epoch_again() {
+    let voters = [1, 2, 3];
+    let stored = ElectionState { epoch: 4, leader_id: Some(1), voted_id: Some(1) };
+    let node = RaftNode::new(QuorumConfig::new(1, voters), log_of(&[4]), Some(stored), 1, 0).unwrap();
+    assert_eq!(node.role(), RoleName::Resigned);
+    assert_eq!(node.epoch(), 4);
+}
+
+#[test]
+fn a_follower_refuses_to_truncate_committed_records() {
+    let mut harness = Harness::new(&[&[], &[], &[]]);
+    harness.elect(1);
+    let now = harness.clocks[&1];
+    harness.nodes.get_mut(&1).unwrap().append(now, vec![Bytes::from_static(b"committed")]).unwrap();
+    harness.collect(1);
+    harness.deliver(&[]);
+    harness.fetch_round();
+    let before = harness.node(2).log().batches().to_vec();
+    assert_eq!(harness.node(2).high_watermark(), Some(2));
+    let in_flight_fetch = harness
+        .performed
+        .iter()
+        .rev()
+        .find_map(|(id, action)| match action {
+            Action::Send { message, .. } if *id == 2 && matches!(message.body, Body::FetchRequest { .. }) => {
+                Some(message.correlation_id)
+            }
+            _ => None,
+        })
+        .unwrap();
+    let broken = Body::FetchResponse {
+        error: crate::ErrorCode::None,
+        leader_epoch: 1,
+        leader_id: Some(1),
+        high_watermark: None,
+        diverging_epoch: Some(OffsetAndEpoch::new(0, 0)),
+        batches: Vec::new(),
+    };
+    let message = Message { correlation_id: in_flight_fetch, body: broken };
+    harness.handle(2, Event::Receive { from: 1, message });
+    assert_eq!(harness.node(2).log().batches(), &before[..]);
+    assert_eq!(harness.node(2).refused_truncations(), 1);
+}
+
+#[test]
+fn a_configuration_without_voters_is_refused() {
+    let error = RaftNode::new(QuorumConfig::new(1, []), MemoryLog::new(), None, 1, 0).unwrap_err();
+    assert_eq!(error.to_string(), "controller.quorum.voters must name at least one voter");
+}
