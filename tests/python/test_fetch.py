@@ -255,6 +255,47 @@ def test_incremental_session_by_topic_id(broker):
     assert values_of(parts[(topic_id, 0)]) == [(0, b"id-0")]
 
 
+def test_a_capped_incremental_fetch_reads_the_partitions_left_out_first(broker_factory):
+    """Kafka moves the partitions that returned records to the end of the session's order
+    (FetchSession's PartitionIterator), so when fetch.max.bytes cuts every response to one
+    batch, busy partitions take turns instead of the first one starving the rest."""
+    broker = broker_factory({"fetch.max.bytes": 1024})
+    topic, partitions, batches = "rotation", 4, 3
+    create_topic(broker.bootstrap, topic, partitions=partitions)
+    for p in range(partitions):
+        for b in range(batches):
+            # Larger than fetch.max.bytes: a response carries this one batch and nothing else.
+            batch = encode_record_batch([BatchRecord(None, b"p%d-b%d-" % (p, b) + b"z" * 1500, (), now_ms())])
+            [(_, [part])] = produce(broker.port, 9, [(topic, [(p, batch)])]).topics
+            assert (part.error_code, part.base_offset) == (NONE, b), part
+
+    offsets = {p: 0 for p in range(partitions)}
+    served = []
+
+    def take(response) -> list[FetchPartition]:
+        """Advances past what `response` returned; the partitions whose offsets moved."""
+        assert response.error_code == NONE, response
+        moved = []
+        for (_, p), data in response.partitions().items():
+            if data.records:
+                offsets[p] = values_of(data)[-1][0] + 1
+                moved.append(FetchPartition(p, offsets[p]))
+        assert len(moved) == 1, f"expected one batch per capped response, got partitions {moved}"
+        served.append(moved[0].partition)
+        return moved
+
+    opening = [FetchPartition(p, 0) for p in range(partitions)]
+    full = fetch(broker.port, SESSION_VERSION, [(topic, opening)], session_epoch=INITIAL_EPOCH)
+    session, changed = full.session_id, take(full)
+    assert session != NO_SESSION
+    # The full fetch serves the client's first partition; each incremental one must then
+    # reach a partition that has not been served yet, until all have been.
+    for epoch in range(1, partitions + 1):
+        response = fetch(broker.port, SESSION_VERSION, [(topic, changed)], session_id=session, session_epoch=epoch)
+        changed = take(response)
+    assert set(served) == set(range(partitions)), f"partitions served in turn: {served}"
+
+
 class FetcherLog(logging.Handler):
     """Collects kafka-python's fetcher log lines."""
 

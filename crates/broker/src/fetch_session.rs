@@ -18,7 +18,7 @@
 //! interval ago, and only if the new one has more partitions; otherwise the
 //! fetch is served without a session.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -70,9 +70,11 @@ pub struct PartitionNews {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Reported {
     pub news: PartitionNews,
-    /// Records or an error: always included.
-    pub must_respond: bool,
-    /// An error: the partition is sent again once it clears, as Kafka does.
+    /// Records: always included, and the partition goes to the end of the
+    /// session's order.
+    pub records: bool,
+    /// An error: always included, and sent again once it clears, as Kafka
+    /// does.
     pub error: bool,
 }
 
@@ -106,46 +108,67 @@ struct CachedPartition {
     last_sent: Option<PartitionNews>,
 }
 
-/// A session's partitions in the order they joined, with a hashed index.
+/// A session's partitions in the order fetches read them, with a hashed
+/// index. Kafka keeps them in an ImplicitLinkedHashCollection; here each
+/// partition's place is a sequence number, so moving one to the end or
+/// removing one leaves the others' order as it was.
 #[derive(Debug, Default)]
 struct Partitions {
-    entries: Vec<CachedPartition>,
-    index: HashMap<PartitionKey, usize>,
+    ordered: BTreeMap<u64, CachedPartition>,
+    place: HashMap<PartitionKey, u64>,
+    /// The place the next partition added or moved to the end takes.
+    next_place: u64,
     /// One shared name per topic, so a partition costs a pointer, not a name.
     names: HashMap<Uuid, Arc<str>>,
 }
 
 impl Partitions {
     fn upsert(&mut self, mut target: FetchTarget) {
-        let key = target.key();
-        if let Some(&at) = self.index.get(&key) {
-            let cached = &mut self.entries[at].target;
-            cached.fetch_offset = target.fetch_offset;
-            cached.partition_max_bytes = target.partition_max_bytes;
+        if let Some(cached) = self.get_mut(&target.key()) {
+            cached.target.fetch_offset = target.fetch_offset;
+            cached.target.partition_max_bytes = target.partition_max_bytes;
             return;
         }
         target.topic = self.names.entry(target.topic_id).or_insert(target.topic).clone();
-        self.index.insert(key, self.entries.len());
-        self.entries.push(CachedPartition { target, last_sent: None });
+        self.push(CachedPartition { target, last_sent: None });
     }
 
-    fn remove(&mut self, key: &PartitionKey) {
-        let Some(at) = self.index.remove(key) else { return };
-        self.entries.swap_remove(at);
-        if let Some(moved) = self.entries.get(at) {
-            self.index.insert(moved.target.key(), at);
-        }
-        if self.entries.is_empty() {
+    fn push(&mut self, cached: CachedPartition) {
+        self.place.insert(cached.target.key(), self.next_place);
+        self.ordered.insert(self.next_place, cached);
+        self.next_place += 1;
+    }
+
+    fn remove(&mut self, key: &PartitionKey) -> Option<CachedPartition> {
+        let removed = self.place.remove(key).and_then(|place| self.ordered.remove(&place));
+        if self.is_empty() {
             self.names.clear();
+        }
+        removed
+    }
+
+    /// Puts the partition last, so the next fetch reads the others first.
+    fn move_to_end(&mut self, key: &PartitionKey) {
+        if let Some(place) = self.place.remove(key) {
+            let cached = self.ordered.remove(&place).expect("every placed partition is ordered");
+            self.push(cached);
         }
     }
 
     fn get_mut(&mut self, key: &PartitionKey) -> Option<&mut CachedPartition> {
-        self.index.get(key).map(|&at| &mut self.entries[at])
+        self.place.get(key).and_then(|place| self.ordered.get_mut(place))
+    }
+
+    fn len(&self) -> usize {
+        self.place.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.place.is_empty()
     }
 
     fn targets(&self) -> Vec<FetchTarget> {
-        self.entries.iter().map(|p| p.target.clone()).collect()
+        self.ordered.values().map(|p| p.target.clone()).collect()
     }
 }
 
@@ -238,13 +261,13 @@ impl FetchSessionCache {
         for key in request.forgotten {
             state.partitions.remove(key);
         }
-        if state.partitions.entries.is_empty() {
+        if state.partitions.is_empty() {
             drop(state);
             self.remove(&session);
             return Ok(sessionless(request.requested));
         }
         state.epoch = next_epoch(state.epoch);
-        session.touch(now, state.partitions.entries.len());
+        session.touch(now, state.partitions.len());
         let targets = state.partitions.targets();
         let epoch = state.epoch;
         drop(state);
@@ -258,7 +281,7 @@ impl FetchSessionCache {
         }
         let mut partitions = Partitions::default();
         targets.iter().cloned().for_each(|t| partitions.upsert(t));
-        let size = partitions.entries.len();
+        let size = partitions.len();
         let mut sessions = self.sessions();
         if sessions.len() >= self.slots && !evict_for(&mut sessions, size, now) {
             return sessionless(targets);
@@ -289,6 +312,11 @@ impl FetchSessionCache {
     /// `plan.targets[i]`; returns whether each is included, or
     /// INVALID_FETCH_SESSION_EPOCH if another request of the session was
     /// served meanwhile (Kafka's answer to a duplicate request).
+    ///
+    /// As in Kafka, an incremental fetch moves the partitions that returned
+    /// records to the end of the session's order, so when `max_bytes` cuts a
+    /// response short the partitions left out are read first next time. A
+    /// full fetch keeps the client's order: the client rotates it.
     pub fn finish(&self, plan: &FetchPlan, reported: &[Reported]) -> Result<Vec<bool>, ResponseError> {
         let Some(session) = &plan.session else {
             return Ok(vec![true; reported.len()]);
@@ -297,17 +325,20 @@ impl FetchSessionCache {
         if state.epoch != plan.epoch {
             return Err(ResponseError::InvalidFetchSessionEpoch);
         }
-        let included = plan
-            .targets
-            .iter()
-            .zip(reported)
-            .map(|(target, outcome)| {
-                let Some(cached) = state.partitions.get_mut(&target.key()) else { return !plan.incremental };
-                let changed = cached.last_sent != Some(outcome.news);
-                cached.last_sent = (!outcome.error).then_some(outcome.news);
-                !plan.incremental || outcome.must_respond || changed
-            })
-            .collect();
+        let mut included = Vec::with_capacity(reported.len());
+        for (target, outcome) in plan.targets.iter().zip(reported) {
+            let key = target.key();
+            let Some(cached) = state.partitions.get_mut(&key) else {
+                included.push(!plan.incremental);
+                continue;
+            };
+            let changed = cached.last_sent != Some(outcome.news);
+            cached.last_sent = (!outcome.error).then_some(outcome.news);
+            if plan.incremental && outcome.records {
+                state.partitions.move_to_end(&key);
+            }
+            included.push(!plan.incremental || outcome.records || outcome.error || changed);
+        }
         Ok(included)
     }
 
@@ -393,7 +424,7 @@ mod tests {
 
     fn news(hw: i64) -> Reported {
         let news = PartitionNews { high_watermark: hw, log_start_offset: 0, last_stable_offset: hw };
-        Reported { news, must_respond: false, error: false }
+        Reported { news, records: false, error: false }
     }
 
     #[test]
@@ -425,6 +456,32 @@ mod tests {
         );
     }
 
+    fn with_records(hw: i64) -> Reported {
+        Reported { records: true, ..news(hw) }
+    }
+
+    fn order(plan: &FetchPlan) -> Vec<i32> {
+        plan.targets.iter().map(|t| t.partition).collect()
+    }
+
+    #[test]
+    fn an_incremental_fetch_moves_partitions_that_returned_records_to_the_end() {
+        let cache = FetchSessionCache::new(10);
+        let plan = cache.begin(request(0, 0, targets(4))).unwrap();
+        // The full fetch keeps the client's order: the client rotates it.
+        cache.finish(&plan, &[with_records(1), news(1), news(1), news(1)]).unwrap();
+        let next = cache.begin(request(plan.session_id, 1, vec![target(0, 1)])).unwrap();
+        assert_eq!(order(&next), [0, 1, 2, 3]);
+
+        let included = cache.finish(&next, &[with_records(2), news(1), with_records(2), news(1)]).unwrap();
+        assert_eq!(included, [true, false, true, false]);
+        let forgotten = [(Uuid::nil(), 3)];
+        let rotated =
+            cache.begin(FetchRequestParts { forgotten: &forgotten, ..request(plan.session_id, 2, vec![]) });
+        // Forgetting a partition leaves the others' order alone.
+        assert_eq!(order(&rotated.unwrap()), [1, 0, 2]);
+    }
+
     #[test]
     fn updated_partitions_replace_their_cached_state() {
         let cache = FetchSessionCache::new(10);
@@ -437,7 +494,7 @@ mod tests {
     fn an_error_is_reported_again_once_it_clears() {
         let cache = FetchSessionCache::new(10);
         let plan = cache.begin(request(0, 0, targets(1))).unwrap();
-        let failed = Reported { error: true, must_respond: true, ..news(5) };
+        let failed = Reported { error: true, ..news(5) };
         assert_eq!(cache.finish(&plan, &[failed]).unwrap(), vec![true]);
         let next = cache.begin(request(plan.session_id, 1, vec![])).unwrap();
         assert_eq!(cache.finish(&next, &[news(5)]).unwrap(), vec![true]);

@@ -75,8 +75,7 @@ impl Outcome {
             log_start_offset: self.log_start_offset,
             last_stable_offset: self.last_stable_offset,
         };
-        let error = self.error.is_some();
-        Reported { news, must_respond: error || self.bytes() > 0, error }
+        Reported { news, records: self.bytes() > 0, error: self.error.is_some() }
     }
 }
 
