@@ -296,6 +296,74 @@ def test_a_capped_incremental_fetch_reads_the_partitions_left_out_first(broker_f
     assert set(served) == set(range(partitions)), f"partitions served in turn: {served}"
 
 
+def delete_topic(bootstrap: str, name: str) -> None:
+    admin = admin_client(bootstrap)
+    wait_future(admin.delete_topics([name], operation_timeout=ADMIN_TIMEOUT_S)[name])
+    wait_until(lambda: name not in topic_names(bootstrap), ADMIN_TIMEOUT_S, f"{name} to leave metadata")
+
+
+def test_a_session_by_topic_id_forgets_a_deleted_topics_partition(broker):
+    """A v13 session holds a deleted topic's partition, answered UNKNOWN_TOPIC_ID, until the
+    client forgets it; forgetting must work although the broker no longer hosts the topic."""
+    for name in ("stays", "goes"):
+        create_topic(broker.bootstrap, name)
+    stays, goes = topic_id_of(broker.port, "stays"), topic_id_of(broker.port, "goes")
+    opened = fetch(
+        broker.port,
+        13,
+        [(stays, [FetchPartition(0, 0)]), (goes, [FetchPartition(0, 0)])],
+        session_epoch=INITIAL_EPOCH,
+    )
+    session = opened.session_id
+    assert opened.error_code == NONE and session != NO_SESSION, opened
+
+    delete_topic(broker.bootstrap, "goes")
+    gone = fetch(broker.port, 13, [], session_id=session, session_epoch=1)
+    assert gone.error_code == NONE, gone
+    assert {key: p.error_code for key, p in gone.partitions().items()} == {(goes, 0): UNKNOWN_TOPIC_ID}
+
+    forget = fetch(broker.port, 13, [], session_id=session, session_epoch=2, forgotten=[(goes, [0])])
+    assert (forget.error_code, forget.session_id, forget.partitions()) == (NONE, session, {}), forget
+    # The session reads "stays" alone now.
+    assert produce_values(broker.bootstrap, "stays", 0, [b"still here"]) == [0]
+    after = fetch(broker.port, 13, [], session_id=session, session_epoch=3, max_wait_ms=5_000, min_bytes=1)
+    assert after.error_code == NONE, after
+    assert list(after.partitions()) == [(stays, 0)], after
+    assert values_of(after.partitions()[(stays, 0)]) == [(0, b"still here")]
+
+
+def test_a_session_by_name_follows_a_topic_created_again(broker):
+    """Before v13 Kafka keys a session's partitions by name, so once a deleted topic exists
+    again under its name the session reads the new one, and naming the partition again
+    updates it rather than adding a second entry."""
+    for name in ("steady", "reborn"):
+        create_topic(broker.bootstrap, name)
+    assert produce_values(broker.bootstrap, "reborn", 0, [b"old-0", b"old-1"]) == [0, 1]
+    opened = fetch(
+        broker.port,
+        SESSION_VERSION,
+        [("steady", [FetchPartition(0, 0)]), ("reborn", [FetchPartition(0, 2)])],
+        session_epoch=INITIAL_EPOCH,
+    )
+    session = opened.session_id
+    assert opened.error_code == NONE and session != NO_SESSION, opened
+
+    delete_topic(broker.bootstrap, "reborn")
+    gone = fetch(broker.port, SESSION_VERSION, [], session_id=session, session_epoch=1)
+    assert {key: p.error_code for key, p in gone.partitions().items()} == {("reborn", 0): UNKNOWN_TOPIC_OR_PARTITION}
+
+    create_topic(broker.bootstrap, "reborn")
+    assert produce_values(broker.bootstrap, "reborn", 0, [b"new-0"]) == [0]
+    # The client starts the partition over from its beginning.
+    again = fetch(
+        broker.port, SESSION_VERSION, [("reborn", [FetchPartition(0, 0)])], session_id=session, session_epoch=2
+    )
+    assert again.error_code == NONE, again
+    parts = again.partitions()
+    assert list(parts) == [("reborn", 0)], again
+    assert (parts[("reborn", 0)].error_code, values_of(parts[("reborn", 0)])) == (NONE, [(0, b"new-0")])
+
+
 class FetcherLog(logging.Handler):
     """Collects kafka-python's fetcher log lines."""
 

@@ -9,16 +9,17 @@
 //! As in Kafka, the cache's own lock is held only to find, add or remove a
 //! session; each session has its own lock for its partitions, so a fetch of
 //! a large session never holds up another client's fetch. A session caches
-//! only partitions the broker hosts, keyed by topic id: the handler answers
-//! unknown topics and partitions itself, so what a session holds is bounded
-//! by the partitions that exist, and the cache by
+//! only partitions the broker hosts, keyed by topic id from Fetch v13 and by
+//! name before, as Kafka keys them: the handler answers unknown topics and
+//! partitions itself, so what a session holds is bounded by the partitions
+//! that exist, and the cache by
 //! `max.incremental.fetch.session.cache.slots` sessions. When the cache is
 //! full a new session may evict only a stale one (unused for the eviction
 //! interval) or, failing that, the smallest one created more than that
 //! interval ago, and only if the new one has more partitions; otherwise the
 //! fetch is served without a session.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -35,12 +36,23 @@ const FINAL_EPOCH: i32 = -1;
 /// The session id meaning "no session".
 const NO_SESSION: i32 = 0;
 
-/// A partition as sessions know it: topic id and partition index.
-pub type PartitionKey = (Uuid, i32);
+/// A topic as a session knows it: by id from Fetch v13 on, by name before,
+/// as Kafka keys its cached partitions. A session by name thus follows a
+/// topic deleted and created again under that name, and a client can forget
+/// a partition whose topic no longer exists.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum TopicKey {
+    Id(Uuid),
+    Name(Arc<str>),
+}
+
+/// A partition as sessions know it: topic and partition index.
+pub type PartitionKey = (TopicKey, i32);
 
 /// One hosted partition a fetch reads, as the client last described it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FetchTarget {
+    /// Nil for a fetch by name: the name finds the topic at each read.
     pub topic_id: Uuid,
     /// The topic's name, shared by the session's partitions of the topic.
     pub topic: Arc<str>,
@@ -51,7 +63,11 @@ pub struct FetchTarget {
 
 impl FetchTarget {
     pub fn key(&self) -> PartitionKey {
-        (self.topic_id, self.partition)
+        let topic = match self.topic_id.is_nil() {
+            true => TopicKey::Name(self.topic.clone()),
+            false => TopicKey::Id(self.topic_id),
+        };
+        (topic, self.partition)
     }
 }
 
@@ -119,18 +135,35 @@ struct Partitions {
     /// The place the next partition added or moved to the end takes.
     next_place: u64,
     /// One shared name per topic, so a partition costs a pointer, not a name.
-    names: HashMap<Uuid, Arc<str>>,
+    names: HashSet<Arc<str>>,
 }
 
 impl Partitions {
+    /// A request's partitions, each once where it first appears with the
+    /// values it last appears with, as Kafka reads a request's partitions
+    /// into a linked map.
+    fn from_request(targets: Vec<FetchTarget>) -> Self {
+        let mut partitions = Self::default();
+        targets.into_iter().for_each(|t| partitions.upsert(t));
+        partitions
+    }
+
     fn upsert(&mut self, mut target: FetchTarget) {
         if let Some(cached) = self.get_mut(&target.key()) {
             cached.target.fetch_offset = target.fetch_offset;
             cached.target.partition_max_bytes = target.partition_max_bytes;
             return;
         }
-        target.topic = self.names.entry(target.topic_id).or_insert(target.topic).clone();
+        target.topic = self.shared_name(target.topic);
         self.push(CachedPartition { target, last_sent: None });
+    }
+
+    fn shared_name(&mut self, name: Arc<str>) -> Arc<str> {
+        if let Some(shared) = self.names.get(&name) {
+            return shared.clone();
+        }
+        self.names.insert(name.clone());
+        name
     }
 
     fn push(&mut self, cached: CachedPartition) {
@@ -244,7 +277,7 @@ impl FetchSessionCache {
             if request.epoch == INITIAL_EPOCH {
                 return Ok(self.open(request.requested, request.uses_topic_ids, now));
             }
-            return Ok(sessionless(request.requested));
+            return Ok(sessionless(Partitions::from_request(request.requested).targets()));
         }
         let session = self.sessions().get(&request.session_id).cloned();
         let session = session.ok_or(ResponseError::FetchSessionIdNotFound)?;
@@ -264,7 +297,7 @@ impl FetchSessionCache {
         if state.partitions.is_empty() {
             drop(state);
             self.remove(&session);
-            return Ok(sessionless(request.requested));
+            return Ok(sessionless(Partitions::from_request(request.requested).targets()));
         }
         state.epoch = next_epoch(state.epoch);
         session.touch(now, state.partitions.len());
@@ -276,12 +309,12 @@ impl FetchSessionCache {
 
     /// A full fetch: a new session if there is room for one.
     fn open(&self, targets: Vec<FetchTarget>, uses_topic_ids: bool, now: Instant) -> FetchPlan {
-        if targets.is_empty() || self.slots == 0 {
-            return sessionless(targets);
-        }
-        let mut partitions = Partitions::default();
-        targets.iter().cloned().for_each(|t| partitions.upsert(t));
+        let partitions = Partitions::from_request(targets);
         let size = partitions.len();
+        if size == 0 || self.slots == 0 {
+            return sessionless(partitions.targets());
+        }
+        let targets = partitions.targets();
         let mut sessions = self.sessions();
         if sessions.len() >= self.slots && !evict_for(&mut sessions, size, now) {
             return sessionless(targets);
@@ -414,6 +447,10 @@ mod tests {
         }
     }
 
+    fn key(partition: i32) -> PartitionKey {
+        (TopicKey::Name("t".into()), partition)
+    }
+
     fn targets(count: i32) -> Vec<FetchTarget> {
         (0..count).map(|p| target(p, 0)).collect()
     }
@@ -443,7 +480,7 @@ mod tests {
         assert_eq!(cache.finish(&next, &[news(5), news(9)]).unwrap(), vec![false, true]);
 
         // Forgetting a partition removes it; a stale epoch is refused.
-        let forgotten = [(Uuid::nil(), 0)];
+        let forgotten = [key(0)];
         let forget = FetchRequestParts { forgotten: &forgotten, ..request(plan.session_id, 2, vec![]) };
         assert_eq!(cache.begin(forget).unwrap().targets, vec![target(1, 0)]);
         assert_eq!(
@@ -475,11 +512,21 @@ mod tests {
 
         let included = cache.finish(&next, &[with_records(2), news(1), with_records(2), news(1)]).unwrap();
         assert_eq!(included, [true, false, true, false]);
-        let forgotten = [(Uuid::nil(), 3)];
+        let forgotten = [key(3)];
         let rotated =
             cache.begin(FetchRequestParts { forgotten: &forgotten, ..request(plan.session_id, 2, vec![]) });
         // Forgetting a partition leaves the others' order alone.
         assert_eq!(order(&rotated.unwrap()), [1, 0, 2]);
+    }
+
+    #[test]
+    fn a_partition_named_twice_is_read_once_with_its_last_values() {
+        let cache = FetchSessionCache::new(10);
+        let twice = vec![target(0, 5), target(1, 0), target(0, 9)];
+        for epoch in [INITIAL_EPOCH, FINAL_EPOCH] {
+            let plan = cache.begin(request(0, epoch, twice.clone())).unwrap();
+            assert_eq!(plan.targets, [target(0, 9), target(1, 0)], "epoch {epoch}");
+        }
     }
 
     #[test]
@@ -522,7 +569,7 @@ mod tests {
     fn forgetting_every_partition_closes_the_session() {
         let cache = FetchSessionCache::new(10);
         let id = cache.begin(request(0, 0, targets(1))).unwrap().session_id;
-        let forgotten = [(Uuid::nil(), 0)];
+        let forgotten = [key(0)];
         let plan =
             cache.begin(FetchRequestParts { forgotten: &forgotten, ..request(id, 1, vec![]) }).unwrap();
         assert_eq!((plan.session_id, plan.incremental, cache.len()), (0, false, 0));

@@ -27,7 +27,7 @@ use super::topic_name;
 use crate::dispatch::{Answer, EncodeBody, Reply, RequestContext, Splice};
 use crate::error::storage_error;
 use crate::fetch_session::{
-    FetchPlan, FetchRequestParts, FetchTarget, PartitionKey, PartitionNews, Reported,
+    FetchPlan, FetchRequestParts, FetchTarget, PartitionKey, PartitionNews, Reported, TopicKey,
 };
 use crate::metrics::GaugeGuard;
 use crate::replica::{Isolation, Partition, TopicPartitions};
@@ -115,7 +115,7 @@ pub async fn handle(ctx: &RequestContext<'_>, request: FetchRequest) -> FetchRep
     let broker = ctx.broker;
     let by_id = ctx.api_version >= 13;
     let (hosted, rejected) = requested_targets(broker, &request, by_id);
-    let forgotten = forgotten_partitions(broker, &request, by_id);
+    let forgotten = forgotten_partitions(&request, by_id);
     let parts = FetchRequestParts {
         session_id: request.session_id,
         epoch: request.session_epoch,
@@ -190,7 +190,8 @@ fn has_partition(topic: &TopicPartitions, partition: i32) -> bool {
 
 /// The requested partitions the broker hosts, and the others with the error
 /// that answers them. Only hosted ones may enter a session, so what a client
-/// names cannot make a session grow beyond the partitions that exist.
+/// names cannot make a session grow beyond the partitions that exist. A
+/// fetch by name leaves the topic id nil: the session keys it by name.
 fn requested_targets(
     broker: &Broker,
     request: &FetchRequest,
@@ -199,10 +200,10 @@ fn requested_targets(
     let (mut hosted, mut rejected) = (Vec::new(), Vec::new());
     for topic in &request.topics {
         let found = hosted_topic(broker, by_id, topic.topic_id, &topic.topic.0);
-        let (id, name): (Uuid, Arc<str>) = match &found {
-            Some(t) => (t.id, t.name.as_str().into()),
-            None if by_id => (topic.topic_id, "".into()),
-            None => (Uuid::nil(), topic.topic.0.as_str().into()),
+        let id = if by_id { topic.topic_id } else { Uuid::nil() };
+        let name: Arc<str> = match &found {
+            Some(t) => t.name.as_str().into(),
+            None => topic.topic.0.as_str().into(),
         };
         for p in &topic.partitions {
             let target = FetchTarget {
@@ -223,28 +224,37 @@ fn requested_targets(
     (hosted, rejected)
 }
 
-/// The forgotten partitions of hosted topics; a session holds no others.
-fn forgotten_partitions(broker: &Broker, request: &FetchRequest, by_id: bool) -> Vec<PartitionKey> {
+/// The partitions a request forgets, keyed as its session keys them. Hosted
+/// or not: a session may hold partitions of a topic deleted since, and
+/// forgetting is how a client lets go of them.
+fn forgotten_partitions(request: &FetchRequest, by_id: bool) -> Vec<PartitionKey> {
     let mut forgotten = Vec::new();
     for topic in &request.forgotten_topics_data {
-        if let Some(found) = hosted_topic(broker, by_id, topic.topic_id, &topic.topic.0) {
-            forgotten.extend(topic.partitions.iter().map(|p| (found.id, *p)));
-        }
+        let key = match by_id {
+            true => TopicKey::Id(topic.topic_id),
+            false => TopicKey::Name(topic.topic.0.as_str().into()),
+        };
+        forgotten.extend(topic.partitions.iter().map(|p| (key.clone(), *p)));
     }
     forgotten
 }
 
-/// Each target's partition, looking each topic up once per run of its
-/// partitions; `None` where the topic was deleted since it was cached.
+/// Each target's partition, by topic id or, for a fetch by name, by name,
+/// looking each topic up once per run of its partitions; `None` where the
+/// topic is gone.
 fn hosted_partitions(broker: &Broker, targets: &[FetchTarget]) -> Vec<Option<Arc<Partition>>> {
-    let mut topic: Option<(Uuid, Option<Arc<TopicPartitions>>)> = None;
+    let mut run: Option<(&FetchTarget, Option<Arc<TopicPartitions>>)> = None;
     targets
         .iter()
         .map(|target| {
-            if topic.as_ref().is_none_or(|(id, _)| *id != target.topic_id) {
-                topic = Some((target.topic_id, broker.replicas.topic_by_id(&target.topic_id)));
+            if run
+                .as_ref()
+                .is_none_or(|(first, _)| (first.topic_id, &first.topic) != (target.topic_id, &target.topic))
+            {
+                let by_id = !target.topic_id.is_nil();
+                run = Some((target, hosted_topic(broker, by_id, target.topic_id, &target.topic)));
             }
-            let found = topic.as_ref().and_then(|(_, found)| found.as_ref())?;
+            let found = run.as_ref().and_then(|(_, found)| found.as_ref())?;
             usize::try_from(target.partition).ok().and_then(|p| found.partitions.get(p).cloned())
         })
         .collect()
