@@ -522,6 +522,25 @@ def test_long_poll_returns_as_soon_as_a_record_arrives(broker):
     assert values_of(woken) == [(0, b"wake up")]
 
 
+def test_deleting_the_topic_answers_a_parked_long_poll_at_once(broker):
+    """Kafka completes the delayed fetches of a partition it stops hosting; a fetch parked on
+    a topic being deleted answers UNKNOWN_TOPIC_OR_PARTITION then, not at its max wait."""
+    create_topic(broker.bootstrap, "vanishing")
+    request = fetch_request(
+        SESSION_VERSION, 61, [("vanishing", [FetchPartition(0, 0)])], max_wait_ms=LONG_POLL_MAX_WAIT_MS, min_bytes=1
+    )
+    parked = ParkedFetch(broker.port, request, timeout_s=LONG_POLL_MAX_WAIT_MS / 1000 + 15)
+    try:
+        delete_topic(broker.bootstrap, "vanishing")
+        payload, elapsed = parked.result(LONG_POLL_MAX_WAIT_MS / 1000 + 20)
+    finally:
+        parked.close()
+    assert elapsed < LONG_POLL_WAKE_MAX_S, f"the fetch took {elapsed:.1f}s: the deletion did not wake it"
+    response = parse_fetch_response(payload, SESSION_VERSION)
+    assert response.error_code == NONE, response
+    assert response.partitions()[("vanishing", 0)].error_code == UNKNOWN_TOPIC_OR_PARTITION, response
+
+
 def test_a_parked_long_poll_does_not_hold_up_shutdown(broker):
     """Kafka does not wait out delayed fetches when it shuts down; a consumer with a long
     fetch.max.wait.ms must not stretch a clean stop (or a rolling restart) to that wait."""

@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use strom_metadata::{MetadataError, MetadataImage, PartitionLogs, TopicImage};
@@ -40,6 +40,8 @@ pub struct Partition {
     dir: Arc<LogDir>,
     high_watermark: AtomicI64,
     waiters: Mutex<Vec<Weak<Notify>>>,
+    /// Set when the topic is deleted, for the fetches that still hold it.
+    deleted: AtomicBool,
 }
 
 /// What a read found, with the offsets a fetch response reports.
@@ -72,7 +74,21 @@ impl Partition {
             dir,
             high_watermark: AtomicI64::new(log_end),
             waiters: Mutex::new(Vec::new()),
+            deleted: AtomicBool::new(false),
         }
+    }
+
+    /// Whether the partition's topic has been deleted.
+    pub fn is_deleted(&self) -> bool {
+        self.deleted.load(Ordering::Acquire)
+    }
+
+    /// Wakes the fetches waiting on the partition so they answer it gone at
+    /// once, as Kafka completes the delayed fetches of a removed partition,
+    /// instead of at their max wait.
+    fn mark_deleted(&self) {
+        self.deleted.store(true, Ordering::Release);
+        self.wake_waiters();
     }
 
     pub fn high_watermark(&self) -> i64 {
@@ -401,6 +417,7 @@ impl ReplicaManager {
             hosted.by_id.remove(&topic.id);
             hosted.by_name.remove(&topic.name);
             for partition in &topic.partitions {
+                partition.mark_deleted();
                 self.logs.delete(&partition.tp)?;
                 failpoint::reach(failpoint::TOPIC_LOG_REMOVED);
             }

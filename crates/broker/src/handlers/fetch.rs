@@ -346,7 +346,9 @@ fn read_all(plan: &FetchPlan, partitions: &[Option<Arc<Partition>>], limits: Lim
         .iter()
         .zip(partitions)
         .map(|(target, partition)| {
-            let Some(partition) = partition else { return Outcome::failed(limits.missing) };
+            let Some(partition) = partition.as_ref().filter(|p| !p.is_deleted()) else {
+                return Outcome::failed(limits.missing);
+            };
             let limit = (target.partition_max_bytes.max(0) as usize).min(remaining);
             let outcome = read_one(partition, target.fetch_offset, limit, first, limits.isolation);
             remaining = remaining.saturating_sub(outcome.bytes());
