@@ -297,8 +297,16 @@ async fn read_with_wait(
     let mut stopping = broker.stopping();
     let deadline = Instant::now() + max_wait;
     let waiter = Arc::new(Notify::new());
+    // Each partition's wake count at registration; only partitions woken
+    // since (which dropped the registration) are watched again.
+    let mut watched: Vec<Option<u64>> = vec![None; partitions.len()];
     loop {
-        partitions.iter().flatten().for_each(|p| p.watch(&waiter));
+        for (partition, seen) in partitions.iter().zip(&mut watched) {
+            match partition {
+                Some(p) if *seen != Some(p.wakes()) => *seen = Some(p.watch(&waiter)),
+                _ => {}
+            }
+        }
         let outcomes = read_all(plan, partitions, limits);
         let bytes: usize = outcomes.iter().map(Outcome::bytes).sum();
         let satisfied = bytes >= limits.min_bytes || outcomes.iter().any(|o| o.error.is_some());
@@ -434,4 +442,71 @@ fn build_responses<'a>(
         responses[at].partitions.push(data);
     }
     (responses, splices)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use strom_metadata::NewTopic;
+
+    use super::*;
+    use crate::config::BrokerConfig;
+
+    fn open_broker(dir: &std::path::Path) -> Arc<Broker> {
+        let overrides = [("log.dirs".to_owned(), dir.display().to_string())];
+        Broker::open(BrokerConfig::from_properties("", &overrides).unwrap()).unwrap()
+    }
+
+    fn sessionless_plan(broker: &Broker, topic: &str, partitions: i32) -> FetchPlan {
+        let hosted = broker.replicas.topic(topic).unwrap();
+        let requested = (0..partitions)
+            .map(|partition| FetchTarget {
+                topic_id: hosted.id,
+                topic: topic.into(),
+                partition,
+                fetch_offset: 0,
+                partition_max_bytes: 1 << 20,
+            })
+            .collect();
+        let parts =
+            FetchRequestParts { session_id: 0, epoch: -1, uses_topic_ids: true, requested, forgotten: &[] };
+        broker.fetch_sessions.begin(parts).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_parked_fetch_registers_once_with_a_partition_that_stays_idle() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = open_broker(dir.path());
+        let topic =
+            NewTopic { name: "t".into(), partitions: 2, replication_factor: 1, configs: BTreeMap::new() };
+        broker.controller.create_topic(topic, false).unwrap();
+        broker.sync_partitions().unwrap();
+        let plan = sessionless_plan(&broker, "t", 2);
+        let partitions = hosted_partitions(&broker, &plan.targets);
+        let (busy, idle) = (partitions[0].clone().unwrap(), partitions[1].clone().unwrap());
+        let limits = Limits {
+            max_bytes: 1 << 20,
+            min_bytes: 1 << 20,
+            isolation: Isolation::ReadUncommitted,
+            missing: ResponseError::UnknownTopicId,
+        };
+        let batch = strom_storage::batch::encode_batch(&[(None, Some(Bytes::from_static(b"v")))], 0);
+
+        // Each append wakes the fetch, short of its min_bytes, to wait again.
+        let appends = async {
+            for _ in 0..100 {
+                busy.append(&batch, 0).unwrap();
+                tokio::task::yield_now().await;
+            }
+            idle.waiter_count()
+        };
+        let idle_waiters = tokio::select! {
+            _ = read_with_wait(&broker, &plan, &partitions, limits, Duration::from_secs(30)) => {
+                panic!("the fetch returned short of its min_bytes")
+            }
+            count = appends => count,
+        };
+        assert_eq!(idle_waiters, 1, "the idle partition holds one registration per wait");
+    }
 }
