@@ -296,6 +296,40 @@ def test_a_capped_incremental_fetch_reads_the_partitions_left_out_first(broker_f
     assert set(served) == set(range(partitions)), f"partitions served in turn: {served}"
 
 
+def test_kafka_python_takes_turns_on_busy_partitions_under_a_small_fetch_max_bytes(broker_factory):
+    """Through kafka-python's incremental session: with every response cut to one batch, each
+    of four busy partitions delivers within the first few batches, not after the first
+    partition is drained."""
+    from kafka import TopicPartition as KTopicPartition
+
+    broker = broker_factory({"fetch.max.bytes": 1024})
+    topic, partitions, batches = "kp-rotation", 4, 20
+    create_topic(broker.bootstrap, topic, partitions=partitions)
+    for p in range(partitions):
+        for b in range(batches):
+            batch = encode_record_batch([BatchRecord(None, b"p%d-b%02d-" % (p, b) + b"r" * 1500, (), now_ms())])
+            [(_, [part])] = produce(broker.port, 9, [(topic, [(p, batch)])]).topics
+            assert (part.error_code, part.base_offset) == (NONE, b), part
+
+    consumer = kafka_python_consumer(broker.bootstrap, fetch_max_bytes=1024, fetch_max_wait_ms=100)
+    try:
+        assigned = [KTopicPartition(topic, p) for p in range(partitions)]
+        consumer.assign(assigned)
+        consumer.seek_to_beginning(*assigned)
+        order: list[int] = []  # the partition of each record, in delivery order
+        deadline = time.monotonic() + 60
+        while len(set(order)) < partitions and len(order) < partitions * batches:
+            assert time.monotonic() < deadline, f"records delivered per partition so far: {order}"
+            for tp, records in consumer.poll(timeout_ms=500).items():
+                order.extend(tp.partition for _ in records)
+    finally:
+        consumer.close(timeout_ms=5_000)
+    assert set(order) == set(range(partitions)), f"partitions in delivery order: {order}"
+    # One batch per response, rotated: every partition within the first two rounds.
+    first_seen = max(order.index(p) for p in range(partitions))
+    assert first_seen < 2 * partitions, f"the last partition first delivered as record {first_seen}: {order}"
+
+
 def delete_topic(bootstrap: str, name: str) -> None:
     admin = admin_client(bootstrap)
     wait_future(admin.delete_topics([name], operation_timeout=ADMIN_TIMEOUT_S)[name])
