@@ -19,7 +19,7 @@
 //! interval ago, and only if the new one has more partitions; otherwise the
 //! fetch is served without a session.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -134,8 +134,10 @@ struct Partitions {
     place: HashMap<PartitionKey, u64>,
     /// The place the next partition added or moved to the end takes.
     next_place: u64,
-    /// One shared name per topic, so a partition costs a pointer, not a name.
-    names: HashSet<Arc<str>>,
+    /// One shared name per topic, so a partition costs a pointer, not a
+    /// name, with the number of partitions using it: a topic's name goes
+    /// with its last partition, so a long session does not collect names.
+    names: HashMap<Arc<str>, usize>,
 }
 
 impl Partitions {
@@ -159,11 +161,18 @@ impl Partitions {
     }
 
     fn shared_name(&mut self, name: Arc<str>) -> Arc<str> {
-        if let Some(shared) = self.names.get(&name) {
-            return shared.clone();
+        let shared = self.names.get_key_value(&name).map_or(name, |(shared, _)| shared.clone());
+        *self.names.entry(shared.clone()).or_insert(0) += 1;
+        shared
+    }
+
+    fn release_name(&mut self, name: &Arc<str>) {
+        if let Some(users) = self.names.get_mut(name) {
+            *users -= 1;
+            if *users == 0 {
+                self.names.remove(name);
+            }
         }
-        self.names.insert(name.clone());
-        name
     }
 
     fn push(&mut self, cached: CachedPartition) {
@@ -172,12 +181,10 @@ impl Partitions {
         self.next_place += 1;
     }
 
-    fn remove(&mut self, key: &PartitionKey) -> Option<CachedPartition> {
-        let removed = self.place.remove(key).and_then(|place| self.ordered.remove(&place));
-        if self.is_empty() {
-            self.names.clear();
+    fn remove(&mut self, key: &PartitionKey) {
+        if let Some(removed) = self.place.remove(key).and_then(|place| self.ordered.remove(&place)) {
+            self.release_name(&removed.target.topic);
         }
-        removed
     }
 
     /// Puts the partition last, so the next fetch reads the others first.
@@ -588,6 +595,25 @@ mod tests {
         let plan = cache.begin(request(0, 0, targets(3))).unwrap();
         let next = cache.begin(request(plan.session_id, 1, vec![target(7, 0)])).unwrap();
         assert!(next.targets.windows(2).all(|pair| Arc::ptr_eq(&pair[0].topic, &pair[1].topic)));
+    }
+
+    #[test]
+    fn a_topics_name_goes_with_its_last_partition() {
+        let topic = |name: &str, partition| FetchTarget { topic: name.into(), ..target(partition, 0) };
+        let mut partitions = Partitions::from_request(vec![topic("a", 0), topic("a", 1), topic("b", 0)]);
+        partitions.remove(&(TopicKey::Name("a".into()), 0));
+        assert_eq!(partitions.names.len(), 2);
+        partitions.remove(&(TopicKey::Name("a".into()), 1));
+        assert_eq!(partitions.names.keys().map(|n| &**n).collect::<Vec<_>>(), ["b"]);
+    }
+
+    #[test]
+    fn the_epoch_after_i32_max_is_1() {
+        let cache = FetchSessionCache::new(10);
+        let id = cache.begin(request(0, 0, targets(1))).unwrap().session_id;
+        cache.sessions().get(&id).unwrap().lock().epoch = i32::MAX;
+        cache.begin(request(id, i32::MAX, vec![])).unwrap();
+        assert!(cache.begin(request(id, 1, vec![])).is_ok());
     }
 
     #[test]
