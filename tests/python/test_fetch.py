@@ -366,6 +366,29 @@ def test_a_session_by_topic_id_forgets_a_deleted_topics_partition(broker):
     assert values_of(after.partitions()[(stays, 0)]) == [(0, b"still here")]
 
 
+def test_a_partition_is_answered_once_however_it_is_named(broker):
+    """A request naming an unknown partition twice, or naming again a deleted topic's
+    partition its session still holds, gets one answer per partition, as Kafka reads a
+    request's partitions into a map."""
+    create_topic(broker.bootstrap, "short-lived")
+    twice = fetch(broker.port, SESSION_VERSION, [("nowhere", [FetchPartition(0, 0), FetchPartition(0, 5)])])
+    assert {key: p.error_code for key, p in twice.partitions().items()} == {("nowhere", 0): UNKNOWN_TOPIC_OR_PARTITION}
+
+    opened = fetch(
+        broker.port, SESSION_VERSION, [("short-lived", [FetchPartition(0, 0)])], session_epoch=INITIAL_EPOCH
+    )
+    session = opened.session_id
+    assert opened.error_code == NONE and session != NO_SESSION, opened
+    delete_topic(broker.bootstrap, "short-lived")
+    again = fetch(
+        broker.port, SESSION_VERSION, [("short-lived", [FetchPartition(0, 3)])], session_id=session, session_epoch=1
+    )
+    assert again.error_code == NONE, again
+    assert {key: p.error_code for key, p in again.partitions().items()} == {
+        ("short-lived", 0): UNKNOWN_TOPIC_OR_PARTITION
+    }
+
+
 def test_a_session_by_name_follows_a_topic_created_again(broker):
     """Before v13 Kafka keys a session's partitions by name, so once a deleted topic exists
     again under its name the session reads the new one, and naming the partition again

@@ -10,7 +10,7 @@
 //! `fetch.max.bytes` of records (beyond one first batch), whatever the
 //! request's `max_bytes`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -148,11 +148,28 @@ pub async fn handle(ctx: &RequestContext<'_>, request: FetchRequest) -> FetchRep
         .zip(outcomes)
         .zip(included)
         .filter_map(|(answer, include)| include.then_some(answer));
-    let refused = rejected.iter().map(|(target, error)| (target, Outcome::failed(*error)));
+    let refused = refused_once(&rejected, &plan);
     let (mut responses, splices) = build_responses(answered.chain(refused), read_committed);
     downgrade_for_version(&mut responses, ctx.api_version);
     let response = FetchResponse::default().with_session_id(plan.session_id).with_responses(responses);
     FetchReply { response, splices }
+}
+
+/// The refused partitions to answer: each once, and none the plan reads
+/// already (a session may hold a partition of a topic deleted since, which
+/// it answers itself), so no partition appears twice in the response.
+fn refused_once<'a>(
+    rejected: &'a [(FetchTarget, ResponseError)],
+    plan: &FetchPlan,
+) -> impl Iterator<Item = (&'a FetchTarget, Outcome)> {
+    let mut answered: HashSet<PartitionKey> = match rejected.is_empty() {
+        true => HashSet::new(),
+        false => plan.targets.iter().map(FetchTarget::key).collect(),
+    };
+    rejected
+        .iter()
+        .filter(move |(target, _)| answered.insert(target.key()))
+        .map(|(target, error)| (target, Outcome::failed(*error)))
 }
 
 /// What older versions report differently.
