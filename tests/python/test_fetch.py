@@ -255,6 +255,172 @@ def test_incremental_session_by_topic_id(broker):
     assert values_of(parts[(topic_id, 0)]) == [(0, b"id-0")]
 
 
+def test_a_capped_incremental_fetch_reads_the_partitions_left_out_first(broker_factory):
+    """Kafka moves the partitions that returned records to the end of the session's order
+    (FetchSession's PartitionIterator), so when fetch.max.bytes cuts every response to one
+    batch, busy partitions take turns instead of the first one starving the rest."""
+    broker = broker_factory({"fetch.max.bytes": 1024})
+    topic, partitions, batches = "rotation", 4, 3
+    create_topic(broker.bootstrap, topic, partitions=partitions)
+    for p in range(partitions):
+        for b in range(batches):
+            # Larger than fetch.max.bytes: a response carries this one batch and nothing else.
+            batch = encode_record_batch([BatchRecord(None, b"p%d-b%d-" % (p, b) + b"z" * 1500, (), now_ms())])
+            [(_, [part])] = produce(broker.port, 9, [(topic, [(p, batch)])]).topics
+            assert (part.error_code, part.base_offset) == (NONE, b), part
+
+    offsets = {p: 0 for p in range(partitions)}
+    served = []
+
+    def take(response) -> list[FetchPartition]:
+        """Advances past what `response` returned; the partitions whose offsets moved."""
+        assert response.error_code == NONE, response
+        moved = []
+        for (_, p), data in response.partitions().items():
+            if data.records:
+                offsets[p] = values_of(data)[-1][0] + 1
+                moved.append(FetchPartition(p, offsets[p]))
+        assert len(moved) == 1, f"expected one batch per capped response, got partitions {moved}"
+        served.append(moved[0].partition)
+        return moved
+
+    opening = [FetchPartition(p, 0) for p in range(partitions)]
+    full = fetch(broker.port, SESSION_VERSION, [(topic, opening)], session_epoch=INITIAL_EPOCH)
+    session, changed = full.session_id, take(full)
+    assert session != NO_SESSION
+    # The full fetch serves the client's first partition; each incremental one must then
+    # reach a partition that has not been served yet, until all have been.
+    for epoch in range(1, partitions + 1):
+        response = fetch(broker.port, SESSION_VERSION, [(topic, changed)], session_id=session, session_epoch=epoch)
+        changed = take(response)
+    assert set(served) == set(range(partitions)), f"partitions served in turn: {served}"
+
+
+def test_kafka_python_takes_turns_on_busy_partitions_under_a_small_fetch_max_bytes(broker_factory):
+    """Through kafka-python's incremental session: with every response cut to one batch, each
+    of four busy partitions delivers within the first few batches, not after the first
+    partition is drained."""
+    from kafka import TopicPartition as KTopicPartition
+
+    broker = broker_factory({"fetch.max.bytes": 1024})
+    topic, partitions, batches = "kp-rotation", 4, 20
+    create_topic(broker.bootstrap, topic, partitions=partitions)
+    for p in range(partitions):
+        for b in range(batches):
+            batch = encode_record_batch([BatchRecord(None, b"p%d-b%02d-" % (p, b) + b"r" * 1500, (), now_ms())])
+            [(_, [part])] = produce(broker.port, 9, [(topic, [(p, batch)])]).topics
+            assert (part.error_code, part.base_offset) == (NONE, b), part
+
+    consumer = kafka_python_consumer(broker.bootstrap, fetch_max_bytes=1024, fetch_max_wait_ms=100)
+    try:
+        assigned = [KTopicPartition(topic, p) for p in range(partitions)]
+        consumer.assign(assigned)
+        consumer.seek_to_beginning(*assigned)
+        order: list[int] = []  # the partition of each record, in delivery order
+        deadline = time.monotonic() + 60
+        while len(set(order)) < partitions and len(order) < partitions * batches:
+            assert time.monotonic() < deadline, f"records delivered per partition so far: {order}"
+            for tp, records in consumer.poll(timeout_ms=500).items():
+                order.extend(tp.partition for _ in records)
+    finally:
+        consumer.close(timeout_ms=5_000)
+    assert set(order) == set(range(partitions)), f"partitions in delivery order: {order}"
+    # One batch per response, rotated: every partition within the first two rounds.
+    first_seen = max(order.index(p) for p in range(partitions))
+    assert first_seen < 2 * partitions, f"the last partition first delivered as record {first_seen}: {order}"
+
+
+def delete_topic(bootstrap: str, name: str) -> None:
+    admin = admin_client(bootstrap)
+    wait_future(admin.delete_topics([name], operation_timeout=ADMIN_TIMEOUT_S)[name])
+    wait_until(lambda: name not in topic_names(bootstrap), ADMIN_TIMEOUT_S, f"{name} to leave metadata")
+
+
+def test_a_session_by_topic_id_forgets_a_deleted_topics_partition(broker):
+    """A v13 session holds a deleted topic's partition, answered UNKNOWN_TOPIC_ID, until the
+    client forgets it; forgetting must work although the broker no longer hosts the topic."""
+    for name in ("stays", "goes"):
+        create_topic(broker.bootstrap, name)
+    stays, goes = topic_id_of(broker.port, "stays"), topic_id_of(broker.port, "goes")
+    opened = fetch(
+        broker.port,
+        13,
+        [(stays, [FetchPartition(0, 0)]), (goes, [FetchPartition(0, 0)])],
+        session_epoch=INITIAL_EPOCH,
+    )
+    session = opened.session_id
+    assert opened.error_code == NONE and session != NO_SESSION, opened
+
+    delete_topic(broker.bootstrap, "goes")
+    gone = fetch(broker.port, 13, [], session_id=session, session_epoch=1)
+    assert gone.error_code == NONE, gone
+    assert {key: p.error_code for key, p in gone.partitions().items()} == {(goes, 0): UNKNOWN_TOPIC_ID}
+
+    forget = fetch(broker.port, 13, [], session_id=session, session_epoch=2, forgotten=[(goes, [0])])
+    assert (forget.error_code, forget.session_id, forget.partitions()) == (NONE, session, {}), forget
+    # The session reads "stays" alone now.
+    assert produce_values(broker.bootstrap, "stays", 0, [b"still here"]) == [0]
+    after = fetch(broker.port, 13, [], session_id=session, session_epoch=3, max_wait_ms=5_000, min_bytes=1)
+    assert after.error_code == NONE, after
+    assert list(after.partitions()) == [(stays, 0)], after
+    assert values_of(after.partitions()[(stays, 0)]) == [(0, b"still here")]
+
+
+def test_a_partition_is_answered_once_however_it_is_named(broker):
+    """A request naming an unknown partition twice, or naming again a deleted topic's
+    partition its session still holds, gets one answer per partition, as Kafka reads a
+    request's partitions into a map."""
+    create_topic(broker.bootstrap, "short-lived")
+    twice = fetch(broker.port, SESSION_VERSION, [("nowhere", [FetchPartition(0, 0), FetchPartition(0, 5)])])
+    assert {key: p.error_code for key, p in twice.partitions().items()} == {("nowhere", 0): UNKNOWN_TOPIC_OR_PARTITION}
+
+    opened = fetch(
+        broker.port, SESSION_VERSION, [("short-lived", [FetchPartition(0, 0)])], session_epoch=INITIAL_EPOCH
+    )
+    session = opened.session_id
+    assert opened.error_code == NONE and session != NO_SESSION, opened
+    delete_topic(broker.bootstrap, "short-lived")
+    again = fetch(
+        broker.port, SESSION_VERSION, [("short-lived", [FetchPartition(0, 3)])], session_id=session, session_epoch=1
+    )
+    assert again.error_code == NONE, again
+    assert {key: p.error_code for key, p in again.partitions().items()} == {
+        ("short-lived", 0): UNKNOWN_TOPIC_OR_PARTITION
+    }
+
+
+def test_a_session_by_name_follows_a_topic_created_again(broker):
+    """Before v13 Kafka keys a session's partitions by name, so once a deleted topic exists
+    again under its name the session reads the new one, and naming the partition again
+    updates it rather than adding a second entry."""
+    for name in ("steady", "reborn"):
+        create_topic(broker.bootstrap, name)
+    assert produce_values(broker.bootstrap, "reborn", 0, [b"old-0", b"old-1"]) == [0, 1]
+    opened = fetch(
+        broker.port,
+        SESSION_VERSION,
+        [("steady", [FetchPartition(0, 0)]), ("reborn", [FetchPartition(0, 2)])],
+        session_epoch=INITIAL_EPOCH,
+    )
+    session = opened.session_id
+    assert opened.error_code == NONE and session != NO_SESSION, opened
+
+    delete_topic(broker.bootstrap, "reborn")
+    gone = fetch(broker.port, SESSION_VERSION, [], session_id=session, session_epoch=1)
+    assert {key: p.error_code for key, p in gone.partitions().items()} == {("reborn", 0): UNKNOWN_TOPIC_OR_PARTITION}
+
+    create_topic(broker.bootstrap, "reborn")
+    assert produce_values(broker.bootstrap, "reborn", 0, [b"new-0"]) == [0]
+    # The client starts the partition over from its beginning.
+    again = fetch(
+        broker.port, SESSION_VERSION, [("reborn", [FetchPartition(0, 0)])], session_id=session, session_epoch=2
+    )
+    assert again.error_code == NONE, again
+    parts = again.partitions()
+    assert list(parts) == [("reborn", 0)], again
+    assert (parts[("reborn", 0)].error_code, values_of(parts[("reborn", 0)])) == (NONE, [(0, b"new-0")])
+
+
 class FetcherLog(logging.Handler):
     """Collects kafka-python's fetcher log lines."""
 
@@ -411,6 +577,25 @@ def test_long_poll_returns_as_soon_as_a_record_arrives(broker):
     woken = parts[("poll", 1)]
     assert (woken.error_code, woken.high_watermark) == (NONE, 1)
     assert values_of(woken) == [(0, b"wake up")]
+
+
+def test_deleting_the_topic_answers_a_parked_long_poll_at_once(broker):
+    """Kafka completes the delayed fetches of a partition it stops hosting; a fetch parked on
+    a topic being deleted answers UNKNOWN_TOPIC_OR_PARTITION then, not at its max wait."""
+    create_topic(broker.bootstrap, "vanishing")
+    request = fetch_request(
+        SESSION_VERSION, 61, [("vanishing", [FetchPartition(0, 0)])], max_wait_ms=LONG_POLL_MAX_WAIT_MS, min_bytes=1
+    )
+    parked = ParkedFetch(broker.port, request, timeout_s=LONG_POLL_MAX_WAIT_MS / 1000 + 15)
+    try:
+        delete_topic(broker.bootstrap, "vanishing")
+        payload, elapsed = parked.result(LONG_POLL_MAX_WAIT_MS / 1000 + 20)
+    finally:
+        parked.close()
+    assert elapsed < LONG_POLL_WAKE_MAX_S, f"the fetch took {elapsed:.1f}s: the deletion did not wake it"
+    response = parse_fetch_response(payload, SESSION_VERSION)
+    assert response.error_code == NONE, response
+    assert response.partitions()[("vanishing", 0)].error_code == UNKNOWN_TOPIC_OR_PARTITION, response
 
 
 def test_a_parked_long_poll_does_not_hold_up_shutdown(broker):

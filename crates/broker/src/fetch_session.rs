@@ -9,16 +9,17 @@
 //! As in Kafka, the cache's own lock is held only to find, add or remove a
 //! session; each session has its own lock for its partitions, so a fetch of
 //! a large session never holds up another client's fetch. A session caches
-//! only partitions the broker hosts, keyed by topic id: the handler answers
-//! unknown topics and partitions itself, so what a session holds is bounded
-//! by the partitions that exist, and the cache by
+//! only partitions the broker hosts, keyed by topic id from Fetch v13 and by
+//! name before, as Kafka keys them: the handler answers unknown topics and
+//! partitions itself, so what a session holds is bounded by the partitions
+//! that exist, and the cache by
 //! `max.incremental.fetch.session.cache.slots` sessions. When the cache is
 //! full a new session may evict only a stale one (unused for the eviction
 //! interval) or, failing that, the smallest one created more than that
 //! interval ago, and only if the new one has more partitions; otherwise the
 //! fetch is served without a session.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -37,12 +38,23 @@ const FINAL_EPOCH: i32 = -1;
 /// The session id meaning "no session".
 const NO_SESSION: i32 = 0;
 
-/// A partition as sessions know it: topic id and partition index.
-pub type PartitionKey = (Uuid, i32);
+/// A topic as a session knows it: by id from Fetch v13 on, by name before,
+/// as Kafka keys its cached partitions. A session by name thus follows a
+/// topic deleted and created again under that name, and a client can forget
+/// a partition whose topic no longer exists.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum TopicKey {
+    Id(Uuid),
+    Name(Arc<str>),
+}
+
+/// A partition as sessions know it: topic and partition index.
+pub type PartitionKey = (TopicKey, i32);
 
 /// One hosted partition a fetch reads, as the client last described it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FetchTarget {
+    /// Nil for a fetch by name: the name finds the topic at each read.
     pub topic_id: Uuid,
     /// The topic's name, shared by the session's partitions of the topic.
     pub topic: Arc<str>,
@@ -53,7 +65,11 @@ pub struct FetchTarget {
 
 impl FetchTarget {
     pub fn key(&self) -> PartitionKey {
-        (self.topic_id, self.partition)
+        let topic = match self.topic_id.is_nil() {
+            true => TopicKey::Name(self.topic.clone()),
+            false => TopicKey::Id(self.topic_id),
+        };
+        (topic, self.partition)
     }
 }
 
@@ -72,9 +88,11 @@ pub struct PartitionNews {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Reported {
     pub news: PartitionNews,
-    /// Records or an error: always included.
-    pub must_respond: bool,
-    /// An error: the partition is sent again once it clears, as Kafka does.
+    /// Records: always included, and the partition goes to the end of the
+    /// session's order.
+    pub records: bool,
+    /// An error: always included, and sent again once it clears, as Kafka
+    /// does.
     pub error: bool,
 }
 
@@ -108,46 +126,91 @@ struct CachedPartition {
     last_sent: Option<PartitionNews>,
 }
 
-/// A session's partitions in the order they joined, with a hashed index.
+/// A session's partitions in the order fetches read them, with a hashed
+/// index. Kafka keeps them in an ImplicitLinkedHashCollection; here each
+/// partition's place is a sequence number, so moving one to the end or
+/// removing one leaves the others' order as it was.
 #[derive(Debug, Default)]
 struct Partitions {
-    entries: Vec<CachedPartition>,
-    index: HashMap<PartitionKey, usize>,
-    /// One shared name per topic, so a partition costs a pointer, not a name.
-    names: HashMap<Uuid, Arc<str>>,
+    ordered: BTreeMap<u64, CachedPartition>,
+    place: HashMap<PartitionKey, u64>,
+    /// The place the next partition added or moved to the end takes.
+    next_place: u64,
+    /// One shared name per topic, so a partition costs a pointer, not a
+    /// name, with the number of partitions using it: a topic's name goes
+    /// with its last partition, so a long session does not collect names.
+    names: HashMap<Arc<str>, usize>,
 }
 
 impl Partitions {
+    /// A request's partitions, each once where it first appears with the
+    /// values it last appears with, as Kafka reads a request's partitions
+    /// into a linked map.
+    fn from_request(targets: Vec<FetchTarget>) -> Self {
+        let mut partitions = Self::default();
+        targets.into_iter().for_each(|t| partitions.upsert(t));
+        partitions
+    }
+
     fn upsert(&mut self, mut target: FetchTarget) {
-        let key = target.key();
-        if let Some(&at) = self.index.get(&key) {
-            let cached = &mut self.entries[at].target;
-            cached.fetch_offset = target.fetch_offset;
-            cached.partition_max_bytes = target.partition_max_bytes;
+        if let Some(cached) = self.get_mut(&target.key()) {
+            cached.target.fetch_offset = target.fetch_offset;
+            cached.target.partition_max_bytes = target.partition_max_bytes;
             return;
         }
-        target.topic = self.names.entry(target.topic_id).or_insert(target.topic).clone();
-        self.index.insert(key, self.entries.len());
-        self.entries.push(CachedPartition { target, last_sent: None });
+        target.topic = self.shared_name(target.topic);
+        self.push(CachedPartition { target, last_sent: None });
+    }
+
+    fn shared_name(&mut self, name: Arc<str>) -> Arc<str> {
+        let shared = self.names.get_key_value(&name).map_or(name, |(shared, _)| shared.clone());
+        *self.names.entry(shared.clone()).or_insert(0) += 1;
+        shared
+    }
+
+    fn release_name(&mut self, name: &Arc<str>) {
+        if let Some(users) = self.names.get_mut(name) {
+            *users -= 1;
+            if *users == 0 {
+                self.names.remove(name);
+            }
+        }
+    }
+
+    fn push(&mut self, cached: CachedPartition) {
+        self.place.insert(cached.target.key(), self.next_place);
+        self.ordered.insert(self.next_place, cached);
+        self.next_place += 1;
     }
 
     fn remove(&mut self, key: &PartitionKey) {
-        let Some(at) = self.index.remove(key) else { return };
-        self.entries.swap_remove(at);
-        if let Some(moved) = self.entries.get(at) {
-            self.index.insert(moved.target.key(), at);
+        if let Some(removed) = self.place.remove(key).and_then(|place| self.ordered.remove(&place)) {
+            self.release_name(&removed.target.topic);
         }
-        if self.entries.is_empty() {
-            self.names.clear();
+    }
+
+    /// Puts the partition last, so the next fetch reads the others first.
+    fn move_to_end(&mut self, key: &PartitionKey) {
+        if let Some(place) = self.place.remove(key) {
+            let cached = self.ordered.remove(&place).expect("every placed partition is ordered");
+            self.push(cached);
         }
     }
 
     fn get_mut(&mut self, key: &PartitionKey) -> Option<&mut CachedPartition> {
-        self.index.get(key).map(|&at| &mut self.entries[at])
+        self.place.get(key).and_then(|place| self.ordered.get_mut(place))
+    }
+
+    fn len(&self) -> usize {
+        self.place.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.place.is_empty()
     }
 
     fn targets(&self) -> Vec<FetchTarget> {
-        self.entries.iter().map(|p| p.target.clone()).collect()
+        self.ordered.values().map(|p| p.target.clone()).collect()
     }
 }
 
@@ -173,12 +236,6 @@ struct CachedSession {
 }
 
 impl CachedSession {
-    fn lock(&self) -> MutexGuard<'_, SessionState> {
-        // The state is consistent between statements: a panic elsewhere
-        // leaves nothing half-updated worth refusing the session for.
-        lock_recovering(&self.state, "fetch session partitions")
-    }
-
     fn touch(&self, now: Instant, size: usize) {
         let since_creation = now.saturating_duration_since(self.created).as_millis() as u64;
         self.last_used_ms.store(since_creation, Ordering::Relaxed);
@@ -208,6 +265,22 @@ impl FetchSessionCache {
         lock_recovering(&self.sessions, "fetch sessions")
     }
 
+    /// `session`'s state. A panic during a change may have left its
+    /// partition order half moved, so a session whose lock it poisoned is
+    /// dropped: FETCH_SESSION_ID_NOT_FOUND, and the client opens a new one.
+    fn lock_session<'a>(
+        &self,
+        session: &'a Arc<CachedSession>,
+    ) -> Result<MutexGuard<'a, SessionState>, ResponseError> {
+        match session.state.lock() {
+            Ok(state) => return Ok(state),
+            Err(poisoned) => drop(poisoned),
+        }
+        tracing::error!(session = session.id, "a panic interrupted a change to a fetch session; dropping it");
+        self.remove(session);
+        Err(ResponseError::FetchSessionIdNotFound)
+    }
+
     /// Resolves which partitions a fetch reads, opening, advancing or closing
     /// its session. Errors are the top-level fetch error codes.
     pub fn begin(&self, request: FetchRequestParts<'_>) -> Result<FetchPlan, ResponseError> {
@@ -223,11 +296,11 @@ impl FetchSessionCache {
             if request.epoch == INITIAL_EPOCH {
                 return Ok(self.open(request.requested, request.uses_topic_ids, now));
             }
-            return Ok(sessionless(request.requested));
+            return Ok(sessionless(Partitions::from_request(request.requested).targets()));
         }
         let session = self.sessions().get(&request.session_id).cloned();
         let session = session.ok_or(ResponseError::FetchSessionIdNotFound)?;
-        let mut state = session.lock();
+        let mut state = self.lock_session(&session)?;
         if state.epoch != request.epoch {
             return Err(ResponseError::InvalidFetchSessionEpoch);
         }
@@ -240,13 +313,13 @@ impl FetchSessionCache {
         for key in request.forgotten {
             state.partitions.remove(key);
         }
-        if state.partitions.entries.is_empty() {
+        if state.partitions.is_empty() {
             drop(state);
             self.remove(&session);
-            return Ok(sessionless(request.requested));
+            return Ok(sessionless(Partitions::from_request(request.requested).targets()));
         }
         state.epoch = next_epoch(state.epoch);
-        session.touch(now, state.partitions.entries.len());
+        session.touch(now, state.partitions.len());
         let targets = state.partitions.targets();
         let epoch = state.epoch;
         drop(state);
@@ -255,12 +328,12 @@ impl FetchSessionCache {
 
     /// A full fetch: a new session if there is room for one.
     fn open(&self, targets: Vec<FetchTarget>, uses_topic_ids: bool, now: Instant) -> FetchPlan {
-        if targets.is_empty() || self.slots == 0 {
-            return sessionless(targets);
+        let partitions = Partitions::from_request(targets);
+        let size = partitions.len();
+        if size == 0 || self.slots == 0 {
+            return sessionless(partitions.targets());
         }
-        let mut partitions = Partitions::default();
-        targets.iter().cloned().for_each(|t| partitions.upsert(t));
-        let size = partitions.entries.len();
+        let targets = partitions.targets();
         let mut sessions = self.sessions();
         if sessions.len() >= self.slots && !evict_for(&mut sessions, size, now) {
             return sessionless(targets);
@@ -291,25 +364,33 @@ impl FetchSessionCache {
     /// `plan.targets[i]`; returns whether each is included, or
     /// INVALID_FETCH_SESSION_EPOCH if another request of the session was
     /// served meanwhile (Kafka's answer to a duplicate request).
+    ///
+    /// As in Kafka, an incremental fetch moves the partitions that returned
+    /// records to the end of the session's order, so when `max_bytes` cuts a
+    /// response short the partitions left out are read first next time. A
+    /// full fetch keeps the client's order: the client rotates it.
     pub fn finish(&self, plan: &FetchPlan, reported: &[Reported]) -> Result<Vec<bool>, ResponseError> {
         let Some(session) = &plan.session else {
             return Ok(vec![true; reported.len()]);
         };
-        let mut state = session.lock();
+        let mut state = self.lock_session(session)?;
         if state.epoch != plan.epoch {
             return Err(ResponseError::InvalidFetchSessionEpoch);
         }
-        let included = plan
-            .targets
-            .iter()
-            .zip(reported)
-            .map(|(target, outcome)| {
-                let Some(cached) = state.partitions.get_mut(&target.key()) else { return !plan.incremental };
-                let changed = cached.last_sent != Some(outcome.news);
-                cached.last_sent = (!outcome.error).then_some(outcome.news);
-                !plan.incremental || outcome.must_respond || changed
-            })
-            .collect();
+        let mut included = Vec::with_capacity(reported.len());
+        for (target, outcome) in plan.targets.iter().zip(reported) {
+            let key = target.key();
+            let Some(cached) = state.partitions.get_mut(&key) else {
+                included.push(!plan.incremental);
+                continue;
+            };
+            let changed = cached.last_sent != Some(outcome.news);
+            cached.last_sent = (!outcome.error).then_some(outcome.news);
+            if plan.incremental && outcome.records {
+                state.partitions.move_to_end(&key);
+            }
+            included.push(!plan.incremental || outcome.records || outcome.error || changed);
+        }
         Ok(included)
     }
 
@@ -385,6 +466,10 @@ mod tests {
         }
     }
 
+    fn key(partition: i32) -> PartitionKey {
+        (TopicKey::Name("t".into()), partition)
+    }
+
     fn targets(count: i32) -> Vec<FetchTarget> {
         (0..count).map(|p| target(p, 0)).collect()
     }
@@ -395,7 +480,7 @@ mod tests {
 
     fn news(hw: i64) -> Reported {
         let news = PartitionNews { high_watermark: hw, log_start_offset: 0, last_stable_offset: hw };
-        Reported { news, must_respond: false, error: false }
+        Reported { news, records: false, error: false }
     }
 
     #[test]
@@ -414,7 +499,7 @@ mod tests {
         assert_eq!(cache.finish(&next, &[news(5), news(9)]).unwrap(), vec![false, true]);
 
         // Forgetting a partition removes it; a stale epoch is refused.
-        let forgotten = [(Uuid::nil(), 0)];
+        let forgotten = [key(0)];
         let forget = FetchRequestParts { forgotten: &forgotten, ..request(plan.session_id, 2, vec![]) };
         assert_eq!(cache.begin(forget).unwrap().targets, vec![target(1, 0)]);
         assert_eq!(
@@ -425,6 +510,42 @@ mod tests {
             cache.begin(request(12345, 1, vec![])).unwrap_err(),
             ResponseError::FetchSessionIdNotFound
         );
+    }
+
+    fn with_records(hw: i64) -> Reported {
+        Reported { records: true, ..news(hw) }
+    }
+
+    fn order(plan: &FetchPlan) -> Vec<i32> {
+        plan.targets.iter().map(|t| t.partition).collect()
+    }
+
+    #[test]
+    fn an_incremental_fetch_moves_partitions_that_returned_records_to_the_end() {
+        let cache = FetchSessionCache::new(10);
+        let plan = cache.begin(request(0, 0, targets(4))).unwrap();
+        // The full fetch keeps the client's order: the client rotates it.
+        cache.finish(&plan, &[with_records(1), news(1), news(1), news(1)]).unwrap();
+        let next = cache.begin(request(plan.session_id, 1, vec![target(0, 1)])).unwrap();
+        assert_eq!(order(&next), [0, 1, 2, 3]);
+
+        let included = cache.finish(&next, &[with_records(2), news(1), with_records(2), news(1)]).unwrap();
+        assert_eq!(included, [true, false, true, false]);
+        let forgotten = [key(3)];
+        let rotated =
+            cache.begin(FetchRequestParts { forgotten: &forgotten, ..request(plan.session_id, 2, vec![]) });
+        // Forgetting a partition leaves the others' order alone.
+        assert_eq!(order(&rotated.unwrap()), [1, 0, 2]);
+    }
+
+    #[test]
+    fn a_partition_named_twice_is_read_once_with_its_last_values() {
+        let cache = FetchSessionCache::new(10);
+        let twice = vec![target(0, 5), target(1, 0), target(0, 9)];
+        for epoch in [INITIAL_EPOCH, FINAL_EPOCH] {
+            let plan = cache.begin(request(0, epoch, twice.clone())).unwrap();
+            assert_eq!(plan.targets, [target(0, 9), target(1, 0)], "epoch {epoch}");
+        }
     }
 
     #[test]
@@ -439,7 +560,7 @@ mod tests {
     fn an_error_is_reported_again_once_it_clears() {
         let cache = FetchSessionCache::new(10);
         let plan = cache.begin(request(0, 0, targets(1))).unwrap();
-        let failed = Reported { error: true, must_respond: true, ..news(5) };
+        let failed = Reported { error: true, ..news(5) };
         assert_eq!(cache.finish(&plan, &[failed]).unwrap(), vec![true]);
         let next = cache.begin(request(plan.session_id, 1, vec![])).unwrap();
         assert_eq!(cache.finish(&next, &[news(5)]).unwrap(), vec![true]);
@@ -467,7 +588,7 @@ mod tests {
     fn forgetting_every_partition_closes_the_session() {
         let cache = FetchSessionCache::new(10);
         let id = cache.begin(request(0, 0, targets(1))).unwrap().session_id;
-        let forgotten = [(Uuid::nil(), 0)];
+        let forgotten = [key(0)];
         let plan =
             cache.begin(FetchRequestParts { forgotten: &forgotten, ..request(id, 1, vec![]) }).unwrap();
         assert_eq!((plan.session_id, plan.incremental, cache.len()), (0, false, 0));
@@ -486,6 +607,51 @@ mod tests {
         let plan = cache.begin(request(0, 0, targets(3))).unwrap();
         let next = cache.begin(request(plan.session_id, 1, vec![target(7, 0)])).unwrap();
         assert!(next.targets.windows(2).all(|pair| Arc::ptr_eq(&pair[0].topic, &pair[1].topic)));
+    }
+
+    #[test]
+    fn a_topics_name_goes_with_its_last_partition() {
+        let topic = |name: &str, partition| FetchTarget { topic: name.into(), ..target(partition, 0) };
+        let mut partitions = Partitions::from_request(vec![topic("a", 0), topic("a", 1), topic("b", 0)]);
+        partitions.remove(&(TopicKey::Name("a".into()), 0));
+        assert_eq!(partitions.names.len(), 2);
+        partitions.remove(&(TopicKey::Name("a".into()), 1));
+        assert_eq!(partitions.names.keys().map(|n| &**n).collect::<Vec<_>>(), ["b"]);
+    }
+
+    #[test]
+    fn a_session_poisoned_by_a_panic_is_dropped_and_the_client_opens_another() {
+        let cache = FetchSessionCache::new(10);
+        let plan = cache.begin(request(0, 0, targets(2))).unwrap();
+        let session = plan.session.clone().unwrap();
+        let panicked = std::thread::scope(|s| {
+            s.spawn(|| {
+                let _held = session.state.lock().unwrap();
+                panic!("injected panic while the session is locked");
+            })
+            .join()
+        });
+        assert!(panicked.is_err());
+        assert_eq!(
+            cache.finish(&plan, &[news(5), news(7)]).unwrap_err(),
+            ResponseError::FetchSessionIdNotFound
+        );
+        assert!(cache.is_empty(), "the poisoned session is dropped");
+        assert_eq!(
+            cache.begin(request(plan.session_id, 1, vec![])).unwrap_err(),
+            ResponseError::FetchSessionIdNotFound
+        );
+        let reopened = cache.begin(request(0, 0, targets(2))).unwrap();
+        assert_eq!(cache.finish(&reopened, &[news(5), news(7)]).unwrap(), vec![true, true]);
+    }
+
+    #[test]
+    fn the_epoch_after_i32_max_is_1() {
+        let cache = FetchSessionCache::new(10);
+        let id = cache.begin(request(0, 0, targets(1))).unwrap().session_id;
+        cache.sessions().get(&id).unwrap().state.lock().unwrap().epoch = i32::MAX;
+        cache.begin(request(id, i32::MAX, vec![])).unwrap();
+        assert!(cache.begin(request(id, 1, vec![])).is_ok());
     }
 
     #[test]

@@ -5,9 +5,9 @@
 //! request path decides instead: a partition log goes offline
 //! ([`strom_storage::manager::lock_log`]); the coordinators' maps, whose
 //! entries are soft state mirrored in their internal topics, the fetch
-//! session cache, whose clients open a new session when theirs fails, and
-//! the produce verifications' guards, each set or removed whole, carry on
-//! with what the panic left, as Kafka's coordinators do when a request
+//! session cache's map (a session whose own lock a panic poisoned is
+//! dropped, and its client opens a new one) and the produce verifications'
+//! guards, each set or removed whole, carry on with what the panic left, as Kafka's coordinators do when a request
 //! throws inside a group's lock. [`lock_recovering`] is that second choice,
 //! with one log line per panic.
 

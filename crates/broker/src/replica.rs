@@ -15,7 +15,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, Weak};
 
 use kafka_protocol::error::ResponseError;
@@ -48,6 +48,10 @@ pub struct Partition {
     high_watermark: AtomicI64,
     waiters: Mutex<Vec<Weak<Notify>>>,
     verifications: Verifications,
+    /// How many times the waiters were woken (and their list emptied).
+    wakes: AtomicU64,
+    /// Set when the topic is deleted, for the fetches that still hold it.
+    deleted: AtomicBool,
 }
 
 /// What a read found, with the offsets a fetch response reports.
@@ -81,7 +85,22 @@ impl Partition {
             high_watermark: AtomicI64::new(log_end),
             waiters: Mutex::new(Vec::new()),
             verifications: Verifications::default(),
+            wakes: AtomicU64::new(0),
+            deleted: AtomicBool::new(false),
         }
+    }
+
+    /// Whether the partition's topic has been deleted.
+    pub fn is_deleted(&self) -> bool {
+        self.deleted.load(Ordering::Acquire)
+    }
+
+    /// Wakes the fetches waiting on the partition so they answer it gone at
+    /// once, as Kafka completes the delayed fetches of a removed partition,
+    /// instead of at their max wait.
+    fn mark_deleted(&self) {
+        self.deleted.store(true, Ordering::Release);
+        self.wake_waiters();
     }
 
     pub fn high_watermark(&self) -> i64 {
@@ -295,16 +314,42 @@ impl Partition {
     }
 
     /// Registers a delayed operation to be notified by the next append.
-    pub fn watch(&self, waiter: &Arc<Notify>) {
-        let mut waiters = self.waiters.lock().unwrap_or_else(PoisonError::into_inner);
+    /// Returns the wake count: while [`Self::wakes`] still returns it, the
+    /// registration stands, so a fetch woken by another partition need not
+    /// register here again (and pile up entries for as long as it waits).
+    pub fn watch(&self, waiter: &Arc<Notify>) -> u64 {
+        let mut waiters = self.waiters();
         if waiters.len() >= WAITER_SWEEP_THRESHOLD {
             waiters.retain(|w| w.strong_count() > 0);
         }
         waiters.push(Arc::downgrade(waiter));
+        self.wakes.load(Ordering::Acquire)
+    }
+
+    /// How many times the partition's waiters were woken.
+    pub fn wakes(&self) -> u64 {
+        self.wakes.load(Ordering::Acquire)
+    }
+
+    #[cfg(test)]
+    pub(crate) fn waiter_count(&self) -> usize {
+        self.waiters().len()
+    }
+
+    /// A list of weak pointers, changed one push or sweep at a time: usable
+    /// through a poisoning.
+    fn waiters(&self) -> MutexGuard<'_, Vec<Weak<Notify>>> {
+        self.waiters.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn wake_waiters(&self) {
-        let waiters = std::mem::take(&mut *self.waiters.lock().unwrap_or_else(PoisonError::into_inner));
+        let waiters = {
+            let mut waiters = self.waiters();
+            // Counted under the lock, so a count `watch` returned changes
+            // exactly when its registration is taken.
+            self.wakes.fetch_add(1, Ordering::AcqRel);
+            std::mem::take(&mut *waiters)
+        };
         for waiter in waiters.iter().filter_map(Weak::upgrade) {
             waiter.notify_one();
         }
@@ -510,6 +555,7 @@ impl ReplicaManager {
             hosted.by_id.remove(&topic.id);
             hosted.by_name.remove(&topic.name);
             for partition in &topic.partitions {
+                partition.mark_deleted();
                 self.logs.delete(&partition.tp)?;
                 failpoint::reach(failpoint::TOPIC_LOG_REMOVED);
             }

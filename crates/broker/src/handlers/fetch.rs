@@ -10,7 +10,7 @@
 //! `fetch.max.bytes` of records (beyond one first batch), whatever the
 //! request's `max_bytes`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,7 +27,7 @@ use super::topic_name;
 use crate::dispatch::{Answer, EncodeBody, Reply, RequestContext, Splice};
 use crate::error::storage_error;
 use crate::fetch_session::{
-    FetchPlan, FetchRequestParts, FetchTarget, PartitionKey, PartitionNews, Reported,
+    FetchPlan, FetchRequestParts, FetchTarget, PartitionKey, PartitionNews, Reported, TopicKey,
 };
 use crate::metrics::GaugeGuard;
 use crate::replica::{Isolation, Partition, TopicPartitions};
@@ -75,8 +75,7 @@ impl Outcome {
             log_start_offset: self.log_start_offset,
             last_stable_offset: self.last_stable_offset,
         };
-        let error = self.error.is_some();
-        Reported { news, must_respond: error || self.bytes() > 0, error }
+        Reported { news, records: self.bytes() > 0, error: self.error.is_some() }
     }
 }
 
@@ -116,7 +115,7 @@ pub async fn handle(ctx: &RequestContext<'_>, request: FetchRequest) -> FetchRep
     let broker = ctx.broker;
     let by_id = ctx.api_version >= 13;
     let (hosted, rejected) = requested_targets(broker, &request, by_id);
-    let forgotten = forgotten_partitions(broker, &request, by_id);
+    let forgotten = forgotten_partitions(&request, by_id);
     let parts = FetchRequestParts {
         session_id: request.session_id,
         epoch: request.session_epoch,
@@ -149,11 +148,28 @@ pub async fn handle(ctx: &RequestContext<'_>, request: FetchRequest) -> FetchRep
         .zip(outcomes)
         .zip(included)
         .filter_map(|(answer, include)| include.then_some(answer));
-    let refused = rejected.iter().map(|(target, error)| (target, Outcome::failed(*error)));
+    let refused = refused_once(&rejected, &plan);
     let (mut responses, splices) = build_responses(answered.chain(refused), read_committed);
     downgrade_for_version(&mut responses, ctx.api_version);
     let response = FetchResponse::default().with_session_id(plan.session_id).with_responses(responses);
     FetchReply { response, splices }
+}
+
+/// The refused partitions to answer: each once, and none the plan reads
+/// already (a session may hold a partition of a topic deleted since, which
+/// it answers itself), so no partition appears twice in the response.
+fn refused_once<'a>(
+    rejected: &'a [(FetchTarget, ResponseError)],
+    plan: &FetchPlan,
+) -> impl Iterator<Item = (&'a FetchTarget, Outcome)> {
+    let mut answered: HashSet<PartitionKey> = match rejected.is_empty() {
+        true => HashSet::new(),
+        false => plan.targets.iter().map(FetchTarget::key).collect(),
+    };
+    rejected
+        .iter()
+        .filter(move |(target, _)| answered.insert(target.key()))
+        .map(|(target, error)| (target, Outcome::failed(*error)))
 }
 
 /// What older versions report differently.
@@ -191,7 +207,8 @@ fn has_partition(topic: &TopicPartitions, partition: i32) -> bool {
 
 /// The requested partitions the broker hosts, and the others with the error
 /// that answers them. Only hosted ones may enter a session, so what a client
-/// names cannot make a session grow beyond the partitions that exist.
+/// names cannot make a session grow beyond the partitions that exist. A
+/// fetch by name leaves the topic id nil: the session keys it by name.
 fn requested_targets(
     broker: &Broker,
     request: &FetchRequest,
@@ -200,10 +217,10 @@ fn requested_targets(
     let (mut hosted, mut rejected) = (Vec::new(), Vec::new());
     for topic in &request.topics {
         let found = hosted_topic(broker, by_id, topic.topic_id, &topic.topic.0);
-        let (id, name): (Uuid, Arc<str>) = match &found {
-            Some(t) => (t.id, t.name.as_str().into()),
-            None if by_id => (topic.topic_id, "".into()),
-            None => (Uuid::nil(), topic.topic.0.as_str().into()),
+        let id = if by_id { topic.topic_id } else { Uuid::nil() };
+        let name: Arc<str> = match &found {
+            Some(t) => t.name.as_str().into(),
+            None => topic.topic.0.as_str().into(),
         };
         for p in &topic.partitions {
             let target = FetchTarget {
@@ -224,28 +241,37 @@ fn requested_targets(
     (hosted, rejected)
 }
 
-/// The forgotten partitions of hosted topics; a session holds no others.
-fn forgotten_partitions(broker: &Broker, request: &FetchRequest, by_id: bool) -> Vec<PartitionKey> {
+/// The partitions a request forgets, keyed as its session keys them. Hosted
+/// or not: a session may hold partitions of a topic deleted since, and
+/// forgetting is how a client lets go of them.
+fn forgotten_partitions(request: &FetchRequest, by_id: bool) -> Vec<PartitionKey> {
     let mut forgotten = Vec::new();
     for topic in &request.forgotten_topics_data {
-        if let Some(found) = hosted_topic(broker, by_id, topic.topic_id, &topic.topic.0) {
-            forgotten.extend(topic.partitions.iter().map(|p| (found.id, *p)));
-        }
+        let key = match by_id {
+            true => TopicKey::Id(topic.topic_id),
+            false => TopicKey::Name(topic.topic.0.as_str().into()),
+        };
+        forgotten.extend(topic.partitions.iter().map(|p| (key.clone(), *p)));
     }
     forgotten
 }
 
-/// Each target's partition, looking each topic up once per run of its
-/// partitions; `None` where the topic was deleted since it was cached.
+/// Each target's partition, by topic id or, for a fetch by name, by name,
+/// looking each topic up once per run of its partitions; `None` where the
+/// topic is gone.
 fn hosted_partitions(broker: &Broker, targets: &[FetchTarget]) -> Vec<Option<Arc<Partition>>> {
-    let mut topic: Option<(Uuid, Option<Arc<TopicPartitions>>)> = None;
+    let mut run: Option<(&FetchTarget, Option<Arc<TopicPartitions>>)> = None;
     targets
         .iter()
         .map(|target| {
-            if topic.as_ref().is_none_or(|(id, _)| *id != target.topic_id) {
-                topic = Some((target.topic_id, broker.replicas.topic_by_id(&target.topic_id)));
+            if run
+                .as_ref()
+                .is_none_or(|(first, _)| (first.topic_id, &first.topic) != (target.topic_id, &target.topic))
+            {
+                let by_id = !target.topic_id.is_nil();
+                run = Some((target, hosted_topic(broker, by_id, target.topic_id, &target.topic)));
             }
-            let found = topic.as_ref().and_then(|(_, found)| found.as_ref())?;
+            let found = run.as_ref().and_then(|(_, found)| found.as_ref())?;
             usize::try_from(target.partition).ok().and_then(|p| found.partitions.get(p).cloned())
         })
         .collect()
@@ -288,8 +314,16 @@ async fn read_with_wait(
     let mut stopping = broker.stopping();
     let deadline = Instant::now() + max_wait;
     let waiter = Arc::new(Notify::new());
+    // Each partition's wake count at registration; only partitions woken
+    // since (which dropped the registration) are watched again.
+    let mut watched: Vec<Option<u64>> = vec![None; partitions.len()];
     loop {
-        partitions.iter().flatten().for_each(|p| p.watch(&waiter));
+        for (partition, seen) in partitions.iter().zip(&mut watched) {
+            match partition {
+                Some(p) if *seen != Some(p.wakes()) => *seen = Some(p.watch(&waiter)),
+                _ => {}
+            }
+        }
         let outcomes = read_all(plan, partitions, limits);
         let bytes: usize = outcomes.iter().map(Outcome::bytes).sum();
         let satisfied = bytes >= limits.min_bytes || outcomes.iter().any(|o| o.error.is_some());
@@ -337,7 +371,9 @@ fn read_all(plan: &FetchPlan, partitions: &[Option<Arc<Partition>>], limits: Lim
         .iter()
         .zip(partitions)
         .map(|(target, partition)| {
-            let Some(partition) = partition else { return Outcome::failed(limits.missing) };
+            let Some(partition) = partition.as_ref().filter(|p| !p.is_deleted()) else {
+                return Outcome::failed(limits.missing);
+            };
             let limit = (target.partition_max_bytes.max(0) as usize).min(remaining);
             let outcome = read_one(partition, target.fetch_offset, limit, first, limits.isolation);
             remaining = remaining.saturating_sub(outcome.bytes());
@@ -423,4 +459,71 @@ fn build_responses<'a>(
         responses[at].partitions.push(data);
     }
     (responses, splices)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use strom_metadata::NewTopic;
+
+    use super::*;
+    use crate::config::BrokerConfig;
+
+    fn open_broker(dir: &std::path::Path) -> Arc<Broker> {
+        let overrides = [("log.dirs".to_owned(), dir.display().to_string())];
+        Broker::open(BrokerConfig::from_properties("", &overrides).unwrap()).unwrap()
+    }
+
+    fn sessionless_plan(broker: &Broker, topic: &str, partitions: i32) -> FetchPlan {
+        let hosted = broker.replicas.topic(topic).unwrap();
+        let requested = (0..partitions)
+            .map(|partition| FetchTarget {
+                topic_id: hosted.id,
+                topic: topic.into(),
+                partition,
+                fetch_offset: 0,
+                partition_max_bytes: 1 << 20,
+            })
+            .collect();
+        let parts =
+            FetchRequestParts { session_id: 0, epoch: -1, uses_topic_ids: true, requested, forgotten: &[] };
+        broker.fetch_sessions.begin(parts).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_parked_fetch_registers_once_with_a_partition_that_stays_idle() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = open_broker(dir.path());
+        let topic =
+            NewTopic { name: "t".into(), partitions: 2, replication_factor: 1, configs: BTreeMap::new() };
+        broker.controller.create_topic(topic, false).unwrap();
+        broker.sync_partitions().unwrap();
+        let plan = sessionless_plan(&broker, "t", 2);
+        let partitions = hosted_partitions(&broker, &plan.targets);
+        let (busy, idle) = (partitions[0].clone().unwrap(), partitions[1].clone().unwrap());
+        let limits = Limits {
+            max_bytes: 1 << 20,
+            min_bytes: 1 << 20,
+            isolation: Isolation::ReadUncommitted,
+            missing: ResponseError::UnknownTopicId,
+        };
+        let batch = strom_storage::batch::encode_batch(&[(None, Some(Bytes::from_static(b"v")))], 0);
+
+        // Each append wakes the fetch, short of its min_bytes, to wait again.
+        let appends = async {
+            for _ in 0..100 {
+                busy.append(&batch, 0).unwrap();
+                tokio::task::yield_now().await;
+            }
+            idle.waiter_count()
+        };
+        let idle_waiters = tokio::select! {
+            _ = read_with_wait(&broker, &plan, &partitions, limits, Duration::from_secs(30)) => {
+                panic!("the fetch returned short of its min_bytes")
+            }
+            count = appends => count,
+        };
+        assert_eq!(idle_waiters, 1, "the idle partition holds one registration per wait");
+    }
 }
