@@ -14,13 +14,13 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
+use kafka_protocol::error::ResponseError;
 use strom_metadata::{MetadataError, MetadataImage, PartitionLogs, TopicImage};
 use strom_storage::producer_state::AppendOrigin;
 use strom_storage::segment::FileSlice;
 use strom_storage::txn_index::AbortedTxn;
 use strom_storage::Log;
 use strom_storage::{AppendInfo, LogDir, LogManager, SharedLog, StorageError, TopicPartition};
-use kafka_protocol::error::ResponseError;
 use tokio::sync::Notify;
 use uuid::Uuid;
 

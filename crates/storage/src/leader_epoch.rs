@@ -92,11 +92,13 @@ impl LeaderEpochCache {
         if epoch < 0 || start_offset < 0 {
             return Ok(false);
         }
-        let needed = self.entries.last().is_none_or(|last| last.epoch != epoch || start_offset < last.start_offset);
+        let needed =
+            self.entries.last().is_none_or(|last| last.epoch != epoch || start_offset < last.start_offset);
         if !needed {
             return Ok(false);
         }
-        let keep = self.entries.iter().take_while(|e| e.epoch < epoch && e.start_offset < start_offset).count();
+        let keep =
+            self.entries.iter().take_while(|e| e.epoch < epoch && e.start_offset < start_offset).count();
         self.entries.truncate(keep);
         self.entries.push(EpochEntry { epoch, start_offset });
         self.write()?;
@@ -148,7 +150,8 @@ impl LeaderEpochCache {
     }
 
     fn write(&self) -> Result<()> {
-        let lines: Vec<String> = self.entries.iter().map(|e| format!("{} {}", e.epoch, e.start_offset)).collect();
+        let lines: Vec<String> =
+            self.entries.iter().map(|e| format!("{} {}", e.epoch, e.start_offset)).collect();
         Ok(write_atomically(&self.path, format_entries(&lines).as_bytes())?)
     }
 
@@ -161,7 +164,8 @@ impl LeaderEpochCache {
 /// One `epoch offset` line; Kafka splits on any run of whitespace.
 fn parse_entry(line: &str) -> Option<EpochEntry> {
     let mut fields = line.split_whitespace();
-    let entry = EpochEntry { epoch: fields.next()?.parse().ok()?, start_offset: fields.next()?.parse().ok()? };
+    let entry =
+        EpochEntry { epoch: fields.next()?.parse().ok()?, start_offset: fields.next()?.parse().ok()? };
     fields.next().is_none().then_some(entry)
 }
 
@@ -203,11 +207,16 @@ mod tests {
         assert!(LeaderEpochCache::read(dir.path()).unwrap().is_none());
         let path = dir.path().join(CHECKPOINT_FILE);
         std::fs::write(&path, "").unwrap();
-        assert!(LeaderEpochCache::read(dir.path()).unwrap().unwrap().entries().is_empty(), "as Kafka creates it");
+        assert!(
+            LeaderEpochCache::read(dir.path()).unwrap().unwrap().entries().is_empty(),
+            "as Kafka creates it"
+        );
         // Kafka splits on any whitespace.
         std::fs::write(&path, "0\n1\n2  \t40\n").unwrap();
         assert_eq!(pairs(&LeaderEpochCache::read(dir.path()).unwrap().unwrap()), [(2, 40)]);
-        for damaged in ["0\n2\n1 10\n", "1\n0\n", "0\n1\n1 x\n", "0\n1\n1 2 3\n", "0\n2\n3 10\n2 20\n", "0\n1\n-4 1\n"] {
+        for damaged in
+            ["0\n2\n1 10\n", "1\n0\n", "0\n1\n1 x\n", "0\n1\n1 2 3\n", "0\n2\n3 10\n2 20\n", "0\n1\n-4 1\n"]
+        {
             std::fs::write(&path, damaged).unwrap();
             assert!(LeaderEpochCache::read(dir.path()).is_err(), "{damaged:?}");
         }
@@ -246,7 +255,11 @@ mod tests {
         assert_eq!(empty.end_offset_for(UNDEFINED_EPOCH, 0), (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET));
 
         let cache = cache_with(dir.path(), &[(0, 10), (2, 13), (4, 17)]);
-        assert_eq!(cache.end_offset_for(1, 30), (0, 13), "the largest epoch below, ending where the next starts");
+        assert_eq!(
+            cache.end_offset_for(1, 30),
+            (0, 13),
+            "the largest epoch below, ending where the next starts"
+        );
         assert_eq!(cache.end_offset_for(2, 30), (2, 17));
         assert_eq!(cache.end_offset_for(3, 30), (2, 17));
         assert_eq!(cache.end_offset_for(4, 30), (4, 30), "the latest epoch ends at the log end");

@@ -11,14 +11,19 @@
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::offset_for_leader_epoch_request::OffsetForLeaderPartition;
-use kafka_protocol::messages::offset_for_leader_epoch_response::{EpochEndOffset, OffsetForLeaderTopicResult};
+use kafka_protocol::messages::offset_for_leader_epoch_response::{
+    EpochEndOffset, OffsetForLeaderTopicResult,
+};
 use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
 
 use crate::dispatch::RequestContext;
 use crate::error::storage_error;
 use crate::replica::Partition;
 
-pub fn handle(ctx: &RequestContext<'_>, request: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse {
+pub fn handle(
+    ctx: &RequestContext<'_>,
+    request: OffsetForLeaderEpochRequest,
+) -> OffsetForLeaderEpochResponse {
     let topics = request
         .topics
         .into_iter()
@@ -28,9 +33,9 @@ pub fn handle(ctx: &RequestContext<'_>, request: OffsetForLeaderEpochRequest) ->
                 .partitions
                 .iter()
                 .map(|p| {
-                    let partition = hosted.as_ref().and_then(|t| {
-                        usize::try_from(p.partition).ok().and_then(|i| t.partitions.get(i))
-                    });
+                    let partition = hosted
+                        .as_ref()
+                        .and_then(|t| usize::try_from(p.partition).ok().and_then(|i| t.partitions.get(i)));
                     match partition {
                         Some(partition) => end_offset(partition, p),
                         None => failure(p.partition, ResponseError::UnknownTopicOrPartition),

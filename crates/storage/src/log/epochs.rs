@@ -48,7 +48,8 @@ impl Log {
         for segment in self.segments.values() {
             let Some((mut position, _)) = segment.translate_offset(self.log_start_offset)? else { continue };
             while let Some(header) = segment.header_at(position)? {
-                cache.observe(header.partition_leader_epoch, header.base_offset.max(self.log_start_offset))?;
+                cache
+                    .observe(header.partition_leader_epoch, header.base_offset.max(self.log_start_offset))?;
                 position += header.size as u64;
             }
         }
