@@ -216,9 +216,8 @@ fn requested_targets(
             match &found {
                 Some(t) if has_partition(t, p.partition) => {
                     // A stale or future leader epoch is answered, not read (KIP-320).
-                    match t.partitions[p.partition as usize]
-                        .check_current_leader_epoch(p.current_leader_epoch)
-                    {
+                    let partition = &t.partitions[p.partition as usize];
+                    match partition.check_current_leader_epoch(p.current_leader_epoch) {
                         Ok(()) => hosted.push(target),
                         Err(error) => rejected.push((target, error)),
                     }
