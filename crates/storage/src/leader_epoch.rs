@@ -78,10 +78,22 @@ impl LeaderEpochCache {
     /// is newer than every known one (what the append path and a rebuild
     /// need). Negative epochs (batches written without one) are skipped.
     pub fn observe(&mut self, epoch: i32, base_offset: i64) -> Result<()> {
-        if epoch >= 0 && self.latest_epoch().is_none_or(|latest| epoch > latest) {
+        if self.is_newer(epoch) {
             self.assign(epoch, base_offset)?;
         }
         Ok(())
+    }
+
+    /// [`Self::observe`] in memory only, for a rebuild that writes once at
+    /// the end. Batches come in log order, so start offsets increase.
+    pub fn observe_unwritten(&mut self, epoch: i32, base_offset: i64) {
+        if self.is_newer(epoch) {
+            self.entries.push(EpochEntry { epoch, start_offset: base_offset });
+        }
+    }
+
+    fn is_newer(&self, epoch: i32) -> bool {
+        epoch >= 0 && self.latest_epoch().is_none_or(|latest| epoch > latest)
     }
 
     /// Kafka's `assign`: makes `epoch` begin at `start_offset`, first
@@ -305,6 +317,17 @@ mod tests {
         let mut cache = cache_with(dir.path(), &[(0, 0), (1, 7), (2, 10)]);
         cache.truncate_from_start(5).unwrap();
         assert_eq!(pairs(&cache), [(0, 5), (1, 7), (2, 10)]);
+    }
+
+    #[test]
+    fn a_rebuild_from_batches_keeps_each_newer_epochs_first_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cache = LeaderEpochCache::empty(dir.path());
+        for (epoch, offset) in [(-1, 0), (0, 1), (0, 3), (2, 5), (1, 7), (2, 9), (3, 12)] {
+            cache.observe_unwritten(epoch, offset);
+        }
+        assert_eq!(pairs(&cache), [(0, 1), (2, 5), (3, 12)]);
+        assert!(!dir.path().join(CHECKPOINT_FILE).exists(), "written by the caller, once");
     }
 
     #[test]

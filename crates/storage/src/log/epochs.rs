@@ -40,20 +40,20 @@ impl Log {
         }
     }
 
-    /// Rebuilds the cache from every batch header from the log start on. A
-    /// damaged file is replaced; a missing one is written once an epoch is
-    /// known, so a new empty log costs no write.
+    /// Rebuilds the cache from every batch header from the log start on,
+    /// then writes it once. A damaged file is always replaced; a missing one
+    /// only if an epoch is known, so a new empty log costs no write.
     fn rebuild_leader_epochs(&mut self, replace: bool) -> Result<()> {
         let mut cache = LeaderEpochCache::empty(&self.dir);
         for segment in self.segments.values() {
             let Some((mut position, _)) = segment.translate_offset(self.log_start_offset)? else { continue };
             while let Some(header) = segment.header_at(position)? {
-                cache
-                    .observe(header.partition_leader_epoch, header.base_offset.max(self.log_start_offset))?;
+                let start_offset = header.base_offset.max(self.log_start_offset);
+                cache.observe_unwritten(header.partition_leader_epoch, start_offset);
                 position += header.size as u64;
             }
         }
-        if replace && cache.entries().is_empty() {
+        if replace || !cache.entries().is_empty() {
             cache.persist()?;
         }
         self.leader_epochs = cache;
