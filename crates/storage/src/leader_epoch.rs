@@ -75,8 +75,8 @@ impl LeaderEpochCache {
     }
 
     /// Records that the batch at `base_offset` carries `epoch`, if that epoch
-    /// is newer than every known one (what the append path and a rebuild
-    /// need). Negative epochs (batches written without one) are skipped.
+    /// is newer than every known one, as the append path does. Negative
+    /// epochs (batches written without one) are skipped.
     pub fn observe(&mut self, epoch: i32, base_offset: i64) -> Result<()> {
         if self.is_newer(epoch) {
             self.assign(epoch, base_offset)?;
@@ -113,7 +113,7 @@ impl LeaderEpochCache {
             self.entries.iter().take_while(|e| e.epoch < epoch && e.start_offset < start_offset).count();
         self.entries.truncate(keep);
         self.entries.push(EpochEntry { epoch, start_offset });
-        self.write()?;
+        self.persist()?;
         Ok(true)
     }
 
@@ -125,7 +125,7 @@ impl LeaderEpochCache {
             return Ok(());
         }
         self.entries.truncate(keep);
-        self.write()
+        self.persist()
     }
 
     /// Moves the cache's start to `start_offset` (the log start offset
@@ -139,7 +139,7 @@ impl LeaderEpochCache {
         }
         self.entries.drain(..covered);
         self.entries.insert(0, EpochEntry { epoch: last_covered.epoch, start_offset });
-        self.write()
+        self.persist()
     }
 
     /// Kafka's `endOffsetFor`, the OffsetForLeaderEpoch answer: for the
@@ -161,15 +161,11 @@ impl LeaderEpochCache {
         (floor, next.start_offset)
     }
 
-    fn write(&self) -> Result<()> {
+    /// Writes the cache as it is: at every change, and after a rebuild.
+    pub fn persist(&self) -> Result<()> {
         let lines: Vec<String> =
             self.entries.iter().map(|e| format!("{} {}", e.epoch, e.start_offset)).collect();
         Ok(write_atomically(&self.path, format_entries(&lines).as_bytes())?)
-    }
-
-    /// Writes the cache as it is, e.g. after a rebuild replaced a damaged file.
-    pub fn persist(&self) -> Result<()> {
-        self.write()
     }
 }
 
