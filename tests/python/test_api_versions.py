@@ -32,6 +32,7 @@ KAFKA_41 = {
     20: ("DeleteTopics", 1, 6),
     21: ("DeleteRecords", 0, 2),
     22: ("InitProducerId", 0, 5),  # v6 (KIP-939) is unstable in 4.1.0
+    23: ("OffsetForLeaderEpoch", 2, 4),  # v0-v1 removed in 4.0 (KIP-896)
     24: ("AddPartitionsToTxn", 0, 5),
     25: ("AddOffsetsToTxn", 0, 4),
     26: ("EndTxn", 0, 5),
@@ -59,7 +60,7 @@ OMITTED = {
         39: "RenewDelegationToken", 40: "ExpireDelegationToken", 41: "DescribeDelegationToken",
     },
     "one node, no replication or quorum yet": {
-        23: "OffsetForLeaderEpoch", 34: "AlterReplicaLogDirs", 43: "ElectLeaders",
+        34: "AlterReplicaLogDirs", 43: "ElectLeaders",
         45: "AlterPartitionReassignments", 46: "ListPartitionReassignments", 55: "DescribeQuorum",
         57: "UpdateFeatures", 64: "UnregisterBroker", 80: "AddRaftVoter", 81: "RemoveRaftVoter",
     },

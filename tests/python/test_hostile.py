@@ -609,6 +609,33 @@ def test_a_transaction_nobody_added_cannot_stall_read_committed_consumers(broker
         broker.restart()
 
 
+# ---------------------------------------------------------------- OffsetForLeaderEpoch with extreme values
+# Epochs and partitions at the ends of their range, and one request naming
+# many partitions, are answered per partition; nothing panics.
+
+from test_leader_epochs import offset_for_leader_epoch  # noqa: E402
+
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+
+
+def test_offset_for_leader_epoch_with_extreme_values_is_answered_per_partition(broker):
+    create_topic(broker.bootstrap, "edges")
+    for partition, current, epoch, expected in [
+        (0, -1, INT32_MAX, (wire.NONE, -1, -1)),
+        (0, -1, INT32_MIN, (wire.NONE, -1, -1)),
+        (0, INT32_MIN, 0, (74, -1, -1)),  # FENCED_LEADER_EPOCH
+        (0, INT32_MAX, 0, (75, -1, -1)),  # UNKNOWN_LEADER_EPOCH
+        (-1, -1, 0, (wire.UNKNOWN_TOPIC_OR_PARTITION, -1, -1)),
+        (INT32_MAX, -1, 0, (wire.UNKNOWN_TOPIC_OR_PARTITION, -1, -1)),
+    ]:
+        answers = offset_for_leader_epoch(broker.port, 4, "edges", [(partition, current, epoch)])
+        assert answers == {partition: expected}, (partition, current, epoch)
+    many = [(p, -1, 0) for p in range(20_000)]
+    answers = offset_for_leader_epoch(broker.port, 4, "edges", many)
+    assert len(answers) == 20_000 and answers[0] == (wire.NONE, -1, -1)
+    assert_healthy(broker)
+
+
 # ---- A slow disk stalls no connection -----------------------------------------
 # Every fsync waits off the runtime's workers and the periodic duties run on
 # the blocking pool. The broker runs here with one runtime worker and every

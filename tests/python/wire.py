@@ -736,6 +736,7 @@ class FetchPartition(NamedTuple):
     partition: int
     fetch_offset: int
     partition_max_bytes: int = 1 << 20
+    current_leader_epoch: int = -1
 
 
 def fetch_request(
@@ -774,7 +775,7 @@ def fetch_request(
         for p in partitions:
             w.int32(p.partition)
             if version >= 9:
-                w.int32(-1)  # current leader epoch
+                w.int32(p.current_leader_epoch)
             w.int64(p.fetch_offset)
             if version >= 12:
                 w.int32(-1)  # last fetched epoch
@@ -1471,13 +1472,15 @@ LIST_OFFSETS = 2
 LATEST_TIMESTAMP = -1
 
 
-def list_offsets_v5(port: int, topic: str, partitions: Sequence[int], timestamp: int = LATEST_TIMESTAMP) -> dict[int, tuple[int, int]]:
+def list_offsets_v5(
+    port: int, topic: str, partitions: Sequence[int], timestamp: int = LATEST_TIMESTAMP, current_leader_epoch: int = -1
+) -> dict[int, tuple[int, int]]:
     """One ListOffsets v5 round trip: (error code, offset) per partition."""
     w = Writer(flexible=False)
     w.int32(-1).int8(0)  # replica id: a consumer; read uncommitted
     w.length(1).string(topic).length(len(partitions))
     for p in partitions:
-        w.int32(p).int32(-1).int64(timestamp)  # current leader epoch unknown
+        w.int32(p).int32(current_leader_epoch).int64(timestamp)
     r = Reader(call(port, request(LIST_OFFSETS, 5, 55, w.build())))
     assert r.int32() == 55
     r.int32()  # throttle

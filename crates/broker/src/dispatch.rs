@@ -10,6 +10,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::api_versions_response::ApiVersionsResponse;
 use kafka_protocol::messages::DescribeLogDirsRequest;
+use kafka_protocol::messages::OffsetForLeaderEpochRequest;
 use kafka_protocol::messages::{
     AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, DescribeProducersRequest, DescribeTransactionsRequest,
     EndTxnRequest, ListTransactionsRequest, TxnOffsetCommitRequest, WriteTxnMarkersRequest,
@@ -174,6 +175,7 @@ pub enum Request {
     DescribeTransactions(DescribeTransactionsRequest),
     ListTransactions(ListTransactionsRequest),
     DescribeProducers(DescribeProducersRequest),
+    OffsetForLeaderEpoch(OffsetForLeaderEpochRequest),
 }
 
 /// What a frame holds once parsed.
@@ -258,6 +260,7 @@ fn decode_body(api_key: ApiKey, version: i16, body: &mut Bytes) -> Result<Reques
         ApiKey::DescribeTransactions => Request::DescribeTransactions(decode(body, version)?),
         ApiKey::ListTransactions => Request::ListTransactions(decode(body, version)?),
         ApiKey::DescribeProducers => Request::DescribeProducers(decode(body, version)?),
+        ApiKey::OffsetForLeaderEpoch => Request::OffsetForLeaderEpoch(decode(body, version)?),
         other => return Err(RequestError::UnknownApi(other as i16)),
     })
 }
@@ -351,6 +354,7 @@ async fn route(ctx: &RequestContext<'_>, request: Request) -> Answer {
         Request::DescribeTransactions(r) => handlers::transactions::describe(ctx, r).into_reply(),
         Request::ListTransactions(r) => handlers::transactions::list(ctx, r).into_reply(),
         Request::DescribeProducers(r) => handlers::transactions::describe_producers(ctx, r).into_reply(),
+        Request::OffsetForLeaderEpoch(r) => handlers::leader_epochs::handle(ctx, r).into_reply(),
     }
 }
 

@@ -233,6 +233,27 @@ impl Partition {
         Ok((info, log.log_start_offset()))
     }
 
+    /// Kafka's `checkCurrentLeaderEpoch`: a client naming an epoch
+    /// (anything but -1) must name this partition's; an older one is
+    /// FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH.
+    pub fn check_current_leader_epoch(&self, current_leader_epoch: i32) -> Result<(), ResponseError> {
+        use std::cmp::Ordering::{Greater, Less};
+        if current_leader_epoch == NO_PARTITION_LEADER_EPOCH {
+            return Ok(());
+        }
+        match self.leader_epoch.cmp(&current_leader_epoch) {
+            Greater => Err(ResponseError::FencedLeaderEpoch),
+            Less => Err(ResponseError::UnknownLeaderEpoch),
+            _ => Ok(()),
+        }
+    }
+
+    /// OffsetForLeaderEpoch: the largest epoch at or below `epoch` and
+    /// where it ends; (-1, -1) when unknown.
+    pub fn end_offset_for_epoch(&self, epoch: i32) -> Result<(i32, i64), StorageError> {
+        self.with_log(|log| Ok(log.end_offset_for_epoch(epoch)))
+    }
+
     /// The last stable offset: read_committed consumers read up to it.
     pub fn last_stable_offset(&self) -> i64 {
         peek_log(&self.log).last_stable_offset(self.high_watermark())
@@ -371,6 +392,9 @@ fn panic_if_injected(tp: &TopicPartition) {
     #[cfg(not(debug_assertions))]
     let _ = tp;
 }
+
+/// Kafka's `NO_PARTITION_LEADER_EPOCH`: a request that names no epoch.
+const NO_PARTITION_LEADER_EPOCH: i32 = -1;
 
 /// DeleteRecords' offset meaning "up to the high watermark".
 const DELETE_TO_HIGH_WATERMARK: i64 = -1;

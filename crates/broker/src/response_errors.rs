@@ -323,6 +323,16 @@ impl ResponseErrors for DescribeProducersResponse {
     }
 }
 
+impl ResponseErrors for OffsetForLeaderEpochResponse {
+    fn visit_errors(&self, visit: &mut dyn FnMut(&dyn Display, i16)) {
+        for topic in &self.topics {
+            for p in &topic.partitions {
+                visit(&format_args!("{}-{}", topic.topic.0, p.partition), p.error_code);
+            }
+        }
+    }
+}
+
 /// Most outcome entries one debug line lists; a fetch of thousands of
 /// partitions is summed up past that.
 const OUTCOME_DETAIL_MAX: usize = 16;

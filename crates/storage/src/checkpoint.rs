@@ -62,6 +62,19 @@ impl OffsetCheckpoint {
 }
 
 fn parse(text: &str) -> Option<Vec<(TopicPartition, i64)>> {
+    parse_entries(text, |line| {
+        let mut fields = line.split(' ');
+        let (topic, partition, offset) = (fields.next()?, fields.next()?, fields.next()?);
+        if fields.next().is_some() {
+            return None;
+        }
+        Some((TopicPartition::new(topic, partition.parse().ok()?), offset.parse().ok()?))
+    })
+}
+
+/// The entries of a checkpoint in Kafka's text format (version 0, a count,
+/// then one entry per line, read by `parse_line`); `None` if malformed.
+pub fn parse_entries<T>(text: &str, parse_line: impl Fn(&str) -> Option<T>) -> Option<Vec<T>> {
     let mut lines = text.lines();
     if lines.next()?.trim().parse::<u32>().ok()? != VERSION {
         return None;
@@ -69,14 +82,19 @@ fn parse(text: &str) -> Option<Vec<(TopicPartition, i64)>> {
     let count: usize = lines.next()?.trim().parse().ok()?;
     let mut entries = Vec::with_capacity(count.min(1 << 20));
     for line in lines.by_ref().take(count) {
-        let mut fields = line.split(' ');
-        let (topic, partition, offset) = (fields.next()?, fields.next()?, fields.next()?);
-        if fields.next().is_some() {
-            return None;
-        }
-        entries.push((TopicPartition::new(topic, partition.parse().ok()?), offset.parse().ok()?));
+        entries.push(parse_line(line)?);
     }
     (entries.len() == count).then_some(entries)
+}
+
+/// Kafka's checkpoint text for `lines`, one entry each.
+pub fn format_entries(lines: &[String]) -> String {
+    let mut text = format!("{VERSION}\n{}\n", lines.len());
+    for line in lines {
+        text.push_str(line);
+        text.push('\n');
+    }
+    text
 }
 
 /// Replaces `path` with `contents` crash-safely: the new contents are on

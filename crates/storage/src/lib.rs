@@ -22,6 +22,8 @@
 //!   idempotent retries are appended once; snapshotted beside the segments.
 //! - [`txn_index`] is a segment's `.txnindex` of aborted transactions, for
 //!   read_committed fetches.
+//! - [`leader_epoch`] is a log's leader epoch cache (`leader-epoch-checkpoint`):
+//!   where each leader epoch begins, for OffsetForLeaderEpoch and truncation.
 //! - [`checkpoint`] writes Kafka's offset checkpoint files atomically;
 //!   [`fsync`] is where every write is forced to disk.
 //! - [`manager`] owns every log across `log.dirs`, loads them at start,
@@ -41,6 +43,7 @@ pub mod failpoint;
 pub mod file_cache;
 pub mod fsync;
 pub mod index;
+pub mod leader_epoch;
 pub mod log;
 pub mod manager;
 pub mod producer_state;

@@ -15,11 +15,13 @@ use std::path::{Path, PathBuf};
 use crate::batch::{self, BatchHeader, Batches, HeaderRewrite, TimestampType, HEADER_LEN};
 use crate::error::{Result, StorageError};
 use crate::file_cache::FileCache;
+use crate::leader_epoch::LeaderEpochCache;
 use crate::producer_state::{AppendOrigin, BatchMetadata, CompletedTxn, ProducedBatch, ProducerCheck};
 use crate::records::{RecordRules, TimestampWindow};
 use crate::segment::{self, FileSlice, LogSegment, PreparedBatch, RecoveryReport, SegmentConfig};
 use crate::txn_index::AbortedTxn;
 
+mod epochs;
 mod producers;
 mod retention;
 #[cfg(test)]
@@ -175,6 +177,7 @@ pub struct Log {
     /// Set once a panic poisoned the lock around this log; see
     /// [`crate::manager::lock_log`].
     offline: bool,
+    leader_epochs: LeaderEpochCache,
 }
 
 /// The base offset encoded in a segment file name, if it is one.
@@ -274,6 +277,7 @@ impl Log {
             last_flush_ms: now_ms,
             producers: Default::default(),
             offline: false,
+            leader_epochs: LeaderEpochCache::empty(dir),
         };
         let recover_from =
             found.iter().rev().map(|s| s.base_offset).find(|b| *b <= recovery_point).unwrap_or(i64::MIN);
@@ -329,6 +333,7 @@ impl Log {
             log.recovery_point = log.recovery_point.min(recover_from.max(first_base));
         }
         log.load_producer_state(if clean_shutdown { i64::MAX } else { recovery_point })?;
+        log.load_leader_epochs()?;
         report.segments = log.segments.len();
         Ok((log, report))
     }
@@ -440,6 +445,8 @@ impl Log {
         let bytes = records.len();
         let first_timestamp = prepared.first().map_or(-1, |b| b.max_timestamp);
         self.maybe_roll(bytes, next_offset - 1, first_timestamp, now_ms)?;
+        // Before the data, as Kafka does: the checkpoint never lacks an epoch the log holds.
+        self.leader_epochs.observe(leader_epoch, first_offset)?;
         self.active_mut().append(&prepared)?;
         let completed = self.producers.state.apply(producer_updates);
         self.index_aborted(&completed)?;

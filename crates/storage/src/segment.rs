@@ -640,6 +640,20 @@ impl LogSegment {
         })
     }
 
+    /// Drops the batch holding `offset` and every later one, with their
+    /// index entries; the segment takes appends afterwards. Returns the
+    /// bytes removed.
+    pub fn truncate_to(&mut self, offset: i64) -> Result<u64> {
+        self.activate()?;
+        let Some((position, _)) = self.translate_offset(offset)? else { return Ok(0) };
+        let removed = self.size - position;
+        self.file()?.set_len(position)?;
+        // Rebuilding the indexes from what is left is simpler than trimming
+        // them, and truncation is rare (a follower cutting a divergent tail).
+        self.recover(usize::MAX)?;
+        Ok(removed)
+    }
+
     /// Builds fresh indexes from the batches of the first `file_len` bytes
     /// that pass their checks.
     fn scan(&self, file: &File, file_len: u64, max_batch_bytes: usize) -> Result<Scan> {

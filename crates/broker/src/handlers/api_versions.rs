@@ -44,6 +44,7 @@ const SERVED: &[ApiKey] = &[
     ApiKey::DescribeTransactions,
     ApiKey::ListTransactions,
     ApiKey::DescribeProducers,
+    ApiKey::OffsetForLeaderEpoch,
 ];
 
 /// The version range served for `key`, if it is served at all.
@@ -61,7 +62,9 @@ fn served_versions(key: ApiKey) -> VersionRange {
         ApiKey::InitProducerId => 5,
         _ => range.max,
     };
-    VersionRange { min: range.min, max: range.max.min(decodable_max) }
+    // Kafka 4 removed OffsetForLeaderEpoch v0-v1 (KIP-896).
+    let min = if key == ApiKey::OffsetForLeaderEpoch { range.min.max(2) } else { range.min };
+    VersionRange { min, max: range.max.min(decodable_max) }
 }
 
 /// The lowest Produce version advertised, below the lowest served (3):

@@ -231,7 +231,14 @@ fn requested_targets(
                 partition_max_bytes: p.partition_max_bytes,
             };
             match &found {
-                Some(t) if has_partition(t, p.partition) => hosted.push(target),
+                Some(t) if has_partition(t, p.partition) => {
+                    // A stale or future leader epoch is answered, not read (KIP-320).
+                    let partition = &t.partitions[p.partition as usize];
+                    match partition.check_current_leader_epoch(p.current_leader_epoch) {
+                        Ok(()) => hosted.push(target),
+                        Err(error) => rejected.push((target, error)),
+                    }
+                }
                 Some(_) => rejected.push((target, ResponseError::UnknownTopicOrPartition)),
                 None if by_id => rejected.push((target, ResponseError::UnknownTopicId)),
                 None => rejected.push((target, ResponseError::UnknownTopicOrPartition)),

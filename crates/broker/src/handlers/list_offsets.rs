@@ -64,6 +64,9 @@ fn list_partition(
     if !partition.is_online() {
         return failure(request.partition_index, ResponseError::KafkaStorageError);
     }
+    if let Err(error) = partition.check_current_leader_epoch(request.current_leader_epoch) {
+        return failure(request.partition_index, error);
+    }
     let found = match request.timestamp {
         LATEST if read_committed => Ok(Some((-1, partition.last_stable_offset()))),
         LATEST => Ok(Some((-1, partition.high_watermark()))),

@@ -9,6 +9,7 @@ pub mod delete_records;
 pub mod fetch;
 pub mod groups;
 pub mod init_producer_id;
+pub mod leader_epochs;
 pub mod list_offsets;
 pub mod log_dirs;
 pub mod metadata;

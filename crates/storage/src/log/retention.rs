@@ -47,6 +47,7 @@ impl Log {
             let first_base = *self.segments.keys().next().expect("the active segment stays");
             self.log_start_offset = self.log_start_offset.max(first_base);
             self.recovery_point = self.recovery_point.max(first_base);
+            self.leader_epochs.truncate_from_start(self.log_start_offset)?;
             deleted.files.extend(self.retire_producer_snapshots(first_base)?);
             tracing::info!(dir = %self.dir.display(), segments = deleted.segments, bytes = deleted.bytes,
                 log_start_offset = self.log_start_offset, "deleted segments past retention");
@@ -63,6 +64,7 @@ impl Log {
             return Err(StorageError::OffsetOutOfRange { offset, log_start: self.log_start_offset, log_end });
         }
         self.log_start_offset = self.log_start_offset.max(offset);
+        self.leader_epochs.truncate_from_start(self.log_start_offset)?;
         Ok(self.log_start_offset)
     }
 

@@ -1,0 +1,72 @@
+//! OffsetForLeaderEpoch (KIP-101, KIP-320): where a leader epoch ends.
+//!
+//! Followers ask it to find where their log diverges from the leader's;
+//! consumers ask it to check that the position they hold (an offset and
+//! the epoch of the record before it) still exists after a leader change.
+//! The answer comes from the partition log's leader epoch cache. As in
+//! Kafka, `replica_id` (v3+) only tells a follower from a consumer; both
+//! get the same answer, the log end offset for the current epoch (not the
+//! high watermark), and `current_leader_epoch` fences stale or future
+//! clients.
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::offset_for_leader_epoch_request::OffsetForLeaderPartition;
+use kafka_protocol::messages::offset_for_leader_epoch_response::{
+    EpochEndOffset, OffsetForLeaderTopicResult,
+};
+use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
+
+use crate::dispatch::RequestContext;
+use crate::error::storage_error;
+use crate::replica::Partition;
+
+pub fn handle(
+    ctx: &RequestContext<'_>,
+    request: OffsetForLeaderEpochRequest,
+) -> OffsetForLeaderEpochResponse {
+    let topics = request
+        .topics
+        .into_iter()
+        .map(|topic| {
+            let hosted = ctx.broker.replicas.topic(topic.topic.0.as_str());
+            let partitions = topic
+                .partitions
+                .iter()
+                .map(|p| {
+                    let partition = hosted
+                        .as_ref()
+                        .and_then(|t| usize::try_from(p.partition).ok().and_then(|i| t.partitions.get(i)));
+                    match partition {
+                        Some(partition) => end_offset(partition, p),
+                        None => failure(p.partition, ResponseError::UnknownTopicOrPartition),
+                    }
+                })
+                .collect();
+            OffsetForLeaderTopicResult::default().with_topic(topic.topic).with_partitions(partitions)
+        })
+        .collect();
+    OffsetForLeaderEpochResponse::default().with_topics(topics)
+}
+
+/// Kafka's `Partition.lastOffsetForLeaderEpoch`: the epoch check first,
+/// then the cache's answer ((-1, -1) when it knows no such epoch).
+fn end_offset(partition: &Partition, request: &OffsetForLeaderPartition) -> EpochEndOffset {
+    if let Err(error) = partition.check_current_leader_epoch(request.current_leader_epoch) {
+        return failure(request.partition, error);
+    }
+    match partition.end_offset_for_epoch(request.leader_epoch) {
+        Ok((leader_epoch, end_offset)) => EpochEndOffset::default()
+            .with_partition(request.partition)
+            .with_leader_epoch(leader_epoch)
+            .with_end_offset(end_offset),
+        Err(e) => failure(request.partition, storage_error(&e)),
+    }
+}
+
+fn failure(partition: i32, error: ResponseError) -> EpochEndOffset {
+    EpochEndOffset::default()
+        .with_partition(partition)
+        .with_error_code(error.code())
+        .with_leader_epoch(-1)
+        .with_end_offset(-1)
+}
