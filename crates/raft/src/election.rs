@@ -12,6 +12,11 @@ const ELECTION_BACKOFF_BASE_MS: u64 = 100;
 
 impl<L: RaftLog> RaftNode<L> {
     pub(crate) fn become_prospective(&mut self, now: u64) {
+        if !matches!(self.role, Role::Candidate { .. }) {
+            // Kafka's `QuorumState`: the retry count (and so the backoff)
+            // only grows across elections lost one after another.
+            self.election_retries = 0;
+        }
         let voted = self.voted_in_epoch();
         let leader = self.leader_id().filter(|id| *id != self.config.node_id);
         let mut tally = Tally::default();

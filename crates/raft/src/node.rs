@@ -499,7 +499,7 @@ impl<L: RaftLog> RaftNode<L> {
             voter_offsets: others.iter().map(|id| (*id, None)).collect(),
             begin_unacked: others,
             begin_epoch_deadline_ms: now.saturating_add(self.config.fetch_timeout_ms / 2),
-            check_quorum_deadline_ms: now.saturating_add(self.check_quorum_timeout_ms()),
+            check_quorum_deadline_ms: self.first_check_quorum_deadline(now),
             fetched_voters: BTreeSet::new(),
             parked: BTreeMap::new(),
         };
@@ -509,6 +509,17 @@ impl<L: RaftLog> RaftNode<L> {
         // which it must commit before exposing anything (`LeaderState`).
         let voters = self.config.voters.iter().copied().collect();
         self.append_as_leader(Records::LeaderChange { leader_id: self.config.node_id, voters });
+    }
+
+    /// A lone voter is its own majority and never resigns for want of
+    /// fetches (Kafka's `LeaderState.timeUntilCheckQuorumExpires`): its
+    /// timer must not fall due, or the driver would tick it in a loop.
+    fn first_check_quorum_deadline(&self, now: u64) -> u64 {
+        if self.config.voters.len() == 1 {
+            u64::MAX
+        } else {
+            now.saturating_add(self.check_quorum_timeout_ms())
+        }
     }
 
     /// Kafka's `LeaderState`: 1.5 times the fetch timeout tolerates some

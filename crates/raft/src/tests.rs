@@ -329,3 +329,48 @@ fn a_configuration_without_voters_is_refused() {
     let error = RaftNode::new(QuorumConfig::new(1, []), MemoryLog::new(), None, 1, 0).unwrap_err();
     assert_eq!(error.to_string(), "controller.quorum.voters must name at least one voter");
 }
+
+#[test]
+fn a_lone_voter_leader_owes_no_check_quorum_tick() {
+    // With one voter there is no majority to lose (Kafka's
+    // `LeaderState.timeUntilCheckQuorumExpires`), so its timer must not sit
+    // in the past and make the driver tick in a loop.
+    let mut harness = Harness::new(&[&[]]);
+    harness.elect(1);
+    let later = harness.clocks[&1] + 10_000;
+    harness.tick(1, later);
+    assert_eq!(harness.node(1).role(), RoleName::Leader);
+    assert!(harness.node(1).next_deadline() > later, "a deadline already past is owed");
+}
+
+#[test]
+fn election_retries_start_over_after_a_round_that_ends_unattached() {
+    // Kafka's `QuorumState`: a new election continues the retry count only
+    // when it follows a lost election; otherwise it starts at one, so the
+    // backoff does not keep growing across unrelated elections.
+    let mut harness = Harness::new(&[&[], &[], &[]]);
+    let pre_votes_only = |_: NodeId, _: NodeId, body: &Body| {
+        !matches!(body, Body::VoteRequest { pre_vote: false, .. })
+    };
+    // Node 1 wins its pre-votes but no vote arrives: its election stalls,
+    // backs off, and it runs again, continuing the count.
+    harness.tick(1, 2_000);
+    harness.deliver_where(pre_votes_only);
+    assert_eq!((harness.node(1).role(), harness.node(1).epoch()), (RoleName::Candidate, 1));
+    harness.tick(1, 4_000);
+    harness.tick(1, 5_100);
+    harness.deliver_where(pre_votes_only);
+    assert_eq!((harness.node(1).role(), harness.node(1).epoch()), (RoleName::Candidate, 2));
+    assert_eq!(harness.node(1).election_retries, 2);
+    // Cut off, it backs off again, loses its pre-vote round and waits unattached.
+    harness.tick(1, 7_100);
+    harness.tick(1, 7_500);
+    harness.deliver(&[1]);
+    harness.tick(1, 9_500);
+    assert_eq!(harness.node(1).role(), RoleName::Unattached);
+    // The next election is a first try again.
+    harness.tick(1, 11_500);
+    harness.deliver_where(pre_votes_only);
+    assert_eq!((harness.node(1).role(), harness.node(1).epoch()), (RoleName::Candidate, 3));
+    assert_eq!(harness.node(1).election_retries, 1);
+}
