@@ -65,7 +65,11 @@ impl<L: RaftLog> RaftNode<L> {
         match backoff_until_ms {
             Some(until) if now >= *until => return self.become_prospective(now),
             Some(_) => return,
-            None if now >= *election_deadline_ms => return self.start_election_backoff(now),
+            None if now >= *election_deadline_ms => {
+                self.start_election_backoff(now);
+                // A backoff drawn as zero is over at once.
+                return self.poll_candidate(now);
+            }
             None => {}
         }
         let pending: Vec<NodeId> = self.other_voters().filter(|id| !tally.has_answered(*id)).collect();

@@ -349,9 +349,8 @@ fn election_retries_start_over_after_a_round_that_ends_unattached() {
     // when it follows a lost election; otherwise it starts at one, so the
     // backoff does not keep growing across unrelated elections.
     let mut harness = Harness::new(&[&[], &[], &[]]);
-    let pre_votes_only = |_: NodeId, _: NodeId, body: &Body| {
-        !matches!(body, Body::VoteRequest { pre_vote: false, .. })
-    };
+    let pre_votes_only =
+        |_: NodeId, _: NodeId, body: &Body| !matches!(body, Body::VoteRequest { pre_vote: false, .. });
     // Node 1 wins its pre-votes but no vote arrives: its election stalls,
     // backs off, and it runs again, continuing the count.
     harness.tick(1, 2_000);

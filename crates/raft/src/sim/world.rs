@@ -265,6 +265,7 @@ impl World {
                     self.schedule(at, Pending::Flushed { node: id, incarnation, flush_id });
                 }
                 Action::PersistQuorumState(state) => {
+                    self.checker.on_quorum_state(id, state)?;
                     self.nodes.get_mut(&id).expect("known node").disk.quorum_state = Some(state);
                 }
             }
@@ -275,6 +276,7 @@ impl World {
             return Err(format!("Actions: node {id}'s disk writes do not reproduce its log"));
         }
         self.stats.max_epoch = self.stats.max_epoch.max(raft.epoch());
+        self.checker.check_timer_progress(raft, self.now + sim.clock_offset_ms)?;
         self.checker.check_node(raft)
     }
 
