@@ -471,7 +471,22 @@ impl<L: RaftLog> RaftNode<L> {
 
     pub(crate) fn become_unattached(&mut self, now: u64, epoch: i32) {
         let voted = if epoch == self.epoch { self.voted_in_epoch() } else { None };
-        let election_deadline_ms = self.random_election_deadline(now);
+        // Kafka's `QuorumState.transitionToUnattached`: a voter already
+        // counting down to an election keeps its deadline on learning a newer
+        // epoch, so a stream of new epochs cannot hold its election off.
+        let running = match &self.role {
+            Role::Unattached { election_deadline_ms, .. }
+            | Role::Candidate { election_deadline_ms, .. }
+            | Role::Resigned { election_deadline_ms, .. } => Some(*election_deadline_ms),
+            Role::Prospective { election_deadline_ms, .. } if epoch > self.epoch => {
+                Some(*election_deadline_ms)
+            }
+            _ => None,
+        };
+        let election_deadline_ms = match running {
+            Some(deadline) => deadline,
+            None => self.random_election_deadline(now),
+        };
         self.set_role(epoch, Role::Unattached { voted, election_deadline_ms });
     }
 

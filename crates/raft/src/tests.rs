@@ -373,3 +373,23 @@ fn election_retries_start_over_after_a_round_that_ends_unattached() {
     assert_eq!((harness.node(1).role(), harness.node(1).epoch()), (RoleName::Candidate, 3));
     assert_eq!(harness.node(1).election_retries, 1);
 }
+
+#[test]
+fn a_newer_epoch_keeps_the_election_timer_running() {
+    // Kafka's `QuorumState.transitionToUnattached`: a voter already counting
+    // down to an election (unattached, candidate, resigned) keeps its
+    // deadline when it learns of a newer epoch; only a vote it grants, or
+    // leaving a leader, draws a new one.
+    let mut harness = Harness::new(&[&[], &[], &[]]);
+    let deadline = harness.node(3).next_deadline();
+    harness.clocks.insert(3, 500);
+    let pre_vote = Body::VoteRequest {
+        replica_epoch: 4,
+        candidate_id: 2,
+        last_position: OffsetAndEpoch::new(0, 0),
+        pre_vote: true,
+    };
+    harness.handle(3, Event::Receive { from: 2, message: Message { correlation_id: 1, body: pre_vote } });
+    assert_eq!((harness.node(3).role(), harness.node(3).epoch()), (RoleName::Unattached, 4));
+    assert_eq!(harness.node(3).next_deadline(), deadline);
+}
