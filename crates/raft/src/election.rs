@@ -198,12 +198,15 @@ impl<L: RaftLog> RaftNode<L> {
 
     fn record_vote(&mut self, now: u64, candidate_id: NodeId) {
         let election_deadline = self.random_election_deadline(now);
+        // The candidate has at least this node's chance of winning: give it a
+        // full election timeout (Kafka's `unattachedAddVotedState` and
+        // `prospectiveAddVotedState`).
         match &mut self.role {
-            Role::Unattached { voted: voted @ None, election_deadline_ms } => {
+            Role::Unattached { voted: voted @ None, election_deadline_ms }
+            | Role::Prospective { voted: voted @ None, election_deadline_ms, .. } => {
                 *voted = Some(candidate_id);
                 *election_deadline_ms = election_deadline;
             }
-            Role::Prospective { voted: voted @ None, .. } => *voted = Some(candidate_id),
             _ => return,
         }
         // Durable before the response that follows it.

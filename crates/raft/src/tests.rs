@@ -393,3 +393,29 @@ fn a_newer_epoch_keeps_the_election_timer_running() {
     assert_eq!((harness.node(3).role(), harness.node(3).epoch()), (RoleName::Unattached, 4));
     assert_eq!(harness.node(3).next_deadline(), deadline);
 }
+
+#[test]
+fn a_prospective_that_grants_a_vote_restarts_its_election_timer() {
+    // Kafka's `QuorumState.prospectiveAddVotedState`: the candidate it
+    // voted for has at least its chance of winning, so it waits a new
+    // randomised election timeout rather than run into that election.
+    let stored = ElectionState { epoch: 1, ..ElectionState::default() };
+    let mut node =
+        RaftNode::new(QuorumConfig::new(3, [1, 2, 3]), MemoryLog::new(), Some(stored), 3, 0).unwrap();
+    node.handle(ELECTION_TIMEOUT_MAX_MS, Event::Tick);
+    let deadline_of = |node: &RaftNode<MemoryLog>| match node.role {
+        crate::state::Role::Prospective { election_deadline_ms, .. } => election_deadline_ms,
+        _ => panic!("not prospective: {:?}", node.role()),
+    };
+    let before = deadline_of(&node);
+    let vote_at = before - 1;
+    let vote = Body::VoteRequest {
+        replica_epoch: 1,
+        candidate_id: 2,
+        last_position: OffsetAndEpoch::new(0, 0),
+        pre_vote: false,
+    };
+    node.handle(vote_at, Event::Receive { from: 2, message: Message { correlation_id: 7, body: vote } });
+    assert_eq!(node.election_state().voted_id, Some(2));
+    assert!(deadline_of(&node) >= vote_at + 1_000, "the election timer was not restarted");
+}
