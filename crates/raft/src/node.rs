@@ -165,7 +165,12 @@ impl<L: RaftLog> RaftNode<L> {
             let unacked = self.other_voters().collect();
             let role = Role::Resigned { unacked, preferred_successors: Vec::new(), election_deadline_ms };
             self.set_role(stored.epoch, role);
-        } else if stored.voted_id == Some(me) && stored.leader_id.is_none() {
+        } else if stored.voted_id == Some(me) && stored.leader_id.is_none() && self.config.is_voter() {
+            // Kafka resumes its election as Candidate in the same epoch. Here
+            // the log flushes asynchronously, so the Vote requests it sent may
+            // have advertised a tail the crash tore off, and voters re-grant a
+            // vote to the candidate they voted for without comparing logs: it
+            // probes again with pre-votes from its recovered log instead.
             let role = Role::Prospective {
                 voted: Some(me),
                 leader: None,

@@ -419,3 +419,17 @@ fn a_prospective_that_grants_a_vote_restarts_its_election_timer() {
     assert_eq!(node.election_state().voted_id, Some(2));
     assert!(deadline_of(&node) >= vote_at + 1_000, "the election timer was not restarted");
 }
+
+#[test]
+fn a_node_no_longer_a_voter_does_not_resume_its_election() {
+    // Its quorum-state says it voted for itself, but the voters now
+    // configured leave it out: it starts as an observer would.
+    let stored = ElectionState { epoch: 2, leader_id: None, voted_id: Some(4) };
+    let mut node =
+        RaftNode::new(QuorumConfig::new(4, [1, 2, 3]), MemoryLog::new(), Some(stored), 4, 0).unwrap();
+    assert_eq!(node.role(), RoleName::Unattached);
+    let asks_for_votes = node.take_actions().into_iter().any(|action| {
+        matches!(action, Action::Send { message: Message { body: Body::VoteRequest { .. }, .. }, .. })
+    });
+    assert!(!asks_for_votes);
+}
