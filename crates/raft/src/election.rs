@@ -142,7 +142,7 @@ impl<L: RaftLog> RaftNode<L> {
         }
         let up_to_date = last_position >= self.log.end_position() || self.vote_ignores_log();
         let granted = self.can_grant_vote(candidate_id, up_to_date, pre_vote);
-        if granted && !pre_vote {
+        if granted && (!pre_vote || self.pre_vote_binds()) {
             self.record_vote(now, candidate_id);
         }
         Some(self.vote_response(ErrorCode::None, granted))
@@ -409,6 +409,16 @@ impl<L: RaftLog> RaftNode<L> {
 
     #[cfg(not(test))]
     fn vote_ignores_log(&self) -> bool {
+        false
+    }
+
+    #[cfg(test)]
+    fn pre_vote_binds(&self) -> bool {
+        self.bugs.pre_vote_binds
+    }
+
+    #[cfg(not(test))]
+    fn pre_vote_binds(&self) -> bool {
         false
     }
 }

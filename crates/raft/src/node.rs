@@ -85,6 +85,8 @@ pub(crate) struct Bugs {
     pub vote_ignores_log: bool,
     /// Let a new leader commit without a record of its own epoch.
     pub commit_without_own_epoch: bool,
+    /// Record a granted pre-vote as a vote.
+    pub pre_vote_binds: bool,
 }
 
 /// One member of the quorum: a voter or an observer.

@@ -4,11 +4,12 @@
 //! agrees with it below its high watermark) and `CommittedDataDurable` (a
 //! majority of voters' disks hold every committed batch). Two more of our
 //! own: `ElectionStateDurable` (a node's `quorum-state` never names a second
-//! vote or a second leader in one epoch, nor goes back an epoch) and
+//! vote or a second leader in one epoch, nor goes back an epoch, and names
+//! as its vote only a node that ran as candidate in that epoch) and
 //! `TimerProgress` (after every event each node's next deadline lies ahead,
 //! so a driver that sleeps until it never spins).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::log::{Batch, MemoryLog, RaftLog};
 use crate::node::RaftNode;
@@ -33,6 +34,8 @@ pub(crate) struct NodeWatch {
 #[derive(Debug, Default)]
 pub(crate) struct Checker {
     leaders_by_epoch: BTreeMap<i32, NodeId>,
+    /// (epoch, node) for every node seen as candidate.
+    candidates: BTreeSet<(i32, NodeId)>,
     /// The largest high watermark each epoch's leader exposed.
     leader_high_watermarks: BTreeMap<i32, u64>,
     /// Every committed batch, contiguous from offset 0.
@@ -63,8 +66,15 @@ impl Checker {
     /// A node wrote `quorum-state`: one vote and one leader per epoch, and
     /// epochs only grow.
     pub fn on_quorum_state(&mut self, id: NodeId, state: ElectionState) -> Result<(), Violation> {
-        let watch = self.watches.entry(id).or_default();
-        let known = &mut watch.persisted;
+        if let Some(voted) = state.voted_id.filter(|voted| *voted != id) {
+            if !self.candidates.contains(&(state.epoch, voted)) {
+                return Err(format!(
+                    "ElectionStateDurable: node {id} voted for {voted} in epoch {}, which it never ran in",
+                    state.epoch
+                ));
+            }
+        }
+        let known = &mut self.watches.entry(id).or_default().persisted;
         if state.epoch < known.epoch {
             return Err(format!(
                 "ElectionStateDurable: node {id} wrote epoch {} after {}",
@@ -133,6 +143,9 @@ impl Checker {
     }
 
     fn check_single_leader(&mut self, node: &RaftNode<MemoryLog>) -> Result<(), Violation> {
+        if node.role() == RoleName::Candidate {
+            self.candidates.insert((node.epoch(), node.node_id()));
+        }
         if node.role() != RoleName::Leader {
             return Ok(());
         }
@@ -248,6 +261,8 @@ mod tests {
     #[test]
     fn a_second_vote_or_leader_in_one_epoch_is_caught() {
         let mut checker = Checker::default();
+        assert!(checker.on_quorum_state(1, state(2, None, Some(3))).unwrap_err().contains("never ran in"));
+        checker.candidates.extend([(2, 3), (2, 2)]);
         checker.on_quorum_state(1, state(2, None, Some(3))).unwrap();
         checker.on_quorum_state(1, state(2, Some(3), Some(3))).unwrap();
         let error = checker.on_quorum_state(1, state(2, Some(3), Some(2))).unwrap_err();

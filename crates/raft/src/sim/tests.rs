@@ -108,3 +108,17 @@ fn invariants_hold_for_one_and_four_voters() {
 
 /// Seeds per shape in `invariants_hold_for_one_and_four_voters`.
 const OTHER_SHAPES_SEEDS: u64 = 100;
+
+/// Pre-votes must change no one's state: one that binds the voter is a
+/// vote cast for a node that never ran in that epoch.
+#[test]
+fn a_pre_vote_that_binds_the_voter_is_caught() {
+    let caught = (0..200).find_map(|seed| {
+        let mut config = SimConfig::for_seed(seed);
+        config.bugs.pre_vote_binds = true;
+        run(seed, config).err().map(|violation| (seed, violation))
+    });
+    let (seed, violation) = caught.expect("the planted bug went unnoticed for 200 seeds");
+    eprintln!("seed {seed} caught the planted bug: {violation}");
+    assert!(violation.contains("ElectionStateDurable"), "{violation}");
+}
