@@ -1,7 +1,7 @@
 //! The node: its public API, role transitions and timers.
 //!
 //! Every entry point (`handle`, `append`, `resign`) updates the state, then
-//! runs [`RaftNode::poll`], which fires expired timers and sends whatever
+//! runs `RaftNode::poll`, which fires expired timers and sends whatever
 //! requests the current role owes (Kafka's `pollCurrentState`). Effects are
 //! queued as [`Action`]s, drained with [`RaftNode::take_actions`].
 
