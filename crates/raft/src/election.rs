@@ -12,6 +12,11 @@ const ELECTION_BACKOFF_BASE_MS: u64 = 100;
 
 impl<L: RaftLog> RaftNode<L> {
     pub(crate) fn become_prospective(&mut self, now: u64) {
+        if !matches!(self.role, Role::Candidate { .. }) {
+            // Kafka's `QuorumState`: the retry count (and so the backoff)
+            // only grows across elections lost one after another.
+            self.election_retries = 0;
+        }
         let voted = self.voted_in_epoch();
         let leader = self.leader_id().filter(|id| *id != self.config.node_id);
         let mut tally = Tally::default();
@@ -60,7 +65,11 @@ impl<L: RaftLog> RaftNode<L> {
         match backoff_until_ms {
             Some(until) if now >= *until => return self.become_prospective(now),
             Some(_) => return,
-            None if now >= *election_deadline_ms => return self.start_election_backoff(now),
+            None if now >= *election_deadline_ms => {
+                self.start_election_backoff(now);
+                // A backoff drawn as zero is over at once.
+                return self.poll_candidate(now);
+            }
             None => {}
         }
         let pending: Vec<NodeId> = self.other_voters().filter(|id| !tally.has_answered(*id)).collect();
@@ -133,7 +142,7 @@ impl<L: RaftLog> RaftNode<L> {
         }
         let up_to_date = last_position >= self.log.end_position() || self.vote_ignores_log();
         let granted = self.can_grant_vote(candidate_id, up_to_date, pre_vote);
-        if granted && !pre_vote {
+        if granted && (!pre_vote || self.pre_vote_binds()) {
             self.record_vote(now, candidate_id);
         }
         Some(self.vote_response(ErrorCode::None, granted))
@@ -189,12 +198,15 @@ impl<L: RaftLog> RaftNode<L> {
 
     fn record_vote(&mut self, now: u64, candidate_id: NodeId) {
         let election_deadline = self.random_election_deadline(now);
+        // The candidate has at least this node's chance of winning: give it a
+        // full election timeout (Kafka's `unattachedAddVotedState` and
+        // `prospectiveAddVotedState`).
         match &mut self.role {
-            Role::Unattached { voted: voted @ None, election_deadline_ms } => {
+            Role::Unattached { voted: voted @ None, election_deadline_ms }
+            | Role::Prospective { voted: voted @ None, election_deadline_ms, .. } => {
                 *voted = Some(candidate_id);
                 *election_deadline_ms = election_deadline;
             }
-            Role::Prospective { voted: voted @ None, .. } => *voted = Some(candidate_id),
             _ => return,
         }
         // Durable before the response that follows it.
@@ -397,6 +409,16 @@ impl<L: RaftLog> RaftNode<L> {
 
     #[cfg(not(test))]
     fn vote_ignores_log(&self) -> bool {
+        false
+    }
+
+    #[cfg(test)]
+    fn pre_vote_binds(&self) -> bool {
+        self.bugs.pre_vote_binds
+    }
+
+    #[cfg(not(test))]
+    fn pre_vote_binds(&self) -> bool {
         false
     }
 }

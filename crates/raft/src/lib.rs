@@ -39,20 +39,26 @@
 //!   timeout (`[t, 2t)`, t = `controller.quorum.election.timeout.ms`) expires
 //!   becomes Prospective; an observer fetches from any voter to find the
 //!   leader. Grants a vote once per epoch, to a candidate whose log is at
-//!   least as up to date.
+//!   least as up to date, and then waits a new election timeout. Entered
+//!   from a role already counting down to an election (unattached,
+//!   candidate, resigned), the countdown carries on. A restart that finds
+//!   its own vote resumes as Prospective, not as Kafka's candidate: the log
+//!   flushes asynchronously, so its Vote requests may have advertised a tail
+//!   the crash tore off.
 //! - **Prospective** (KIP-996): asks for pre-votes in its current epoch;
 //!   a majority makes it Candidate. Losing (a majority rejects or the
 //!   election timeout expires) sends it back to Follower if it knew a
 //!   leader, else Unattached. Pre-votes change no one's state.
 //! - **Candidate**: epoch + 1, votes for itself, asks for votes; a majority
 //!   makes it Leader. A timeout or a rejecting majority backs it off
-//!   (randomised, exponential, capped by `controller.quorum.election.backoff.max.ms`),
-//!   then it is Prospective again.
+//!   (randomised, exponential in the elections lost in a row, capped by
+//!   `controller.quorum.election.backoff.max.ms`), then it is Prospective again.
 //! - **Leader**: appends a LeaderChange control record, announces the epoch
 //!   with BeginQuorumEpoch (again every half fetch timeout), serves Fetch,
 //!   and moves the high watermark to what a majority of voters has flushed,
 //!   once a record of its own epoch is included. If a majority has not
-//!   fetched within 1.5 × `controller.quorum.fetch.timeout.ms` it resigns.
+//!   fetched within 1.5 × `controller.quorum.fetch.timeout.ms` it resigns
+//!   (a lone voter never does).
 //! - **Follower**: fetches from its leader (fetch offset and last fetched
 //!   epoch, after flushing), truncates exactly the suffix a diverging epoch
 //!   names, and takes the leader's high watermark (capped by its log end).

@@ -1,7 +1,7 @@
 //! The node: its public API, role transitions and timers.
 //!
 //! Every entry point (`handle`, `append`, `resign`) updates the state, then
-//! runs [`RaftNode::poll`], which fires expired timers and sends whatever
+//! runs `RaftNode::poll`, which fires expired timers and sends whatever
 //! requests the current role owes (Kafka's `pollCurrentState`). Effects are
 //! queued as [`Action`]s, drained with [`RaftNode::take_actions`].
 
@@ -85,6 +85,8 @@ pub(crate) struct Bugs {
     pub vote_ignores_log: bool,
     /// Let a new leader commit without a record of its own epoch.
     pub commit_without_own_epoch: bool,
+    /// Record a granted pre-vote as a vote.
+    pub pre_vote_binds: bool,
 }
 
 /// One member of the quorum: a voter or an observer.
@@ -165,7 +167,12 @@ impl<L: RaftLog> RaftNode<L> {
             let unacked = self.other_voters().collect();
             let role = Role::Resigned { unacked, preferred_successors: Vec::new(), election_deadline_ms };
             self.set_role(stored.epoch, role);
-        } else if stored.voted_id == Some(me) && stored.leader_id.is_none() {
+        } else if stored.voted_id == Some(me) && stored.leader_id.is_none() && self.config.is_voter() {
+            // Kafka resumes its election as Candidate in the same epoch. Here
+            // the log flushes asynchronously, so the Vote requests it sent may
+            // have advertised a tail the crash tore off, and voters re-grant a
+            // vote to the candidate they voted for without comparing logs: it
+            // probes again with pre-votes from its recovered log instead.
             let role = Role::Prospective {
                 voted: Some(me),
                 leader: None,
@@ -471,7 +478,22 @@ impl<L: RaftLog> RaftNode<L> {
 
     pub(crate) fn become_unattached(&mut self, now: u64, epoch: i32) {
         let voted = if epoch == self.epoch { self.voted_in_epoch() } else { None };
-        let election_deadline_ms = self.random_election_deadline(now);
+        // Kafka's `QuorumState.transitionToUnattached`: a voter already
+        // counting down to an election keeps its deadline on learning a newer
+        // epoch, so a stream of new epochs cannot hold its election off.
+        let running = match &self.role {
+            Role::Unattached { election_deadline_ms, .. }
+            | Role::Candidate { election_deadline_ms, .. }
+            | Role::Resigned { election_deadline_ms, .. } => Some(*election_deadline_ms),
+            Role::Prospective { election_deadline_ms, .. } if epoch > self.epoch => {
+                Some(*election_deadline_ms)
+            }
+            _ => None,
+        };
+        let election_deadline_ms = match running {
+            Some(deadline) => deadline,
+            None => self.random_election_deadline(now),
+        };
         self.set_role(epoch, Role::Unattached { voted, election_deadline_ms });
     }
 
@@ -499,7 +521,7 @@ impl<L: RaftLog> RaftNode<L> {
             voter_offsets: others.iter().map(|id| (*id, None)).collect(),
             begin_unacked: others,
             begin_epoch_deadline_ms: now.saturating_add(self.config.fetch_timeout_ms / 2),
-            check_quorum_deadline_ms: now.saturating_add(self.check_quorum_timeout_ms()),
+            check_quorum_deadline_ms: self.first_check_quorum_deadline(now),
             fetched_voters: BTreeSet::new(),
             parked: BTreeMap::new(),
         };
@@ -509,6 +531,17 @@ impl<L: RaftLog> RaftNode<L> {
         // which it must commit before exposing anything (`LeaderState`).
         let voters = self.config.voters.iter().copied().collect();
         self.append_as_leader(Records::LeaderChange { leader_id: self.config.node_id, voters });
+    }
+
+    /// A lone voter is its own majority and never resigns for want of
+    /// fetches (Kafka's `LeaderState.timeUntilCheckQuorumExpires`): its
+    /// timer must not fall due, or the driver would tick it in a loop.
+    fn first_check_quorum_deadline(&self, now: u64) -> u64 {
+        if self.config.voters.len() == 1 {
+            u64::MAX
+        } else {
+            now.saturating_add(self.check_quorum_timeout_ms())
+        }
     }
 
     /// Kafka's `LeaderState`: 1.5 times the fetch timeout tolerates some

@@ -36,7 +36,7 @@ impl<L: RaftLog> RaftNode<L> {
 
     pub(crate) fn poll_leader(&mut self, now: u64) {
         let Role::Leader(leader) = &mut self.role else { return };
-        if now >= leader.check_quorum_deadline_ms && self.config.voters.len() > 1 {
+        if now >= leader.check_quorum_deadline_ms {
             // Kafka's `pollLeader`: a leader that a majority stopped
             // fetching from may be partitioned away; it steps down.
             let successors = Self::voters_by_descending_offset(leader);

@@ -329,3 +329,107 @@ fn a_configuration_without_voters_is_refused() {
     let error = RaftNode::new(QuorumConfig::new(1, []), MemoryLog::new(), None, 1, 0).unwrap_err();
     assert_eq!(error.to_string(), "controller.quorum.voters must name at least one voter");
 }
+
+#[test]
+fn a_lone_voter_leader_owes_no_check_quorum_tick() {
+    // With one voter there is no majority to lose (Kafka's
+    // `LeaderState.timeUntilCheckQuorumExpires`), so its timer must not sit
+    // in the past and make the driver tick in a loop.
+    let mut harness = Harness::new(&[&[]]);
+    harness.elect(1);
+    let later = harness.clocks[&1] + 10_000;
+    harness.tick(1, later);
+    assert_eq!(harness.node(1).role(), RoleName::Leader);
+    assert!(harness.node(1).next_deadline() > later, "a deadline already past is owed");
+}
+
+#[test]
+fn election_retries_start_over_after_a_round_that_ends_unattached() {
+    // Kafka's `QuorumState`: a new election continues the retry count only
+    // when it follows a lost election; otherwise it starts at one, so the
+    // backoff does not keep growing across unrelated elections.
+    let mut harness = Harness::new(&[&[], &[], &[]]);
+    let pre_votes_only =
+        |_: NodeId, _: NodeId, body: &Body| !matches!(body, Body::VoteRequest { pre_vote: false, .. });
+    // Node 1 wins its pre-votes but no vote arrives: its election stalls,
+    // backs off, and it runs again, continuing the count.
+    harness.tick(1, 2_000);
+    harness.deliver_where(pre_votes_only);
+    assert_eq!((harness.node(1).role(), harness.node(1).epoch()), (RoleName::Candidate, 1));
+    harness.tick(1, 4_000);
+    harness.tick(1, 5_100);
+    harness.deliver_where(pre_votes_only);
+    assert_eq!((harness.node(1).role(), harness.node(1).epoch()), (RoleName::Candidate, 2));
+    assert_eq!(harness.node(1).election_retries, 2);
+    // Cut off, it backs off again, loses its pre-vote round and waits unattached.
+    harness.tick(1, 7_100);
+    harness.tick(1, 7_500);
+    harness.deliver(&[1]);
+    harness.tick(1, 9_500);
+    assert_eq!(harness.node(1).role(), RoleName::Unattached);
+    // The next election is a first try again.
+    harness.tick(1, 11_500);
+    harness.deliver_where(pre_votes_only);
+    assert_eq!((harness.node(1).role(), harness.node(1).epoch()), (RoleName::Candidate, 3));
+    assert_eq!(harness.node(1).election_retries, 1);
+}
+
+#[test]
+fn a_newer_epoch_keeps_the_election_timer_running() {
+    // Kafka's `QuorumState.transitionToUnattached`: a voter already counting
+    // down to an election (unattached, candidate, resigned) keeps its
+    // deadline when it learns of a newer epoch; only a vote it grants, or
+    // leaving a leader, draws a new one.
+    let mut harness = Harness::new(&[&[], &[], &[]]);
+    let deadline = harness.node(3).next_deadline();
+    harness.clocks.insert(3, 500);
+    let pre_vote = Body::VoteRequest {
+        replica_epoch: 4,
+        candidate_id: 2,
+        last_position: OffsetAndEpoch::new(0, 0),
+        pre_vote: true,
+    };
+    harness.handle(3, Event::Receive { from: 2, message: Message { correlation_id: 1, body: pre_vote } });
+    assert_eq!((harness.node(3).role(), harness.node(3).epoch()), (RoleName::Unattached, 4));
+    assert_eq!(harness.node(3).next_deadline(), deadline);
+}
+
+#[test]
+fn a_prospective_that_grants_a_vote_restarts_its_election_timer() {
+    // Kafka's `QuorumState.prospectiveAddVotedState`: the candidate it
+    // voted for has at least its chance of winning, so it waits a new
+    // randomised election timeout rather than run into that election.
+    let stored = ElectionState { epoch: 1, ..ElectionState::default() };
+    let mut node =
+        RaftNode::new(QuorumConfig::new(3, [1, 2, 3]), MemoryLog::new(), Some(stored), 3, 0).unwrap();
+    node.handle(ELECTION_TIMEOUT_MAX_MS, Event::Tick);
+    let deadline_of = |node: &RaftNode<MemoryLog>| match node.role {
+        crate::state::Role::Prospective { election_deadline_ms, .. } => election_deadline_ms,
+        _ => panic!("not prospective: {:?}", node.role()),
+    };
+    let before = deadline_of(&node);
+    let vote_at = before - 1;
+    let vote = Body::VoteRequest {
+        replica_epoch: 1,
+        candidate_id: 2,
+        last_position: OffsetAndEpoch::new(0, 0),
+        pre_vote: false,
+    };
+    node.handle(vote_at, Event::Receive { from: 2, message: Message { correlation_id: 7, body: vote } });
+    assert_eq!(node.election_state().voted_id, Some(2));
+    assert!(deadline_of(&node) >= vote_at + 1_000, "the election timer was not restarted");
+}
+
+#[test]
+fn a_node_no_longer_a_voter_does_not_resume_its_election() {
+    // Its quorum-state says it voted for itself, but the voters now
+    // configured leave it out: it starts as an observer would.
+    let stored = ElectionState { epoch: 2, leader_id: None, voted_id: Some(4) };
+    let mut node =
+        RaftNode::new(QuorumConfig::new(4, [1, 2, 3]), MemoryLog::new(), Some(stored), 4, 0).unwrap();
+    assert_eq!(node.role(), RoleName::Unattached);
+    let asks_for_votes = node.take_actions().into_iter().any(|action| {
+        matches!(action, Action::Send { message: Message { body: Body::VoteRequest { .. }, .. }, .. })
+    });
+    assert!(!asks_for_votes);
+}

@@ -2,13 +2,18 @@
 //! every event: `SingleLeader`, `MonotonicEpoch`, `MonotonicHighWatermark`,
 //! `ConsistentCommittedData` (a committed batch never changes and every log
 //! agrees with it below its high watermark) and `CommittedDataDurable` (a
-//! majority of voters' disks hold every committed batch).
+//! majority of voters' disks hold every committed batch). Two more of our
+//! own: `ElectionStateDurable` (a node's `quorum-state` never names a second
+//! vote or a second leader in one epoch, nor goes back an epoch, and names
+//! as its vote only a node that ran as candidate in that epoch) and
+//! `TimerProgress` (after every event each node's next deadline lies ahead,
+//! so a driver that sleeps until it never spins).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::log::{Batch, MemoryLog, RaftLog};
 use crate::node::RaftNode;
-use crate::state::{Role, RoleName};
+use crate::state::{ElectionState, Role, RoleName};
 use crate::NodeId;
 
 /// What the checker remembers about one node.
@@ -20,12 +25,17 @@ pub(crate) struct NodeWatch {
     high_watermark: u64,
     /// Its log below this offset has been compared with the committed log.
     checked_offset: u64,
+    /// The vote and leader its `quorum-state` named in `epoch`, across
+    /// restarts (an observer may forget its leader, never change it).
+    persisted: ElectionState,
 }
 
 /// The cluster-wide history the invariants are checked against.
 #[derive(Debug, Default)]
 pub(crate) struct Checker {
     leaders_by_epoch: BTreeMap<i32, NodeId>,
+    /// (epoch, node) for every node seen as candidate.
+    candidates: BTreeSet<(i32, NodeId)>,
     /// The largest high watermark each epoch's leader exposed.
     leader_high_watermarks: BTreeMap<i32, u64>,
     /// Every committed batch, contiguous from offset 0.
@@ -51,6 +61,58 @@ impl Checker {
         let watch = self.watches.entry(id).or_default();
         watch.high_watermark = 0;
         watch.checked_offset = 0;
+    }
+
+    /// A node wrote `quorum-state`: one vote and one leader per epoch, and
+    /// epochs only grow.
+    pub fn on_quorum_state(&mut self, id: NodeId, state: ElectionState) -> Result<(), Violation> {
+        if let Some(voted) = state.voted_id.filter(|voted| *voted != id) {
+            if !self.candidates.contains(&(state.epoch, voted)) {
+                return Err(format!(
+                    "ElectionStateDurable: node {id} voted for {voted} in epoch {}, which it never ran in",
+                    state.epoch
+                ));
+            }
+        }
+        let known = &mut self.watches.entry(id).or_default().persisted;
+        if state.epoch < known.epoch {
+            return Err(format!(
+                "ElectionStateDurable: node {id} wrote epoch {} after {}",
+                state.epoch, known.epoch
+            ));
+        }
+        if state.epoch > known.epoch {
+            *known = ElectionState { epoch: state.epoch, ..ElectionState::default() };
+        }
+        for (what, new, old) in
+            [("vote", state.voted_id, &mut known.voted_id), ("leader", state.leader_id, &mut known.leader_id)]
+        {
+            match (new, *old) {
+                (Some(new), Some(old)) if new != old => {
+                    return Err(format!(
+                        "ElectionStateDurable: node {id} wrote {what} {new} in epoch {} after {what} {old}",
+                        state.epoch
+                    ));
+                }
+                (Some(new), _) => *old = Some(new),
+                (None, _) => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// After an event at `now` (the node's clock), the node's next deadline
+    /// lies ahead: a timer already due would make a driver tick in a loop.
+    pub fn check_timer_progress(&self, node: &RaftNode<MemoryLog>, now: u64) -> Result<(), Violation> {
+        let deadline = node.next_deadline();
+        if deadline <= now {
+            return Err(format!(
+                "TimerProgress: node {} ({:?}) is owed a tick at {deadline}, not after {now}",
+                node.node_id(),
+                node.role()
+            ));
+        }
+        Ok(())
     }
 
     /// A node truncated its log to `offset`.
@@ -81,6 +143,9 @@ impl Checker {
     }
 
     fn check_single_leader(&mut self, node: &RaftNode<MemoryLog>) -> Result<(), Violation> {
+        if node.role() == RoleName::Candidate {
+            self.candidates.insert((node.epoch(), node.node_id()));
+        }
         if node.role() != RoleName::Leader {
             return Ok(());
         }
@@ -182,5 +247,31 @@ impl Checker {
             ));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(epoch: i32, leader_id: Option<NodeId>, voted_id: Option<NodeId>) -> ElectionState {
+        ElectionState { epoch, leader_id, voted_id }
+    }
+
+    #[test]
+    fn a_second_vote_or_leader_in_one_epoch_is_caught() {
+        let mut checker = Checker::default();
+        assert!(checker.on_quorum_state(1, state(2, None, Some(3))).unwrap_err().contains("never ran in"));
+        checker.candidates.extend([(2, 3), (2, 2)]);
+        checker.on_quorum_state(1, state(2, None, Some(3))).unwrap();
+        checker.on_quorum_state(1, state(2, Some(3), Some(3))).unwrap();
+        let error = checker.on_quorum_state(1, state(2, Some(3), Some(2))).unwrap_err();
+        assert!(error.contains("vote 2 in epoch 2 after vote 3"), "{error}");
+        // An observer may forget its leader, but not name another.
+        checker.on_quorum_state(4, state(2, Some(3), None)).unwrap();
+        checker.on_quorum_state(4, state(2, None, None)).unwrap();
+        assert!(checker.on_quorum_state(4, state(2, Some(1), None)).is_err());
+        assert!(checker.on_quorum_state(4, state(1, None, None)).unwrap_err().contains("epoch 1 after 2"));
+        checker.on_quorum_state(4, state(3, Some(1), None)).unwrap();
     }
 }

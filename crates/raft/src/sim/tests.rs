@@ -88,3 +88,37 @@ fn committing_without_a_record_of_the_leaders_epoch_is_caught() {
     let (seed, violation) = caught.expect("the planted bug went unnoticed for 3000 seeds");
     eprintln!("seed {seed} caught the planted bug: {violation}");
 }
+
+/// The shapes the main run leaves out, on fewer seeds: a lone voter (no
+/// majority to lose, so no check-quorum) and four voters (an even quorum,
+/// where three make a majority and the high watermark is the third offset).
+#[test]
+fn invariants_hold_for_one_and_four_voters() {
+    let count = env_u64("STROM_SIM_SEEDS").map_or(OTHER_SHAPES_SEEDS, |seeds| seeds / 10);
+    let first = env_u64("STROM_SIM_FIRST_SEED").unwrap_or(0);
+    for seed in first..first + count {
+        for voters in [1, 4] {
+            let config = SimConfig { voters, ..SimConfig::for_seed(seed) };
+            if let Err(violation) = run(seed, config) {
+                panic!("seed {seed} with {voters} voters failed: {violation}");
+            }
+        }
+    }
+}
+
+/// Seeds per shape in `invariants_hold_for_one_and_four_voters`.
+const OTHER_SHAPES_SEEDS: u64 = 100;
+
+/// Pre-votes must change no one's state: one that binds the voter is a
+/// vote cast for a node that never ran in that epoch.
+#[test]
+fn a_pre_vote_that_binds_the_voter_is_caught() {
+    let caught = (0..200).find_map(|seed| {
+        let mut config = SimConfig::for_seed(seed);
+        config.bugs.pre_vote_binds = true;
+        run(seed, config).err().map(|violation| (seed, violation))
+    });
+    let (seed, violation) = caught.expect("the planted bug went unnoticed for 200 seeds");
+    eprintln!("seed {seed} caught the planted bug: {violation}");
+    assert!(violation.contains("ElectionStateDurable"), "{violation}");
+}

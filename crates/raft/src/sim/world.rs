@@ -57,6 +57,9 @@ struct Disk {
     written: MemoryLog,
     /// What the last completed flush made durable.
     durable: MemoryLog,
+    /// The newest flush whose writes are durable (completions may arrive
+    /// out of order; an older one makes nothing more durable).
+    durable_flush_id: u64,
     /// `quorum-state`, written durably (write, fsync, rename).
     quorum_state: Option<ElectionState>,
 }
@@ -72,8 +75,19 @@ struct SimNode {
 }
 
 enum Pending {
-    Deliver { from: NodeId, to: NodeId, message: Message },
-    Flushed { node: NodeId, incarnation: u64, flush_id: u64 },
+    Deliver {
+        from: NodeId,
+        to: NodeId,
+        message: Message,
+    },
+    /// A flush completes: what was written when it was issued, and no
+    /// more, is durable (a later write may still be torn).
+    Flushed {
+        node: NodeId,
+        incarnation: u64,
+        flush_id: u64,
+        written: MemoryLog,
+    },
 }
 
 struct World {
@@ -219,12 +233,15 @@ impl World {
     fn dispatch(&mut self, pending: Pending) -> Result<(), Violation> {
         match pending {
             Pending::Deliver { from, to, message } => self.drive(to, Event::Receive { from, message }),
-            Pending::Flushed { node, incarnation, flush_id } => {
+            Pending::Flushed { node, incarnation, flush_id, written } => {
                 let sim = self.nodes.get_mut(&node).expect("known node");
                 if sim.incarnation != incarnation || sim.raft.is_none() {
                     return Ok(());
                 }
-                sim.disk.durable = sim.disk.written.clone();
+                if flush_id > sim.disk.durable_flush_id {
+                    sim.disk.durable = written;
+                    sim.disk.durable_flush_id = flush_id;
+                }
                 self.drive(node, Event::Persisted { flush_id })
             }
         }
@@ -259,12 +276,14 @@ impl World {
                     self.nodes.get_mut(&id).expect("known node").disk.written.truncate_to(offset);
                 }
                 Action::FlushLog { flush_id } => {
-                    let incarnation = self.nodes[&id].incarnation;
+                    let sim = &self.nodes[&id];
+                    let (incarnation, written) = (sim.incarnation, sim.disk.written.clone());
                     // Slow disks widen the window in which a crash loses a tail.
                     let at = self.now + self.rng.below(20);
-                    self.schedule(at, Pending::Flushed { node: id, incarnation, flush_id });
+                    self.schedule(at, Pending::Flushed { node: id, incarnation, flush_id, written });
                 }
                 Action::PersistQuorumState(state) => {
+                    self.checker.on_quorum_state(id, state)?;
                     self.nodes.get_mut(&id).expect("known node").disk.quorum_state = Some(state);
                 }
             }
@@ -275,6 +294,7 @@ impl World {
             return Err(format!("Actions: node {id}'s disk writes do not reproduce its log"));
         }
         self.stats.max_epoch = self.stats.max_epoch.max(raft.epoch());
+        self.checker.check_timer_progress(raft, self.now + sim.clock_offset_ms)?;
         self.checker.check_node(raft)
     }
 
@@ -397,6 +417,7 @@ impl World {
         let sim = self.nodes.get_mut(&id).expect("known node");
         sim.disk.written = recovered.clone();
         sim.disk.durable = recovered.clone();
+        sim.disk.durable_flush_id = 0; // flush ids start over with the node
         let local_now = self.now + sim.clock_offset_ms;
         let mut raft =
             RaftNode::new(sim.config.clone(), recovered, sim.disk.quorum_state, node_seed, local_now)
