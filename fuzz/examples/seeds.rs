@@ -11,7 +11,7 @@
 //!
 //! - a valid frame for every version of every API in the broker's
 //!   ApiVersions table, encoded with `kafka-protocol` (Produce carries a real
-//!   v2 RecordBatch); a newly served API without a builder here stops the run;
+//!   v2 RecordBatch in each codec); a newly served API without a builder here stops the run;
 //! - hostile frames built by hand: array counts of 2^31-1 (classic) and
 //!   2^31 and 2^32-1 (compact uvarint), nested huge counts, huge string and
 //!   tagged-field lengths, negative lengths, unknown APIs and versions;
@@ -70,9 +70,9 @@ use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, BrokerId, ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest,
     CreatePartitionsRequest, CreateTopicsRequest, DeleteGroupsRequest, DeleteRecordsRequest,
     DeleteTopicsRequest, DescribeClusterRequest, DescribeGroupsRequest, DescribeLogDirsRequest, FetchRequest,
-    FindCoordinatorRequest, GroupId, HeartbeatRequest, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest,
-    ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest,
-    OffsetFetchRequest, ProduceRequest, RequestHeader, SyncGroupRequest, TopicName,
+    FindCoordinatorRequest, GroupId, HeartbeatRequest, InitProducerIdRequest, JoinGroupRequest,
+    LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
+    OffsetDeleteRequest, OffsetFetchRequest, ProduceRequest, RequestHeader, SyncGroupRequest, TopicName,
 };
 use kafka_protocol::protocol::{Encodable, StrBytes};
 use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
@@ -433,8 +433,8 @@ fn delete_topics(version: i16) -> DeleteTopicsRequest {
 }
 
 /// A real two-record v2 RecordBatch: CRC, varint lengths, a header and a
-/// null key, as a producer sends it.
-fn record_batch() -> Bytes {
+/// null key, as a producer sends it, compressed with `compression`.
+fn record_batch(compression: Compression) -> Bytes {
     let record = |offset: i64, key: Option<&'static [u8]>, value: &'static [u8]| Record {
         transactional: false,
         control: false,
@@ -454,16 +454,24 @@ fn record_batch() -> Bytes {
     };
     let records = [record(0, Some(b"k0"), b"hello"), record(1, None, b"world")];
     let mut buf = BytesMut::new();
-    let options = RecordEncodeOptions { version: 2, compression: Compression::None };
+    let options = RecordEncodeOptions { version: 2, compression };
     RecordBatchEncoder::encode(&mut buf, &records, &options).expect("encode record batch");
     buf.freeze()
 }
 
 fn produce(version: i16) -> ProduceRequest {
-    let topic_data = TopicProduceData::default().with_partition_data(vec![
-        PartitionProduceData::default().with_index(0).with_records(Some(record_batch())),
-        PartitionProduceData::default().with_index(1).with_records(None),
-    ]);
+    // One partition per codec, so the fuzzer starts from every record
+    // decoder a produce handler may reach (decompression for the key check).
+    let codecs =
+        [Compression::None, Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd];
+    let mut partitions: Vec<PartitionProduceData> = (0..)
+        .zip(codecs)
+        .map(|(index, codec)| {
+            PartitionProduceData::default().with_index(index).with_records(Some(record_batch(codec)))
+        })
+        .collect();
+    partitions.push(PartitionProduceData::default().with_index(5).with_records(None));
+    let topic_data = TopicProduceData::default().with_partition_data(partitions);
     let topic_data = if version >= 13 {
         topic_data.with_topic_id(TOPIC_ID)
     } else {

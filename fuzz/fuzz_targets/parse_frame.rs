@@ -1,6 +1,11 @@
 //! Fuzzes request frame decoding: `parse_frame` must turn any byte string into
 //! a `Parsed` or a `RequestError`, never a panic or an abort, and what it
 //! returns must agree with the fixed-width header at the front of the frame.
+//! Each decoded body then goes through the decoders its handler applies to
+//! what `kafka-protocol` leaves opaque or unchecked: produced record batches
+//! (headers, record walks and decompression for the key and timestamp
+//! rules, txn markers), JoinGroup members' subscriptions, topic names and
+//! config values.
 //!
 //! Run with `scripts/fuzz`; seeds in `fuzz/corpus/parse_frame` come from
 //! `fuzz/examples/seeds.rs`.
@@ -10,9 +15,11 @@
 use bytes::Bytes;
 use kafka_protocol::messages::ApiKey;
 use libfuzzer_sys::fuzz_target;
-use strom_broker::dispatch::{parse_frame, Parsed};
+use strom_broker::dispatch::{parse_frame, Parsed, Request};
 use strom_broker::error::RequestError;
 use strom_broker::handlers::api_versions;
+use strom_storage::batch;
+use strom_storage::records::{check_records, records_body, RecordRules, TimestampWindow};
 
 /// The broker's own allocator: without it a frame that declares 2^31-1 array
 /// elements makes `Vec::with_capacity` fail and the process abort, which the
@@ -48,6 +55,7 @@ fuzz_target!(|data: &[u8]| {
     };
     match result {
         Ok(Parsed::Request { api_key, api_version, header, request }) => {
+            run_handler_decoders(&request);
             let range = api_versions::supported(api_key).expect("parsed an API we do not serve");
             assert!(range.min <= api_version && api_version <= range.max);
             assert_eq!(api_key as i16, fixed.api_key);
@@ -76,3 +84,84 @@ fuzz_target!(|data: &[u8]| {
         Err(e) => drop(e.to_string()),
     }
 });
+
+/// The decoders the handlers run on a decoded request's contents.
+fn run_handler_decoders(request: &Request) {
+    match request {
+        Request::Produce(produce) => {
+            let partitions = produce.topic_data.iter().flat_map(|t| &t.partition_data);
+            for records in partitions.filter_map(|p| p.records.as_ref()) {
+                check_produced_records(records);
+            }
+        }
+        Request::JoinGroup(join) => {
+            for protocol in &join.protocols {
+                drop(strom_broker::group::subscription_topics(&protocol.metadata));
+            }
+        }
+        Request::CreateTopics(create) => {
+            for topic in &create.topics {
+                drop(strom_metadata::controller::validate_topic_name(&topic.name));
+                for config in &topic.configs {
+                    check_config(&config.name, config.value.as_deref());
+                }
+            }
+        }
+        Request::AlterConfigs(alter) => {
+            for config in alter.resources.iter().flat_map(|r| &r.configs) {
+                check_config(&config.name, config.value.as_deref());
+            }
+        }
+        Request::IncrementalAlterConfigs(alter) => {
+            for config in alter.resources.iter().flat_map(|r| &r.configs) {
+                check_config(&config.name, config.value.as_deref());
+            }
+        }
+        _ => {}
+    }
+}
+
+fn check_config(name: &str, value: Option<&str>) {
+    let value = value.unwrap_or_default();
+    drop(strom_metadata::topic_config::validate_topic_config(name, value));
+    drop(strom_metadata::topic_config::validate_dynamic_broker_config(name, value));
+}
+
+/// What a log checks of a produced record set before appending it. Each
+/// batch's CRC is set right first: a mutation would otherwise stop at the
+/// CRC check and never reach the record decoders behind it.
+fn check_produced_records(records: &[u8]) {
+    let mut records = records.to_vec();
+    fix_crcs(&mut records);
+    for raw in batch::Batches::new(&records) {
+        let Ok(raw) = raw else { return };
+        let Ok(header) = batch::BatchHeader::parse(raw) else { return };
+        assert_eq!(batch::compute_crc(raw), header.crc);
+        if header.compression() == 0 {
+            drop(batch::count_uncompressed_records(raw));
+        }
+        if let Ok(body) = records_body(raw, &header) {
+            drop(check_records(&body, &header, strictest_rules(&header)));
+        }
+        if header.is_control() {
+            let _ = batch::end_txn_marker(raw);
+        }
+    }
+}
+
+/// The strictest rules a log applies: every record is walked and needs a
+/// key and the batch's base timestamp, so most are refused and described.
+fn strictest_rules(header: &batch::BatchHeader) -> RecordRules {
+    let window = TimestampWindow { now_ms: header.base_timestamp, before_max_ms: 0, after_max_ms: 0 };
+    RecordRules { keys_required: true, timestamps: Some(window) }
+}
+
+fn fix_crcs(records: &mut [u8]) {
+    let mut at = 0;
+    while let Some(Ok(size)) = batch::batch_size(&records[at..]) {
+        let Some(raw) = records.get_mut(at..at + size) else { return };
+        let crc = batch::compute_crc(raw);
+        raw[batch::CRC..batch::CRC + 4].copy_from_slice(&crc.to_be_bytes());
+        at += size;
+    }
+}

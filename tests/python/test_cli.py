@@ -157,3 +157,47 @@ def test_example_config_file_starts_a_broker(tmp_path):
     text = (tmp_path / "broker.log").read_text()
     assert "ignoring unknown configuration key" not in text, text
     assert (tmp_path / "strom-data" / ".kafka_cleanshutdown").exists(), "log.dirs is relative to the working directory"
+
+
+# ---- Start-up failures: one line naming the operation and the path -----------
+
+
+def final_line(stderr: str) -> str:
+    """The error `strom` ends with; log lines may come before it."""
+    return stderr.strip().splitlines()[-1]
+
+
+def test_a_log_dir_held_by_another_broker_is_one_line_naming_it(broker, tmp_path):
+    code, stderr = run_server(
+        tmp_path,
+        "--override",
+        f"log.dirs={broker.data_dir}",
+        "--override",
+        f"listeners=PLAINTEXT://127.0.0.1:{free_port()}",
+    )
+    assert code == 1
+    expected = f"strom: cannot lock log dir {broker.data_dir}: another process (another broker?) holds its .lock"
+    assert final_line(stderr) == expected
+    assert stderr.count("holds its .lock") == 1
+
+
+def test_a_port_in_use_is_one_line_naming_it(broker, tmp_path):
+    code, stderr = run_server(
+        tmp_path,
+        "--override",
+        f"log.dirs={tmp_path}/data",
+        "--override",
+        f"listeners=PLAINTEXT://127.0.0.1:{broker.port}",
+    )
+    assert code == 1
+    assert final_line(stderr) == f"strom: cannot listen on 127.0.0.1:{broker.port}: Address already in use (os error 98)"
+    assert stderr.count("os error 98") == 1
+
+
+def test_a_log_dir_that_cannot_be_made_is_one_line_naming_it(tmp_path):
+    in_the_way = tmp_path / "a-file"
+    in_the_way.write_text("")
+    code, stderr = run_server(tmp_path, "--override", f"log.dirs={in_the_way}/data")
+    assert code == 1
+    assert final_line(stderr) == f"strom: cannot create log dir {in_the_way}/data: Not a directory (os error 20)"
+    assert stderr.count("os error 20") == 1

@@ -634,3 +634,115 @@ def test_offset_for_leader_epoch_with_extreme_values_is_answered_per_partition(b
     answers = offset_for_leader_epoch(broker.port, 4, "edges", many)
     assert len(answers) == 20_000 and answers[0] == (wire.NONE, -1, -1)
     assert_healthy(broker)
+
+
+# ---- A slow disk stalls no connection -----------------------------------------
+# Every fsync waits off the runtime's workers and the periodic duties run on
+# the blocking pool. The broker runs here with one runtime worker and every
+# fsync made slow (a debug-build hook): a sync that held the worker would
+# keep every other connection unanswered until the disk was done.
+
+import select  # noqa: E402
+
+from wire import init_producer_id_request, parse_init_producer_id  # noqa: E402
+
+SLOW_FSYNC_MS = 2000
+SLOW_DISK_START_TIMEOUT_S = 30.0
+
+
+@pytest.fixture
+def slow_disk_broker(tmp_path, monkeypatch):
+    from harness import Broker
+
+    monkeypatch.setenv("STROM_TEST_FSYNC_DELAY_MS", str(SLOW_FSYNC_MS))
+    monkeypatch.setenv("TOKIO_WORKER_THREADS", "1")
+    brokers = []
+
+    def start(overrides: dict[str, str] | None = None):
+        broker = Broker(tmp_path / f"slow{len(brokers)}", overrides)
+        brokers.append(broker)
+        broker.start(timeout_s=SLOW_DISK_START_TIMEOUT_S)
+        return broker
+
+    yield start
+    # A clean shutdown fsyncs every checkpoint: slow here, and not under test.
+    for broker in brokers:
+        if broker.alive():
+            broker.kill9()
+        broker.close()
+
+
+def answered_api_versions(port: int) -> bool:
+    reaction = exchange(port, api_versions_request(3, 77), until_frames=1, timeout_s=30)
+    return len(split_frames(reaction.received)[0]) == 1
+
+
+def test_a_slow_metadata_fsync_leaves_other_connections_answered(slow_disk_broker):
+    broker = slow_disk_broker()
+    metadata_log = broker.data_dir / "__cluster_metadata-0" / "00000000000000000000.log"
+    size_before = metadata_log.stat().st_size
+    with connect(broker.port, timeout_s=30) as writer:
+        # The first producer id reserves a block in the metadata log, fsync'd.
+        assert send(writer, init_producer_id_request(4, 7))
+        wait_until(lambda: metadata_log.stat().st_size > size_before, 10, "the producer id block written")
+        assert answered_api_versions(broker.port), "ApiVersions unanswered"
+        in_flight = not select.select([writer], [], [], 0)[0]
+        assert in_flight, "ApiVersions was answered only after the metadata fsync finished"
+        reaction = drain(writer, timeout_s=30, until_frames=1)
+        frames = split_frames(reaction.received)[0]
+        assert len(frames) == 1 and parse_init_producer_id(frames[0], 4).error_code == 0
+    assert broker.alive()
+
+
+def test_a_slow_checkpoint_leaves_other_connections_answered(slow_disk_broker):
+    broker = slow_disk_broker({"log.flush.offset.checkpoint.interval.ms": "200"})
+    checkpoint_tmp = broker.data_dir / "recovery-point-offset-checkpoint.tmp"
+    wait_until(checkpoint_tmp.exists, 10, "a checkpoint being forced to disk")
+    assert answered_api_versions(broker.port), "ApiVersions unanswered"
+    assert checkpoint_tmp.exists(), "ApiVersions was answered only after the checkpoint's fsync finished"
+    assert broker.alive()
+
+
+# ---- A panic while a partition's log is locked --------------------------------
+# A bug that panics mid-append (played by a debug-build hook) takes that one
+# partition offline with KAFKA_STORAGE_ERROR, as a failed disk does: later
+# requests are answered, not dropped, other partitions serve on, and a
+# restart recovers it.
+
+from wire import (  # noqa: E402
+    KAFKA_STORAGE_ERROR,
+    BatchRecord,
+    encode_record_batch,
+    parse_produce_response,
+    produce_request,
+)
+
+
+def produce_reaction(port: int, topic: str, correlation_id: int):
+    batch = encode_record_batch([BatchRecord(None, b"value", timestamp_ms=int(time.time() * 1000))])
+    return exchange(port, produce_request(9, correlation_id, [(topic, [(0, batch)])]), until_frames=1)
+
+
+def produce_error(port: int, topic: str, correlation_id: int) -> int:
+    frames = split_frames(produce_reaction(port, topic, correlation_id).received)[0]
+    assert len(frames) == 1, f"Produce to {topic} unanswered"
+    [(_, [partition])] = parse_produce_response(frames[0], 9).topics
+    return partition.error_code
+
+
+def test_a_panic_holding_a_log_takes_only_its_partition_offline(broker_factory, monkeypatch):
+    monkeypatch.setenv("STROM_TEST_PANIC_APPEND_TOPIC", "doomed")
+    broker = broker_factory()
+    create_topic(broker.bootstrap, "doomed")
+    create_topic(broker.bootstrap, "steady")
+
+    panicked = produce_reaction(broker.port, "doomed", 1)
+    assert panicked.closed and not panicked.received, "the panicking request's connection is dropped"
+    assert produce_error(broker.port, "doomed", 2) == KAFKA_STORAGE_ERROR
+    assert produce_error(broker.port, "steady", 3) == 0
+    assert broker.alive()
+    assert "offline until a restart" in broker.log_tail()
+
+    monkeypatch.delenv("STROM_TEST_PANIC_APPEND_TOPIC")
+    broker.restart()
+    assert produce_error(broker.port, "doomed", 4) == 0

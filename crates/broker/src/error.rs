@@ -17,7 +17,10 @@ pub fn storage_error(e: &StorageError) -> ResponseError {
         StorageError::OutOfOrderSequence(_) => ResponseError::OutOfOrderSequenceNumber,
         StorageError::InvalidProducerEpoch(_) => ResponseError::InvalidProducerEpoch,
         StorageError::InvalidTxnState(_) => ResponseError::InvalidTxnState,
-        StorageError::Io(_) | StorageError::LogDirOffline(_) => ResponseError::KafkaStorageError,
+        StorageError::Io(_)
+        | StorageError::IoAt { .. }
+        | StorageError::LogDirOffline(_)
+        | StorageError::LogOffline(_) => ResponseError::KafkaStorageError,
     }
 }
 

@@ -27,6 +27,8 @@ use std::time::{Duration, Instant};
 use kafka_protocol::error::ResponseError;
 use uuid::Uuid;
 
+use crate::locks::lock_recovering;
+
 /// Kafka's `MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS`: a session unused
 /// this long is stale, and one younger than this cannot be evicted for a
 /// larger one.
@@ -234,12 +236,6 @@ struct CachedSession {
 }
 
 impl CachedSession {
-    fn lock(&self) -> MutexGuard<'_, SessionState> {
-        // The state is consistent between statements: a panic elsewhere
-        // leaves nothing half-updated worth refusing the session for.
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
     fn touch(&self, now: Instant, size: usize) {
         let since_creation = now.saturating_duration_since(self.created).as_millis() as u64;
         self.last_used_ms.store(since_creation, Ordering::Relaxed);
@@ -266,7 +262,23 @@ impl FetchSessionCache {
     }
 
     fn sessions(&self) -> MutexGuard<'_, HashMap<i32, Arc<CachedSession>>> {
-        self.sessions.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        lock_recovering(&self.sessions, "fetch sessions")
+    }
+
+    /// `session`'s state. A panic during a change may have left its
+    /// partition order half moved, so a session whose lock it poisoned is
+    /// dropped: FETCH_SESSION_ID_NOT_FOUND, and the client opens a new one.
+    fn lock_session<'a>(
+        &self,
+        session: &'a Arc<CachedSession>,
+    ) -> Result<MutexGuard<'a, SessionState>, ResponseError> {
+        match session.state.lock() {
+            Ok(state) => return Ok(state),
+            Err(poisoned) => drop(poisoned),
+        }
+        tracing::error!(session = session.id, "a panic interrupted a change to a fetch session; dropping it");
+        self.remove(session);
+        Err(ResponseError::FetchSessionIdNotFound)
     }
 
     /// Resolves which partitions a fetch reads, opening, advancing or closing
@@ -288,7 +300,7 @@ impl FetchSessionCache {
         }
         let session = self.sessions().get(&request.session_id).cloned();
         let session = session.ok_or(ResponseError::FetchSessionIdNotFound)?;
-        let mut state = session.lock();
+        let mut state = self.lock_session(&session)?;
         if state.epoch != request.epoch {
             return Err(ResponseError::InvalidFetchSessionEpoch);
         }
@@ -361,7 +373,7 @@ impl FetchSessionCache {
         let Some(session) = &plan.session else {
             return Ok(vec![true; reported.len()]);
         };
-        let mut state = session.lock();
+        let mut state = self.lock_session(session)?;
         if state.epoch != plan.epoch {
             return Err(ResponseError::InvalidFetchSessionEpoch);
         }
@@ -608,10 +620,36 @@ mod tests {
     }
 
     #[test]
+    fn a_session_poisoned_by_a_panic_is_dropped_and_the_client_opens_another() {
+        let cache = FetchSessionCache::new(10);
+        let plan = cache.begin(request(0, 0, targets(2))).unwrap();
+        let session = plan.session.clone().unwrap();
+        let panicked = std::thread::scope(|s| {
+            s.spawn(|| {
+                let _held = session.state.lock().unwrap();
+                panic!("injected panic while the session is locked");
+            })
+            .join()
+        });
+        assert!(panicked.is_err());
+        assert_eq!(
+            cache.finish(&plan, &[news(5), news(7)]).unwrap_err(),
+            ResponseError::FetchSessionIdNotFound
+        );
+        assert!(cache.is_empty(), "the poisoned session is dropped");
+        assert_eq!(
+            cache.begin(request(plan.session_id, 1, vec![])).unwrap_err(),
+            ResponseError::FetchSessionIdNotFound
+        );
+        let reopened = cache.begin(request(0, 0, targets(2))).unwrap();
+        assert_eq!(cache.finish(&reopened, &[news(5), news(7)]).unwrap(), vec![true, true]);
+    }
+
+    #[test]
     fn the_epoch_after_i32_max_is_1() {
         let cache = FetchSessionCache::new(10);
         let id = cache.begin(request(0, 0, targets(1))).unwrap().session_id;
-        cache.sessions().get(&id).unwrap().lock().epoch = i32::MAX;
+        cache.sessions().get(&id).unwrap().state.lock().unwrap().epoch = i32::MAX;
         cache.begin(request(id, i32::MAX, vec![])).unwrap();
         assert!(cache.begin(request(id, 1, vec![])).is_ok());
     }

@@ -28,13 +28,14 @@
 //! Kafka's key names and overlays
 //! the dynamic broker configs, [`config_sources`] says where each described
 //! config value comes from, [`error`]
-//! maps internal errors to Kafka error codes, [`alloc`] keeps absurd
-//! wire-declared capacities from aborting the process and [`host_name`]
-//! finds the name a listener bound to every interface advertises.
-//! [`kraft_config`] reads a KRaft node's roles and quorum, and
-//! [`meta_properties`] formats and checks the log dirs' `meta.properties`.
-//! [`open_files`] says how many more partitions the descriptor limit allows,
-//! and [`failpoint`] holds the crash points of the crash tests.
+//! maps internal errors to Kafka error codes, [`locks`] says what a lock
+//! whose holder panicked is worth, [`alloc`] keeps absurd wire-declared
+//! capacities from aborting the process and [`host_name`] finds the name a
+//! listener bound to every interface advertises. [`kraft_config`] reads a
+//! KRaft node's roles and quorum, and [`meta_properties`] formats and checks
+//! the log dirs' `meta.properties`. [`open_files`] says how many more
+//! partitions the descriptor limit allows, and [`failpoint`] holds the crash
+//! points of the crash tests.
 
 pub mod alloc;
 pub mod config;
@@ -47,6 +48,7 @@ pub mod group;
 pub mod handlers;
 pub mod host_name;
 pub mod kraft_config;
+pub mod locks;
 pub mod meta_properties;
 pub mod metrics;
 pub mod network;

@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
 use kafka_protocol::messages::ApiKey;
@@ -112,22 +112,27 @@ impl Metrics {
         if counts.is_empty() {
             return;
         }
-        let mut errors = api.errors.lock().expect("errors lock");
+        let mut errors = api.errors.lock().unwrap_or_else(PoisonError::into_inner);
         for (code, count) in counts {
             *errors.entry(*code).or_default() += count;
         }
     }
 
     pub fn topic(&self, name: &str) -> Arc<TopicMetrics> {
-        if let Some(found) = self.topics.read().expect("topic metrics lock").get(name) {
+        if let Some(found) = self.topics.read().unwrap_or_else(PoisonError::into_inner).get(name) {
             return found.clone();
         }
-        self.topics.write().expect("topic metrics lock").entry(name.to_owned()).or_default().clone()
+        self.topics
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(name.to_owned())
+            .or_default()
+            .clone()
     }
 
     /// Forgets a deleted topic's counters.
     pub fn remove_topic(&self, name: &str) {
-        self.topics.write().expect("topic metrics lock").remove(name);
+        self.topics.write().unwrap_or_else(PoisonError::into_inner).remove(name);
     }
 
     /// The Prometheus text exposition of every metric.
@@ -158,7 +163,7 @@ impl Metrics {
             "Error codes in responses, per API.",
         );
         for (key, api) in self.served_apis() {
-            for (code, count) in api.errors.lock().expect("errors lock").iter() {
+            for (code, count) in api.errors.lock().unwrap_or_else(PoisonError::into_inner).iter() {
                 let name = crate::response_errors::error_name(*code);
                 let _ = writeln!(
                     out,
@@ -192,7 +197,7 @@ impl Metrics {
     }
 
     fn render_topics(&self, out: &mut String) {
-        let topics = self.topics.read().expect("topic metrics lock");
+        let topics = self.topics.read().unwrap_or_else(PoisonError::into_inner);
         let mut names: Vec<&String> = topics.keys().collect();
         names.sort();
         let series: [Series<TopicMetrics, u64>; 5] = [
@@ -278,7 +283,7 @@ fn render_partitions(out: &mut String, broker: &Broker) {
     let mut rows: Vec<_> = partitions
         .iter()
         .map(|p| {
-            let log = p.log().lock().expect("log lock");
+            let log = strom_storage::manager::peek_log(p.log());
             let figures = LogFigures {
                 size: log.size_bytes() as i64,
                 start: log.log_start_offset(),

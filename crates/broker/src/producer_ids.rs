@@ -5,7 +5,7 @@
 //! so a restart, even after a crash, starts from a fresh block and never
 //! reuses an id; the ids left in the old block are simply skipped.
 
-use std::sync::Mutex;
+use std::sync::{Mutex, PoisonError};
 
 use strom_metadata::{Controller, MetadataError, ProducerIdBlock};
 
@@ -18,7 +18,8 @@ pub struct ProducerIdManager {
 impl ProducerIdManager {
     /// The next unused producer id, reserving a new block when this one is spent.
     pub fn next_id(&self, controller: &Controller, broker_id: i32) -> Result<i64, MetadataError> {
-        let mut block = self.block.lock().expect("producer id block lock");
+        // The block is replaced only by a whole new one: a panic cannot tear it.
+        let mut block = self.block.lock().unwrap_or_else(PoisonError::into_inner);
         if block.is_empty() {
             *block = controller.allocate_producer_ids(broker_id)?;
         }

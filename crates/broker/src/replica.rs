@@ -7,15 +7,20 @@
 //!
 //! Every read or write of a partition's log goes through its [`LogDir`]: once
 //! the dir has failed the partition answers KAFKA_STORAGE_ERROR, and a disk
-//! error on the way takes the dir (and every partition on it) offline.
+//! error on the way takes the dir (and every partition on it) offline. A
+//! panic while a log is locked takes that one partition offline the same way
+//! ([`lock_log`]). The other locks here guard state a panic cannot leave
+//! unusable (lists of waiters and files, one config pointer, the map of
+//! hosted partitions), so they are used through a poisoning.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, Weak};
 
 use kafka_protocol::error::ResponseError;
 use strom_metadata::{MetadataError, MetadataImage, PartitionLogs, TopicImage};
+use strom_storage::manager::{lock_log, peek_log};
 use strom_storage::producer_state::AppendOrigin;
 use strom_storage::segment::FileSlice;
 use strom_storage::txn_index::AbortedTxn;
@@ -71,7 +76,7 @@ pub enum Isolation {
 
 impl Partition {
     fn new(tp: TopicPartition, leader_epoch: i32, log: SharedLog, dir: Arc<LogDir>) -> Self {
-        let log_end = log.lock().expect("log lock").log_end_offset();
+        let log_end = peek_log(&log).log_end_offset();
         Self {
             tp,
             leader_epoch,
@@ -111,13 +116,14 @@ impl Partition {
         &self.dir
     }
 
-    /// False once the partition's log dir has failed.
+    /// False once the partition's log dir has failed, or a panic left its
+    /// log offline.
     pub fn is_online(&self) -> bool {
-        self.dir.is_online()
+        self.dir.is_online() && !self.log.is_poisoned()
     }
 
     pub fn log_start_offset(&self) -> i64 {
-        self.log.lock().expect("log lock").log_start_offset()
+        peek_log(&self.log).log_start_offset()
     }
 
     /// Runs `action` on the log if its dir is online; a disk failure takes
@@ -127,7 +133,7 @@ impl Partition {
         action: impl FnOnce(&mut Log) -> Result<T, StorageError>,
     ) -> Result<T, StorageError> {
         self.dir.check()?;
-        let result = action(&mut self.log.lock().expect("log lock"));
+        let result = action(&mut *lock_log(&self.log)?);
         self.dir.guard(result)
     }
 
@@ -179,7 +185,8 @@ impl Partition {
     /// Kafka's `maybeStartTransactionVerification`: whether the producer has
     /// no transaction open here yet.
     fn needs_verification(&self, producer_id: i64) -> bool {
-        let log = self.log.lock().expect("log lock");
+        // An offline log refuses the append that follows.
+        let log = peek_log(&self.log);
         log.producer_state().get(producer_id).is_none_or(|entry| entry.current_txn_first_offset.is_none())
     }
 
@@ -218,6 +225,7 @@ impl Partition {
         now_ms: i64,
         origin: AppendOrigin,
     ) -> Result<(AppendInfo, i64), StorageError> {
+        panic_if_injected(&self.tp);
         let info = log.append_as(records, self.leader_epoch, now_ms, origin)?;
         self.verifications.appended(records);
         // One replica in sync: the high watermark is the new log end.
@@ -248,7 +256,7 @@ impl Partition {
 
     /// The last stable offset: read_committed consumers read up to it.
     pub fn last_stable_offset(&self) -> i64 {
-        self.log.lock().expect("log lock").last_stable_offset(self.high_watermark())
+        peek_log(&self.log).last_stable_offset(self.high_watermark())
     }
 
     /// Reads from `offset`, bounded by the high watermark (or, for
@@ -301,12 +309,12 @@ impl Partition {
 
     /// Bytes of the partition's segments.
     pub fn size_bytes(&self) -> u64 {
-        self.log.lock().expect("log lock").size_bytes()
+        peek_log(&self.log).size_bytes()
     }
 
     /// The producers this partition knows, for DescribeProducers.
     pub fn producers(&self) -> Vec<(i64, strom_storage::producer_state::ProducerEntry)> {
-        let log = self.log.lock().expect("log lock");
+        let log = peek_log(&self.log);
         log.producer_state().producers().map(|(id, entry)| (id, *entry)).collect()
     }
 
@@ -319,7 +327,7 @@ impl Partition {
             return Err(DeleteRecordsError::OffsetOutOfRange);
         }
         self.dir.check()?;
-        let mut log = self.log.lock().expect("log lock");
+        let mut log = lock_log(&self.log)?;
         if !log.config().cleanup_policy.delete {
             return Err(DeleteRecordsError::PolicyViolation);
         }
@@ -331,7 +339,7 @@ impl Partition {
     /// registration stands, so a fetch woken by another partition need not
     /// register here again (and pile up entries for as long as it waits).
     pub fn watch(&self, waiter: &Arc<Notify>) -> u64 {
-        let mut waiters = self.waiters.lock().expect("waiters lock");
+        let mut waiters = self.waiters();
         if waiters.len() >= WAITER_SWEEP_THRESHOLD {
             waiters.retain(|w| w.strong_count() > 0);
         }
@@ -346,12 +354,18 @@ impl Partition {
 
     #[cfg(test)]
     pub(crate) fn waiter_count(&self) -> usize {
-        self.waiters.lock().expect("waiters lock").len()
+        self.waiters().len()
+    }
+
+    /// A list of weak pointers, changed one push or sweep at a time: usable
+    /// through a poisoning.
+    fn waiters(&self) -> MutexGuard<'_, Vec<Weak<Notify>>> {
+        self.waiters.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn wake_waiters(&self) {
         let waiters = {
-            let mut waiters = self.waiters.lock().expect("waiters lock");
+            let mut waiters = self.waiters();
             // Counted under the lock, so a count `watch` returned changes
             // exactly when its registration is taken.
             self.wakes.fetch_add(1, Ordering::AcqRel);
@@ -361,6 +375,22 @@ impl Partition {
             waiter.notify_one();
         }
     }
+}
+
+/// Debug builds panic in an append to the topic named by
+/// `STROM_TEST_PANIC_APPEND_TOPIC`, while its log is locked: how tests play
+/// a bug that poisons a partition's log.
+fn panic_if_injected(tp: &TopicPartition) {
+    #[cfg(debug_assertions)]
+    {
+        static TOPIC: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+        let injected = TOPIC.get_or_init(|| std::env::var("STROM_TEST_PANIC_APPEND_TOPIC").ok());
+        if injected.as_deref() == Some(tp.topic.as_str()) {
+            panic!("injected panic appending to {tp} (STROM_TEST_PANIC_APPEND_TOPIC)");
+        }
+    }
+    #[cfg(not(debug_assertions))]
+    let _ = tp;
 }
 
 /// Kafka's `NO_PARTITION_LEADER_EPOCH`: a request that names no epoch.
@@ -423,7 +453,7 @@ fn apply_configs(hosted: &Hosted, config: &BrokerConfig, image: &MetadataImage) 
         let Some(overrides) = image.topic_by_id(&topic.id).map(|t| &t.configs) else { continue };
         let log_config = config.log_config_for(overrides);
         for partition in &topic.partitions {
-            let mut log = partition.log.lock().expect("log lock");
+            let Ok(mut log) = lock_log(&partition.log) else { continue };
             if *log.config() != log_config {
                 log.set_config(log_config.clone());
             }
@@ -514,15 +544,15 @@ impl ReplicaManager {
     /// The broker config in force: static, overlaid by the dynamic broker
     /// configs of the last image synced.
     pub fn config(&self) -> Arc<BrokerConfig> {
-        self.config.read().expect("config lock").clone()
+        self.config.read().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
     pub fn topic(&self, name: &str) -> Option<Arc<TopicPartitions>> {
-        self.hosted.read().expect("hosted lock").by_name.get(name).cloned()
+        self.hosted().by_name.get(name).cloned()
     }
 
     pub fn topic_by_id(&self, id: &Uuid) -> Option<Arc<TopicPartitions>> {
-        self.hosted.read().expect("hosted lock").by_id.get(id).cloned()
+        self.hosted().by_id.get(id).cloned()
     }
 
     pub fn partition(&self, topic: &str, partition: i32) -> Option<Arc<Partition>> {
@@ -536,13 +566,13 @@ impl ReplicaManager {
     /// configs over static ones).
     pub fn sync(&self, image: &MetadataImage) -> Result<(), StorageError> {
         let now = strom_storage::now_ms();
-        let mut hosted = self.hosted.write().expect("hosted lock");
+        let mut hosted = self.hosted.write().unwrap_or_else(PoisonError::into_inner);
         if hosted.synced_offset.is_some_and(|synced| image.last_offset < synced) {
             return Ok(());
         }
         hosted.synced_offset = Some(image.last_offset);
         let config = Arc::new(self.static_config.with_dynamic_from(image));
-        *self.config.write().expect("config lock") = config.clone();
+        *self.config.write().unwrap_or_else(PoisonError::into_inner) = config.clone();
         let removed: Vec<Arc<TopicPartitions>> =
             hosted.by_id.values().filter(|t| image.topic_by_id(&t.id).is_none()).cloned().collect();
         for topic in removed {
@@ -605,7 +635,7 @@ impl ReplicaManager {
     /// Unopened logs go with their topic, as hosted ones do: a new topic of
     /// the same name must not find them.
     fn remove_unopened_of_deleted(&self, image: &MetadataImage) -> Result<(), StorageError> {
-        let mut unopened = self.unopened.lock().expect("unopened lock");
+        let mut unopened = self.unopened.lock().unwrap_or_else(PoisonError::into_inner);
         let deleted: Vec<(TopicPartition, usize)> = unopened
             .iter()
             .filter(|(_, (id, _))| image.topic_by_id(id).is_none())
@@ -626,7 +656,7 @@ impl ReplicaManager {
         config: strom_storage::LogConfig,
         now: i64,
     ) -> Result<SharedLog, StorageError> {
-        let mut unopened = self.unopened.lock().expect("unopened lock");
+        let mut unopened = self.unopened.lock().unwrap_or_else(PoisonError::into_inner);
         let Some(&(_, dir)) = unopened.get(tp) else {
             return self.logs.get_or_create(tp, config, now);
         };
@@ -644,7 +674,7 @@ impl ReplicaManager {
 
     /// Every hosted partition.
     pub fn partitions(&self) -> Vec<Arc<Partition>> {
-        let hosted = self.hosted.read().expect("hosted lock");
+        let hosted = self.hosted();
         hosted.by_name.values().flat_map(|t| t.partitions.iter().cloned()).collect()
     }
 
@@ -660,7 +690,7 @@ impl ReplicaManager {
         let mut deleted_any = false;
         let mut first_error = None;
         for partition in self.partitions().into_iter().filter(|p| p.dir.is_online()) {
-            let mut log = partition.log.lock().expect("log lock");
+            let Ok(mut log) = lock_log(&partition.log) else { continue };
             let deleted =
                 match partition.dir.guard(log.delete_retained_segments(partition.high_watermark(), now)) {
                     Ok(deleted) => deleted,
@@ -672,7 +702,7 @@ impl ReplicaManager {
             if deleted.segments > 0 {
                 deleted_any = true;
                 let due = now.saturating_add(log.config().file_delete_delay_ms);
-                self.removals.lock().expect("removals lock").schedule(due, deleted.files);
+                self.removals().schedule(due, deleted.files);
             }
         }
         if deleted_any {
@@ -685,8 +715,9 @@ impl ReplicaManager {
     pub fn remove_expired_producers(&self, expiration_ms: i64) {
         let now = strom_storage::now_ms();
         for partition in self.partitions() {
-            let removed =
-                partition.log.lock().expect("log lock").remove_expired_producers(now, expiration_ms);
+            let Ok(mut log) = lock_log(&partition.log) else { continue };
+            let removed = log.remove_expired_producers(now, expiration_ms);
+            drop(log);
             if removed > 0 {
                 tracing::debug!(partition = %partition.tp, removed, "expired idle producer ids");
             }
@@ -695,7 +726,15 @@ impl ReplicaManager {
 
     /// Removes the files of deleted segments whose delay has passed.
     pub fn remove_deleted_files(&self) {
-        self.removals.lock().expect("removals lock").remove_due(strom_storage::now_ms());
+        self.removals().remove_due(strom_storage::now_ms());
+    }
+
+    fn hosted(&self) -> RwLockReadGuard<'_, Hosted> {
+        self.hosted.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn removals(&self) -> MutexGuard<'_, DelayedRemovals> {
+        self.removals.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The log dirs, in `log.dirs` order.
@@ -706,7 +745,7 @@ impl ReplicaManager {
     /// The hosted partitions whose logs live in dir `dir_index`.
     pub fn partitions_in_dir(&self, dir_index: usize) -> Vec<Arc<Partition>> {
         let dir = &self.logs.dirs()[dir_index];
-        let hosted = self.hosted.read().expect("hosted lock");
+        let hosted = self.hosted();
         let all = hosted.by_name.values().flat_map(|t| t.partitions.iter());
         all.filter(|p| Arc::ptr_eq(&p.dir, dir)).cloned().collect()
     }
@@ -808,5 +847,58 @@ impl PartitionLogs for ReplicaManager {
                 tracing::warn!(partition = %tp, "cannot remove the log of a partition not created: {e}");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::error::ResponseError;
+    use strom_storage::LogConfig;
+
+    fn partitions(logs: &LogManager, count: i32) -> Vec<Partition> {
+        (0..count)
+            .map(|p| {
+                let tp = TopicPartition::new("t", p);
+                let log = logs.get_or_create(&tp, LogConfig::default(), 0).unwrap();
+                Partition::new(tp.clone(), 0, log, logs.dir_of(&tp).unwrap())
+            })
+            .collect()
+    }
+
+    /// Poisons the partition's log lock as a panic mid-append would.
+    fn panic_holding_the_log(partition: &Partition) {
+        let panicked = std::thread::scope(|s| {
+            s.spawn(|| {
+                let _held = partition.log.lock().unwrap();
+                panic!("injected panic while the log is locked");
+            })
+            .join()
+        });
+        assert!(panicked.is_err());
+    }
+
+    #[test]
+    fn a_panic_holding_a_log_takes_its_partition_offline_with_a_storage_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let logs = LogManager::new(vec![dir.path().to_owned()]).unwrap();
+        let [broken, healthy] = <[Partition; 2]>::try_from(partitions(&logs, 2)).unwrap();
+        let batch = strom_storage::batch::encode_batch(&[(None, Some(bytes::Bytes::from_static(b"v")))], 0);
+        broken.append(&batch, 0).unwrap();
+        panic_holding_the_log(&broken);
+
+        for error in [
+            broken.append(&batch, 0).map(drop).unwrap_err(),
+            broken.read(0, 1024, true, Isolation::ReadCommitted).map(drop).unwrap_err(),
+            broken.offset_of_max_timestamp().map(drop).unwrap_err(),
+        ] {
+            assert_eq!(crate::error::storage_error(&error), ResponseError::KafkaStorageError, "{error}");
+        }
+        assert!(matches!(broken.delete_records(0), Err(DeleteRecordsError::Storage(_))));
+        assert!(!broken.is_online());
+        assert_eq!((broken.log_start_offset(), broken.size_bytes() > 0), (0, true), "figures stay readable");
+        assert!(broken.dir().is_online(), "one partition's panic is not its dir's failure");
+        assert!(healthy.is_online());
+        assert_eq!(healthy.append(&batch, 0).unwrap().0.first_offset, 0);
     }
 }

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use strom_metadata::{Controller, MetadataError};
 use strom_storage::file_cache::FileCache;
-use strom_storage::{LogManager, StorageError};
+use strom_storage::{Context, LogManager, StorageError};
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
@@ -49,12 +49,14 @@ pub struct Broker {
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    #[error("metadata: {0}")]
+    // The inner messages name what failed and where; transparent, so a
+    // chain printer shows each once.
+    #[error(transparent)]
     Metadata(#[from] MetadataError),
-    #[error("storage: {0}")]
+    #[error(transparent)]
     Storage(#[from] StorageError),
-    #[error("cannot listen on {addr}: {source}")]
-    Bind { addr: String, source: std::io::Error },
+    #[error("cannot listen on {addr}: {error}")]
+    Bind { addr: String, error: std::io::Error },
     #[error("{0}")]
     Config(String),
     #[error("{0}")]
@@ -74,7 +76,8 @@ fn open_controller(config: &BrokerConfig) -> Result<Controller, StartError> {
             return Err(StartError::Config(reason.into()));
         }
     }
-    std::fs::create_dir_all(&config.metadata_log_dir).map_err(StorageError::from)?;
+    std::fs::create_dir_all(&config.metadata_log_dir)
+        .at("create metadata log dir", &config.metadata_log_dir)?;
     let controller =
         Controller::open_in_cluster(&config.metadata_log_dir, config.node_id, formatted_id.as_deref())?;
     let recorded = controller.image().cluster_id.clone();
@@ -159,9 +162,9 @@ impl BoundBroker {
             let addr = listener.socket_addr().map_err(StartError::Config)?;
             let bound = TcpListener::bind(addr)
                 .await
-                .map_err(|source| StartError::Bind { addr: addr.to_string(), source })?;
+                .map_err(|error| StartError::Bind { addr: addr.to_string(), error })?;
             let local =
-                bound.local_addr().map_err(|source| StartError::Bind { addr: addr.to_string(), source })?;
+                bound.local_addr().map_err(|error| StartError::Bind { addr: addr.to_string(), error })?;
             tracing::debug!(listener = %listener.name, addr = %local, "listening");
             listeners.push((Arc::from(listener.name.as_str()), bound));
         }
@@ -169,7 +172,7 @@ impl BoundBroker {
             Some(addr) => {
                 let bound = TcpListener::bind(addr)
                     .await
-                    .map_err(|source| StartError::Bind { addr: addr.to_string(), source })?;
+                    .map_err(|error| StartError::Bind { addr: addr.to_string(), error })?;
                 tracing::info!(addr = %addr, "serving Prometheus metrics at /metrics");
                 Some(bound)
             }
@@ -344,29 +347,44 @@ async fn periodic_duties(broker: Arc<Broker>, mut stop: watch::Receiver<bool>) {
             biased;
             _ = stop.changed() => return,
             _ = flush.tick() => {
-                // fsyncs block: off the runtime's workers.
-                let flusher = broker.clone();
-                match tokio::task::spawn_blocking(move || flusher.replicas.flush_due()).await {
-                    Ok(Err(e)) => tracing::error!("flush failed: {e}"),
-                    Err(e) => tracing::error!("flush task failed: {e}"),
-                    Ok(Ok(())) => {}
-                }
-                broker.replicas.remove_deleted_files();
+                on_blocking_thread(&broker, "flush", |replicas| {
+                    let flushed = replicas.flush_due();
+                    replicas.remove_deleted_files();
+                    flushed
+                })
+                .await;
             }
             _ = retention.tick() => {
-                if let Err(e) = broker.replicas.enforce_retention() {
-                    tracing::error!("retention check failed: {e}");
-                }
+                on_blocking_thread(&broker, "retention check", ReplicaManager::enforce_retention).await;
             }
             _ = producer_expiry.tick() => {
-                broker.replicas.remove_expired_producers(config.producer_id_expiration_ms);
+                let expiration_ms = config.producer_id_expiration_ms;
+                on_blocking_thread(&broker, "producer id expiry", move |replicas| {
+                    replicas.remove_expired_producers(expiration_ms);
+                    Ok(())
+                })
+                .await;
             }
             _ = checkpoint.tick() => {
-                if let Err(e) = broker.replicas.checkpoint() {
-                    tracing::error!("checkpoint failed: {e}");
-                }
+                on_blocking_thread(&broker, "checkpoint", ReplicaManager::checkpoint).await;
                 broker.fetch_sessions.evict_expired();
             }
         }
+    }
+}
+
+/// Runs a periodic duty on the blocking pool: it walks every log and waits
+/// for the disk (fsyncs, renames, removals), which must stall neither the
+/// runtime's workers nor the connections they serve.
+async fn on_blocking_thread(
+    broker: &Arc<Broker>,
+    duty: &'static str,
+    work: impl FnOnce(&ReplicaManager) -> Result<(), StorageError> + Send + 'static,
+) {
+    let broker = broker.clone();
+    match tokio::task::spawn_blocking(move || work(&broker.replicas)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::error!("{duty} failed: {e}"),
+        Err(e) => tracing::error!("{duty} task failed: {e}"),
     }
 }

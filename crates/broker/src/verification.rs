@@ -16,10 +16,12 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 
 use strom_storage::batch::{BatchHeader, Batches};
 use strom_storage::{Log, StorageError};
+
+use crate::locks::lock_recovering;
 
 /// One verification's token: the append must present the one still current.
 pub type Guard = u64;
@@ -34,16 +36,21 @@ pub struct Verifications {
 }
 
 impl Verifications {
+    /// Each change is one map operation, so a panic leaves nothing half done.
+    fn guards(&self) -> MutexGuard<'_, HashMap<i64, Guard>> {
+        lock_recovering(&self.guards, "transactional produce verifications")
+    }
+
     /// The guard for a verification of `producer_id`: the one a concurrent
     /// request of the same producer already holds, else a new one.
     pub fn begin(&self, producer_id: i64) -> Guard {
-        let mut guards = self.guards.lock().expect("verifications lock");
+        let mut guards = self.guards();
         *guards.entry(producer_id).or_insert_with(|| self.next_guard.fetch_add(1, Ordering::Relaxed))
     }
 
     /// Drops `guard` after a failed verification or append.
     pub fn abandon(&self, producer_id: i64, guard: Guard) {
-        let mut guards = self.guards.lock().expect("verifications lock");
+        let mut guards = self.guards();
         if guards.get(&producer_id) == Some(&guard) {
             guards.remove(&producer_id);
         }
@@ -51,11 +58,11 @@ impl Verifications {
 
     /// A batch or marker of the producer's transaction reached the log.
     fn spend(&self, producer_id: i64) {
-        self.guards.lock().expect("verifications lock").remove(&producer_id);
+        self.guards().remove(&producer_id);
     }
 
     fn holds(&self, producer_id: i64, guard: Option<Guard>) -> bool {
-        guard.is_some() && self.guards.lock().expect("verifications lock").get(&producer_id) == guard.as_ref()
+        guard.is_some() && self.guards().get(&producer_id) == guard.as_ref()
     }
 
     /// Kafka's check at the append, for every batch of a client's record

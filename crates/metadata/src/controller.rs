@@ -8,10 +8,10 @@
 use std::collections::BTreeMap;
 use std::ops::Range;
 use std::path::Path;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
 use bytes::Bytes;
-use strom_storage::{Log, LogConfig};
+use strom_storage::{Context, Log, LogConfig};
 use uuid::Uuid;
 
 use crate::image::{MetadataImage, TopicImage, RESOURCE_BROKER, RESOURCE_TOPIC};
@@ -53,7 +53,9 @@ pub enum MetadataError {
     /// from every other node's.
     #[error("metadata log record at offset {offset} cannot be replayed: {reason}")]
     UnreadableRecord { offset: i64, reason: crate::records::DecodeError },
-    #[error("metadata log: {0}")]
+    /// Storage failed: the metadata log's or a new partition's; the message
+    /// names the operation and the path.
+    #[error(transparent)]
     Storage(#[from] strom_storage::StorageError),
 }
 
@@ -182,7 +184,9 @@ impl Controller {
         cluster_id: Option<&str>,
     ) -> Result<Self, MetadataError> {
         let now = strom_storage::now_ms();
-        let (log, _) = Log::open(&dir.join(METADATA_LOG_DIR), LogConfig::default(), 0, 0, false, now)?;
+        let path = dir.join(METADATA_LOG_DIR);
+        let (log, _) =
+            Log::open(&path, LogConfig::default(), 0, 0, false, now).at("open metadata log", &path)?;
         let mut image = MetadataImage::default();
         replay(&log, &mut image)?;
         let controller = Self {
@@ -196,6 +200,14 @@ impl Controller {
             controller.commit(vec![MetadataRecord::Cluster { cluster_id }])?;
         }
         Ok(controller)
+    }
+
+    /// The metadata log, locked for a change. A panic during an earlier
+    /// change may have left a batch half written, so the log then refuses
+    /// every change (KAFKA_STORAGE_ERROR) until a restart recovers it, as a
+    /// partition log does; the image, one pointer swapped whole, stays readable.
+    fn writer(&self) -> Result<MutexGuard<'_, Log>, MetadataError> {
+        Ok(strom_storage::manager::lock_log(&self.log)?)
     }
 
     /// Sets `controller.max.partitions.per.request`.
@@ -220,7 +232,7 @@ impl Controller {
 
     /// The current image; cheap to take and consistent for as long as it is held.
     pub fn image(&self) -> Arc<MetadataImage> {
-        self.image.read().expect("image lock").clone()
+        self.image.read().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
     /// Creates a topic on this node, or only checks that it could be created.
@@ -236,7 +248,7 @@ impl Controller {
         validate_only: bool,
         logs: &dyn PartitionLogs,
     ) -> Result<TopicImage, MetadataError> {
-        let mut writer = self.log.lock().expect("metadata log lock");
+        let mut writer = self.writer()?;
         let image = self.image();
         validate_topic_name(&topic.name)?;
         if image.topic(&topic.name).is_some() {
@@ -335,7 +347,7 @@ impl Controller {
         validate_only: bool,
         logs: &dyn PartitionLogs,
     ) -> Result<(), MetadataError> {
-        let mut writer = self.log.lock().expect("metadata log lock");
+        let mut writer = self.writer()?;
         let image = self.image();
         let topic = image.topic(name).ok_or(MetadataError::UnknownTopic)?;
         if topic.is_internal() {
@@ -395,7 +407,7 @@ impl Controller {
     /// Deletes a topic by id, returning its name. Internal topics hold every
     /// group's offsets and every transaction's state: they are never deleted.
     pub fn delete_topic(&self, topic_id: Uuid) -> Result<String, MetadataError> {
-        let mut writer = self.log.lock().expect("metadata log lock");
+        let mut writer = self.writer()?;
         let image = self.image();
         let topic = image.topic_by_id(&topic_id).ok_or(MetadataError::UnknownTopic)?;
         if topic.is_internal() {
@@ -426,7 +438,7 @@ impl Controller {
             &BTreeMap<String, String>,
         ) -> Result<BTreeMap<String, String>, MetadataError>,
     {
-        let mut writer = self.log.lock().expect("metadata log lock");
+        let mut writer = self.writer()?;
         let image = self.image();
         let current = match resource {
             ConfigResource::Topic(name) => &image.topic(name).ok_or(MetadataError::UnknownTopic)?.configs,
@@ -453,7 +465,7 @@ impl Controller {
     /// fsync'd before the block is returned, so no id is handed out twice,
     /// even across a crash.
     pub fn allocate_producer_ids(&self, broker_id: i32) -> Result<ProducerIdBlock, MetadataError> {
-        let mut writer = self.log.lock().expect("metadata log lock");
+        let mut writer = self.writer()?;
         let start = self.image().next_producer_id;
         let end = start.checked_add(PRODUCER_ID_BLOCK_SIZE).ok_or(MetadataError::ProducerIdsExhausted)?;
         let record = MetadataRecord::ProducerIds { broker_id, broker_epoch: -1, next_producer_id: end };
@@ -462,7 +474,7 @@ impl Controller {
     }
 
     fn commit(&self, records: Vec<MetadataRecord>) -> Result<Arc<MetadataImage>, MetadataError> {
-        let mut writer = self.log.lock().expect("metadata log lock");
+        let mut writer = self.writer()?;
         self.append_and_apply(&mut writer, records)
     }
 
@@ -481,7 +493,7 @@ impl Controller {
         records.into_iter().for_each(|r| next.apply(r));
         next.last_offset = info.last_offset;
         let next = Arc::new(next);
-        *self.image.write().expect("image lock") = next.clone();
+        *self.image.write().unwrap_or_else(PoisonError::into_inner) = next.clone();
         Ok(next)
     }
 }
@@ -532,6 +544,7 @@ fn base64_url(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use strom_storage::StorageError;
 
     fn new_topic(name: &str, partitions: i32) -> NewTopic {
         NewTopic { name: name.into(), partitions, replication_factor: 1, configs: BTreeMap::new() }
@@ -801,5 +814,28 @@ mod tests {
         let id = new_cluster_id();
         assert_eq!(id.len(), 22);
         assert!(!id.starts_with('-'));
+    }
+
+    #[test]
+    fn a_panic_holding_the_metadata_log_refuses_later_changes_with_a_storage_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let controller = Controller::open(dir.path(), 1).unwrap();
+        controller.create_topic(new_topic("before", 1), false).unwrap();
+        let panicked = std::thread::scope(|s| {
+            s.spawn(|| {
+                let _held = controller.log.lock().unwrap();
+                panic!("injected panic while the metadata log is locked");
+            })
+            .join()
+        });
+        assert!(panicked.is_err());
+
+        let refused = controller.create_topic(new_topic("after", 1), false);
+        assert!(matches!(refused, Err(MetadataError::Storage(StorageError::LogOffline(_)))), "{refused:?}");
+        assert!(matches!(controller.allocate_producer_ids(1), Err(MetadataError::Storage(_))));
+        assert!(controller.image().topic("before").is_some(), "the image stays readable");
+        drop(controller);
+        let restarted = Controller::open(dir.path(), 1).unwrap();
+        restarted.create_topic(new_topic("after", 1), false).unwrap();
     }
 }

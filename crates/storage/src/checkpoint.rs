@@ -97,17 +97,39 @@ pub fn format_entries(lines: &[String]) -> String {
     text
 }
 
-/// Replaces `path` with `contents` crash-safely.
+/// Replaces `path` with `contents` crash-safely: the new contents are on
+/// disk before they take the name.
 pub fn write_atomically(path: &Path, contents: &[u8]) -> io::Result<()> {
     let tmp = path.with_extension("tmp");
-    let mut file = File::create(&tmp)?;
-    file.write_all(contents)?;
-    file.sync_all()?;
+    let file = create_with(&tmp, contents)?;
+    crate::fsync::sync_all(&file)?;
     fs::rename(&tmp, path)?;
-    if let Some(dir) = path.parent() {
-        File::open(dir)?.sync_all()?;
+    sync_parent(path)
+}
+
+/// Replaces `path` with `contents` through a temporary file, so readers see
+/// the old contents or the new, but forces nothing to disk: until the caller
+/// has synced the returned file and its directory ([`sync_parent`]), a crash
+/// may leave the file torn or missing.
+pub fn replace_unsynced(path: &Path, contents: &[u8]) -> io::Result<File> {
+    let tmp = path.with_extension("tmp");
+    let file = create_with(&tmp, contents)?;
+    fs::rename(&tmp, path)?;
+    Ok(file)
+}
+
+fn create_with(path: &Path, contents: &[u8]) -> io::Result<File> {
+    let mut file = File::create(path)?;
+    file.write_all(contents)?;
+    Ok(file)
+}
+
+/// Makes a file's creation or renaming in its directory durable.
+pub fn sync_parent(path: &Path) -> io::Result<()> {
+    match path.parent() {
+        Some(dir) => crate::fsync::sync_dir(dir),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 #[cfg(test)]

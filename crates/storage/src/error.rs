@@ -1,6 +1,12 @@
 //! Storage errors. Each variant maps onto one Kafka error code at the broker edge.
+//!
+//! An error's message holds its cause (an I/O error's OS message) and no
+//! error here reports a `source()`, so a chain printer (anyhow's `{:#}`)
+//! shows each cause once. An I/O error names what it was doing and where
+//! when [`Context::at`] was given them.
 
 use std::io;
+use std::path::{Path, PathBuf};
 
 /// Everything that can go wrong reading or writing a partition log.
 #[derive(Debug, thiserror::Error)]
@@ -39,11 +45,19 @@ pub enum StorageError {
     InvalidTxnState(String),
     /// The disk failed under us (KAFKA_STORAGE_ERROR).
     #[error("I/O error: {0}")]
-    Io(#[from] io::Error),
+    Io(io::Error),
+    /// [`StorageError::Io`] with the operation and the path it failed on.
+    #[error("cannot {op} {}: {error}", path.display())]
+    IoAt { op: &'static str, path: PathBuf, error: io::Error },
     /// The partition's log dir failed earlier and serves nothing more
     /// (KAFKA_STORAGE_ERROR).
     #[error("log dir {0} is offline")]
     LogDirOffline(String),
+    /// A panic poisoned the partition's log lock, perhaps mid-append: its
+    /// state in memory may disagree with its files, so it serves nothing
+    /// more until a restart recovers it from disk (KAFKA_STORAGE_ERROR).
+    #[error("log {0} is offline after an internal error")]
+    LogOffline(String),
 }
 
 /// One refused record: its index within its batch and the reason.
@@ -67,10 +81,56 @@ impl StorageError {
     /// trouble, not the disk's; a file gone missing is what a deletion
     /// racing a read looks like.
     pub fn is_disk_failure(&self) -> bool {
-        let StorageError::Io(e) = self else { return false };
+        let (StorageError::Io(e) | StorageError::IoAt { error: e, .. }) = self else { return false };
         let process_limit = matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE | libc::ENOMEM));
         !process_limit && e.kind() != io::ErrorKind::NotFound
     }
 }
 
+impl From<io::Error> for StorageError {
+    fn from(error: io::Error) -> Self {
+        StorageError::Io(error)
+    }
+}
+
+/// Names the operation and the path of a failed I/O step.
+pub trait Context<T> {
+    /// A bare I/O error becomes [`StorageError::IoAt`]: `cannot {op} {path}:
+    /// {error}`. Other errors, and I/O errors already named, pass unchanged.
+    fn at(self, op: &'static str, path: &Path) -> Result<T>;
+}
+
+impl<T, E: Into<StorageError>> Context<T> for std::result::Result<T, E> {
+    fn at(self, op: &'static str, path: &Path) -> Result<T> {
+        self.map_err(|e| match e.into() {
+            StorageError::Io(error) => StorageError::IoAt { op, path: path.to_owned(), error },
+            other => other,
+        })
+    }
+}
+
 pub type Result<T, E = StorageError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_io_error_names_the_operation_and_path_once() {
+        let failed: io::Result<()> = Err(io::Error::from_raw_os_error(libc::ENOENT));
+        let error = failed.at("open segment", Path::new("/data/t-0/00.log")).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "cannot open segment /data/t-0/00.log: No such file or directory (os error 2)"
+        );
+        assert!(
+            std::error::Error::source(&error).is_none(),
+            "the cause is in the message, not repeated as a source"
+        );
+        let renamed = Err::<(), _>(error).at("load log", Path::new("/data/t-0")).unwrap_err();
+        assert!(
+            renamed.to_string().starts_with("cannot open segment"),
+            "the innermost step is the one named"
+        );
+    }
+}

@@ -137,20 +137,21 @@ impl IndexFile {
     }
 
     /// Shrinks the file to exactly its entries, as done when a segment rolls.
-    /// The new length is not forced to disk: if a crash loses it, the index
+    /// Nothing is forced to disk here, on the append path: the entries stay
+    /// in the page cache the map shares with the file, and the flush of the
+    /// rolled segment syncs them; if a crash loses the new length, the index
     /// fails its sanity check on load and is rebuilt.
     fn trim(&mut self) -> Result<()> {
         let len = self.entries * self.entry_size;
         if len == self.mapped_len() {
             return Ok(());
         }
-        self.flush()?;
         self.set_len(len)
     }
 
     fn flush(&self) -> Result<()> {
         if let Some(mmap) = &self.mmap {
-            mmap.flush()?;
+            crate::fsync::sync_mmap(mmap)?;
         }
         Ok(())
     }

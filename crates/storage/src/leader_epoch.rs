@@ -13,7 +13,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::checkpoint::{format_entries, parse_entries, write_atomically};
-use crate::error::Result;
+use crate::error::{Context, Result};
 
 /// The file name, in the partition's directory.
 pub const CHECKPOINT_FILE: &str = "leader-epoch-checkpoint";
@@ -52,7 +52,7 @@ impl LeaderEpochCache {
         let text = match std::fs::read_to_string(&path) {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(e).at("read", &path),
         };
         let entries = if text.is_empty() { Some(Vec::new()) } else { parse_entries(&text, parse_entry) };
         match entries.filter(|entries| is_ascending(entries)) {
@@ -165,7 +165,7 @@ impl LeaderEpochCache {
     pub fn persist(&self) -> Result<()> {
         let lines: Vec<String> =
             self.entries.iter().map(|e| format!("{} {}", e.epoch, e.start_offset)).collect();
-        Ok(write_atomically(&self.path, format_entries(&lines).as_bytes())?)
+        write_atomically(&self.path, format_entries(&lines).as_bytes()).at("write", &self.path)
     }
 }
 

@@ -24,9 +24,11 @@
 //!   read_committed fetches.
 //! - [`leader_epoch`] is a log's leader epoch cache (`leader-epoch-checkpoint`):
 //!   where each leader epoch begins, for OffsetForLeaderEpoch and truncation.
-//! - [`checkpoint`] writes Kafka's offset checkpoint files atomically.
+//! - [`checkpoint`] writes Kafka's offset checkpoint files atomically;
+//!   [`fsync`] is where every write is forced to disk.
 //! - [`manager`] owns every log across `log.dirs`, loads them at start,
-//!   places new ones, takes a failed dir offline and marks a clean shutdown.
+//!   places new ones, takes a failed dir offline (and a log whose lock a
+//!   panic poisoned) and marks a clean shutdown.
 //! - [`failpoint`] lets crash tests stop the process at a named step
 //!   (`STROM_FAILPOINTS=cleaner-old-deleted`, read once; a point costs one
 //!   load of a cached empty list when the variable is unset).
@@ -39,6 +41,7 @@ pub mod cleaner;
 pub mod error;
 pub mod failpoint;
 pub mod file_cache;
+pub mod fsync;
 pub mod index;
 pub mod leader_epoch;
 pub mod log;
@@ -48,7 +51,7 @@ pub mod records;
 pub mod segment;
 pub mod txn_index;
 
-pub use error::{Result, StorageError};
+pub use error::{Context, Result, StorageError};
 pub use log::{AppendInfo, CleanupPolicy, Log, LogConfig};
 pub use manager::{LogDir, LogManager, SharedLog};
 

@@ -174,6 +174,9 @@ pub struct Log {
     unflushed_messages: u64,
     last_flush_ms: i64,
     producers: producers::Producers,
+    /// Set once a panic poisoned the lock around this log; see
+    /// [`crate::manager::lock_log`].
+    offline: bool,
     leader_epochs: LeaderEpochCache,
 }
 
@@ -273,6 +276,7 @@ impl Log {
             unflushed_messages: 0,
             last_flush_ms: now_ms,
             producers: Default::default(),
+            offline: false,
             leader_epochs: LeaderEpochCache::empty(dir),
         };
         let recover_from =
@@ -347,6 +351,11 @@ impl Log {
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Marks the log offline; true only the first time, so it is reported once.
+    pub(crate) fn take_offline(&mut self) -> bool {
+        !std::mem::replace(&mut self.offline, true)
     }
 
     pub fn config(&self) -> &LogConfig {
@@ -628,7 +637,7 @@ impl Log {
             return Ok(());
         }
         let segment = LogSegment::create(&self.dir, base, self.config.segment_config(), now_ms)?;
-        self.snapshot_producer_state()?;
+        self.snapshot_producer_state_unsynced()?;
         self.active_mut().on_roll()?;
         self.segments.insert(base, segment);
         tracing::debug!(dir = %self.dir.display(), base, "rolled segment");
@@ -722,6 +731,7 @@ impl Log {
         for segment in self.segments.range(from..active_base).map(|(_, s)| s) {
             segment.flush()?;
         }
+        self.sync_producer_snapshots()?;
         self.recovery_point = active_base;
         Ok(())
     }
@@ -737,6 +747,7 @@ impl Log {
         for segment in self.segments.range(from..).map(|(_, s)| s) {
             segment.flush()?;
         }
+        self.sync_producer_snapshots()?;
         self.recovery_point = log_end;
         self.unflushed_messages = 0;
         self.last_flush_ms = now_ms;

@@ -15,11 +15,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Display;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::checkpoint::OffsetCheckpoint;
 use crate::cleaner::{Cleaner, CleanerManager};
-use crate::error::{Result, StorageError};
+use crate::error::{Context, Result, StorageError};
 use crate::log::{LoadReport, Log, LogConfig};
 use crate::TopicPartition;
 
@@ -34,6 +34,27 @@ const DELETE_SUFFIX: &str = "-delete";
 
 /// A partition log shared between the request path and background tasks.
 pub type SharedLog = Arc<Mutex<Log>>;
+
+/// Locks a partition log for use. A lock poisoned by a panic (perhaps in
+/// the middle of an append) means the log's memory may disagree with its
+/// files: the log is offline, answering [`StorageError::LogOffline`], is
+/// left out of checkpoints and keeps its dir from being marked clean, so a
+/// restart recovers it from disk. It is reported once.
+pub fn lock_log(log: &Mutex<Log>) -> Result<MutexGuard<'_, Log>> {
+    log.lock().map_err(|poisoned| {
+        let mut log = poisoned.into_inner();
+        if log.take_offline() {
+            tracing::error!(dir = %log.dir().display(), "a panic interrupted work on this log; it is offline until a restart recovers it");
+        }
+        StorageError::LogOffline(log.dir().display().to_string())
+    })
+}
+
+/// Locks a partition log only to report figures (size, offsets): reading
+/// them from a log a panic took offline is safe, at worst stale.
+pub fn peek_log(log: &Mutex<Log>) -> MutexGuard<'_, Log> {
+    log.lock().unwrap_or_else(PoisonError::into_inner)
+}
 
 #[derive(Debug)]
 struct Entry {
@@ -170,14 +191,14 @@ impl LogManager {
         let mut clean = Vec::with_capacity(dirs.len());
         let mut locks = Vec::with_capacity(dirs.len());
         for dir in &dirs {
-            std::fs::create_dir_all(dir)?;
+            std::fs::create_dir_all(dir).at("create log dir", dir)?;
             locks.push(lock_dir(dir)?);
             let marker = dir.join(CLEAN_SHUTDOWN_MARKER);
             clean.push(marker.exists());
             if marker.exists() {
-                std::fs::remove_file(&marker)?;
+                std::fs::remove_file(&marker).at("remove", &marker)?;
             }
-            remove_deleted_logs(dir)?;
+            remove_deleted_logs(dir).at("remove deleted logs in", dir)?;
         }
         let checkpoints = dirs.iter().map(|dir| read_start_checkpoints(dir)).collect();
         let dirs: Vec<Arc<LogDir>> = dirs.into_iter().map(|dir| Arc::new(LogDir::new(dir))).collect();
@@ -202,9 +223,9 @@ impl LogManager {
     pub fn partitions_on_disk(&self) -> Result<Vec<(TopicPartition, usize)>> {
         let mut found = Vec::new();
         for (i, dir) in self.dirs.iter().enumerate() {
-            for entry in std::fs::read_dir(dir.path())? {
-                let entry = entry?;
-                if !entry.file_type()?.is_dir() {
+            for entry in std::fs::read_dir(dir.path()).at("list log dir", dir.path())? {
+                let entry = entry.at("list log dir", dir.path())?;
+                if !entry.file_type().at("inspect", &entry.path())?.is_dir() {
                     continue;
                 }
                 if let Some(tp) = entry.file_name().to_str().and_then(parse_partition_dir) {
@@ -235,16 +256,17 @@ impl LogManager {
         config: LogConfig,
         now_ms: i64,
     ) -> Result<(SharedLog, LoadReport)> {
-        let dir = self.dirs[dir_index].path();
+        let path = self.dirs[dir_index].path().join(tp.dir_name());
         let checkpoints = &self.checkpoints[dir_index];
         let (log, report) = Log::open(
-            &dir.join(tp.dir_name()),
+            &path,
             config,
             checkpoints.recovery_points.get(tp).copied().unwrap_or(0),
             checkpoints.log_starts.get(tp).copied().unwrap_or(0),
             self.clean[dir_index],
             now_ms,
-        )?;
+        )
+        .at("load log", &path)?;
         if report.recovered_segments > 0 {
             tracing::debug!(partition = %tp, recovered = report.recovered_segments,
                 truncated_bytes = report.truncated_bytes, "recovered log");
@@ -299,10 +321,20 @@ impl LogManager {
         first_error.into_inner().expect("error lock").map_or(Ok(()), Err)
     }
 
+    /// The map of logs; changed one insert or removal at a time, so usable
+    /// through a poisoning.
+    fn log_map(&self) -> RwLockReadGuard<'_, HashMap<TopicPartition, Entry>> {
+        self.logs.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn log_map_mut(&self) -> RwLockWriteGuard<'_, HashMap<TopicPartition, Entry>> {
+        self.logs.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
     fn insert(&self, tp: &TopicPartition, dir: usize, log: Log) -> SharedLog {
         let shared = Arc::new(Mutex::new(log));
         let entry = Entry { dir, log: shared.clone() };
-        let replaced = self.logs.write().expect("log map lock").insert(tp.clone(), entry);
+        let replaced = self.log_map_mut().insert(tp.clone(), entry);
         self.dirs[dir].partitions.fetch_add(1, Ordering::Relaxed);
         if let Some(old) = replaced {
             self.dirs[old.dir].partitions.fetch_sub(1, Ordering::Relaxed);
@@ -321,7 +353,9 @@ impl LogManager {
         for _ in 0..self.dirs.len() {
             let Some(dir) = self.least_loaded_dir() else { break };
             let path = self.dirs[dir].path().join(tp.dir_name());
-            match self.dirs[dir].guard(Log::open(&path, config.clone(), 0, 0, true, now_ms)) {
+            match self.dirs[dir]
+                .guard(Log::open(&path, config.clone(), 0, 0, true, now_ms).at("create log", &path))
+            {
                 Ok((log, _)) => return Ok(self.insert(tp, dir, log)),
                 Err(e) if e.is_disk_failure() => failure = Some(e),
                 Err(e) => return Err(e),
@@ -331,12 +365,12 @@ impl LogManager {
     }
 
     pub fn get(&self, tp: &TopicPartition) -> Option<SharedLog> {
-        self.logs.read().expect("log map lock").get(tp).map(|e| e.log.clone())
+        self.log_map().get(tp).map(|e| e.log.clone())
     }
 
     /// The dir holding `tp`'s log.
     pub fn dir_of(&self, tp: &TopicPartition) -> Option<Arc<LogDir>> {
-        let logs = self.logs.read().expect("log map lock");
+        let logs = self.log_map();
         logs.get(tp).map(|e| self.dirs[e.dir].clone())
     }
 
@@ -349,14 +383,14 @@ impl LogManager {
 
     /// The logs in dir `dir_index`.
     pub fn logs_in(&self, dir_index: usize) -> Vec<(TopicPartition, SharedLog)> {
-        let logs = self.logs.read().expect("log map lock");
+        let logs = self.log_map();
         logs.iter().filter(|(_, e)| e.dir == dir_index).map(|(tp, e)| (tp.clone(), e.log.clone())).collect()
     }
 
     /// Forgets `tp` and removes its files: renamed first, so a crash midway
     /// leaves a `-delete` dir that the next start removes.
     pub fn delete(&self, tp: &TopicPartition) -> Result<()> {
-        let Some(entry) = self.logs.write().expect("log map lock").remove(tp) else {
+        let Some(entry) = self.log_map_mut().remove(tp) else {
             return Ok(());
         };
         let log_dir = &self.dirs[entry.dir];
@@ -370,26 +404,26 @@ impl LogManager {
         let doomed = log_dir.path().join(format!("{}.{}{DELETE_SUFFIX}", tp.dir_name(), unique_suffix()));
         // Under the log lock: a cleaner swap in flight finishes first, and a
         // later one sees the log is gone.
-        let _quiesced = entry.log.lock().expect("log lock");
+        let _quiesced = peek_log(&entry.log);
         let removed = std::fs::rename(&dir, &doomed).and_then(|_| std::fs::remove_dir_all(&doomed));
-        log_dir.guard(removed.map_err(StorageError::from))
+        log_dir.guard(removed.at("delete log", &dir))
     }
 
     /// Removes a partition dir that no topic owns (deleted while we were down).
     pub fn delete_orphan(&self, tp: &TopicPartition, dir_index: usize) -> Result<()> {
         self.forget_cleaning(tp, dir_index);
-        std::fs::remove_dir_all(self.dirs[dir_index].path().join(tp.dir_name()))?;
-        Ok(())
+        let path = self.dirs[dir_index].path().join(tp.dir_name());
+        std::fs::remove_dir_all(&path).at("delete log", &path)
     }
 
     fn snapshot(&self) -> Vec<(TopicPartition, usize, SharedLog)> {
-        let logs = self.logs.read().expect("log map lock");
+        let logs = self.log_map();
         logs.iter().map(|(tp, e)| (tp.clone(), e.dir, e.log.clone())).collect()
     }
 
     /// The logs of online dirs, each with its dir's index.
     fn online_logs(&self) -> Vec<(usize, SharedLog)> {
-        let logs = self.logs.read().expect("log map lock");
+        let logs = self.log_map();
         let online = logs.values().filter(|e| self.dirs[e.dir].is_online());
         online.map(|e| (e.dir, e.log.clone())).collect()
     }
@@ -406,8 +440,14 @@ impl LogManager {
             if !self.dirs[dir].is_online() {
                 continue;
             }
-            let log = log.lock().expect("log lock");
-            recovery[dir].insert(tp.clone(), log.recovery_point());
+            // An offline log keeps no recovery point: a restart recovers it whole.
+            let log = match lock_log(&log) {
+                Ok(log) => {
+                    recovery[dir].insert(tp.clone(), log.recovery_point());
+                    log
+                }
+                Err(_) => peek_log(&log),
+            };
             starts[dir].insert(tp.clone(), log.log_start_offset());
             if let Some(hw) = high_watermarks.get(&tp) {
                 marks[dir].insert(tp, *hw);
@@ -416,9 +456,14 @@ impl LogManager {
         let mut first_error = None;
         for (i, dir) in self.dirs.iter().enumerate().filter(|(_, d)| d.is_online()) {
             let written = (|| -> Result<()> {
-                OffsetCheckpoint::new(dir.path().join(RECOVERY_POINT_CHECKPOINT)).write(&recovery[i])?;
-                OffsetCheckpoint::new(dir.path().join(LOG_START_CHECKPOINT)).write(&starts[i])?;
-                OffsetCheckpoint::new(dir.path().join(HIGH_WATERMARK_CHECKPOINT)).write(&marks[i])?;
+                for (name, entries) in [
+                    (RECOVERY_POINT_CHECKPOINT, &recovery[i]),
+                    (LOG_START_CHECKPOINT, &starts[i]),
+                    (HIGH_WATERMARK_CHECKPOINT, &marks[i]),
+                ] {
+                    let path = dir.path().join(name);
+                    OffsetCheckpoint::new(path.clone()).write(entries).at("write checkpoint", &path)?;
+                }
                 Ok(())
             })();
             if let Err(e) = dir.guard(written) {
@@ -444,11 +489,12 @@ impl LogManager {
     /// while waiting for a log lock.
     pub fn clean_dirtiest(&self, cleaner: &mut Cleaner, stop: &dyn Fn() -> bool) -> Result<bool> {
         let registered = |tp: &TopicPartition, log: &SharedLog| {
-            let logs = self.logs.read().expect("log map lock");
-            logs.get(tp).is_some_and(|live| Arc::ptr_eq(&live.log, log) && self.dirs[live.dir].is_online())
+            let logs = self.log_map();
+            let live = |entry: &Entry| Arc::ptr_eq(&entry.log, log) && self.dirs[entry.dir].is_online();
+            logs.get(tp).is_some_and(live) && !log.is_poisoned()
         };
         let mut online = self.snapshot();
-        online.retain(|(_, dir, _)| self.dirs[*dir].is_online());
+        online.retain(|(_, dir, log)| self.dirs[*dir].is_online() && !log.is_poisoned());
         self.cleaner.clean_dirtiest(&online, cleaner, &registered, stop, crate::now_ms())
     }
 
@@ -460,8 +506,9 @@ impl LogManager {
         )
     }
 
-    /// Runs `action` on every log of an online dir; a disk failure takes its
-    /// dir offline and the others carry on. Returns the first failure.
+    /// Runs `action` on every online log of an online dir; a disk failure
+    /// takes its dir offline and the others carry on. Returns the first
+    /// failure.
     fn for_each_online_log(&self, mut action: impl FnMut(&mut Log) -> Result<()>) -> Result<()> {
         let mut first_error = None;
         for (dir, log) in self.online_logs() {
@@ -470,7 +517,8 @@ impl LogManager {
                 // Failed since the list was taken.
                 continue;
             }
-            let done = action(&mut log.lock().expect("log lock"));
+            let Ok(mut log) = lock_log(&log) else { continue };
+            let done = action(&mut log).at("flush log", log.dir());
             if let Err(e) = dir.guard(done) {
                 first_error.get_or_insert(e);
             }
@@ -487,13 +535,18 @@ impl LogManager {
             by_dir[dir].push(log);
         }
         // Closing flushes what is unflushed: the dir's threads share the fsyncs.
-        let closed = self.in_parallel_per_dir(by_dir, |dir, log| {
-            let closed = log.lock().expect("log lock").close(now_ms);
-            self.dirs[dir].guard(closed)
+        let closed = self.in_parallel_per_dir(by_dir, |dir, log| match lock_log(&log) {
+            Ok(mut log) => self.dirs[dir].guard(log.close(now_ms)),
+            Err(_) => Ok(()),
         });
         let checkpointed = self.checkpoint(high_watermarks);
         let mut first_error = closed.err().or(checkpointed.err());
-        for dir in self.dirs.iter().filter(|d| d.is_online()) {
+        // A dir holding an offline log stays unclean: the next start recovers it.
+        let mut unclean: Vec<bool> = self.dirs.iter().map(|d| !d.is_online()).collect();
+        for (dir, log) in self.online_logs() {
+            unclean[dir] |= log.is_poisoned();
+        }
+        for (dir, _) in self.dirs.iter().zip(unclean).filter(|(_, unclean)| !unclean) {
             let marked = crate::checkpoint::write_atomically(&dir.path().join(CLEAN_SHUTDOWN_MARKER), b"");
             if let Err(e) = dir.guard(marked.map_err(StorageError::from)) {
                 first_error.get_or_insert(e);
@@ -522,16 +575,23 @@ fn read_start_checkpoints(dir: &Path) -> StartCheckpoints {
 }
 
 /// Takes the dir's `.lock` so two brokers never share a log dir.
+/// Takes `dir/.lock`, as Kafka does, so two brokers never share a log dir.
 fn lock_dir(dir: &Path) -> Result<std::fs::File> {
-    let file =
-        std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join(LOCK_FILE))?;
-    file.try_lock().map_err(|_| {
-        std::io::Error::new(
-            std::io::ErrorKind::WouldBlock,
-            format!("{} is in use by another process", dir.display()),
-        )
-    })?;
-    Ok(file)
+    let path = dir.join(LOCK_FILE);
+    let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path);
+    let file = file.at("open lock file", &path)?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(StorageError::IoAt {
+            op: "lock log dir",
+            path: dir.to_owned(),
+            error: std::io::Error::new(
+                std::io::ErrorKind::WouldBlock,
+                "another process (another broker?) holds its .lock",
+            ),
+        }),
+        Err(std::fs::TryLockError::Error(e)) => Err(e).at("lock", &path),
+    }
 }
 
 fn unique_suffix() -> String {
@@ -670,12 +730,60 @@ mod tests {
         assert_eq!(manager.dirs()[1].partition_count(), 0);
     }
 
+    /// Poisons `log`'s lock as a panic in the middle of an append would.
+    pub(crate) fn poison(log: &SharedLog) {
+        let panicked = std::thread::scope(|s| {
+            s.spawn(|| {
+                let _held = log.lock().unwrap();
+                panic!("injected panic while the log is locked");
+            })
+            .join()
+        });
+        assert!(panicked.is_err() && log.is_poisoned());
+    }
+
+    #[test]
+    fn a_log_poisoned_by_a_panic_goes_offline_and_its_dir_is_recovered_at_the_next_start() {
+        let (_root, dirs, manager) = manager(2);
+        create(&manager, "t", 4);
+        let (broken, healthy) = (TopicPartition::new("t", 0), TopicPartition::new("t", 1));
+        let broken_dir =
+            manager.dirs().iter().position(|d| Arc::ptr_eq(d, &manager.dir_of(&broken).unwrap()));
+        let broken_dir = broken_dir.unwrap();
+        let batch = crate::batch::encode_batch(&[(None, Some(bytes::Bytes::from_static(b"v")))], 0);
+        let broken_log = manager.get(&broken).unwrap();
+        lock_log(&broken_log).unwrap().append(&batch, 0, 0).unwrap();
+        poison(&broken_log);
+
+        let offline = lock_log(&broken_log).map(|_| ());
+        assert!(
+            matches!(offline, Err(StorageError::LogOffline(ref dir)) if dir.ends_with("t-0")),
+            "{offline:?}"
+        );
+        assert_eq!(peek_log(&broken_log).log_end_offset(), 1, "figures stay readable");
+        lock_log(&manager.get(&healthy).unwrap()).unwrap().append(&batch, 0, 0).unwrap();
+        manager.flush_due(i64::MAX).unwrap();
+        manager.checkpoint(&HashMap::new()).unwrap();
+        let recovery =
+            OffsetCheckpoint::new(dirs[broken_dir].join(RECOVERY_POINT_CHECKPOINT)).read().unwrap();
+        assert!(!recovery.iter().any(|(tp, _)| *tp == broken), "an offline log is recovered whole");
+        assert!(manager.dirs().iter().all(|d| d.is_online()), "one log's panic is not its dir's failure");
+
+        manager.shutdown(&HashMap::new(), 0).unwrap();
+        assert!(!dirs[broken_dir].join(CLEAN_SHUTDOWN_MARKER).exists());
+        assert!(dirs[1 - broken_dir].join(CLEAN_SHUTDOWN_MARKER).exists());
+        drop((broken_log, manager));
+        let restarted = LogManager::new(dirs.clone()).unwrap();
+        let loaded = restarted.load(&broken, broken_dir, LogConfig::default(), 0).unwrap();
+        assert_eq!(lock_log(&loaded).unwrap().log_end_offset(), 1);
+    }
+
     #[test]
     fn with_every_dir_offline_creation_fails_with_a_storage_error() {
         let (_root, dirs, manager) = manager(1);
         break_dir(&dirs[0]);
         let created = manager.get_or_create(&TopicPartition::new("t", 0), LogConfig::default(), 0);
-        assert!(matches!(created, Err(StorageError::Io(_))), "the failure that took the dir down");
+        assert!(matches!(created, Err(StorageError::IoAt { .. })), "the failure that took the dir down");
         let again = manager.get_or_create(&TopicPartition::new("t", 1), LogConfig::default(), 0);
         assert!(matches!(again, Err(StorageError::LogDirOffline(_))));
     }

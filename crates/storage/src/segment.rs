@@ -707,7 +707,7 @@ impl LogSegment {
 
     /// Forces the log and index bytes to disk.
     pub fn flush(&self) -> Result<()> {
-        self.file()?.sync_data()?;
+        crate::fsync::sync_data(&*self.file()?)?;
         if let Some(indexes) = self.indexes.get() {
             indexes.offset.flush()?;
             indexes.time.flush()?;

@@ -159,7 +159,7 @@ impl TransactionIndex {
     pub fn flush(&self) -> Result<()> {
         if self.unsynced.swap(false, Ordering::AcqRel) {
             match OpenOptions::new().append(true).open(&self.path) {
-                Ok(file) => file.sync_data()?,
+                Ok(file) => crate::fsync::sync_data(&file)?,
                 // Renamed or deleted with its segment meanwhile.
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => return Err(e.into()),

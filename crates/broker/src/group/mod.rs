@@ -15,7 +15,7 @@ pub mod consumer;
 pub mod state;
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -24,6 +24,7 @@ use strom_metadata::{MetadataError, NewTopic};
 use tokio::sync::{oneshot, watch};
 use uuid::Uuid;
 
+use crate::locks::lock_recovering;
 use crate::replica::VerifiedAppendError;
 use crate::server::Broker;
 use codec::{GroupValue, OffsetValue, RecordKey};
@@ -123,6 +124,10 @@ impl GroupCoordinator {
 
     pub fn config(&self) -> &GroupConfig {
         &self.config
+    }
+
+    fn groups(&self) -> MutexGuard<'_, HashMap<String, Group>> {
+        lock_recovering(&self.groups, "consumer groups")
     }
 
     fn limits(&self) -> GroupLimits {
@@ -240,7 +245,7 @@ impl GroupCoordinator {
         entries: &[CommitEntry],
         verify: impl FnOnce() -> Result<(), ResponseError>,
     ) -> Vec<Option<ResponseError>> {
-        let mut groups = self.groups.lock().expect("groups lock");
+        let mut groups = self.groups();
         let group_id = commit.group_id.as_str();
         if let Err(error) = check_txn_committer(&groups, commit) {
             return vec![Some(error); entries.len()];
@@ -294,7 +299,7 @@ impl GroupCoordinator {
     /// `offsets_partition`: its staged offsets there become the groups'
     /// offsets (commit) or go (abort).
     pub fn complete_txn(&self, producer_id: i64, offsets_partition: i32, commit: bool) {
-        let mut groups = self.groups.lock().expect("groups lock");
+        let mut groups = self.groups();
         for group in groups.values_mut() {
             if self.partition_for(&group.id) != offsets_partition {
                 continue;
@@ -310,7 +315,7 @@ impl GroupCoordinator {
     /// Whether a transaction not yet ended holds an offset of the group for
     /// the partition (OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT).
     pub fn has_pending_txn_offset(&self, group_id: &str, topic: &str, partition: i32) -> bool {
-        let groups = self.groups.lock().expect("groups lock");
+        let groups = self.groups();
         let key = (topic.to_owned(), partition);
         groups.get(group_id).is_some_and(|g| g.pending_txn_offsets.values().any(|p| p.contains_key(&key)))
     }
@@ -335,7 +340,7 @@ impl GroupCoordinator {
     pub fn load(&self, broker: &Broker) -> Result<(), strom_storage::StorageError> {
         let Some(topic) = broker.replicas.topic(OFFSETS_TOPIC) else { return Ok(()) };
         let now = Instant::now();
-        let mut groups = self.groups.lock().expect("groups lock");
+        let mut groups = self.groups();
         for partition in &topic.partitions {
             let records = partition.read_records()?;
             for record in records {
@@ -382,7 +387,7 @@ impl GroupCoordinator {
             .map(|t| (t.name.clone(), (t.id, t.partitions.len() as i32)))
             .collect();
         let session = Duration::from_millis(self.config.consumer_session_timeout_ms.max(0) as u64);
-        let mut groups = self.groups.lock().expect("groups lock");
+        let mut groups = self.groups();
         if !groups.contains_key(group_id) && heartbeat.member_epoch != 0 {
             return Err(ResponseError::UnknownMemberId);
         }
@@ -399,7 +404,7 @@ impl GroupCoordinator {
 
     /// A KIP-848 group's state, for ConsumerGroupDescribe.
     pub fn describe_consumer_group(&self, group_id: &str) -> Option<consumer::ConsumerGroup> {
-        let groups = self.groups.lock().expect("groups lock");
+        let groups = self.groups();
         groups.get(group_id)?.consumer.as_ref().map(|c| consumer::ConsumerGroup {
             epoch: c.epoch,
             assignment_epoch: c.assignment_epoch,
@@ -414,7 +419,7 @@ impl GroupCoordinator {
     pub async fn join(&self, request: JoinRequest, mut stopping: watch::Receiver<bool>) -> JoinResult {
         let member_id = request.member_id.clone();
         let waiter = {
-            let mut groups = self.groups.lock().expect("groups lock");
+            let mut groups = self.groups();
             match self.join_locked(&mut groups, request, Instant::now()) {
                 Ok(waiter) => waiter,
                 Err(result) => return *result,
@@ -500,7 +505,7 @@ impl GroupCoordinator {
         let fail = |error| SyncResult { error: Some(error), assignment: Bytes::new() };
         let mut stopping = broker.stopping();
         let waiter = {
-            let mut groups = self.groups.lock().expect("groups lock");
+            let mut groups = self.groups();
             let Some(group) = groups.get_mut(&request.group_id) else {
                 return fail(ResponseError::UnknownMemberId);
             };
@@ -553,7 +558,7 @@ impl GroupCoordinator {
         instance_id: Option<&str>,
         generation: i32,
     ) -> Option<ResponseError> {
-        let mut groups = self.groups.lock().expect("groups lock");
+        let mut groups = self.groups();
         let Some(group) = groups.get_mut(group_id) else { return Some(ResponseError::UnknownMemberId) };
         if group.is_fenced(member_id, instance_id) {
             return Some(ResponseError::FencedInstanceId);
@@ -582,7 +587,7 @@ impl GroupCoordinator {
         group_id: &str,
         leaving: &[(String, Option<String>)],
     ) -> Result<Vec<Option<ResponseError>>, ResponseError> {
-        let mut groups = self.groups.lock().expect("groups lock");
+        let mut groups = self.groups();
         let group = groups.get_mut(group_id).ok_or(ResponseError::UnknownMemberId)?;
         let outcomes = leaving
             .iter()
@@ -617,7 +622,7 @@ impl GroupCoordinator {
         instance_id: Option<&str>,
         entries: &[CommitEntry],
     ) -> Vec<Option<ResponseError>> {
-        let mut groups = self.groups.lock().expect("groups lock");
+        let mut groups = self.groups();
         if let Err(error) = self.check_committer(&groups, group_id, generation, member_id, instance_id) {
             return vec![Some(error); entries.len()];
         }
@@ -710,7 +715,7 @@ impl GroupCoordinator {
         group_id: &str,
         partitions: Option<&[(String, i32)]>,
     ) -> Vec<(String, i32, Option<OffsetValue>)> {
-        let groups = self.groups.lock().expect("groups lock");
+        let groups = self.groups();
         let offsets = groups.get(group_id).map(|g| &g.offsets);
         match partitions {
             Some(wanted) => wanted
@@ -736,7 +741,7 @@ impl GroupCoordinator {
         group_id: &str,
         partitions: &[(String, i32)],
     ) -> Result<Vec<Option<ResponseError>>, ResponseError> {
-        let mut groups = self.groups.lock().expect("groups lock");
+        let mut groups = self.groups();
         let group = groups.get_mut(group_id).ok_or(ResponseError::GroupIdNotFound)?;
         let subscribed = subscribed_topics(group);
         let mut tombstones = Vec::new();
@@ -765,7 +770,7 @@ impl GroupCoordinator {
 
     /// (group id, protocol type, state, group type) of every group.
     pub fn list(&self) -> Vec<(String, String, &'static str, &'static str)> {
-        let groups = self.groups.lock().expect("groups lock");
+        let groups = self.groups();
         let mut listed: Vec<_> = groups
             .values()
             .map(|g| {
@@ -779,7 +784,7 @@ impl GroupCoordinator {
     }
 
     pub fn describe(&self, group_id: &str) -> Option<GroupDescription> {
-        let groups = self.groups.lock().expect("groups lock");
+        let groups = self.groups();
         let group = groups.get(group_id)?;
         if let Some(consumer) = &group.consumer {
             let members = consumer
@@ -844,7 +849,7 @@ impl GroupCoordinator {
 
     /// DeleteGroups: only groups without members; their offsets go too.
     pub fn delete_group(&self, broker: &Broker, group_id: &str) -> Option<ResponseError> {
-        let mut groups = self.groups.lock().expect("groups lock");
+        let mut groups = self.groups();
         let Some(group) = groups.get(group_id) else { return Some(ResponseError::GroupIdNotFound) };
         if !group.is_empty() {
             return Some(ResponseError::NonEmptyGroup);
@@ -877,7 +882,7 @@ impl GroupCoordinator {
             let now = Instant::now();
             let limits = broker.groups.limits();
             {
-                let mut groups = broker.groups.groups.lock().expect("groups lock");
+                let mut groups = broker.groups.groups();
                 for group in groups.values_mut() {
                     match &mut group.consumer {
                         Some(consumer) => {
@@ -902,7 +907,7 @@ impl GroupCoordinator {
     /// without members, writing tombstones.
     fn expire_offsets(&self, broker: &Broker) {
         let now_ms = strom_storage::now_ms();
-        let mut groups = self.groups.lock().expect("groups lock");
+        let mut groups = self.groups();
         for group in groups.values_mut() {
             let expired = group.expired_offsets(now_ms, self.config.offsets_retention_ms);
             if expired.is_empty() {
@@ -1051,8 +1056,6 @@ fn current_generation(group: &Group, member_id: &str) -> JoinResult {
 
 /// Topics the members of a consumer-protocol group subscribe to.
 fn subscribed_topics(group: &Group) -> Vec<String> {
-    use kafka_protocol::messages::ConsumerProtocolSubscription;
-    use kafka_protocol::protocol::Decodable;
     if group.protocol_type.as_deref() != Some("consumer") {
         return Vec::new();
     }
@@ -1060,17 +1063,25 @@ fn subscribed_topics(group: &Group) -> Vec<String> {
     let mut topics = Vec::new();
     for member in &group.members {
         let Some((_, metadata)) = member.protocols.iter().find(|(n, _)| *n == protocol) else { continue };
-        let mut buf = metadata.clone();
-        if buf.len() < 2 {
-            continue;
-        }
-        let version = i16::from_be_bytes([buf[0], buf[1]]);
-        let mut body = buf.split_off(2);
-        if let Ok(subscription) = ConsumerProtocolSubscription::decode(&mut body, version.clamp(0, 3)) {
-            topics.extend(subscription.topics.iter().map(|t| t.to_string()));
-        }
+        topics.extend(subscription_topics(metadata));
     }
     topics
+}
+
+/// The topics a JoinGroup member's consumer-protocol metadata names; none
+/// when the metadata does not decode.
+pub fn subscription_topics(metadata: &Bytes) -> Vec<String> {
+    use kafka_protocol::messages::ConsumerProtocolSubscription;
+    use kafka_protocol::protocol::Decodable;
+    if metadata.len() < 2 {
+        return Vec::new();
+    }
+    let version = i16::from_be_bytes([metadata[0], metadata[1]]);
+    let mut body = metadata.slice(2..);
+    match ConsumerProtocolSubscription::decode(&mut body, version.clamp(0, 3)) {
+        Ok(subscription) => subscription.topics.iter().map(|t| t.to_string()).collect(),
+        Err(_) => Vec::new(),
+    }
 }
 
 /// Kafka's checks of a TxnOffsetCommit's sender, looser than a plain

@@ -21,7 +21,7 @@ pub mod codec;
 pub mod state;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
@@ -31,6 +31,7 @@ use strom_storage::producer_state::AppendOrigin;
 use strom_storage::StorageError;
 
 use crate::group::{java_hash, OFFSETS_TOPIC};
+use crate::locks::lock_recovering;
 use crate::server::Broker;
 use state::{InitRequest, InitTransition, TxnMetadata, TxnPartition, TxnResult, TxnState};
 
@@ -77,6 +78,28 @@ pub struct TransactionCoordinator {
     completing: Mutex<HashSet<String>>,
 }
 
+/// One transaction's markers being written: the id stays claimed until the
+/// claim drops, even if the writer panics, so the transaction is never
+/// stuck as "completing".
+struct CompletionClaim<'a> {
+    completing: &'a Mutex<HashSet<String>>,
+    transactional_id: &'a str,
+}
+
+impl<'a> CompletionClaim<'a> {
+    fn take(completing: &'a Mutex<HashSet<String>>, transactional_id: &'a str) -> Option<Self> {
+        let claimed =
+            lock_recovering(completing, "transactions completing").insert(transactional_id.to_owned());
+        claimed.then_some(Self { completing, transactional_id })
+    }
+}
+
+impl Drop for CompletionClaim<'_> {
+    fn drop(&mut self) {
+        lock_recovering(self.completing, "transactions completing").remove(self.transactional_id);
+    }
+}
+
 impl TransactionCoordinator {
     pub fn new(config: TxnConfig) -> Self {
         Self { config, txns: Mutex::default(), completing: Mutex::default() }
@@ -84,6 +107,10 @@ impl TransactionCoordinator {
 
     pub fn config(&self) -> &TxnConfig {
         &self.config
+    }
+
+    fn txns(&self) -> MutexGuard<'_, HashMap<String, TxnMetadata>> {
+        lock_recovering(&self.txns, "transactions")
     }
 
     /// The `__transaction_state` partition that owns `transactional_id`.
@@ -171,7 +198,7 @@ impl TransactionCoordinator {
         self.ensure_topic(broker)?;
         let now_ms = strom_storage::now_ms();
         let request = InitRequest { timeout_ms, expected, now_ms };
-        let mut txns = self.txns.lock().expect("txns lock");
+        let mut txns = self.txns();
         let current = match txns.get(transactional_id) {
             Some(current) => current.clone(),
             None => TxnMetadata::new(transactional_id, next_producer_id(broker)?, timeout_ms, now_ms),
@@ -206,7 +233,7 @@ impl TransactionCoordinator {
         if transactional_id.is_empty() {
             return Err(ResponseError::InvalidRequest);
         }
-        let mut txns = self.txns.lock().expect("txns lock");
+        let mut txns = self.txns();
         let current = txns.get(transactional_id).ok_or(ResponseError::InvalidProducerIdMapping)?;
         match current.prepare_add_partitions(producer_id, epoch, partitions, strom_storage::now_ms())? {
             Some(next) => self.transition(broker, &mut txns, next),
@@ -222,7 +249,7 @@ impl TransactionCoordinator {
         epoch: i16,
         partitions: &[TxnPartition],
     ) -> Vec<Option<ResponseError>> {
-        let txns = self.txns.lock().expect("txns lock");
+        let txns = self.txns();
         let verified = match txns.get(transactional_id) {
             _ if transactional_id.is_empty() => Err(ResponseError::InvalidRequest),
             None => Err(ResponseError::InvalidProducerIdMapping),
@@ -243,7 +270,7 @@ impl TransactionCoordinator {
         if !self.config.partition_verification {
             return Ok(());
         }
-        let txns = self.txns.lock().expect("txns lock");
+        let txns = self.txns();
         let current = txns.get(transactional_id).ok_or(ResponseError::InvalidProducerIdMapping)?;
         current.verify_produce(producer_id, epoch, partition)
     }
@@ -262,7 +289,7 @@ impl TransactionCoordinator {
             return Err(ResponseError::InvalidRequest);
         }
         {
-            let mut txns = self.txns.lock().expect("txns lock");
+            let mut txns = self.txns();
             let current = txns.get(transactional_id).ok_or(ResponseError::InvalidProducerIdMapping)?;
             let Some(next) = current.prepare_end(producer_id, epoch, result, strom_storage::now_ms())? else {
                 return Ok(());
@@ -278,20 +305,18 @@ impl TransactionCoordinator {
 
     /// Writes the markers of a prepared transaction, then its Complete state.
     fn complete(&self, broker: &Broker, transactional_id: &str) -> Result<(), ResponseError> {
-        if !self.completing.lock().expect("completing lock").insert(transactional_id.to_owned()) {
+        let Some(_claim) = CompletionClaim::take(&self.completing, transactional_id) else {
             return Err(ResponseError::ConcurrentTransactions);
-        }
-        let outcome = self.complete_claimed(broker, transactional_id);
-        self.completing.lock().expect("completing lock").remove(transactional_id);
-        outcome
+        };
+        self.complete_claimed(broker, transactional_id)
     }
 
     fn complete_claimed(&self, broker: &Broker, transactional_id: &str) -> Result<(), ResponseError> {
-        let prepared = self.txns.lock().expect("txns lock").get(transactional_id).cloned();
+        let prepared = self.txns().get(transactional_id).cloned();
         let Some(prepared) = prepared.filter(|m| m.state.is_prepared()) else { return Ok(()) };
         let result = prepared.pending_result().expect("prepared");
         write_markers(broker, prepared.producer_id, prepared.producer_epoch, result, &prepared.partitions)?;
-        let mut txns = self.txns.lock().expect("txns lock");
+        let mut txns = self.txns();
         // Nothing else moves a prepared transaction: it is still this one.
         let Some(next) = txns.get(transactional_id).and_then(|m| m.prepare_complete(strom_storage::now_ms()))
         else {
@@ -305,7 +330,7 @@ impl TransactionCoordinator {
         if transactional_id.is_empty() {
             return Err(ResponseError::InvalidRequest);
         }
-        let txns = self.txns.lock().expect("txns lock");
+        let txns = self.txns();
         txns.get(transactional_id)
             .filter(|m| m.state != TxnState::Dead)
             .cloned()
@@ -316,7 +341,7 @@ impl TransactionCoordinator {
     /// all; `min_duration_ms` < 0 passes all), sorted by id.
     pub fn list(&self, states: &[TxnState], producer_ids: &[i64], min_duration_ms: i64) -> Vec<ListedTxn> {
         let now_ms = strom_storage::now_ms();
-        let txns = self.txns.lock().expect("txns lock");
+        let txns = self.txns();
         let mut listed: Vec<ListedTxn> = txns
             .values()
             .filter(|m| m.state != TxnState::Dead)
@@ -340,8 +365,7 @@ impl TransactionCoordinator {
         let Some(topic) = broker.replicas.topic(TRANSACTION_STATE_TOPIC) else { return Ok(()) };
         let mut loaded = HashMap::new();
         for partition in &topic.partitions {
-            let records =
-                partition.log().lock().expect("log lock").read_records(partition.high_watermark())?;
+            let records = partition.read_records()?;
             for record in records {
                 let Some(id) = record.key.as_deref().and_then(|k| codec::decode_key(k).ok()) else {
                     continue;
@@ -361,7 +385,7 @@ impl TransactionCoordinator {
         let prepared: Vec<String> =
             loaded.values().filter(|m| m.state.is_prepared()).map(|m| m.transactional_id.clone()).collect();
         tracing::info!(transactional_ids = loaded.len(), prepared = prepared.len(), "loaded transactions");
-        *self.txns.lock().expect("txns lock") = loaded;
+        *self.txns() = loaded;
         for id in prepared {
             if let Err(error) = self.complete(broker, &id) {
                 tracing::warn!(
@@ -404,7 +428,7 @@ impl TransactionCoordinator {
     /// and aborted; prepared ones left behind get their markers again.
     pub fn abort_timed_out(&self, broker: &Broker, now_ms: i64) {
         let (timed_out, stuck): (Vec<String>, Vec<String>) = {
-            let txns = self.txns.lock().expect("txns lock");
+            let txns = self.txns();
             let timed_out = txns.values().filter(|m| m.timed_out(now_ms)).map(|m| m.transactional_id.clone());
             let stuck = txns
                 .values()
@@ -414,7 +438,7 @@ impl TransactionCoordinator {
         };
         for id in timed_out {
             let fenced = {
-                let mut txns = self.txns.lock().expect("txns lock");
+                let mut txns = self.txns();
                 let Some(current) = txns.get(&id).filter(|m| m.timed_out(now_ms)) else { continue };
                 let fenced = current.prepare_fence(now_ms);
                 self.transition(broker, &mut txns, fenced)
@@ -437,7 +461,7 @@ impl TransactionCoordinator {
     /// and no change for `transactional.id.expiration.ms` are tombstoned.
     pub fn expire_ids(&self, broker: &Broker) {
         let now_ms = strom_storage::now_ms();
-        let mut txns = self.txns.lock().expect("txns lock");
+        let mut txns = self.txns();
         let expired: Vec<String> = txns
             .values()
             .filter(|m| {
@@ -738,5 +762,20 @@ mod tests {
         let coordinator = TransactionCoordinator::new(BrokerConfig::embedded_defaults().transactions);
         assert_eq!(coordinator.partition_for("polygenelubricants"), 0);
         assert_eq!(coordinator.partition_for("hello"), 22);
+    }
+
+    #[test]
+    fn a_panic_while_writing_markers_releases_the_transaction() {
+        let completing = Mutex::default();
+        let panicked = std::thread::scope(|s| {
+            s.spawn(|| {
+                let _claim = CompletionClaim::take(&completing, "tx").unwrap();
+                assert!(CompletionClaim::take(&completing, "tx").is_none(), "claimed once at a time");
+                panic!("injected panic while writing markers");
+            })
+            .join()
+        });
+        assert!(panicked.is_err());
+        assert!(CompletionClaim::take(&completing, "tx").is_some());
     }
 }

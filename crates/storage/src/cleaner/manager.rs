@@ -79,7 +79,9 @@ impl CleanerManager {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, ManagerState> {
-        self.state.lock().expect("cleaner state lock")
+        // Sets and maps changed one insert or removal at a time: usable
+        // through a poisoning.
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The checkpointed first dirty offset of `tp`.
@@ -234,7 +236,7 @@ fn assess(
     checkpoint: Option<i64>,
     now_ms: i64,
 ) -> Option<(LogToClean, f64)> {
-    let log = shared.lock().expect("log lock");
+    let log = crate::manager::lock_log(shared).ok()?;
     let config = log.config();
     if !config.cleanup_policy.compact {
         return None;

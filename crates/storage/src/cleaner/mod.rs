@@ -169,7 +169,7 @@ fn snapshot(
     first_dirty: i64,
     first_uncleanable: i64,
 ) -> Result<(Vec<SegmentSnapshot>, PathBuf, crate::LogConfig)> {
-    let log = shared.lock().expect("log lock");
+    let log = crate::manager::lock_log(shared)?;
     let mut segments = Vec::new();
     for segment in log.segment_map().range(..first_uncleanable).map(|(_, s)| s) {
         let dirty_position = if segment.next_offset() <= first_dirty {
@@ -405,7 +405,7 @@ impl Cleaner {
         drop(cleaned);
         crate::failpoint::reach(crate::failpoint::CLEANER_COPY_WRITTEN);
         checks.check()?;
-        let mut log = target.log.lock().expect("log lock");
+        let mut log = crate::manager::lock_log(&target.log)?;
         if !(checks.registered)() {
             return Err(CleanError::Aborted("the log was deleted"));
         }

@@ -55,10 +55,6 @@ fn parse_live_name(name: &str) -> Option<(i64, &str)> {
     Some((digits.parse().ok()?, kind))
 }
 
-fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
-}
-
 fn remove_if_exists(path: &Path) -> io::Result<()> {
     match fs::remove_file(path) {
         Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
@@ -108,7 +104,7 @@ pub(crate) fn replace_segments(log: &mut Log, base: i64, replaced: &[i64], now_m
         aborted.extend_from_slice(segment.txn_index()?.entries());
     }
     rename_kinds(&dir, base, CLEANED_SUFFIX, SWAP_SUFFIX)?;
-    sync_dir(&dir)?;
+    crate::fsync::sync_dir(&dir)?;
     failpoint::reach(failpoint::CLEANER_SWAP_RENAMED);
     for old in replaced {
         for kind in LIVE_KINDS {
@@ -117,7 +113,7 @@ pub(crate) fn replace_segments(log: &mut Log, base: i64, replaced: &[i64], now_m
     }
     failpoint::reach(failpoint::CLEANER_OLD_DELETED);
     rename_kinds(&dir, base, SWAP_SUFFIX, "")?;
-    sync_dir(&dir)?;
+    crate::fsync::sync_dir(&dir)?;
     failpoint::reach(failpoint::CLEANER_SWAPPED_IN);
     let last_replaced = replaced.last().copied().unwrap_or(base);
     let next_base = log.segment_map().range(last_replaced + 1..).next().map(|(b, _)| *b);
@@ -181,7 +177,7 @@ pub(crate) fn complete_interrupted_swaps(dir: &Path) -> Result<usize> {
         changed = true;
     }
     if changed {
-        sync_dir(dir)?;
+        crate::fsync::sync_dir(dir)?;
     }
     Ok(swaps.len())
 }

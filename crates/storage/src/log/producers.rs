@@ -1,6 +1,12 @@
 //! The producer state of a log: loaded at open, snapshotted at roll and
 //! clean close, expired on the broker's schedule.
 //!
+//! The snapshot taken at a roll, on the request path, is written but not
+//! forced to disk; the next flush forces it before moving the recovery point
+//! past it, as Kafka defers it to its scheduler, so an append never waits
+//! for an fsync it did not ask for (`flush.messages`). Only a snapshot at or
+//! below the recovery point is trusted after a crash, and that one is synced.
+//!
 //! At open the state comes from the newest snapshot at or below the offset
 //! known durable (the log end after a clean shutdown, the recovery point
 //! after a crash), then from the headers of every batch between it and the
@@ -11,7 +17,7 @@
 use std::path::{Path, PathBuf};
 
 use super::{parse_segment_name, Log, DELETED_SUFFIX};
-use crate::checkpoint::write_atomically;
+use crate::checkpoint::{replace_unsynced, sync_parent, write_atomically};
 use crate::error::Result;
 use crate::producer_state::{ProducerState, SNAPSHOT_SUFFIX};
 use crate::segment::file_name;
@@ -26,6 +32,8 @@ pub(super) struct Producers {
     /// The offset of a snapshot on disk that holds exactly this state, so
     /// writing another one there would be wasted.
     persisted_at: Option<i64>,
+    /// Snapshots written at a roll and not yet forced to disk.
+    unsynced: Vec<std::fs::File>,
 }
 
 fn snapshot_path(dir: &Path, offset: i64) -> PathBuf {
@@ -122,9 +130,10 @@ impl Log {
         Ok(())
     }
 
-    /// Writes the producer state at the log end, unless a snapshot there
-    /// already holds it, and prunes old snapshots.
+    /// Writes the producer state at the log end, forced to disk, unless a
+    /// snapshot there already holds it, and prunes old snapshots.
     pub(super) fn snapshot_producer_state(&mut self) -> Result<()> {
+        self.sync_producer_snapshots()?;
         let offset = self.log_end_offset();
         if self.producers.persisted_at == Some(offset) {
             return Ok(());
@@ -132,6 +141,39 @@ impl Log {
         write_atomically(&snapshot_path(&self.dir, offset), &self.producers.state.encode_snapshot())?;
         self.producers.persisted_at = Some(offset);
         self.prune_producer_snapshots()
+    }
+
+    /// [`Self::snapshot_producer_state`] for a roll: written, not yet forced
+    /// to disk; [`Self::sync_producer_snapshots`] does that off the request
+    /// path.
+    pub(super) fn snapshot_producer_state_unsynced(&mut self) -> Result<()> {
+        let offset = self.log_end_offset();
+        if self.producers.persisted_at == Some(offset) {
+            return Ok(());
+        }
+        let file =
+            replace_unsynced(&snapshot_path(&self.dir, offset), &self.producers.state.encode_snapshot())?;
+        self.producers.unsynced.push(file);
+        self.producers.persisted_at = Some(offset);
+        self.prune_producer_snapshots()
+    }
+
+    /// Forces the snapshots written at rolls to disk, with their directory entries.
+    pub(super) fn sync_producer_snapshots(&mut self) -> Result<()> {
+        if self.producers.unsynced.is_empty() {
+            return Ok(());
+        }
+        for file in &self.producers.unsynced {
+            crate::fsync::sync_all(file)?;
+        }
+        sync_parent(&snapshot_path(&self.dir, 0))?;
+        self.producers.unsynced.clear();
+        Ok(())
+    }
+
+    /// How many snapshots written at rolls wait to be forced to disk.
+    pub fn unsynced_producer_snapshots(&self) -> usize {
+        self.producers.unsynced.len()
     }
 
     /// Keeps the newest snapshot at or below the recovery point (where a
@@ -199,6 +241,26 @@ mod tests {
                 log.append(&bytes, 0, 0).unwrap().first_offset
             })
             .collect()
+    }
+
+    #[test]
+    fn a_roll_waits_for_no_fsync_and_the_next_flush_forces_its_snapshot() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open(dir.path(), config(), 0, 0, true, 0).unwrap().0;
+        // An epoch's first append writes the leader epoch checkpoint (synced
+        // once per epoch); counted from after it.
+        let plain = crate::batch::encode_batch(&[(None, Some(bytes::Bytes::from_static(b"v")))], 0);
+        log.append(&plain, 0, 0).unwrap();
+        let before = crate::fsync::syncs_on_this_thread();
+        produce(&mut log, 60);
+        assert!(log.segments().count() > 2, "the appends rolled");
+        assert_eq!(crate::fsync::syncs_on_this_thread(), before, "appends and rolls force nothing to disk");
+        assert!(log.unsynced_producer_snapshots() > 0);
+        assert!(!snapshots(dir.path()).is_empty());
+
+        log.flush_rolled().unwrap();
+        assert!(crate::fsync::syncs_on_this_thread() > before);
+        assert_eq!(log.unsynced_producer_snapshots(), 0);
     }
 
     #[test]
