@@ -91,6 +91,7 @@ mod requests;
 pub mod rng;
 #[cfg(test)]
 mod sim;
+pub mod snapshot;
 pub mod state;
 #[cfg(test)]
 mod tests;
@@ -102,4 +103,5 @@ pub use config::QuorumConfig;
 pub use log::{Batch, MemoryLog, OffsetAndEpoch, RaftLog, Records};
 pub use message::{Body, ErrorCode, Message};
 pub use node::{Action, AppendError, Event, RaftNode};
+pub use snapshot::SnapshotError;
 pub use state::{ElectionState, RoleName};

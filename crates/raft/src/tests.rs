@@ -316,6 +316,7 @@ fn a_follower_refuses_to_truncate_committed_records() {
         leader_id: Some(1),
         high_watermark: None,
         diverging_epoch: Some(OffsetAndEpoch::new(0, 0)),
+        snapshot_id: None,
         batches: Vec::new(),
     };
     let message = Message { correlation_id: in_flight_fetch, body: broken };
