@@ -656,3 +656,32 @@ fn snapshots_are_taken_only_at_committed_batch_ends() {
     assert!(!leader.delete_before_snapshot(now), "the start is at the snapshot already");
     assert_eq!(leader.log().start_offset(), 2);
 }
+
+#[test]
+fn a_half_fetched_snapshot_is_dropped_when_the_follower_moves_on() {
+    let mut harness = Harness::new(&[&[1, 1, 1], &[1, 1, 1], &[]]);
+    harness.nodes.get_mut(&3).unwrap().config.fetch_snapshot_max_bytes = 4;
+    harness.tick(1, ELECTION_TIMEOUT_MAX_MS);
+    harness.deliver(&[3]);
+    harness.replicate_until(1, 4, &[3]);
+    harness.snapshot_and_delete(1, OffsetAndEpoch::new(4, 2));
+    // Node 3 follows, is sent the snapshot id and gets its first chunk only.
+    harness.inbox.clear();
+    let begin = Body::BeginQuorumEpochRequest { leader_epoch: 2, leader_id: 1 };
+    harness.handle(3, Event::Receive { from: 1, message: Message { correlation_id: 1, body: begin } });
+    let chunks = std::cell::Cell::new(0);
+    harness.deliver_where(|_, _, body| match body {
+        Body::FetchSnapshotResponse { .. } => {
+            chunks.set(chunks.get() + 1);
+            chunks.get() == 1
+        }
+        _ => true,
+    });
+    assert!(harness.node(3).is_fetching_snapshot());
+    // A new epoch: the partial snapshot goes, nothing was installed.
+    let newer = Body::BeginQuorumEpochRequest { leader_epoch: 3, leader_id: 2 };
+    harness.request(2, 3, newer);
+    assert!(!harness.node(3).is_fetching_snapshot());
+    assert_eq!((harness.node(3).log().start_offset(), harness.node(3).log().snapshot()), (0, None));
+    assert!(!harness.performed.iter().any(|(_, action)| matches!(action, Action::InstallSnapshot { .. })));
+}
