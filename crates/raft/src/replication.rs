@@ -370,7 +370,9 @@ impl<L: RaftLog> RaftNode<L> {
             return;
         }
         if let Some(snapshot_id) = response.snapshot_id {
-            self.start_snapshot_fetch(snapshot_id);
+            if !self.start_snapshot_fetch(snapshot_id) {
+                self.back_off(from, now);
+            }
             return;
         }
         if !response.batches.is_empty() {

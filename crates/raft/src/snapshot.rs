@@ -170,12 +170,15 @@ impl<L: RaftLog> RaftNode<L> {
 
     /// The leader cannot serve our fetch position from its log: pull its
     /// snapshot instead (Kafka's `handleFetchResponse` with a snapshot id).
-    pub(crate) fn start_snapshot_fetch(&mut self, id: OffsetAndEpoch) {
+    /// False for an id no snapshot can have.
+    pub(crate) fn start_snapshot_fetch(&mut self, id: OffsetAndEpoch) -> bool {
         let epoch = self.epoch;
-        let Role::Follower { snapshot_fetch, .. } = &mut self.role else { return };
-        if id.offset > 0 && id.epoch > 0 && id.epoch <= epoch {
+        let Role::Follower { snapshot_fetch, .. } = &mut self.role else { return false };
+        let valid = id.offset > 0 && id.epoch > 0 && id.epoch <= epoch;
+        if valid {
             *snapshot_fetch = Some(SnapshotFetch { id, size: None, content: Vec::new() });
         }
+        valid
     }
 
     /// The next FetchSnapshot to send, if a snapshot is being pulled.
