@@ -34,6 +34,9 @@ pub struct QuorumConfig {
     /// Bytes of records one Fetch response carries at most (at least one
     /// batch is always sent so a follower can make progress).
     pub fetch_max_bytes: usize,
+    /// Bytes of snapshot one FetchSnapshot asks for and one response
+    /// carries at most (Kafka's `KafkaRaftClient.MAX_FETCH_SIZE_BYTES`).
+    pub fetch_snapshot_max_bytes: usize,
     /// Bytes one appended batch may hold (Kafka's `MAX_BATCH_SIZE_BYTES`).
     pub batch_max_bytes: usize,
     /// Fetches the leader parks at once; past this a fetch is answered
@@ -54,6 +57,7 @@ impl QuorumConfig {
             retry_backoff_ms: 20,
             fetch_max_wait_ms: 500,
             fetch_max_bytes: 8 * 1024 * 1024,
+            fetch_snapshot_max_bytes: 8 * 1024 * 1024,
             batch_max_bytes: 8 * 1024 * 1024,
             parked_fetches_max: 1024,
         }
@@ -83,6 +87,9 @@ impl QuorumConfig {
         }
         if self.fetch_max_wait_ms >= self.fetch_timeout_ms {
             return Err(ConfigError("the fetch max wait must be below controller.quorum.fetch.timeout.ms"));
+        }
+        if self.fetch_snapshot_max_bytes == 0 {
+            return Err(ConfigError("the snapshot fetch size must be positive"));
         }
         Ok(())
     }

@@ -2,7 +2,8 @@
 //! simulation that checks it.
 //!
 //! The protocol is KIP-595 (Vote, BeginQuorumEpoch, EndQuorumEpoch, followers
-//! and observers pulling with Fetch) with KIP-996 pre-vote, built to what
+//! and observers pulling with Fetch) with KIP-996 pre-vote and KIP-630
+//! snapshots (FetchSnapshot), built to what
 //! Kafka's `raft` module does (`KafkaRaftClient`, `QuorumState` and the
 //! `EpochState` classes); comments name the class a rule comes from.
 //!
@@ -10,21 +11,29 @@
 //!
 //! - [`node`]: [`RaftNode`], the state machine. Events go in
 //!   ([`Event`]: a message received, a tick, a flush completed; plus
-//!   [`RaftNode::append`] and [`RaftNode::resign`]), each with the current
+//!   [`RaftNode::append`], [`RaftNode::resign`],
+//!   [`RaftNode::create_snapshot`] and [`RaftNode::delete_before_snapshot`]),
+//!   each with the current
 //!   time of a monotonic clock the caller owns; [`Action`]s come out (send a
-//!   message, append to / truncate / flush the log, write `quorum-state`),
+//!   message, append to / truncate / flush the log, write `quorum-state`,
+//!   write or install a snapshot, move the log start),
 //!   to perform in order. [`RaftNode::next_deadline`] says when to tick.
 //!   No I/O, no threads, no clock, and randomness only from a seed.
 //! - `election` (private): pre-vote, Vote, BeginQuorumEpoch, EndQuorumEpoch,
 //!   and how an epoch or leader learnt from any message moves the node.
 //! - `replication` (private): Fetch on both sides, diverging-epoch
 //!   truncation, the leader's high watermark, check-quorum.
+//! - [`snapshot`]: KIP-630. The state machine above records a snapshot at a
+//!   committed batch end and may then drop the log below it; a fetch the
+//!   leader's log can no longer validate is answered with the snapshot's id,
+//!   and the fetcher pulls it with FetchSnapshot in chunks and installs it
+//!   at once (a half-fetched snapshot lives in memory only).
 //! - [`state`]: the per-role state and [`ElectionState`], the `quorum-state`.
 //! - [`log`]: [`RaftLog`], the log the core reads, and [`MemoryLog`].
 //! - [`message`]: the KRaft requests and responses. They are an internal
 //!   enum that maps 1:1 onto `kafka-protocol`'s `VoteRequest`,
-//!   `BeginQuorumEpochRequest`, `EndQuorumEpochRequest`, `FetchRequest` and
-//!   their responses: the driver converts and checks cluster id, topic and
+//!   `BeginQuorumEpochRequest`, `EndQuorumEpochRequest`, `FetchRequest`,
+//!   `FetchSnapshotRequest` and their responses: the driver converts and checks cluster id, topic and
 //!   partition, so the core stays free of wire nesting and versions.
 //! - [`config`]: [`QuorumConfig`], `controller.quorum.*` with Kafka's defaults.
 //! - [`rng`]: a seeded SplitMix64 for election jitter.
@@ -54,14 +63,16 @@
 //!   (randomised, exponential in the elections lost in a row, capped by
 //!   `controller.quorum.election.backoff.max.ms`), then it is Prospective again.
 //! - **Leader**: appends a LeaderChange control record, announces the epoch
-//!   with BeginQuorumEpoch (again every half fetch timeout), serves Fetch,
+//!   with BeginQuorumEpoch (again every half fetch timeout), serves Fetch
+//!   and FetchSnapshot,
 //!   and moves the high watermark to what a majority of voters has flushed,
 //!   once a record of its own epoch is included. If a majority has not
 //!   fetched within 1.5 × `controller.quorum.fetch.timeout.ms` it resigns
 //!   (a lone voter never does).
 //! - **Follower**: fetches from its leader (fetch offset and last fetched
 //!   epoch, after flushing), truncates exactly the suffix a diverging epoch
-//!   names, and takes the leader's high watermark (capped by its log end).
+//!   names, pulls and installs the snapshot a snapshot id names, and takes
+//!   the leader's high watermark (capped by its log end).
 //!   A voter without a successful fetch for `controller.quorum.fetch.timeout.ms`
 //!   becomes Prospective; an observer goes looking for the leader again.
 //! - **Resigned**: a leader stepping down (check-quorum or
@@ -75,9 +86,9 @@
 //!
 //! # Seams for what comes next
 //!
-//! Snapshots (KIP-630) enter through [`RaftLog::start_offset`] and the
-//! leader's fetch validation (`replication::diverging_epoch`), which will
-//! answer "fetch the snapshot" below the log start. Dynamic voters
+//! Snapshots keep the latest one only, end on batch boundaries, and leave
+//! retention (Kafka's `metadata.max.retention.bytes`/`.ms`, which decide
+//! when `maybeClean` moves the log start) to the caller. Dynamic voters
 //! (KIP-853) replace [`QuorumConfig::voters`] with a voter set read from the
 //! log, and add directory ids to the messages.
 
@@ -91,6 +102,7 @@ mod requests;
 pub mod rng;
 #[cfg(test)]
 mod sim;
+pub mod snapshot;
 pub mod state;
 #[cfg(test)]
 mod tests;
@@ -102,4 +114,5 @@ pub use config::QuorumConfig;
 pub use log::{Batch, MemoryLog, OffsetAndEpoch, RaftLog, Records};
 pub use message::{Body, ErrorCode, Message};
 pub use node::{Action, AppendError, Event, RaftNode};
+pub use snapshot::SnapshotError;
 pub use state::{ElectionState, RoleName};

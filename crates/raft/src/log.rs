@@ -3,9 +3,15 @@
 //!
 //! [`RaftLog`] is what the core reads and keeps in step with the disk
 //! actions it emits; [`MemoryLog`] implements it for the simulation (and for
-//! a small metadata log held in memory). Snapshots (KIP-630) will add a log
-//! start offset above zero and a snapshot id: [`RaftLog::start_offset`] is
-//! that seam.
+//! a small metadata log held in memory).
+//!
+//! Snapshots (KIP-630): the state machine above the core snapshots its state
+//! at a committed offset; the snapshot is named by its end offset and the
+//! epoch of the record before it (Kafka's `<offset>-<epoch>.checkpoint`).
+//! The log may then drop everything below the snapshot: its start offset
+//! moves up, and an empty log's end position is the snapshot's id. The log
+//! keeps the latest snapshot only (Kafka keeps older ones until retention
+//! deletes them).
 
 use bytes::Bytes;
 
@@ -75,16 +81,33 @@ impl Batch {
 /// The log the core reads. Mutations mirror the disk actions the core emits
 /// (append, truncate); durability is reported separately.
 pub trait RaftLog {
-    /// The first offset held (0 until snapshots truncate the front).
-    fn start_offset(&self) -> u64 {
-        0
-    }
+    /// The first offset held (0 until a snapshot lets the front go).
+    fn start_offset(&self) -> u64;
 
-    /// The offset after the last batch.
+    /// The offset after the last batch; the start offset when there is none.
     fn end_offset(&self) -> u64;
 
-    /// The epoch of the last batch, 0 when empty.
+    /// The epoch of the last batch; with none, the snapshot's epoch, else 0
+    /// (Kafka's `KafkaMetadataLog.lastFetchedEpoch`).
     fn last_epoch(&self) -> i32;
+
+    /// The latest snapshot's id: its end offset and epoch.
+    fn latest_snapshot(&self) -> Option<OffsetAndEpoch>;
+
+    /// The size of the snapshot `id` and up to `max_bytes` of it from
+    /// `position`; None if the log does not hold that snapshot.
+    fn read_snapshot(&self, id: OffsetAndEpoch, position: u64, max_bytes: usize) -> Option<(u64, Bytes)>;
+
+    /// Records a snapshot of the state below `id.offset` (a batch boundary).
+    fn create_snapshot(&mut self, id: OffsetAndEpoch, content: Bytes);
+
+    /// Drops every batch below the latest snapshot: the start offset moves
+    /// to its end offset.
+    fn delete_before_snapshot(&mut self);
+
+    /// Replaces the whole log with a snapshot fetched from the leader: no
+    /// batches, start offset = `id.offset`.
+    fn install_snapshot(&mut self, id: OffsetAndEpoch, content: Bytes);
 
     /// The end position of the log: end offset and last epoch.
     fn end_position(&self) -> OffsetAndEpoch {
@@ -92,7 +115,8 @@ pub trait RaftLog {
     }
 
     /// The largest epoch `<= epoch` in the log and the offset where it ends
-    /// (Kafka's `endOffsetForEpoch`); `(0, 0)`-ish when there is none.
+    /// (Kafka's `endOffsetForEpoch`); below the first batch, the snapshot's
+    /// id (`KafkaMetadataLog.endOffsetForEpoch`), else `(0, 0)`.
     fn end_offset_for_epoch(&self, epoch: i32) -> OffsetAndEpoch;
 
     /// Batches from `offset` (a batch boundary), whole, up to about
@@ -102,13 +126,28 @@ pub trait RaftLog {
     /// Appends a batch starting at `end_offset()`.
     fn append(&mut self, batch: Batch);
 
-    /// Removes every batch at or past `offset`; `offset` must be a batch boundary.
+    /// Removes every batch at or past `offset`; `offset` must be a batch
+    /// boundary, not below the start offset.
     fn truncate_to(&mut self, offset: u64);
 }
 
-/// A log in memory, ordered by offset.
-#[derive(Debug, Clone, Default)]
+/// A snapshot held by a [`MemoryLog`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snapshot {
+    /// End offset and epoch.
+    pub id: OffsetAndEpoch,
+    /// The state machine's state below `id.offset`, opaque to the core.
+    pub content: Bytes,
+}
+
+/// A log in memory, ordered by offset, with its latest snapshot.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MemoryLog {
+    start_offset: u64,
+    /// The epoch of the record before `start_offset`: the epoch of the
+    /// snapshot the start moved to (which a newer snapshot may follow).
+    start_epoch: i32,
+    snapshot: Option<Snapshot>,
     batches: Vec<Batch>,
 }
 
@@ -123,6 +162,11 @@ impl MemoryLog {
         &self.batches
     }
 
+    /// The latest snapshot.
+    pub fn snapshot(&self) -> Option<&Snapshot> {
+        self.snapshot.as_ref()
+    }
+
     /// The batch holding `offset`, if any.
     pub fn batch_at(&self, offset: u64) -> Option<&Batch> {
         let index = self.batches.partition_point(|batch| batch.next_offset() <= offset);
@@ -131,20 +175,59 @@ impl MemoryLog {
 }
 
 impl RaftLog for MemoryLog {
+    fn start_offset(&self) -> u64 {
+        self.start_offset
+    }
+
     fn end_offset(&self) -> u64 {
-        self.batches.last().map_or(0, Batch::next_offset)
+        self.batches.last().map_or(self.start_offset, Batch::next_offset)
     }
 
     fn last_epoch(&self) -> i32 {
-        self.batches.last().map_or(0, |batch| batch.epoch)
+        match self.batches.last() {
+            Some(batch) => batch.epoch,
+            None => self.start_epoch,
+        }
+    }
+
+    fn latest_snapshot(&self) -> Option<OffsetAndEpoch> {
+        self.snapshot.as_ref().map(|snapshot| snapshot.id)
+    }
+
+    fn read_snapshot(&self, id: OffsetAndEpoch, position: u64, max_bytes: usize) -> Option<(u64, Bytes)> {
+        let snapshot = self.snapshot.as_ref().filter(|snapshot| snapshot.id == id)?;
+        let size = snapshot.content.len();
+        let from = usize::try_from(position).unwrap_or(usize::MAX).min(size);
+        let to = from.saturating_add(max_bytes).min(size);
+        Some((size as u64, snapshot.content.slice(from..to)))
+    }
+
+    fn create_snapshot(&mut self, id: OffsetAndEpoch, content: Bytes) {
+        self.snapshot = Some(Snapshot { id, content });
+    }
+
+    fn delete_before_snapshot(&mut self) {
+        let Some(id) = self.latest_snapshot().filter(|id| id.offset > self.start_offset) else { return };
+        let first_kept = self.batches.partition_point(|batch| batch.next_offset() <= id.offset);
+        self.batches.drain(..first_kept);
+        self.start_offset = id.offset;
+        self.start_epoch = id.epoch;
+    }
+
+    fn install_snapshot(&mut self, id: OffsetAndEpoch, content: Bytes) {
+        self.batches.clear();
+        self.start_offset = id.offset;
+        self.start_epoch = id.epoch;
+        self.snapshot = Some(Snapshot { id, content });
     }
 
     fn end_offset_for_epoch(&self, epoch: i32) -> OffsetAndEpoch {
         // The first batch of a larger epoch starts where `epoch` ends.
         let index = self.batches.partition_point(|batch| batch.epoch <= epoch);
         match index.checked_sub(1).map(|last| &self.batches[last]) {
-            None => OffsetAndEpoch::new(0, 0),
             Some(batch) => OffsetAndEpoch::new(batch.next_offset(), batch.epoch),
+            // Below the first batch the log begins with the snapshot.
+            None => OffsetAndEpoch::new(self.start_offset, self.start_epoch),
         }
     }
 
@@ -169,6 +252,7 @@ impl RaftLog for MemoryLog {
     }
 
     fn truncate_to(&mut self, offset: u64) {
+        assert!(offset >= self.start_offset, "truncation below the log start");
         let keep = self.batches.partition_point(|batch| batch.next_offset() <= offset);
         self.batches.truncate(keep);
     }
@@ -207,6 +291,21 @@ mod tests {
         assert_eq!(log.read(2, 1).len(), 1);
         assert_eq!(log.read(0, 100).len(), 3);
         assert!(log.read(6, 100).is_empty());
+    }
+
+    #[test]
+    fn a_log_emptied_by_a_snapshot_ends_at_the_snapshot() {
+        let mut log = log_with(&[(1, 2), (3, 1), (3, 2)]);
+        log.create_snapshot(OffsetAndEpoch::new(3, 3), Bytes::from_static(b"state"));
+        log.delete_before_snapshot();
+        assert_eq!((log.start_offset(), log.end_position()), (3, OffsetAndEpoch::new(5, 3)));
+        assert_eq!(log.end_offset_for_epoch(2), OffsetAndEpoch::new(3, 3), "below the log: the snapshot");
+        log.install_snapshot(OffsetAndEpoch::new(9, 4), Bytes::from_static(b"newer state"));
+        assert_eq!((log.start_offset(), log.end_position()), (9, OffsetAndEpoch::new(9, 4)));
+        assert_eq!(log.end_offset_for_epoch(4), OffsetAndEpoch::new(9, 4));
+        let read = log.read_snapshot(OffsetAndEpoch::new(9, 4), 6, 3);
+        assert_eq!(read, Some((11, Bytes::from_static(b"sta"))));
+        assert_eq!(log.read_snapshot(OffsetAndEpoch::new(3, 3), 0, 3), None);
     }
 
     #[test]

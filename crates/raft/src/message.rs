@@ -2,12 +2,15 @@
 //!
 //! One variant per KRaft request and response, with the fields of Kafka's
 //! schemas (`VoteRequest`, `BeginQuorumEpochRequest`, `EndQuorumEpochRequest`,
-//! `FetchRequest` and their responses, single partition `__cluster_metadata`)
+//! `FetchRequest`, KIP-630's `FetchSnapshotRequest` and their responses,
+//! single partition `__cluster_metadata`)
 //! that the protocol logic reads. The driver maps them 1:1 onto
 //! `kafka-protocol`'s structs; keeping that mapping out of the core keeps the
 //! core free of topic/partition nesting, cluster ids and versions, which the
 //! driver validates before a message gets here. KIP-853's directory ids and
 //! endpoints are the fields still to add.
+
+use bytes::Bytes;
 
 use crate::log::{Batch, OffsetAndEpoch};
 use crate::NodeId;
@@ -27,6 +30,10 @@ pub enum ErrorCode {
     UnknownLeaderEpoch,
     /// 94: the sender or receiver of a voter-only request is not a voter.
     InconsistentVoterSet,
+    /// 98: the requested snapshot is not held (any more).
+    SnapshotNotFound,
+    /// 99: the requested position is not within the snapshot.
+    PositionOutOfRange,
 }
 
 impl ErrorCode {
@@ -39,6 +46,8 @@ impl ErrorCode {
             ErrorCode::FencedLeaderEpoch => 74,
             ErrorCode::UnknownLeaderEpoch => 75,
             ErrorCode::InconsistentVoterSet => 94,
+            ErrorCode::SnapshotNotFound => 98,
+            ErrorCode::PositionOutOfRange => 99,
         }
     }
 }
@@ -139,8 +148,42 @@ pub enum Body {
         /// `DivergingEpoch`: set when the fetcher's log diverges; the
         /// fetcher truncates to it and fetches again.
         diverging_epoch: Option<OffsetAndEpoch>,
+        /// `SnapshotId` (KIP-630): set when the fetch position lies below
+        /// the leader's log start, or cannot be validated against its log;
+        /// the fetcher pulls this snapshot with FetchSnapshot.
+        snapshot_id: Option<OffsetAndEpoch>,
         /// `Records`: batches from the fetch offset.
         batches: Vec<Batch>,
+    },
+    /// `FetchSnapshot` (KIP-630): a chunk of the leader's snapshot.
+    FetchSnapshotRequest {
+        /// `ReplicaId`.
+        replica_id: NodeId,
+        /// `CurrentLeaderEpoch`.
+        current_leader_epoch: i32,
+        /// `SnapshotId`: `EndOffset` and `Epoch`.
+        snapshot_id: OffsetAndEpoch,
+        /// `Position`: the byte position to read from.
+        position: u64,
+        /// `MaxBytes`.
+        max_bytes: usize,
+    },
+    /// The answer to FetchSnapshot.
+    FetchSnapshotResponse {
+        /// `ErrorCode` (partition level).
+        error: ErrorCode,
+        /// `CurrentLeader.LeaderEpoch`.
+        leader_epoch: i32,
+        /// `CurrentLeader.LeaderId`.
+        leader_id: Option<NodeId>,
+        /// `SnapshotId`.
+        snapshot_id: OffsetAndEpoch,
+        /// `Size`: the snapshot's total size in bytes.
+        size: u64,
+        /// `Position`: where `bytes` starts.
+        position: u64,
+        /// `UnalignedRecords`: the chunk.
+        bytes: Bytes,
     },
 }
 
@@ -153,6 +196,7 @@ impl Body {
                 | Body::BeginQuorumEpochRequest { .. }
                 | Body::EndQuorumEpochRequest { .. }
                 | Body::FetchRequest { .. }
+                | Body::FetchSnapshotRequest { .. }
         )
     }
 }

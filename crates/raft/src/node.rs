@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use bytes::Bytes;
 
 use crate::config::{ConfigError, QuorumConfig};
-use crate::log::{Batch, RaftLog, Records};
+use crate::log::{Batch, OffsetAndEpoch, RaftLog, Records};
 use crate::message::{Body, Message};
 use crate::requests::Requests;
 use crate::rng::SplitMix64;
@@ -64,6 +64,29 @@ pub enum Action {
     /// Write `quorum-state` durably before performing any later action:
     /// a vote or epoch must never be forgotten once acted upon.
     PersistQuorumState(ElectionState),
+    /// Write a snapshot the state machine took durably (Kafka freezes
+    /// `<offset>-<epoch>.checkpoint`: write, fsync, rename).
+    WriteSnapshot {
+        /// End offset and epoch.
+        snapshot_id: OffsetAndEpoch,
+        /// The state below the end offset.
+        content: Bytes,
+    },
+    /// Move the log start to `offset`, a durable snapshot's end offset:
+    /// segments wholly below it may be deleted.
+    DeleteLogBefore {
+        /// The new log start.
+        offset: u64,
+    },
+    /// Atomically and durably, before any later action: write the snapshot
+    /// fetched from the leader, empty the log and start it at the
+    /// snapshot's end offset. A half-fetched snapshot never reaches disk.
+    InstallSnapshot {
+        /// End offset and epoch.
+        snapshot_id: OffsetAndEpoch,
+        /// The state below the end offset.
+        content: Bytes,
+    },
 }
 
 /// Why an append was refused.
@@ -87,6 +110,8 @@ pub(crate) struct Bugs {
     pub commit_without_own_epoch: bool,
     /// Record a granted pre-vote as a vote.
     pub pre_vote_binds: bool,
+    /// Accept a snapshot above the high watermark.
+    pub snapshot_above_high_watermark: bool,
 }
 
 /// One member of the quorum: a voter or an observer.
@@ -182,8 +207,13 @@ impl<L: RaftLog> RaftNode<L> {
             self.set_role(stored.epoch, role);
         } else if let Some(leader) = stored.leader_id.filter(|id| *id != me) {
             let fetch_deadline_ms = now.saturating_add(self.config.fetch_timeout_ms);
-            let role =
-                Role::Follower { leader, voted: stored.voted_id, fetch_deadline_ms, has_fetched: false };
+            let role = Role::Follower {
+                leader,
+                voted: stored.voted_id,
+                fetch_deadline_ms,
+                has_fetched: false,
+                snapshot_fetch: None,
+            };
             self.set_role(stored.epoch, role);
         } else {
             self.set_role(stored.epoch, Role::Unattached { voted: stored.voted_id, election_deadline_ms });
@@ -283,6 +313,11 @@ impl<L: RaftLog> RaftNode<L> {
         self.refused_truncations
     }
 
+    /// Whether a snapshot is being pulled from the leader.
+    pub fn is_fetching_snapshot(&self) -> bool {
+        matches!(self.role, Role::Follower { snapshot_fetch: Some(_), .. })
+    }
+
     /// The log as the core sees it.
     pub fn log(&self) -> &L {
         &self.log
@@ -336,6 +371,22 @@ impl<L: RaftLog> RaftNode<L> {
                 };
                 self.handle_fetch_request(now, from, correlation_id, fetch)
             }
+            Body::FetchSnapshotRequest {
+                replica_id,
+                current_leader_epoch,
+                snapshot_id,
+                position,
+                max_bytes,
+            } => {
+                let fetch = crate::snapshot::FetchSnapshotParams {
+                    replica_id,
+                    current_leader_epoch,
+                    snapshot_id,
+                    position,
+                    max_bytes,
+                };
+                Some(self.handle_fetch_snapshot_request(now, from, fetch))
+            }
             _ => None,
         };
         if let Some(body) = response {
@@ -360,6 +411,7 @@ impl<L: RaftLog> RaftNode<L> {
                 leader_id,
                 high_watermark,
                 diverging_epoch,
+                snapshot_id,
                 batches,
             } => {
                 let response = crate::replication::FetchResult {
@@ -368,9 +420,30 @@ impl<L: RaftLog> RaftNode<L> {
                     leader_id,
                     high_watermark,
                     diverging_epoch,
+                    snapshot_id,
                     batches,
                 };
                 self.handle_fetch_response(now, from, response)
+            }
+            Body::FetchSnapshotResponse {
+                error,
+                leader_epoch,
+                leader_id,
+                snapshot_id,
+                size,
+                position,
+                bytes,
+            } => {
+                let chunk = crate::snapshot::SnapshotChunk {
+                    error,
+                    leader_epoch,
+                    leader_id,
+                    snapshot_id,
+                    size,
+                    position,
+                    bytes,
+                };
+                self.handle_fetch_snapshot_response(now, from, chunk)
             }
             _ => {}
         }
@@ -504,7 +577,9 @@ impl<L: RaftLog> RaftNode<L> {
         let voted = if epoch == self.epoch { self.voted_in_epoch() } else { None };
         let fetch_deadline_ms = now.saturating_add(self.config.fetch_timeout_ms);
         self.election_retries = 0;
-        self.set_role(epoch, Role::Follower { leader, voted, fetch_deadline_ms, has_fetched: false });
+        let role =
+            Role::Follower { leader, voted, fetch_deadline_ms, has_fetched: false, snapshot_fetch: None };
+        self.set_role(epoch, role);
     }
 
     pub(crate) fn become_resigned(&mut self, now: u64, preferred_successors: Vec<NodeId>) {

@@ -1,6 +1,6 @@
 //! Replication: followers and observers pull with Fetch; the leader checks
 //! each fetch position against its log, answers a diverging epoch where the
-//! logs part, parks fetches that find nothing new, and moves the high
+//! logs part (or its snapshot's id where its log no longer reaches), parks fetches that find nothing new, and moves the high
 //! watermark once a majority of voters has the data and one record of its
 //! own epoch is committed. Check-quorum lives here too.
 
@@ -28,7 +28,18 @@ pub(crate) struct FetchResult {
     pub leader_id: Option<NodeId>,
     pub high_watermark: Option<u64>,
     pub diverging_epoch: Option<OffsetAndEpoch>,
+    pub snapshot_id: Option<OffsetAndEpoch>,
     pub batches: Vec<Batch>,
+}
+
+/// What the leader makes of a fetch position (Kafka's `ValidOffsetAndEpoch`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FetchPosition {
+    Valid,
+    /// The logs part: truncate to here.
+    Diverging(OffsetAndEpoch),
+    /// Below what the log can validate: fetch this snapshot.
+    Snapshot(OffsetAndEpoch),
 }
 
 impl<L: RaftLog> RaftNode<L> {
@@ -85,8 +96,12 @@ impl<L: RaftLog> RaftNode<L> {
             return Some(self.empty_fetch_response(error, None));
         }
         self.note_voter_fetch(now, fetch.replica_id);
-        if let Some(diverging) = self.diverging_epoch(fetch.fetch_offset, fetch.last_fetched_epoch) {
-            return Some(self.empty_fetch_response(ErrorCode::None, Some(diverging)));
+        match self.validate_position(fetch.fetch_offset, fetch.last_fetched_epoch) {
+            FetchPosition::Valid => {}
+            FetchPosition::Diverging(diverging) => {
+                return Some(self.empty_fetch_response(ErrorCode::None, Some(diverging)));
+            }
+            FetchPosition::Snapshot(snapshot_id) => return Some(self.snapshot_fetch_response(snapshot_id)),
         }
         if self.config.voters.contains(&fetch.replica_id) {
             if let Role::Leader(leader) = &mut self.role {
@@ -104,36 +119,60 @@ impl<L: RaftLog> RaftNode<L> {
 
     /// Kafka's `validateLeaderOnlyRequest` plus the fetch's own fields.
     fn validate_fetch(&self, from: NodeId, fetch: &FetchParams) -> ErrorCode {
-        if fetch.replica_id != from || fetch.replica_id == self.config.node_id || fetch.last_fetched_epoch < 0
-        {
-            ErrorCode::InvalidRequest
-        } else if fetch.current_leader_epoch < self.epoch {
-            ErrorCode::FencedLeaderEpoch
-        } else if fetch.current_leader_epoch > self.epoch {
-            ErrorCode::UnknownLeaderEpoch
-        } else if !matches!(self.role, Role::Leader(_)) {
-            ErrorCode::NotLeaderOrFollower
-        } else if fetch.last_fetched_epoch > self.epoch {
+        let error = self.validate_leader_request(from, fetch.replica_id, fetch.current_leader_epoch);
+        if error != ErrorCode::None {
+            error
+        } else if fetch.last_fetched_epoch < 0 || fetch.last_fetched_epoch > self.epoch {
             ErrorCode::InvalidRequest
         } else {
             ErrorCode::None
         }
     }
 
-    /// Where the fetcher's log leaves ours, if it does (Kafka's
-    /// `ReplicatedLog.validateOffsetAndEpoch`; snapshots will add a
-    /// "fetch the snapshot" answer here).
-    fn diverging_epoch(&self, fetch_offset: u64, last_fetched_epoch: i32) -> Option<OffsetAndEpoch> {
-        if fetch_offset == 0 {
-            return None;
+    /// Kafka's `validateLeaderOnlyRequest`, for Fetch and FetchSnapshot.
+    pub(crate) fn validate_leader_request(&self, from: NodeId, replica_id: NodeId, epoch: i32) -> ErrorCode {
+        if replica_id != from || replica_id == self.config.node_id {
+            ErrorCode::InvalidRequest
+        } else if epoch < self.epoch {
+            ErrorCode::FencedLeaderEpoch
+        } else if epoch > self.epoch {
+            ErrorCode::UnknownLeaderEpoch
+        } else if !matches!(self.role, Role::Leader(_)) {
+            ErrorCode::NotLeaderOrFollower
+        } else {
+            ErrorCode::None
+        }
+    }
+
+    /// Whether the fetcher's log agrees with ours at its position (Kafka's
+    /// `KafkaMetadataLog.validateOffsetAndEpoch`). Below the log start, or
+    /// at it with another epoch than the snapshot's, or with an epoch older
+    /// than the snapshot's, the log cannot tell: the fetcher gets the
+    /// snapshot. Otherwise it diverges where its last epoch ends in our log.
+    fn validate_position(&self, fetch_offset: u64, last_fetched_epoch: i32) -> FetchPosition {
+        let start = self.log.start_offset();
+        if fetch_offset == 0 && start == 0 {
+            return FetchPosition::Valid;
+        }
+        if let Some(snapshot) = self.log.latest_snapshot() {
+            if fetch_offset < start
+                || (fetch_offset == start && last_fetched_epoch != snapshot.epoch)
+                || last_fetched_epoch < snapshot.epoch
+            {
+                return FetchPosition::Snapshot(snapshot);
+            }
         }
         let end = self.log.end_offset_for_epoch(last_fetched_epoch);
-        (end.epoch != last_fetched_epoch || end.offset < fetch_offset).then_some(end)
+        if end.epoch != last_fetched_epoch || end.offset < fetch_offset {
+            FetchPosition::Diverging(end)
+        } else {
+            FetchPosition::Valid
+        }
     }
 
     /// Check-quorum bookkeeping (Kafka's `updateCheckQuorumForFollowingVoter`)
     /// and the BeginQuorumEpoch acknowledgement a fetch implies.
-    fn note_voter_fetch(&mut self, now: u64, replica_id: NodeId) {
+    pub(crate) fn note_voter_fetch(&mut self, now: u64, replica_id: NodeId) {
         let timeout = self.check_quorum_timeout_ms();
         let needed = self.config.majority() - 1; // the leader counts itself
         let Role::Leader(leader) = &mut self.role else { return };
@@ -161,19 +200,27 @@ impl<L: RaftLog> RaftNode<L> {
         true
     }
 
+    /// Batches from `fetch_offset`; the snapshot's id if the log start has
+    /// passed it since the fetch was parked.
     fn fetch_response_from(&self, fetch_offset: u64) -> Body {
-        let high_watermark = match &self.role {
-            Role::Leader(leader) => leader.high_watermark,
-            _ => None,
-        };
-        Body::FetchResponse {
-            error: ErrorCode::None,
-            leader_epoch: self.epoch,
-            leader_id: self.leader_id(),
-            high_watermark,
-            diverging_epoch: None,
-            batches: self.log.read(fetch_offset, self.config.fetch_max_bytes),
+        if let Some(snapshot_id) =
+            self.log.latest_snapshot().filter(|_| fetch_offset < self.log.start_offset())
+        {
+            return self.snapshot_fetch_response(snapshot_id);
         }
+        let mut response = self.empty_fetch_response(ErrorCode::None, None);
+        if let Body::FetchResponse { batches, .. } = &mut response {
+            *batches = self.log.read(fetch_offset, self.config.fetch_max_bytes);
+        }
+        response
+    }
+
+    fn snapshot_fetch_response(&self, snapshot_id: OffsetAndEpoch) -> Body {
+        let mut response = self.empty_fetch_response(ErrorCode::None, None);
+        if let Body::FetchResponse { snapshot_id: id, .. } = &mut response {
+            *id = Some(snapshot_id);
+        }
+        response
     }
 
     fn empty_fetch_response(&self, error: ErrorCode, diverging_epoch: Option<OffsetAndEpoch>) -> Body {
@@ -187,6 +234,7 @@ impl<L: RaftLog> RaftNode<L> {
             leader_id: self.leader_id(),
             high_watermark,
             diverging_epoch,
+            snapshot_id: None,
             batches: Vec::new(),
         }
     }
@@ -266,6 +314,10 @@ impl<L: RaftLog> RaftNode<L> {
     /// must flush before its fetch offset counts toward the high watermark
     /// (Kafka's `appendAsFollower` flushes for the same reason).
     pub(crate) fn maybe_send_fetch(&mut self, now: u64, leader: NodeId) {
+        if let Some(body) = self.fetch_snapshot_request() {
+            self.send_request(now, leader, body);
+            return;
+        }
         if self.flushed_offset < self.log.end_offset() {
             self.request_flush();
             return;
@@ -317,6 +369,12 @@ impl<L: RaftLog> RaftNode<L> {
             }
             return;
         }
+        if let Some(snapshot_id) = response.snapshot_id {
+            if !self.start_snapshot_fetch(snapshot_id) {
+                self.back_off(from, now);
+            }
+            return;
+        }
         if !response.batches.is_empty() {
             if !self.fetched_batches_fit(&response.batches, response.leader_epoch) {
                 self.back_off(from, now);
@@ -360,12 +418,13 @@ impl<L: RaftLog> RaftNode<L> {
     /// Cuts the divergent suffix exactly (Kafka's `truncateToEndOffset`):
     /// to where the shared epoch ends in both logs. Committed records are
     /// never cut: like `KafkaMetadataLog`, a truncation below the high
-    /// watermark is refused (false), as only a broken leader can ask it.
+    /// watermark or the log start is refused (false), as only a broken
+    /// leader can ask it.
     fn truncate_to_end_offset(&mut self, diverging: OffsetAndEpoch) -> bool {
         let local = self.log.end_offset_for_epoch(diverging.epoch);
         let offset =
             if local.epoch == diverging.epoch { local.offset.min(diverging.offset) } else { local.offset };
-        if offset < self.high_watermark.unwrap_or(0) {
+        if offset < self.high_watermark.unwrap_or(0).max(self.log.start_offset()) {
             self.refused_truncations += 1;
             return false;
         }

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::log::OffsetAndEpoch;
 use crate::NodeId;
 
 /// What the `quorum-state` file holds: written (durably) before the node
@@ -56,6 +57,17 @@ pub(crate) struct ParkedFetch {
     pub deadline_ms: u64,
 }
 
+/// A snapshot a follower is pulling from its leader (Kafka's
+/// `FollowerState.fetchingSnapshot`): the chunks so far, installed at once
+/// when the last arrives. Held in memory only, so a crash discards it.
+#[derive(Debug, Clone)]
+pub(crate) struct SnapshotFetch {
+    pub id: OffsetAndEpoch,
+    /// The size the leader announced with the first chunk.
+    pub size: Option<u64>,
+    pub content: Vec<u8>,
+}
+
 /// The leader's view of its epoch (Kafka's `LeaderState`).
 #[derive(Debug, Clone)]
 pub(crate) struct LeaderState {
@@ -81,12 +93,34 @@ pub(crate) struct LeaderState {
 /// A node's role and the timers and bookkeeping that go with it.
 #[derive(Debug, Clone)]
 pub(crate) enum Role {
-    Unattached { voted: Option<NodeId>, election_deadline_ms: u64 },
-    Prospective { voted: Option<NodeId>, leader: Option<NodeId>, tally: Tally, election_deadline_ms: u64 },
-    Candidate { tally: Tally, election_deadline_ms: u64, backoff_until_ms: Option<u64> },
+    Unattached {
+        voted: Option<NodeId>,
+        election_deadline_ms: u64,
+    },
+    Prospective {
+        voted: Option<NodeId>,
+        leader: Option<NodeId>,
+        tally: Tally,
+        election_deadline_ms: u64,
+    },
+    Candidate {
+        tally: Tally,
+        election_deadline_ms: u64,
+        backoff_until_ms: Option<u64>,
+    },
     Leader(Box<LeaderState>),
-    Follower { leader: NodeId, voted: Option<NodeId>, fetch_deadline_ms: u64, has_fetched: bool },
-    Resigned { unacked: BTreeSet<NodeId>, preferred_successors: Vec<NodeId>, election_deadline_ms: u64 },
+    Follower {
+        leader: NodeId,
+        voted: Option<NodeId>,
+        fetch_deadline_ms: u64,
+        has_fetched: bool,
+        snapshot_fetch: Option<SnapshotFetch>,
+    },
+    Resigned {
+        unacked: BTreeSet<NodeId>,
+        preferred_successors: Vec<NodeId>,
+        election_deadline_ms: u64,
+    },
 }
 
 impl Role {

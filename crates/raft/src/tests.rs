@@ -120,11 +120,59 @@ impl Harness {
     /// A round of replication: every clock moves past the fetch max wait,
     /// so parked fetches are answered and followers fetch again.
     fn fetch_round(&mut self) {
-        let ids: Vec<NodeId> = self.nodes.keys().copied().collect();
+        self.fetch_round_without(&[]);
+    }
+
+    /// A round of replication among all but `cut`, which hear nothing.
+    fn fetch_round_without(&mut self, cut: &[NodeId]) {
+        let ids: Vec<NodeId> = self.nodes.keys().copied().filter(|id| !cut.contains(id)).collect();
         for id in ids {
             self.tick(id, self.clocks[&id] + FETCH_MAX_WAIT_MS);
         }
-        self.deliver(&[]);
+        self.deliver(cut);
+    }
+
+    /// Fetch rounds (bounded) until `id`'s high watermark reaches `offset`.
+    fn replicate_until(&mut self, id: NodeId, offset: u64, cut: &[NodeId]) {
+        for _ in 0..20 {
+            if self.node(id).high_watermark() >= Some(offset) {
+                return;
+            }
+            self.fetch_round_without(cut);
+        }
+        panic!("node {id}'s high watermark never reached {offset}");
+    }
+
+    /// Node `id` snapshots at `snapshot_id` and drops its log below it.
+    fn snapshot_and_delete(&mut self, id: NodeId, snapshot_id: OffsetAndEpoch) {
+        let now = self.clocks[&id];
+        let content = Bytes::from(format!("node {id}'s state below {}", snapshot_id.offset));
+        let node = self.nodes.get_mut(&id).unwrap();
+        node.create_snapshot(now, snapshot_id, content).unwrap();
+        assert!(node.delete_before_snapshot(now));
+        self.collect(id);
+        assert_eq!(self.node(id).log().start_offset(), snapshot_id.offset);
+    }
+
+    /// Sends `body` to `to` as `from` and returns the answer `to` sends back.
+    fn request(&mut self, from: NodeId, to: NodeId, body: Body) -> Body {
+        self.inbox.clear();
+        let message = Message { correlation_id: 99, body };
+        self.handle(to, Event::Receive { from, message });
+        let answer = self.inbox.iter().find(|(sender, receiver, message)| {
+            *sender == to && *receiver == from && message.correlation_id == 99
+        });
+        let body = answer.expect("an answer").2.body.clone();
+        self.inbox.clear();
+        body
+    }
+
+    /// The messages `id` sent, in order.
+    fn sent_by(&self, id: NodeId) -> impl Iterator<Item = &Body> {
+        self.performed.iter().filter_map(move |(from, action)| match action {
+            Action::Send { message, .. } if *from == id => Some(&message.body),
+            _ => None,
+        })
     }
 }
 
@@ -316,6 +364,7 @@ fn a_follower_refuses_to_truncate_committed_records() {
         leader_id: Some(1),
         high_watermark: None,
         diverging_epoch: Some(OffsetAndEpoch::new(0, 0)),
+        snapshot_id: None,
         batches: Vec::new(),
     };
     let message = Message { correlation_id: in_flight_fetch, body: broken };
@@ -432,4 +481,207 @@ fn a_node_no_longer_a_voter_does_not_resume_its_election() {
         matches!(action, Action::Send { message: Message { body: Body::VoteRequest { .. }, .. }, .. })
     });
     assert!(!asks_for_votes);
+}
+
+fn fetch_from(replica_id: NodeId, epoch: i32, fetch_offset: u64, last_fetched_epoch: i32) -> Body {
+    Body::FetchRequest {
+        replica_id,
+        current_leader_epoch: epoch,
+        fetch_offset,
+        last_fetched_epoch,
+        max_wait_ms: 0,
+    }
+}
+
+#[test]
+fn a_lagging_follower_catches_up_through_the_leaders_snapshot() {
+    // Node 3 hears nothing while the others commit and the leader
+    // snapshots and drops the front of its log.
+    let mut harness = Harness::new(&[&[1, 1, 1], &[1, 1, 1], &[]]);
+    harness.nodes.get_mut(&3).unwrap().config.fetch_snapshot_max_bytes = 4;
+    harness.tick(1, ELECTION_TIMEOUT_MAX_MS);
+    harness.deliver(&[3]);
+    assert_eq!((harness.node(1).role(), harness.node(1).epoch()), (RoleName::Leader, 2));
+    harness.replicate_until(1, 4, &[3]);
+    let snapshot_id = OffsetAndEpoch::new(4, 2);
+    harness.snapshot_and_delete(1, snapshot_id);
+    let now = harness.clocks[&1];
+    harness.nodes.get_mut(&1).unwrap().append(now, vec![Bytes::from_static(b"after the snapshot")]).unwrap();
+    harness.collect(1);
+    harness.replicate_until(1, 5, &[3]);
+    // Node 3 rejoins: it learns the leader, fetches from offset 0, is sent
+    // the snapshot's id, pulls it in chunks, installs it and fetches on.
+    for _ in 0..6 {
+        harness.fetch_round();
+    }
+    let (leader, follower) = (harness.node(1), harness.node(3));
+    assert_eq!(follower.log().snapshot(), leader.log().snapshot());
+    assert_eq!(follower.log().start_offset(), 4);
+    assert_eq!(follower.log().batches(), leader.log().batches());
+    assert_eq!(follower.high_watermark(), Some(5));
+    let installs: Vec<&Action> = harness
+        .performed
+        .iter()
+        .filter(|(id, action)| *id == 3 && matches!(action, Action::InstallSnapshot { .. }))
+        .map(|(_, action)| action)
+        .collect();
+    assert!(matches!(installs[..], [Action::InstallSnapshot { snapshot_id: id, .. }] if *id == snapshot_id));
+    let size = leader.log().snapshot().unwrap().content.len();
+    let chunks = harness.sent_by(3).filter(|body| matches!(body, Body::FetchSnapshotRequest { .. })).count();
+    assert_eq!(chunks, size.div_ceil(4), "one FetchSnapshot per 4-byte chunk");
+    let resumed = harness
+        .sent_by(3)
+        .any(|body| matches!(body, Body::FetchRequest { fetch_offset: 4, last_fetched_epoch: 2, .. }));
+    assert!(resumed, "the fetch after the install carries the snapshot's end offset and epoch");
+}
+
+#[test]
+fn a_fetch_below_the_log_start_is_answered_with_the_snapshot_id() {
+    let mut harness = Harness::new(&[&[1, 1, 1], &[1, 1, 1], &[1, 1, 1]]);
+    harness.elect(1);
+    harness.replicate_until(1, 4, &[]);
+    let snapshot_id = OffsetAndEpoch::new(4, 2);
+    harness.snapshot_and_delete(1, snapshot_id);
+    // Below the start, and at the start with another epoch than the snapshot's.
+    for (offset, epoch) in [(2, 1), (4, 1)] {
+        match harness.request(2, 1, fetch_from(2, 2, offset, epoch)) {
+            Body::FetchResponse { snapshot_id: Some(id), diverging_epoch: None, batches, .. } => {
+                assert_eq!(id, snapshot_id);
+                assert!(batches.is_empty());
+            }
+            other => panic!("fetch at ({offset}, {epoch}): {other:?}"),
+        }
+    }
+    // At the start with the snapshot's epoch the log validates the fetch.
+    let at_start = harness.request(2, 1, fetch_from(2, 2, 4, 2));
+    assert!(matches!(at_start, Body::FetchResponse { snapshot_id: None, diverging_epoch: None, .. }));
+    // FetchSnapshot: Kafka's errors for an unknown snapshot or position.
+    let fetch_snapshot = |snapshot_id, position| Body::FetchSnapshotRequest {
+        replica_id: 2,
+        current_leader_epoch: 2,
+        snapshot_id,
+        position,
+        max_bytes: 1 << 20,
+    };
+    let size = harness.node(1).log().snapshot().unwrap().content.len() as u64;
+    let error_of = |body: Body| match body {
+        Body::FetchSnapshotResponse { error, .. } => error,
+        other => panic!("{other:?}"),
+    };
+    let unknown = harness.request(2, 1, fetch_snapshot(OffsetAndEpoch::new(3, 1), 0));
+    assert_eq!(error_of(unknown), crate::ErrorCode::SnapshotNotFound);
+    let past_end = harness.request(2, 1, fetch_snapshot(snapshot_id, size));
+    assert_eq!(error_of(past_end), crate::ErrorCode::PositionOutOfRange);
+    match harness.request(2, 1, fetch_snapshot(snapshot_id, 1)) {
+        Body::FetchSnapshotResponse {
+            error: crate::ErrorCode::None,
+            size: total,
+            position: 1,
+            bytes,
+            ..
+        } => {
+            assert_eq!((total, bytes.len() as u64), (size, size - 1));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_log_diverging_at_the_snapshot_boundary_truncates_to_the_snapshot() {
+    // Node 3 holds two uncommitted epoch-2 batches past offset 4; the
+    // leader's log now starts at its snapshot (4, 2), so the epoch-2 end
+    // it can name is the snapshot's (Kafka's `endOffsetForEpoch`).
+    let mut harness = Harness::new(&[&[1, 1, 1, 2], &[1, 1, 1, 2], &[1, 1, 1, 2, 2, 2]]);
+    harness.tick(1, ELECTION_TIMEOUT_MAX_MS);
+    harness.deliver(&[3]);
+    assert_eq!((harness.node(1).role(), harness.node(1).epoch()), (RoleName::Leader, 3));
+    harness.replicate_until(1, 5, &[3]);
+    harness.snapshot_and_delete(1, OffsetAndEpoch::new(4, 2));
+    match harness.request(3, 1, fetch_from(3, 3, 6, 2)) {
+        Body::FetchResponse { diverging_epoch, snapshot_id: None, .. } => {
+            assert_eq!(diverging_epoch, Some(OffsetAndEpoch::new(4, 2)));
+        }
+        other => panic!("{other:?}"),
+    }
+    for _ in 0..6 {
+        harness.fetch_round();
+    }
+    let truncations: Vec<u64> = harness
+        .performed
+        .iter()
+        .filter_map(|(id, action)| match action {
+            Action::TruncateLog { offset } if *id == 3 => Some(*offset),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(truncations, vec![4], "only what lies past the snapshot goes");
+    assert_eq!(harness.node(3).log().batches()[4..], harness.node(1).log().batches()[..]);
+    assert_eq!(harness.node(3).high_watermark(), Some(5));
+}
+
+#[test]
+fn a_log_emptied_by_a_snapshot_asks_for_votes_from_the_snapshot() {
+    let mut log = MemoryLog::new();
+    log.install_snapshot(OffsetAndEpoch::new(10, 3), Bytes::from_static(b"state"));
+    let stored = ElectionState { epoch: 3, ..ElectionState::default() };
+    let mut node = RaftNode::new(QuorumConfig::new(1, [1, 2, 3]), log, Some(stored), 1, 0).unwrap();
+    node.handle(ELECTION_TIMEOUT_MAX_MS, Event::Tick);
+    let asked = node.take_actions().into_iter().find_map(|action| match action {
+        Action::Send { message: Message { body: Body::VoteRequest { last_position, .. }, .. }, .. } => {
+            Some(last_position)
+        }
+        _ => None,
+    });
+    assert_eq!(asked, Some(OffsetAndEpoch::new(10, 3)));
+}
+
+#[test]
+fn snapshots_are_taken_only_at_committed_batch_ends() {
+    use crate::SnapshotError;
+    let mut harness = Harness::new(&[&[1, 1, 3], &[1, 1, 3], &[1, 1, 3]]);
+    harness.elect(1);
+    harness.replicate_until(1, 4, &[]);
+    let now = harness.clocks[&1];
+    let leader = harness.nodes.get_mut(&1).unwrap();
+    leader.append(now, vec![Bytes::from_static(b"a"), Bytes::from_static(b"b")]).unwrap();
+    let mut create =
+        |offset, epoch| leader.create_snapshot(now, OffsetAndEpoch::new(offset, epoch), Bytes::new());
+    assert_eq!(create(6, 4), Err(SnapshotError::AboveHighWatermark));
+    assert_eq!(create(3, 1), Err(SnapshotError::InvalidId), "offset 3 ends an epoch-3 batch");
+    assert_eq!(create(2, 3), Err(SnapshotError::InvalidId), "offset 2 ends an epoch-1 batch");
+    assert_eq!(create(0, 0), Err(SnapshotError::NotNewer));
+    assert_eq!(create(2, 1), Ok(()));
+    assert_eq!(create(2, 1), Err(SnapshotError::NotNewer));
+    assert!(leader.delete_before_snapshot(now));
+    assert!(!leader.delete_before_snapshot(now), "the start is at the snapshot already");
+    assert_eq!(leader.log().start_offset(), 2);
+}
+
+#[test]
+fn a_half_fetched_snapshot_is_dropped_when_the_follower_moves_on() {
+    let mut harness = Harness::new(&[&[1, 1, 1], &[1, 1, 1], &[]]);
+    harness.nodes.get_mut(&3).unwrap().config.fetch_snapshot_max_bytes = 4;
+    harness.tick(1, ELECTION_TIMEOUT_MAX_MS);
+    harness.deliver(&[3]);
+    harness.replicate_until(1, 4, &[3]);
+    harness.snapshot_and_delete(1, OffsetAndEpoch::new(4, 2));
+    // Node 3 follows, is sent the snapshot id and gets its first chunk only.
+    harness.inbox.clear();
+    let begin = Body::BeginQuorumEpochRequest { leader_epoch: 2, leader_id: 1 };
+    harness.handle(3, Event::Receive { from: 1, message: Message { correlation_id: 1, body: begin } });
+    let chunks = std::cell::Cell::new(0);
+    harness.deliver_where(|_, _, body| match body {
+        Body::FetchSnapshotResponse { .. } => {
+            chunks.set(chunks.get() + 1);
+            chunks.get() == 1
+        }
+        _ => true,
+    });
+    assert!(harness.node(3).is_fetching_snapshot());
+    // A new epoch: the partial snapshot goes, nothing was installed.
+    let newer = Body::BeginQuorumEpochRequest { leader_epoch: 3, leader_id: 2 };
+    harness.request(2, 3, newer);
+    assert!(!harness.node(3).is_fetching_snapshot());
+    assert_eq!((harness.node(3).log().start_offset(), harness.node(3).log().snapshot()), (0, None));
+    assert!(!harness.performed.iter().any(|(_, action)| matches!(action, Action::InstallSnapshot { .. })));
 }

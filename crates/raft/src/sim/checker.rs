@@ -8,10 +8,21 @@
 //! as its vote only a node that ran as candidate in that epoch) and
 //! `TimerProgress` (after every event each node's next deadline lies ahead,
 //! so a driver that sleeps until it never spins).
+//!
+//! Snapshots (KIP-630): `SnapshotAtCommittedOffset` (every snapshot a node
+//! writes or installs ends where a committed batch of its epoch ends) and,
+//! within `ConsistentCommittedData`, a snapshot's content is the digest of
+//! exactly the committed batches below it, so a node's snapshot plus its
+//! log equals the committed history up to its high watermark. The
+//! simulated state machine is that digest: [`digest_after`] folds batches
+//! into it and [`snapshot_content`] encodes it.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::hash::{Hash, Hasher};
 
-use crate::log::{Batch, MemoryLog, RaftLog};
+use bytes::Bytes;
+
+use crate::log::{Batch, MemoryLog, OffsetAndEpoch, RaftLog};
 use crate::node::RaftNode;
 use crate::state::{ElectionState, Role, RoleName};
 use crate::NodeId;
@@ -40,10 +51,30 @@ pub(crate) struct Checker {
     leader_high_watermarks: BTreeMap<i32, u64>,
     /// Every committed batch, contiguous from offset 0.
     committed: Vec<Batch>,
+    /// The state machine's digest after each committed batch.
+    committed_digests: Vec<u64>,
     watches: BTreeMap<NodeId, NodeWatch>,
 }
 
 pub(crate) type Violation = String;
+
+/// The simulated state machine: a digest of every batch applied, in order.
+pub(crate) fn digest_after(digest: u64, batch: &Batch) -> u64 {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    (digest, batch).hash(&mut hasher);
+    hasher.finish()
+}
+
+/// A snapshot of the digest, padded so FetchSnapshot takes several chunks.
+pub(crate) fn snapshot_content(digest: u64) -> Bytes {
+    Bytes::from(format!("{digest:016x}").repeat(4))
+}
+
+/// The digest a snapshot holds.
+pub(crate) fn snapshot_digest(content: &[u8]) -> Option<u64> {
+    let hex = std::str::from_utf8(content.get(..16)?).ok()?;
+    u64::from_str_radix(hex, 16).ok()
+}
 
 impl Checker {
     /// The offset after the last committed batch.
@@ -113,6 +144,48 @@ impl Checker {
             ));
         }
         Ok(())
+    }
+
+    /// A node wrote or installed a snapshot: it ends where a committed
+    /// batch of its epoch ends and holds the digest of the batches below.
+    pub fn on_snapshot(
+        &self,
+        id: NodeId,
+        snapshot_id: OffsetAndEpoch,
+        content: &[u8],
+    ) -> Result<(), Violation> {
+        let index = self.committed.partition_point(|batch| batch.next_offset() < snapshot_id.offset);
+        let Some(batch) = self.committed.get(index).filter(|batch| batch.next_offset() == snapshot_id.offset)
+        else {
+            return Err(format!(
+                "SnapshotAtCommittedOffset: node {id} snapshotted at {snapshot_id:?}, not the end of a \
+                 committed batch (committed up to {})",
+                self.committed_end()
+            ));
+        };
+        if batch.epoch != snapshot_id.epoch {
+            return Err(format!(
+                "SnapshotAtCommittedOffset: node {id}'s snapshot {snapshot_id:?} names another epoch \
+                 than the committed batch {batch:?}"
+            ));
+        }
+        if content != snapshot_content(self.committed_digests[index]) {
+            return Err(format!(
+                "ConsistentCommittedData: node {id}'s snapshot {snapshot_id:?} does not hold the committed state"
+            ));
+        }
+        Ok(())
+    }
+
+    /// A node installed a fetched snapshot, replacing its log.
+    pub fn on_install(
+        &mut self,
+        id: NodeId,
+        snapshot_id: OffsetAndEpoch,
+        content: &[u8],
+    ) -> Result<(), Violation> {
+        self.on_snapshot(id, snapshot_id, content)?;
+        self.on_truncate(id, snapshot_id.offset)
     }
 
     /// A node truncated its log to `offset`.
@@ -216,7 +289,11 @@ impl Checker {
                     ));
                 }
                 Some(_) => {}
-                None if batch.base_offset == self.committed_end() => self.committed.push(batch.clone()),
+                None if batch.base_offset == self.committed_end() => {
+                    let digest = self.committed_digests.last().copied().unwrap_or(0);
+                    self.committed_digests.push(digest_after(digest, batch));
+                    self.committed.push(batch.clone());
+                }
                 None => {
                     return Err(format!(
                         "ConsistentCommittedData: node {id} commits offset {} past a gap at {}",
@@ -233,13 +310,22 @@ impl Checker {
         Ok(())
     }
 
-    /// A majority of voters' durable logs start with every committed batch.
+    /// A majority of voters' durable logs hold every committed batch, those
+    /// below the log start in their (checked) snapshot.
     pub fn check_committed_data_durable<'a>(
         &self,
         durable_voter_logs: impl Iterator<Item = &'a MemoryLog>,
         majority: usize,
     ) -> Result<(), Violation> {
-        let holders = durable_voter_logs.filter(|log| log.batches().starts_with(&self.committed)).count();
+        let holds_committed = |log: &MemoryLog| {
+            let start = log.start_offset();
+            let first = self.committed.partition_point(|batch| batch.base_offset < start);
+            let at_boundary = start == 0 || self.committed.get(first).is_none_or(|b| b.base_offset == start);
+            start <= self.committed_end()
+                && at_boundary
+                && log.batches().starts_with(&self.committed[first..])
+        };
+        let holders = durable_voter_logs.filter(|log| holds_committed(log)).count();
         if holders < majority {
             return Err(format!(
                 "CommittedDataDurable: only {holders} voters' disks hold the committed log up to {}",

@@ -5,7 +5,10 @@
 //! fault phase messages are lost, delayed (hence reordered) and duplicated,
 //! links are cut, nodes crash and restart from what their disks made
 //! durable (a torn tail: any part of the unflushed writes survives), node
-//! clocks jump forward, and leaders resign. Then every fault heals and a
+//! clocks jump forward, and leaders resign. State machines snapshot at
+//! random batch ends (the core refuses those above the high watermark) and
+//! let their log start move up, so lagging nodes catch up by FetchSnapshot,
+//! and crashes land halfway through such fetches. Then every fault heals and a
 //! leader must be elected and commit a new append on every node within a
 //! bounded simulated time. [`checker`] checks Kafka's invariants after
 //! every single event.

@@ -27,6 +27,7 @@ const DEFAULT_SEEDS: u64 = 1_500;
 fn invariants_hold_and_quorum_recovers_for_every_seed() {
     let started = std::time::Instant::now();
     let mut events = 0;
+    let (mut snapshots, mut installs, mut crashes_mid_snapshot) = (0, 0, 0);
     let mut recoveries_ms = Vec::new();
     let seeds = seeds();
     for seed in seeds.clone() {
@@ -36,6 +37,9 @@ fn invariants_hold_and_quorum_recovers_for_every_seed() {
                     eprintln!("seed {seed}: {stats:?}");
                 }
                 events += stats.events;
+                snapshots += stats.snapshots;
+                installs += stats.installs;
+                crashes_mid_snapshot += stats.crashes_mid_snapshot;
                 recoveries_ms.push(stats.recovery_ms);
             }
             Err(violation) => panic!(
@@ -47,7 +51,8 @@ fn invariants_hold_and_quorum_recovers_for_every_seed() {
     let median = recoveries_ms.get(recoveries_ms.len() / 2).copied().unwrap_or(0);
     let worst = recoveries_ms.last().copied().unwrap_or(0);
     eprintln!(
-        "{} seeds, {events} events in {:?}; simulated recovery after healing: median {median} ms, worst {worst} ms",
+        "{} seeds, {events} events in {:?}; simulated recovery after healing: median {median} ms, worst {worst} ms; \
+         {snapshots} snapshots taken, {installs} installed by followers, {crashes_mid_snapshot} crashes mid-fetch",
         seeds.count(),
         started.elapsed()
     );
@@ -121,4 +126,19 @@ fn a_pre_vote_that_binds_the_voter_is_caught() {
     let (seed, violation) = caught.expect("the planted bug went unnoticed for 200 seeds");
     eprintln!("seed {seed} caught the planted bug: {violation}");
     assert!(violation.contains("ElectionStateDurable"), "{violation}");
+}
+
+/// Snapshots only at committed offsets: a core that lets the state machine
+/// snapshot above the high watermark can snapshot records that never
+/// commit, and the checker sees it.
+#[test]
+fn a_snapshot_above_the_high_watermark_is_caught() {
+    let caught = (0..200).find_map(|seed| {
+        let mut config = SimConfig::for_seed(seed);
+        config.bugs.snapshot_above_high_watermark = true;
+        run(seed, config).err().map(|violation| (seed, violation))
+    });
+    let (seed, violation) = caught.expect("the planted bug went unnoticed for 200 seeds");
+    eprintln!("seed {seed} caught the planted bug: {violation}");
+    assert!(violation.contains("SnapshotAtCommittedOffset"), "{violation}");
 }

@@ -4,9 +4,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
 
-use super::checker::{Checker, Violation};
+use super::checker::{digest_after, snapshot_content, snapshot_digest, Checker, Violation};
 use crate::config::QuorumConfig;
-use crate::log::{MemoryLog, RaftLog, Records};
+use crate::log::{MemoryLog, OffsetAndEpoch, RaftLog, Records};
 use crate::message::Message;
 use crate::node::{Action, Bugs, Event, RaftNode};
 use crate::rng::SplitMix64;
@@ -46,6 +46,12 @@ pub(crate) struct RunStats {
     pub committed_batches: usize,
     pub max_epoch: i32,
     pub crashes: u64,
+    /// Snapshots the state machines took (and the core accepted).
+    pub snapshots: u64,
+    /// Snapshots followers fetched and installed.
+    pub installs: u64,
+    /// Crashes of a node halfway through fetching a snapshot.
+    pub crashes_mid_snapshot: u64,
     /// Simulated time from healing until a new append committed everywhere.
     pub recovery_ms: u64,
 }
@@ -129,6 +135,7 @@ pub(crate) fn run(seed: u64, config: SimConfig) -> Result<RunStats, Violation> {
         }
         if world.now == next_fault {
             world.inject_fault()?;
+            world.maybe_take_snapshot()?;
             next_fault += 1 + world.rng.below(2 * FAULT_INTERVAL_MS);
         }
         if world.now == next_append {
@@ -180,6 +187,8 @@ impl World {
         for id in all {
             let mut quorum = QuorumConfig::new(id, voters.iter().copied());
             quorum.parked_fetches_max = 16;
+            // Snapshots of 64 bytes travel in four chunks.
+            quorum.fetch_snapshot_max_bytes = 16;
             let node = SimNode {
                 config: quorum,
                 raft: None,
@@ -275,6 +284,21 @@ impl World {
                     self.checker.on_truncate(id, offset)?;
                     self.nodes.get_mut(&id).expect("known node").disk.written.truncate_to(offset);
                 }
+                Action::WriteSnapshot { snapshot_id, content } => {
+                    self.checker.on_snapshot(id, snapshot_id, &content)?;
+                    self.on_disk(id, |log| log.create_snapshot(snapshot_id, content.clone()));
+                }
+                Action::DeleteLogBefore { offset } => {
+                    self.on_disk(id, |log| {
+                        assert_eq!(log.latest_snapshot().map(|id| id.offset), Some(offset));
+                        log.delete_before_snapshot();
+                    });
+                }
+                Action::InstallSnapshot { snapshot_id, content } => {
+                    self.checker.on_install(id, snapshot_id, &content)?;
+                    self.stats.installs += 1;
+                    self.on_disk(id, |log| log.install_snapshot(snapshot_id, content.clone()));
+                }
                 Action::FlushLog { flush_id } => {
                     let sim = &self.nodes[&id];
                     let (incarnation, written) = (sim.incarnation, sim.disk.written.clone());
@@ -290,12 +314,29 @@ impl World {
         }
         let sim = &self.nodes[&id];
         let raft = sim.raft.as_ref().expect("a live node");
-        if raft.log().batches() != sim.disk.written.batches() {
+        if raft.log() != &sim.disk.written {
             return Err(format!("Actions: node {id}'s disk writes do not reproduce its log"));
         }
         self.stats.max_epoch = self.stats.max_epoch.max(raft.epoch());
         self.checker.check_timer_progress(raft, self.now + sim.clock_offset_ms)?;
         self.checker.check_node(raft)
+    }
+
+    /// Applies a snapshot write, log start move or install to everything
+    /// on the node's disk: these are durable at once (write, fsync,
+    /// rename), so they hold in the page cache, on disk, and in what a
+    /// flush in flight will make durable.
+    fn on_disk(&mut self, id: NodeId, mut apply: impl FnMut(&mut MemoryLog)) {
+        let disk = &mut self.nodes.get_mut(&id).expect("known node").disk;
+        apply(&mut disk.written);
+        apply(&mut disk.durable);
+        for pending in self.pending.values_mut() {
+            if let Pending::Flushed { node, written, .. } = pending {
+                if *node == id {
+                    apply(written);
+                }
+            }
+        }
     }
 
     fn send(&mut self, from: NodeId, to: NodeId, message: Message) {
@@ -371,6 +412,55 @@ impl World {
         Ok(())
     }
 
+    /// A random node's state machine snapshots at the end of a random
+    /// batch, mostly below its high watermark (the core refuses the rest),
+    /// and half the time lets its log start move up to the snapshot.
+    fn maybe_take_snapshot(&mut self) -> Result<(), Violation> {
+        if self.rng.chance(1, 2) {
+            return Ok(());
+        }
+        let ids: Vec<NodeId> = self.nodes.keys().copied().collect();
+        let id = ids[self.rng.below(ids.len() as u64) as usize];
+        let below_high_watermark = self.rng.chance(3, 4);
+        let delete = self.rng.chance(1, 2);
+        let pick = self.rng.next_u64();
+        let sim = self.nodes.get_mut(&id).expect("known node");
+        let local_now = self.now + sim.clock_offset_ms;
+        let Some(raft) = sim.raft.as_mut() else { return Ok(()) };
+        let log = raft.log();
+        let limit = if below_high_watermark { raft.high_watermark().unwrap_or(0) } else { log.end_offset() };
+        let candidates = log.batches().partition_point(|batch| batch.next_offset() <= limit);
+        if candidates == 0 {
+            return Ok(()); // nothing to snapshot; the node saw no event
+        }
+        let batch = &log.batches()[(pick % candidates as u64) as usize];
+        let snapshot_id = OffsetAndEpoch::new(batch.next_offset(), batch.epoch);
+        let content = Self::state_machine_snapshot(log, snapshot_id.offset);
+        if raft.create_snapshot(local_now, snapshot_id, content).is_ok() {
+            self.stats.snapshots += 1;
+        }
+        if delete {
+            raft.delete_before_snapshot(local_now);
+        }
+        let actions = raft.take_actions();
+        self.perform(id, actions)
+    }
+
+    /// The state machine's snapshot at `offset`: the digest of its latest
+    /// snapshot, or of nothing, with the batches up to `offset` applied.
+    fn state_machine_snapshot(log: &MemoryLog, offset: u64) -> bytes::Bytes {
+        let (from, mut digest) = match log.snapshot().filter(|snapshot| snapshot.id.offset <= offset) {
+            Some(snapshot) => (snapshot.id.offset, snapshot_digest(&snapshot.content).expect("a digest")),
+            None => (0, 0),
+        };
+        for batch in
+            log.batches().iter().filter(|batch| batch.base_offset >= from && batch.next_offset() <= offset)
+        {
+            digest = digest_after(digest, batch);
+        }
+        snapshot_content(digest)
+    }
+
     fn isolate(&mut self, id: NodeId) {
         for other in self.nodes.keys().copied().collect::<Vec<_>>() {
             self.cut_links.insert((id, other));
@@ -389,11 +479,12 @@ impl World {
 
     fn crash(&mut self, id: NodeId) -> Result<(), Violation> {
         let sim = self.nodes.get_mut(&id).expect("known node");
-        if sim.raft.take().is_none() {
-            return Ok(());
-        }
+        let Some(raft) = sim.raft.take() else { return Ok(()) };
         sim.incarnation += 1;
         self.stats.crashes += 1;
+        if raft.is_fetching_snapshot() {
+            self.stats.crashes_mid_snapshot += 1;
+        }
         if self.traced == Some(id) {
             eprintln!("t={} node {id} crashed", self.now);
         }
@@ -445,7 +536,9 @@ impl World {
             None => durable,
             Some(count) => &written[..count],
         };
-        let mut log = MemoryLog::new();
+        // The snapshot and log start are durable at once; batches above follow.
+        let mut log = disk.durable.clone();
+        log.truncate_to(log.start_offset());
         source.iter().cloned().for_each(|batch| log.append(batch));
         log
     }
