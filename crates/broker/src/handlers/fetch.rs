@@ -436,9 +436,12 @@ fn build_responses<'a>(
     read_committed: bool,
 ) -> (Vec<FetchableTopicResponse>, Vec<Splice>) {
     let mut responses: Vec<FetchableTopicResponse> = Vec::new();
+    // Splices must follow the encoded order, which groups partitions by
+    // topic: a rotated session can interleave topics in `answered`.
+    let mut splices_by_topic: Vec<Vec<Splice>> = Vec::new();
     let mut topic_at: HashMap<(Uuid, &str), usize> = HashMap::new();
-    let mut splices = Vec::new();
     for (target, outcome) in answered {
+        let splice = outcome.records.clone().filter(|r| r.len > 0).map(Splice::new);
         let data = PartitionData::default()
             .with_partition_index(target.partition)
             .with_error_code(outcome.error.map_or(0, |e| e.code()))
@@ -446,26 +449,20 @@ fn build_responses<'a>(
             .with_last_stable_offset(outcome.last_stable_offset)
             .with_log_start_offset(outcome.log_start_offset)
             .with_aborted_transactions(read_committed.then(|| aborted_transactions(&outcome.aborted)))
-            .with_records(Some(match outcome.records.filter(|r| r.len > 0) {
-                Some(slice) => {
-                    let splice = Splice::new(slice);
-                    let marker = splice.marker.clone();
-                    splices.push(splice);
-                    marker
-                }
-                None => Bytes::new(),
-            }));
+            .with_records(Some(splice.as_ref().map_or_else(Bytes::new, |s| s.marker.clone())));
         let at = *topic_at.entry((target.topic_id, &target.topic)).or_insert_with(|| {
             responses.push(
                 FetchableTopicResponse::default()
                     .with_topic(topic_name(&target.topic))
                     .with_topic_id(target.topic_id),
             );
+            splices_by_topic.push(Vec::new());
             responses.len() - 1
         });
         responses[at].partitions.push(data);
+        splices_by_topic[at].extend(splice);
     }
-    (responses, splices)
+    (responses, splices_by_topic.into_iter().flatten().collect())
 }
 
 #[cfg(test)]
@@ -532,5 +529,55 @@ mod tests {
             count = appends => count,
         };
         assert_eq!(idle_waiters, 1, "the idle partition holds one registration per wait");
+    }
+
+    #[test]
+    fn splices_follow_the_encoded_order_when_a_rotated_session_interleaves_topics() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = open_broker(dir.path());
+        for (name, partitions) in [("a", 2), ("b", 1)] {
+            let topic =
+                NewTopic { name: name.into(), partitions, replication_factor: 1, configs: BTreeMap::new() };
+            broker.controller.create_topic(topic, false).unwrap();
+        }
+        broker.sync_partitions().unwrap();
+        let target = |topic: &str, partition| {
+            let hosted = broker.replicas.topic(topic).unwrap();
+            FetchTarget {
+                topic_id: hosted.id,
+                topic: topic.into(),
+                partition,
+                fetch_offset: 0,
+                partition_max_bytes: 1 << 20,
+            }
+        };
+        // The order an incremental session reaches after rotating a0 to the end.
+        let targets = [target("a", 1), target("b", 0), target("a", 0)];
+        let batch = strom_storage::batch::encode_batch(&[(None, Some(Bytes::from_static(b"v")))], 0);
+        let answered: Vec<(&FetchTarget, Outcome)> = targets
+            .iter()
+            .map(|t| {
+                let partition = broker.replicas.partition(&t.topic, t.partition).unwrap();
+                partition.append(&batch, 0).unwrap();
+                let read = partition.read(0, 1 << 20, true, Isolation::ReadUncommitted).unwrap();
+                let outcome = Outcome {
+                    error: None,
+                    high_watermark: 1,
+                    last_stable_offset: 1,
+                    log_start_offset: 0,
+                    records: read.slice,
+                    aborted: Vec::new(),
+                };
+                (t, outcome)
+            })
+            .collect();
+
+        let (responses, splices) = build_responses(answered.into_iter(), false);
+
+        let encoded: Vec<Bytes> =
+            responses.iter().flat_map(|t| &t.partitions).filter_map(|p| p.records.clone()).collect();
+        let spliced: Vec<Bytes> = splices.iter().map(|s| s.marker.clone()).collect();
+        assert_eq!(responses.len(), 2, "one entry per topic");
+        assert_eq!(encoded, spliced, "splices in the order their markers are encoded");
     }
 }
