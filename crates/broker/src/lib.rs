@@ -9,6 +9,9 @@
 //! - [`dispatch`] checks the API key and version against the ApiVersions
 //!   table, decodes the header and body, routes to a handler and encodes the
 //!   response at the request's version;
+//! - [`apis`] is that table: one entry per served API (key, versions,
+//!   handler), from which the version check, the decoding and the routing
+//!   are generated;
 //! - [`handlers`] holds one module per API family (produce, fetch, metadata,
 //!   topics, configs, list_offsets, log_dirs, cluster, api_versions, groups,
 //!   transactions…);
@@ -38,6 +41,7 @@
 //! points of the crash tests.
 
 pub mod alloc;
+pub mod apis;
 pub mod config;
 pub mod config_sources;
 pub mod dispatch;
