@@ -25,7 +25,9 @@
 //! - [`txn`] is the transaction coordinator: `__transaction_state`, the
 //!   transaction state machine and the markers that end transactions;
 //!   [`verification`] keeps a transactional batch out of a partition until
-//!   the coordinator has placed the partition in the producer's transaction.
+//!   the coordinator has placed the partition in the producer's transaction;
+//!   [`internal_topic`] maps ids to the partitions of the coordinators'
+//!   topics and creates those topics on first use.
 //!
 //! [`config`] parses `server.properties` (Java syntax, [`properties`]) with
 //! Kafka's key names and overlays
@@ -51,6 +53,7 @@ pub mod fetch_session;
 pub mod group;
 pub mod handlers;
 pub mod host_name;
+pub mod internal_topic;
 pub mod kraft_config;
 pub mod locks;
 pub mod meta_properties;
