@@ -19,6 +19,7 @@ use crate::handlers::api_versions;
 use crate::metrics::GaugeGuard;
 use crate::response_errors::{Outcome, ResponseErrors};
 use crate::server::Broker;
+use strom_storage::records::{uvarint_len, write_uvarint};
 use strom_storage::segment::FileSlice;
 use uuid::Uuid;
 
@@ -242,13 +243,7 @@ fn prefix_len(len: usize, flexible: bool) -> usize {
     if !flexible {
         return 4;
     }
-    let mut value = len as u64 + 1;
-    let mut bytes = 1;
-    while value >= 0x80 {
-        value >>= 7;
-        bytes += 1;
-    }
-    bytes
+    uvarint_len(len as u64 + 1)
 }
 
 /// Cuts each marker and its length prefix out of `buf`, putting the real
@@ -265,7 +260,7 @@ fn splice_chunks(buf: Bytes, splices: &[Splice], flexible: bool) -> Result<Vec<C
         let at = start + found;
         let mut piece = BytesMut::from(&buf[start..at - prefix_len(marker.len(), flexible)]);
         if flexible {
-            put_uvarint(&mut piece, splice.slice.len as u64 + 1);
+            write_uvarint(splice.slice.len as u64 + 1, &mut piece);
         } else {
             piece.put_i32(splice.slice.len as i32);
         }
@@ -275,14 +270,6 @@ fn splice_chunks(buf: Bytes, splices: &[Splice], flexible: bool) -> Result<Vec<C
     }
     chunks.push(Chunk::Bytes(buf.slice(start..)));
     Ok(chunks)
-}
-
-fn put_uvarint(buf: &mut BytesMut, mut value: u64) {
-    while value >= 0x80 {
-        buf.put_u8(value as u8 | 0x80);
-        value >>= 7;
-    }
-    buf.put_u8(value as u8);
 }
 
 /// Kafka's answer to an ApiVersions request of a version it does not know:
