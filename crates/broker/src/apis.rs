@@ -3,7 +3,7 @@
 //! Each entry names an API key, its request type, the versions Strom
 //! serves (and the lower bound it advertises, where that differs) and the
 //! handler that serves it. Everything that depends on the set of APIs is
-//! generated from the table by [`served_apis!`]: the ApiVersions answer
+//! generated from the table by the `served_apis!` macro: the ApiVersions answer
 //! ([`SERVED`]), the version check ([`served_versions`]), the decoded
 //! [`Request`] enum, its decoder ([`decode_body`]) and the routing to the
 //! handlers ([`route`]). Serving a new API is one entry here plus its
@@ -16,6 +16,7 @@
 //! `advertised from n` lowers the advertised minimum below the served one.
 
 use bytes::Bytes;
+// The table names request types as Kafka does: all of them are in scope.
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, VersionRange};
 
