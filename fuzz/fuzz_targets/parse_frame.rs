@@ -15,9 +15,9 @@
 use bytes::Bytes;
 use kafka_protocol::messages::ApiKey;
 use libfuzzer_sys::fuzz_target;
-use strom_broker::dispatch::{parse_frame, Parsed, Request};
+use strom_broker::apis::{served_versions, Request};
+use strom_broker::dispatch::{parse_frame, Parsed};
 use strom_broker::error::RequestError;
-use strom_broker::handlers::api_versions;
 use strom_storage::batch;
 use strom_storage::records::{check_records, records_body, RecordRules, TimestampWindow};
 
@@ -56,7 +56,7 @@ fuzz_target!(|data: &[u8]| {
     match result {
         Ok(Parsed::Request { api_key, api_version, header, request }) => {
             run_handler_decoders(&request);
-            let range = api_versions::supported(api_key).expect("parsed an API we do not serve");
+            let range = served_versions(api_key).expect("parsed an API we do not serve");
             assert!(range.min <= api_version && api_version <= range.max);
             assert_eq!(api_key as i16, fixed.api_key);
             // The body went to the decoder of the header's API: variants are
@@ -70,7 +70,7 @@ fuzz_target!(|data: &[u8]| {
         }
         Ok(Parsed::UnsupportedApiVersions { correlation_id }) => {
             assert_eq!(fixed.api_key, API_VERSIONS_KEY);
-            let served = api_versions::supported(ApiKey::ApiVersions).expect("ApiVersions is served");
+            let served = served_versions(ApiKey::ApiVersions).expect("ApiVersions is served");
             assert!(fixed.api_version < served.min || fixed.api_version > served.max);
             assert_eq!(correlation_id, fixed.correlation_id);
         }

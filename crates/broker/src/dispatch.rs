@@ -4,33 +4,22 @@
 //! decoded; an unknown API or version closes the connection, except for
 //! ApiVersions, which is answered in v0 with UNSUPPORTED_VERSION so the client
 //! can retry with a version we speak. The body is decoded with the
-//! `kafka-protocol` types and routed to one handler per API.
+//! `kafka-protocol` types and routed to one handler per API, both generated
+//! from the table in [`crate::apis`].
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::api_versions_response::ApiVersionsResponse;
-use kafka_protocol::messages::DescribeLogDirsRequest;
-use kafka_protocol::messages::OffsetForLeaderEpochRequest;
-use kafka_protocol::messages::{
-    AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, DescribeProducersRequest, DescribeTransactionsRequest,
-    EndTxnRequest, ListTransactionsRequest, TxnOffsetCommitRequest, WriteTxnMarkersRequest,
-};
-use kafka_protocol::messages::{
-    AlterConfigsRequest, ApiKey, ApiVersionsRequest, ConsumerGroupDescribeRequest,
-    ConsumerGroupHeartbeatRequest, CreatePartitionsRequest, CreateTopicsRequest, DeleteGroupsRequest,
-    DeleteRecordsRequest, DeleteTopicsRequest, DescribeClusterRequest, DescribeGroupsRequest, FetchRequest,
-    FindCoordinatorRequest, HeartbeatRequest, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest,
-    ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest,
-    OffsetFetchRequest, ProduceRequest, RequestHeader, ResponseHeader, SyncGroupRequest,
-};
-use kafka_protocol::messages::{DescribeConfigsRequest, IncrementalAlterConfigsRequest};
+use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable};
 
+use crate::apis::{self, Request};
 use crate::error::RequestError;
-use crate::handlers::{self, api_versions};
+use crate::handlers::api_versions;
 use crate::metrics::GaugeGuard;
 use crate::response_errors::{Outcome, ResponseErrors};
 use crate::server::Broker;
+use strom_storage::records::{uvarint_len, write_uvarint};
 use strom_storage::segment::FileSlice;
 use uuid::Uuid;
 
@@ -136,48 +125,6 @@ fn i16_at(frame: &[u8], at: usize) -> i16 {
     i16::from_be_bytes([frame[at], frame[at + 1]])
 }
 
-/// A decoded request body, one variant per served API.
-#[derive(Debug)]
-pub enum Request {
-    ApiVersions(ApiVersionsRequest),
-    Metadata(MetadataRequest),
-    CreateTopics(CreateTopicsRequest),
-    DeleteTopics(DeleteTopicsRequest),
-    DeleteRecords(DeleteRecordsRequest),
-    CreatePartitions(CreatePartitionsRequest),
-    Produce(ProduceRequest),
-    Fetch(FetchRequest),
-    ListOffsets(ListOffsetsRequest),
-    DescribeCluster(DescribeClusterRequest),
-    FindCoordinator(FindCoordinatorRequest),
-    JoinGroup(JoinGroupRequest),
-    SyncGroup(SyncGroupRequest),
-    Heartbeat(HeartbeatRequest),
-    LeaveGroup(LeaveGroupRequest),
-    ListGroups(ListGroupsRequest),
-    DescribeGroups(DescribeGroupsRequest),
-    DeleteGroups(DeleteGroupsRequest),
-    OffsetCommit(OffsetCommitRequest),
-    OffsetFetch(OffsetFetchRequest),
-    OffsetDelete(OffsetDeleteRequest),
-    ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest),
-    ConsumerGroupDescribe(ConsumerGroupDescribeRequest),
-    DescribeConfigs(DescribeConfigsRequest),
-    AlterConfigs(AlterConfigsRequest),
-    IncrementalAlterConfigs(IncrementalAlterConfigsRequest),
-    InitProducerId(InitProducerIdRequest),
-    DescribeLogDirs(DescribeLogDirsRequest),
-    AddPartitionsToTxn(AddPartitionsToTxnRequest),
-    AddOffsetsToTxn(AddOffsetsToTxnRequest),
-    EndTxn(EndTxnRequest),
-    TxnOffsetCommit(TxnOffsetCommitRequest),
-    WriteTxnMarkers(WriteTxnMarkersRequest),
-    DescribeTransactions(DescribeTransactionsRequest),
-    ListTransactions(ListTransactionsRequest),
-    DescribeProducers(DescribeProducersRequest),
-    OffsetForLeaderEpoch(OffsetForLeaderEpochRequest),
-}
-
 /// What a frame holds once parsed.
 #[derive(Debug)]
 pub enum Parsed {
@@ -201,11 +148,8 @@ pub fn parse_frame(frame: Bytes) -> Result<Parsed, RequestError> {
     }
     let (raw_key, version) = (i16_at(&frame, 0), i16_at(&frame, 2));
     let correlation_id = i32::from_be_bytes(frame[4..8].try_into().expect("4 bytes"));
-    let api_key = ApiKey::try_from(raw_key)
-        .ok()
-        .filter(|key| api_versions::supported(*key).is_some())
-        .ok_or(RequestError::UnknownApi(raw_key))?;
-    let range = api_versions::supported(api_key).expect("filtered above");
+    let api_key = ApiKey::try_from(raw_key).map_err(|_| RequestError::UnknownApi(raw_key))?;
+    let range = apis::served_versions(api_key).ok_or(RequestError::UnknownApi(raw_key))?;
     if version < range.min || version > range.max {
         if api_key == ApiKey::ApiVersions {
             return Ok(Parsed::UnsupportedApiVersions { correlation_id });
@@ -215,54 +159,8 @@ pub fn parse_frame(frame: Bytes) -> Result<Parsed, RequestError> {
     let mut body = frame;
     let header = RequestHeader::decode(&mut body, api_key.request_header_version(version))
         .map_err(|e| RequestError::Malformed(format!("request header: {e}")))?;
-    let request = decode_body(api_key, version, &mut body)?;
+    let request = apis::decode_body(api_key, version, &mut body)?;
     Ok(Parsed::Request { api_key, api_version: version, header, request: Box::new(request) })
-}
-
-fn decode_body(api_key: ApiKey, version: i16, body: &mut Bytes) -> Result<Request, RequestError> {
-    fn decode<T: Decodable>(body: &mut Bytes, version: i16) -> Result<T, RequestError> {
-        T::decode(body, version).map_err(|e| RequestError::Malformed(e.to_string()))
-    }
-    Ok(match api_key {
-        ApiKey::ApiVersions => Request::ApiVersions(decode(body, version)?),
-        ApiKey::Metadata => Request::Metadata(decode(body, version)?),
-        ApiKey::CreateTopics => Request::CreateTopics(decode(body, version)?),
-        ApiKey::DeleteTopics => Request::DeleteTopics(decode(body, version)?),
-        ApiKey::DeleteRecords => Request::DeleteRecords(decode(body, version)?),
-        ApiKey::CreatePartitions => Request::CreatePartitions(decode(body, version)?),
-        ApiKey::Produce => Request::Produce(decode(body, version)?),
-        ApiKey::Fetch => Request::Fetch(decode(body, version)?),
-        ApiKey::ListOffsets => Request::ListOffsets(decode(body, version)?),
-        ApiKey::DescribeCluster => Request::DescribeCluster(decode(body, version)?),
-        ApiKey::FindCoordinator => Request::FindCoordinator(decode(body, version)?),
-        ApiKey::JoinGroup => Request::JoinGroup(decode(body, version)?),
-        ApiKey::SyncGroup => Request::SyncGroup(decode(body, version)?),
-        ApiKey::Heartbeat => Request::Heartbeat(decode(body, version)?),
-        ApiKey::LeaveGroup => Request::LeaveGroup(decode(body, version)?),
-        ApiKey::ListGroups => Request::ListGroups(decode(body, version)?),
-        ApiKey::DescribeGroups => Request::DescribeGroups(decode(body, version)?),
-        ApiKey::DeleteGroups => Request::DeleteGroups(decode(body, version)?),
-        ApiKey::OffsetCommit => Request::OffsetCommit(decode(body, version)?),
-        ApiKey::OffsetFetch => Request::OffsetFetch(decode(body, version)?),
-        ApiKey::OffsetDelete => Request::OffsetDelete(decode(body, version)?),
-        ApiKey::ConsumerGroupHeartbeat => Request::ConsumerGroupHeartbeat(decode(body, version)?),
-        ApiKey::ConsumerGroupDescribe => Request::ConsumerGroupDescribe(decode(body, version)?),
-        ApiKey::DescribeConfigs => Request::DescribeConfigs(decode(body, version)?),
-        ApiKey::AlterConfigs => Request::AlterConfigs(decode(body, version)?),
-        ApiKey::IncrementalAlterConfigs => Request::IncrementalAlterConfigs(decode(body, version)?),
-        ApiKey::InitProducerId => Request::InitProducerId(decode(body, version)?),
-        ApiKey::DescribeLogDirs => Request::DescribeLogDirs(decode(body, version)?),
-        ApiKey::AddPartitionsToTxn => Request::AddPartitionsToTxn(decode(body, version)?),
-        ApiKey::AddOffsetsToTxn => Request::AddOffsetsToTxn(decode(body, version)?),
-        ApiKey::EndTxn => Request::EndTxn(decode(body, version)?),
-        ApiKey::TxnOffsetCommit => Request::TxnOffsetCommit(decode(body, version)?),
-        ApiKey::WriteTxnMarkers => Request::WriteTxnMarkers(decode(body, version)?),
-        ApiKey::DescribeTransactions => Request::DescribeTransactions(decode(body, version)?),
-        ApiKey::ListTransactions => Request::ListTransactions(decode(body, version)?),
-        ApiKey::DescribeProducers => Request::DescribeProducers(decode(body, version)?),
-        ApiKey::OffsetForLeaderEpoch => Request::OffsetForLeaderEpoch(decode(body, version)?),
-        other => return Err(RequestError::UnknownApi(other as i16)),
-    })
 }
 
 /// Serves one request frame; `Ok(None)` means no response is sent.
@@ -283,7 +181,7 @@ pub async fn handle_frame(
     let client_host = format!("/{}", peer.ip());
     let listener = listener.clone();
     let ctx = RequestContext { broker, api_key, api_version, header, client_host, listener };
-    let answer = route(&ctx, *request).await;
+    let answer = apis::route(&ctx, *request).await;
     let encoded = answer.send.then(|| encode_response(&ctx, answer.body.as_ref())).transpose();
     let elapsed = started.elapsed();
     broker.metrics.record_request(api_key as i16, elapsed);
@@ -316,48 +214,6 @@ fn log_request(
     );
 }
 
-async fn route(ctx: &RequestContext<'_>, request: Request) -> Answer {
-    match request {
-        Request::ApiVersions(r) => handlers::api_versions::handle(ctx, r).into_reply(),
-        Request::Metadata(r) => handlers::metadata::handle(ctx, r).into_reply(),
-        Request::CreateTopics(r) => handlers::topics::create(ctx, r).into_reply(),
-        Request::DeleteTopics(r) => handlers::topics::delete(ctx, r).into_reply(),
-        Request::DeleteRecords(r) => handlers::delete_records::handle(ctx, r).into_reply(),
-        Request::CreatePartitions(r) => handlers::topics::create_partitions(ctx, r).into_reply(),
-        Request::Produce(r) => handlers::produce::handle(ctx, r).into_reply(),
-        Request::Fetch(r) => handlers::fetch::handle(ctx, r).await.into_reply(),
-        Request::ListOffsets(r) => handlers::list_offsets::handle(ctx, r).into_reply(),
-        Request::DescribeCluster(r) => handlers::cluster::describe(ctx, r).into_reply(),
-        Request::FindCoordinator(r) => handlers::groups::find_coordinator(ctx, r).into_reply(),
-        Request::JoinGroup(r) => handlers::groups::join(ctx, r).await.into_reply(),
-        Request::SyncGroup(r) => handlers::groups::sync(ctx, r).await.into_reply(),
-        Request::Heartbeat(r) => handlers::groups::heartbeat(ctx, r).into_reply(),
-        Request::LeaveGroup(r) => handlers::groups::leave(ctx, r).into_reply(),
-        Request::ListGroups(r) => handlers::groups::list(ctx, r).into_reply(),
-        Request::DescribeGroups(r) => handlers::groups::describe(ctx, r).into_reply(),
-        Request::DeleteGroups(r) => handlers::groups::delete(ctx, r).into_reply(),
-        Request::OffsetCommit(r) => handlers::offsets::commit(ctx, r).into_reply(),
-        Request::OffsetFetch(r) => handlers::offsets::fetch(ctx, r).into_reply(),
-        Request::OffsetDelete(r) => handlers::offsets::delete(ctx, r).into_reply(),
-        Request::ConsumerGroupHeartbeat(r) => handlers::consumer_groups::heartbeat(ctx, r).into_reply(),
-        Request::ConsumerGroupDescribe(r) => handlers::consumer_groups::describe(ctx, r).into_reply(),
-        Request::DescribeConfigs(r) => handlers::configs::describe(ctx, r).into_reply(),
-        Request::AlterConfigs(r) => handlers::configs::alter(ctx, r).into_reply(),
-        Request::IncrementalAlterConfigs(r) => handlers::configs::incremental_alter(ctx, r).into_reply(),
-        Request::InitProducerId(r) => handlers::init_producer_id::handle(ctx, r).into_reply(),
-        Request::DescribeLogDirs(r) => handlers::log_dirs::describe(ctx, r).into_reply(),
-        Request::AddPartitionsToTxn(r) => handlers::transactions::add_partitions(ctx, r).into_reply(),
-        Request::AddOffsetsToTxn(r) => handlers::transactions::add_offsets(ctx, r).into_reply(),
-        Request::EndTxn(r) => handlers::transactions::end(ctx, r).into_reply(),
-        Request::TxnOffsetCommit(r) => handlers::transactions::txn_offset_commit(ctx, r).into_reply(),
-        Request::WriteTxnMarkers(r) => handlers::transactions::write_markers(ctx, r).into_reply(),
-        Request::DescribeTransactions(r) => handlers::transactions::describe(ctx, r).into_reply(),
-        Request::ListTransactions(r) => handlers::transactions::list(ctx, r).into_reply(),
-        Request::DescribeProducers(r) => handlers::transactions::describe_producers(ctx, r).into_reply(),
-        Request::OffsetForLeaderEpoch(r) => handlers::leader_epochs::handle(ctx, r).into_reply(),
-    }
-}
-
 /// Size prefix, response header, body.
 fn encode_response(ctx: &RequestContext<'_>, response: &dyn EncodeBody) -> Result<Vec<Chunk>, RequestError> {
     let header = ResponseHeader::default().with_correlation_id(ctx.header.correlation_id);
@@ -387,13 +243,7 @@ fn prefix_len(len: usize, flexible: bool) -> usize {
     if !flexible {
         return 4;
     }
-    let mut value = len as u64 + 1;
-    let mut bytes = 1;
-    while value >= 0x80 {
-        value >>= 7;
-        bytes += 1;
-    }
-    bytes
+    uvarint_len(len as u64 + 1)
 }
 
 /// Cuts each marker and its length prefix out of `buf`, putting the real
@@ -410,7 +260,7 @@ fn splice_chunks(buf: Bytes, splices: &[Splice], flexible: bool) -> Result<Vec<C
         let at = start + found;
         let mut piece = BytesMut::from(&buf[start..at - prefix_len(marker.len(), flexible)]);
         if flexible {
-            put_uvarint(&mut piece, splice.slice.len as u64 + 1);
+            write_uvarint(splice.slice.len as u64 + 1, &mut piece);
         } else {
             piece.put_i32(splice.slice.len as i32);
         }
@@ -420,14 +270,6 @@ fn splice_chunks(buf: Bytes, splices: &[Splice], flexible: bool) -> Result<Vec<C
     }
     chunks.push(Chunk::Bytes(buf.slice(start..)));
     Ok(chunks)
-}
-
-fn put_uvarint(buf: &mut BytesMut, mut value: u64) {
-    while value >= 0x80 {
-        buf.put_u8(value as u8 | 0x80);
-        value >>= 7;
-    }
-    buf.put_u8(value as u8);
 }
 
 /// Kafka's answer to an ApiVersions request of a version it does not know:

@@ -9,6 +9,9 @@
 //! - [`dispatch`] checks the API key and version against the ApiVersions
 //!   table, decodes the header and body, routes to a handler and encodes the
 //!   response at the request's version;
+//! - [`apis`] is that table: one entry per served API (key, versions,
+//!   handler), from which the version check, the decoding and the routing
+//!   are generated;
 //! - [`handlers`] holds one module per API family (produce, fetch, metadata,
 //!   topics, configs, list_offsets, log_dirs, cluster, api_versions, groups,
 //!   transactions…);
@@ -22,7 +25,9 @@
 //! - [`txn`] is the transaction coordinator: `__transaction_state`, the
 //!   transaction state machine and the markers that end transactions;
 //!   [`verification`] keeps a transactional batch out of a partition until
-//!   the coordinator has placed the partition in the producer's transaction.
+//!   the coordinator has placed the partition in the producer's transaction;
+//!   [`internal_topic`] maps ids to the partitions of the coordinators'
+//!   topics and creates those topics on first use.
 //!
 //! [`config`] parses `server.properties` (Java syntax, [`properties`]) with
 //! Kafka's key names and overlays
@@ -38,6 +43,7 @@
 //! points of the crash tests.
 
 pub mod alloc;
+pub mod apis;
 pub mod config;
 pub mod config_sources;
 pub mod dispatch;
@@ -47,6 +53,7 @@ pub mod fetch_session;
 pub mod group;
 pub mod handlers;
 pub mod host_name;
+pub mod internal_topic;
 pub mod kraft_config;
 pub mod locks;
 pub mod meta_properties;

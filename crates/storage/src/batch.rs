@@ -311,11 +311,18 @@ pub fn count_uncompressed_records(batch: &[u8]) -> Result<usize> {
 
 /// Reads a zig-zag varint (Kafka's `varint`), returning the value and the bytes used.
 pub fn read_varint(buf: &[u8]) -> Option<(i64, usize)> {
-    let mut raw: u64 = 0;
+    let (raw, used) = read_uvarint(buf)?;
+    Some((((raw >> 1) as i64) ^ -((raw & 1) as i64), used))
+}
+
+/// Reads an unsigned varint (Kafka's `unsigned_varint`, seven bits a byte,
+/// low bits first) of at most ten bytes, returning the value and the bytes
+/// used; `None` if `buf` ends first. Readers of a shorter kind bound `buf`.
+pub fn read_uvarint(buf: &[u8]) -> Option<(u64, usize)> {
+    let mut value: u64 = 0;
     for (i, byte) in buf.iter().take(10).enumerate() {
-        raw |= u64::from(byte & 0x7f) << (7 * i);
+        value |= u64::from(byte & 0x7f) << (7 * i);
         if byte & 0x80 == 0 {
-            let value = ((raw >> 1) as i64) ^ -((raw & 1) as i64);
             return Some((value, i + 1));
         }
     }
@@ -612,5 +619,14 @@ mod tests {
         assert_eq!(read_varint(&[0x02]), Some((1, 1)));
         assert_eq!(read_varint(&[0x96, 0x01]), Some((75, 2)));
         assert_eq!(read_varint(&[0x80]), None);
+    }
+
+    #[test]
+    fn unsigned_varints_read_seven_bits_a_byte() {
+        assert_eq!(read_uvarint(&[0x00, 0xff]), Some((0, 1)));
+        assert_eq!(read_uvarint(&[0x96, 0x01]), Some((150, 2)));
+        assert_eq!(read_uvarint(&[0xff, 0xff, 0xff, 0xff, 0x0f]), Some((u64::from(u32::MAX), 5)));
+        assert_eq!(read_uvarint(&[0xff; 9]), None, "ends inside the varint");
+        assert_eq!(read_uvarint(&[0xff; 11]), None, "longer than ten bytes");
     }
 }

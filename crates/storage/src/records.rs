@@ -20,6 +20,7 @@
 use std::borrow::Cow;
 use std::io::Read;
 
+use bytes::BufMut;
 use kafka_protocol::compression::{Compressor, Gzip, Lz4, Snappy, Zstd};
 
 use crate::batch::{read_varint, BatchHeader, HEADER_LEN};
@@ -210,12 +211,22 @@ fn parse_record(buf: &[u8]) -> Result<RecordView<'_>> {
 
 /// Appends `value` as a zig-zag varint (Kafka's `varint` and `varlong`).
 pub fn write_varint(value: i64, out: &mut Vec<u8>) {
-    let mut raw = ((value << 1) ^ (value >> 63)) as u64;
-    while raw >= 0x80 {
-        out.push((raw as u8 & 0x7f) | 0x80);
-        raw >>= 7;
+    write_uvarint(((value << 1) ^ (value >> 63)) as u64, out);
+}
+
+/// Appends `value` as an unsigned varint (Kafka's `unsigned_varint`).
+pub fn write_uvarint(mut value: u64, out: &mut impl BufMut) {
+    while value >= 0x80 {
+        out.put_u8((value as u8 & 0x7f) | 0x80);
+        value >>= 7;
     }
-    out.push(raw as u8);
+    out.put_u8(value as u8);
+}
+
+/// The bytes [`write_uvarint`] takes for `value`.
+pub fn uvarint_len(value: u64) -> usize {
+    let significant_bits = 64 - value.leading_zeros() as usize;
+    significant_bits.div_ceil(7).max(1)
 }
 
 fn codec_error(e: impl std::fmt::Display) -> StorageError {
@@ -571,6 +582,16 @@ mod tests {
             let mut out = Vec::new();
             write_varint(value, &mut out);
             assert_eq!(read_varint(&out), Some((value, out.len())), "{value}");
+        }
+    }
+
+    #[test]
+    fn unsigned_varints_round_trip_with_their_length() {
+        for value in [0u64, 1, 127, 128, 16_383, 16_384, u64::from(u32::MAX), u64::MAX] {
+            let mut out = Vec::new();
+            write_uvarint(value, &mut out);
+            assert_eq!(uvarint_len(value), out.len(), "{value}");
+            assert_eq!(crate::batch::read_uvarint(&out), Some((value, out.len())), "{value}");
         }
     }
 

@@ -6,6 +6,7 @@
 //! metadata as v3. A null value is a tombstone.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
+use strom_storage::batch::read_uvarint;
 
 /// A committed offset, as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -234,16 +235,11 @@ fn get_string(buf: &mut &[u8]) -> Result<String, CodecError> {
 }
 
 fn get_compact_string(buf: &mut &[u8]) -> Result<String, CodecError> {
-    let mut len = 0u64;
-    for shift in (0..35).step_by(7) {
-        need(buf, 1)?;
-        let byte = buf.get_u8();
-        len |= u64::from(byte & 0x7f) << shift;
-        if byte & 0x80 == 0 {
-            return take_utf8(buf, len.checked_sub(1).ok_or(CodecError("null compact string"))? as usize);
-        }
-    }
-    Err(CodecError("varint too long"))
+    // Kafka's `unsigned_varint` holds an int: at most five bytes.
+    let (len, used) = read_uvarint(&buf[..buf.len().min(5)])
+        .ok_or(CodecError("varint truncated or longer than five bytes"))?;
+    buf.advance(used);
+    take_utf8(buf, len.checked_sub(1).ok_or(CodecError("null compact string"))? as usize)
 }
 
 fn get_nullable_string(buf: &mut &[u8]) -> Result<Option<String>, CodecError> {

@@ -14,16 +14,16 @@ pub mod codec;
 pub mod consumer;
 pub mod state;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
-use strom_metadata::{MetadataError, NewTopic};
 use tokio::sync::{oneshot, watch};
 use uuid::Uuid;
 
+use crate::internal_topic;
 use crate::locks::lock_recovering;
 use crate::replica::VerifiedAppendError;
 use crate::server::Broker;
@@ -112,11 +112,6 @@ pub struct GroupCoordinator {
     groups: Mutex<HashMap<String, Group>>,
 }
 
-/// Java's `String.hashCode`, over UTF-16 code units.
-pub fn java_hash(s: &str) -> i32 {
-    s.encode_utf16().fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)))
-}
-
 impl GroupCoordinator {
     pub fn new(config: GroupConfig) -> Self {
         Self { config, groups: Mutex::new(HashMap::new()) }
@@ -141,38 +136,18 @@ impl GroupCoordinator {
 
     /// The `__consumer_offsets` partition that owns `group_id`.
     pub fn partition_for(&self, group_id: &str) -> i32 {
-        let hash = java_hash(group_id);
-        // Kafka's Utils.abs: MIN_VALUE maps to 0.
-        let non_negative = if hash == i32::MIN { 0 } else { hash.abs() };
-        non_negative % self.config.offsets_topic_partitions
+        internal_topic::partition_for(group_id, self.config.offsets_topic_partitions)
     }
 
     /// Creates `__consumer_offsets` on first use, with Kafka's settings.
     pub fn ensure_offsets_topic(&self, broker: &Broker) -> Result<(), ResponseError> {
-        if broker.controller.image().topic(OFFSETS_TOPIC).is_some() {
-            return Ok(());
-        }
-        let configs = BTreeMap::from([
-            ("cleanup.policy".to_owned(), "compact".to_owned()),
-            ("segment.bytes".to_owned(), self.config.offsets_topic_segment_bytes.to_string()),
-        ]);
-        let topic = NewTopic {
-            name: OFFSETS_TOPIC.to_owned(),
-            partitions: self.config.offsets_topic_partitions,
-            replication_factor: 1,
-            configs,
-        };
-        match broker.controller.create_topic_with_logs(topic, false, &broker.replicas) {
-            Ok(_) | Err(MetadataError::TopicAlreadyExists(_)) => {}
-            Err(e) => {
-                tracing::error!("cannot create {OFFSETS_TOPIC}: {e}");
-                return Err(ResponseError::CoordinatorNotAvailable);
-            }
-        }
-        broker.sync_partitions().map_err(|e| {
-            tracing::error!("cannot open {OFFSETS_TOPIC}: {e}");
-            ResponseError::CoordinatorNotAvailable
-        })
+        let config = &self.config;
+        internal_topic::ensure(
+            broker,
+            OFFSETS_TOPIC,
+            config.offsets_topic_partitions,
+            config.offsets_topic_segment_bytes,
+        )
     }
 
     /// Writes records to the group's `__consumer_offsets` partition.
@@ -1182,15 +1157,6 @@ fn apply_record(groups: &mut HashMap<String, Group>, key: RecordKey, value: Opti
 mod tests {
     use super::*;
     use crate::config::BrokerConfig;
-
-    #[test]
-    fn java_string_hash_matches_the_jvm() {
-        assert_eq!(java_hash(""), 0);
-        assert_eq!(java_hash("a"), 97);
-        assert_eq!(java_hash("hello"), 99_162_322);
-        // "polygenelubricants" hashes to Integer.MIN_VALUE in Java.
-        assert_eq!(java_hash("polygenelubricants"), i32::MIN);
-    }
 
     #[test]
     fn txn_commits_check_only_what_the_sender_names() {

@@ -7,6 +7,8 @@ use std::collections::BTreeSet;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
+use strom_storage::batch::read_uvarint;
+
 use super::state::{TxnMetadata, TxnState, NO_PRODUCER_EPOCH, NO_PRODUCER_ID};
 
 const KEY_VERSION: i16 = 0;
@@ -132,17 +134,12 @@ fn get_i64(buf: &mut &[u8]) -> Result<i64, CodecError> {
     Ok(buf.get_i64())
 }
 
+/// Kafka's `unsigned_varint`, which holds an int: at most five bytes.
 fn get_uvarint(buf: &mut &[u8]) -> Result<u64, CodecError> {
-    let mut value = 0u64;
-    for shift in (0..35).step_by(7) {
-        need(buf, 1)?;
-        let byte = buf.get_u8();
-        value |= u64::from(byte & 0x7f) << shift;
-        if byte & 0x80 == 0 {
-            return Ok(value);
-        }
-    }
-    Err(CodecError("varint too long"))
+    let (value, used) = read_uvarint(&buf[..buf.len().min(5)])
+        .ok_or(CodecError("varint truncated or longer than five bytes"))?;
+    buf.advance(used);
+    Ok(value)
 }
 
 fn take_utf8(buf: &mut &[u8], len: usize) -> Result<String, CodecError> {
@@ -189,6 +186,16 @@ fn skip_tagged_fields(buf: &mut &[u8]) -> Result<(), CodecError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unsigned_varints_hold_at_most_five_bytes() {
+        let mut five: &[u8] = &[0xff, 0xff, 0xff, 0xff, 0x0f, 0x2a];
+        assert_eq!(get_uvarint(&mut five).unwrap(), u64::from(u32::MAX));
+        assert_eq!(five, &[0x2a], "the bytes after the varint are left");
+        let mut six: &[u8] = &[0x80, 0x80, 0x80, 0x80, 0x80, 0x00];
+        assert!(get_uvarint(&mut six).is_err(), "longer than an int's varint");
+        assert!(get_uvarint(&mut &[0x80][..]).is_err(), "truncated");
+    }
 
     fn sample() -> TxnMetadata {
         let mut metadata = TxnMetadata::new("tx-1", 4_000, 60_000, 1_700);

@@ -20,17 +20,17 @@
 pub mod codec;
 pub mod state;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
-use strom_metadata::{MetadataError, NewTopic};
 use strom_storage::batch::{encode_marker, ControlType};
 use strom_storage::producer_state::AppendOrigin;
 use strom_storage::StorageError;
 
-use crate::group::{java_hash, OFFSETS_TOPIC};
+use crate::group::OFFSETS_TOPIC;
+use crate::internal_topic;
 use crate::locks::lock_recovering;
 use crate::server::Broker;
 use state::{InitRequest, InitTransition, TxnMetadata, TxnPartition, TxnResult, TxnState};
@@ -115,37 +115,18 @@ impl TransactionCoordinator {
 
     /// The `__transaction_state` partition that owns `transactional_id`.
     pub fn partition_for(&self, transactional_id: &str) -> i32 {
-        let hash = java_hash(transactional_id);
-        let non_negative = if hash == i32::MIN { 0 } else { hash.abs() };
-        non_negative % self.config.state_log_partitions
+        internal_topic::partition_for(transactional_id, self.config.state_log_partitions)
     }
 
     /// Creates `__transaction_state` on first use, with Kafka's settings.
     pub fn ensure_topic(&self, broker: &Broker) -> Result<(), ResponseError> {
-        if broker.controller.image().topic(TRANSACTION_STATE_TOPIC).is_some() {
-            return Ok(());
-        }
-        let configs = BTreeMap::from([
-            ("cleanup.policy".to_owned(), "compact".to_owned()),
-            ("segment.bytes".to_owned(), self.config.state_log_segment_bytes.to_string()),
-        ]);
-        let topic = NewTopic {
-            name: TRANSACTION_STATE_TOPIC.to_owned(),
-            partitions: self.config.state_log_partitions,
-            replication_factor: 1,
-            configs,
-        };
-        match broker.controller.create_topic_with_logs(topic, false, &broker.replicas) {
-            Ok(_) | Err(MetadataError::TopicAlreadyExists(_)) => {}
-            Err(e) => {
-                tracing::error!("cannot create {TRANSACTION_STATE_TOPIC}: {e}");
-                return Err(ResponseError::CoordinatorNotAvailable);
-            }
-        }
-        broker.sync_partitions().map_err(|e| {
-            tracing::error!("cannot open {TRANSACTION_STATE_TOPIC}: {e}");
-            ResponseError::CoordinatorNotAvailable
-        })
+        let config = &self.config;
+        internal_topic::ensure(
+            broker,
+            TRANSACTION_STATE_TOPIC,
+            config.state_log_partitions,
+            config.state_log_segment_bytes,
+        )
     }
 
     /// Writes `metadata` (or, for `None`, a tombstone of `transactional_id`).
@@ -547,7 +528,9 @@ mod tests {
     use super::*;
     use crate::config::BrokerConfig;
     use crate::replica::VerifiedAppendError;
+    use std::collections::BTreeMap;
     use std::path::Path;
+    use strom_metadata::NewTopic;
 
     fn open_broker(dir: &Path) -> Arc<Broker> {
         let overrides = [("log.dirs".to_owned(), dir.display().to_string())];

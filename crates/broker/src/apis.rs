@@ -1,0 +1,184 @@
+//! The APIs Strom serves, in one table.
+//!
+//! Each entry names an API key, its request type, the versions Strom
+//! serves (and the lower bound it advertises, where that differs) and the
+//! handler that serves it. Everything that depends on the set of APIs is
+//! generated from the table by the `served_apis!` macro: the ApiVersions answer
+//! ([`SERVED`]), the version check ([`served_versions`]), the decoded
+//! [`Request`] enum, its decoder ([`decode_body`]) and the routing to the
+//! handlers ([`route`]). Serving a new API is one entry here plus its
+//! handler module.
+//!
+//! An entry reads `Key(RequestType) min..=max => mode handler;`, where
+//! `mode` is `call` for a handler that answers at once and `await` for one
+//! that waits (a fetch for data, a join for its rebalance). The versions are
+//! Kafka 4.1's, capped where `kafka-protocol` cannot decode a newer one;
+//! `advertised from n` lowers the advertised minimum below the served one.
+
+use bytes::Bytes;
+// The table names request types as Kafka does: all of them are in scope.
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::{Decodable, VersionRange};
+
+use crate::dispatch::{Answer, Reply, RequestContext};
+use crate::error::RequestError;
+use crate::handlers;
+
+/// One row of the ApiVersions table.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ServedApi {
+    pub key: ApiKey,
+    /// The versions a request may use.
+    pub versions: VersionRange,
+    /// The minimum version ApiVersions advertises; at most `versions.min`.
+    pub advertised_min: i16,
+}
+
+/// The table's macro: one entry per API, expanded into the items listed in
+/// the module doc. A key listed twice names its `Request` variant twice,
+/// which does not compile.
+macro_rules! served_apis {
+    (@first $value:literal $(, $rest:literal)*) => { $value };
+    (@call $handler:path, $ctx:ident, $request:ident) => { $handler($ctx, $request).into_reply() };
+    (@await $handler:path, $ctx:ident, $request:ident) => { $handler($ctx, $request).await.into_reply() };
+    ($(
+        $key:ident($request:ident) $min:literal..=$max:literal $(, advertised from $advertised:literal)?
+            => $mode:ident $handler:path;
+    )*) => {
+        /// The served APIs, in the order ApiVersions lists them.
+        pub const SERVED: &[ServedApi] = &[$(ServedApi {
+            key: ApiKey::$key,
+            versions: VersionRange { min: $min, max: $max },
+            advertised_min: served_apis!(@first $($advertised,)? $min),
+        }),*];
+
+        /// The versions served for `key`, if it is served at all.
+        pub fn served_versions(key: ApiKey) -> Option<VersionRange> {
+            match key {
+                $(ApiKey::$key => Some(VersionRange { min: $min, max: $max }),)*
+                _ => None,
+            }
+        }
+
+        /// A decoded request body, one variant per served API, named after
+        /// its API key.
+        #[derive(Debug)]
+        pub enum Request {
+            $($key($request),)*
+        }
+
+        /// Decodes the body of a request for `key` at `version`.
+        pub fn decode_body(key: ApiKey, version: i16, body: &mut Bytes) -> Result<Request, RequestError> {
+            Ok(match key {
+                $(ApiKey::$key => Request::$key(decode(body, version)?),)*
+                other => return Err(RequestError::UnknownApi(other as i16)),
+            })
+        }
+
+        /// Hands a decoded request to its handler.
+        pub async fn route(ctx: &RequestContext<'_>, request: Request) -> Answer {
+            match request {
+                $(Request::$key(r) => served_apis!(@$mode $handler, ctx, r),)*
+            }
+        }
+    };
+}
+
+fn decode<T: Decodable>(body: &mut Bytes, version: i16) -> Result<T, RequestError> {
+    T::decode(body, version).map_err(|e| RequestError::Malformed(e.to_string()))
+}
+
+served_apis! {
+    // librdkafka releases older than Kafka 4 compress only when Produce is
+    // listed from v0 (KAFKA-18659, librdkafka#4956): Kafka 4 advertises
+    // v0-v2 and still refuses them, and so does Strom.
+    Produce(ProduceRequest) 3..=13, advertised from 0 => call handlers::produce::handle;
+    Fetch(FetchRequest) 4..=18 => await handlers::fetch::handle;
+    ListOffsets(ListOffsetsRequest) 1..=10 => call handlers::list_offsets::handle;
+    Metadata(MetadataRequest) 0..=13 => call handlers::metadata::handle;
+    ApiVersions(ApiVersionsRequest) 0..=4 => call handlers::api_versions::handle;
+    CreateTopics(CreateTopicsRequest) 2..=7 => call handlers::topics::create;
+    DeleteTopics(DeleteTopicsRequest) 1..=6 => call handlers::topics::delete;
+    DeleteRecords(DeleteRecordsRequest) 0..=2 => call handlers::delete_records::handle;
+    CreatePartitions(CreatePartitionsRequest) 0..=3 => call handlers::topics::create_partitions;
+    DescribeCluster(DescribeClusterRequest) 0..=2 => call handlers::cluster::describe;
+    FindCoordinator(FindCoordinatorRequest) 0..=6 => call handlers::groups::find_coordinator;
+    JoinGroup(JoinGroupRequest) 0..=9 => await handlers::groups::join;
+    SyncGroup(SyncGroupRequest) 0..=5 => await handlers::groups::sync;
+    Heartbeat(HeartbeatRequest) 0..=4 => call handlers::groups::heartbeat;
+    LeaveGroup(LeaveGroupRequest) 0..=5 => call handlers::groups::leave;
+    ListGroups(ListGroupsRequest) 0..=5 => call handlers::groups::list;
+    DescribeGroups(DescribeGroupsRequest) 0..=6 => call handlers::groups::describe;
+    DeleteGroups(DeleteGroupsRequest) 0..=2 => call handlers::groups::delete;
+    // v10 is unstable in Kafka 4.1 and not decodable by kafka-protocol 0.18.
+    OffsetCommit(OffsetCommitRequest) 2..=9 => call handlers::offsets::commit;
+    OffsetFetch(OffsetFetchRequest) 1..=9 => call handlers::offsets::fetch;
+    OffsetDelete(OffsetDeleteRequest) 0..=0 => call handlers::offsets::delete;
+    ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest) 0..=1 => call handlers::consumer_groups::heartbeat;
+    ConsumerGroupDescribe(ConsumerGroupDescribeRequest) 0..=1 => call handlers::consumer_groups::describe;
+    DescribeConfigs(DescribeConfigsRequest) 1..=4 => call handlers::configs::describe;
+    AlterConfigs(AlterConfigsRequest) 0..=2 => call handlers::configs::alter;
+    IncrementalAlterConfigs(IncrementalAlterConfigsRequest) 0..=1 => call handlers::configs::incremental_alter;
+    // v6 (two-phase commit, KIP-939) is unstable in Kafka 4.1.
+    InitProducerId(InitProducerIdRequest) 0..=5 => call handlers::init_producer_id::handle;
+    DescribeLogDirs(DescribeLogDirsRequest) 1..=4 => call handlers::log_dirs::describe;
+    AddPartitionsToTxn(AddPartitionsToTxnRequest) 0..=5 => call handlers::transactions::add_partitions;
+    AddOffsetsToTxn(AddOffsetsToTxnRequest) 0..=4 => call handlers::transactions::add_offsets;
+    EndTxn(EndTxnRequest) 0..=5 => call handlers::transactions::end;
+    TxnOffsetCommit(TxnOffsetCommitRequest) 0..=5 => call handlers::transactions::txn_offset_commit;
+    WriteTxnMarkers(WriteTxnMarkersRequest) 1..=1 => call handlers::transactions::write_markers;
+    DescribeTransactions(DescribeTransactionsRequest) 0..=0 => call handlers::transactions::describe;
+    ListTransactions(ListTransactionsRequest) 0..=2 => call handlers::transactions::list;
+    DescribeProducers(DescribeProducersRequest) 0..=0 => call handlers::transactions::describe_producers;
+    // Kafka 4 removed v0-v1 (KIP-896).
+    OffsetForLeaderEpoch(OffsetForLeaderEpochRequest) 2..=4 => call handlers::leader_epochs::handle;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_served_version_is_one_kafka_protocol_decodes() {
+        for api in SERVED {
+            let decodable = api.key.valid_versions();
+            let VersionRange { min, max } = api.versions;
+            assert!(
+                decodable.min <= min && min <= max && max <= decodable.max,
+                "{api:?} outside {decodable:?}"
+            );
+            assert!(api.advertised_min <= min, "{api:?} advertises above what it serves");
+        }
+    }
+
+    #[test]
+    fn the_version_check_agrees_with_the_advertised_table() {
+        for api in SERVED {
+            assert_eq!(served_versions(api.key), Some(api.versions), "{:?}", api.key);
+        }
+        let served = |raw: i16| ApiKey::try_from(raw).ok().and_then(served_versions).is_some();
+        let served_count = (i16::MIN..=i16::MAX).filter(|raw| served(*raw)).count();
+        assert_eq!(served_count, SERVED.len(), "the version check serves an API ApiVersions does not list");
+    }
+
+    #[test]
+    fn requests_decode_into_the_variant_of_their_key() {
+        for api in SERVED {
+            let mut body = Bytes::new();
+            // An empty body is malformed for most requests; those it decodes
+            // must land in their own variant.
+            if let Ok(request) = decode_body(api.key, api.versions.max, &mut body) {
+                let decoded = format!("{request:?}");
+                assert!(
+                    decoded.starts_with(&format!("{:?}(", api.key)),
+                    "{:?} decoded as {decoded}",
+                    api.key
+                );
+            }
+        }
+        assert!(matches!(
+            decode_body(ApiKey::SaslHandshake, 1, &mut Bytes::new()),
+            Err(RequestError::UnknownApi(17))
+        ));
+    }
+}

@@ -1,0 +1,88 @@
+//! The internal topics the coordinators keep their state in
+//! (`__consumer_offsets` for groups, `__transaction_state` for
+//! transactions): which partition owns a group or transactional id, and
+//! creating the topic on first use with Kafka's settings.
+
+use std::collections::BTreeMap;
+
+use kafka_protocol::error::ResponseError;
+use strom_metadata::{MetadataError, NewTopic};
+
+use crate::server::Broker;
+
+/// Java's `String.hashCode`, over UTF-16 code units.
+pub fn java_hash(s: &str) -> i32 {
+    s.encode_utf16().fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)))
+}
+
+/// The partition that owns `id` in an internal topic of `partitions`
+/// partitions: Kafka's `Utils.abs(id.hashCode()) % partitions`, so a
+/// client finds the same coordinator partition as on a Kafka broker.
+pub fn partition_for(id: &str, partitions: i32) -> i32 {
+    // Kafka's Utils.abs maps MIN_VALUE to 0 instead of overflowing.
+    let non_negative = java_hash(id).checked_abs().unwrap_or(0);
+    non_negative % partitions
+}
+
+/// Creates the compacted internal topic `name` on first use. Creating it
+/// concurrently is not an error; failing to is the coordinator being
+/// unavailable, as in Kafka.
+pub fn ensure(broker: &Broker, name: &str, partitions: i32, segment_bytes: i64) -> Result<(), ResponseError> {
+    if broker.controller.image().topic(name).is_some() {
+        return Ok(());
+    }
+    let configs = BTreeMap::from([
+        ("cleanup.policy".to_owned(), "compact".to_owned()),
+        ("segment.bytes".to_owned(), segment_bytes.to_string()),
+    ]);
+    let topic = NewTopic { name: name.to_owned(), partitions, replication_factor: 1, configs };
+    match broker.controller.create_topic_with_logs(topic, false, &broker.replicas) {
+        Ok(_) | Err(MetadataError::TopicAlreadyExists(_)) => {}
+        Err(e) => {
+            tracing::error!("cannot create {name}: {e}");
+            return Err(ResponseError::CoordinatorNotAvailable);
+        }
+    }
+    broker.sync_partitions().map_err(|e| {
+        tracing::error!("cannot open {name}: {e}");
+        ResponseError::CoordinatorNotAvailable
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::BrokerConfig;
+
+    #[test]
+    fn java_string_hash_matches_the_jvm() {
+        assert_eq!(java_hash(""), 0);
+        assert_eq!(java_hash("a"), 97);
+        assert_eq!(java_hash("hello"), 99_162_322);
+        // "polygenelubricants" hashes to Integer.MIN_VALUE in Java.
+        assert_eq!(java_hash("polygenelubricants"), i32::MIN);
+    }
+
+    #[test]
+    fn ids_map_to_kafkas_partitions() {
+        assert_eq!(partition_for("polygenelubricants", 50), 0);
+        assert_eq!(partition_for("hello", 50), 99_162_322 % 50);
+        // A negative hash takes its absolute value, as in Java.
+        assert_eq!(java_hash("aaaaaaa"), -1_236_860_927);
+        assert_eq!(partition_for("aaaaaaa", 50), 27);
+    }
+
+    #[test]
+    fn an_internal_topic_is_created_once_compacted() {
+        let dir = tempfile::tempdir().unwrap();
+        let overrides = [("log.dirs".to_owned(), dir.path().display().to_string())];
+        let broker = Broker::open(BrokerConfig::from_properties("", &overrides).unwrap()).unwrap();
+        ensure(&broker, "__internal", 3, 1 << 20).unwrap();
+        ensure(&broker, "__internal", 3, 1 << 20).unwrap();
+        let image = broker.controller.image();
+        let topic = image.topic("__internal").expect("created");
+        assert_eq!(topic.configs.get("cleanup.policy").map(String::as_str), Some("compact"));
+        assert_eq!(topic.configs.get("segment.bytes").map(String::as_str), Some("1048576"));
+        assert!((0..3).all(|p| broker.replicas.partition("__internal", p).is_some()));
+    }
+}
