@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from confluent_kafka import OFFSET_BEGINNING, Producer, TopicPartition
 
-from harness import confluent_producer, create_topic, wait_until
-from test_admin_cli import admin_cli, admin_ok, assert_one_line_error
-from test_hostile import transactional_batch
-from test_transactions import consumer, high_watermarks, transactional_produce
+from harness import admin_cli, admin_ok, assert_one_line_error, confluent_producer, create_topic, high_watermarks, wait_until
+from test_transactions import consumer
 import wire
+from wire import transactional_batch, transactional_produce
 
 TIMEOUT_S = 60
 
