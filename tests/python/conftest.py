@@ -3,8 +3,9 @@
 `broker` is a broker with the default configuration; `broker_factory(**overrides)`
 starts one with extra config (keyword names use `_` for `.`, or pass a dict
 of Kafka keys); the keywords `port` (fixed, for listeners set by hand),
-`nofile` (an open files limit) and `start_timeout_s` set up the process
-instead. Every broker started by a test is shut down at teardown, and a
+`nofile` (an open files limit), `start_timeout_s` and `start` (False: the
+test starts it later) set up the process instead. Every broker a test made
+is shut down at teardown, and a
 broker that died on its own or failed a clean shutdown fails the test. When a
 test fails, the tail of each broker's log is attached to the report.
 
@@ -36,6 +37,7 @@ def broker_factory(request, tmp_path):
         port: int | None = None,
         nofile: int | None = None,
         start_timeout_s: float = START_TIMEOUT_S,
+        start: bool = True,
         **keyword_overrides: object,
     ) -> Broker:
         config = {key: config_value(value) for key, value in (overrides or {}).items()}
@@ -43,7 +45,8 @@ def broker_factory(request, tmp_path):
         broker = Broker(tmp_path / f"broker{len(brokers)}", config, port)
         broker.nofile = nofile
         brokers.append(broker)
-        broker.start(start_timeout_s)
+        if start:
+            broker.start(start_timeout_s)
         return broker
 
     yield start_broker

@@ -722,20 +722,26 @@ def consume_kafka_python(
         partitions = [KTopicPartition(topic, p) for p in end_offsets]
         consumer.assign(partitions)
         consumer.seek_to_beginning(*partitions)
-
-        def position(p):
-            return got[p][-1].offset + 1 if got[p] else 0
-
-        deadline = time.monotonic() + timeout_s
-        while any(position(p) < end for p, end in end_offsets.items()):
-            if time.monotonic() >= deadline:
-                progress = {p: (position(p), end) for p, end in end_offsets.items()}
-                raise AssertionError(f"consumer stalled; (position, end) per partition: {progress}")
-            for tp, batch in consumer.poll(timeout_ms=500, max_records=10_000).items():
-                got[tp.partition].extend(InRecord.from_kafka_python(rec) for rec in batch)
+        poll_kafka_python(consumer, got, end_offsets, timeout_s)
     finally:
         consumer.close(timeout_ms=5_000)
     return got
+
+
+def poll_kafka_python(consumer, got: dict[int, list[InRecord]], end_offsets: dict[int, int], timeout_s: float) -> None:
+    """Poll an assigned kafka-python consumer until every partition's records in
+    `got[p]` reach `end_offsets[p]`, appending what arrives."""
+
+    def position(p):
+        return got[p][-1].offset + 1 if got[p] else 0
+
+    deadline = time.monotonic() + timeout_s
+    while any(position(p) < end for p, end in end_offsets.items()):
+        if time.monotonic() >= deadline:
+            progress = {p: (position(p), end) for p, end in end_offsets.items()}
+            raise AssertionError(f"kafka-python stalled; (position, end) per partition: {progress}")
+        for tp, batch in consumer.poll(timeout_ms=500, max_records=10_000).items():
+            got[tp.partition].extend(InRecord.from_kafka_python(rec) for rec in batch)
 
 
 def group_by_partition(items: Iterable, partition_of: Callable = lambda item: item.partition) -> dict[int, list]:

@@ -10,8 +10,16 @@ from __future__ import annotations
 
 from confluent_kafka import OFFSET_BEGINNING, Producer, TopicPartition
 
-from harness import admin_cli, admin_ok, assert_one_line_error, confluent_producer, create_topic, high_watermarks, wait_until
-from test_transactions import consumer
+from harness import (
+    admin_cli,
+    admin_ok,
+    assert_one_line_error,
+    confluent_consumer,
+    confluent_producer,
+    create_topic,
+    high_watermarks,
+    wait_until,
+)
 import wire
 from wire import transactional_batch, transactional_produce
 
@@ -115,7 +123,7 @@ def test_find_hanging_and_abort_free_read_committed_consumers(broker_factory):
     assert hanging("--topic", "orders") == []
     # The abort markers sit at offset 2: the stable offset passes them.
     assert high_watermarks(broker.bootstrap, partitions, "read_committed") == {tp: 3 for tp in partitions}
-    reader = consumer(broker.bootstrap, "read_committed")
+    reader = confluent_consumer(broker.bootstrap, **{"isolation.level": "read_committed"})
     try:
         reader.assign([TopicPartition("orders", p, OFFSET_BEGINNING) for p in (0, 1)])
         values: list[bytes] = []
