@@ -641,8 +641,8 @@ def slow_disk_broker(broker_factory, monkeypatch):
         return broker
 
     yield start
-    # A clean shutdown fsyncs every checkpoint: slow here, and not under test.
-    # Killed first, broker_factory's teardown then only checks they did not die on their own.
+    # A clean shutdown fsyncs every checkpoint: slow here, and not under test. This
+    # runs before broker_factory's teardown, which still fails a broker that died on its own.
     for broker in brokers:
         if broker.alive():
             broker.kill9()
