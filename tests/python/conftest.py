@@ -2,7 +2,10 @@
 
 `broker` is a broker with the default configuration; `broker_factory(**overrides)`
 starts one with extra config (keyword names use `_` for `.`, or pass a dict
-of Kafka keys). Every broker started by a test is shut down at teardown, and a
+of Kafka keys); the keywords `port` (fixed, for listeners set by hand),
+`nofile` (an open files limit), `start_timeout_s` and `start` (False: the
+test starts it later) set up the process instead. Every broker a test made
+is shut down at teardown, and a
 broker that died on its own or failed a clean shutdown fails the test. When a
 test fails, the tail of each broker's log is attached to the report.
 
@@ -19,7 +22,7 @@ import sys
 
 import pytest
 
-from harness import Broker, BrokerError, config_value, dotted
+from harness import START_TIMEOUT_S, Broker, BrokerError, config_value, dotted
 
 
 @pytest.fixture
@@ -27,12 +30,23 @@ def broker_factory(request, tmp_path):
     brokers: list[Broker] = []
     request.node.strom_brokers = brokers
 
-    def start_broker(overrides: dict[str, object] | None = None, /, **keyword_overrides: object) -> Broker:
+    def start_broker(
+        overrides: dict[str, object] | None = None,
+        /,
+        *,
+        port: int | None = None,
+        nofile: int | None = None,
+        start_timeout_s: float = START_TIMEOUT_S,
+        start: bool = True,
+        **keyword_overrides: object,
+    ) -> Broker:
         config = {key: config_value(value) for key, value in (overrides or {}).items()}
         config.update(dotted(keyword_overrides))
-        broker = Broker(tmp_path / f"broker{len(brokers)}", config)
+        broker = Broker(tmp_path / f"broker{len(brokers)}", config, port)
+        broker.nofile = nofile
         brokers.append(broker)
-        broker.start()
+        if start:
+            broker.start(start_timeout_s)
         return broker
 
     yield start_broker

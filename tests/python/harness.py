@@ -13,6 +13,7 @@ import random
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -158,6 +159,13 @@ def config_value(value: object) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
+# Sets the open files limit, soft and hard, then becomes the broker.
+_WITH_NOFILE = (
+    "import os, resource, sys; n = int(sys.argv[1]); "
+    "resource.setrlimit(resource.RLIMIT_NOFILE, (n, n)); os.execv(sys.argv[2], sys.argv[2:])"
+)
+
+
 class BrokerError(AssertionError):
     """The broker misbehaved as a process: failed to start, crashed or shut down badly."""
 
@@ -169,11 +177,11 @@ class Broker:
     and a restarted process must recover whatever the previous one wrote.
     """
 
-    def __init__(self, workdir: Path, overrides: dict[str, str] | None = None):
+    def __init__(self, workdir: Path, overrides: dict[str, str] | None = None, port: int | None = None):
         self.workdir = workdir
         self.data_dir = workdir / "data"
         self.log_path = workdir / "broker.log"
-        self.port = free_port()
+        self.port = port or free_port()
         self.overrides = {
             "node.id": "1",
             "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
@@ -185,6 +193,8 @@ class Broker:
         }
         # Extra environment for the process, e.g. STROM_FAILPOINTS.
         self.env: dict[str, str] = {}
+        # The process's open files limit, soft and hard (None: inherited).
+        self.nofile: int | None = None
         self._process: subprocess.Popen | None = None
         self._exit_expected = False
         self._starts = 0
@@ -203,6 +213,8 @@ class Broker:
         args = [str(strom_binary()), "server"]
         for key, value in self.overrides.items():
             args += ["--override", f"{key}={value}"]
+        if self.nofile is not None:
+            args = [sys.executable, "-c", _WITH_NOFILE, str(self.nofile), *args]
         return args
 
     def alive(self) -> bool:
@@ -636,6 +648,20 @@ def watermarks_confluent(bootstrap: str, topic: str, partitions: Iterable[int]) 
         consumer.close()
 
 
+def high_watermarks(
+    bootstrap: str, partitions: list[tuple[str, int]], isolation: str, timeout_s: float = 60.0
+) -> dict[tuple[str, int], int]:
+    """The end offset ListOffsets gives the isolation level: the LSO for read_committed."""
+    consumer = confluent_consumer(bootstrap, **{"isolation.level": isolation})
+    try:
+        return {
+            (t, p): consumer.get_watermark_offsets(TopicPartition(t, p), timeout=timeout_s, cached=False)[1]
+            for t, p in partitions
+        }
+    finally:
+        consumer.close()
+
+
 # ---------------------------------------------------------------- kafka-python
 
 
@@ -696,20 +722,26 @@ def consume_kafka_python(
         partitions = [KTopicPartition(topic, p) for p in end_offsets]
         consumer.assign(partitions)
         consumer.seek_to_beginning(*partitions)
-
-        def position(p):
-            return got[p][-1].offset + 1 if got[p] else 0
-
-        deadline = time.monotonic() + timeout_s
-        while any(position(p) < end for p, end in end_offsets.items()):
-            if time.monotonic() >= deadline:
-                progress = {p: (position(p), end) for p, end in end_offsets.items()}
-                raise AssertionError(f"consumer stalled; (position, end) per partition: {progress}")
-            for tp, batch in consumer.poll(timeout_ms=500, max_records=10_000).items():
-                got[tp.partition].extend(InRecord.from_kafka_python(rec) for rec in batch)
+        poll_kafka_python(consumer, got, end_offsets, timeout_s)
     finally:
         consumer.close(timeout_ms=5_000)
     return got
+
+
+def poll_kafka_python(consumer, got: dict[int, list[InRecord]], end_offsets: dict[int, int], timeout_s: float) -> None:
+    """Poll an assigned kafka-python consumer until every partition's records in
+    `got[p]` reach `end_offsets[p]`, appending what arrives."""
+
+    def position(p):
+        return got[p][-1].offset + 1 if got[p] else 0
+
+    deadline = time.monotonic() + timeout_s
+    while any(position(p) < end for p, end in end_offsets.items()):
+        if time.monotonic() >= deadline:
+            progress = {p: (position(p), end) for p, end in end_offsets.items()}
+            raise AssertionError(f"kafka-python stalled; (position, end) per partition: {progress}")
+        for tp, batch in consumer.poll(timeout_ms=500, max_records=10_000).items():
+            got[tp.partition].extend(InRecord.from_kafka_python(rec) for rec in batch)
 
 
 def group_by_partition(items: Iterable, partition_of: Callable = lambda item: item.partition) -> dict[int, list]:
@@ -717,3 +749,38 @@ def group_by_partition(items: Iterable, partition_of: Callable = lambda item: it
     for item in items:
         grouped[partition_of(item)].append(item)
     return dict(grouped)
+
+
+# ---------------------------------------------------------------- the strom tools
+
+CLI_TIMEOUT_S = 90.0
+
+
+def strom(*args: str, stdin: str | None = None, timeout_s: float = CLI_TIMEOUT_S) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(strom_binary()), *args], input=stdin, capture_output=True, text=True, timeout=timeout_s
+    )
+
+
+def strom_ok(*args: str, stdin: str | None = None) -> str:
+    done = strom(*args, stdin=stdin)
+    assert done.returncode == 0, f"strom {' '.join(args)} exited {done.returncode}: {done.stderr}"
+    return done.stdout
+
+
+def admin_cli(broker: Broker, command: str, *args: str) -> subprocess.CompletedProcess:
+    """A tool such as `strom topics` run against `broker`."""
+    return strom(command, "--bootstrap-server", broker.bootstrap, *args)
+
+
+def admin_ok(broker: Broker, command: str, *args: str) -> str:
+    return strom_ok(command, "--bootstrap-server", broker.bootstrap, *args)
+
+
+def assert_one_line_error(done: subprocess.CompletedProcess, *fragments: str) -> None:
+    """A tool failed with one line on stderr holding every fragment."""
+    assert done.returncode != 0, done.stdout
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]

@@ -16,9 +16,11 @@ from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartiti
 from confluent_kafka.admin import ConfigResource
 
 from harness import (
-    ADMIN_TIMEOUT_S,
     OutRecord,
+    admin_cli,
     admin_client,
+    admin_ok,
+    assert_one_line_error,
     confluent_producer,
     create_topic,
     produce_confluent,
@@ -26,7 +28,6 @@ from harness import (
     wait_until,
     watermarks_confluent,
 )
-from test_client_cli import strom, strom_ok
 import wire
 
 TOPIC = "orders"
@@ -36,24 +37,8 @@ RECORDS_PER_PARTITION = 10
 BASE_TIMESTAMP_MS = 1_700_000_000_000
 
 
-def admin_cli(broker, command: str, *args: str):
-    return strom(command, "--bootstrap-server", broker.bootstrap, *args)
-
-
-def admin_ok(broker, command: str, *args: str) -> str:
-    return strom_ok(command, "--bootstrap-server", broker.bootstrap, *args)
-
-
 def admin_json(broker, command: str, *args: str):
     return json.loads(admin_ok(broker, command, *args, "--format", "json"))
-
-
-def assert_one_line_error(done, *fragments: str) -> None:
-    assert done.returncode != 0, done.stdout
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1, done.stderr
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
 
 
 def fill_topic(broker, topic: str = TOPIC) -> None:

@@ -16,13 +16,17 @@ from confluent_kafka.admin import ConfigResource
 
 from harness import (
     ADMIN_TIMEOUT_S,
+    CLI_TIMEOUT_S,
     OutRecord,
+    admin_cli,
     admin_client,
     confluent_producer,
     consume_confluent,
     create_topic,
     produce_confluent,
+    strom,
     strom_binary,
+    strom_ok,
     topic_names,
     topic_partitions,
     wait_future,
@@ -30,23 +34,8 @@ from harness import (
     watermarks_confluent,
 )
 
-CLI_TIMEOUT_S = 60
-
-
-def strom(*args: str, stdin: str | None = None, timeout_s: float = CLI_TIMEOUT_S) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(strom_binary()), *args], input=stdin, capture_output=True, text=True, timeout=timeout_s
-    )
-
-
-def strom_ok(*args: str, stdin: str | None = None) -> str:
-    done = strom(*args, stdin=stdin)
-    assert done.returncode == 0, f"strom {' '.join(args)} exited {done.returncode}: {done.stderr}"
-    return done.stdout
-
-
 def topics(broker, *args: str) -> subprocess.CompletedProcess:
-    return strom("topics", "--bootstrap-server", broker.bootstrap, *args)
+    return admin_cli(broker, "topics", *args)
 
 
 # ---------------------------------------------------------------- strom topics

@@ -32,26 +32,13 @@ from harness import (
     now_ms,
     produce_confluent,
     produce_kafka_python,
+    strom,
     strom_binary,
+    strom_ok,
     wait_future,
     wait_until,
     watermarks_confluent,
 )
-
-CLI_TIMEOUT_S = 90
-
-
-def strom(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(strom_binary()), *args], input=stdin, capture_output=True, text=True, timeout=CLI_TIMEOUT_S
-    )
-
-
-def strom_ok(*args: str, stdin: str | None = None) -> str:
-    done = strom(*args, stdin=stdin)
-    assert done.returncode == 0, f"strom {' '.join(args)} exited {done.returncode}: {done.stderr}"
-    return done.stdout
-
 
 def consume_json(broker, topic: str, *args: str) -> list[dict]:
     out = strom_ok("consume", "--bootstrap-server", broker.bootstrap, "--topic", topic, "--format", "json", *args)

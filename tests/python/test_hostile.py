@@ -6,36 +6,68 @@ not leak memory or connections, and keeps serving well-behaved clients.
 from __future__ import annotations
 
 import random
+import select
 import struct
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from confluent_kafka import TopicPartition
+from confluent_kafka import KafkaError, TopicPartition
 
+import wire
 from harness import (
+    admin_client,
     confluent_consumer,
     confluent_producer,
     create_topic,
+    future_error,
+    high_watermarks,
+    new_topic,
+    now_ms,
+    produce_one_confluent,
+    topic_names,
     wait_until,
 )
 from wire import (
     API_VERSIONS,
+    FETCH_SESSION_ID_NOT_FOUND,
+    INITIAL_EPOCH,
+    KAFKA_STORAGE_ERROR,
     METADATA,
+    NO_SESSION,
+    NONE,
+    UNKNOWN_TOPIC_OR_PARTITION,
     UNSUPPORTED_VERSION,
+    BatchRecord,
+    Connection,
+    FetchPartition,
     api_versions,
     api_versions_request,
     connect,
     drain,
+    encode_record_batch,
     exchange,
+    fetch,
+    fetch_request,
     frame,
+    init_producer_id,
+    init_producer_id_request,
     int32,
+    list_transactions,
+    offset_for_leader_epoch,
     parse_api_versions,
+    parse_fetch_response,
+    parse_init_producer_id,
+    parse_produce_response,
+    produce,
+    produce_request,
     request,
     request_header,
     send,
     split_frames,
+    transactional_batch,
+    transactional_produce,
     uvarint,
 )
 
@@ -338,25 +370,6 @@ def test_storm_with_well_behaved_client(broker):
 # ones only by Kafka's eviction rule; fetch.max.bytes caps every response, and
 # copied responses go out in small steps to clients that never read.
 
-import select  # noqa: E402
-
-from harness import now_ms  # noqa: E402
-from wire import (  # noqa: E402
-    FETCH_SESSION_ID_NOT_FOUND,
-    INITIAL_EPOCH,
-    NO_SESSION,
-    NONE,
-    UNKNOWN_TOPIC_OR_PARTITION,
-    BatchRecord,
-    Connection,
-    FetchPartition,
-    encode_record_batch,
-    fetch,
-    fetch_request,
-    parse_fetch_response,
-    produce,
-)
-
 SESSION_FETCH_VERSION = 12
 ALL_BYTES = 0x7FFFFFFF
 
@@ -477,18 +490,12 @@ def test_copied_responses_to_clients_that_never_read_hold_no_memory(broker_facto
 
 # ---------------------------------------------------------------- partitions beyond the open files limit
 
-from test_topic_crashes import limited_broker  # noqa: E402,F401  (a fixture)
 
-
-def test_partitions_beyond_the_open_files_limit_are_refused_before_any_is_made(limited_broker):
+def test_partitions_beyond_the_open_files_limit_are_refused_before_any_is_made(broker_factory):
     """Each partition holds a descriptor: a request for more than the limit
     leaves room for is refused whole (POLICY_VIOLATION), makes no directory,
     and leaves the broker serving and restartable."""
-    from confluent_kafka import KafkaError
-
-    from harness import admin_client, confluent_producer, future_error, new_topic, produce_one_confluent, topic_names
-
-    broker = limited_broker(600, {"log.segment.open.files.max": 16})
+    broker = broker_factory({"log.segment.open.files.max": 16}, nofile=600)
     admin = admin_client(broker.bootstrap)
     assert future_error(admin.create_topics([new_topic("first", partitions=300)])["first"]) is None
     for validate_only in (True, False):
@@ -511,8 +518,6 @@ def test_partitions_beyond_the_open_files_limit_are_refused_before_any_is_made(l
 # A small zstd batch can hold hundreds of thousands of keyless records; on a
 # compacted topic each is refused, but the response names only the first
 # thousand (KIP-467 record errors) and counts the rest.
-
-import wire  # noqa: E402
 
 NAMED_RECORD_ERRORS_MAX = 1000
 
@@ -542,9 +547,6 @@ PATTERN_IDS = 200
 def test_transactional_id_patterns_cannot_crash_or_stall_the_broker(broker):
     """A 40 KB pattern of `.?` or `a*` atoms once overflowed a worker's stack
     (SIGABRT); patterns are now compiled by a linear-time engine within bounds."""
-    from test_transactions import list_transactions
-    from wire import init_producer_id
-
     ids = [f"hostile-{i:03d}" for i in range(PATTERN_IDS)]
     for transactional_id in ids:
         assert init_producer_id(broker.port, 4, transactional_id=transactional_id).error_code == 0
@@ -572,27 +574,10 @@ INVALID_RECORD = 87
 INVALID_TXN_STATE = 48
 
 
-def transactional_batch(producer_id: int, epoch: int, value: bytes) -> bytes:
-    """One record of a transactional producer, sequence 0, stamped now."""
-    import crc32c
-
-    from harness import now_ms
-    from wire import BatchRecord, encode_record_batch
-
-    record = BatchRecord(None, value, timestamp_ms=now_ms())
-    batch = bytearray(encode_record_batch([record], producer_id=producer_id, producer_epoch=epoch, base_sequence=0))
-    batch[22] |= 0x10  # the transactional attribute
-    batch[17:21] = crc32c.crc32c(bytes(batch[21:])).to_bytes(4, "big")
-    return bytes(batch)
-
-
 def test_a_transaction_nobody_added_cannot_stall_read_committed_consumers(broker):
     """A transactional batch behind a plain one in the same record set, from a
     producer that never called AddPartitionsToTxn, once opened a transaction
     no marker would ever end: the last stable offset stuck, across restarts."""
-    from test_transactions import high_watermarks, transactional_produce
-    from wire import NONE, BatchRecord, encode_record_batch, init_producer_id
-
     create_topic(broker.bootstrap, "mixed")
     init = init_producer_id(broker.port, 4, transactional_id="mixed-tx")
     plain = encode_record_batch([BatchRecord(None, b"plain")])
@@ -612,8 +597,6 @@ def test_a_transaction_nobody_added_cannot_stall_read_committed_consumers(broker
 # ---------------------------------------------------------------- OffsetForLeaderEpoch with extreme values
 # Epochs and partitions at the ends of their range, and one request naming
 # many partitions, are answered per partition; nothing panics.
-
-from test_leader_epochs import offset_for_leader_epoch  # noqa: E402
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 
@@ -636,40 +619,33 @@ def test_offset_for_leader_epoch_with_extreme_values_is_answered_per_partition(b
     assert_healthy(broker)
 
 
-# ---- A slow disk stalls no connection -----------------------------------------
+# ---------------------------------------------------------------- a slow disk stalls no connection
 # Every fsync waits off the runtime's workers and the periodic duties run on
 # the blocking pool. The broker runs here with one runtime worker and every
 # fsync made slow (a debug-build hook): a sync that held the worker would
 # keep every other connection unanswered until the disk was done.
-
-import select  # noqa: E402
-
-from wire import init_producer_id_request, parse_init_producer_id  # noqa: E402
 
 SLOW_FSYNC_MS = 2000
 SLOW_DISK_START_TIMEOUT_S = 30.0
 
 
 @pytest.fixture
-def slow_disk_broker(tmp_path, monkeypatch):
-    from harness import Broker
-
+def slow_disk_broker(broker_factory, monkeypatch):
     monkeypatch.setenv("STROM_TEST_FSYNC_DELAY_MS", str(SLOW_FSYNC_MS))
     monkeypatch.setenv("TOKIO_WORKER_THREADS", "1")
     brokers = []
 
     def start(overrides: dict[str, str] | None = None):
-        broker = Broker(tmp_path / f"slow{len(brokers)}", overrides)
+        broker = broker_factory(overrides, start_timeout_s=SLOW_DISK_START_TIMEOUT_S)
         brokers.append(broker)
-        broker.start(timeout_s=SLOW_DISK_START_TIMEOUT_S)
         return broker
 
     yield start
-    # A clean shutdown fsyncs every checkpoint: slow here, and not under test.
+    # A clean shutdown fsyncs every checkpoint: slow here, and not under test. This
+    # runs before broker_factory's teardown, which still fails a broker that died on its own.
     for broker in brokers:
         if broker.alive():
             broker.kill9()
-        broker.close()
 
 
 def answered_api_versions(port: int) -> bool:
@@ -703,19 +679,11 @@ def test_a_slow_checkpoint_leaves_other_connections_answered(slow_disk_broker):
     assert broker.alive()
 
 
-# ---- A panic while a partition's log is locked --------------------------------
+# ---------------------------------------------------------------- a panic while a partition's log is locked
 # A bug that panics mid-append (played by a debug-build hook) takes that one
 # partition offline with KAFKA_STORAGE_ERROR, as a failed disk does: later
 # requests are answered, not dropped, other partitions serve on, and a
 # restart recovers it.
-
-from wire import (  # noqa: E402
-    KAFKA_STORAGE_ERROR,
-    BatchRecord,
-    encode_record_batch,
-    parse_produce_response,
-    produce_request,
-)
 
 
 def produce_reaction(port: int, topic: str, correlation_id: int):

@@ -13,43 +13,13 @@ import pytest
 import wire
 from confluent_kafka import KafkaError, TopicPartition
 from harness import confluent_consumer, confluent_producer, create_topic, free_port, produce_one_confluent, wait_until
+from wire import OFFSET_FOR_LEADER_EPOCH, offset_for_leader_epoch
 
-OFFSET_FOR_LEADER_EPOCH = 23
 FENCED_LEADER_EPOCH = 74
 UNKNOWN_LEADER_EPOCH = 75
 RECORDS = 10
-CONSUMER_REPLICA_ID = -1
 FOLLOWER_REPLICA_ID = 1
 CHECKPOINT_FILE = "leader-epoch-checkpoint"
-
-
-def offset_for_leader_epoch(port: int, version: int, topic: str, partitions, replica_id: int = CONSUMER_REPLICA_ID):
-    """One round trip; `partitions` holds (partition, current_leader_epoch,
-    leader_epoch). Returns {partition: (error, leader_epoch, end_offset)}."""
-    flexible = version >= 4
-    w = wire.Writer(flexible)
-    if version >= 3:
-        w.int32(replica_id)
-    w.length(1).string(topic).length(len(partitions))
-    for partition, current_leader_epoch, leader_epoch in partitions:
-        w.int32(partition).int32(current_leader_epoch).int32(leader_epoch).tagged_fields()
-    w.tagged_fields().tagged_fields()
-    payload = wire.call(port, wire.request(OFFSET_FOR_LEADER_EPOCH, version, 23, w.build(), flexible=flexible))
-    r = wire.Reader(payload, flexible)
-    assert r.int32() == 23
-    r.tagged_fields()
-    r.int32()  # throttle
-    answers = {}
-    for _ in range(r.length()):
-        assert r.string() == topic
-        for _ in range(r.length()):
-            error, partition, leader_epoch, end_offset = r.int16(), r.int32(), r.int32(), r.int64()
-            r.tagged_fields()
-            answers[partition] = (error, leader_epoch, end_offset)
-        r.tagged_fields()
-    r.tagged_fields()
-    r.assert_at_end("OffsetForLeaderEpoch")
-    return answers
 
 
 @pytest.fixture

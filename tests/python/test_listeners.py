@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 import wire
-from harness import Broker, admin_client, create_topic, free_port, strom_binary, wait_future
+from harness import admin_client, create_topic, free_port, strom_binary, wait_future
 
 FIND_COORDINATOR = 10
 
@@ -69,24 +69,6 @@ def test_tools_refuse_a_security_protocol_they_cannot_honour(broker, tmp_path, p
     assert f"security.protocol={protocol}" in lines[0]
 
 
-@pytest.fixture
-def listeners_broker(request, tmp_path):
-    """Starts a broker with the given listener settings, waiting on `port`."""
-    brokers: list[Broker] = []
-    request.node.strom_brokers = brokers
-
-    def start(port: int, overrides: dict[str, str]) -> Broker:
-        broker = Broker(tmp_path / f"broker{len(brokers)}", overrides)
-        broker.port = port
-        brokers.append(broker)
-        broker.start()
-        return broker
-
-    yield start
-    for broker in brokers:
-        broker.close()
-
-
 def find_coordinator(port: int, group: str) -> tuple[int, str, int]:
     """FindCoordinator v1 for a group: (error code, host, port)."""
     body = wire.Writer(flexible=False).nullable_string(group).int8(0).build()
@@ -102,16 +84,16 @@ def find_coordinator(port: int, group: str) -> tuple[int, str, int]:
     return error, reader.string(), reader.int32()
 
 
-def test_each_listener_is_answered_with_its_own_advertised_endpoint(listeners_broker):
+def test_each_listener_is_answered_with_its_own_advertised_endpoint(broker_factory):
     internal, external = free_port(), free_port()
     # Different advertised hosts tell the answers apart; both resolve here.
-    listeners_broker(
-        internal,
+    broker_factory(
         {
             "listeners": f"INTERNAL://127.0.0.1:{internal},EXTERNAL://127.0.0.1:{external}",
             "advertised.listeners": f"INTERNAL://127.0.0.1:{internal},EXTERNAL://localhost:{external}",
             "listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT",
         },
+        port=internal,
     )
     create_topic(f"127.0.0.1:{internal}", "both-sides")
     for port, host in [(internal, "127.0.0.1"), (external, "localhost")]:
@@ -123,15 +105,15 @@ def test_each_listener_is_answered_with_its_own_advertised_endpoint(listeners_br
         assert find_coordinator(port, "a-group") == (0, host, port), "FindCoordinator"
 
 
-def test_a_listener_that_is_not_advertised_sends_clients_nowhere(listeners_broker):
+def test_a_listener_that_is_not_advertised_sends_clients_nowhere(broker_factory):
     public, hidden = free_port(), free_port()
-    listeners_broker(
-        public,
+    broker_factory(
         {
             "listeners": f"PLAINTEXT://127.0.0.1:{public},HIDDEN://127.0.0.1:{hidden}",
             "advertised.listeners": f"PLAINTEXT://127.0.0.1:{public}",
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,HIDDEN:PLAINTEXT",
         },
+        port=public,
     )
     error, _, port = find_coordinator(hidden, "a-group")
     assert (error, port) == (15, -1), "COORDINATOR_NOT_AVAILABLE"

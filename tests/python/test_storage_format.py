@@ -12,15 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import Broker, admin_client, create_topic, free_port, strom_binary, topic_names
+from harness import Broker, admin_client, create_topic, free_port, strom, topic_names
 
 TOOL_TIMEOUT_S = 30
-
-
-def strom(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(strom_binary()), *args], capture_output=True, text=True, timeout=TOOL_TIMEOUT_S
-    )
 
 
 def random_uuid() -> str:
@@ -38,10 +32,11 @@ class KraftNode:
     """A combined broker and controller whose quorum is itself, written as a
     server.properties for the storage tool and run through the harness."""
 
-    def __init__(self, workdir: Path, **extra: str):
+    def __init__(self, broker: Broker, **extra: str):
         controller_port = free_port()
+        workdir = broker.workdir
         self.dirs = [workdir / "data-a", workdir / "data-b"]
-        self.broker = Broker(workdir)
+        self.broker = broker
         self.broker.overrides.update(
             {
                 "process.roles": "broker,controller",
@@ -70,16 +65,11 @@ class KraftNode:
 
 
 @pytest.fixture
-def node(tmp_path):
-    made = []
-
+def node(broker_factory):
     def make(**extra: str) -> KraftNode:
-        made.append(KraftNode(tmp_path / f"node{len(made)}", **extra))
-        return made[-1]
+        return KraftNode(broker_factory(start=False), **extra)
 
-    yield make
-    for each in made:
-        each.broker.close()
+    return make
 
 
 def test_random_uuid_prints_a_kafka_cluster_id():
@@ -198,32 +188,27 @@ def test_a_quorum_of_several_nodes_is_refused_until_clustering_exists(node):
     assert "clustering is not available yet" in kraft.start_refused()
 
 
-def test_the_single_node_default_formats_itself_and_keeps_its_cluster_id(tmp_path):
-    broker = Broker(tmp_path)
-    try:
-        broker.start()
-        meta = read_meta(broker.data_dir)
-        assert (meta["version"], meta["node.id"]) == ("1", "1")
-        cluster_id = admin_client(broker.bootstrap).list_topics(timeout=15).cluster_id
-        assert meta["cluster.id"] == cluster_id
+def test_the_single_node_default_formats_itself_and_keeps_its_cluster_id(broker):
+    meta = read_meta(broker.data_dir)
+    assert (meta["version"], meta["node.id"]) == ("1", "1")
+    cluster_id = admin_client(broker.bootstrap).list_topics(timeout=15).cluster_id
+    assert meta["cluster.id"] == cluster_id
 
-        # A data dir from before meta.properties keeps the id its metadata log holds.
-        broker.stop()
-        (broker.data_dir / "meta.properties").unlink()
-        broker.start()
-        assert read_meta(broker.data_dir)["cluster.id"] == cluster_id
-        assert admin_client(broker.bootstrap).list_topics(timeout=15).cluster_id == cluster_id
+    # A data dir from before meta.properties keeps the id its metadata log holds.
+    broker.stop()
+    (broker.data_dir / "meta.properties").unlink()
+    broker.start()
+    assert read_meta(broker.data_dir)["cluster.id"] == cluster_id
+    assert admin_client(broker.bootstrap).list_topics(timeout=15).cluster_id == cluster_id
 
-        # meta.properties naming another cluster than the metadata log is refused.
-        broker.stop()
-        other = random_uuid()
-        path = broker.data_dir / "meta.properties"
-        path.write_text(path.read_text().replace(cluster_id, other))
-        refused = subprocess.run(broker.command(), capture_output=True, text=True, timeout=TOOL_TIMEOUT_S)
-        assert refused.returncode == 1
-        assert f"belongs to cluster {cluster_id}, but meta.properties names cluster {other}" in refused.stderr
-    finally:
-        broker.close()
+    # meta.properties naming another cluster than the metadata log is refused.
+    broker.stop()
+    other = random_uuid()
+    path = broker.data_dir / "meta.properties"
+    path.write_text(path.read_text().replace(cluster_id, other))
+    refused = subprocess.run(broker.command(), capture_output=True, text=True, timeout=TOOL_TIMEOUT_S)
+    assert refused.returncode == 1
+    assert f"belongs to cluster {cluster_id}, but meta.properties names cluster {other}" in refused.stderr
 
 
 def test_process_roles_without_a_quorum_stop_the_start_naming_the_key(node):

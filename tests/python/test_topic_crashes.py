@@ -9,9 +9,6 @@ are made again, and those the open files limit has no room for stay offline.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 from confluent_kafka import KafkaError
 from confluent_kafka.admin import NewPartitions
@@ -32,43 +29,6 @@ from harness import (
 )
 
 FAILPOINT_WAIT_S = 15.0
-# Sets the open files limit, soft and hard, then becomes the broker.
-_WITH_NOFILE = (
-    "import os, resource, sys; n = int(sys.argv[1]); "
-    "resource.setrlimit(resource.RLIMIT_NOFILE, (n, n)); os.execv(sys.argv[2], sys.argv[2:])"
-)
-
-
-class LimitedBroker(Broker):
-    """A broker whose open files limit is `nofile` (None: inherited)."""
-
-    def __init__(self, workdir: Path, overrides: dict[str, str] | None = None):
-        super().__init__(workdir, overrides)
-        self.nofile: int | None = None
-
-    def command(self) -> list[str]:
-        if self.nofile is None:
-            return super().command()
-        return [sys.executable, "-c", _WITH_NOFILE, str(self.nofile), *super().command()]
-
-
-@pytest.fixture
-def limited_broker(request, tmp_path):
-    """Starts a LimitedBroker with `nofile` and extra config; closed at teardown."""
-    brokers: list[LimitedBroker] = []
-    request.node.strom_brokers = brokers
-
-    def start(nofile: int | None, overrides: dict[str, object] | None = None) -> LimitedBroker:
-        config = {key: str(value) for key, value in (overrides or {}).items()}
-        broker = LimitedBroker(tmp_path / f"limited{len(brokers)}", config)
-        broker.nofile = nofile
-        brokers.append(broker)
-        broker.start()
-        return broker
-
-    yield start
-    for broker in brokers:
-        broker.close()
 
 
 def partition_dirs(broker: Broker, topic: str) -> list[int]:
@@ -185,12 +145,12 @@ def test_partition_dirs_removed_while_down_are_made_again(broker):
     assert outcome.error is None and outcome.offset == 0, outcome
 
 
-def test_start_with_more_partitions_than_open_files_leaves_the_rest_offline(limited_broker):
+def test_start_with_more_partitions_than_open_files_leaves_the_rest_offline(broker_factory):
     """The metadata names 900 partitions with no directory (a crash of an
     older version half way through creating them); 600 descriptors cannot
     open them all. The broker starts anyway, hosts what fits, reports the
     rest offline in one line, and hosts everything once the limit is raised."""
-    broker = limited_broker(None, {"log.segment.open.files.max": 16})
+    broker = broker_factory({"log.segment.open.files.max": 16})
     for topic in ("part-a", "part-b", "part-c"):
         create_topic(broker.bootstrap, topic, partitions=300)
     broker.stop()
@@ -224,12 +184,12 @@ def test_start_with_more_partitions_than_open_files_leaves_the_rest_offline(limi
     assert sum(len(partition_dirs(broker, t)) for t in ("part-a", "part-b", "part-c")) == 900
 
 
-def test_start_with_more_partition_logs_than_open_files_opens_the_rest_later(limited_broker):
+def test_start_with_more_partition_logs_than_open_files_opens_the_rest_later(broker_factory):
     """900 partition logs on disk, 600 descriptors: the broker starts and
     serves the logs it could open; the others open, records and all, once
     the limit is raised, and a topic deleted meanwhile takes its unopened
     logs along."""
-    broker = limited_broker(None, {"log.segment.open.files.max": 16})
+    broker = broker_factory({"log.segment.open.files.max": 16})
     topics = ("part-a", "part-b", "part-c")
     producer = confluent_producer(broker.bootstrap)
     for topic in topics:

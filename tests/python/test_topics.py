@@ -10,6 +10,7 @@ from confluent_kafka import KafkaError, TopicCollection
 
 from harness import (
     ADMIN_TIMEOUT_S,
+    admin_cli,
     admin_client,
     confluent_consumer,
     confluent_producer,
@@ -245,8 +246,6 @@ def test_internal_topics_are_neither_deleted_nor_grown(broker):
     from confluent_kafka import TopicPartition
     from confluent_kafka.admin import NewPartitions
 
-    from test_client_cli import topics
-
     create_topic(broker.bootstrap, "orders")
     consumer = confluent_consumer(broker.bootstrap, **{"group.id": "billing"})
     try:
@@ -265,7 +264,7 @@ def test_internal_topics_are_neither_deleted_nor_grown(broker):
         assert_error(future_error(grown), KafkaError.TOPIC_EXCEPTION)
         assert len(topic_partitions(admin, internal)) == 50
 
-    done = topics(broker, "--delete", "--topic", "__consumer_offsets")
+    done = admin_cli(broker, "topics", "--delete", "--topic", "__consumer_offsets")
     assert done.returncode != 0, done.stdout
     [line] = done.stderr.strip().splitlines()
     assert "internal topic '__consumer_offsets' cannot be deleted" in line, line

@@ -23,11 +23,12 @@ from harness import (
     admin_client,
     confluent_producer,
     create_topic,
+    high_watermarks,
     produce_confluent,
     topic_partitions,
     wait_until,
 )
-from wire import NONE, Reader, Writer, call, request, response_reader
+from wire import NONE, Reader, Writer, call, list_transactions, request, response_reader, transactional_produce
 
 SENTINEL = b"END"
 TIMEOUT_S = 60
@@ -36,9 +37,6 @@ ADD_PARTITIONS_TO_TXN = 24
 END_TXN = 26
 DESCRIBE_PRODUCERS = 61
 DESCRIBE_TRANSACTIONS = 65
-LIST_TRANSACTIONS = 66
-wire.FIRST_FLEXIBLE_VERSION.update({ADD_PARTITIONS_TO_TXN: 3, END_TXN: 3, DESCRIBE_PRODUCERS: 0,
-                                    DESCRIBE_TRANSACTIONS: 0, LIST_TRANSACTIONS: 0})
 
 INVALID_TXN_STATE = 48
 INVALID_PRODUCER_ID_MAPPING = 49
@@ -96,18 +94,6 @@ def commit_sentinels(bootstrap: str, partitions: list[tuple[str, int]]) -> None:
     for topic, partition in partitions:
         producer.produce(topic, value=SENTINEL, partition=partition)
     producer.commit_transaction(TIMEOUT_S)
-
-
-def high_watermarks(bootstrap: str, partitions: list[tuple[str, int]], isolation: str) -> dict:
-    """The end offset ListOffsets gives the isolation level: the LSO for read_committed."""
-    reader = consumer(bootstrap, isolation)
-    try:
-        return {
-            (t, p): reader.get_watermark_offsets(TopicPartition(t, p), timeout=TIMEOUT_S, cached=False)[1]
-            for t, p in partitions
-        }
-    finally:
-        reader.close()
 
 
 PARTITIONS = [("orders", 0), ("orders", 1), ("audit", 0)]
@@ -454,33 +440,6 @@ def describe_transaction(port: int, transactional_id: str) -> DescribedTxn:
     return states[0]
 
 
-def list_transactions(port: int, states=(), producer_ids=(), pattern: str | None = None):
-    version = 2
-    w = Writer(True)
-    w.length(len(states))
-    for s in states:
-        w.string(s)
-    w.length(len(producer_ids))
-    for p in producer_ids:
-        w.int64(p)
-    w.int64(-1).nullable_string(pattern).tagged_fields()
-    payload = call(port, request(LIST_TRANSACTIONS, version, 6, w.build()))
-    _, r = response_reader(payload, LIST_TRANSACTIONS, version)
-    r.int32()
-    error = r.int16()
-    unknown = [r.string() for _ in range(r.length())]
-
-    def entry(r: Reader):
-        listed = (r.string(), r.int64(), r.string())
-        r.tagged_fields()
-        return listed
-
-    listed = r.array(entry)
-    r.tagged_fields()
-    r.assert_at_end("ListTransactions")
-    return error, unknown, listed
-
-
 def describe_producers(port: int, topic: str, partition: int):
     w = Writer(True)
     w.length(1).string(topic).length(1).int32(partition).tagged_fields().tagged_fields()
@@ -607,14 +566,3 @@ def test_admin_views_and_coordinator_errors(broker):
     assert describe_transaction(broker.port, "wire-tx").state == "CompleteCommit"
     index, error, _, producers = describe_producers(broker.port, "orders", 1)
     assert [(p[0], p[5]) for p in producers] == [(pid, -1)], "the marker closed the transaction"
-
-
-def transactional_produce(port: int, transactional_id: str, topic: str, partition: int, records: bytes) -> int:
-    version = 9
-    w = Writer(wire.is_flexible(wire.PRODUCE, version))
-    w.nullable_string(transactional_id).int16(-1).int32(30_000)
-    w.length(1).string(topic).length(1).int32(partition).nullable_bytes(records).tagged_fields().tagged_fields()
-    w.tagged_fields()
-    payload = call(port, request(wire.PRODUCE, version, 10, w.build()))
-    response = wire.parse_produce_response(payload, version)
-    return response.topics[0][1][0].error_code

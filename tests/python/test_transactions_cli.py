@@ -10,11 +10,18 @@ from __future__ import annotations
 
 from confluent_kafka import OFFSET_BEGINNING, Producer, TopicPartition
 
-from harness import confluent_producer, create_topic, wait_until
-from test_admin_cli import admin_cli, admin_ok, assert_one_line_error
-from test_hostile import transactional_batch
-from test_transactions import consumer, high_watermarks, transactional_produce
+from harness import (
+    admin_cli,
+    admin_ok,
+    assert_one_line_error,
+    confluent_consumer,
+    confluent_producer,
+    create_topic,
+    high_watermarks,
+    wait_until,
+)
 import wire
+from wire import transactional_batch, transactional_produce
 
 TIMEOUT_S = 60
 
@@ -116,7 +123,7 @@ def test_find_hanging_and_abort_free_read_committed_consumers(broker_factory):
     assert hanging("--topic", "orders") == []
     # The abort markers sit at offset 2: the stable offset passes them.
     assert high_watermarks(broker.bootstrap, partitions, "read_committed") == {tp: 3 for tp in partitions}
-    reader = consumer(broker.bootstrap, "read_committed")
+    reader = confluent_consumer(broker.bootstrap, **{"isolation.level": "read_committed"})
     try:
         reader.assign([TopicPartition("orders", p, OFFSET_BEGINNING) for p in (0, 1)])
         values: list[bytes] = []

@@ -74,6 +74,8 @@ FINAL_EPOCH = -1
 
 # First flexible version of each API Strom serves; earlier versions use request header v1.
 FIRST_FLEXIBLE_VERSION = {0: 9, 1: 12, 2: 6, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 14: 4, 18: 3, 19: 5, 20: 4, 22: 2, 60: 0}
+# AddPartitionsToTxn, EndTxn, DescribeProducers, DescribeTransactions, ListTransactions.
+FIRST_FLEXIBLE_VERSION.update({24: 3, 26: 3, 61: 0, 65: 0, 66: 0})
 
 
 def int16(value: int) -> bytes:
@@ -1492,3 +1494,93 @@ def list_offsets_v5(
             found[index] = (error, offset)
     r.assert_at_end("ListOffsets v5")
     return found
+
+
+# ---------------------------------------------------------------- OffsetForLeaderEpoch (v2-4)
+
+OFFSET_FOR_LEADER_EPOCH = 23
+CONSUMER_REPLICA_ID = -1
+
+
+def offset_for_leader_epoch(port: int, version: int, topic: str, partitions, replica_id: int = CONSUMER_REPLICA_ID):
+    """One round trip; `partitions` holds (partition, current_leader_epoch,
+    leader_epoch). Returns {partition: (error, leader_epoch, end_offset)}."""
+    flexible = version >= 4
+    w = Writer(flexible)
+    if version >= 3:
+        w.int32(replica_id)
+    w.length(1).string(topic).length(len(partitions))
+    for partition, current_leader_epoch, leader_epoch in partitions:
+        w.int32(partition).int32(current_leader_epoch).int32(leader_epoch).tagged_fields()
+    w.tagged_fields().tagged_fields()
+    payload = call(port, request(OFFSET_FOR_LEADER_EPOCH, version, 23, w.build(), flexible=flexible))
+    r = Reader(payload, flexible)
+    assert r.int32() == 23
+    r.tagged_fields()
+    r.int32()  # throttle
+    answers = {}
+    for _ in range(r.length()):
+        assert r.string() == topic
+        for _ in range(r.length()):
+            error, partition, leader_epoch, end_offset = r.int16(), r.int32(), r.int32(), r.int64()
+            r.tagged_fields()
+            answers[partition] = (error, leader_epoch, end_offset)
+        r.tagged_fields()
+    r.tagged_fields()
+    r.assert_at_end("OffsetForLeaderEpoch")
+    return answers
+
+
+# ---------------------------------------------------------------- transactions (ListTransactions v2, Produce v9)
+
+LIST_TRANSACTIONS = 66
+TRANSACTIONAL_ATTRIBUTE = 0x10
+
+
+def list_transactions(port: int, states=(), producer_ids=(), pattern: str | None = None):
+    """ListTransactions v2: (error code, unknown state filters, [(transactional id, producer id, state)])."""
+    version = 2
+    w = Writer(True)
+    w.length(len(states))
+    for s in states:
+        w.string(s)
+    w.length(len(producer_ids))
+    for p in producer_ids:
+        w.int64(p)
+    w.int64(-1).nullable_string(pattern).tagged_fields()
+    payload = call(port, request(LIST_TRANSACTIONS, version, 6, w.build()))
+    _, r = response_reader(payload, LIST_TRANSACTIONS, version)
+    r.int32()
+    error = r.int16()
+    unknown = [r.string() for _ in range(r.length())]
+
+    def entry(r: Reader):
+        listed = (r.string(), r.int64(), r.string())
+        r.tagged_fields()
+        return listed
+
+    listed = r.array(entry)
+    r.tagged_fields()
+    r.assert_at_end("ListTransactions")
+    return error, unknown, listed
+
+
+def transactional_batch(producer_id: int, epoch: int, value: bytes) -> bytes:
+    """One record of a transactional producer, sequence 0, stamped now."""
+    record = BatchRecord(None, value, timestamp_ms=time.time_ns() // 1_000_000)
+    batch = bytearray(encode_record_batch([record], producer_id=producer_id, producer_epoch=epoch, base_sequence=0))
+    batch[22] |= TRANSACTIONAL_ATTRIBUTE  # the low byte of the attributes (int16 at 21)
+    batch[17:21] = crc32c.crc32c(bytes(batch[21:])).to_bytes(4, "big")
+    return bytes(batch)
+
+
+def transactional_produce(port: int, transactional_id: str, topic: str, partition: int, records: bytes) -> int:
+    """Produce v9 of `records` to one partition as `transactional_id`: the partition's error code."""
+    version = 9
+    w = Writer(is_flexible(PRODUCE, version))
+    w.nullable_string(transactional_id).int16(-1).int32(30_000)
+    w.length(1).string(topic).length(1).int32(partition).nullable_bytes(records).tagged_fields().tagged_fields()
+    w.tagged_fields()
+    payload = call(port, request(PRODUCE, version, 10, w.build()))
+    response = parse_produce_response(payload, version)
+    return response.topics[0][1][0].error_code
