@@ -392,3 +392,138 @@ fn metadata_topic_id_is_kafkas() {
     // `AAAAAAAAAAAAAAAAAAAAAQ` in unpadded base64: fifteen zero bytes, then 1.
     assert_eq!(METADATA_TOPIC_ID.as_bytes(), &[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
 }
+
+fn one_of_each_request() -> Vec<Body> {
+    vec![
+        Body::VoteRequest {
+            replica_epoch: 2,
+            candidate_id: 1,
+            last_position: OffsetAndEpoch::new(5, 1),
+            pre_vote: false,
+        },
+        Body::BeginQuorumEpochRequest { leader_epoch: 2, leader_id: 1 },
+        Body::EndQuorumEpochRequest { leader_epoch: 2, leader_id: 1, preferred_successors: vec![3, 2] },
+        Body::FetchRequest {
+            replica_id: 3,
+            current_leader_epoch: 2,
+            fetch_offset: 5,
+            last_fetched_epoch: 1,
+            max_wait_ms: 500,
+        },
+        Body::FetchSnapshotRequest {
+            replica_id: 3,
+            current_leader_epoch: 2,
+            snapshot_id: OffsetAndEpoch::new(5, 1),
+            position: 0,
+            max_bytes: 1024,
+        },
+    ]
+}
+
+fn one_of_each_response() -> Vec<Body> {
+    vec![
+        Body::VoteResponse { error: ErrorCode::None, leader_epoch: 2, leader_id: None, vote_granted: true },
+        Body::BeginQuorumEpochResponse { error: ErrorCode::None, leader_epoch: 2, leader_id: Some(1) },
+        Body::EndQuorumEpochResponse { error: ErrorCode::None, leader_epoch: 2, leader_id: Some(1) },
+        Body::FetchResponse {
+            error: ErrorCode::None,
+            leader_epoch: 2,
+            leader_id: Some(1),
+            high_watermark: None,
+            diverging_epoch: Some(OffsetAndEpoch::new(4, 1)),
+            snapshot_id: None,
+            batches: Vec::new(),
+        },
+        Body::FetchSnapshotResponse {
+            error: ErrorCode::None,
+            leader_epoch: 2,
+            leader_id: Some(1),
+            snapshot_id: OffsetAndEpoch::new(5, 1),
+            size: 10,
+            position: 0,
+            bytes: Bytes::from_static(b"chunk"),
+        },
+    ]
+}
+
+/// Moves the request's only partition to partition 1.
+fn move_request_partition(request: &mut WireRequest) {
+    match request {
+        WireRequest::Vote(m) => m.topics[0].partitions[0].partition_index = 1,
+        WireRequest::BeginQuorumEpoch(m) => m.topics[0].partitions[0].partition_index = 1,
+        WireRequest::EndQuorumEpoch(m) => m.topics[0].partitions[0].partition_index = 1,
+        WireRequest::Fetch(m) => m.topics[0].partitions[0].partition = 1,
+        WireRequest::FetchSnapshot(m) => m.topics[0].partitions[0].partition = 1,
+    }
+}
+
+/// Drops the response's only topic.
+fn drop_response_topic(response: &mut WireResponse) {
+    match response {
+        WireResponse::Vote(m) => m.topics.clear(),
+        WireResponse::BeginQuorumEpoch(m) => m.topics.clear(),
+        WireResponse::EndQuorumEpoch(m) => m.topics.clear(),
+        WireResponse::Fetch(m) => m.responses.clear(),
+        WireResponse::FetchSnapshot(m) => m.topics.clear(),
+    }
+}
+
+/// Moves the response's only partition to partition 1.
+fn move_response_partition(response: &mut WireResponse) {
+    match response {
+        WireResponse::Vote(m) => m.topics[0].partitions[0].partition_index = 1,
+        WireResponse::BeginQuorumEpoch(m) => m.topics[0].partitions[0].partition_index = 1,
+        WireResponse::EndQuorumEpoch(m) => m.topics[0].partitions[0].partition_index = 1,
+        WireResponse::Fetch(m) => m.responses[0].partitions[0].partition_index = 1,
+        WireResponse::FetchSnapshot(m) => m.topics[0].partitions[0].index = 1,
+    }
+}
+
+#[test]
+fn every_request_names_exactly_our_partition() {
+    for body in one_of_each_request() {
+        let version = *supported_versions(&body).end();
+        let mut wire = request_to_wire(&body, CLUSTER, 2, version).unwrap();
+        assert_eq!(request_from_wire(&wire, CLUSTER, version).as_ref(), Ok(&body));
+        move_request_partition(&mut wire);
+        assert_eq!(request_from_wire(&wire, CLUSTER, version), Err(WireError::WrongPartition), "{body:?}");
+    }
+}
+
+#[test]
+fn every_response_names_exactly_our_partition() {
+    for body in one_of_each_response() {
+        let version = *supported_versions(&body).end();
+        let wire = response_to_wire(&body, version, &TestCodec).unwrap();
+        assert_eq!(response_from_wire(&wire, version, &TestCodec).as_ref(), Ok(&body));
+        for mutate in [drop_response_topic, move_response_partition] {
+            let mut broken = wire.clone();
+            mutate(&mut broken);
+            assert_eq!(
+                response_from_wire(&broken, version, &TestCodec),
+                Err(WireError::WrongPartition),
+                "{body:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn every_message_refuses_versions_outside_its_range() {
+    for body in one_of_each_request() {
+        let beyond = supported_versions(&body).end() + 1;
+        assert!(matches!(
+            request_to_wire(&body, CLUSTER, 2, beyond),
+            Err(WireError::UnsupportedVersion { .. })
+        ));
+        assert_eq!(response_to_wire(&body, beyond - 1, &TestCodec), Err(WireError::WrongDirection));
+    }
+    for body in one_of_each_response() {
+        let beyond = supported_versions(&body).end() + 1;
+        assert!(matches!(
+            response_to_wire(&body, beyond, &TestCodec),
+            Err(WireError::UnsupportedVersion { .. })
+        ));
+        assert_eq!(request_to_wire(&body, CLUSTER, 2, beyond - 1), Err(WireError::WrongDirection));
+    }
+}
