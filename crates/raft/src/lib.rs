@@ -33,8 +33,10 @@
 //! - [`message`]: the KRaft requests and responses. They are an internal
 //!   enum that maps 1:1 onto `kafka-protocol`'s `VoteRequest`,
 //!   `BeginQuorumEpochRequest`, `EndQuorumEpochRequest`, `FetchRequest`,
-//!   `FetchSnapshotRequest` and their responses: the driver converts and checks cluster id, topic and
-//!   partition, so the core stays free of wire nesting and versions.
+//!   `FetchSnapshotRequest` and their responses, so the core stays free of
+//!   wire nesting and versions.
+//! - [`wire`]: that mapping, both ways, at the versions Kafka 4.1 speaks;
+//!   reading checks version, cluster id, topic and partition.
 //! - [`config`]: [`QuorumConfig`], `controller.quorum.*` with Kafka's defaults.
 //! - [`rng`]: a seeded SplitMix64 for election jitter.
 //! - `sim` (tests only): the seeded simulation and Kafka's invariants.
@@ -106,6 +108,7 @@ pub mod snapshot;
 pub mod state;
 #[cfg(test)]
 mod tests;
+pub mod wire;
 
 /// A node's `node.id`.
 pub type NodeId = i32;

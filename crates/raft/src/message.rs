@@ -4,10 +4,10 @@
 //! schemas (`VoteRequest`, `BeginQuorumEpochRequest`, `EndQuorumEpochRequest`,
 //! `FetchRequest`, KIP-630's `FetchSnapshotRequest` and their responses,
 //! single partition `__cluster_metadata`)
-//! that the protocol logic reads. The driver maps them 1:1 onto
+//! that the protocol logic reads. [`crate::wire`] maps them 1:1 onto
 //! `kafka-protocol`'s structs; keeping that mapping out of the core keeps the
-//! core free of topic/partition nesting, cluster ids and versions, which the
-//! driver validates before a message gets here. KIP-853's directory ids and
+//! core free of topic/partition nesting, cluster ids and versions, which are
+//! checked there before a message gets here. KIP-853's directory ids and
 //! endpoints are the fields still to add.
 
 use bytes::Bytes;
@@ -49,6 +49,22 @@ impl ErrorCode {
             ErrorCode::SnapshotNotFound => 98,
             ErrorCode::PositionOutOfRange => 99,
         }
+    }
+
+    /// The code read off the wire, if the quorum knows it.
+    pub fn from_code(code: i16) -> Option<Self> {
+        [
+            ErrorCode::None,
+            ErrorCode::NotLeaderOrFollower,
+            ErrorCode::InvalidRequest,
+            ErrorCode::FencedLeaderEpoch,
+            ErrorCode::UnknownLeaderEpoch,
+            ErrorCode::InconsistentVoterSet,
+            ErrorCode::SnapshotNotFound,
+            ErrorCode::PositionOutOfRange,
+        ]
+        .into_iter()
+        .find(|error| error.code() == code)
     }
 }
 
