@@ -235,6 +235,13 @@ impl Controller {
         self.image.read().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
+    /// The metadata log's end offset: one past its last record. Every
+    /// record is fsync'd before it is applied, so on a single node this is
+    /// also the high watermark.
+    pub fn log_end_offset(&self) -> i64 {
+        self.log.lock().unwrap_or_else(PoisonError::into_inner).log_end_offset()
+    }
+
     /// Creates a topic on this node, or only checks that it could be created.
     pub fn create_topic(&self, topic: NewTopic, validate_only: bool) -> Result<TopicImage, MetadataError> {
         self.create_topic_with_logs(topic, validate_only, &NoLogs)
