@@ -11,7 +11,7 @@ import uuid
 import pytest
 
 import wire
-from harness import create_topic, now_ms
+from harness import admin_ok, create_topic, now_ms
 from test_storage_format import KraftNode, random_uuid, read_meta
 
 METADATA = "__cluster_metadata"
@@ -94,3 +94,41 @@ def test_anything_but_the_metadata_partition_is_unknown(broker, topics):
     answered = {name: [(p.partition_index, p.error_code) for p in partitions] for name, partitions in response.topics}
     expected = {name: [(p, wire.UNKNOWN_TOPIC_OR_PARTITION) for p in partitions] for name, partitions in topics.items()}
     assert answered == expected
+
+
+# ---------------------------------------------------------------- strom cluster --quorum
+
+
+def test_cluster_quorum_prints_kafka_metadata_quorum_status(kraft):
+    create_topic(kraft.broker.bootstrap, "status")
+    high_watermark = only_partition(wire.describe_quorum(kraft.broker.port)).high_watermark
+    cluster_id = read_meta(kraft.dirs[0])["cluster.id"]
+    directory_id = read_meta(kraft.dirs[0])["directory.id"]
+    endpoint = f"CONTROLLER://127.0.0.1:{controller_port(kraft)}"
+    assert admin_ok(kraft.broker, "cluster", "--quorum").splitlines() == [
+        f"ClusterId:              {cluster_id}",
+        "LeaderId:               1",
+        "LeaderEpoch:            0",
+        f"HighWatermark:          {high_watermark}",
+        "MaxFollowerLag:         0",
+        "MaxFollowerLagTimeMs:   0",
+        f'CurrentVoters:          [{{"id": 1, "directoryId": "{directory_id}", "endpoints": ["{endpoint}"]}}]',
+        "CurrentObservers:       []",
+    ]
+
+
+def test_cluster_quorum_replication_prints_kafka_metadata_quorum_table(kraft):
+    directory_id = read_meta(kraft.dirs[0])["directory.id"]
+    before = now_ms()
+    header, *rows = admin_ok(kraft.broker, "cluster", "--quorum", "--replication").splitlines()
+    after = now_ms()
+    columns = ["NodeId", "DirectoryId", "LogEndOffset", "Lag", "LastFetchTimestamp", "LastCaughtUpTimestamp", "Status"]
+    assert header.split() == columns
+    assert header.endswith("\t"), "every cell is followed by a tab, as Kafka's table prints"
+    [row] = rows
+    node_id, directory, log_end_offset, lag, fetched, caught_up, status = row.split()
+    assert (node_id, directory, lag, status) == ("1", directory_id, "0", "Leader")
+    assert int(log_end_offset) > 0
+    assert before <= int(fetched) <= after and before <= int(caught_up) <= after
+    # Columns line up: each cell is padded to its column's width.
+    assert [len(cell) for cell in row.split("\t")[:-1]] == [len(cell) for cell in header.split("\t")[:-1]]
