@@ -10,6 +10,7 @@ use kafka_protocol::messages::describe_quorum_response::{
     Listener, Node, PartitionData, ReplicaState, TopicData,
 };
 use kafka_protocol::messages::{BrokerId, DescribeQuorumRequest, DescribeQuorumResponse};
+use strom_metadata::controller::METADATA_LEADER_EPOCH;
 use uuid::Uuid;
 
 use super::str_bytes;
@@ -18,10 +19,6 @@ use crate::meta_properties::{parse_uuid, MetaProperties, META_PROPERTIES};
 
 const METADATA_TOPIC: &str = "__cluster_metadata";
 const METADATA_PARTITION: i32 = 0;
-
-/// The metadata log's epoch. Its batches are written with partition leader
-/// epoch 0 and no election ever raises it, so the single node leads epoch 0.
-const LEADER_EPOCH: i32 = 0;
 
 pub fn describe(ctx: &RequestContext<'_>, request: DescribeQuorumRequest) -> DescribeQuorumResponse {
     if !asks_for_the_metadata_partition(&request) {
@@ -43,7 +40,7 @@ pub fn describe(ctx: &RequestContext<'_>, request: DescribeQuorumRequest) -> Des
     let partition = PartitionData::default()
         .with_partition_index(METADATA_PARTITION)
         .with_leader_id(BrokerId(node_id))
-        .with_leader_epoch(LEADER_EPOCH)
+        .with_leader_epoch(METADATA_LEADER_EPOCH)
         .with_high_watermark(end_offset)
         .with_current_voters(vec![voter]);
     let topic = TopicData::default()
