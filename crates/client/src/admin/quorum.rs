@@ -119,3 +119,44 @@ fn endpoints(listeners: &[describe_quorum_response::Listener]) -> Vec<QuorumEndp
         .map(|l| QuorumEndpoint { name: l.name.to_string(), host: l.host.to_string(), port: l.port })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use kafka_protocol::messages::describe_quorum_response::{
+        PartitionData as AnsweredPartition, TopicData as AnsweredTopic,
+    };
+    use kafka_protocol::messages::{BrokerId, DescribeQuorumResponse};
+
+    use super::*;
+
+    fn answer(topic: &str, partition: AnsweredPartition) -> DescribeQuorumResponse {
+        DescribeQuorumResponse::default().with_topics(vec![AnsweredTopic::default()
+            .with_topic_name(topic_name(topic))
+            .with_partitions(vec![partition])])
+    }
+
+    #[test]
+    fn a_partition_error_is_the_operations_error() {
+        let refused = AnsweredPartition::default().with_error_code(3);
+        let error = quorum_info(answer(METADATA_TOPIC, refused)).unwrap_err();
+        assert!(matches!(error, Error::Kafka { code, .. } if code.code() == 3), "{error}");
+    }
+
+    #[test]
+    fn an_answer_for_another_topic_is_refused() {
+        let error = quorum_info(answer("other", AnsweredPartition::default())).unwrap_err();
+        assert!(matches!(error, Error::Protocol { .. }), "{error}");
+    }
+
+    #[test]
+    fn unknown_timestamps_are_none() {
+        let voter = ReplicaState::default().with_replica_id(BrokerId(1)).with_log_end_offset(5);
+        let partition = AnsweredPartition::default()
+            .with_leader_id(BrokerId(1))
+            .with_high_watermark(5)
+            .with_current_voters(vec![voter]);
+        let info = quorum_info(answer(METADATA_TOPIC, partition)).unwrap();
+        assert_eq!(info.voters[0].last_fetch_timestamp, None);
+        assert_eq!((info.leader_id, info.high_watermark, info.voters[0].log_end_offset), (1, 5, 5));
+    }
+}
