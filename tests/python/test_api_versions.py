@@ -45,6 +45,7 @@ KAFKA_41 = {
     42: ("DeleteGroups", 0, 2),
     44: ("IncrementalAlterConfigs", 0, 1),
     47: ("OffsetDelete", 0, 0),
+    55: ("DescribeQuorum", 0, 2),
     60: ("DescribeCluster", 0, 2),
     61: ("DescribeProducers", 0, 0),
     65: ("DescribeTransactions", 0, 0),
@@ -61,7 +62,7 @@ OMITTED = {
     },
     "one node, no replication or quorum yet": {
         34: "AlterReplicaLogDirs", 43: "ElectLeaders",
-        45: "AlterPartitionReassignments", 46: "ListPartitionReassignments", 55: "DescribeQuorum",
+        45: "AlterPartitionReassignments", 46: "ListPartitionReassignments",
         57: "UpdateFeatures", 64: "UnregisterBroker", 80: "AddRaftVoter", 81: "RemoveRaftVoter",
     },
     "no quotas yet": {48: "DescribeClientQuotas", 49: "AlterClientQuotas"},

@@ -76,6 +76,8 @@ FINAL_EPOCH = -1
 FIRST_FLEXIBLE_VERSION = {0: 9, 1: 12, 2: 6, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 14: 4, 18: 3, 19: 5, 20: 4, 22: 2, 60: 0}
 # AddPartitionsToTxn, EndTxn, DescribeProducers, DescribeTransactions, ListTransactions.
 FIRST_FLEXIBLE_VERSION.update({24: 3, 26: 3, 61: 0, 65: 0, 66: 0})
+DESCRIBE_QUORUM = 55
+FIRST_FLEXIBLE_VERSION[DESCRIBE_QUORUM] = 0
 
 
 def int16(value: int) -> bytes:
@@ -1584,3 +1586,93 @@ def transactional_produce(port: int, transactional_id: str, topic: str, partitio
     payload = call(port, request(PRODUCE, version, 10, w.build()))
     response = parse_produce_response(payload, version)
     return response.topics[0][1][0].error_code
+
+
+# ---------------------------------------------------------------- DescribeQuorum (v0-2)
+
+
+class QuorumReplica(NamedTuple):
+    replica_id: int
+    directory_id: uuid.UUID | None  # v2
+    log_end_offset: int
+    last_fetch_timestamp: int | None  # v1+
+    last_caught_up_timestamp: int | None  # v1+
+
+
+class QuorumPartition(NamedTuple):
+    partition_index: int
+    error_code: int
+    error_message: str | None  # v2
+    leader_id: int
+    leader_epoch: int
+    high_watermark: int
+    voters: list[QuorumReplica]
+    observers: list[QuorumReplica]
+
+
+class DescribeQuorumResponse(NamedTuple):
+    error_code: int
+    error_message: str | None  # v2
+    topics: list[tuple[str, list[QuorumPartition]]]
+    nodes: list[tuple[int, list[tuple[str, str, int]]]]  # v2: id, [(listener, host, port)]
+
+
+def describe_quorum_request(correlation_id: int, version: int, topics: dict[str, Sequence[int]]) -> bytes:
+    w = Writer(flexible=True)
+    w.length(len(topics))
+    for name, partitions in topics.items():
+        w.string(name).length(len(partitions))
+        for partition in partitions:
+            w.int32(partition).tagged_fields()
+        w.tagged_fields()
+    w.tagged_fields()
+    return request(DESCRIBE_QUORUM, version, correlation_id, w.build())
+
+
+def parse_describe_quorum(payload: bytes, version: int) -> DescribeQuorumResponse:
+    _, r = response_reader(payload, DESCRIBE_QUORUM, version)
+    error_code = r.int16()
+    error_message = r.nullable_string() if version >= 2 else None
+
+    def replica(r: Reader) -> QuorumReplica:
+        replica_id = r.int32()
+        directory_id = r.uuid() if version >= 2 else None
+        log_end_offset = r.int64()
+        fetched, caught_up = (r.int64(), r.int64()) if version >= 1 else (None, None)
+        r.tagged_fields()
+        return QuorumReplica(replica_id, directory_id, log_end_offset, fetched, caught_up)
+
+    def partition(r: Reader) -> QuorumPartition:
+        index, code = r.int32(), r.int16()
+        message = r.nullable_string() if version >= 2 else None
+        leader_id, leader_epoch, high_watermark = r.int32(), r.int32(), r.int64()
+        entry = QuorumPartition(index, code, message, leader_id, leader_epoch, high_watermark, r.array(replica), r.array(replica))
+        r.tagged_fields()
+        return entry
+
+    def topic(r: Reader):
+        entry = (r.string(), r.array(partition))
+        r.tagged_fields()
+        return entry
+
+    def listener(r: Reader):
+        entry = (r.string(), r.string(), r.take(">H"))
+        r.tagged_fields()
+        return entry
+
+    def node(r: Reader):
+        entry = (r.int32(), r.array(listener))
+        r.tagged_fields()
+        return entry
+
+    topics = r.array(topic)
+    nodes = r.array(node) if version >= 2 else []
+    r.tagged_fields()
+    r.assert_at_end(f"DescribeQuorum v{version}")
+    return DescribeQuorumResponse(error_code, error_message, topics, nodes)
+
+
+def describe_quorum(port: int, version: int = 2, topics: dict[str, Sequence[int]] | None = None) -> DescribeQuorumResponse:
+    """DescribeQuorum of `topics` (by default `__cluster_metadata`-0) on a fresh connection."""
+    topics = {"__cluster_metadata": [0]} if topics is None else topics
+    return parse_describe_quorum(call(port, describe_quorum_request(7, version, topics)), version)

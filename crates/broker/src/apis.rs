@@ -102,6 +102,7 @@ served_apis! {
     DeleteRecords(DeleteRecordsRequest) 0..=2 => call handlers::delete_records::handle;
     CreatePartitions(CreatePartitionsRequest) 0..=3 => call handlers::topics::create_partitions;
     DescribeCluster(DescribeClusterRequest) 0..=2 => call handlers::cluster::describe;
+    DescribeQuorum(DescribeQuorumRequest) 0..=2 => call handlers::quorum::describe;
     FindCoordinator(FindCoordinatorRequest) 0..=6 => call handlers::groups::find_coordinator;
     JoinGroup(JoinGroupRequest) 0..=9 => await handlers::groups::join;
     SyncGroup(SyncGroupRequest) 0..=5 => await handlers::groups::sync;

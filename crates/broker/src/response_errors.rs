@@ -102,6 +102,17 @@ impl ResponseErrors for MetadataResponse {
     }
 }
 
+impl ResponseErrors for DescribeQuorumResponse {
+    fn visit_errors(&self, visit: &mut dyn FnMut(&dyn Display, i16)) {
+        visit(&"", self.error_code);
+        for topic in &self.topics {
+            for p in &topic.partitions {
+                visit(&format_args!("{}-{}", topic.topic_name.0, p.partition_index), p.error_code);
+            }
+        }
+    }
+}
+
 impl ResponseErrors for ListOffsetsResponse {
     fn visit_errors(&self, visit: &mut dyn FnMut(&dyn Display, i16)) {
         for topic in &self.topics {

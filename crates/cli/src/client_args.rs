@@ -125,3 +125,18 @@ pub fn property_flag(properties: &Properties, key: &str, default: bool) -> anyho
         Some(v) => anyhow::bail!("--property {key}={v} is not true or false"),
     }
 }
+
+/// Kafka's `prettyPrintTable`: each column as wide as its widest cell,
+/// every cell followed by a tab.
+pub fn print_table(headers: &[&str], rows: Vec<Vec<String>>) {
+    let widths: Vec<usize> = (0..headers.len())
+        .map(|i| column_width(headers[i].len(), rows.iter().map(|row| row[i].as_str())))
+        .collect();
+    let line = |cells: Vec<&str>| {
+        cells.iter().zip(&widths).map(|(cell, width)| pad(cell, *width) + "\t").collect::<String>()
+    };
+    println!("{}", line(headers.to_vec()));
+    for row in &rows {
+        println!("{}", line(row.iter().map(String::as_str).collect()));
+    }
+}

@@ -1,23 +1,32 @@
 //! `strom cluster`: the cluster id, the controller and the brokers; with
 //! `--api-versions`, each broker's API version ranges as
-//! `kafka-broker-api-versions.sh` prints them.
+//! `kafka-broker-api-versions.sh` prints them; with `--quorum`, the metadata
+//! quorum as `kafka-metadata-quorum.sh describe --status` (or, with
+//! `--replication`, `describe --replication`) prints it.
 
 use kafka_protocol::messages::ApiKey;
 use kafka_protocol::protocol::VersionRange;
 use serde_json::{json, Value};
-use strom_client::admin::ClusterDescription;
+use strom_client::admin::{ClusterDescription, QuorumInfo, QuorumReplica};
 use strom_client::cluster::BrokerInfo;
 use strom_client::{Admin, ClientConfig};
 
-use crate::client_args::{print_json, runtime, ConnectArgs, Format};
+use crate::client_args::{print_json, print_table, runtime, ConnectArgs, Format};
+use crate::topics::kafka_uuid;
 
 #[derive(clap::Args, Debug)]
 pub struct ClusterArgs {
     #[command(flatten)]
     connect: ConnectArgs,
     /// Print each broker's API versions instead.
-    #[arg(long = "api-versions")]
+    #[arg(long = "api-versions", conflicts_with = "quorum")]
     api_versions: bool,
+    /// Print the metadata quorum's status instead.
+    #[arg(long)]
+    quorum: bool,
+    /// With --quorum: each voter's and observer's replication state.
+    #[arg(long, requires = "quorum")]
+    replication: bool,
     /// Output: text or JSON.
     #[arg(long, value_enum, default_value_t)]
     format: Format,
@@ -31,6 +40,14 @@ pub fn run(args: ClusterArgs) -> anyhow::Result<()> {
         cluster.brokers.sort_by_key(|b| b.node_id);
         if args.api_versions {
             api_versions(&admin, &cluster, args.format).await
+        } else if args.quorum {
+            let quorum = admin.describe_quorum().await?;
+            match (args.format, args.replication) {
+                (Format::Json, _) => print_json(&quorum_json(&cluster, &quorum)),
+                (Format::Text, false) => quorum_status(&cluster, &quorum)?,
+                (Format::Text, true) => quorum_replication(&quorum)?,
+            }
+            Ok(())
         } else {
             describe(&cluster, args.format);
             Ok(())
@@ -59,6 +76,117 @@ fn describe(cluster: &ClusterDescription, format: Format) {
     for broker in &cluster.brokers {
         println!("Broker: {}\tAddress: {}\tRack: {}", broker.node_id, broker.addr(), rack(broker));
     }
+}
+
+/// The leader's own entry among the voters; a leader that is no voter is
+/// an answer Kafka's tool cannot print either.
+fn quorum_leader(quorum: &QuorumInfo) -> anyhow::Result<&QuorumReplica> {
+    let leader = quorum.voters.iter().find(|v| v.replica_id == quorum.leader_id);
+    leader.ok_or_else(|| anyhow::anyhow!("the quorum leader {} is not among its voters", quorum.leader_id))
+}
+
+/// `{"id": 1, "directoryId": "…", "endpoints": ["CONTROLLER://host:port"]}`
+/// per replica, in brackets, as `kafka-metadata-quorum.sh` prints them.
+fn replica_list(quorum: &QuorumInfo, replicas: &[QuorumReplica]) -> String {
+    let entry = |r: &QuorumReplica| {
+        let directory = match r.directory_id.is_nil() {
+            true => "null".to_owned(),
+            false => format!("\"{}\"", kafka_uuid(r.directory_id.as_bytes())),
+        };
+        let endpoints =
+            quorum.nodes.get(&r.replica_id).filter(|e| !e.is_empty()).map_or_else(String::new, |e| {
+                let quoted: Vec<String> = e.iter().map(|e| format!("\"{e}\"")).collect();
+                format!(", \"endpoints\": [{}]", quoted.join(", "))
+            });
+        format!("{{\"id\": {}, \"directoryId\": {directory}{endpoints}}}", r.replica_id)
+    };
+    format!("[{}]", replicas.iter().map(entry).collect::<Vec<_>>().join(", "))
+}
+
+fn quorum_status(cluster: &ClusterDescription, quorum: &QuorumInfo) -> anyhow::Result<()> {
+    let leader = quorum_leader(quorum)?;
+    // The voter furthest behind; the leader itself when none is behind it.
+    let slowest = quorum.voters.iter().min_by_key(|v| v.log_end_offset).unwrap_or(leader);
+    let lag_time_ms = if slowest == leader {
+        0
+    } else {
+        match (leader.last_caught_up_timestamp, slowest.last_caught_up_timestamp) {
+            (Some(leader), Some(slowest)) => leader - slowest,
+            _ => -1,
+        }
+    };
+    let fields = [
+        ("ClusterId", cluster.cluster_id.clone().unwrap_or_else(|| "null".to_owned())),
+        ("LeaderId", quorum.leader_id.to_string()),
+        ("LeaderEpoch", quorum.leader_epoch.to_string()),
+        ("HighWatermark", quorum.high_watermark.to_string()),
+        ("MaxFollowerLag", (leader.log_end_offset - slowest.log_end_offset).to_string()),
+        ("MaxFollowerLagTimeMs", lag_time_ms.to_string()),
+        ("CurrentVoters", replica_list(quorum, &quorum.voters)),
+        ("CurrentObservers", replica_list(quorum, &quorum.observers)),
+    ];
+    for (name, value) in fields {
+        println!("{:<24}{value}", format!("{name}:"));
+    }
+    Ok(())
+}
+
+fn quorum_replication(quorum: &QuorumInfo) -> anyhow::Result<()> {
+    let leader = quorum_leader(quorum)?;
+    let followers = quorum.voters.iter().filter(|v| v.replica_id != quorum.leader_id);
+    let roles = std::iter::once((leader, "Leader"))
+        .chain(followers.map(|f| (f, "Follower")))
+        .chain(quorum.observers.iter().map(|o| (o, "Observer")));
+    let timestamp = |t: Option<i64>| t.unwrap_or(-1).to_string();
+    let rows = roles
+        .map(|(r, status)| {
+            vec![
+                r.replica_id.to_string(),
+                kafka_uuid(r.directory_id.as_bytes()),
+                r.log_end_offset.to_string(),
+                (leader.log_end_offset - r.log_end_offset).to_string(),
+                timestamp(r.last_fetch_timestamp),
+                timestamp(r.last_caught_up_timestamp),
+                status.to_owned(),
+            ]
+        })
+        .collect();
+    let headers = [
+        "NodeId",
+        "DirectoryId",
+        "LogEndOffset",
+        "Lag",
+        "LastFetchTimestamp",
+        "LastCaughtUpTimestamp",
+        "Status",
+    ];
+    print_table(&headers, rows);
+    Ok(())
+}
+
+fn quorum_json(cluster: &ClusterDescription, quorum: &QuorumInfo) -> Value {
+    let replicas = |replicas: &[QuorumReplica]| -> Vec<Value> {
+        replicas
+            .iter()
+            .map(|r| {
+                let endpoints: Vec<String> =
+                    quorum.nodes.get(&r.replica_id).into_iter().flatten().map(ToString::to_string).collect();
+                json!({
+                    "id": r.replica_id,
+                    "directory_id": (!r.directory_id.is_nil()).then(|| kafka_uuid(r.directory_id.as_bytes())),
+                    "log_end_offset": r.log_end_offset,
+                    "last_fetch_timestamp": r.last_fetch_timestamp,
+                    "last_caught_up_timestamp": r.last_caught_up_timestamp,
+                    "endpoints": endpoints,
+                })
+            })
+            .collect()
+    };
+    json!({
+        "cluster_id": cluster.cluster_id, "leader_id": quorum.leader_id, "leader_epoch": quorum.leader_epoch,
+        "high_watermark": quorum.high_watermark, "voters": replicas(&quorum.voters),
+        "observers": replicas(&quorum.observers),
+    })
 }
 
 /// Every API key Kafka's protocol defines, in key order (keys are small:

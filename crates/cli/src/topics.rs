@@ -257,7 +257,7 @@ async fn alter(admin: &Admin, args: &TopicsArgs) -> anyhow::Result<()> {
 }
 
 /// A topic id as Kafka prints it: URL-safe base64 without padding.
-fn kafka_uuid(bytes: &[u8; 16]) -> String {
+pub(crate) fn kafka_uuid(bytes: &[u8; 16]) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     let mut out = String::with_capacity(22);
     for chunk in bytes.chunks(3) {

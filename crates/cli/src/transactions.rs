@@ -16,7 +16,7 @@ use anyhow::{bail, Context};
 use strom_client::admin::{AbortTransactionSpec, ListTransactionsFilter, ProducerState};
 use strom_client::{Admin, ClientConfig, KafkaCode};
 
-use crate::client_args::{column_width, pad, runtime, ConnectArgs};
+use crate::client_args::{print_table, runtime, ConnectArgs};
 
 /// DescribeProducers asks for at most this many partitions at once, as Kafka's tool.
 const FIND_HANGING_BATCH: usize = 500;
@@ -402,19 +402,4 @@ async fn spec_at_offset(
         producer_epoch: i16::try_from(producer.producer_epoch).context("producer epoch out of range")?,
         coordinator_epoch: producer.coordinator_epoch.max(0),
     })
-}
-
-/// Kafka's `prettyPrintTable`: each column as wide as its widest cell,
-/// every cell followed by a tab.
-fn print_table(headers: &[&str], rows: Vec<Vec<String>>) {
-    let widths: Vec<usize> = (0..headers.len())
-        .map(|i| column_width(headers[i].len(), rows.iter().map(|row| row[i].as_str())))
-        .collect();
-    let line = |cells: Vec<&str>| {
-        cells.iter().zip(&widths).map(|(cell, width)| pad(cell, *width) + "\t").collect::<String>()
-    };
-    println!("{}", line(headers.to_vec()));
-    for row in &rows {
-        println!("{}", line(row.iter().map(String::as_str).collect()));
-    }
 }

@@ -20,6 +20,9 @@ use crate::topic_config::{validate_dynamic_broker_config, validate_topic_config}
 
 /// The metadata log's partition directory, as Kafka names it.
 pub const METADATA_LOG_DIR: &str = "__cluster_metadata-0";
+/// The leader epoch the metadata log's batches carry. A single node is
+/// its own quorum and holds no elections, so the epoch never rises.
+pub const METADATA_LEADER_EPOCH: i32 = 0;
 const MAX_TOPIC_NAME_LEN: usize = 249;
 /// The most partitions one request may create unless configured otherwise
 /// (`controller.max.partitions.per.request`): Kafka's bound on the records of
@@ -233,6 +236,13 @@ impl Controller {
     /// The current image; cheap to take and consistent for as long as it is held.
     pub fn image(&self) -> Arc<MetadataImage> {
         self.image.read().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// The metadata log's end offset: one past its last record. Every
+    /// record is fsync'd before it is applied, so on a single node this is
+    /// also the high watermark.
+    pub fn log_end_offset(&self) -> i64 {
+        self.log.lock().unwrap_or_else(PoisonError::into_inner).log_end_offset()
     }
 
     /// Creates a topic on this node, or only checks that it could be created.
@@ -487,7 +497,7 @@ impl Controller {
     ) -> Result<Arc<MetadataImage>, MetadataError> {
         let batch = encode_batch(&records);
         let now = strom_storage::now_ms();
-        let info = log.append(&batch, 0, now)?;
+        let info = log.append(&batch, METADATA_LEADER_EPOCH, now)?;
         log.flush(now)?;
         let mut next = (*self.image()).clone();
         records.into_iter().for_each(|r| next.apply(r));

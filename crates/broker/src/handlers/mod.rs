@@ -15,6 +15,7 @@ pub mod log_dirs;
 pub mod metadata;
 pub mod offsets;
 pub mod produce;
+pub mod quorum;
 pub mod topics;
 pub mod transactions;
 

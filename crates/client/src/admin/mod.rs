@@ -8,9 +8,10 @@
 //! failures (no broker, timeout) are the outer `Result`. Retriable failures
 //! are retried up to `default.api.timeout.ms` after refreshing metadata.
 //! Consumer-group administration lives in [`groups`], transactions in
-//! [`transactions`].
+//! [`transactions`], the metadata quorum in [`quorum`].
 
 pub(crate) mod groups;
+pub(crate) mod quorum;
 pub(crate) mod transactions;
 
 use std::collections::BTreeMap;
@@ -179,6 +180,7 @@ pub struct Admin {
 }
 
 pub use groups::{GroupDescription, GroupMember, ListedGroup, MemberDescription};
+pub use quorum::{QuorumEndpoint, QuorumInfo, QuorumReplica, METADATA_TOPIC};
 pub use transactions::{
     AbortTransactionSpec, ListTransactionsFilter, ProducerState, TransactionDescription, TransactionListing,
 };
