@@ -100,6 +100,26 @@ def test_properties_file_with_unknown_key_starts_and_stops_on_sigint(tmp_path):
 
 # ---------------------------------------------------------------- Java properties syntax
 
+def serve_until_accepting_then_interrupt(args: list[str], cwd: Path, port: int) -> None:
+    """Runs `strom ARGS` in `cwd` (log in cwd/broker.log) until it accepts on
+    `port`, then stops it with SIGINT, which must end it cleanly."""
+    log = open(cwd / "broker.log", "w")
+    proc = subprocess.Popen([str(strom_binary()), *args], cwd=cwd, stderr=log, stdout=log)
+    try:
+
+        def accepting():
+            assert proc.poll() is None, (cwd / "broker.log").read_text()
+            with socket.socket() as s:
+                return s.connect_ex(("127.0.0.1", port)) == 0
+
+        wait_until(accepting, 10, "broker accepting connections")
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=15) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
 
 def test_properties_file_in_java_syntax_space_separators_and_continuations(tmp_path):
     port = free_port()
@@ -111,22 +131,7 @@ def test_properties_file_in_java_syntax_space_separators_and_continuations(tmp_p
         f"    {tmp_path}/b\n"
         "num.partitions : 2\n"
     )
-    log = open(tmp_path / "broker.log", "w")
-    proc = subprocess.Popen([str(strom_binary()), "server", str(props)], cwd=tmp_path, stderr=log, stdout=log)
-    try:
-
-        def accepting():
-            assert proc.poll() is None, (tmp_path / "broker.log").read_text()
-            with socket.socket() as s:
-                return s.connect_ex(("127.0.0.1", port)) == 0
-
-        wait_until(accepting, 10, "broker accepting connections on the file's listener")
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=15) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    serve_until_accepting_then_interrupt(["server", str(props)], tmp_path, port)
     assert (tmp_path / "a" / ".kafka_cleanshutdown").exists() and (tmp_path / "b").is_dir()
     assert "ignoring unknown configuration key" not in (tmp_path / "broker.log").read_text()
 
@@ -135,25 +140,8 @@ def test_example_config_file_starts_a_broker(tmp_path):
     """config/server.properties as shipped (only the port moved, as the README shows)."""
     port = free_port()
     example = Path(__file__).resolve().parents[2] / "config" / "server.properties"
-    log = open(tmp_path / "broker.log", "w")
-    proc = subprocess.Popen(
-        [str(strom_binary()), "server", str(example), "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}"],
-        cwd=tmp_path, stderr=log, stdout=log,
-    )
-    try:
-
-        def accepting():
-            assert proc.poll() is None, (tmp_path / "broker.log").read_text()
-            with socket.socket() as s:
-                return s.connect_ex(("127.0.0.1", port)) == 0
-
-        wait_until(accepting, 10, "broker accepting connections")
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=15) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    args = ["server", str(example), "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}"]
+    serve_until_accepting_then_interrupt(args, tmp_path, port)
     text = (tmp_path / "broker.log").read_text()
     assert "ignoring unknown configuration key" not in text, text
     assert (tmp_path / "strom-data" / ".kafka_cleanshutdown").exists(), "log.dirs is relative to the working directory"
