@@ -35,7 +35,6 @@ pub struct Frame<'a> {
     pub title: &'a str,
     /// The navigation entry to mark: `/`, `/topics`, `/groups` or `/broker`.
     pub section: &'a str,
-    pub csrf: &'a str,
     pub user: &'a str,
     pub notice: Option<&'a str>,
     pub error: Option<&'a str>,

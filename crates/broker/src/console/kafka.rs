@@ -13,7 +13,6 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
-use uuid::Uuid;
 
 use crate::dispatch::RequestContext;
 use crate::handlers::{self, str_bytes, topic_name};
@@ -35,12 +34,26 @@ pub struct Kafka<'a> {
     pub client_host: String,
 }
 
+/// Kafka's name of an error code as its `Errors` enum spells it:
+/// `TOPIC_ALREADY_EXISTS`, `NONE` for 0.
+pub fn error_name(code: i16) -> String {
+    let camel = crate::response_errors::error_name(code);
+    let mut name = String::with_capacity(camel.len() + 8);
+    for (i, c) in camel.chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            name.push('_');
+        }
+        name.push(c.to_ascii_uppercase());
+    }
+    name
+}
+
 /// A Kafka error code with its message, as an admin tool prints it.
 pub fn error_text(code: i16, message: Option<&StrBytes>) -> Option<String> {
     if code == 0 {
         return None;
     }
-    let name = crate::response_errors::error_name(code);
+    let name = error_name(code);
     Some(match message.filter(|m| !m.is_empty()) {
         Some(message) => format!("{name}: {message}"),
         None => {
@@ -350,5 +363,17 @@ fn encode_record(record: TestRecord) -> Bytes {
     buf.freeze()
 }
 
-/// A topic id never matches by accident: Kafka's "no id".
-pub const NO_TOPIC_ID: Uuid = Uuid::nil();
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_read_as_kafkas_enum_names() {
+        assert_eq!(error_name(0), "NONE");
+        assert_eq!(error_name(ResponseError::TopicAlreadyExists.code()), "TOPIC_ALREADY_EXISTS");
+        assert_eq!(error_name(ResponseError::InvalidTopicException.code()), "INVALID_TOPIC_EXCEPTION");
+        let message = str_bytes("it exists");
+        assert_eq!(error_text(36, Some(&message)).unwrap(), "TOPIC_ALREADY_EXISTS: it exists");
+        assert_eq!(error_text(0, Some(&message)), None);
+    }
+}

@@ -50,7 +50,7 @@ fn log_dirs(page: &Page<'_>) -> String {
             let size = |bytes: i64| if bytes < 0 { "-".to_owned() } else { html::bytes(bytes) };
             vec![
                 escape(&dir.log_dir),
-                crate::response_errors::error_name(dir.error_code),
+                crate::console::kafka::error_name(dir.error_code),
                 partitions.to_string(),
                 html::bytes(used),
                 size(dir.usable_bytes),

@@ -46,7 +46,6 @@ impl<'a> Page<'a> {
         let frame = Frame {
             title,
             section,
-            csrf: self.csrf,
             user: self.user,
             notice: Some(self.request.param("notice")),
             error: Some(self.request.param("error")),
@@ -56,7 +55,7 @@ impl<'a> Page<'a> {
 
     /// An action refused: the reason, and the way back.
     pub fn refused(&self, status: u16, section: &str, back: &str, reason: &str) -> Response {
-        let frame = Frame { title: "Not done", section, csrf: self.csrf, user: self.user, notice: None, error: Some(reason) };
+        let frame = Frame { title: "Not done", section, user: self.user, notice: None, error: Some(reason) };
         let body = format!(r#"<p><a href="{}">Back</a></p>"#, html::escape(back));
         Response::html(status, html::page(&frame, &body))
     }
