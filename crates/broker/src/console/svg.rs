@@ -42,6 +42,10 @@ pub fn line_chart(title: &str, unit: &str, series: &[(&str, Vec<Point>)], now_ms
     }
     for (index, (label, points)) in series.iter().enumerate() {
         let _ = write!(svg, r#"<polyline class="s{}" points="{}"><title>{}</title></polyline>"#, index % 4, coordinates(points, top, now_ms), escape(label));
+        // The newest point, visible even while the line has one point only.
+        if let Some((x, y)) = points.last().and_then(|point| position(*point, top, now_ms)) {
+            let _ = write!(svg, r#"<circle class="s{}" cx="{x:.1}" cy="{y:.1}" r="2.5"/>"#, index % 4);
+        }
     }
     svg.push_str("</svg><div class=\"legend\">");
     for (index, (label, points)) in series.iter().enumerate() {
@@ -53,14 +57,22 @@ pub fn line_chart(title: &str, unit: &str, series: &[(&str, Vec<Point>)], now_ms
 }
 
 fn coordinates(points: &[Point], top: f64, now_ms: i64) -> String {
-    let start_ms = now_ms - WINDOW_MS as i64;
     let mut out = String::with_capacity(points.len() * 14);
-    for (at, value) in points.iter().filter(|(at, _)| *at >= start_ms) {
-        let x = LEFT + (at - start_ms) as f64 / WINDOW_MS as f64 * (WIDTH - LEFT);
-        let y = (HEIGHT - BOTTOM) - value / top * (HEIGHT - BOTTOM - TOP);
+    for (x, y) in points.iter().filter_map(|point| position(*point, top, now_ms)) {
         let _ = write!(out, "{x:.1},{y:.1} ");
     }
     out
+}
+
+/// Where a point lands in the plot; `None` when older than the window.
+fn position((at, value): Point, top: f64, now_ms: i64) -> Option<(f64, f64)> {
+    let start_ms = now_ms - WINDOW_MS as i64;
+    if at < start_ms {
+        return None;
+    }
+    let x = LEFT + (at - start_ms) as f64 / WINDOW_MS as f64 * (WIDTH - LEFT);
+    let y = (HEIGHT - BOTTOM) - value / top * (HEIGHT - BOTTOM - TOP);
+    Some((x, y))
 }
 
 /// The smallest of 1, 2 or 5 times a power of ten at or above `value` (1 at least).
