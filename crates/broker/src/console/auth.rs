@@ -35,7 +35,9 @@ impl CredentialStore for ConfiguredUsers {
     fn verify(&self, user: &str, password: &str) -> bool {
         // Every entry is compared, so timing does not tell which users exist.
         self.0.iter().fold(false, |found, (u, p)| {
-            found | (constant_time_eq(u.as_bytes(), user.as_bytes()) & constant_time_eq(p.as_bytes(), password.as_bytes()))
+            found
+                | (constant_time_eq(u.as_bytes(), user.as_bytes())
+                    & constant_time_eq(p.as_bytes(), password.as_bytes()))
         })
     }
 }
@@ -119,7 +121,8 @@ fn decode_base64(text: &str) -> Option<Vec<u8>> {
         _ => None,
     };
     let bytes = text.trim_end_matches('=').as_bytes();
-    if text.len() % 4 != 0 || text.len() - bytes.len() > 2 {
+    let whole_quanta = text.as_bytes().chunks(4).all(|quantum| quantum.len() == 4);
+    if !whole_quanta || text.len() - bytes.len() > 2 {
         return None;
     }
     let mut out = Vec::with_capacity(bytes.len() * 3 / 4);
@@ -157,7 +160,12 @@ mod tests {
     fn basic_auth_accepts_only_configured_credentials() {
         let auth = Auth::Basic(Arc::new(ConfiguredUsers(vec![("alice".into(), "secret".into())])));
         assert_eq!(auth.authenticate(&request("Authorization: Basic YWxpY2U6c2VjcmV0")).unwrap(), "alice");
-        for wrong in ["", "Authorization: Basic YWxpY2U6d3Jvbmc=", "Authorization: Bearer x", "Authorization: Basic ???"] {
+        for wrong in [
+            "",
+            "Authorization: Basic YWxpY2U6d3Jvbmc=",
+            "Authorization: Bearer x",
+            "Authorization: Basic ???",
+        ] {
             let refused = auth.authenticate(&request(wrong)).unwrap_err();
             assert_eq!(refused.status, 401, "{wrong}");
             assert!(refused.headers.iter().any(|(name, _)| *name == "WWW-Authenticate"));

@@ -47,8 +47,10 @@ fn error(key: &str, value: &str, reason: impl Into<String>) -> ConfigError {
 impl ConsoleConfig {
     pub fn parse(provided: &BTreeMap<String, String>) -> Result<Self, ConfigError> {
         let get = |key: &str| provided.get(key).map(|v| v.trim()).filter(|v| !v.is_empty());
-        let listener = get(LISTENER).map(|raw| parse_listener(raw).map_err(|r| error(LISTENER, raw, r))).transpose()?;
-        let users = get(BASIC_USERS).map(parse_users).transpose().map_err(|r| error(BASIC_USERS, "(hidden)", r))?;
+        let listener =
+            get(LISTENER).map(|raw| parse_listener(raw).map_err(|r| error(LISTENER, raw, r))).transpose()?;
+        let users =
+            get(BASIC_USERS).map(parse_users).transpose().map_err(|r| error(BASIC_USERS, "(hidden)", r))?;
         let auth = match (get(AUTH).unwrap_or("none"), users) {
             ("none", _) => Auth::None,
             ("basic", Some(users)) => Auth::Basic(Arc::new(users)),
@@ -57,7 +59,8 @@ impl ConsoleConfig {
         };
         if let (Some(addr), Auth::None) = (listener, &auth) {
             if !addr.ip().is_loopback() {
-                let reason = "console.auth=none is allowed only on a loopback address; set console.auth=basic";
+                let reason =
+                    "console.auth=none is allowed only on a loopback address; set console.auth=basic";
                 return Err(error(LISTENER, &addr.to_string(), reason));
             }
         }
@@ -110,21 +113,33 @@ mod tests {
     fn the_console_is_off_unless_a_listener_is_set() {
         let config = parse(&[]).unwrap();
         assert!(config.listener.is_none() && matches!(config.auth, Auth::None));
-        assert_eq!(parse(&[(LISTENER, "http://127.0.0.1:8080")]).unwrap().listener, Some("127.0.0.1:8080".parse().unwrap()));
-        assert_eq!(parse(&[(LISTENER, "http://[::1]:8080")]).unwrap().listener, Some("[::1]:8080".parse().unwrap()));
+        assert_eq!(
+            parse(&[(LISTENER, "http://127.0.0.1:8080")]).unwrap().listener,
+            Some("127.0.0.1:8080".parse().unwrap())
+        );
+        assert_eq!(
+            parse(&[(LISTENER, "http://[::1]:8080")]).unwrap().listener,
+            Some("[::1]:8080".parse().unwrap())
+        );
     }
 
     #[test]
     fn no_auth_is_refused_off_loopback() {
         let open = parse(&[(LISTENER, "http://0.0.0.0:8080")]).unwrap_err();
         assert_eq!(open.key, LISTENER);
-        let basic = parse(&[(LISTENER, "http://0.0.0.0:8080"), (AUTH, "basic"), (BASIC_USERS, "a:b,c:d")]).unwrap();
+        let basic =
+            parse(&[(LISTENER, "http://0.0.0.0:8080"), (AUTH, "basic"), (BASIC_USERS, "a:b,c:d")]).unwrap();
         assert!(matches!(basic.auth, Auth::Basic(_)));
     }
 
     #[test]
     fn bad_values_name_their_key_and_hide_passwords() {
-        for (key, value) in [(LISTENER, "127.0.0.1:80"), (LISTENER, "http://host.example:80"), (AUTH, "digest"), (SAMPLE_MS, "5")] {
+        for (key, value) in [
+            (LISTENER, "127.0.0.1:80"),
+            (LISTENER, "http://host.example:80"),
+            (AUTH, "digest"),
+            (SAMPLE_MS, "5"),
+        ] {
             assert_eq!(parse(&[(key, value)]).unwrap_err().key, key, "{value}");
         }
         assert_eq!(parse(&[(AUTH, "basic")]).unwrap_err().key, AUTH);

@@ -129,7 +129,12 @@ impl History {
 }
 
 /// Samples until the broker stops.
-pub async fn run_sampler(broker: Arc<Broker>, history: Arc<History>, sample_ms: u64, mut stop: watch::Receiver<bool>) {
+pub async fn run_sampler(
+    broker: Arc<Broker>,
+    history: Arc<History>,
+    sample_ms: u64,
+    mut stop: watch::Receiver<bool>,
+) {
     let mut tick = tokio::time::interval(Duration::from_millis(sample_ms));
     loop {
         tokio::select! {

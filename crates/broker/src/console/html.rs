@@ -42,7 +42,9 @@ pub struct Frame<'a> {
 
 pub fn page(frame: &Frame<'_>, body: &str) -> String {
     let mut nav = String::new();
-    for (path, label) in [("/", "Overview"), ("/topics", "Topics"), ("/groups", "Consumer groups"), ("/broker", "Broker")] {
+    for (path, label) in
+        [("/", "Overview"), ("/topics", "Topics"), ("/groups", "Consumer groups"), ("/broker", "Broker")]
+    {
         let current = if path == frame.section { r#" aria-current="page""# } else { "" };
         let _ = write!(nav, r#"<a href="{path}"{current}>{label}</a>"#);
     }
@@ -181,7 +183,9 @@ pub fn parse_time(text: &str) -> Option<i64> {
     let s = clock_parts.next().unwrap_or(Some(0))?;
     let milli: i64 = format!("{milli:0<3}").get(..3)?.parse().ok()?;
     let valid = (1..=12).contains(&month) && (1..=31).contains(&day) && h < 24 && m < 60 && s < 61;
-    valid.then(|| days_from_civil(year, month, day) * 86_400_000 + h * 3_600_000 + m * 60_000 + s * 1000 + milli)
+    valid.then(|| {
+        days_from_civil(year, month, day) * 86_400_000 + h * 3_600_000 + m * 60_000 + s * 1000 + milli
+    })
 }
 
 // Howard Hinnant's civil calendar algorithms (public domain).
@@ -213,7 +217,10 @@ mod tests {
 
     #[test]
     fn markup_and_quotes_are_escaped() {
-        assert_eq!(escape(r#"<script>"a"&'b'</script>"#), "&lt;script&gt;&quot;a&quot;&amp;&#39;b&#39;&lt;/script&gt;");
+        assert_eq!(
+            escape(r#"<script>"a"&'b'</script>"#),
+            "&lt;script&gt;&quot;a&quot;&amp;&#39;b&#39;&lt;/script&gt;"
+        );
         assert_eq!(href("/topic", &[("name", "a&b\"")]), "/topic?name=a%26b%22");
     }
 

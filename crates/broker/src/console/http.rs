@@ -301,8 +301,13 @@ mod tests {
 
     #[test]
     fn malformed_heads_are_refused() {
-        for head in [&b"GET"[..], b"GET / HTTP/1.1 extra", b"GET nopath HTTP/1.1", b"GET / SPDY", b"GET / HTTP/1.1\r\nno colon"]
-        {
+        for head in [
+            &b"GET"[..],
+            b"GET / HTTP/1.1 extra",
+            b"GET nopath HTTP/1.1",
+            b"GET / SPDY",
+            b"GET / HTTP/1.1\r\nno colon",
+        ] {
             assert!(matches!(parse_head(head), Err(ReadError::Refused(400, _))), "{head:?}");
         }
     }
@@ -323,7 +328,10 @@ mod tests {
         };
         assert_eq!(post(""), Err(ReadError::Refused(411, "a POST needs Content-Length")));
         assert_eq!(post("Content-Length: 12"), Ok(12));
-        assert!(matches!(post(&format!("Content-Length: {}", MAX_BODY_BYTES + 1)), Err(ReadError::Refused(413, _))));
+        assert!(matches!(
+            post(&format!("Content-Length: {}", MAX_BODY_BYTES + 1)),
+            Err(ReadError::Refused(413, _))
+        ));
         assert!(matches!(post("Transfer-Encoding: chunked"), Err(ReadError::Refused(501, _))));
     }
 }

@@ -8,8 +8,8 @@
 //! returns the handler's response.
 
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::indexmap::IndexMap;
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::indexmap::IndexMap;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
@@ -26,6 +26,9 @@ pub const BROKER_RESOURCE: i8 = 4;
 const EARLIEST: i64 = -2;
 const LATEST: i64 = -1;
 const ADMIN_TIMEOUT_MS: i32 = 30_000;
+
+/// A partition by topic name and index.
+pub type Tp = (String, i32);
 
 /// Calls into the handlers on behalf of one console user.
 pub struct Kafka<'a> {
@@ -87,7 +90,8 @@ impl<'a> Kafka<'a> {
     }
 
     pub fn describe_cluster(&self) -> DescribeClusterResponse {
-        let request = DescribeClusterRequest::default().with_endpoint_type(1).with_include_fenced_brokers(true);
+        let request =
+            DescribeClusterRequest::default().with_endpoint_type(1).with_include_fenced_brokers(true);
         handlers::cluster::describe(&self.ctx(ApiKey::DescribeCluster, 2), request)
     }
 
@@ -101,7 +105,10 @@ impl<'a> Kafka<'a> {
     }
 
     pub fn describe_log_dirs(&self) -> DescribeLogDirsResponse {
-        handlers::log_dirs::describe(&self.ctx(ApiKey::DescribeLogDirs, 4), DescribeLogDirsRequest::default().with_topics(None))
+        handlers::log_dirs::describe(
+            &self.ctx(ApiKey::DescribeLogDirs, 4),
+            DescribeLogDirsRequest::default().with_topics(None),
+        )
     }
 
     /// Every config of each resource, with synonyms (they name the sources).
@@ -122,7 +129,7 @@ impl<'a> Kafka<'a> {
     /// The offset of each (topic, partition) at `timestamp` (-2 earliest,
     /// -1 latest, else the first record at or after it); `None` where the
     /// broker answered with an error.
-    pub fn list_offsets(&self, partitions: &[(String, i32)], timestamp: i64) -> Vec<((String, i32), Option<i64>)> {
+    pub fn list_offsets(&self, partitions: &[Tp], timestamp: i64) -> Vec<(Tp, Option<i64>)> {
         let mut by_topic: IndexMap<&str, Vec<i32>> = IndexMap::new();
         for (topic, partition) in partitions {
             by_topic.entry(topic).or_default().push(*partition);
@@ -139,7 +146,9 @@ impl<'a> Kafka<'a> {
                             .with_timestamp(timestamp)
                     })
                     .collect();
-                list_offsets_request::ListOffsetsTopic::default().with_name(topic_name(topic)).with_partitions(partitions)
+                list_offsets_request::ListOffsetsTopic::default()
+                    .with_name(topic_name(topic))
+                    .with_partitions(partitions)
             })
             .collect();
         let request = ListOffsetsRequest::default().with_replica_id(BrokerId(-1)).with_topics(topics);
@@ -157,32 +166,44 @@ impl<'a> Kafka<'a> {
             .collect()
     }
 
-    pub fn earliest_offsets(&self, partitions: &[(String, i32)]) -> Vec<((String, i32), Option<i64>)> {
+    pub fn earliest_offsets(&self, partitions: &[Tp]) -> Vec<(Tp, Option<i64>)> {
         self.list_offsets(partitions, EARLIEST)
     }
 
-    pub fn latest_offsets(&self, partitions: &[(String, i32)]) -> Vec<((String, i32), Option<i64>)> {
+    pub fn latest_offsets(&self, partitions: &[Tp]) -> Vec<(Tp, Option<i64>)> {
         self.list_offsets(partitions, LATEST)
     }
 
-    pub fn create_topic(&self, name: &str, partitions: i32, replication: i16, configs: &[(String, String)]) -> Option<String> {
+    pub fn create_topic(
+        &self,
+        name: &str,
+        partitions: i32,
+        replication: i16,
+        configs: &[(String, String)],
+    ) -> Option<String> {
         let configs = configs
             .iter()
-            .map(|(k, v)| create_topics_request::CreatableTopicConfig::default().with_name(str_bytes(k)).with_value(Some(str_bytes(v))))
+            .map(|(k, v)| {
+                create_topics_request::CreatableTopicConfig::default()
+                    .with_name(str_bytes(k))
+                    .with_value(Some(str_bytes(v)))
+            })
             .collect();
         let topic = create_topics_request::CreatableTopic::default()
             .with_name(topic_name(name))
             .with_num_partitions(partitions)
             .with_replication_factor(replication)
             .with_configs(configs);
-        let request = CreateTopicsRequest::default().with_topics(vec![topic]).with_timeout_ms(ADMIN_TIMEOUT_MS);
+        let request =
+            CreateTopicsRequest::default().with_topics(vec![topic]).with_timeout_ms(ADMIN_TIMEOUT_MS);
         let response = handlers::topics::create(&self.ctx(ApiKey::CreateTopics, 7), request);
         response.topics.first().and_then(|t| error_text(t.error_code, t.error_message.as_ref()))
     }
 
     pub fn delete_topic(&self, name: &str) -> Option<String> {
         let topic = delete_topics_request::DeleteTopicState::default().with_name(Some(topic_name(name)));
-        let request = DeleteTopicsRequest::default().with_topics(vec![topic]).with_timeout_ms(ADMIN_TIMEOUT_MS);
+        let request =
+            DeleteTopicsRequest::default().with_topics(vec![topic]).with_timeout_ms(ADMIN_TIMEOUT_MS);
         let response = handlers::topics::delete(&self.ctx(ApiKey::DeleteTopics, 6), request);
         response.responses.first().and_then(|t| error_text(t.error_code, t.error_message.as_ref()))
     }
@@ -192,13 +213,20 @@ impl<'a> Kafka<'a> {
             .with_name(topic_name(name))
             .with_count(count)
             .with_assignments(None);
-        let request = CreatePartitionsRequest::default().with_topics(vec![topic]).with_timeout_ms(ADMIN_TIMEOUT_MS);
+        let request =
+            CreatePartitionsRequest::default().with_topics(vec![topic]).with_timeout_ms(ADMIN_TIMEOUT_MS);
         let response = handlers::topics::create_partitions(&self.ctx(ApiKey::CreatePartitions, 3), request);
         response.results.first().and_then(|t| error_text(t.error_code, t.error_message.as_ref()))
     }
 
     /// Sets (`Some`) or deletes (`None`) one config of a resource.
-    pub fn alter_config(&self, resource_type: i8, resource: &str, key: &str, value: Option<&str>) -> Option<String> {
+    pub fn alter_config(
+        &self,
+        resource_type: i8,
+        resource: &str,
+        key: &str,
+        value: Option<&str>,
+    ) -> Option<String> {
         const SET: i8 = 0;
         const DELETE: i8 = 1;
         let config = incremental_alter_configs_request::AlterableConfig::default()
@@ -210,7 +238,8 @@ impl<'a> Kafka<'a> {
             .with_resource_name(str_bytes(resource))
             .with_configs(vec![config]);
         let request = IncrementalAlterConfigsRequest::default().with_resources(vec![resource]);
-        let response = handlers::configs::incremental_alter(&self.ctx(ApiKey::IncrementalAlterConfigs, 1), request);
+        let response =
+            handlers::configs::incremental_alter(&self.ctx(ApiKey::IncrementalAlterConfigs, 1), request);
         response.responses.first().and_then(|r| error_text(r.error_code, r.error_message.as_ref()))
     }
 
@@ -223,14 +252,21 @@ impl<'a> Kafka<'a> {
         handlers::groups::describe(&self.ctx(ApiKey::DescribeGroups, 5), request).groups.into_iter().next()
     }
 
-    pub fn describe_consumer_group(&self, id: &str) -> Option<consumer_group_describe_response::DescribedGroup> {
+    pub fn describe_consumer_group(
+        &self,
+        id: &str,
+    ) -> Option<consumer_group_describe_response::DescribedGroup> {
         let request = ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(str_bytes(id))]);
-        handlers::consumer_groups::describe(&self.ctx(ApiKey::ConsumerGroupDescribe, 0), request).groups.into_iter().next()
+        handlers::consumer_groups::describe(&self.ctx(ApiKey::ConsumerGroupDescribe, 0), request)
+            .groups
+            .into_iter()
+            .next()
     }
 
     /// Every committed offset of a group: (topic, partition) and offset.
-    pub fn committed_offsets(&self, group: &str) -> Result<Vec<((String, i32), i64)>, String> {
-        let request = OffsetFetchRequest::default().with_group_id(GroupId(str_bytes(group))).with_topics(None);
+    pub fn committed_offsets(&self, group: &str) -> Result<Vec<(Tp, i64)>, String> {
+        let request =
+            OffsetFetchRequest::default().with_group_id(GroupId(str_bytes(group))).with_topics(None);
         let response = handlers::offsets::fetch(&self.ctx(ApiKey::OffsetFetch, 7), request);
         if let Some(error) = error_text(response.error_code, None) {
             return Err(error);
@@ -251,8 +287,9 @@ impl<'a> Kafka<'a> {
 
     /// Commits offsets as an admin does for an inactive group (generation -1,
     /// no member); the errors per partition.
-    pub fn commit_offsets(&self, group: &str, offsets: &[((String, i32), i64)]) -> Vec<String> {
-        let mut by_topic: IndexMap<&str, Vec<offset_commit_request::OffsetCommitRequestPartition>> = IndexMap::new();
+    pub fn commit_offsets(&self, group: &str, offsets: &[(Tp, i64)]) -> Vec<String> {
+        let mut by_topic: IndexMap<&str, Vec<offset_commit_request::OffsetCommitRequestPartition>> =
+            IndexMap::new();
         for ((topic, partition), offset) in offsets {
             by_topic.entry(topic).or_default().push(
                 offset_commit_request::OffsetCommitRequestPartition::default()
@@ -264,7 +301,9 @@ impl<'a> Kafka<'a> {
         let topics = by_topic
             .into_iter()
             .map(|(topic, partitions)| {
-                offset_commit_request::OffsetCommitRequestTopic::default().with_name(topic_name(topic)).with_partitions(partitions)
+                offset_commit_request::OffsetCommitRequestTopic::default()
+                    .with_name(topic_name(topic))
+                    .with_partitions(partitions)
             })
             .collect();
         let request = OffsetCommitRequest::default()
@@ -276,7 +315,9 @@ impl<'a> Kafka<'a> {
             .topics
             .iter()
             .flat_map(|t| t.partitions.iter().map(move |p| (t, p)))
-            .filter_map(|(t, p)| Some(format!("{}-{}: {}", t.name.0, p.partition_index, error_text(p.error_code, None)?)))
+            .filter_map(|(t, p)| {
+                Some(format!("{}-{}: {}", t.name.0, p.partition_index, error_text(p.error_code, None)?))
+            })
             .collect()
     }
 
@@ -287,7 +328,10 @@ impl<'a> Kafka<'a> {
     }
 
     pub fn list_transactions(&self) -> ListTransactionsResponse {
-        handlers::transactions::list(&self.ctx(ApiKey::ListTransactions, 1), ListTransactionsRequest::default().with_duration_filter(-1))
+        handlers::transactions::list(
+            &self.ctx(ApiKey::ListTransactions, 1),
+            ListTransactionsRequest::default().with_duration_filter(-1),
+        )
     }
 
     pub fn describe_transactions(&self, ids: &[String]) -> DescribeTransactionsResponse {
@@ -296,7 +340,7 @@ impl<'a> Kafka<'a> {
         handlers::transactions::describe(&self.ctx(ApiKey::DescribeTransactions, 0), request)
     }
 
-    pub fn describe_producers(&self, partitions: &[(String, i32)]) -> DescribeProducersResponse {
+    pub fn describe_producers(&self, partitions: &[Tp]) -> DescribeProducersResponse {
         let mut by_topic: IndexMap<&str, Vec<i32>> = IndexMap::new();
         for (topic, partition) in partitions {
             by_topic.entry(topic).or_default().push(*partition);
@@ -304,7 +348,9 @@ impl<'a> Kafka<'a> {
         let topics = by_topic
             .into_iter()
             .map(|(topic, indexes)| {
-                describe_producers_request::TopicRequest::default().with_name(topic_name(topic)).with_partition_indexes(indexes)
+                describe_producers_request::TopicRequest::default()
+                    .with_name(topic_name(topic))
+                    .with_partition_indexes(indexes)
             })
             .collect();
         let request = DescribeProducersRequest::default().with_topics(topics);
@@ -314,11 +360,15 @@ impl<'a> Kafka<'a> {
     /// Produces one record with acks=all; its offset, or the error.
     pub fn produce(&self, topic: &str, partition: i32, record: TestRecord) -> Result<i64, String> {
         let batch = encode_record(record);
-        let data = produce_request::PartitionProduceData::default().with_index(partition).with_records(Some(batch));
-        let topic_data =
-            produce_request::TopicProduceData::default().with_name(topic_name(topic)).with_partition_data(vec![data]);
-        let request =
-            ProduceRequest::default().with_acks(-1).with_timeout_ms(ADMIN_TIMEOUT_MS).with_topic_data(vec![topic_data]);
+        let data =
+            produce_request::PartitionProduceData::default().with_index(partition).with_records(Some(batch));
+        let topic_data = produce_request::TopicProduceData::default()
+            .with_name(topic_name(topic))
+            .with_partition_data(vec![data]);
+        let request = ProduceRequest::default()
+            .with_acks(-1)
+            .with_timeout_ms(ADMIN_TIMEOUT_MS)
+            .with_topic_data(vec![topic_data]);
         let reply = handlers::produce::handle(&self.ctx(ApiKey::Produce, 12), request);
         let answer = reply.response.responses.first().and_then(|t| t.partition_responses.first());
         match answer {

@@ -55,7 +55,8 @@ pub struct Console {
 pub async fn serve(broker: Arc<Broker>, listener: TcpListener, mut stop: watch::Receiver<bool>) {
     let config = broker.config.console.clone();
     let history = Arc::new(History::new(config.sample_ms));
-    let sampler = tokio::spawn(history::run_sampler(broker.clone(), history.clone(), config.sample_ms, stop.clone()));
+    let sampler =
+        tokio::spawn(history::run_sampler(broker.clone(), history.clone(), config.sample_ms, stop.clone()));
     let console = Arc::new(Console { broker, history, auth: config.auth });
     let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     loop {
@@ -111,13 +112,16 @@ impl Console {
             _ => return Response::text(405, "only GET and POST").with_header("Allow", "GET, POST".into()),
         }
         let (csrf, fresh) = auth::csrf_token(&request);
-        if request.method == "POST" && !auth::csrf_ok(&request, request.form().get(CSRF_FIELD).map_or("", String::as_str)) {
+        if request.method == "POST"
+            && !auth::csrf_ok(&request, request.form().get(CSRF_FIELD).map_or("", String::as_str))
+        {
             return Response::text(403, "missing or wrong CSRF token: reload the page and try again");
         }
         let client_host = format!("/{}", peer.ip());
         let console = self.clone();
         let rendered = tokio::task::spawn_blocking(move || {
-            let page = pages::Page::new(&console.broker, &console.history, &request, &csrf, &user, client_host);
+            let page =
+                pages::Page::new(&console.broker, &console.history, &request, &csrf, &user, client_host);
             (pages::route(&page), csrf)
         })
         .await;
@@ -133,7 +137,8 @@ impl Console {
 }
 
 fn asset(content_type: &'static str, body: &'static str) -> Response {
-    Response::new(200, content_type, body.as_bytes().to_vec()).with_header("Cache-Control", "max-age=3600".into())
+    Response::new(200, content_type, body.as_bytes().to_vec())
+        .with_header("Cache-Control", "max-age=3600".into())
 }
 
 /// Headers that keep a page's content from running anything but our own

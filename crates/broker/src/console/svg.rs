@@ -38,10 +38,20 @@ pub fn line_chart(title: &str, unit: &str, series: &[(&str, Vec<Point>)], now_ms
     for (x_fraction, label) in [(0.0, "-60 min"), (0.5, "-30 min"), (1.0, "now")] {
         let x = LEFT + x_fraction * (WIDTH - LEFT);
         let anchor = if x_fraction == 1.0 { "end" } else { "middle" };
-        let _ = write!(svg, r#"<text class="axis" x="{x:.1}" y="{:.1}" text-anchor="{anchor}">{label}</text>"#, HEIGHT - 4.0);
+        let _ = write!(
+            svg,
+            r#"<text class="axis" x="{x:.1}" y="{:.1}" text-anchor="{anchor}">{label}</text>"#,
+            HEIGHT - 4.0
+        );
     }
     for (index, (label, points)) in series.iter().enumerate() {
-        let _ = write!(svg, r#"<polyline class="s{}" points="{}"><title>{}</title></polyline>"#, index % 4, coordinates(points, top, now_ms), escape(label));
+        let _ = write!(
+            svg,
+            r#"<polyline class="s{}" points="{}"><title>{}</title></polyline>"#,
+            index % 4,
+            coordinates(points, top, now_ms),
+            escape(label)
+        );
         // The newest point, visible even while the line has one point only.
         if let Some((x, y)) = points.last().and_then(|point| position(*point, top, now_ms)) {
             let _ = write!(svg, r#"<circle class="s{}" cx="{x:.1}" cy="{y:.1}" r="2.5"/>"#, index % 4);
@@ -50,7 +60,14 @@ pub fn line_chart(title: &str, unit: &str, series: &[(&str, Vec<Point>)], now_ms
     svg.push_str("</svg><div class=\"legend\">");
     for (index, (label, points)) in series.iter().enumerate() {
         let latest = points.last().map_or("-".to_owned(), |(_, v)| human(*v));
-        let _ = write!(svg, r#"<span class="key s{}">{}: {} {}</span>"#, index % 4, escape(label), escape(&latest), escape(unit));
+        let _ = write!(
+            svg,
+            r#"<span class="key s{}">{}: {} {}</span>"#,
+            index % 4,
+            escape(label),
+            escape(&latest),
+            escape(unit)
+        );
     }
     svg.push_str("</div></figure>");
     svg
@@ -120,6 +137,9 @@ mod tests {
         assert!(svg.contains("&lt;lag&gt;") && svg.contains("g&lt;1&gt;") && !svg.contains("<lag>"));
         // Half an hour ago is mid-plot; the maximum touches the top.
         let mid_x = LEFT + (WIDTH - LEFT) / 2.0;
-        assert!(svg.contains(&format!("{mid_x:.1},{:.1} {WIDTH:.1},{TOP:.1}", (HEIGHT - BOTTOM + TOP) / 2.0)), "{svg}");
+        assert!(
+            svg.contains(&format!("{mid_x:.1},{:.1} {WIDTH:.1},{TOP:.1}", (HEIGHT - BOTTOM + TOP) / 2.0)),
+            "{svg}"
+        );
     }
 }

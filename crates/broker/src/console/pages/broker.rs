@@ -30,9 +30,19 @@ fn configs(page: &Page<'_>) -> String {
         .iter()
         .flat_map(|r| &r.configs)
         .map(|c| {
-            let value = if c.is_sensitive { "(sensitive)".to_owned() } else { c.value.as_deref().unwrap_or("null").to_owned() };
-            let sources: Vec<String> = c.synonyms.iter().map(|s| format!("{}={}", source_name(s.source), s.name)).collect();
-            vec![escape(&c.name), escape(&value), source_name(c.config_source).to_owned(), escape(&sources.join(", "))]
+            let value = if c.is_sensitive {
+                "(sensitive)".to_owned()
+            } else {
+                c.value.as_deref().unwrap_or("null").to_owned()
+            };
+            let sources: Vec<String> =
+                c.synonyms.iter().map(|s| format!("{}={}", source_name(s.source), s.name)).collect();
+            vec![
+                escape(&c.name),
+                escape(&value),
+                source_name(c.config_source).to_owned(),
+                escape(&sources.join(", ")),
+            ]
         })
         .collect();
     table("configs", &["Config", "Value", "Source", "Synonyms"], &rows)
@@ -63,14 +73,18 @@ fn log_dirs(page: &Page<'_>) -> String {
 
 fn transactions(page: &Page<'_>) -> String {
     let listed = page.kafka.list_transactions();
-    let ids: Vec<String> = listed.transaction_states.iter().map(|t| t.transactional_id.0.to_string()).collect();
+    let ids: Vec<String> =
+        listed.transaction_states.iter().map(|t| t.transactional_id.0.to_string()).collect();
     let described = page.kafka.describe_transactions(&ids);
     let rows: Vec<Vec<String>> = described
         .transaction_states
         .iter()
         .map(|t| {
-            let partitions: Vec<String> =
-                t.topics.iter().flat_map(|topic| topic.partitions.iter().map(move |p| format!("{}-{p}", topic.topic.0))).collect();
+            let partitions: Vec<String> = t
+                .topics
+                .iter()
+                .flat_map(|topic| topic.partitions.iter().map(move |p| format!("{}-{p}", topic.topic.0)))
+                .collect();
             vec![
                 escape(&t.transactional_id.0),
                 t.producer_id.0.to_string(),
@@ -110,7 +124,11 @@ fn producers(page: &Page<'_>) -> String {
         .flat_map(|t| t.partitions.iter().map(move |p| (t, p)))
         .flat_map(|(t, p)| p.active_producers.iter().map(move |producer| (t, p, producer)))
         .map(|(t, p, producer)| {
-            let txn_start = if producer.current_txn_start_offset < 0 { "None".to_owned() } else { producer.current_txn_start_offset.to_string() };
+            let txn_start = if producer.current_txn_start_offset < 0 {
+                "None".to_owned()
+            } else {
+                producer.current_txn_start_offset.to_string()
+            };
             vec![
                 escape(&t.name.0),
                 p.partition_index.to_string(),
@@ -122,10 +140,22 @@ fn producers(page: &Page<'_>) -> String {
             ]
         })
         .collect();
-    let note = if truncated { format!("<p>Producers of the first {MAX_PRODUCER_PARTITIONS} partitions only.</p>") } else { String::new() };
+    let note = if truncated {
+        format!("<p>Producers of the first {MAX_PRODUCER_PARTITIONS} partitions only.</p>")
+    } else {
+        String::new()
+    };
     note + &table(
         "producers",
-        &["Topic", "Partition", "Producer id", "Epoch", "Last sequence", "Last timestamp", "Current transaction start offset"],
+        &[
+            "Topic",
+            "Partition",
+            "Producer id",
+            "Epoch",
+            "Last sequence",
+            "Last timestamp",
+            "Current transaction start offset",
+        ],
         &rows,
     )
 }

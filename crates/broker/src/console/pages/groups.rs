@@ -13,11 +13,9 @@ use super::Page;
 use crate::console::history::group_lag_series;
 use crate::console::html::{self, escape, facts, form, hidden, input, link, select, table};
 use crate::console::http::{percent_encode, Response};
-use crate::console::kafka::Kafka;
+use crate::console::kafka::{Kafka, Tp};
 use crate::console::svg::line_chart;
 use crate::server::Broker;
-
-type Tp = (String, i32);
 
 /// A member as the page shows it.
 struct Member {
@@ -83,7 +81,11 @@ fn describe(kafka: &Kafka<'_>, id: &str, group_type: &str) -> Option<Group> {
             id: m.member_id.to_string(),
             client_id: m.client_id.to_string(),
             host: m.client_host.to_string(),
-            assigned: if group.protocol_type.as_str() == "consumer" { decode_assignment(&m.member_assignment) } else { Vec::new() },
+            assigned: if group.protocol_type.as_str() == "consumer" {
+                decode_assignment(&m.member_assignment)
+            } else {
+                Vec::new()
+            },
         })
         .collect();
     Some(Group {
@@ -128,7 +130,12 @@ fn offset_rows(kafka: &Kafka<'_>, group: &Group, committed: &BTreeMap<Tp, i64>) 
     for (member, partitions) in members {
         for tp in partitions {
             assigned.insert(tp.clone());
-            rows.push(OffsetRow { current: committed.get(&tp).copied(), tp, log_end: None, member: Some(member) });
+            rows.push(OffsetRow {
+                current: committed.get(&tp).copied(),
+                tp,
+                log_end: None,
+                member: Some(member),
+            });
         }
     }
     for (tp, offset) in committed {
@@ -160,14 +167,22 @@ pub fn total_lags(broker: &Broker) -> Vec<(String, i64)> {
             let committed: Vec<(Tp, i64)> = kafka.committed_offsets(&id).unwrap_or_default();
             let keys: Vec<Tp> = committed.iter().map(|(tp, _)| tp.clone()).collect();
             let ends: HashMap<Tp, Option<i64>> = kafka.latest_offsets(&keys).into_iter().collect();
-            let lag = committed.iter().filter_map(|(tp, offset)| Some(ends.get(tp).copied()??.saturating_sub(*offset))).sum();
+            let lag = committed
+                .iter()
+                .filter_map(|(tp, offset)| Some(ends.get(tp).copied()??.saturating_sub(*offset)))
+                .sum();
             (id, lag)
         })
         .collect()
 }
 
 fn group_type(kafka: &Kafka<'_>, id: &str) -> Option<String> {
-    kafka.list_groups().groups.into_iter().find(|g| g.group_id.0.as_str() == id).map(|g| g.group_type.to_string())
+    kafka
+        .list_groups()
+        .groups
+        .into_iter()
+        .find(|g| g.group_id.0.as_str() == id)
+        .map(|g| g.group_type.to_string())
 }
 
 pub fn list(page: &Page<'_>) -> Response {
@@ -234,10 +249,19 @@ pub fn detail(page: &Page<'_>) -> Response {
             ]
         })
         .collect();
-    let offsets = table("offsets", &["Topic", "Partition", "Current offset", "Log end offset", "Lag", "Consumer"], &offset_rows);
+    let offsets = table(
+        "offsets",
+        &["Topic", "Partition", "Current offset", "Log end offset", "Lag", "Consumer"],
+        &offset_rows,
+    );
     let plot = format!(
         r#"<div id="plots" class="plots" data-live>{}</div>"#,
-        line_chart("Total lag", "records", &[("lag", page.history.points(&group_lag_series(id)))], page.now_ms)
+        line_chart(
+            "Total lag",
+            "records",
+            &[("lag", page.history.points(&group_lag_series(id)))],
+            page.now_ms
+        )
     );
     let body = format!(
         "{summary}<h2>Members</h2>{members}<h2>Offsets</h2>{offsets}<h2>Lag over the last hour</h2>{plot}{}",
@@ -263,7 +287,8 @@ fn actions(page: &Page<'_>, id: &str) -> String {
         input("Value", "value", "", r#"placeholder="offset, shift or time""#),
     );
     let reset = form("/group/reset", page.csrf, "inline", &reset_fields, "Reset offsets");
-    let delete_fields = format!("{}{}", hidden("id", id), input("Type the group id to confirm", "confirm", "", "required"));
+    let delete_fields =
+        format!("{}{}", hidden("id", id), input("Type the group id to confirm", "confirm", "", "required"));
     let delete = form("/group/delete", page.csrf, "inline danger", &delete_fields, "Delete group");
     format!("<h2>Reset offsets</h2><p>Only an inactive (Empty) group can be reset, as with <code>strom groups --reset-offsets</code>.</p>{reset}<h2>Delete</h2>{delete}")
 }
@@ -281,14 +306,18 @@ pub enum Scenario {
 
 impl Scenario {
     pub fn parse(name: &str, value: &str) -> Result<Self, String> {
-        let number = |what: &str| value.trim().parse::<i64>().map_err(|_| format!("{what} {value:?} is not a number"));
+        let number =
+            |what: &str| value.trim().parse::<i64>().map_err(|_| format!("{what} {value:?} is not a number"));
         Ok(match name {
             "earliest" => Self::Earliest,
             "latest" => Self::Latest,
             "current" => Self::Current,
             "offset" => Self::Offset(number("offset")?),
             "shift-by" => Self::ShiftBy(number("shift")?),
-            "datetime" => Self::Time(html::parse_time(value).ok_or_else(|| format!("time {value:?} is not YYYY-MM-DDTHH:MM:SS.sss"))?),
+            "datetime" => Self::Time(
+                html::parse_time(value)
+                    .ok_or_else(|| format!("time {value:?} is not YYYY-MM-DDTHH:MM:SS.sss"))?,
+            ),
             other => return Err(format!("unknown reset scenario {other:?}")),
         })
     }
@@ -300,14 +329,19 @@ fn named_partitions(kafka: &Kafka<'_>, spec: &str) -> Result<Vec<Tp>, String> {
     let mut out = Vec::new();
     for item in spec.split_whitespace() {
         let (topic, partitions) = item.split_once(':').map_or((item, None), |(t, p)| (t, Some(p)));
-        let Some(found) = metadata.topics.iter().find(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == topic)) else {
+        let Some(found) =
+            metadata.topics.iter().find(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == topic))
+        else {
             return Err(format!("UNKNOWN_TOPIC_OR_PARTITION: no topic {topic}"));
         };
         match partitions {
             None => out.extend(found.partitions.iter().map(|p| (topic.to_owned(), p.partition_index))),
             Some(list) => {
                 for p in list.split(',') {
-                    let p = p.trim().parse::<i32>().map_err(|_| format!("partition {p:?} of {topic} is not a number"))?;
+                    let p = p
+                        .trim()
+                        .parse::<i32>()
+                        .map_err(|_| format!("partition {p:?} of {topic} is not a number"))?;
                     out.push((topic.to_owned(), p));
                 }
             }
@@ -320,7 +354,12 @@ fn named_partitions(kafka: &Kafka<'_>, spec: &str) -> Result<Vec<Tp>, String> {
 
 /// The offset each partition moves to, within [log start, log end], as
 /// `strom groups --reset-offsets` computes it.
-pub fn target_offsets(kafka: &Kafka<'_>, scenario: Scenario, partitions: &[Tp], committed: &BTreeMap<Tp, i64>) -> Result<BTreeMap<Tp, i64>, String> {
+pub fn target_offsets(
+    kafka: &Kafka<'_>,
+    scenario: Scenario,
+    partitions: &[Tp],
+    committed: &BTreeMap<Tp, i64>,
+) -> Result<BTreeMap<Tp, i64>, String> {
     let lookup = |offsets: Vec<(Tp, Option<i64>)>, what: &str| -> Result<HashMap<Tp, i64>, String> {
         offsets
             .into_iter()
@@ -350,7 +389,10 @@ pub fn target_offsets(kafka: &Kafka<'_>, scenario: Scenario, partitions: &[Tp], 
             Scenario::Offset(offset) => within_log(offset),
             Scenario::ShiftBy(shift) => {
                 let current = committed.get(tp).ok_or_else(|| {
-                    format!("Cannot shift offset for partition {}-{} since there is no current committed offset", tp.0, tp.1)
+                    format!(
+                        "Cannot shift offset for partition {}-{} since there is no current committed offset",
+                        tp.0, tp.1
+                    )
                 })?;
                 within_log(current.saturating_add(shift))
             }
@@ -401,8 +443,10 @@ pub fn reset(page: &Page<'_>) -> Response {
     };
     let plan: Vec<(Tp, i64)> = targets.into_iter().collect();
     if field("execute") != "true" {
-        let rows: Vec<Vec<String>> =
-            plan.iter().map(|((t, p), o)| vec![escape(id), escape(t), p.to_string(), o.to_string()]).collect();
+        let rows: Vec<Vec<String>> = plan
+            .iter()
+            .map(|((t, p), o)| vec![escape(id), escape(t), p.to_string(), o.to_string()])
+            .collect();
         let table = table("plan", &["Group", "Topic", "Partition", "New offset"], &rows);
         let body = format!(
             "<p>Dry run: nothing was committed. Tick <em>execute</em> to commit this plan.</p>{table}<p>{}</p>",
@@ -414,7 +458,10 @@ pub fn reset(page: &Page<'_>) -> Response {
     if !failures.is_empty() {
         return refuse(&format!("cannot commit offsets of {id}: {}", failures.join(", ")));
     }
-    Response::see_other(format!("{back}&notice={}", percent_encode(&format!("reset {} partitions", plan.len()))))
+    Response::see_other(format!(
+        "{back}&notice={}",
+        percent_encode(&format!("reset {} partitions", plan.len()))
+    ))
 }
 
 pub fn delete(page: &Page<'_>) -> Response {
@@ -424,7 +471,9 @@ pub fn delete(page: &Page<'_>) -> Response {
         return page.refused(422, "/groups", &back_to(id), "type the group's id to confirm its deletion");
     }
     match page.kafka.delete_group(id) {
-        None => Response::see_other(format!("/groups?notice={}", percent_encode(&format!("deleted group {id}")))),
+        None => {
+            Response::see_other(format!("/groups?notice={}", percent_encode(&format!("deleted group {id}"))))
+        }
         Some(error) => page.refused(422, "/groups", &back_to(id), &error),
     }
 }
@@ -447,9 +496,10 @@ mod tests {
     fn a_classic_assignment_decodes_to_its_partitions() {
         use kafka_protocol::messages::consumer_protocol_assignment::TopicPartition;
         use kafka_protocol::protocol::Encodable;
-        let assignment = ConsumerProtocolAssignment::default().with_assigned_partitions(vec![TopicPartition::default()
-            .with_topic(crate::handlers::topic_name("t"))
-            .with_partitions(vec![0, 2])]);
+        let assignment =
+            ConsumerProtocolAssignment::default().with_assigned_partitions(vec![TopicPartition::default()
+                .with_topic(crate::handlers::topic_name("t"))
+                .with_partitions(vec![0, 2])]);
         let mut buf = bytes::BytesMut::new();
         bytes::BufMut::put_i16(&mut buf, 1);
         assignment.encode(&mut buf, 1).unwrap();

@@ -60,11 +60,17 @@ impl Query {
         };
         let timestamp_ms = match param("time") {
             "" => None,
-            raw => Some(html::parse_time(raw).ok_or_else(|| format!("time {raw:?} is not YYYY-MM-DDTHH:MM:SS or milliseconds"))?),
+            raw => Some(
+                html::parse_time(raw)
+                    .ok_or_else(|| format!("time {raw:?} is not YYYY-MM-DDTHH:MM:SS or milliseconds"))?,
+            ),
         };
         let limit = match param("limit") {
             "" => DEFAULT_LIMIT,
-            raw => raw.parse::<usize>().map_err(|_| format!("limit {raw:?} is not a number"))?.clamp(1, MAX_LIMIT),
+            raw => raw
+                .parse::<usize>()
+                .map_err(|_| format!("limit {raw:?} is not a number"))?
+                .clamp(1, MAX_LIMIT),
         };
         let format = match param("format") {
             "json" => Format::Json,
@@ -73,7 +79,15 @@ impl Query {
             _ => Format::Auto,
         };
         let search = param("search").chars().take(256).collect();
-        Ok(Self { partition, offset, timestamp_ms, newest_first: param("order") != "oldest", limit, search, format })
+        Ok(Self {
+            partition,
+            offset,
+            timestamp_ms,
+            newest_first: param("order") != "oldest",
+            limit,
+            search,
+            format,
+        })
     }
 }
 
@@ -88,14 +102,24 @@ pub struct Found {
 
 /// Reads records in [from, to) in offset order, stopping once `accept` has
 /// taken `limit` or a bound is reached.
-fn scan_forward(partition: &Partition, from: i64, to: i64, limit: usize, found: &mut Found, bytes_read: &mut usize, accept: &dyn Fn(&Record) -> bool) -> Result<(), String> {
+fn scan_forward(
+    partition: &Partition,
+    from: i64,
+    to: i64,
+    limit: usize,
+    found: &mut Found,
+    bytes_read: &mut usize,
+    accept: &dyn Fn(&Record) -> bool,
+) -> Result<(), String> {
     let mut offset = from;
     while offset < to && found.records.len() < limit {
         if found.scanned >= MAX_SCAN_RECORDS || *bytes_read >= MAX_SCAN_BYTES {
             found.truncated = true;
             return Ok(());
         }
-        let read = partition.read(offset, READ_CHUNK_BYTES, true, Isolation::ReadUncommitted).map_err(|e| e.to_string())?;
+        let read = partition
+            .read(offset, READ_CHUNK_BYTES, true, Isolation::ReadUncommitted)
+            .map_err(|e| e.to_string())?;
         let Some(slice) = read.slice else { return Ok(()) };
         let bytes = slice.read().map_err(|e| e.to_string())?;
         *bytes_read += bytes.len();
@@ -121,7 +145,9 @@ fn scan_forward(partition: &Partition, from: i64, to: i64, limit: usize, found: 
 pub fn browse(partition: &Partition, query: &Query) -> Result<Found, String> {
     let (log_start, high_watermark) = (partition.log_start_offset(), partition.high_watermark());
     let by_time = match query.timestamp_ms {
-        Some(ms) => Some(partition.offset_for_timestamp(ms).map_err(|e| e.to_string())?.map_or(high_watermark, |(_, o)| o)),
+        Some(ms) => Some(
+            partition.offset_for_timestamp(ms).map_err(|e| e.to_string())?.map_or(high_watermark, |(_, o)| o),
+        ),
         None => None,
     };
     let anchor = by_time.or(query.offset);
@@ -154,22 +180,32 @@ fn matches_search(record: &Record, needle: &str) -> bool {
     let contains = |bytes: &Bytes| String::from_utf8_lossy(bytes).to_lowercase().contains(needle);
     record.key.as_ref().is_some_and(contains)
         || record.value.as_ref().is_some_and(contains)
-        || record.headers.iter().any(|(k, v)| k.to_lowercase().contains(needle) || v.as_ref().is_some_and(contains))
+        || record
+            .headers
+            .iter()
+            .any(|(k, v)| k.to_lowercase().contains(needle) || v.as_ref().is_some_and(contains))
 }
 
 /// A key, value or header for the page, escaped, cut at [`SHOWN_BYTES`].
 pub fn show(bytes: Option<&Bytes>, format: Format) -> String {
     let Some(bytes) = bytes else { return r#"<span class="null">null</span>"#.to_owned() };
     let cut = &bytes[..bytes.len().min(SHOWN_BYTES)];
-    let more = if bytes.len() > SHOWN_BYTES { format!(" … ({} bytes)", bytes.len()) } else { String::new() };
+    let more =
+        if bytes.len() > SHOWN_BYTES { format!(" … ({} bytes)", bytes.len()) } else { String::new() };
     let text = std::str::from_utf8(cut).ok();
-    let json = || text.and_then(|t| serde_json::from_str::<serde_json::Value>(t).ok()).and_then(|v| serde_json::to_string_pretty(&v).ok());
+    let json = || {
+        text.and_then(|t| serde_json::from_str::<serde_json::Value>(t).ok())
+            .and_then(|v| serde_json::to_string_pretty(&v).ok())
+    };
     let printable = text.filter(|t| !t.chars().any(|c| c.is_control() && !c.is_whitespace()));
     let shown = match format {
         Format::Json => json().map(|j| format!("<pre>{}</pre>", escape(&j))),
         Format::Text => text.map(escape),
         Format::Hex => None,
-        Format::Auto => json().filter(|_| cut.first().is_some_and(|b| *b == b'{' || *b == b'[')).map(|j| format!("<pre>{}</pre>", escape(&j))).or(printable.map(escape)),
+        Format::Auto => json()
+            .filter(|_| cut.first().is_some_and(|b| *b == b'{' || *b == b'['))
+            .map(|j| format!("<pre>{}</pre>", escape(&j)))
+            .or(printable.map(escape)),
     };
     let shown = shown.unwrap_or_else(|| format!(r#"<code class="hex">{}</code>"#, hex(cut)));
     format!("{shown}{}", escape(&more))
@@ -180,8 +216,10 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 fn query_form(page: &Page<'_>, topic: &str, query: &Query, partitions: i32) -> String {
-    let partition_options: Vec<(String, String)> = (0..partitions).map(|p| (p.to_string(), p.to_string())).collect();
-    let options: Vec<(&str, &str)> = partition_options.iter().map(|(v, l)| (v.as_str(), l.as_str())).collect();
+    let partition_options: Vec<(String, String)> =
+        (0..partitions).map(|p| (p.to_string(), p.to_string())).collect();
+    let options: Vec<(&str, &str)> =
+        partition_options.iter().map(|(v, l)| (v.as_str(), l.as_str())).collect();
     let order = if query.newest_first { "newest" } else { "oldest" };
     let format = match query.format {
         Format::Auto => "auto",
@@ -193,11 +231,26 @@ fn query_form(page: &Page<'_>, topic: &str, query: &Query, partitions: i32) -> S
         r#"<form method="get" action="/messages" class="inline">{}{}{}{}{}{}{}{}<button type="submit">Show</button></form>"#,
         hidden("topic", topic),
         select("Partition", "partition", &options, &query.partition.to_string()),
-        input("Offset", "offset", &query.offset.map(|o| o.to_string()).unwrap_or_default(), r#"type="number" min="0""#),
+        input(
+            "Offset",
+            "offset",
+            &query.offset.map(|o| o.to_string()).unwrap_or_default(),
+            r#"type="number" min="0""#
+        ),
         input("or time (UTC)", "time", page.request.param("time"), r#"placeholder="2024-05-01T12:00:00""#),
         select("Order", "order", &[("newest", "newest first"), ("oldest", "oldest first")], order),
-        select("Show values as", "format", &[("auto", "auto"), ("json", "JSON"), ("text", "text"), ("hex", "hex")], format),
-        input("Limit", "limit", &query.limit.to_string(), &format!(r#"type="number" min="1" max="{MAX_LIMIT}""#)),
+        select(
+            "Show values as",
+            "format",
+            &[("auto", "auto"), ("json", "JSON"), ("text", "text"), ("hex", "hex")],
+            format
+        ),
+        input(
+            "Limit",
+            "limit",
+            &query.limit.to_string(),
+            &format!(r#"type="number" min="1" max="{MAX_LIMIT}""#)
+        ),
         input("Search", "search", &query.search, r#"maxlength="256""#),
     )
 }
@@ -209,21 +262,37 @@ pub fn page(page: &Page<'_>) -> Response {
         Err(error) => return page.refused(400, "/topics", "/topics", &error),
     };
     let Some(topic_partitions) = page.broker().replicas.topic(topic) else {
-        return page.refused(404, "/topics", "/topics", &format!("UNKNOWN_TOPIC_OR_PARTITION: no topic {topic}"));
+        return page.refused(
+            404,
+            "/topics",
+            "/topics",
+            &format!("UNKNOWN_TOPIC_OR_PARTITION: no topic {topic}"),
+        );
     };
     let partition_count = topic_partitions.partitions.len() as i32;
     let Some(partition) = page.broker().replicas.partition(topic, query.partition) else {
-        return page.refused(404, "/topics", "/topics", &format!("UNKNOWN_TOPIC_OR_PARTITION: no partition {topic}-{}", query.partition));
+        return page.refused(
+            404,
+            "/topics",
+            "/topics",
+            &format!("UNKNOWN_TOPIC_OR_PARTITION: no partition {topic}-{}", query.partition),
+        );
     };
     let found = match browse(&partition, &query) {
         Ok(found) => found,
-        Err(error) => return page.refused(500, "/topics", "/topics", &format!("KAFKA_STORAGE_ERROR: {error}")),
+        Err(error) => {
+            return page.refused(500, "/topics", "/topics", &format!("KAFKA_STORAGE_ERROR: {error}"))
+        }
     };
     let rows: Vec<Vec<String>> = found
         .records
         .iter()
         .map(|r| {
-            let headers: Vec<String> = r.headers.iter().map(|(k, v)| format!("<div>{}: {}</div>", escape(k), show(v.as_ref(), query.format))).collect();
+            let headers: Vec<String> = r
+                .headers
+                .iter()
+                .map(|(k, v)| format!("<div>{}: {}</div>", escape(k), show(v.as_ref(), query.format)))
+                .collect();
             vec![
                 r.offset.to_string(),
                 html::timestamp(r.timestamp),
@@ -240,7 +309,11 @@ pub fn page(page: &Page<'_>) -> Response {
         partition.high_watermark(),
         found.records.len(),
         found.scanned,
-        if found.truncated { format!(" — stopped at the scan bound of {MAX_SCAN_RECORDS} records; narrow the range") } else { String::new() },
+        if found.truncated {
+            format!(" — stopped at the scan bound of {MAX_SCAN_RECORDS} records; narrow the range")
+        } else {
+            String::new()
+        },
     );
     let records = table("records", &["Offset", "Timestamp", "Key", "Value", "Headers"], &rows);
     let produce_fields = format!(
@@ -282,7 +355,9 @@ pub fn produce(page: &Page<'_>) -> Response {
         Ok(headers) => headers,
         Err(error) => return page.refused(422, "/topics", &back, &error),
     };
-    let text = |name: &str| Some(field(name)).filter(|t| !t.is_empty()).map(|t| Bytes::copy_from_slice(t.as_bytes()));
+    let text = |name: &str| {
+        Some(field(name)).filter(|t| !t.is_empty()).map(|t| Bytes::copy_from_slice(t.as_bytes()))
+    };
     let record = TestRecord { key: text("key"), value: text("value"), headers, timestamp_ms: page.now_ms };
     match page.kafka.produce(topic, partition, record) {
         Ok(offset) => Response::see_other(format!(
@@ -301,7 +376,8 @@ mod tests {
     #[test]
     fn values_show_as_json_text_or_hex_and_are_escaped() {
         let value = |s: &[u8]| Bytes::copy_from_slice(s);
-        assert!(show(Some(&value(br#"{"a":"<b>"}"#)), Format::Auto).contains("&quot;a&quot;: &quot;&lt;b&gt;&quot;"));
+        assert!(show(Some(&value(br#"{"a":"<b>"}"#)), Format::Auto)
+            .contains("&quot;a&quot;: &quot;&lt;b&gt;&quot;"));
         assert_eq!(show(Some(&value(b"<i>hi</i>")), Format::Auto), "&lt;i&gt;hi&lt;/i&gt;");
         assert_eq!(show(Some(&value(&[0, 255])), Format::Auto), r#"<code class="hex">00 ff</code>"#);
         assert_eq!(show(Some(&value(b"ab")), Format::Hex), r#"<code class="hex">61 62</code>"#);

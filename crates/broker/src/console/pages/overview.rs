@@ -11,7 +11,9 @@ use crate::console::svg::{self, line_chart};
 
 /// Partition health from a Metadata answer: (topics, partitions,
 /// under-replicated, offline).
-pub fn partition_health(metadata: &kafka_protocol::messages::MetadataResponse) -> (usize, usize, usize, usize) {
+pub fn partition_health(
+    metadata: &kafka_protocol::messages::MetadataResponse,
+) -> (usize, usize, usize, usize) {
     let partitions = metadata.topics.iter().flat_map(|t| &t.partitions);
     let (mut total, mut under, mut offline) = (0, 0, 0);
     for p in partitions {
@@ -49,7 +51,8 @@ pub fn page(page: &Page<'_>) -> Response {
         .brokers
         .iter()
         .map(|b| {
-            let role = if b.broker_id == cluster.controller_id { "broker, active controller" } else { "broker" };
+            let role =
+                if b.broker_id == cluster.controller_id { "broker, active controller" } else { "broker" };
             vec![
                 b.broker_id.0.to_string(),
                 escape(&format!("{}:{}", b.host, b.port)),
@@ -69,7 +72,8 @@ pub fn page(page: &Page<'_>) -> Response {
             voters.chain(p.observers.iter().map(move |o| (p, o, "observer")))
         })
         .map(|(p, replica, kind)| {
-            let role = if replica.replica_id == p.leader_id { format!("{kind}, leader") } else { kind.to_owned() };
+            let role =
+                if replica.replica_id == p.leader_id { format!("{kind}, leader") } else { kind.to_owned() };
             vec![
                 replica.replica_id.0.to_string(),
                 role,
@@ -80,8 +84,11 @@ pub fn page(page: &Page<'_>) -> Response {
             ]
         })
         .collect();
-    let quorum_table =
-        table("quorum", &["Node", "Role", "Leader epoch", "Log end offset", "High watermark", "Caught up at"], &quorum_rows);
+    let quorum_table = table(
+        "quorum",
+        &["Node", "Role", "Leader epoch", "Log end offset", "High watermark", "Caught up at"],
+        &quorum_rows,
+    );
     let plots = format!(
         r#"<div id="plots" class="plots" data-live>{}{}{}</div>"#,
         line_chart(

@@ -53,7 +53,12 @@ fn configs_by_resource(response: DescribeConfigsResponse) -> HashMap<String, BTr
             let configs = r
                 .configs
                 .into_iter()
-                .map(|c| (c.name.to_string(), (c.value.map(|v| v.to_string()).unwrap_or_default(), c.config_source)))
+                .map(|c| {
+                    (
+                        c.name.to_string(),
+                        (c.value.map(|v| v.to_string()).unwrap_or_default(), c.config_source),
+                    )
+                })
                 .collect();
             (r.resource_name.to_string(), configs)
         })
@@ -75,7 +80,9 @@ pub fn list(page: &Page<'_>) -> Response {
         .map(|topic| {
             let name = topic_name(topic);
             let size: i64 = sizes.iter().filter(|((t, _), _)| *t == name).map(|(_, s)| s).sum();
-            let config = |key: &str| configs.get(&name).and_then(|c| c.get(key)).map_or("-".to_owned(), |(v, _)| escape(v));
+            let config = |key: &str| {
+                configs.get(&name).and_then(|c| c.get(key)).map_or("-".to_owned(), |(v, _)| escape(v))
+            };
             let replication = topic.partitions.first().map_or(0, |p| p.replica_nodes.len());
             let internal = if topic.is_internal { r#" <span class="tag">internal</span>"# } else { "" };
             vec![
@@ -110,7 +117,9 @@ fn parse_configs(text: &str) -> Result<Vec<(String, String)>, String> {
         .map(str::trim)
         .filter(|line| !line.is_empty())
         .map(|line| match line.split_once('=') {
-            Some((key, value)) if !key.trim().is_empty() => Ok((key.trim().to_owned(), value.trim().to_owned())),
+            Some((key, value)) if !key.trim().is_empty() => {
+                Ok((key.trim().to_owned(), value.trim().to_owned()))
+            }
             _ => Err(format!("config {line:?} is not key=value")),
         })
         .collect()
@@ -153,16 +162,25 @@ fn find_topic(page: &Page<'_>, name: &str) -> Option<MetadataResponseTopic> {
 pub fn detail(page: &Page<'_>) -> Response {
     let name = page.request.param("name");
     let Some(topic) = find_topic(page, name) else {
-        return page.refused(404, "/topics", "/topics", &format!("UNKNOWN_TOPIC_OR_PARTITION: no topic {name}"));
+        return page.refused(
+            404,
+            "/topics",
+            "/topics",
+            &format!("UNKNOWN_TOPIC_OR_PARTITION: no topic {name}"),
+        );
     };
-    let keys: Vec<(String, i32)> = topic.partitions.iter().map(|p| (name.to_owned(), p.partition_index)).collect();
+    let keys: Vec<(String, i32)> =
+        topic.partitions.iter().map(|p| (name.to_owned(), p.partition_index)).collect();
     let starts: HashMap<_, _> = page.kafka.earliest_offsets(&keys).into_iter().collect();
     let ends: HashMap<_, _> = page.kafka.latest_offsets(&keys).into_iter().collect();
     let sizes = sizes(page);
     let mut partitions = topic.partitions.clone();
     partitions.sort_by_key(|p| p.partition_index);
-    let ids = |ids: &[kafka_protocol::messages::BrokerId]| ids.iter().map(|id| id.0.to_string()).collect::<Vec<_>>().join(",");
-    let offset = |found: Option<&Option<i64>>| found.copied().flatten().map_or("-".to_owned(), |o| o.to_string());
+    let ids = |ids: &[kafka_protocol::messages::BrokerId]| {
+        ids.iter().map(|id| id.0.to_string()).collect::<Vec<_>>().join(",")
+    };
+    let offset =
+        |found: Option<&Option<i64>>| found.copied().flatten().map_or("-".to_owned(), |o| o.to_string());
     let rows: Vec<Vec<String>> = partitions
         .iter()
         .map(|p| {
@@ -179,8 +197,11 @@ pub fn detail(page: &Page<'_>) -> Response {
             ]
         })
         .collect();
-    let partition_table =
-        table("partitions", &["Partition", "Leader", "Replicas", "In-sync", "Log start", "High watermark", "Size"], &rows);
+    let partition_table = table(
+        "partitions",
+        &["Partition", "Leader", "Replicas", "In-sync", "Log start", "High watermark", "Size"],
+        &rows,
+    );
     let configs = configs_by_resource(page.kafka.describe_configs(TOPIC_RESOURCE, &[name.to_owned()]));
     let config_rows: Vec<Vec<String>> = configs
         .get(name)
@@ -203,7 +224,12 @@ pub fn detail(page: &Page<'_>) -> Response {
     let series = |what: &str| page.history.points(&topic_series(name, what));
     let plots = format!(
         r#"<div id="plots" class="plots" data-live>{}{}</div>"#,
-        line_chart("Throughput", "B/s", &[("in", series("bytes_in")), ("out", series("bytes_out"))], page.now_ms),
+        line_chart(
+            "Throughput",
+            "B/s",
+            &[("in", series("bytes_in")), ("out", series("bytes_out"))],
+            page.now_ms
+        ),
         line_chart("Messages in", "/s", &[("messages", series("messages_in"))], page.now_ms),
     );
     let actions = actions(page, name, &topic, partitions.len());
@@ -222,25 +248,37 @@ fn actions(page: &Page<'_>, name: &str, topic: &MetadataResponseTopic, count: us
         input("Value", "value", "", ""),
         select("Operation", "op", &[("set", "set"), ("delete", "delete (back to default)")], "set"),
     );
-    let mut out = format!("<h2>Edit configs</h2>{}", form("/topic/config", page.csrf, "inline", &config_fields, "Apply"));
-    let partition_fields =
-        format!("{}{}", hidden("name", name), input("New partition count", "count", &(count + 1).to_string(), r#"type="number" required"#));
-    out.push_str(&format!("<h2>Add partitions</h2>{}", form("/topic/partitions", page.csrf, "inline", &partition_fields, "Add partitions")));
+    let mut out = format!(
+        "<h2>Edit configs</h2>{}",
+        form("/topic/config", page.csrf, "inline", &config_fields, "Apply")
+    );
+    let partition_fields = format!(
+        "{}{}",
+        hidden("name", name),
+        input("New partition count", "count", &(count + 1).to_string(), r#"type="number" required"#)
+    );
+    out.push_str(&format!(
+        "<h2>Add partitions</h2>{}",
+        form("/topic/partitions", page.csrf, "inline", &partition_fields, "Add partitions")
+    ));
     if topic.is_internal {
         out.push_str("<p>Internal topics cannot be deleted from the console.</p>");
     } else {
-        let fields = format!("{}{}", hidden("name", name), input("Type the topic name to confirm", "confirm", "", "required"));
-        out.push_str(&format!("<h2>Delete</h2>{}", form("/topic/delete", page.csrf, "inline danger", &fields, "Delete topic")));
+        let fields = format!(
+            "{}{}",
+            hidden("name", name),
+            input("Type the topic name to confirm", "confirm", "", "required")
+        );
+        out.push_str(&format!(
+            "<h2>Delete</h2>{}",
+            form("/topic/delete", page.csrf, "inline danger", &fields, "Delete topic")
+        ));
     }
     out
 }
 
 fn redirect_to_topic(name: &str, notice: &str) -> Response {
-    Response::see_other(format!(
-        "/topic?name={}&notice={}",
-        percent_encode(name),
-        percent_encode(notice)
-    ))
+    Response::see_other(format!("/topic?name={}&notice={}", percent_encode(name), percent_encode(notice)))
 }
 
 pub fn delete(page: &Page<'_>) -> Response {
@@ -252,12 +290,20 @@ pub fn delete(page: &Page<'_>) -> Response {
     }
     match find_topic(page, name) {
         Some(topic) if topic.is_internal => {
-            return page.refused(422, "/topics", &back, &format!("{name} is an internal topic; the console does not delete it"))
+            return page.refused(
+                422,
+                "/topics",
+                &back,
+                &format!("{name} is an internal topic; the console does not delete it"),
+            )
         }
         _ => {}
     }
     match page.kafka.delete_topic(name) {
-        None => Response::see_other(format!("/topics?notice={}", percent_encode(&format!("deleted topic {name}")))),
+        None => Response::see_other(format!(
+            "/topics?notice={}",
+            percent_encode(&format!("deleted topic {name}"))
+        )),
         Some(error) => page.refused(422, "/topics", &back, &error),
     }
 }
