@@ -121,6 +121,21 @@ def test_overview_counts_throughput_and_connections_from_the_metrics_history(bro
     assert summary["Messages in /s"] not in ("0", "-")
 
 
+def test_a_kraft_nodes_overview_names_its_broker_endpoint_and_its_quorum(broker_factory):
+    from test_storage_format import KraftNode, random_uuid
+
+    console_port = free_port()
+    node = KraftNode(broker_factory(start=False), **{"console.listener": f"http://127.0.0.1:{console_port}"})
+    # The controller listener first: the console must still describe the broker listener.
+    plaintext, controller = node.broker.overrides["listeners"].split(",")
+    node.broker.overrides["listeners"] = f"{controller},{plaintext}"
+    assert node.format(random_uuid(), "--standalone").returncode == 0
+    node.broker.start()
+    page = ConsoleClient(console_port).page("/")
+    assert table(page, "brokers") == [["1", node.broker.bootstrap, "-", "running", "broker, active controller"]]
+    assert table(page, "quorum")[0][:2] == ["1", "voter, leader"]
+
+
 def test_topics_list_shows_partitions_replication_size_and_configs(broker, console):
     create_topic(broker.bootstrap, "listed", partitions=2, config={"retention.ms": "3600000", "cleanup.policy": "compact"})
     produce(broker, "listed", records(20))
@@ -300,6 +315,31 @@ def test_an_active_groups_members_and_assignment_are_shown(broker, console):
         refused = console.post("/group/reset", id="live-group", topics="", scenario="earliest", value="", execute="true")
         assert refused.status == 422
         assert "can only be reset if the group 'live-group' is inactive, but the current state is Stable" in error_of(refused.body)
+    finally:
+        consumer.close()
+
+
+def test_a_consumer_protocol_groups_members_and_assignment_are_shown(broker, console):
+    create_topic(broker.bootstrap, "heartbeats", partitions=2)
+    consumer = Consumer({
+        "bootstrap.servers": broker.bootstrap,
+        "group.id": "kip848-group",
+        "group.protocol": "consumer",
+        "client.id": "new-protocol",
+        "auto.offset.reset": "earliest",
+    })
+    try:
+        consumer.subscribe(["heartbeats"])
+        deadline = time.monotonic() + 30
+        while len(consumer.assignment()) < 2:
+            assert time.monotonic() < deadline, "no assignment"
+            consumer.poll(0.2)
+        rows = {r[0]: r for r in table(console.page("/groups"), "groups")}
+        assert rows["kip848-group"][1:3] == ["consumer", "Stable"]
+        page = console.page("/group", id="kip848-group")
+        assert facts(page)["Protocol type"] == "consumer" and facts(page)["Protocol"] == "uniform"
+        [member] = table(page, "members")
+        assert member[1] == "new-protocol" and sorted(member[3].split(", ")) == ["heartbeats-0", "heartbeats-1"]
     finally:
         consumer.close()
 

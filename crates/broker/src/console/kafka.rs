@@ -72,8 +72,11 @@ impl<'a> Kafka<'a> {
             .with_request_api_key(api_key as i16)
             .with_request_api_version(api_version)
             .with_client_id(Some(str_bytes(CLIENT_ID)));
-        // Answers name the broker's endpoints as its first listener advertises them.
-        let listener = self.broker.config.listeners.first().map_or("PLAINTEXT", |l| l.name.as_str());
+        // Answers name the broker's endpoints as its first advertised
+        // listener does (a controller listener advertises none).
+        let config = &self.broker.config;
+        let advertised = config.listeners.iter().find(|l| config.advertised_endpoint(&l.name).is_some());
+        let listener = advertised.or(config.listeners.first()).map_or("PLAINTEXT", |l| l.name.as_str());
         RequestContext {
             broker: self.broker,
             api_key,
