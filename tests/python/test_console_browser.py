@@ -149,7 +149,7 @@ def notice(driver) -> str:
     return wait_until(shown, UI_TIMEOUT_S, "the action's outcome")
 
 
-def test_pages_load_without_console_errors(served, browser):
+def test_pages_load_without_console_errors(browser, served):
     broker, base = served
     create_topic(broker.bootstrap, "orders", partitions=3)
     producer = confluent_producer(broker.bootstrap)
@@ -180,7 +180,7 @@ def test_pages_load_without_console_errors(served, browser):
     assert console_errors(browser) == []
 
 
-def test_a_topic_created_in_the_ui_is_seen_by_confluent_kafka(served, browser):
+def test_a_topic_created_in_the_ui_is_seen_by_confluent_kafka(browser, served):
     broker, base = served
     open_page(browser, base + "/topics")
     submit(browser, "/topics/create", {"name": "from-the-ui", "partitions": "4", "configs": "retention.ms=7200000"})
@@ -190,7 +190,7 @@ def test_a_topic_created_in_the_ui_is_seen_by_confluent_kafka(served, browser):
     screenshot(browser, "topic-created")
 
 
-def test_records_produced_by_confluent_kafka_appear_in_the_message_browser(served, browser):
+def test_records_produced_by_confluent_kafka_appear_in_the_message_browser(browser, served):
     broker, base = served
     create_topic(broker.bootstrap, "browsed")
     producer = confluent_producer(broker.bootstrap)
@@ -215,7 +215,7 @@ def described_lags(broker, group: str) -> dict[tuple[str, int], int]:
     return {(r["TOPIC"], int(r["PARTITION"])): int(r["LAG"]) for r in rows}
 
 
-def test_a_groups_lag_shown_equals_what_strom_groups_describe_prints(served, browser):
+def test_a_groups_lag_shown_equals_what_strom_groups_describe_prints(browser, served):
     broker, base = served
     create_topic(broker.bootstrap, "invoices", partitions=2)
     producer = confluent_producer(broker.bootstrap)
@@ -228,7 +228,7 @@ def test_a_groups_lag_shown_equals_what_strom_groups_describe_prints(served, bro
     screenshot(browser, "group-lag")
 
 
-def test_a_reset_done_in_the_ui_is_seen_by_the_consumer(served, browser):
+def test_a_reset_done_in_the_ui_is_seen_by_the_consumer(browser, served):
     broker, base = served
     create_topic(broker.bootstrap, "replayed")
     produce_confluent(confluent_producer(broker.bootstrap), "replayed", json_records(10))
