@@ -5,7 +5,9 @@
 //!
 //! Each call builds the request a Kafka admin client would send at a served
 //! version, with the console's client id and the browser's address, and
-//! returns the handler's response.
+//! returns the handler's response. When the request context carries an
+//! authenticated principal, [`Kafka::ctx`] is where the console's user goes
+//! in, so that ACLs judge console actions like any client's.
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::error::ResponseError;
