@@ -137,10 +137,11 @@ def test_properties_file_in_java_syntax_space_separators_and_continuations(tmp_p
 
 
 def test_example_config_file_starts_a_broker(tmp_path):
-    """config/server.properties as shipped (only the port moved, as the README shows)."""
-    port = free_port()
+    """config/server.properties as shipped (only the ports moved, as the README shows)."""
+    port, console_port = free_port(), free_port()
     example = Path(__file__).resolve().parents[2] / "config" / "server.properties"
-    args = ["server", str(example), "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}"]
+    args = ["server", str(example), "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+            "--override", f"console.listener=http://127.0.0.1:{console_port}"]
     serve_until_accepting_then_interrupt(args, tmp_path, port)
     text = (tmp_path / "broker.log").read_text()
     assert "ignoring unknown configuration key" not in text, text

@@ -76,6 +76,8 @@ pub struct BrokerConfig {
     pub zero_copy_fetch: bool,
     /// `metrics.listener=http://HOST:PORT`: where Prometheus scrapes `/metrics`.
     pub metrics_listener: Option<SocketAddr>,
+    /// The web console's `console.*` keys.
+    pub console: crate::console::ConsoleConfig,
     /// `log.retention.check.interval.ms`
     pub log_retention_check_interval_ms: u64,
     /// `producer.id.expiration.ms`: how long a partition remembers an idle producer.
@@ -491,6 +493,7 @@ impl BrokerConfig {
             max_connections: p.parse("max.connections", 10_000, 1)?,
             zero_copy_fetch: p.bool("fetch.zero.copy.enable", true)?,
             metrics_listener: p.metrics_listener("metrics.listener")?,
+            console: crate::console::ConsoleConfig::parse(&provided)?,
             log_retention_check_interval_ms: p.parse("log.retention.check.interval.ms", 300_000, 1)?,
             producer_id_expiration_ms: p.parse("producer.id.expiration.ms", 86_400_000, 1)?,
             producer_id_expiration_check_interval_ms: p.parse(
@@ -701,7 +704,9 @@ fn set<T: std::str::FromStr>(field: &mut T, value: &str) {
 /// Keys Strom reads (the broker keys DescribeConfigs lists), plus the
 /// standard ones it accepts without acting on.
 pub fn is_known_key(key: &str) -> bool {
-    crate::config_sources::BROKER_KEYS.iter().any(|k| k.name == key) || ACCEPTED_KEYS.contains(&key)
+    crate::config_sources::BROKER_KEYS.iter().any(|k| k.name == key)
+        || ACCEPTED_KEYS.contains(&key)
+        || crate::console::config::KEYS.contains(&key)
 }
 
 #[cfg(test)]

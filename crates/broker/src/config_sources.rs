@@ -70,6 +70,8 @@ pub const BROKER_KEYS: &[BrokerKey] = {
         key("log.retention.check.interval.ms", Some("300000"), LONG),
         key("fetch.zero.copy.enable", Some("true"), BOOLEAN),
         key("metrics.listener", None, STRING),
+        key("console.listener", None, STRING),
+        key("console.auth", Some("none"), STRING),
         key("logging.level", Some("info"), STRING),
         key("log.format", Some("text"), STRING),
         key("num.recovery.threads.per.data.dir", Some("2"), INT),

@@ -29,6 +29,9 @@
 //!   [`internal_topic`] maps ids to the partitions of the coordinators'
 //!   topics and creates those topics on first use.
 //!
+//! [`console`] serves the web console (`console.listener`) from the same
+//! handlers.
+//!
 //! [`config`] parses `server.properties` (Java syntax, [`properties`]) with
 //! Kafka's key names and overlays
 //! the dynamic broker configs, [`config_sources`] says where each described
@@ -46,6 +49,7 @@ pub mod alloc;
 pub mod apis;
 pub mod config;
 pub mod config_sources;
+pub mod console;
 pub mod dispatch;
 pub mod error;
 pub mod failpoint;

@@ -130,6 +130,12 @@ impl Metrics {
             .clone()
     }
 
+    /// Every topic's counters, for sampling.
+    pub fn topics_snapshot(&self) -> Vec<(String, Arc<TopicMetrics>)> {
+        let topics = self.topics.read().unwrap_or_else(PoisonError::into_inner);
+        topics.iter().map(|(name, metrics)| (name.clone(), metrics.clone())).collect()
+    }
+
     /// Forgets a deleted topic's counters.
     pub fn remove_topic(&self, name: &str) {
         self.topics.write().unwrap_or_else(PoisonError::into_inner).remove(name);

@@ -153,6 +153,7 @@ pub struct BoundBroker {
     /// Each bound socket with its listener's name.
     listeners: Vec<(Arc<str>, TcpListener)>,
     metrics_listener: Option<TcpListener>,
+    console_listener: Option<TcpListener>,
 }
 
 impl BoundBroker {
@@ -178,7 +179,17 @@ impl BoundBroker {
             }
             None => None,
         };
-        Ok(Self { broker, listeners, metrics_listener })
+        let console_listener = match broker.config.console.listener {
+            Some(addr) => {
+                let bound = TcpListener::bind(addr)
+                    .await
+                    .map_err(|error| StartError::Bind { addr: addr.to_string(), error })?;
+                tracing::info!(addr = %addr, "serving the web console at http://{addr}/");
+                Some(bound)
+            }
+            None => None,
+        };
+        Ok(Self { broker, listeners, metrics_listener, console_listener })
     }
 
     /// Each listener as `NAME://ADDRESS:PORT`, with the port actually bound.
@@ -199,6 +210,9 @@ impl BoundBroker {
         background.spawn(TransactionCoordinator::run_timers(self.broker.clone()));
         if let Some(listener) = self.metrics_listener {
             background.spawn(metrics::serve_http(self.broker.clone(), listener, stop_rx.clone()));
+        }
+        if let Some(listener) = self.console_listener {
+            background.spawn(crate::console::serve(self.broker.clone(), listener, stop_rx.clone()));
         }
         if self.broker.config.cleaner.enable {
             for id in 0..self.broker.config.cleaner.threads {

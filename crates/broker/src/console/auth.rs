@@ -1,0 +1,195 @@
+//! Who may use the console, and proof that a form was posted by the
+//! console's own page.
+//!
+//! `console.auth=none` is allowed only on a loopback listener: anyone who
+//! reaches the port is trusted, as with the Kafka listener today. With
+//! `console.auth=basic` every request carries HTTP Basic credentials that a
+//! [`CredentialStore`] checks; today the store is the configured list, and a
+//! SASL/SCRAM-backed store (the broker's own users) plugs in behind the same
+//! trait once the broker has users.
+//!
+//! Actions are POSTs carrying a CSRF token (double submit): the token lives in
+//! a `SameSite=Strict` cookie and in a hidden field of every form, and must
+//! match. Another site can make a browser send the cookie with neither
+//! strictness nor the ability to read it into the form.
+
+use std::sync::Arc;
+
+use super::http::{Request, Response};
+
+/// The cookie holding the CSRF token.
+pub const CSRF_COOKIE: &str = "strom_console_csrf";
+/// The form field echoing it.
+pub const CSRF_FIELD: &str = "csrf";
+
+/// Checks a user name and password.
+pub trait CredentialStore: Send + Sync + std::fmt::Debug {
+    fn verify(&self, user: &str, password: &str) -> bool;
+}
+
+/// `console.auth.basic.users=user:password,...`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ConfiguredUsers(pub Vec<(String, String)>);
+
+/// Names the users, never their passwords: configs end up in logs.
+impl std::fmt::Debug for ConfiguredUsers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.0.iter().map(|(user, _)| user)).finish()
+    }
+}
+
+impl CredentialStore for ConfiguredUsers {
+    fn verify(&self, user: &str, password: &str) -> bool {
+        // Every entry is compared, so timing does not tell which users exist.
+        self.0.iter().fold(false, |found, (u, p)| {
+            found
+                | (constant_time_eq(u.as_bytes(), user.as_bytes())
+                    & constant_time_eq(p.as_bytes(), password.as_bytes()))
+        })
+    }
+}
+
+/// The console's authentication.
+#[derive(Debug, Clone)]
+pub enum Auth {
+    None,
+    Basic(Arc<dyn CredentialStore>),
+}
+
+impl Auth {
+    /// The user a request authenticates as (`ANONYMOUS` without auth), or
+    /// the 401 that asks the browser for credentials.
+    pub fn authenticate(&self, request: &Request) -> Result<String, Response> {
+        let Auth::Basic(store) = self else { return Ok("ANONYMOUS".into()) };
+        let challenge = || {
+            Response::text(401, "authentication required")
+                .with_header("WWW-Authenticate", "Basic realm=\"strom console\", charset=\"UTF-8\"".into())
+        };
+        let credentials = request
+            .header("authorization")
+            .and_then(|h| h.strip_prefix("Basic "))
+            .and_then(|b64| decode_base64(b64.trim()))
+            .and_then(|raw| String::from_utf8(raw).ok())
+            .ok_or_else(challenge)?;
+        let (user, password) = credentials.split_once(':').ok_or_else(challenge)?;
+        if store.verify(user, password) {
+            Ok(user.to_owned())
+        } else {
+            Err(challenge())
+        }
+    }
+}
+
+/// The CSRF token of this browser: the cookie's, or a fresh one to set.
+pub fn csrf_token(request: &Request) -> (String, bool) {
+    match request.cookie(CSRF_COOKIE).filter(|t| is_token(t)) {
+        Some(token) => (token.to_owned(), false),
+        None => (uuid::Uuid::new_v4().simple().to_string(), true),
+    }
+}
+
+pub fn csrf_cookie(token: &str) -> String {
+    format!("{CSRF_COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict")
+}
+
+fn is_token(text: &str) -> bool {
+    text.len() == 32 && text.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// Whether a POST proves it came from a console page: the form echoes the
+/// cookie's token, and a browser that says where the request came from says
+/// it came from here.
+pub fn csrf_ok(request: &Request, form_token: &str) -> bool {
+    let Some(cookie) = request.cookie(CSRF_COOKIE).filter(|t| is_token(t)) else { return false };
+    if request.header("sec-fetch-site").is_some_and(|site| site == "cross-site" || site == "same-site") {
+        return false;
+    }
+    if let (Some(origin), Some(host)) = (request.header("origin"), request.header("host")) {
+        let origin_host = origin.split_once("://").map_or(origin, |(_, rest)| rest);
+        if origin_host != host {
+            return false;
+        }
+    }
+    constant_time_eq(cookie.as_bytes(), form_token.as_bytes())
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |diff, (x, y)| diff | (x ^ y)) == 0
+}
+
+/// Standard base64 with padding, as Basic credentials use it.
+fn decode_base64(text: &str) -> Option<Vec<u8>> {
+    let value = |c: u8| match c {
+        b'A'..=b'Z' => Some(c - b'A'),
+        b'a'..=b'z' => Some(c - b'a' + 26),
+        b'0'..=b'9' => Some(c - b'0' + 52),
+        b'+' => Some(62),
+        b'/' => Some(63),
+        _ => None,
+    };
+    let bytes = text.trim_end_matches('=').as_bytes();
+    let whole_quanta = text.as_bytes().chunks(4).all(|quantum| quantum.len() == 4);
+    if !whole_quanta || text.len() - bytes.len() > 2 {
+        return None;
+    }
+    let mut out = Vec::with_capacity(bytes.len() * 3 / 4);
+    let (mut acc, mut bits) = (0u32, 0);
+    for c in bytes {
+        acc = (acc << 6) | u32::from(value(*c)?);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::console::http::parse_head;
+
+    fn request(headers: &str) -> Request {
+        parse_head(format!("POST / HTTP/1.1\r\n{headers}").trim_end().as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn base64_decodes_basic_credentials() {
+        assert_eq!(decode_base64("YWxpY2U6c2VjcmV0").unwrap(), b"alice:secret");
+        assert_eq!(decode_base64("YQ==").unwrap(), b"a");
+        assert_eq!(decode_base64("YWI=").unwrap(), b"ab");
+        assert!(decode_base64("YQ=").is_none());
+        assert!(decode_base64("Y!==").is_none());
+    }
+
+    #[test]
+    fn basic_auth_accepts_only_configured_credentials() {
+        let auth = Auth::Basic(Arc::new(ConfiguredUsers(vec![("alice".into(), "secret".into())])));
+        assert_eq!(auth.authenticate(&request("Authorization: Basic YWxpY2U6c2VjcmV0")).unwrap(), "alice");
+        for wrong in [
+            "",
+            "Authorization: Basic YWxpY2U6d3Jvbmc=",
+            "Authorization: Bearer x",
+            "Authorization: Basic ???",
+        ] {
+            let refused = auth.authenticate(&request(wrong)).unwrap_err();
+            assert_eq!(refused.status, 401, "{wrong}");
+            assert!(refused.headers.iter().any(|(name, _)| *name == "WWW-Authenticate"));
+        }
+        assert_eq!(Auth::None.authenticate(&request("")).unwrap(), "ANONYMOUS");
+        assert_eq!(format!("{auth:?}"), r#"Basic(["alice"])"#, "passwords stay out of logs");
+    }
+
+    #[test]
+    fn csrf_needs_the_cookie_echoed_from_the_same_origin() {
+        let token = "0123456789abcdef0123456789abcdef";
+        let cookie = format!("Cookie: {CSRF_COOKIE}={token}\r\nHost: 127.0.0.1:8080");
+        assert!(csrf_ok(&request(&cookie), token));
+        assert!(!csrf_ok(&request(&cookie), "0123456789abcdef0123456789abcdee"));
+        assert!(!csrf_ok(&request("Host: x"), token), "no cookie");
+        assert!(!csrf_ok(&request(&format!("{cookie}\r\nOrigin: http://evil.example")), token));
+        assert!(csrf_ok(&request(&format!("{cookie}\r\nOrigin: http://127.0.0.1:8080")), token));
+        assert!(!csrf_ok(&request(&format!("{cookie}\r\nSec-Fetch-Site: cross-site")), token));
+    }
+}

@@ -1,0 +1,157 @@
+//! The web console (`console.listener=http://HOST:PORT`): what teams install
+//! AKHQ or Kafka UI for, served by the broker itself.
+//!
+//! - [`http`] reads one bounded request per connection and writes the answer;
+//! - [`auth`] authenticates (`console.auth`) and checks the CSRF token of
+//!   every action; [`config`] reads the `console.*` keys;
+//! - [`pages`] renders one module per page (overview, topics, messages,
+//!   groups, broker) from Kafka requests that [`kafka`] hands to the same
+//!   handlers Kafka clients reach, so the console and the admin tools agree;
+//! - [`history`] samples the broker's metrics into an hour-long ring that
+//!   [`svg`] draws as plots; [`html`] escapes and frames every page;
+//! - `assets/` holds the stylesheet and the little script that refreshes
+//!   the live parts of a page, embedded in the binary.
+//!
+//! Pages are rendered on the blocking pool: reading a partition for the
+//! message browser touches the disk.
+
+pub mod auth;
+pub mod config;
+pub mod history;
+pub mod html;
+pub mod http;
+pub mod kafka;
+pub mod pages;
+pub mod svg;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, Semaphore};
+
+pub use config::ConsoleConfig;
+
+use crate::server::Broker;
+use auth::{Auth, CSRF_FIELD};
+use history::History;
+use http::{ReadError, Request, Response};
+
+/// Connections served at once; more wait in the accept queue.
+const MAX_CONNECTIONS: usize = 64;
+
+const CSS: &str = include_str!("assets/console.css");
+const JS: &str = include_str!("assets/console.js");
+
+/// The console's shared state.
+pub struct Console {
+    broker: Arc<Broker>,
+    history: Arc<History>,
+    auth: Auth,
+}
+
+/// Serves the console on `listener` until the broker stops.
+pub async fn serve(broker: Arc<Broker>, listener: TcpListener, mut stop: watch::Receiver<bool>) {
+    let config = broker.config.console.clone();
+    let history = Arc::new(History::new(config.sample_ms));
+    let sampler =
+        tokio::spawn(history::run_sampler(broker.clone(), history.clone(), config.sample_ms, stop.clone()));
+    let console = Arc::new(Console { broker, history, auth: config.auth });
+    let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    loop {
+        let permit = tokio::select! {
+            biased;
+            _ = stop.changed() => break,
+            permit = permits.clone().acquire_owned() => permit,
+        };
+        let Ok(permit) = permit else { break };
+        let accepted = tokio::select! {
+            biased;
+            _ = stop.changed() => break,
+            accepted = listener.accept() => accepted,
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                let console = console.clone();
+                tokio::spawn(async move {
+                    console.connection(stream, peer).await;
+                    drop(permit);
+                });
+            }
+            Err(e) => {
+                tracing::warn!("console accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+    let _ = sampler.await;
+}
+
+impl Console {
+    async fn connection(self: Arc<Self>, mut stream: TcpStream, peer: SocketAddr) {
+        let response = match http::read_request(&mut stream).await {
+            Ok(request) => self.answer(request, peer).await,
+            Err(ReadError::Closed) => return,
+            Err(ReadError::Refused(status, reason)) => Response::text(status, reason),
+        };
+        if let Err(e) = http::write_response(&mut stream, &secured(response)).await {
+            tracing::debug!(%peer, "console response not written: {e}");
+        }
+    }
+
+    async fn answer(self: Arc<Self>, request: Request, peer: SocketAddr) -> Response {
+        let user = match self.auth.authenticate(&request) {
+            Ok(user) => user,
+            Err(challenge) => return challenge,
+        };
+        match (request.method.as_str(), request.path.as_str()) {
+            ("GET", "/assets/console.css") => return asset("text/css; charset=utf-8", CSS),
+            ("GET", "/assets/console.js") => return asset("text/javascript; charset=utf-8", JS),
+            ("GET" | "POST", _) => {}
+            _ => return Response::text(405, "only GET and POST").with_header("Allow", "GET, POST".into()),
+        }
+        let (csrf, fresh) = auth::csrf_token(&request);
+        if request.method == "POST"
+            && !auth::csrf_ok(&request, request.form().get(CSRF_FIELD).map_or("", String::as_str))
+        {
+            return Response::text(403, "missing or wrong CSRF token: reload the page and try again");
+        }
+        let client_host = format!("/{}", peer.ip());
+        let console = self.clone();
+        let rendered = tokio::task::spawn_blocking(move || {
+            let page =
+                pages::Page::new(&console.broker, &console.history, &request, &csrf, &user, client_host);
+            (pages::route(&page), csrf)
+        })
+        .await;
+        match rendered {
+            Ok((response, csrf)) if fresh => response.with_header("Set-Cookie", auth::csrf_cookie(&csrf)),
+            Ok((response, _)) => response,
+            Err(e) => {
+                tracing::error!("console page failed: {e}");
+                Response::text(500, "the page failed; see the broker log")
+            }
+        }
+    }
+}
+
+fn asset(content_type: &'static str, body: &'static str) -> Response {
+    Response::new(200, content_type, body.as_bytes().to_vec())
+        .with_header("Cache-Control", "max-age=3600".into())
+}
+
+/// Headers that keep a page's content from running anything but our own
+/// script, and the page itself out of other sites' frames.
+fn secured(response: Response) -> Response {
+    let cached = response.headers.iter().any(|(name, _)| *name == "Cache-Control");
+    let response = if cached { response } else { response.with_header("Cache-Control", "no-store".into()) };
+    response
+        .with_header(
+            "Content-Security-Policy",
+            "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'".into(),
+        )
+        .with_header("X-Content-Type-Options", "nosniff".into())
+        .with_header("X-Frame-Options", "DENY".into())
+        .with_header("Referrer-Policy", "same-origin".into())
+}

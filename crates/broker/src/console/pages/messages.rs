@@ -1,0 +1,411 @@
+//! The message browser: records of one partition from an offset or a time,
+//! newest or oldest first, shown as JSON, text or hex, optionally filtered
+//! by a substring; and a form that produces a test record.
+//!
+//! Records are read as a fetch reads them (up to the high watermark), and
+//! every read is bounded: at most [`MAX_LIMIT`] records shown, at most
+//! [`MAX_SCAN_RECORDS`] records or [`MAX_SCAN_BYTES`] bytes examined per page.
+
+use bytes::Bytes;
+use kafka_protocol::records::Record;
+
+use super::Page;
+use crate::console::html::{self, escape, form, hidden, input, link, select, table};
+use crate::console::http::{percent_encode, Response};
+use crate::console::kafka::TestRecord;
+use crate::replica::{Isolation, Partition};
+
+pub const DEFAULT_LIMIT: usize = 50;
+pub const MAX_LIMIT: usize = 500;
+/// Records examined by one search, matching or not.
+pub const MAX_SCAN_RECORDS: usize = 10_000;
+/// Record batch bytes read from disk for one page.
+pub const MAX_SCAN_BYTES: usize = 16 << 20;
+/// Bytes of a key, value or header shown before it is cut.
+const SHOWN_BYTES: usize = 4096;
+const READ_CHUNK_BYTES: usize = 1 << 20;
+
+/// What the browser was asked for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Query {
+    pub partition: i32,
+    /// Where to start: an offset, a time, or (neither) the end or the start.
+    pub offset: Option<i64>,
+    pub timestamp_ms: Option<i64>,
+    pub newest_first: bool,
+    pub limit: usize,
+    pub search: String,
+    pub format: Format,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// JSON when it parses, else text when printable, else hex.
+    Auto,
+    Json,
+    Text,
+    Hex,
+}
+
+impl Query {
+    fn parse(page: &Page<'_>) -> Result<Self, String> {
+        let param = |name: &str| page.request.param(name).trim();
+        let partition = match param("partition") {
+            "" => 0,
+            raw => raw.parse().map_err(|_| format!("partition {raw:?} is not a number"))?,
+        };
+        let offset = match param("offset") {
+            "" => None,
+            raw => Some(raw.parse::<i64>().map_err(|_| format!("offset {raw:?} is not a number"))?.max(0)),
+        };
+        let timestamp_ms = match param("time") {
+            "" => None,
+            raw => Some(
+                html::parse_time(raw)
+                    .ok_or_else(|| format!("time {raw:?} is not YYYY-MM-DDTHH:MM:SS or milliseconds"))?,
+            ),
+        };
+        let limit = match param("limit") {
+            "" => DEFAULT_LIMIT,
+            raw => raw
+                .parse::<usize>()
+                .map_err(|_| format!("limit {raw:?} is not a number"))?
+                .clamp(1, MAX_LIMIT),
+        };
+        let format = match param("format") {
+            "json" => Format::Json,
+            "text" => Format::Text,
+            "hex" => Format::Hex,
+            _ => Format::Auto,
+        };
+        let search = param("search").chars().take(256).collect();
+        Ok(Self {
+            partition,
+            offset,
+            timestamp_ms,
+            newest_first: param("order") != "oldest",
+            limit,
+            search,
+            format,
+        })
+    }
+}
+
+/// The records found, and how far the scan went.
+#[derive(Debug, Default)]
+pub struct Found {
+    pub records: Vec<Record>,
+    pub scanned: usize,
+    /// The scan stopped at a bound before it found `limit` records.
+    pub truncated: bool,
+}
+
+/// Reads records in [from, to) in offset order, stopping once `accept` has
+/// taken `limit` or a bound is reached.
+fn scan_forward(
+    partition: &Partition,
+    from: i64,
+    to: i64,
+    limit: usize,
+    found: &mut Found,
+    bytes_read: &mut usize,
+    accept: &dyn Fn(&Record) -> bool,
+) -> Result<(), String> {
+    let mut offset = from;
+    while offset < to && found.records.len() < limit {
+        if found.scanned >= MAX_SCAN_RECORDS || *bytes_read >= MAX_SCAN_BYTES {
+            found.truncated = true;
+            return Ok(());
+        }
+        let read = partition
+            .read(offset, READ_CHUNK_BYTES, true, Isolation::ReadUncommitted)
+            .map_err(|e| e.to_string())?;
+        let Some(slice) = read.slice else { return Ok(()) };
+        let bytes = slice.read().map_err(|e| e.to_string())?;
+        *bytes_read += bytes.len();
+        let records = strom_storage::batch::decode_records(bytes).map_err(|e| e.to_string())?;
+        for record in records.into_iter().filter(|r| r.offset >= offset && r.offset < to && !r.control) {
+            found.scanned += 1;
+            if accept(&record) {
+                found.records.push(record);
+                if found.records.len() >= limit {
+                    break;
+                }
+            }
+        }
+        if slice.end_offset <= offset {
+            return Ok(());
+        }
+        offset = slice.end_offset;
+    }
+    Ok(())
+}
+
+/// The records a query asks for, in the order to show them.
+pub fn browse(partition: &Partition, query: &Query) -> Result<Found, String> {
+    let (log_start, high_watermark) = (partition.log_start_offset(), partition.high_watermark());
+    let by_time = match query.timestamp_ms {
+        Some(ms) => Some(
+            partition.offset_for_timestamp(ms).map_err(|e| e.to_string())?.map_or(high_watermark, |(_, o)| o),
+        ),
+        None => None,
+    };
+    let anchor = by_time.or(query.offset);
+    let needle = query.search.to_lowercase();
+    let accept = |record: &Record| needle.is_empty() || matches_search(record, &needle);
+    let mut found = Found::default();
+    let mut bytes_read = 0;
+    if !query.newest_first {
+        let from = anchor.unwrap_or(log_start).max(log_start);
+        scan_forward(partition, from, high_watermark, query.limit, &mut found, &mut bytes_read, &accept)?;
+        return Ok(found);
+    }
+    // Newest first: windows stepping back from the anchor (inclusive) or the end.
+    let mut to = anchor.map_or(high_watermark, |a| (a + 1).min(high_watermark));
+    let window = query.limit.max(100) as i64;
+    while to > log_start && found.records.len() < query.limit && !found.truncated {
+        let from = (to - window).max(log_start);
+        let mut chunk = Found { scanned: found.scanned, ..Found::default() };
+        scan_forward(partition, from, to, usize::MAX, &mut chunk, &mut bytes_read, &accept)?;
+        found.scanned = chunk.scanned;
+        found.truncated = chunk.truncated;
+        let wanted = query.limit - found.records.len();
+        found.records.extend(chunk.records.into_iter().rev().take(wanted));
+        to = from;
+    }
+    Ok(found)
+}
+
+fn matches_search(record: &Record, needle: &str) -> bool {
+    let contains = |bytes: &Bytes| String::from_utf8_lossy(bytes).to_lowercase().contains(needle);
+    record.key.as_ref().is_some_and(contains)
+        || record.value.as_ref().is_some_and(contains)
+        || record
+            .headers
+            .iter()
+            .any(|(k, v)| k.to_lowercase().contains(needle) || v.as_ref().is_some_and(contains))
+}
+
+/// A key, value or header for the page, escaped, cut at [`SHOWN_BYTES`].
+pub fn show(bytes: Option<&Bytes>, format: Format) -> String {
+    let Some(bytes) = bytes else { return r#"<span class="null">null</span>"#.to_owned() };
+    let cut = &bytes[..bytes.len().min(SHOWN_BYTES)];
+    let more =
+        if bytes.len() > SHOWN_BYTES { format!(" … ({} bytes)", bytes.len()) } else { String::new() };
+    let text = std::str::from_utf8(cut).ok();
+    let json = || {
+        text.and_then(|t| serde_json::from_str::<serde_json::Value>(t).ok())
+            .and_then(|v| serde_json::to_string_pretty(&v).ok())
+    };
+    let printable = text.filter(|t| !t.chars().any(|c| c.is_control() && !c.is_whitespace()));
+    let shown = match format {
+        Format::Json => json().map(|j| format!("<pre>{}</pre>", escape(&j))),
+        Format::Text => text.map(escape),
+        Format::Hex => None,
+        Format::Auto => json()
+            .filter(|_| cut.first().is_some_and(|b| *b == b'{' || *b == b'['))
+            .map(|j| format!("<pre>{}</pre>", escape(&j)))
+            .or(printable.map(escape)),
+    };
+    let shown = shown.unwrap_or_else(|| format!(r#"<code class="hex">{}</code>"#, hex(cut)));
+    format!("{shown}{}", escape(&more))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(" ")
+}
+
+fn query_form(page: &Page<'_>, topic: &str, query: &Query, partitions: i32) -> String {
+    let partition_options: Vec<(String, String)> =
+        (0..partitions).map(|p| (p.to_string(), p.to_string())).collect();
+    let options: Vec<(&str, &str)> =
+        partition_options.iter().map(|(v, l)| (v.as_str(), l.as_str())).collect();
+    let order = if query.newest_first { "newest" } else { "oldest" };
+    let format = match query.format {
+        Format::Auto => "auto",
+        Format::Json => "json",
+        Format::Text => "text",
+        Format::Hex => "hex",
+    };
+    format!(
+        r#"<form method="get" action="/messages" class="inline">{}{}{}{}{}{}{}{}<button type="submit">Show</button></form>"#,
+        hidden("topic", topic),
+        select("Partition", "partition", &options, &query.partition.to_string()),
+        input(
+            "Offset",
+            "offset",
+            &query.offset.map(|o| o.to_string()).unwrap_or_default(),
+            r#"type="number" min="0""#
+        ),
+        input("or time (UTC)", "time", page.request.param("time"), r#"placeholder="2024-05-01T12:00:00""#),
+        select("Order", "order", &[("newest", "newest first"), ("oldest", "oldest first")], order),
+        select(
+            "Show values as",
+            "format",
+            &[("auto", "auto"), ("json", "JSON"), ("text", "text"), ("hex", "hex")],
+            format
+        ),
+        input(
+            "Limit",
+            "limit",
+            &query.limit.to_string(),
+            &format!(r#"type="number" min="1" max="{MAX_LIMIT}""#)
+        ),
+        input("Search", "search", &query.search, r#"maxlength="256""#),
+    )
+}
+
+pub fn page(page: &Page<'_>) -> Response {
+    let topic = page.request.param("topic");
+    let query = match Query::parse(page) {
+        Ok(query) => query,
+        Err(error) => return page.refused(400, "/topics", "/topics", &error),
+    };
+    let Some(topic_partitions) = page.broker().replicas.topic(topic) else {
+        return page.refused(
+            404,
+            "/topics",
+            "/topics",
+            &format!("UNKNOWN_TOPIC_OR_PARTITION: no topic {topic}"),
+        );
+    };
+    let partition_count = topic_partitions.partitions.len() as i32;
+    let Some(partition) = page.broker().replicas.partition(topic, query.partition) else {
+        return page.refused(
+            404,
+            "/topics",
+            "/topics",
+            &format!("UNKNOWN_TOPIC_OR_PARTITION: no partition {topic}-{}", query.partition),
+        );
+    };
+    let found = match browse(&partition, &query) {
+        Ok(found) => found,
+        Err(error) => {
+            return page.refused(500, "/topics", "/topics", &format!("KAFKA_STORAGE_ERROR: {error}"))
+        }
+    };
+    let rows: Vec<Vec<String>> = found
+        .records
+        .iter()
+        .map(|r| {
+            let headers: Vec<String> = r
+                .headers
+                .iter()
+                .map(|(k, v)| format!("<div>{}: {}</div>", escape(k), show(v.as_ref(), query.format)))
+                .collect();
+            vec![
+                r.offset.to_string(),
+                html::timestamp(r.timestamp),
+                show(r.key.as_ref(), query.format),
+                show(r.value.as_ref(), query.format),
+                headers.concat(),
+            ]
+        })
+        .collect();
+    let summary = format!(
+        r#"<p id="scan" data-live>Partition {} holds offsets {} to {} (high watermark). Showing {} records; {} examined{}.</p>"#,
+        query.partition,
+        partition.log_start_offset(),
+        partition.high_watermark(),
+        found.records.len(),
+        found.scanned,
+        if found.truncated {
+            format!(" — stopped at the scan bound of {MAX_SCAN_RECORDS} records; narrow the range")
+        } else {
+            String::new()
+        },
+    );
+    let records = table("records", &["Offset", "Timestamp", "Key", "Value", "Headers"], &rows);
+    let produce_fields = format!(
+        "{}{}{}{}{}",
+        hidden("topic", topic),
+        hidden("partition", &query.partition.to_string()),
+        input("Key", "key", "", ""),
+        r#"<label>Value <textarea name="value" rows="2"></textarea></label>"#,
+        r#"<label>Headers <textarea name="headers" rows="2" placeholder="name=value per line"></textarea></label>"#,
+    );
+    let produce = form("/messages/produce", page.csrf, "inline", &produce_fields, "Produce");
+    let back = link("/topic", &[("name", topic)], &format!("Topic {topic}"));
+    let body = format!(
+        "<p>{back}</p>{}{summary}{records}<h2>Produce a test record to partition {}</h2>{produce}",
+        query_form(page, topic, &query, partition_count),
+        query.partition
+    );
+    page.render(&format!("Messages in {topic}"), "/topics", &body)
+}
+
+pub fn produce(page: &Page<'_>) -> Response {
+    let form = page.form();
+    let field = |name: &str| form.get(name).map_or("", String::as_str);
+    let topic = field("topic");
+    let back = format!("/messages?topic={}", percent_encode(topic));
+    let Ok(partition) = field("partition").trim().parse::<i32>() else {
+        return page.refused(422, "/topics", &back, "the partition must be a number");
+    };
+    let headers: Result<Vec<(String, Bytes)>, String> = field("headers")
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty())
+        .map(|line| match line.split_once('=') {
+            Some((name, value)) => Ok((name.trim().to_owned(), Bytes::copy_from_slice(value.as_bytes()))),
+            None => Err(format!("header {line:?} is not name=value")),
+        })
+        .collect();
+    let headers = match headers {
+        Ok(headers) => headers,
+        Err(error) => return page.refused(422, "/topics", &back, &error),
+    };
+    let text = |name: &str| {
+        Some(field(name)).filter(|t| !t.is_empty()).map(|t| Bytes::copy_from_slice(t.as_bytes()))
+    };
+    let record = TestRecord { key: text("key"), value: text("value"), headers, timestamp_ms: page.now_ms };
+    match page.kafka.produce(topic, partition, record) {
+        Ok(offset) => Response::see_other(format!(
+            "/messages?topic={}&partition={partition}&notice={}",
+            percent_encode(topic),
+            percent_encode(&format!("produced at offset {offset}"))
+        )),
+        Err(error) => page.refused(422, "/topics", &back, &error),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_show_as_json_text_or_hex_and_are_escaped() {
+        let value = |s: &[u8]| Bytes::copy_from_slice(s);
+        assert!(show(Some(&value(br#"{"a":"<b>"}"#)), Format::Auto)
+            .contains("&quot;a&quot;: &quot;&lt;b&gt;&quot;"));
+        assert_eq!(show(Some(&value(b"<i>hi</i>")), Format::Auto), "&lt;i&gt;hi&lt;/i&gt;");
+        assert_eq!(show(Some(&value(&[0, 255])), Format::Auto), r#"<code class="hex">00 ff</code>"#);
+        assert_eq!(show(Some(&value(b"ab")), Format::Hex), r#"<code class="hex">61 62</code>"#);
+        assert!(show(None, Format::Auto).contains("null"));
+        let long = value(&vec![b'x'; SHOWN_BYTES + 10]);
+        assert!(show(Some(&long), Format::Text).ends_with(&format!("({} bytes)", SHOWN_BYTES + 10)));
+    }
+
+    #[test]
+    fn search_looks_at_keys_values_and_headers_in_any_case() {
+        let mut record = Record {
+            transactional: false,
+            control: false,
+            partition_leader_epoch: 0,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: kafka_protocol::records::TimestampType::Creation,
+            offset: 0,
+            sequence: -1,
+            timestamp: 0,
+            key: Some(Bytes::from_static(b"User-1")),
+            value: None,
+            headers: Default::default(),
+            delete_horizon: false,
+        };
+        assert!(matches_search(&record, "user-1"));
+        assert!(!matches_search(&record, "paid"));
+        record.headers.insert("trace".into(), Some(Bytes::from_static(b"PAID")));
+        assert!(matches_search(&record, "paid"));
+    }
+}
