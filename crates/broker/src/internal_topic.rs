@@ -35,7 +35,8 @@ pub fn ensure(broker: &Broker, name: &str, partitions: i32, segment_bytes: i64) 
         ("cleanup.policy".to_owned(), "compact".to_owned()),
         ("segment.bytes".to_owned(), segment_bytes.to_string()),
     ]);
-    let topic = NewTopic { name: name.to_owned(), partitions, replication_factor: 1, configs, ..Default::default() };
+    let topic =
+        NewTopic { name: name.to_owned(), partitions, replication_factor: 1, configs, ..Default::default() };
     match block_on(broker.controller.create_topic_with_logs(topic, false, &broker.replicas)) {
         Ok(_) | Err(MetadataError::TopicAlreadyExists(_)) => {}
         Err(e) => {

@@ -17,7 +17,12 @@ pub struct ProducerIdManager {
 
 impl ProducerIdManager {
     /// The next unused producer id, reserving a new block when this one is spent.
-    pub fn next_id(&self, controller: &Controller, broker_id: i32, broker_epoch: i64) -> Result<i64, MetadataError> {
+    pub fn next_id(
+        &self,
+        controller: &Controller,
+        broker_id: i32,
+        broker_epoch: i64,
+    ) -> Result<i64, MetadataError> {
         // The block is replaced only by a whole new one: a panic cannot tear it.
         let mut block = self.block.lock().unwrap_or_else(PoisonError::into_inner);
         if block.is_empty() {

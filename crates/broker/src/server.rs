@@ -15,7 +15,8 @@ use std::time::Duration;
 
 use strom_metadata::controller::{METADATA_LOG_DIR, METADATA_VERSION_FEATURE, METADATA_VERSION_LEVEL};
 use strom_metadata::{
-    block_on, BrokerHeartbeat, BrokerRegistration, Controller, Endpoint, FeatureRange, HeartbeatReply, MetadataError,
+    block_on, BrokerHeartbeat, BrokerRegistration, Controller, Endpoint, FeatureRange, HeartbeatReply,
+    MetadataError,
 };
 use strom_storage::file_cache::FileCache;
 use strom_storage::{Context, LogManager, StorageError};
@@ -145,7 +146,11 @@ fn register_broker(config: &BrokerConfig, controller: &Controller) -> Result<i64
 }
 
 /// One BrokerHeartbeat of this node to its own controller.
-fn heartbeat(config: &BrokerConfig, controller: &Controller, epoch: i64) -> Result<HeartbeatReply, MetadataError> {
+fn heartbeat(
+    config: &BrokerConfig,
+    controller: &Controller,
+    epoch: i64,
+) -> Result<HeartbeatReply, MetadataError> {
     let request = BrokerHeartbeat {
         broker_id: config.node_id,
         broker_epoch: epoch,

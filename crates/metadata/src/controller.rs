@@ -22,7 +22,9 @@ use bytes::Bytes;
 use tokio::sync::Mutex;
 use uuid::Uuid;
 
-use crate::image::{config_record, ControllerImage, MetadataImage, TopicImage, RESOURCE_BROKER, RESOURCE_TOPIC};
+use crate::image::{
+    config_record, ControllerImage, MetadataImage, TopicImage, RESOURCE_BROKER, RESOURCE_TOPIC,
+};
 use crate::kraft_records::{ConfigRecord, FeatureLevelRecord, MetadataRecord};
 use crate::loader::{encode_record, MetadataLoader};
 use crate::operations::{self, BrokerHeartbeat, BrokerHeartbeats, BrokerRegistration, HeartbeatReply};
@@ -276,7 +278,11 @@ impl Controller {
     }
 
     /// Creates a topic, or only checks that it could be created.
-    pub async fn create_topic(&self, topic: NewTopic, validate_only: bool) -> Result<TopicImage, MetadataError> {
+    pub async fn create_topic(
+        &self,
+        topic: NewTopic,
+        validate_only: bool,
+    ) -> Result<TopicImage, MetadataError> {
         self.create_topic_with_logs(topic, validate_only, &NoLogs).await
     }
 
@@ -377,7 +383,10 @@ impl Controller {
         change: F,
     ) -> Result<(), MetadataError>
     where
-        F: FnOnce(&MetadataImage, &BTreeMap<String, String>) -> Result<BTreeMap<String, String>, MetadataError>,
+        F: FnOnce(
+            &MetadataImage,
+            &BTreeMap<String, String>,
+        ) -> Result<BTreeMap<String, String>, MetadataError>,
     {
         let _state = self.state.lock().await;
         let image = self.image();
@@ -409,7 +418,11 @@ impl Controller {
 
     /// BrokerRegistration: registers the broker fenced and returns its
     /// broker epoch, the offset of its registration record.
-    pub async fn register_broker(&self, request: BrokerRegistration, now_ms: i64) -> Result<i64, MetadataError> {
+    pub async fn register_broker(
+        &self,
+        request: BrokerRegistration,
+        now_ms: i64,
+    ) -> Result<i64, MetadataError> {
         let mut state = self.state.lock().await;
         let image = self.image();
         // Kafka's broker epoch is the offset the record is written at; the
@@ -417,17 +430,28 @@ impl Controller {
         // unless the quorum writes control records in between (the epoch is
         // then below the offset, but still above every earlier epoch).
         let epoch = image.last_offset + 1;
-        let records =
-            operations::register_broker(&image, &self.cluster_id, &request, &state.heartbeats, now_ms, epoch)?;
+        let records = operations::register_broker(
+            &image,
+            &self.cluster_id,
+            &request,
+            &state.heartbeats,
+            now_ms,
+            epoch,
+        )?;
         self.commit(records).await?;
         state.heartbeats.touch(request.broker_id, now_ms);
         Ok(epoch)
     }
 
     /// BrokerHeartbeat.
-    pub async fn broker_heartbeat(&self, request: BrokerHeartbeat, now_ms: i64) -> Result<HeartbeatReply, MetadataError> {
+    pub async fn broker_heartbeat(
+        &self,
+        request: BrokerHeartbeat,
+        now_ms: i64,
+    ) -> Result<HeartbeatReply, MetadataError> {
         let mut state = self.state.lock().await;
-        let (records, reply) = operations::broker_heartbeat(&self.image(), &request, &mut state.heartbeats, now_ms)?;
+        let (records, reply) =
+            operations::broker_heartbeat(&self.image(), &request, &mut state.heartbeats, now_ms)?;
         if !records.is_empty() {
             self.commit(records).await?;
         }

@@ -200,7 +200,11 @@ impl MetadataImage {
         let features = r
             .features
             .into_iter()
-            .map(|f| FeatureRange { name: f.name, min: f.min_supported_version, max: f.max_supported_version })
+            .map(|f| FeatureRange {
+                name: f.name,
+                min: f.min_supported_version,
+                max: f.max_supported_version,
+            })
             .collect();
         let broker = BrokerImage {
             id: r.broker_id,
@@ -252,7 +256,11 @@ impl MetadataImage {
         let features = r
             .features
             .into_iter()
-            .map(|f| FeatureRange { name: f.name, min: f.min_supported_version, max: f.max_supported_version })
+            .map(|f| FeatureRange {
+                name: f.name,
+                min: f.min_supported_version,
+                max: f.max_supported_version,
+            })
             .collect();
         let controller =
             ControllerImage { id: r.controller_id, incarnation_id: r.incarnation_id, endpoints, features };
@@ -261,8 +269,12 @@ impl MetadataImage {
 
     fn apply_topic(&mut self, r: TopicRecord) {
         self.names_by_id.insert(r.topic_id, r.name.clone());
-        let topic =
-            TopicImage { name: r.name.clone(), id: r.topic_id, partitions: BTreeMap::new(), configs: BTreeMap::new() };
+        let topic = TopicImage {
+            name: r.name.clone(),
+            id: r.topic_id,
+            partitions: BTreeMap::new(),
+            configs: BTreeMap::new(),
+        };
         self.topics.insert(r.name, topic);
     }
 
@@ -381,19 +393,30 @@ pub fn snapshot_records(image: &MetadataImage) -> Vec<MetadataRecord> {
     records.extend(image.brokers.values().map(|b| register_broker_record(b).into()));
     records.extend(image.controllers.values().map(|c| register_controller_record(c).into()));
     for topic in image.topics.values() {
-        records.push(TopicRecord { name: topic.name.clone(), topic_id: topic.id, ..Default::default() }.into());
+        records
+            .push(TopicRecord { name: topic.name.clone(), topic_id: topic.id, ..Default::default() }.into());
         records.extend(topic.partitions.iter().map(|(id, p)| partition_record(topic.id, *id, p).into()));
         records.extend(
-            topic.configs.iter().map(|(name, value)| config_record(RESOURCE_TOPIC, &topic.name, name, Some(value)).into()),
+            topic
+                .configs
+                .iter()
+                .map(|(name, value)| config_record(RESOURCE_TOPIC, &topic.name, name, Some(value)).into()),
         );
     }
     for (resource, configs) in &image.broker_configs {
         records.extend(
-            configs.iter().map(|(name, value)| config_record(RESOURCE_BROKER, resource, name, Some(value)).into()),
+            configs
+                .iter()
+                .map(|(name, value)| config_record(RESOURCE_BROKER, resource, name, Some(value)).into()),
         );
     }
     if image.next_producer_id > 0 {
-        let record = ProducerIdsRecord { broker_id: -1, broker_epoch: -1, next_producer_id: image.next_producer_id, ..Default::default() };
+        let record = ProducerIdsRecord {
+            broker_id: -1,
+            broker_epoch: -1,
+            next_producer_id: image.next_producer_id,
+            ..Default::default()
+        };
         records.push(record.into());
     }
     records
@@ -460,7 +483,12 @@ pub fn partition_record(topic_id: Uuid, id: i32, p: &PartitionImage) -> Partitio
 }
 
 /// A ConfigRecord that sets (`Some`) or removes (`None`) one config.
-pub fn config_record(resource_type: i8, resource_name: &str, name: &str, value: Option<&str>) -> ConfigRecord {
+pub fn config_record(
+    resource_type: i8,
+    resource_name: &str,
+    name: &str,
+    value: Option<&str>,
+) -> ConfigRecord {
     ConfigRecord {
         resource_type,
         resource_name: resource_name.to_owned(),

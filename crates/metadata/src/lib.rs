@@ -42,8 +42,8 @@ pub use controller::{
     DEFAULT_MAX_PARTITIONS_PER_REQUEST, PRODUCER_ID_BLOCK_SIZE,
 };
 pub use image::{
-    BrokerImage, ControllerImage, Endpoint, FeatureRange, MetadataImage, PartitionImage, TopicImage, RESOURCE_BROKER,
-    RESOURCE_TOPIC,
+    BrokerImage, ControllerImage, Endpoint, FeatureRange, MetadataImage, PartitionImage, TopicImage,
+    RESOURCE_BROKER, RESOURCE_TOPIC,
 };
 pub use loader::MetadataLoader;
 pub use operations::{BrokerHeartbeat, BrokerRegistration, HeartbeatReply};

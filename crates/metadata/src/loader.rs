@@ -94,7 +94,8 @@ impl MetadataLoader {
         let Some((last_offset, _)) = fresh.last().copied() else { return Ok(()) };
         let mut decoded = Vec::with_capacity(fresh.len());
         for (offset, value) in fresh {
-            let record = decode_record(value).map_err(|reason| MetadataError::UnreadableRecord { offset, reason })?;
+            let record =
+                decode_record(value).map_err(|reason| MetadataError::UnreadableRecord { offset, reason })?;
             decoded.push(record);
         }
         let mut next = (*current).clone();

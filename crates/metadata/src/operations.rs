@@ -17,8 +17,8 @@ use crate::image::{
     TopicImage, RESOURCE_TOPIC,
 };
 use crate::kraft_records::{
-    BrokerRegistrationChangeRecord, MetadataRecord, PartitionChangeRecord, PartitionRecord, ProducerIdsRecord,
-    RemoveTopicRecord, TopicRecord, UnregisterBrokerRecord,
+    BrokerRegistrationChangeRecord, MetadataRecord, PartitionChangeRecord, PartitionRecord,
+    ProducerIdsRecord, RemoveTopicRecord, TopicRecord, UnregisterBrokerRecord,
 };
 use crate::placement::{
     validate_new_partition_assignments, validate_topic_assignments, BrokerState, RegisteredBroker,
@@ -83,7 +83,11 @@ pub fn placement_brokers(image: &MetadataImage) -> Vec<RegisteredBroker> {
         (false, true) => BrokerState::Fenced,
         (false, false) => BrokerState::Unfenced,
     };
-    image.brokers.values().map(|b| RegisteredBroker { id: b.id, rack: b.rack.clone(), state: state(b) }).collect()
+    image
+        .brokers
+        .values()
+        .map(|b| RegisteredBroker { id: b.id, rack: b.rack.clone(), state: state(b) })
+        .collect()
 }
 
 /// CreateTopics for one topic: the records and the topic they make.
@@ -107,7 +111,9 @@ pub fn create_topic(
     let brokers = placement_brokers(image);
     let replicas = if topic.assignments.is_empty() {
         if topic.partitions < 1 {
-            return Err(MetadataError::InvalidPartitions("number of partitions must be larger than 0".into()));
+            return Err(MetadataError::InvalidPartitions(
+                "number of partitions must be larger than 0".into(),
+            ));
         }
         check_partitions_per_request(topic.partitions.into(), max_partitions_per_request)?;
         placer.place_topic(&brokers, topic.partitions as usize, topic.replication_factor)?
@@ -122,7 +128,10 @@ pub fn create_topic(
     let mut records: Vec<MetadataRecord> =
         vec![TopicRecord { name: topic.name.clone(), topic_id, ..Default::default() }.into()];
     records.extend(
-        topic.configs.iter().map(|(name, value)| config_record(RESOURCE_TOPIC, &topic.name, name, Some(value)).into()),
+        topic
+            .configs
+            .iter()
+            .map(|(name, value)| config_record(RESOURCE_TOPIC, &topic.name, name, Some(value)).into()),
     );
     for (partition, replicas) in (0..).zip(replicas) {
         records.push(new_partition(image, topic_id, partition, replicas).into());
@@ -135,7 +144,12 @@ pub fn create_topic(
 
 /// A new partition on `replicas`: its ISR is the replicas that are active,
 /// led by the first of them, as Kafka builds it.
-fn new_partition(image: &MetadataImage, topic_id: Uuid, partition: i32, replicas: Vec<i32>) -> PartitionRecord {
+fn new_partition(
+    image: &MetadataImage,
+    topic_id: Uuid,
+    partition: i32,
+    replicas: Vec<i32>,
+) -> PartitionRecord {
     let isr: Vec<i32> = replicas.iter().copied().filter(|id| is_active(image, *id)).collect();
     let directories = replicas.iter().map(|id| default_directory(image, *id)).collect();
     PartitionRecord {
@@ -198,13 +212,21 @@ pub fn create_partitions(
     let brokers = placement_brokers(image);
     let replicas = match assignments {
         Some(assignments) => {
-            validate_new_partition_assignments(&brokers, current, count - current, replication_factor, assignments)?;
+            validate_new_partition_assignments(
+                &brokers,
+                current,
+                count - current,
+                replication_factor,
+                assignments,
+            )?;
             assignments.to_vec()
         }
         None => placer.place(&brokers, (count - current) as usize, replication_factor as i16)?,
     };
-    let records: Vec<MetadataRecord> =
-        (current..).zip(replicas).map(|(p, replicas)| new_partition(image, topic.id, p, replicas).into()).collect();
+    let records: Vec<MetadataRecord> = (current..)
+        .zip(replicas)
+        .map(|(p, replicas)| new_partition(image, topic.id, p, replicas).into())
+        .collect();
     let mut grown = topic.clone();
     for record in &records {
         if let MetadataRecord::Partition(p) = record {
@@ -225,10 +247,16 @@ pub fn create_partitions(
 /// DeleteTopics for one topic id: the record and the topic's name.
 /// Internal topics hold every group's offsets and every transaction's
 /// state: they are never deleted.
-pub fn delete_topic(image: &MetadataImage, topic_id: Uuid) -> Result<(Vec<MetadataRecord>, String), MetadataError> {
+pub fn delete_topic(
+    image: &MetadataImage,
+    topic_id: Uuid,
+) -> Result<(Vec<MetadataRecord>, String), MetadataError> {
     let topic = image.topic_by_id(&topic_id).ok_or(MetadataError::UnknownTopic)?;
     if topic.is_internal() {
-        return Err(MetadataError::InvalidTopic(format!("internal topic '{}' cannot be deleted", topic.name)));
+        return Err(MetadataError::InvalidTopic(format!(
+            "internal topic '{}' cannot be deleted",
+            topic.name
+        )));
     }
     Ok((vec![RemoveTopicRecord { topic_id, ..Default::default() }.into()], topic.name.clone()))
 }
@@ -268,7 +296,9 @@ pub fn allocate_producer_ids(
 
 fn check_broker_epoch(image: &MetadataImage, broker_id: i32, broker_epoch: i64) -> Result<(), MetadataError> {
     match image.brokers.get(&broker_id) {
-        None => Err(MetadataError::StaleBrokerEpoch(format!("no broker registration found for broker {broker_id}"))),
+        None => Err(MetadataError::StaleBrokerEpoch(format!(
+            "no broker registration found for broker {broker_id}"
+        ))),
         Some(b) if b.epoch != broker_epoch => Err(MetadataError::StaleBrokerEpoch(format!(
             "expected broker epoch {}, but got broker epoch {broker_epoch}",
             b.epoch
@@ -308,7 +338,9 @@ pub fn register_broker(
         )));
     }
     if let Some(existing) = image.brokers.get(&request.broker_id) {
-        if existing.incarnation_id != request.incarnation_id && heartbeats.has_valid_session(existing.id, now_ms) {
+        if existing.incarnation_id != request.incarnation_id
+            && heartbeats.has_valid_session(existing.id, now_ms)
+        {
             return Err(MetadataError::DuplicateBrokerRegistration(format!(
                 "another broker is registered with broker id {}",
                 request.broker_id
@@ -406,8 +438,12 @@ fn registered(image: &MetadataImage, broker_id: i32) -> Result<&BrokerImage, Met
 /// marked fenced.
 pub fn fence(image: &MetadataImage, broker: &BrokerImage) -> Vec<MetadataRecord> {
     let mut records = move_leadership_away(image, broker.id);
-    let change =
-        BrokerRegistrationChangeRecord { broker_id: broker.id, broker_epoch: broker.epoch, fenced: 1, ..Default::default() };
+    let change = BrokerRegistrationChangeRecord {
+        broker_id: broker.id,
+        broker_epoch: broker.epoch,
+        fenced: 1,
+        ..Default::default()
+    };
     records.push(change.into());
     records
 }
@@ -415,8 +451,12 @@ pub fn fence(image: &MetadataImage, broker: &BrokerImage) -> Vec<MetadataRecord>
 /// The records that unfence `broker`: its registration, then leadership
 /// of the leaderless partitions whose ISR holds it.
 fn unfence(image: &MetadataImage, broker: &BrokerImage) -> Vec<MetadataRecord> {
-    let change =
-        BrokerRegistrationChangeRecord { broker_id: broker.id, broker_epoch: broker.epoch, fenced: -1, ..Default::default() };
+    let change = BrokerRegistrationChangeRecord {
+        broker_id: broker.id,
+        broker_epoch: broker.epoch,
+        fenced: -1,
+        ..Default::default()
+    };
     let mut records: Vec<MetadataRecord> = vec![change.into()];
     for topic in image.topics() {
         for (id, p) in &topic.partitions {
@@ -448,14 +488,22 @@ fn move_leadership_away(image: &MetadataImage, broker: i32) -> Vec<MetadataRecor
             let shrunk: Vec<i32> = p.isr.iter().copied().filter(|r| *r != broker).collect();
             let isr = if shrunk.is_empty() { p.isr.clone() } else { shrunk };
             let leader = match p.leader == broker {
-                true => isr.iter().copied().find(|r| *r != broker && is_active(image, *r)).unwrap_or(NO_LEADER),
+                true => {
+                    isr.iter().copied().find(|r| *r != broker && is_active(image, *r)).unwrap_or(NO_LEADER)
+                }
                 false => LEADER_UNCHANGED,
             };
             if isr == p.isr && leader == LEADER_UNCHANGED {
                 continue;
             }
             let isr = (isr != p.isr).then_some(isr);
-            let change = PartitionChangeRecord { partition_id: *id, topic_id: topic.id, isr, leader, ..Default::default() };
+            let change = PartitionChangeRecord {
+                partition_id: *id,
+                topic_id: topic.id,
+                isr,
+                leader,
+                ..Default::default()
+            };
             records.push(change.into());
         }
     }
@@ -480,7 +528,10 @@ pub fn fence_expired_brokers(
 }
 
 /// UnregisterBroker: its leaderships move away, then its registration goes.
-pub fn unregister_broker(image: &MetadataImage, broker_id: i32) -> Result<Vec<MetadataRecord>, MetadataError> {
+pub fn unregister_broker(
+    image: &MetadataImage,
+    broker_id: i32,
+) -> Result<Vec<MetadataRecord>, MetadataError> {
     let broker = registered(image, broker_id)?;
     let mut records = move_leadership_away(image, broker_id);
     let record = UnregisterBrokerRecord { broker_id, broker_epoch: broker.epoch, ..Default::default() };

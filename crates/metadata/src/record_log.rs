@@ -57,7 +57,8 @@ impl LocalRecordLog {
     pub fn open(dir: &Path, loader: Arc<MetadataLoader>) -> Result<Self, MetadataError> {
         let now = strom_storage::now_ms();
         let path = dir.join(METADATA_LOG_DIR);
-        let (log, _) = Log::open(&path, LogConfig::default(), 0, 0, false, now).at("open metadata log", &path)?;
+        let (log, _) =
+            Log::open(&path, LogConfig::default(), 0, 0, false, now).at("open metadata log", &path)?;
         replay(&log, &loader)?;
         Ok(Self { log: Mutex::new(log), loader })
     }

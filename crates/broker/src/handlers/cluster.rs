@@ -15,7 +15,7 @@ pub fn describe(ctx: &RequestContext<'_>, request: DescribeClusterRequest) -> De
     let broker = ctx.broker;
     let mut response = DescribeClusterResponse::default()
         .with_endpoint_type(if ctx.api_version >= 1 { request.endpoint_type } else { ENDPOINT_BROKERS })
-        .with_cluster_id(str_bytes(&broker.controller.cluster_id()))
+        .with_cluster_id(str_bytes(broker.controller.cluster_id()))
         .with_controller_id(BrokerId(broker.config.node_id))
         .with_cluster_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED);
     if ctx.api_version >= 1 && request.endpoint_type != ENDPOINT_BROKERS {

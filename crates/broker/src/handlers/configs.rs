@@ -25,7 +25,9 @@ use strom_metadata::controller::validate_topic_name;
 use strom_metadata::topic_config::{
     broker_synonyms, dynamic_broker_config_kind, topic_config_def, Kind, TOPIC_CONFIGS,
 };
-use strom_metadata::{block_on, ConfigResource, MetadataError, MetadataImage, RESOURCE_BROKER, RESOURCE_TOPIC};
+use strom_metadata::{
+    block_on, ConfigResource, MetadataError, MetadataImage, RESOURCE_BROKER, RESOURCE_TOPIC,
+};
 
 use super::str_bytes;
 use crate::config::is_known_key;

@@ -498,8 +498,7 @@ mod tests {
     async fn a_parked_fetch_registers_once_with_a_partition_that_stays_idle() {
         let dir = tempfile::tempdir().unwrap();
         let broker = open_broker(dir.path());
-        let topic =
-            NewTopic { name: "t".into(), partitions: 2, replication_factor: 1, ..Default::default() };
+        let topic = NewTopic { name: "t".into(), partitions: 2, replication_factor: 1, ..Default::default() };
         strom_metadata::block_on(broker.controller.create_topic(topic, false)).unwrap();
         broker.sync_partitions().unwrap();
         let plan = sessionless_plan(&broker, "t", 2);

@@ -44,7 +44,7 @@ pub fn handle(ctx: &RequestContext<'_>, request: MetadataRequest) -> MetadataRes
     } else {
         topics.into_iter().map(|t| t.with_topic_id(Uuid::nil())).collect()
     };
-    let cluster_id = (ctx.api_version >= 2).then(|| str_bytes(&broker.controller.cluster_id()));
+    let cluster_id = (ctx.api_version >= 2).then(|| str_bytes(broker.controller.cluster_id()));
     let brokers = live_endpoints(ctx).map(|(id, endpoint, rack)| {
         MetadataResponseBroker::default()
             .with_node_id(BrokerId(id))

@@ -281,11 +281,11 @@ pub fn create_partitions(
                     &ctx.broker.replicas,
                 ))
                 .inspect(|()| {
-                        if !request.validate_only {
-                            failpoint::reach(failpoint::PARTITIONS_ADDED);
-                        }
-                    })
-                    .map_err(|e| (metadata_error(&e), e.to_string()))
+                    if !request.validate_only {
+                        failpoint::reach(failpoint::PARTITIONS_ADDED);
+                    }
+                })
+                .map_err(|e| (metadata_error(&e), e.to_string()))
             };
             let result = CreatePartitionsTopicResult::default().with_name(topic.name.clone());
             match outcome {

@@ -537,8 +537,7 @@ mod tests {
     }
 
     fn create_topic(broker: &Broker, name: &str, partitions: i32) {
-        let topic =
-            NewTopic { name: name.into(), partitions, replication_factor: 1, ..Default::default() };
+        let topic = NewTopic { name: name.into(), partitions, replication_factor: 1, ..Default::default() };
         strom_metadata::block_on(broker.controller.create_topic(topic, false)).unwrap();
         broker.sync_partitions().unwrap();
     }

@@ -33,7 +33,12 @@ async fn register(controller: &Controller, id: i32) -> i64 {
         broker_id: id,
         cluster_id: CLUSTER.into(),
         incarnation_id: Uuid::new_v4(),
-        endpoints: vec![Endpoint { name: "PLAINTEXT".into(), host: "localhost".into(), port: 9092, security_protocol: 0 }],
+        endpoints: vec![Endpoint {
+            name: "PLAINTEXT".into(),
+            host: "localhost".into(),
+            port: 9092,
+            security_protocol: 0,
+        }],
         features: Vec::new(),
         rack: None,
         log_dirs: vec![Uuid::from_u128(1)],
@@ -87,13 +92,22 @@ async fn refuses_bad_topics() {
     let dir = tempfile::tempdir().unwrap();
     let c = open(dir.path()).await.controller;
     for name in ["", ".", "..", "a/b", &"x".repeat(250)] {
-        assert!(matches!(c.create_topic(new_topic(name, 1), false).await, Err(MetadataError::InvalidTopic(_))));
+        assert!(matches!(
+            c.create_topic(new_topic(name, 1), false).await,
+            Err(MetadataError::InvalidTopic(_))
+        ));
     }
     assert!(c.create_topic(new_topic(&"x".repeat(249), 1), false).await.is_ok());
     c.create_topic(new_topic("a.b", 1), false).await.unwrap();
     assert!(matches!(c.create_topic(new_topic("a_b", 1), false).await, Err(MetadataError::InvalidTopic(_))));
-    assert!(matches!(c.create_topic(new_topic("a.b", 1), false).await, Err(MetadataError::TopicAlreadyExists(_))));
-    assert!(matches!(c.create_topic(new_topic("p", 0), false).await, Err(MetadataError::InvalidPartitions(_))));
+    assert!(matches!(
+        c.create_topic(new_topic("a.b", 1), false).await,
+        Err(MetadataError::TopicAlreadyExists(_))
+    ));
+    assert!(matches!(
+        c.create_topic(new_topic("p", 0), false).await,
+        Err(MetadataError::InvalidPartitions(_))
+    ));
     let mut two = new_topic("rf", 1);
     two.replication_factor = 2;
     assert!(matches!(c.create_topic(two, false).await, Err(MetadataError::InvalidReplicationFactor(_))));
@@ -109,7 +123,8 @@ async fn refuses_bad_topics() {
 /// A change that sets exactly `pairs`.
 fn set(
     pairs: &[(&str, &str)],
-) -> impl FnOnce(&MetadataImage, &BTreeMap<String, String>) -> Result<BTreeMap<String, String>, MetadataError> {
+) -> impl FnOnce(&MetadataImage, &BTreeMap<String, String>) -> Result<BTreeMap<String, String>, MetadataError>
+{
     let next: BTreeMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
     move |_, _| Ok(next)
 }
@@ -176,7 +191,10 @@ async fn partitions_only_grow_and_survive_a_restart() {
     assert!(matches!(grow(1, None, false).await, Err(MetadataError::InvalidPartitions(_))));
     assert!(matches!(grow(2, None, false).await, Err(MetadataError::InvalidPartitions(_))));
     let unknown_broker: &'static [Vec<i32>] = Box::leak(Box::new([vec![2]]));
-    assert!(matches!(grow(3, Some(unknown_broker), false).await, Err(MetadataError::InvalidReplicaAssignment(_))));
+    assert!(matches!(
+        grow(3, Some(unknown_broker), false).await,
+        Err(MetadataError::InvalidReplicaAssignment(_))
+    ));
     let too_few: &'static [Vec<i32>] = Box::leak(Box::new([vec![1]]));
     assert!(matches!(grow(4, Some(too_few), false).await, Err(MetadataError::InvalidReplicaAssignment(_))));
     assert!(matches!(c.create_partitions("nope", 3, None, false).await, Err(MetadataError::UnknownTopic)));
@@ -284,9 +302,14 @@ async fn one_request_creates_at_most_the_configured_partitions() {
     let dir = tempfile::tempdir().unwrap();
     let c = open(dir.path()).await.controller.with_max_partitions_per_request(5);
     let refused = c.create_topic(new_topic("big", 6), false).await.unwrap_err();
-    assert!(matches!(&refused, MetadataError::PolicyViolation(m) if m.contains("controller.max.partitions.per.request")));
+    assert!(
+        matches!(&refused, MetadataError::PolicyViolation(m) if m.contains("controller.max.partitions.per.request"))
+    );
     c.create_topic(new_topic("fits", 5), false).await.unwrap();
-    assert!(matches!(c.create_partitions("fits", 11, None, false).await, Err(MetadataError::PolicyViolation(_))));
+    assert!(matches!(
+        c.create_partitions("fits", 11, None, false).await,
+        Err(MetadataError::PolicyViolation(_))
+    ));
     c.create_partitions("fits", 10, None, false).await.unwrap();
     assert!(c.check_partitions_per_request(6).is_err());
 }

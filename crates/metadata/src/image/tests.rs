@@ -4,7 +4,8 @@ use bytes::Bytes;
 
 use super::*;
 use crate::kraft_records::{
-    BrokerFeature, FenceBrokerRecord, NoOpRecord, RemoveTopicRecord, UnfenceBrokerRecord, UnregisterBrokerRecord,
+    BrokerFeature, FenceBrokerRecord, NoOpRecord, RemoveTopicRecord, UnfenceBrokerRecord,
+    UnregisterBrokerRecord,
 };
 use crate::loader::{encode_record, snapshot_content, MetadataLoader};
 
@@ -40,16 +41,28 @@ fn broker_record(id: i32, epoch: i64) -> RegisterBrokerRecord {
 /// An image holding one of everything Strom keeps.
 fn rich_image() -> MetadataImage {
     let records: Vec<MetadataRecord> = vec![
-        FeatureLevelRecord { name: "metadata.version".into(), feature_level: 27, ..Default::default() }.into(),
+        FeatureLevelRecord { name: "metadata.version".into(), feature_level: 27, ..Default::default() }
+            .into(),
         broker_record(1, 1).into(),
         broker_record(2, 2).into(),
-        BrokerRegistrationChangeRecord { broker_id: 1, broker_epoch: 1, fenced: -1, ..Default::default() }.into(),
-        BrokerRegistrationChangeRecord { broker_id: 2, broker_epoch: 2, in_controlled_shutdown: 1, ..Default::default() }
+        BrokerRegistrationChangeRecord { broker_id: 1, broker_epoch: 1, fenced: -1, ..Default::default() }
             .into(),
+        BrokerRegistrationChangeRecord {
+            broker_id: 2,
+            broker_epoch: 2,
+            in_controlled_shutdown: 1,
+            ..Default::default()
+        }
+        .into(),
         RegisterControllerRecord {
             controller_id: 3000,
             incarnation_id: Uuid::from_u128(9),
-            end_points: vec![ControllerEndpoint { name: "CONTROLLER".into(), host: "h".into(), port: 9093, ..Default::default() }],
+            end_points: vec![ControllerEndpoint {
+                name: "CONTROLLER".into(),
+                host: "h".into(),
+                port: 9093,
+                ..Default::default()
+            }],
             ..Default::default()
         }
         .into(),
@@ -69,7 +82,8 @@ fn rich_image() -> MetadataImage {
         config_record(RESOURCE_TOPIC, "orders", "retention.ms", Some("1000")).into(),
         config_record(RESOURCE_BROKER, "", "log.retention.ms", Some("5")).into(),
         config_record(RESOURCE_BROKER, "1", "message.max.bytes", Some("2048")).into(),
-        ProducerIdsRecord { broker_id: 1, broker_epoch: 1, next_producer_id: 2000, ..Default::default() }.into(),
+        ProducerIdsRecord { broker_id: 1, broker_epoch: 1, next_producer_id: 2000, ..Default::default() }
+            .into(),
     ];
     let mut image = MetadataImage::empty();
     for record in records {
@@ -95,14 +109,29 @@ fn every_record_type_replays_into_the_image() {
     assert_eq!(image.broker_configs("")["log.retention.ms"], "5");
     assert_eq!(image.next_producer_id, 2000);
 
-    let change = PartitionChangeRecord { partition_id: 0, topic_id: topic_id(), isr: Some(vec![1]), leader: 2, ..Default::default() };
+    let change = PartitionChangeRecord {
+        partition_id: 0,
+        topic_id: topic_id(),
+        isr: Some(vec![1]),
+        leader: 2,
+        ..Default::default()
+    };
     image.apply(change.into());
     let p = &image.topic("orders").unwrap().partitions[&0];
     assert_eq!((p.leader, p.isr.as_slice(), p.leader_epoch, p.partition_epoch), (2, &[1][..], 1, 1));
-    let isr_only = PartitionChangeRecord { partition_id: 0, topic_id: topic_id(), isr: Some(vec![1, 2]), ..Default::default() };
+    let isr_only = PartitionChangeRecord {
+        partition_id: 0,
+        topic_id: topic_id(),
+        isr: Some(vec![1, 2]),
+        ..Default::default()
+    };
     image.apply(isr_only.into());
     let p = &image.topic("orders").unwrap().partitions[&0];
-    assert_eq!((p.leader, p.leader_epoch, p.partition_epoch), (2, 1, 2), "the leader epoch stays without a new leader");
+    assert_eq!(
+        (p.leader, p.leader_epoch, p.partition_epoch),
+        (2, 1, 2),
+        "the leader epoch stays without a new leader"
+    );
 
     // The pre-3.3 fencing records still apply, for a broker's current epoch only.
     image.apply(FenceBrokerRecord { id: 1, epoch: 1, ..Default::default() }.into());
@@ -118,7 +147,9 @@ fn every_record_type_replays_into_the_image() {
     assert!(image.topic("orders").is_none() && image.topic_by_id(&topic_id()).is_none());
     image.apply(config_record(RESOURCE_BROKER, "1", "message.max.bytes", None).into());
     assert!(image.broker_configs("1").is_empty());
-    image.apply(FeatureLevelRecord { name: "metadata.version".into(), feature_level: 0, ..Default::default() }.into());
+    image.apply(
+        FeatureLevelRecord { name: "metadata.version".into(), feature_level: 0, ..Default::default() }.into(),
+    );
     assert_eq!(image.metadata_version(), 0);
     let before = image.clone();
     image.apply(NoOpRecord::default().into());
@@ -143,9 +174,11 @@ fn an_image_written_as_a_snapshot_reads_back_equal() {
 #[test]
 fn the_loader_applies_each_batch_once_and_refuses_an_unreadable_one_whole() {
     let loader = MetadataLoader::new();
-    let topic: MetadataRecord = TopicRecord { name: "a".into(), topic_id: topic_id(), ..Default::default() }.into();
+    let topic: MetadataRecord =
+        TopicRecord { name: "a".into(), topic_id: topic_id(), ..Default::default() }.into();
     let feature: MetadataRecord =
-        FeatureLevelRecord { name: "metadata.version".into(), feature_level: 27, ..Default::default() }.into();
+        FeatureLevelRecord { name: "metadata.version".into(), feature_level: 27, ..Default::default() }
+            .into();
     loader.apply_batch(0, 0, &[encode_record(&feature), encode_record(&topic)]).unwrap();
     let published = loader.image();
     assert_eq!(published.last_offset, 1);

@@ -33,7 +33,12 @@ impl World {
             broker_id: id,
             cluster_id: CLUSTER.into(),
             incarnation_id: Uuid::from_u128(id as u128 + 100),
-            endpoints: vec![Endpoint { name: "PLAINTEXT".into(), host: "127.0.0.1".into(), port: 9092, security_protocol: 0 }],
+            endpoints: vec![Endpoint {
+                name: "PLAINTEXT".into(),
+                host: "127.0.0.1".into(),
+                port: 9092,
+                security_protocol: 0,
+            }],
             features: Vec::new(),
             rack: rack.map(str::to_owned),
             log_dirs: vec![Uuid::from_u128(id as u128 + 1000)],
@@ -77,7 +82,12 @@ impl World {
         epochs
     }
 
-    fn create(&mut self, name: &str, partitions: i32, replication_factor: i16) -> Result<TopicImage, MetadataError> {
+    fn create(
+        &mut self,
+        name: &str,
+        partitions: i32,
+        replication_factor: i16,
+    ) -> Result<TopicImage, MetadataError> {
         let topic = NewTopic { name: name.into(), partitions, replication_factor, ..Default::default() };
         let (records, created) = create_topic(&self.image, &topic, &mut self.placer, 10_000)?;
         self.apply(records);
@@ -126,20 +136,27 @@ fn replication_above_the_registered_brokers_is_refused() {
 fn manual_assignments_are_checked_by_the_placement_validator() {
     let mut world = World::new();
     world.live_brokers(&[None, None]);
-    let topic = |assignments: Vec<(i32, Vec<i32>)>| NewTopic { name: "m".into(), assignments, ..Default::default() };
+    let topic =
+        |assignments: Vec<(i32, Vec<i32>)>| NewTopic { name: "m".into(), assignments, ..Default::default() };
     let refused = create_topic(&world.image, &topic(vec![(0, vec![7])]), &mut world.placer, 100).unwrap_err();
-    assert!(matches!(&refused, MetadataError::InvalidReplicaAssignment(m) if m.contains("broker 7")), "{refused}");
+    assert!(
+        matches!(&refused, MetadataError::InvalidReplicaAssignment(m) if m.contains("broker 7")),
+        "{refused}"
+    );
     let refused = create_topic(&world.image, &topic(vec![(1, vec![1])]), &mut world.placer, 100).unwrap_err();
     assert!(matches!(refused, MetadataError::InvalidReplicaAssignment(_)), "{refused}");
     let (records, created) =
-        create_topic(&world.image, &topic(vec![(0, vec![2, 1]), (1, vec![1, 2])]), &mut world.placer, 100).unwrap();
+        create_topic(&world.image, &topic(vec![(0, vec![2, 1]), (1, vec![1, 2])]), &mut world.placer, 100)
+            .unwrap();
     world.apply(records);
     assert_eq!(created.partitions[&0].replicas, vec![2, 1]);
     assert_eq!(created.partitions[&0].leader, 2);
 
-    let refused = create_partitions(&world.image, "m", 3, Some(&[vec![1]]), &mut world.placer, 100).unwrap_err();
+    let refused =
+        create_partitions(&world.image, "m", 3, Some(&[vec![1]]), &mut world.placer, 100).unwrap_err();
     assert!(matches!(refused, MetadataError::InvalidReplicaAssignment(_)), "replication factor 2: {refused}");
-    let (records, grown) = create_partitions(&world.image, "m", 3, Some(&[vec![1, 2]]), &mut world.placer, 100).unwrap();
+    let (records, grown) =
+        create_partitions(&world.image, "m", 3, Some(&[vec![1, 2]]), &mut world.placer, 100).unwrap();
     world.apply(records);
     assert_eq!(grown.partitions[&2].replicas, vec![1, 2]);
     assert_eq!(world.image.topic("m").unwrap().partitions.len(), 3);
@@ -174,7 +191,10 @@ fn heartbeats_refuse_unknown_brokers_and_stale_epochs() {
     assert!(matches!(world.heartbeat(1, 0, 0), Err(MetadataError::BrokerIdNotRegistered(1))));
     let epoch = world.register(&World::registration(1, None), 0).unwrap();
     assert!(matches!(world.heartbeat(1, epoch + 1, 0), Err(MetadataError::StaleBrokerEpoch(_))));
-    assert!(matches!(allocate_producer_ids(&world.image, 1, epoch + 1), Err(MetadataError::StaleBrokerEpoch(_))));
+    assert!(matches!(
+        allocate_producer_ids(&world.image, 1, epoch + 1),
+        Err(MetadataError::StaleBrokerEpoch(_))
+    ));
     assert!(matches!(allocate_producer_ids(&world.image, 2, 0), Err(MetadataError::StaleBrokerEpoch(_))));
     let (records, block) = allocate_producer_ids(&world.image, 1, epoch).unwrap();
     world.apply(records);
@@ -208,7 +228,14 @@ fn fencing_follows_the_session_timeout_on_a_fake_clock() {
     let epochs = world.live_brokers(&[None, None]);
     world.create("t", 2, 1).unwrap();
     let led_by_1 = |image: &MetadataImage| {
-        image.topic("t").unwrap().partitions.values().filter(|p| p.replicas == [1]).cloned().collect::<Vec<_>>()
+        image
+            .topic("t")
+            .unwrap()
+            .partitions
+            .values()
+            .filter(|p| p.replicas == [1])
+            .cloned()
+            .collect::<Vec<_>>()
     };
     let before = led_by_1(&world.image);
     assert_eq!(before.len(), 1);
@@ -296,7 +323,12 @@ fn controllers_register_their_endpoints() {
     let controller = ControllerImage {
         id: 3000,
         incarnation_id: Uuid::from_u128(5),
-        endpoints: vec![Endpoint { name: "CONTROLLER".into(), host: "h".into(), port: 9093, security_protocol: 0 }],
+        endpoints: vec![Endpoint {
+            name: "CONTROLLER".into(),
+            host: "h".into(),
+            port: 9093,
+            security_protocol: 0,
+        }],
         features: vec![FeatureRange { name: "metadata.version".into(), min: 7, max: 27 }],
     };
     world.apply(register_controller(&controller));
