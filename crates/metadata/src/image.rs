@@ -89,9 +89,10 @@ pub struct BrokerImage {
 }
 
 impl BrokerImage {
-    /// The endpoint of listener `name`, if the broker registered one.
+    /// The endpoint of listener `name` (listener names ignore case), if the
+    /// broker registered one.
     pub fn endpoint(&self, name: &str) -> Option<&Endpoint> {
-        self.endpoints.iter().find(|e| e.name == name)
+        self.endpoints.iter().find(|e| e.name.eq_ignore_ascii_case(name))
     }
 }
 
