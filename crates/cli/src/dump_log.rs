@@ -22,10 +22,10 @@ use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+use strom_metadata::kraft_records::MetadataRecord;
 use strom_storage::batch::{
     self, i16_at, i32_at, i64_at, BatchHeader, TimestampType, HEADER_LEN, LOG_OVERHEAD, MAGIC_V2,
 };
-use strom_metadata::kraft_records::MetadataRecord;
 use strom_storage::index::{OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset};
 use strom_storage::records::{records_body, RecordHeader, RecordView, Records};
 

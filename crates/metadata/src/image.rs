@@ -38,6 +38,19 @@ pub struct PartitionImage {
     pub directories: Vec<Uuid>,
 }
 
+impl From<PartitionRecord> for PartitionImage {
+    fn from(r: PartitionRecord) -> Self {
+        Self {
+            replicas: r.replicas,
+            isr: r.isr,
+            leader: r.leader,
+            leader_epoch: r.leader_epoch,
+            partition_epoch: r.partition_epoch,
+            directories: r.directories,
+        }
+    }
+}
+
 /// A topic, its partitions and its config overrides.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TopicImage {
@@ -281,15 +294,7 @@ impl MetadataImage {
 
     fn apply_partition(&mut self, r: PartitionRecord) {
         let Some(topic) = self.topic_mut(&r.topic_id) else { return };
-        let partition = PartitionImage {
-            replicas: r.replicas,
-            isr: r.isr,
-            leader: r.leader,
-            leader_epoch: r.leader_epoch,
-            partition_epoch: r.partition_epoch,
-            directories: r.directories,
-        };
-        topic.partitions.insert(r.partition_id, partition);
+        topic.partitions.insert(r.partition_id, PartitionImage::from(r));
     }
 
     /// As Kafka's `PartitionRegistration.merge`: a new leader bumps the
@@ -448,7 +453,7 @@ pub fn register_broker_record(broker: &BrokerImage) -> RegisterBrokerRecord {
     }
 }
 
-fn register_controller_record(controller: &ControllerImage) -> RegisterControllerRecord {
+pub(crate) fn register_controller_record(controller: &ControllerImage) -> RegisterControllerRecord {
     RegisterControllerRecord {
         controller_id: controller.id,
         incarnation_id: controller.incarnation_id,

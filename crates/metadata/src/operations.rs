@@ -223,24 +223,11 @@ pub fn create_partitions(
         }
         None => placer.place(&brokers, (count - current) as usize, replication_factor as i16)?,
     };
-    let records: Vec<MetadataRecord> = (current..)
-        .zip(replicas)
-        .map(|(p, replicas)| new_partition(image, topic.id, p, replicas).into())
-        .collect();
+    let new: Vec<PartitionRecord> =
+        (current..).zip(replicas).map(|(p, replicas)| new_partition(image, topic.id, p, replicas)).collect();
     let mut grown = topic.clone();
-    for record in &records {
-        if let MetadataRecord::Partition(p) = record {
-            let partition = PartitionImage {
-                replicas: p.replicas.clone(),
-                isr: p.isr.clone(),
-                leader: p.leader,
-                leader_epoch: p.leader_epoch,
-                partition_epoch: p.partition_epoch,
-                directories: p.directories.clone(),
-            };
-            grown.partitions.insert(p.partition_id, partition);
-        }
-    }
+    grown.partitions.extend(new.iter().map(|p| (p.partition_id, PartitionImage::from(p.clone()))));
+    let records = new.into_iter().map(MetadataRecord::from).collect();
     Ok((records, grown))
 }
 
@@ -541,9 +528,7 @@ pub fn unregister_broker(
 
 /// ControllerRegistration: the controller's endpoints and features.
 pub fn register_controller(controller: &ControllerImage) -> Vec<MetadataRecord> {
-    let mut image = MetadataImage::empty();
-    image.controllers.insert(controller.id, controller.clone());
-    crate::image::snapshot_records(&image)
+    vec![crate::image::register_controller_record(controller).into()]
 }
 
 /// When each broker was last heard from, kept in the controller's memory
