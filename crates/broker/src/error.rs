@@ -42,6 +42,7 @@ pub fn metadata_error(e: &MetadataError) -> ResponseError {
         MetadataError::BrokerIdNotRegistered(_) => ResponseError::BrokerIdNotRegistered,
         MetadataError::DuplicateBrokerRegistration(_) => ResponseError::DuplicateBrokerRegistration,
         MetadataError::InconsistentClusterId(_) => ResponseError::InconsistentClusterId,
+        MetadataError::UnsupportedVersion(_) => ResponseError::UnsupportedVersion,
         MetadataError::NotController { .. } => ResponseError::NotController,
         MetadataError::Storage(_) => ResponseError::KafkaStorageError,
     }

@@ -77,6 +77,8 @@ pub enum MetadataError {
     DuplicateBrokerRegistration(String),
     #[error("{0}")]
     InconsistentClusterId(String),
+    #[error("{0}")]
+    UnsupportedVersion(String),
     /// This node is not the active controller; `leader_id` is, if known.
     #[error("this node is not the active controller")]
     NotController { leader_id: Option<i32> },

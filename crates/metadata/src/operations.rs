@@ -324,6 +324,7 @@ pub fn register_broker(
             request.cluster_id
         )));
     }
+    check_finalized_features(image, &request.features)?;
     if let Some(existing) = image.brokers.get(&request.broker_id) {
         if existing.incarnation_id != request.incarnation_id
             && heartbeats.has_valid_session(existing.id, now_ms)
@@ -346,6 +347,21 @@ pub fn register_broker(
         log_dirs: request.log_dirs.clone(),
     };
     Ok(vec![crate::image::register_broker_record(&broker).into()])
+}
+
+/// A node must support every finalized feature level: a feature it does not
+/// list counts as supported at level 0 only, as in Kafka's registration.
+fn check_finalized_features(image: &MetadataImage, supported: &[FeatureRange]) -> Result<(), MetadataError> {
+    for (name, level) in &image.features {
+        let (min, max) = supported.iter().find(|f| f.name == *name).map_or((0, 0), |f| (f.min, f.max));
+        if !(min..=max).contains(level) {
+            return Err(MetadataError::UnsupportedVersion(format!(
+                "Unable to register because the broker does not support finalized version {level} of {name}. \
+                 The broker wants a version between {min} and {max}, inclusive."
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// A BrokerHeartbeat request.

@@ -4,7 +4,7 @@ use std::time::Duration;
 use strom_storage::StorageError;
 
 use super::*;
-use crate::image::Endpoint;
+use crate::image::{Endpoint, FeatureRange};
 
 const CLUSTER: &str = "MkU3OEVBNTcwNTJENDM2Qg";
 
@@ -39,7 +39,11 @@ async fn register(controller: &Controller, id: i32) -> i64 {
             port: 9092,
             security_protocol: 0,
         }],
-        features: Vec::new(),
+        features: vec![FeatureRange {
+            name: METADATA_VERSION_FEATURE.into(),
+            min: METADATA_VERSION_LEVEL,
+            max: METADATA_VERSION_LEVEL,
+        }],
         rack: None,
         log_dirs: vec![Uuid::from_u128(1)],
     };

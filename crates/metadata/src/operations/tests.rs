@@ -13,8 +13,10 @@ struct World {
 
 impl World {
     fn new() -> Self {
+        let mut image = MetadataImage::empty();
+        image.features.insert("metadata.version".into(), 27);
         Self {
-            image: MetadataImage::empty(),
+            image,
             heartbeats: BrokerHeartbeats::new(SESSION_MS),
             placer: StripedReplicaPlacer::new(SplitMix64::new(7)),
         }
@@ -39,7 +41,7 @@ impl World {
                 port: 9092,
                 security_protocol: 0,
             }],
-            features: Vec::new(),
+            features: vec![FeatureRange { name: "metadata.version".into(), min: 20, max: 27 }],
             rack: rack.map(str::to_owned),
             log_dirs: vec![Uuid::from_u128(id as u128 + 1000)],
         }
@@ -163,11 +165,20 @@ fn manual_assignments_are_checked_by_the_placement_validator() {
 }
 
 #[test]
-fn registration_checks_the_cluster_id_and_live_duplicates() {
+fn registration_checks_the_cluster_id_features_and_live_duplicates() {
     let mut world = World::new();
     let mut other_cluster = World::registration(1, None);
     other_cluster.cluster_id = "another".into();
     assert!(matches!(world.register(&other_cluster, 0), Err(MetadataError::InconsistentClusterId(_))));
+
+    let mut too_old = World::registration(1, None);
+    too_old.features[0].max = 26;
+    let refused = world.register(&too_old, 0).unwrap_err();
+    assert!(
+        matches!(&refused, MetadataError::UnsupportedVersion(m) if m.contains("version 27 of metadata.version"))
+    );
+    too_old.features.clear();
+    assert!(matches!(world.register(&too_old, 0), Err(MetadataError::UnsupportedVersion(_))));
 
     let first = World::registration(1, None);
     let epoch = world.register(&first, 0).unwrap();
