@@ -38,6 +38,12 @@ pub fn metadata_error(e: &MetadataError) -> ResponseError {
         MetadataError::ProducerIdsExhausted | MetadataError::UnreadableRecord { .. } => {
             ResponseError::UnknownServerError
         }
+        MetadataError::StaleBrokerEpoch(_) => ResponseError::StaleBrokerEpoch,
+        MetadataError::BrokerIdNotRegistered(_) => ResponseError::BrokerIdNotRegistered,
+        MetadataError::DuplicateBrokerRegistration(_) => ResponseError::DuplicateBrokerRegistration,
+        MetadataError::InconsistentClusterId(_) => ResponseError::InconsistentClusterId,
+        MetadataError::UnsupportedVersion(_) => ResponseError::UnsupportedVersion,
+        MetadataError::NotController { .. } => ResponseError::NotController,
         MetadataError::Storage(_) => ResponseError::KafkaStorageError,
     }
 }

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use kafka_protocol::error::ResponseError;
-use strom_metadata::{MetadataError, NewTopic};
+use strom_metadata::{block_on, MetadataError, NewTopic};
 
 use crate::server::Broker;
 
@@ -35,8 +35,9 @@ pub fn ensure(broker: &Broker, name: &str, partitions: i32, segment_bytes: i64) 
         ("cleanup.policy".to_owned(), "compact".to_owned()),
         ("segment.bytes".to_owned(), segment_bytes.to_string()),
     ]);
-    let topic = NewTopic { name: name.to_owned(), partitions, replication_factor: 1, configs };
-    match broker.controller.create_topic_with_logs(topic, false, &broker.replicas) {
+    let topic =
+        NewTopic { name: name.to_owned(), partitions, replication_factor: 1, configs, ..Default::default() };
+    match block_on(broker.controller.create_topic_with_logs(topic, false, &broker.replicas)) {
         Ok(_) | Err(MetadataError::TopicAlreadyExists(_)) => {}
         Err(e) => {
             tracing::error!("cannot create {name}: {e}");

@@ -529,6 +529,8 @@ mod tests {
             isr: isr.to_vec(),
             leader,
             leader_epoch: 0,
+            partition_epoch: 0,
+            directories: Vec::new(),
         };
         let partitions = [
             partition(1, &[1], &[1]),

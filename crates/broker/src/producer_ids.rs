@@ -7,7 +7,7 @@
 
 use std::sync::{Mutex, PoisonError};
 
-use strom_metadata::{Controller, MetadataError, ProducerIdBlock};
+use strom_metadata::{block_on, Controller, MetadataError, ProducerIdBlock};
 
 /// The broker's current block of producer ids.
 #[derive(Debug, Default)]
@@ -17,11 +17,16 @@ pub struct ProducerIdManager {
 
 impl ProducerIdManager {
     /// The next unused producer id, reserving a new block when this one is spent.
-    pub fn next_id(&self, controller: &Controller, broker_id: i32) -> Result<i64, MetadataError> {
+    pub fn next_id(
+        &self,
+        controller: &Controller,
+        broker_id: i32,
+        broker_epoch: i64,
+    ) -> Result<i64, MetadataError> {
         // The block is replaced only by a whole new one: a panic cannot tear it.
         let mut block = self.block.lock().unwrap_or_else(PoisonError::into_inner);
         if block.is_empty() {
-            *block = controller.allocate_producer_ids(broker_id)?;
+            *block = block_on(controller.allocate_producer_ids(broker_id, broker_epoch))?;
         }
         let id = block.start;
         block.start += 1;
@@ -32,19 +37,27 @@ impl ProducerIdManager {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::BrokerConfig;
+    use crate::server::Broker;
     use strom_metadata::PRODUCER_ID_BLOCK_SIZE;
 
     #[test]
     fn ids_are_unique_across_blocks_and_restarts() {
         let dir = tempfile::tempdir().unwrap();
-        let controller = Controller::open(dir.path(), 1).unwrap();
+        let overrides = [("log.dirs".to_owned(), dir.path().display().to_string())];
+        let open = || Broker::open(BrokerConfig::from_properties("", &overrides).unwrap()).unwrap();
+        let broker = open();
         let manager = ProducerIdManager::default();
-        let first: Vec<i64> =
-            (0..PRODUCER_ID_BLOCK_SIZE + 2).map(|_| manager.next_id(&controller, 1).unwrap()).collect();
+        let next = |broker: &Broker, manager: &ProducerIdManager| {
+            manager.next_id(&broker.controller, 1, broker.broker_epoch).unwrap()
+        };
+        let first: Vec<i64> = (0..PRODUCER_ID_BLOCK_SIZE + 2).map(|_| next(&broker, &manager)).collect();
         assert_eq!(first, (0..PRODUCER_ID_BLOCK_SIZE + 2).collect::<Vec<_>>());
-        drop(controller);
-        let controller = Controller::open(dir.path(), 1).unwrap();
-        let after_restart = ProducerIdManager::default().next_id(&controller, 1).unwrap();
+        let stale = ProducerIdManager::default().next_id(&broker.controller, 1, broker.broker_epoch + 1);
+        assert!(matches!(stale, Err(MetadataError::StaleBrokerEpoch(_))), "{stale:?}");
+        drop(broker);
+        let broker = open();
+        let after_restart = next(&broker, &ProducerIdManager::default());
         assert_eq!(after_restart, 2 * PRODUCER_ID_BLOCK_SIZE, "the partly used block is never reused");
     }
 }

@@ -13,7 +13,11 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use strom_metadata::{Controller, MetadataError};
+use strom_metadata::controller::{METADATA_LOG_DIR, METADATA_VERSION_FEATURE, METADATA_VERSION_LEVEL};
+use strom_metadata::{
+    block_on, BrokerHeartbeat, BrokerRegistration, Controller, Endpoint, FeatureRange, HeartbeatReply,
+    MetadataError,
+};
 use strom_storage::file_cache::FileCache;
 use strom_storage::{Context, LogManager, StorageError};
 use tokio::net::TcpListener;
@@ -23,12 +27,15 @@ use tokio::task::JoinSet;
 use crate::config::BrokerConfig;
 use crate::fetch_session::FetchSessionCache;
 use crate::group::GroupCoordinator;
-use crate::meta_properties::{node_dirs, FormatError, LogDirs};
+use crate::meta_properties::{node_dirs, parse_uuid, FormatError, LogDirs};
 use crate::metrics::{self, GaugeGuard, Metrics};
 use crate::network;
 use crate::producer_ids::ProducerIdManager;
 use crate::replica::ReplicaManager;
 use crate::txn::TransactionCoordinator;
+
+/// Kafka's `SecurityProtocol.PLAINTEXT` id, the only protocol Strom serves.
+const PLAINTEXT: i16 = 0;
 
 /// How long shutdown waits for connections to finish their requests.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
@@ -37,6 +44,8 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 pub struct Broker {
     pub config: Arc<BrokerConfig>,
     pub controller: Controller,
+    /// This broker's epoch: the offset of its registration record.
+    pub broker_epoch: i64,
     pub replicas: ReplicaManager,
     pub fetch_sessions: FetchSessionCache,
     pub groups: GroupCoordinator,
@@ -65,7 +74,8 @@ pub enum StartError {
 
 /// Opens the metadata log of the cluster the log dirs' `meta.properties`
 /// name. A KRaft node needs formatted dirs and, in this release, a quorum
-/// of itself alone; a single node formats its dirs on first start.
+/// of itself alone; a single node formats its dirs on first start. As in
+/// Kafka, the cluster id lives in `meta.properties`, not in the log.
 fn open_controller(config: &BrokerConfig) -> Result<Controller, StartError> {
     let dirs = LogDirs::load(&node_dirs(config))?;
     let formatted_id = dirs.verify(config.node_id)?.map(str::to_owned);
@@ -76,23 +86,79 @@ fn open_controller(config: &BrokerConfig) -> Result<Controller, StartError> {
             return Err(StartError::Config(reason.into()));
         }
     }
-    std::fs::create_dir_all(&config.metadata_log_dir)
-        .at("create metadata log dir", &config.metadata_log_dir)?;
-    let controller =
-        Controller::open_in_cluster(&config.metadata_log_dir, config.node_id, formatted_id.as_deref())?;
-    let recorded = controller.image().cluster_id.clone();
-    if let Some(formatted) = formatted_id.filter(|id| *id != recorded) {
-        let dir = config.metadata_log_dir.display();
-        let reason = format!("the metadata log in {dir} belongs to cluster {recorded}, but meta.properties names cluster {formatted}");
+    let metadata_log = config.metadata_log_dir.join(METADATA_LOG_DIR);
+    if formatted_id.is_none() && metadata_log.join("00000000000000000000.log").exists() {
+        let reason = format!(
+            "the metadata log {} exists but no meta.properties names its cluster; restore meta.properties or remove the data dir",
+            metadata_log.display()
+        );
         return Err(FormatError(reason).into());
     }
+    let cluster_id = formatted_id.unwrap_or_else(strom_metadata::controller::new_cluster_id);
     dirs.format(
-        &recorded,
+        &cluster_id,
         config.node_id,
         &[],
-        |dir| tracing::info!(dir = %dir.display(), cluster_id = %recorded, "formatting log dir"),
+        |dir| tracing::info!(dir = %dir.display(), cluster_id = %cluster_id, "formatting log dir"),
     )?;
-    Ok(controller)
+    std::fs::create_dir_all(&config.metadata_log_dir)
+        .at("create metadata log dir", &config.metadata_log_dir)?;
+    Ok(Controller::open_local(&config.metadata_log_dir, &cluster_id)?
+        .with_max_partitions_per_request(config.max_partitions_per_request)
+        .with_session_timeout_ms(config.kraft.broker_session_timeout_ms.into()))
+}
+
+/// Registers this node as a broker through the controller, with its
+/// advertised listeners, rack and log dir ids, then heartbeats once so it
+/// is unfenced (it has applied its own registration); returns its broker
+/// epoch.
+fn register_broker(config: &BrokerConfig, controller: &Controller) -> Result<i64, StartError> {
+    let endpoints = config
+        .advertised_listeners
+        .iter()
+        .filter_map(|l| {
+            let (host, port) = config.advertised_endpoint(&l.name)?;
+            Some(Endpoint { name: l.name.clone(), host, port, security_protocol: PLAINTEXT })
+        })
+        .collect();
+    let log_dirs = LogDirs::load(&config.log_dirs)?
+        .formatted
+        .iter()
+        .filter_map(|(_, meta)| parse_uuid(&meta.directory_id).map(uuid::Uuid::from_bytes))
+        .collect();
+    let registration = BrokerRegistration {
+        broker_id: config.node_id,
+        cluster_id: controller.cluster_id().to_owned(),
+        incarnation_id: uuid::Uuid::new_v4(),
+        endpoints,
+        features: vec![FeatureRange {
+            name: METADATA_VERSION_FEATURE.into(),
+            min: METADATA_VERSION_LEVEL,
+            max: METADATA_VERSION_LEVEL,
+        }],
+        rack: config.kraft.broker_rack.clone(),
+        log_dirs,
+    };
+    let now = strom_storage::now_ms();
+    let epoch = block_on(controller.register_broker(registration, now))?;
+    heartbeat(config, controller, epoch)?;
+    Ok(epoch)
+}
+
+/// One BrokerHeartbeat of this node to its own controller.
+fn heartbeat(
+    config: &BrokerConfig,
+    controller: &Controller,
+    epoch: i64,
+) -> Result<HeartbeatReply, MetadataError> {
+    let request = BrokerHeartbeat {
+        broker_id: config.node_id,
+        broker_epoch: epoch,
+        current_metadata_offset: controller.image().last_offset,
+        want_fence: false,
+        want_shut_down: false,
+    };
+    block_on(controller.broker_heartbeat(request, strom_storage::now_ms()))
 }
 
 impl Broker {
@@ -104,8 +170,8 @@ impl Broker {
         let logs = LogManager::new(config.log_dirs.clone())?
             .with_threads_per_dir(config.num_recovery_threads_per_data_dir);
         FileCache::shared().set_capacity(config.log_segment_open_files_max);
-        let controller =
-            open_controller(&config)?.with_max_partitions_per_request(config.max_partitions_per_request);
+        let controller = open_controller(&config)?;
+        let broker_epoch = register_broker(&config, &controller)?;
         let metadata_ms = started.elapsed().as_millis();
         let replicas = ReplicaManager::open(config.clone(), logs, &controller.image())?;
         let logs_ms = started.elapsed().as_millis() - metadata_ms;
@@ -118,6 +184,7 @@ impl Broker {
         let broker = Self {
             config,
             controller,
+            broker_epoch,
             replicas,
             fetch_sessions,
             groups,
@@ -346,6 +413,17 @@ async fn run_log_cleaner(broker: Arc<Broker>, mut stop: watch::Receiver<bool>, i
 
 /// Flushes due logs, enforces retention, writes checkpoints and expires
 /// idle producer ids on Kafka's intervals.
+/// This broker's heartbeat to its own controller, then the controller's
+/// fencing of brokers whose sessions expired (Kafka's periodic maintenance).
+fn keep_session(broker: &Broker) {
+    if let Err(e) = heartbeat(&broker.config, &broker.controller, broker.broker_epoch) {
+        tracing::warn!("broker heartbeat failed: {e}");
+    }
+    if let Err(e) = block_on(broker.controller.fence_expired_brokers(strom_storage::now_ms())) {
+        tracing::warn!("fencing expired broker sessions failed: {e}");
+    }
+}
+
 async fn periodic_duties(broker: Arc<Broker>, mut stop: watch::Receiver<bool>) {
     let config = broker.config.clone();
     let mut flush = tokio::time::interval(Duration::from_millis(config.log_flush_scheduler_interval_ms));
@@ -356,6 +434,8 @@ async fn periodic_duties(broker: Arc<Broker>, mut stop: watch::Receiver<bool>) {
     let mut retention = tokio::time::interval(Duration::from_millis(config.log_retention_check_interval_ms));
     let mut producer_expiry =
         tokio::time::interval(Duration::from_millis(config.producer_id_expiration_check_interval_ms));
+    let heartbeat_ms = config.kraft.broker_heartbeat_interval_ms.max(1) as u64;
+    let mut session = tokio::time::interval(Duration::from_millis(heartbeat_ms));
     loop {
         tokio::select! {
             biased;
@@ -379,6 +459,7 @@ async fn periodic_duties(broker: Arc<Broker>, mut stop: watch::Receiver<bool>) {
                 })
                 .await;
             }
+            _ = session.tick() => keep_session(&broker),
             _ = checkpoint.tick() => {
                 on_blocking_thread(&broker, "checkpoint", ReplicaManager::checkpoint).await;
                 broker.fetch_sessions.evict_expired();

@@ -3,7 +3,9 @@
 //! habits and scripts carry over.
 //!
 //! - `.log`: a line per batch; with `--deep-iteration` a `| offset: …` line
-//!   per record, with `--print-data-log` its key and payload too.
+//!   per record, with `--print-data-log` its key and payload too;
+//!   `--cluster-metadata-decoder` shows the payloads of `__cluster_metadata`
+//!   as the KIP-631 records they are, by record type and version.
 //! - `.index`, `.timeindex`: a line per entry, each checked against the
 //!   `.log` beside it (`--verify-index-only` only checks);
 //!   `--index-sanity-check` runs the check a broker runs when it loads them.
@@ -20,6 +22,7 @@ use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+use strom_metadata::kraft_records::MetadataRecord;
 use strom_storage::batch::{
     self, i16_at, i32_at, i64_at, BatchHeader, TimestampType, HEADER_LEN, LOG_OVERHEAD, MAGIC_V2,
 };
@@ -36,6 +39,9 @@ pub struct DumpLogArgs {
     /// Print each record's key, headers and payload; implies --deep-iteration.
     #[arg(long)]
     print_data_log: bool,
+    /// Decode payloads as cluster metadata records (KIP-631); implies --print-data-log.
+    #[arg(long)]
+    cluster_metadata_decoder: bool,
     /// Print every record of every batch, not just the batches.
     #[arg(long)]
     deep_iteration: bool,
@@ -55,7 +61,11 @@ pub struct DumpLogArgs {
 
 impl DumpLogArgs {
     fn deep(&self) -> bool {
-        self.deep_iteration || self.print_data_log
+        self.deep_iteration || self.print_data()
+    }
+
+    fn print_data(&self) -> bool {
+        self.print_data_log || self.cluster_metadata_decoder
     }
 }
 
@@ -486,7 +496,7 @@ fn write_record_line(
             line.push_str(&describe_control_record(record));
         }
     }
-    if args.print_data_log && !header.is_control() {
+    if args.print_data() && !header.is_control() {
         let mut prefix = if args.skip_record_metadata { "| " } else { " " };
         let mut field = |name: &str, value: &str| {
             line.push_str(&format!("{prefix}{name}: {value}"));
@@ -505,14 +515,25 @@ fn write_record_line(
         if let Some(key) = record.key {
             field("key", &text(key));
         }
-        if let Some(value) = record.value {
-            field("payload", &text(value));
+        match record.value {
+            Some(value) if args.cluster_metadata_decoder => field("payload", &metadata_payload(value)),
+            Some(value) => field("payload", &text(value)),
+            None => {}
         }
     }
     if line.is_empty() {
         return Ok(());
     }
     writeln!(out, "{line}")
+}
+
+/// A metadata log value as its record (type, fields, version), or
+/// why it does not decode.
+fn metadata_payload(value: &[u8]) -> String {
+    match MetadataRecord::decode_frame(value) {
+        Ok((record, version)) => format!("{record:?} version: {version}"),
+        Err(e) => format!("undecodable metadata record ({e}): {}", text(value)),
+    }
 }
 
 /// What Kafka prints after a control record's metadata.
@@ -979,6 +1000,26 @@ mod tests {
         assert!(lines[3].ends_with(&format!("compresscodec: none crc: {} isvalid: true", second.crc)));
         assert_eq!(lines.len(), 4);
         assert!(!dump.failed, "{}", dump.err);
+    }
+
+    #[test]
+    fn the_cluster_metadata_decoder_shows_each_record_by_type() {
+        use strom_metadata::kraft_records::TopicRecord;
+        let topic: MetadataRecord = TopicRecord { name: "orders".into(), ..Default::default() }.into();
+        let mut value = BytesMut::new();
+        topic.encode_frame(0, &mut value).unwrap();
+        let mut framed = record(0, None, None, &[]);
+        framed.value = Some(value.freeze());
+        let mut garbage = record(1, None, Some("not a record"), &[]);
+        garbage.timestamp = 1001;
+        let mut segment = Segment::new(LogConfig::default());
+        segment.append(&encode(&[framed, garbage], Compression::None));
+
+        let decoded = dump(DumpLogArgs { cluster_metadata_decoder: true, ..files(&[segment.path(".log")]) });
+        let lines: Vec<&str> = decoded.out.lines().filter(|l| l.starts_with('|')).collect();
+        assert!(lines[0].contains(r#"payload: Topic(TopicRecord { name: "orders""#), "{}", lines[0]);
+        assert!(lines[1].contains("payload: undecodable metadata record ("), "{}", lines[1]);
+        assert!(lines[1].ends_with("): not a record"), "{}", lines[1]);
     }
 
     #[test]

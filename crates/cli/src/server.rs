@@ -75,7 +75,7 @@ fn log_start(broker: &Broker, bound: &BoundBroker) {
         version = env!("CARGO_PKG_VERSION"),
         node_id = config.node_id,
         log_dirs = %log_dirs.join(","),
-        cluster_id = %broker.controller.image().cluster_id,
+        cluster_id = %broker.controller.cluster_id(),
         listeners = %bound.listener_addresses().join(","),
         "Strom started"
     );

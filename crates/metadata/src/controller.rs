@@ -1,34 +1,52 @@
 //! The controller: the only writer of the metadata log.
 //!
-//! Every change is validated against the current image, written to the
-//! metadata log (`<dir>/__cluster_metadata-0`, RecordBatch v2, fsync'd before
-//! the change is visible) and then applied to a new image. On a single node
-//! the log has one voter; a Raft quorum will replicate the same records.
+//! Each operation runs alone (one at a time, under an async lock): it is
+//! decided against the latest published image by the pure functions of
+//! [`crate::operations`], appended through the [`RecordLog`], and answered
+//! only once the [`MetadataLoader`] has applied the batch, so no answer
+//! precedes the commit and the next operation sees the previous one.
+//!
+//! On a single node the record log is [`LocalRecordLog`], which commits
+//! before `append` returns, so every future here completes without waiting
+//! on anything but the fsync; [`block_on`] lets the broker's synchronous
+//! handlers call in.
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::ops::Range;
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll, Wake, Waker};
 
 use bytes::Bytes;
-use strom_storage::{Context, Log, LogConfig};
+use tokio::sync::Mutex;
 use uuid::Uuid;
 
-use crate::image::{MetadataImage, TopicImage, RESOURCE_BROKER, RESOURCE_TOPIC};
-use crate::records::MetadataRecord;
+use crate::image::{
+    config_record, ControllerImage, MetadataImage, TopicImage, RESOURCE_BROKER, RESOURCE_TOPIC,
+};
+use crate::kraft_records::{ConfigRecord, FeatureLevelRecord, MetadataRecord};
+use crate::loader::{encode_record, MetadataLoader};
+use crate::operations::{self, BrokerHeartbeat, BrokerHeartbeats, BrokerRegistration, HeartbeatReply};
+use crate::placement::{SplitMix64, StripedReplicaPlacer};
+use crate::record_log::{AppendError, LocalRecordLog, RecordLog};
 use crate::topic_config::{validate_dynamic_broker_config, validate_topic_config};
 
-/// The metadata log's partition directory, as Kafka names it.
-pub const METADATA_LOG_DIR: &str = "__cluster_metadata-0";
-/// The leader epoch the metadata log's batches carry. A single node is
-/// its own quorum and holds no elections, so the epoch never rises.
-pub const METADATA_LEADER_EPOCH: i32 = 0;
-const MAX_TOPIC_NAME_LEN: usize = 249;
+pub use crate::operations::validate_topic_name;
+pub use crate::record_log::{METADATA_LEADER_EPOCH, METADATA_LOG_DIR};
+
 /// The most partitions one request may create unless configured otherwise
 /// (`controller.max.partitions.per.request`): Kafka's bound on the records of
 /// one user operation, so a hostile count (2^31 - 1) is refused instead of
 /// exhausting memory and descriptors.
 pub const DEFAULT_MAX_PARTITIONS_PER_REQUEST: i32 = 10_000;
+/// `broker.session.timeout.ms`'s default.
+pub const DEFAULT_BROKER_SESSION_TIMEOUT_MS: i64 = 9_000;
+/// The feature whose level says which records and versions the log may hold.
+pub const METADATA_VERSION_FEATURE: &str = "metadata.version";
+/// The `metadata.version` a new log starts at: Kafka 4.1's latest
+/// production level, 4.1-IV1.
+pub const METADATA_VERSION_LEVEL: i16 = 27;
 
 /// Why a metadata change was refused; each maps to one Kafka error code.
 #[derive(Debug, thiserror::Error)]
@@ -51,15 +69,37 @@ pub enum MetadataError {
     PolicyViolation(String),
     #[error("all producer ids have been handed out")]
     ProducerIdsExhausted,
+    #[error("{0}")]
+    StaleBrokerEpoch(String),
+    #[error("broker {0} is not registered")]
+    BrokerIdNotRegistered(i32),
+    #[error("{0}")]
+    DuplicateBrokerRegistration(String),
+    #[error("{0}")]
+    InconsistentClusterId(String),
+    #[error("{0}")]
+    UnsupportedVersion(String),
+    /// This node is not the active controller; `leader_id` is, if known.
+    #[error("this node is not the active controller")]
+    NotController { leader_id: Option<i32> },
     /// A record of the metadata log that this version cannot apply: replay
     /// stops there, since an image that skipped it would silently differ
     /// from every other node's.
     #[error("metadata log record at offset {offset} cannot be replayed: {reason}")]
-    UnreadableRecord { offset: i64, reason: crate::records::DecodeError },
+    UnreadableRecord { offset: i64, reason: crate::kraft_records::DecodeError },
     /// Storage failed: the metadata log's or a new partition's; the message
     /// names the operation and the path.
     #[error(transparent)]
     Storage(#[from] strom_storage::StorageError),
+}
+
+impl From<AppendError> for MetadataError {
+    fn from(e: AppendError) -> Self {
+        match e {
+            AppendError::NotController { leader_id } => Self::NotController { leader_id },
+            AppendError::Storage(e) => Self::Storage(e),
+        }
+    }
 }
 
 /// Producer ids a broker may hand out: `[start, end)`.
@@ -69,12 +109,15 @@ pub type ProducerIdBlock = std::ops::Range<i64>;
 pub const PRODUCER_ID_BLOCK_SIZE: i64 = 1000;
 
 /// A topic to create, as asked by CreateTopics or auto-creation.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct NewTopic {
     pub name: String,
     pub partitions: i32,
     pub replication_factor: i16,
     pub configs: BTreeMap<String, String>,
+    /// Manual assignments as (partition index, broker ids); when given,
+    /// they replace `partitions` and `replication_factor`.
+    pub assignments: Vec<(i32, Vec<i32>)>,
 }
 
 /// A resource whose configs live in the metadata log.
@@ -87,20 +130,14 @@ pub enum ConfigResource {
 }
 
 impl ConfigResource {
-    fn record(&self, name: &str, value: Option<&str>) -> MetadataRecord {
-        let (resource_type, resource_name) = match self {
-            Self::Topic(topic) => (RESOURCE_TOPIC, topic),
-            Self::Broker(broker) => (RESOURCE_BROKER, broker),
-        };
-        MetadataRecord::Config {
-            resource_type,
-            resource_name: resource_name.clone(),
-            name: name.to_owned(),
-            value: value.map(str::to_owned),
+    pub(crate) fn record(&self, name: &str, value: Option<&str>) -> ConfigRecord {
+        match self {
+            Self::Topic(topic) => config_record(RESOURCE_TOPIC, topic, name, value),
+            Self::Broker(broker) => config_record(RESOURCE_BROKER, broker, name, value),
         }
     }
 
-    fn validate(&self, name: &str, value: &str) -> Result<(), MetadataError> {
+    pub(crate) fn validate(&self, name: &str, value: &str) -> Result<(), MetadataError> {
         match self {
             Self::Topic(_) => validate_topic_config(name, value),
             Self::Broker(_) => validate_dynamic_broker_config(name, value),
@@ -109,18 +146,11 @@ impl ConfigResource {
     }
 }
 
-pub struct Controller {
-    node_id: i32,
-    max_partitions_per_request: i32,
-    log: Mutex<Log>,
-    image: RwLock<Arc<MetadataImage>>,
-}
-
 /// The partition logs of this node. The controller has them created before
 /// its records name the partitions and discards them if the records are not
 /// written, so the metadata never names a partition without a log and a
 /// crash in between leaves only logs no topic owns (removed at start).
-pub trait PartitionLogs {
+pub trait PartitionLogs: Sync {
     /// Refuses `count` new logs if this node has no room for them.
     fn check_room(&self, count: usize) -> Result<(), MetadataError>;
     /// Creates the logs of `partitions` of `topic`: all of them, or none.
@@ -144,73 +174,46 @@ impl PartitionLogs for NoLogs {
     fn discard(&self, _: &TopicImage, _: Range<i32>) {}
 }
 
-/// Kafka's topic name rules.
-pub fn validate_topic_name(name: &str) -> Result<(), MetadataError> {
-    let invalid = |why: String| Err(MetadataError::InvalidTopic(why));
-    if name.is_empty() {
-        return invalid("topic name is empty".into());
-    }
-    if name == "__cluster_metadata" {
-        return invalid("'__cluster_metadata' is reserved for the metadata log".into());
-    }
-    if name == "." || name == ".." {
-        return invalid(format!("topic name cannot be '{name}'"));
-    }
-    if name.len() > MAX_TOPIC_NAME_LEN {
-        return invalid(format!("topic name is longer than {MAX_TOPIC_NAME_LEN} characters"));
-    }
-    if let Some(c) = name.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))) {
-        return invalid(format!(
-            "topic name '{name}' contains '{c}'; legal characters are ASCII alphanumerics, '.', '_' and '-'"
-        ));
-    }
-    Ok(())
+/// What the controller keeps in memory between operations.
+struct ControllerState {
+    placer: StripedReplicaPlacer,
+    heartbeats: BrokerHeartbeats,
 }
 
-/// `.` and `_` collide in metric names, so Kafka refuses topics that differ only there.
-fn collision_key(name: &str) -> String {
-    name.replace('.', "_")
+pub struct Controller {
+    cluster_id: String,
+    max_partitions_per_request: i32,
+    log: Arc<dyn RecordLog>,
+    loader: Arc<MetadataLoader>,
+    /// Held for a whole operation: decide, append, wait for the commit.
+    state: Mutex<ControllerState>,
 }
 
 impl Controller {
-    /// Opens (or creates) the metadata log in `dir` and replays it.
-    pub fn open(dir: &Path, node_id: i32) -> Result<Self, MetadataError> {
-        Self::open_in_cluster(dir, node_id, None)
-    }
-
-    /// [`Self::open`], a new log recording `cluster_id` (the one the log
-    /// dirs' `meta.properties` name) rather than a random one. A log that
-    /// records an id already keeps it: the caller compares.
-    pub fn open_in_cluster(
-        dir: &Path,
-        node_id: i32,
-        cluster_id: Option<&str>,
-    ) -> Result<Self, MetadataError> {
-        let now = strom_storage::now_ms();
-        let path = dir.join(METADATA_LOG_DIR);
-        let (log, _) =
-            Log::open(&path, LogConfig::default(), 0, 0, false, now).at("open metadata log", &path)?;
-        let mut image = MetadataImage::default();
-        replay(&log, &mut image)?;
-        let controller = Self {
-            node_id,
+    /// A controller of cluster `cluster_id` writing through `log`, whose
+    /// commits `loader` applies.
+    pub fn new(cluster_id: &str, log: Arc<dyn RecordLog>, loader: Arc<MetadataLoader>) -> Self {
+        let seed = u64::from_le_bytes(Uuid::new_v4().as_bytes()[..8].try_into().expect("8 bytes"));
+        Self {
+            cluster_id: cluster_id.to_owned(),
             max_partitions_per_request: DEFAULT_MAX_PARTITIONS_PER_REQUEST,
-            log: Mutex::new(log),
-            image: RwLock::new(Arc::new(image)),
-        };
-        if controller.image().cluster_id.is_empty() {
-            let cluster_id = cluster_id.map_or_else(new_cluster_id, str::to_owned);
-            controller.commit(vec![MetadataRecord::Cluster { cluster_id }])?;
+            log,
+            loader,
+            state: Mutex::new(ControllerState {
+                placer: StripedReplicaPlacer::new(SplitMix64::new(seed)),
+                heartbeats: BrokerHeartbeats::new(DEFAULT_BROKER_SESSION_TIMEOUT_MS),
+            }),
         }
-        Ok(controller)
     }
 
-    /// The metadata log, locked for a change. A panic during an earlier
-    /// change may have left a batch half written, so the log then refuses
-    /// every change (KAFKA_STORAGE_ERROR) until a restart recovers it, as a
-    /// partition log does; the image, one pointer swapped whole, stays readable.
-    fn writer(&self) -> Result<MutexGuard<'_, Log>, MetadataError> {
-        Ok(strom_storage::manager::lock_log(&self.log)?)
+    /// A single node's controller: opens (or creates) the metadata log in
+    /// `dir`, replays it, and writes `metadata.version` into a new log.
+    pub fn open_local(dir: &Path, cluster_id: &str) -> Result<Self, MetadataError> {
+        let loader = Arc::new(MetadataLoader::new());
+        let log = Arc::new(LocalRecordLog::open(dir, loader.clone())?);
+        let controller = Self::new(cluster_id, log, loader);
+        block_on(controller.bootstrap())?;
+        Ok(controller)
     }
 
     /// Sets `controller.max.partitions.per.request`.
@@ -219,115 +222,104 @@ impl Controller {
         self
     }
 
-    /// Refuses a request that would create more than
-    /// `controller.max.partitions.per.request` partitions, as Kafka refuses
-    /// an operation of too many records: POLICY_VIOLATION.
-    pub fn check_partitions_per_request(&self, new_partitions: i64) -> Result<(), MetadataError> {
-        let max = self.max_partitions_per_request;
-        if new_partitions > i64::from(max) {
-            return Err(MetadataError::PolicyViolation(format!(
-                "the request would create {new_partitions} partitions; one request may create at most {max} \
-                 (controller.max.partitions.per.request)"
-            )));
-        }
-        Ok(())
+    /// Sets `broker.session.timeout.ms`.
+    pub fn with_session_timeout_ms(self, timeout_ms: i64) -> Self {
+        self.state.try_lock().expect("not yet shared").heartbeats = BrokerHeartbeats::new(timeout_ms);
+        self
     }
 
-    /// The current image; cheap to take and consistent for as long as it is held.
+    /// The cluster id, from the log dirs' `meta.properties`.
+    pub fn cluster_id(&self) -> &str {
+        &self.cluster_id
+    }
+
+    /// The loader whose images this controller reads.
+    pub fn loader(&self) -> &Arc<MetadataLoader> {
+        &self.loader
+    }
+
+    /// The latest published image; cheap to take and consistent for as
+    /// long as it is held.
     pub fn image(&self) -> Arc<MetadataImage> {
-        self.image.read().unwrap_or_else(PoisonError::into_inner).clone()
+        self.loader.image()
     }
 
-    /// The metadata log's end offset: one past its last record. Every
-    /// record is fsync'd before it is applied, so on a single node this is
-    /// also the high watermark.
-    pub fn log_end_offset(&self) -> i64 {
-        self.log.lock().unwrap_or_else(PoisonError::into_inner).log_end_offset()
+    /// One past the last applied record: on a single node, which commits
+    /// each batch as it is fsync'd, the log end offset and high watermark.
+    pub fn applied_end_offset(&self) -> i64 {
+        self.image().last_offset + 1
     }
 
-    /// Creates a topic on this node, or only checks that it could be created.
-    pub fn create_topic(&self, topic: NewTopic, validate_only: bool) -> Result<TopicImage, MetadataError> {
-        self.create_topic_with_logs(topic, validate_only, &NoLogs)
+    /// Refuses a request that would create more than
+    /// `controller.max.partitions.per.request` partitions.
+    pub fn check_partitions_per_request(&self, new_partitions: i64) -> Result<(), MetadataError> {
+        operations::check_partitions_per_request(new_partitions, self.max_partitions_per_request)
+    }
+
+    /// Writes `metadata.version` into a log that has none yet.
+    pub async fn bootstrap(&self) -> Result<(), MetadataError> {
+        let _state = self.state.lock().await;
+        if self.image().metadata_version() != 0 {
+            return Ok(());
+        }
+        let record = FeatureLevelRecord {
+            name: METADATA_VERSION_FEATURE.into(),
+            feature_level: METADATA_VERSION_LEVEL,
+            ..Default::default()
+        };
+        self.commit(vec![record.into()]).await.map(drop)
+    }
+
+    /// Appends `records` as one batch and waits until it is applied;
+    /// returns the offset of its last record.
+    async fn commit(&self, records: Vec<MetadataRecord>) -> Result<u64, MetadataError> {
+        let values: Vec<Bytes> = records.iter().map(encode_record).collect();
+        let last_offset = self.log.append(values).await?;
+        self.loader.wait_for_offset(last_offset).await;
+        Ok(last_offset)
+    }
+
+    /// Creates a topic, or only checks that it could be created.
+    pub async fn create_topic(
+        &self,
+        topic: NewTopic,
+        validate_only: bool,
+    ) -> Result<TopicImage, MetadataError> {
+        self.create_topic_with_logs(topic, validate_only, &NoLogs).await
     }
 
     /// [`Self::create_topic`], with the partitions' logs created by `logs`
     /// before the topic is written.
-    pub fn create_topic_with_logs(
+    pub async fn create_topic_with_logs(
         &self,
         topic: NewTopic,
         validate_only: bool,
         logs: &dyn PartitionLogs,
     ) -> Result<TopicImage, MetadataError> {
-        let mut writer = self.writer()?;
+        let mut state = self.state.lock().await;
         let image = self.image();
-        validate_topic_name(&topic.name)?;
-        if image.topic(&topic.name).is_some() {
-            return Err(MetadataError::TopicAlreadyExists(topic.name));
-        }
-        let key = collision_key(&topic.name);
-        if let Some(other) = image.topics().find(|t| collision_key(&t.name) == key) {
-            return Err(MetadataError::InvalidTopic(format!(
-                "topic '{}' collides with existing topic '{}'",
-                topic.name, other.name
-            )));
-        }
-        if topic.partitions < 1 {
-            return Err(MetadataError::InvalidPartitions(
-                "number of partitions must be larger than 0".into(),
-            ));
-        }
-        self.check_partitions_per_request(topic.partitions.into())?;
-        if topic.replication_factor < 1 {
-            return Err(MetadataError::InvalidReplicationFactor(
-                "replication factor must be larger than 0".into(),
-            ));
-        }
-        if topic.replication_factor > 1 {
-            return Err(MetadataError::InvalidReplicationFactor(format!(
-                "replication factor {} is larger than the 1 available broker",
-                topic.replication_factor
-            )));
-        }
-        for (name, value) in &topic.configs {
-            validate_topic_config(name, value).map_err(MetadataError::InvalidConfig)?;
-        }
-        let topic_id = new_topic_id();
-        let mut records = vec![MetadataRecord::Topic { name: topic.name.clone(), topic_id }];
-        records.extend(topic.configs.iter().map(|(name, value)| MetadataRecord::TopicConfig {
-            topic_id,
-            name: name.clone(),
-            value: Some(value.clone()),
-        }));
-        records.extend((0..topic.partitions).map(|partition| MetadataRecord::Partition {
-            topic_id,
-            partition,
-            replicas: vec![self.node_id],
-            leader: self.node_id,
-            leader_epoch: 0,
-        }));
-        let mut preview = (*image).clone();
-        records.iter().cloned().for_each(|r| preview.apply(r));
-        let created = preview.topic(&topic.name).cloned().expect("just applied");
+        let (records, created) =
+            operations::create_topic(&image, &topic, &mut state.placer, self.max_partitions_per_request)?;
+        let partitions = 0..created.partitions.len() as i32;
         if validate_only {
-            logs.check_room(created.partitions.len())?;
+            logs.check_room(partitions.len())?;
             return Ok(created);
         }
-        self.append_with_logs(&mut writer, records, logs, &created, 0..topic.partitions)?;
+        self.commit_with_logs(records, logs, &created, partitions).await?;
         Ok(created)
     }
 
-    /// Has `logs` create the logs of `partitions`, then writes `records`;
+    /// Has `logs` create the logs of `partitions`, then commits `records`;
     /// the logs are discarded if the write fails.
-    fn append_with_logs(
+    async fn commit_with_logs(
         &self,
-        writer: &mut Log,
         records: Vec<MetadataRecord>,
         logs: &dyn PartitionLogs,
         topic: &TopicImage,
         partitions: Range<i32>,
     ) -> Result<(), MetadataError> {
         logs.create(topic, partitions.clone())?;
-        if let Err(e) = self.append_and_apply(writer, records) {
+        if let Err(e) = self.commit(records).await {
             logs.discard(topic, partitions);
             return Err(e);
         }
@@ -337,19 +329,19 @@ impl Controller {
     /// Grows `name` to `count` partitions (CreatePartitions); partitions are
     /// never removed. `assignments`, when given, names each new partition's
     /// replicas.
-    pub fn create_partitions(
+    pub async fn create_partitions(
         &self,
         name: &str,
         count: i32,
         assignments: Option<&[Vec<i32>]>,
         validate_only: bool,
     ) -> Result<(), MetadataError> {
-        self.create_partitions_with_logs(name, count, assignments, validate_only, &NoLogs)
+        self.create_partitions_with_logs(name, count, assignments, validate_only, &NoLogs).await
     }
 
     /// [`Self::create_partitions`], with the new partitions' logs created
     /// by `logs` before they are written.
-    pub fn create_partitions_with_logs(
+    pub async fn create_partitions_with_logs(
         &self,
         name: &str,
         count: i32,
@@ -357,86 +349,36 @@ impl Controller {
         validate_only: bool,
         logs: &dyn PartitionLogs,
     ) -> Result<(), MetadataError> {
-        let mut writer = self.writer()?;
+        let mut state = self.state.lock().await;
         let image = self.image();
-        let topic = image.topic(name).ok_or(MetadataError::UnknownTopic)?;
-        if topic.is_internal() {
-            // The coordinators place each group and transactional id by a
-            // hash modulo the partition count: more partitions would lose them.
-            return Err(MetadataError::InvalidTopic(format!(
-                "the number of partitions of internal topic '{name}' cannot be changed"
-            )));
-        }
-        let current = topic.partitions.len() as i32;
-        if count < current {
-            return Err(MetadataError::InvalidPartitions(format!(
-                "topic currently has {current} partitions, which is higher than the requested {count}"
-            )));
-        }
-        if count == current {
-            return Err(MetadataError::InvalidPartitions(format!("topic already has {current} partitions")));
-        }
-        self.check_partitions_per_request(i64::from(count) - i64::from(current))?;
-        if let Some(assignments) = assignments {
-            self.check_assignments(assignments, count - current)?;
-        }
+        let (records, grown) = operations::create_partitions(
+            &image,
+            name,
+            count,
+            assignments,
+            &mut state.placer,
+            self.max_partitions_per_request,
+        )?;
+        let current = image.topic(name).map_or(0, |t| t.partitions.len() as i32);
         if validate_only {
             return logs.check_room((count - current) as usize);
         }
-        let topic_id = topic.id;
-        let records = (current..count)
-            .map(|partition| MetadataRecord::Partition {
-                topic_id,
-                partition,
-                replicas: vec![self.node_id],
-                leader: self.node_id,
-                leader_epoch: 0,
-            })
-            .collect();
-        self.append_with_logs(&mut writer, records, logs, topic, current..count)
+        self.commit_with_logs(records, logs, &grown, current..count).await
     }
 
-    /// Explicit replica assignments must cover each new partition with
-    /// brokers that exist: here, this one broker.
-    fn check_assignments(&self, assignments: &[Vec<i32>], new_partitions: i32) -> Result<(), MetadataError> {
-        let invalid = |why: String| Err(MetadataError::InvalidReplicaAssignment(why));
-        if assignments.len() != new_partitions as usize {
-            return invalid(format!(
-                "{} replica assignments given for {new_partitions} new partitions",
-                assignments.len()
-            ));
-        }
-        for replicas in assignments {
-            if replicas.is_empty() || replicas.iter().any(|r| *r != self.node_id) {
-                return invalid(format!("replica assignment {replicas:?} names brokers that do not exist"));
-            }
-        }
-        Ok(())
-    }
-
-    /// Deletes a topic by id, returning its name. Internal topics hold every
-    /// group's offsets and every transaction's state: they are never deleted.
-    pub fn delete_topic(&self, topic_id: Uuid) -> Result<String, MetadataError> {
-        let mut writer = self.writer()?;
-        let image = self.image();
-        let topic = image.topic_by_id(&topic_id).ok_or(MetadataError::UnknownTopic)?;
-        if topic.is_internal() {
-            return Err(MetadataError::InvalidTopic(format!(
-                "internal topic '{}' cannot be deleted",
-                topic.name
-            )));
-        }
-        let name = topic.name.clone();
-        self.append_and_apply(&mut writer, vec![MetadataRecord::RemoveTopic { topic_id }])?;
+    /// Deletes a topic by id, returning its name.
+    pub async fn delete_topic(&self, topic_id: Uuid) -> Result<String, MetadataError> {
+        let _state = self.state.lock().await;
+        let (records, name) = operations::delete_topic(&self.image(), topic_id)?;
+        self.commit(records).await?;
         Ok(name)
     }
 
     /// Replaces the configs of `resource` with what `change` makes of the
     /// current image and the resource's current configs, or only checks that
-    /// it could. `change` runs under the log lock, so concurrent changes to
-    /// one resource never lose updates.
-    /// Every value set is validated; only the differences are written.
-    pub fn alter_configs<F>(
+    /// it could. `change` runs with the controller held, so concurrent
+    /// changes to one resource never lose updates.
+    pub async fn alter_configs<F>(
         &self,
         resource: &ConfigResource,
         validate_only: bool,
@@ -448,95 +390,130 @@ impl Controller {
             &BTreeMap<String, String>,
         ) -> Result<BTreeMap<String, String>, MetadataError>,
     {
-        let mut writer = self.writer()?;
+        let _state = self.state.lock().await;
         let image = self.image();
         let current = match resource {
             ConfigResource::Topic(name) => &image.topic(name).ok_or(MetadataError::UnknownTopic)?.configs,
             ConfigResource::Broker(name) => image.broker_configs(name),
         };
         let next = change(&image, current)?;
-        let mut records = Vec::new();
-        for (name, value) in &next {
-            if current.get(name) != Some(value) {
-                resource.validate(name, value)?;
-                records.push(resource.record(name, Some(value)));
-            }
-        }
-        let removed = current.keys().filter(|name| !next.contains_key(*name));
-        records.extend(removed.map(|name| resource.record(name, None)));
+        let records = operations::alter_configs(resource, current, &next)?;
         if validate_only || records.is_empty() {
             return Ok(());
         }
-        self.append_and_apply(&mut writer, records)?;
+        self.commit(records).await.map(drop)
+    }
+
+    /// Reserves the next block of producer ids for `broker_id` at
+    /// `broker_epoch`. The block is committed before it is returned, so no
+    /// id is handed out twice, even across a crash.
+    pub async fn allocate_producer_ids(
+        &self,
+        broker_id: i32,
+        broker_epoch: i64,
+    ) -> Result<ProducerIdBlock, MetadataError> {
+        let _state = self.state.lock().await;
+        let (records, block) = operations::allocate_producer_ids(&self.image(), broker_id, broker_epoch)?;
+        self.commit(records).await?;
+        Ok(block)
+    }
+
+    /// BrokerRegistration: registers the broker fenced and returns its
+    /// broker epoch, the offset of its registration record.
+    pub async fn register_broker(
+        &self,
+        request: BrokerRegistration,
+        now_ms: i64,
+    ) -> Result<i64, MetadataError> {
+        let mut state = self.state.lock().await;
+        let image = self.image();
+        // Kafka's broker epoch is the offset the record is written at; the
+        // controller waits for each commit, so that is the next offset
+        // unless the quorum writes control records in between (the epoch is
+        // then below the offset, but still above every earlier epoch).
+        let epoch = image.last_offset + 1;
+        let records = operations::register_broker(
+            &image,
+            &self.cluster_id,
+            &request,
+            &state.heartbeats,
+            now_ms,
+            epoch,
+        )?;
+        self.commit(records).await?;
+        state.heartbeats.touch(request.broker_id, now_ms);
+        Ok(epoch)
+    }
+
+    /// BrokerHeartbeat.
+    pub async fn broker_heartbeat(
+        &self,
+        request: BrokerHeartbeat,
+        now_ms: i64,
+    ) -> Result<HeartbeatReply, MetadataError> {
+        let mut state = self.state.lock().await;
+        let (records, reply) =
+            operations::broker_heartbeat(&self.image(), &request, &mut state.heartbeats, now_ms)?;
+        if !records.is_empty() {
+            self.commit(records).await?;
+        }
+        Ok(reply)
+    }
+
+    /// Fences the brokers whose sessions have expired; returns how many
+    /// records that took.
+    pub async fn fence_expired_brokers(&self, now_ms: i64) -> Result<usize, MetadataError> {
+        let mut state = self.state.lock().await;
+        let records = operations::fence_expired_brokers(&self.image(), &mut state.heartbeats, now_ms);
+        let count = records.len();
+        if count > 0 {
+            self.commit(records).await?;
+        }
+        Ok(count)
+    }
+
+    /// UnregisterBroker.
+    pub async fn unregister_broker(&self, broker_id: i32) -> Result<(), MetadataError> {
+        let mut state = self.state.lock().await;
+        let records = operations::unregister_broker(&self.image(), broker_id)?;
+        self.commit(records).await?;
+        state.heartbeats.remove(broker_id);
         Ok(())
     }
 
-    /// Reserves the next block of producer ids for `broker_id`. The record is
-    /// fsync'd before the block is returned, so no id is handed out twice,
-    /// even across a crash.
-    pub fn allocate_producer_ids(&self, broker_id: i32) -> Result<ProducerIdBlock, MetadataError> {
-        let mut writer = self.writer()?;
-        let start = self.image().next_producer_id;
-        let end = start.checked_add(PRODUCER_ID_BLOCK_SIZE).ok_or(MetadataError::ProducerIdsExhausted)?;
-        let record = MetadataRecord::ProducerIds { broker_id, broker_epoch: -1, next_producer_id: end };
-        self.append_and_apply(&mut writer, vec![record])?;
-        Ok(start..end)
-    }
-
-    fn commit(&self, records: Vec<MetadataRecord>) -> Result<Arc<MetadataImage>, MetadataError> {
-        let mut writer = self.writer()?;
-        self.append_and_apply(&mut writer, records)
-    }
-
-    /// Writes `records` as one batch, fsyncs, then publishes the new image.
-    /// The caller holds the log lock for the whole validate-write-apply step.
-    fn append_and_apply(
-        &self,
-        log: &mut Log,
-        records: Vec<MetadataRecord>,
-    ) -> Result<Arc<MetadataImage>, MetadataError> {
-        let batch = encode_batch(&records);
-        let now = strom_storage::now_ms();
-        let info = log.append(&batch, METADATA_LEADER_EPOCH, now)?;
-        log.flush(now)?;
-        let mut next = (*self.image()).clone();
-        records.into_iter().for_each(|r| next.apply(r));
-        next.last_offset = info.last_offset;
-        let next = Arc::new(next);
-        *self.image.write().unwrap_or_else(PoisonError::into_inner) = next.clone();
-        Ok(next)
+    /// ControllerRegistration.
+    pub async fn register_controller(&self, controller: ControllerImage) -> Result<(), MetadataError> {
+        let _state = self.state.lock().await;
+        self.commit(operations::register_controller(&controller)).await.map(drop)
     }
 }
 
-fn encode_batch(records: &[MetadataRecord]) -> Bytes {
-    let entries: Vec<_> = records.iter().map(|r| (None, Some(r.encode()))).collect();
-    strom_storage::batch::encode_batch(&entries, strom_storage::now_ms())
-}
-
-fn replay(log: &Log, image: &mut MetadataImage) -> Result<(), MetadataError> {
-    for record in log.read_records(log.log_end_offset())? {
-        let value = record.value.unwrap_or_default();
-        let decoded = MetadataRecord::decode(&value)
-            .map_err(|reason| MetadataError::UnreadableRecord { offset: record.offset, reason })?;
-        image.apply(decoded);
-        image.last_offset = record.offset;
+/// Runs `future` to completion on this thread. For the broker's synchronous
+/// request handlers on a single node: the local record log commits before
+/// `append` returns, so the future only ever waits for another operation
+/// to release the controller, never for I/O driven by this thread. A
+/// cluster's quorum needs the callers made async instead.
+pub fn block_on<F: Future>(future: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
     }
-    Ok(())
-}
-
-fn new_topic_id() -> Uuid {
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = TaskContext::from_waker(&waker);
+    let mut future = std::pin::pin!(future);
     loop {
-        let id = Uuid::new_v4();
-        // Kafka reserves the zero id and avoids ids whose base64 form starts with '-'.
-        if !id.is_nil() && id.as_bytes()[0] & 0xfc != 0xf8 {
-            return id;
+        match future.as_mut().poll(&mut cx) {
+            Poll::Ready(output) => return output,
+            Poll::Pending => std::thread::park(),
         }
     }
 }
 
 /// A cluster id in Kafka's style: 16 random bytes, URL-safe base64, unpadded.
-fn new_cluster_id() -> String {
-    base64_url(new_topic_id().as_bytes())
+pub fn new_cluster_id() -> String {
+    base64_url(operations::new_topic_id().as_bytes())
 }
 
 fn base64_url(bytes: &[u8]) -> String {
@@ -552,300 +529,4 @@ fn base64_url(bytes: &[u8]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use strom_storage::StorageError;
-
-    fn new_topic(name: &str, partitions: i32) -> NewTopic {
-        NewTopic { name: name.into(), partitions, replication_factor: 1, configs: BTreeMap::new() }
-    }
-
-    #[test]
-    fn topics_survive_a_restart() {
-        let dir = tempfile::tempdir().unwrap();
-        let controller = Controller::open(dir.path(), 1).unwrap();
-        let mut topic = new_topic("orders", 3);
-        topic.configs.insert("retention.ms".into(), "1000".into());
-        let created = controller.create_topic(topic, false).unwrap();
-        controller.create_topic(new_topic("doomed", 1), false).unwrap();
-        let doomed = controller.image().topic("doomed").unwrap().id;
-        controller.delete_topic(doomed).unwrap();
-        let cluster_id = controller.image().cluster_id.clone();
-        drop(controller);
-
-        let controller = Controller::open(dir.path(), 1).unwrap();
-        let image = controller.image();
-        assert_eq!(image.cluster_id, cluster_id);
-        assert_eq!(image.topic("orders"), Some(&created));
-        assert_eq!(image.topic("orders").unwrap().configs["retention.ms"], "1000");
-        assert!(image.topic("doomed").is_none());
-    }
-
-    #[test]
-    fn refuses_bad_topics() {
-        let dir = tempfile::tempdir().unwrap();
-        let controller = Controller::open(dir.path(), 1).unwrap();
-        for name in ["", ".", "..", "a/b", &"x".repeat(250)] {
-            assert!(matches!(
-                controller.create_topic(new_topic(name, 1), false),
-                Err(MetadataError::InvalidTopic(_))
-            ));
-        }
-        assert!(controller.create_topic(new_topic(&"x".repeat(249), 1), false).is_ok());
-        controller.create_topic(new_topic("a.b", 1), false).unwrap();
-        assert!(matches!(
-            controller.create_topic(new_topic("a_b", 1), false),
-            Err(MetadataError::InvalidTopic(_))
-        ));
-        assert!(matches!(
-            controller.create_topic(new_topic("a.b", 1), false),
-            Err(MetadataError::TopicAlreadyExists(_))
-        ));
-        assert!(matches!(
-            controller.create_topic(new_topic("p", 0), false),
-            Err(MetadataError::InvalidPartitions(_))
-        ));
-        assert!(matches!(
-            controller.create_topic(new_topic("huge", i32::MAX), true),
-            Err(MetadataError::PolicyViolation(_))
-        ));
-        let validate_only = controller.create_topic(new_topic("v", 2), true).unwrap();
-        assert_eq!(validate_only.partitions.len(), 2);
-        assert!(controller.image().topic("v").is_none());
-    }
-
-    /// A change that sets exactly `pairs`.
-    fn set(
-        pairs: &[(&str, &str)],
-    ) -> impl FnOnce(&MetadataImage, &BTreeMap<String, String>) -> Result<BTreeMap<String, String>, MetadataError>
-    {
-        let next: BTreeMap<String, String> =
-            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        move |_, _| Ok(next)
-    }
-
-    #[test]
-    fn config_changes_replay_at_start() {
-        let dir = tempfile::tempdir().unwrap();
-        let controller = Controller::open(dir.path(), 1).unwrap();
-        let mut topic = new_topic("orders", 1);
-        topic.configs.insert("retention.ms".into(), "1000".into());
-        controller.create_topic(topic, false).unwrap();
-        let orders = ConfigResource::Topic("orders".into());
-        controller.alter_configs(&orders, false, set(&[("segment.bytes", "4096")])).unwrap();
-        let cluster = ConfigResource::Broker(String::new());
-        controller.alter_configs(&cluster, false, set(&[("log.retention.hours", "2")])).unwrap();
-        let node = ConfigResource::Broker("1".into());
-        controller.alter_configs(&node, false, set(&[("message.max.bytes", "2048")])).unwrap();
-        controller.alter_configs(&node, false, set(&[])).unwrap();
-        drop(controller);
-
-        let controller = Controller::open(dir.path(), 1).unwrap();
-        let image = controller.image();
-        let expected = BTreeMap::from([("segment.bytes".to_owned(), "4096".to_owned())]);
-        assert_eq!(image.topic("orders").unwrap().configs, expected, "retention.ms was replaced");
-        assert_eq!(image.broker_configs("")["log.retention.hours"], "2");
-        assert!(image.broker_configs("1").is_empty());
-    }
-
-    #[test]
-    fn config_changes_are_validated() {
-        let dir = tempfile::tempdir().unwrap();
-        let controller = Controller::open(dir.path(), 1).unwrap();
-        controller.create_topic(new_topic("orders", 1), false).unwrap();
-        let orders = ConfigResource::Topic("orders".into());
-        let cluster = ConfigResource::Broker(String::new());
-        for (resource, key, value) in [
-            (&orders, "retention.ms", "soon"),
-            (&orders, "no.such.config", "1"),
-            (&orders, "log.retention.ms", "1"),
-            (&cluster, "log.retention.ms", "-5"),
-            (&cluster, "retention.ms", "1"),
-        ] {
-            let err = controller.alter_configs(resource, false, set(&[(key, value)])).unwrap_err();
-            assert!(matches!(&err, MetadataError::InvalidConfig(m) if m.contains(key)), "{key}: {err}");
-        }
-        let ghost = ConfigResource::Topic("ghost".into());
-        assert!(matches!(
-            controller.alter_configs(&ghost, false, set(&[("retention.ms", "1")])),
-            Err(MetadataError::UnknownTopic)
-        ));
-        let offset = controller.image().last_offset;
-        controller.alter_configs(&orders, true, set(&[("retention.ms", "5")])).unwrap();
-        assert!(controller.image().topic("orders").unwrap().configs.is_empty());
-        assert_eq!(controller.image().last_offset, offset, "validate_only writes nothing");
-    }
-
-    #[test]
-    fn partitions_only_grow_and_survive_a_restart() {
-        let dir = tempfile::tempdir().unwrap();
-        let controller = Controller::open(dir.path(), 1).unwrap();
-        controller.create_topic(new_topic("orders", 2), false).unwrap();
-        let grow = |count, assignments: Option<&[Vec<i32>]>, validate_only| {
-            controller.create_partitions("orders", count, assignments, validate_only)
-        };
-        assert!(matches!(grow(1, None, false), Err(MetadataError::InvalidPartitions(_))));
-        assert!(matches!(grow(2, None, false), Err(MetadataError::InvalidPartitions(_))));
-        assert!(matches!(grow(3, Some(&[vec![2]]), false), Err(MetadataError::InvalidReplicaAssignment(_))));
-        assert!(matches!(grow(4, Some(&[vec![1]]), false), Err(MetadataError::InvalidReplicaAssignment(_))));
-        assert!(matches!(
-            controller.create_partitions("nope", 3, None, false),
-            Err(MetadataError::UnknownTopic)
-        ));
-        assert!(matches!(grow(i32::MAX, None, false), Err(MetadataError::PolicyViolation(_))));
-        grow(5, None, true).unwrap();
-        assert_eq!(controller.image().topic("orders").unwrap().partitions.len(), 2, "validate only");
-        grow(4, Some(&[vec![1], vec![1]]), false).unwrap();
-        drop(controller);
-        let reopened = Controller::open(dir.path(), 1).unwrap();
-        let partitions: Vec<i32> =
-            reopened.image().topic("orders").unwrap().partitions.keys().copied().collect();
-        assert_eq!(partitions, vec![0, 1, 2, 3]);
-    }
-
-    #[test]
-    fn internal_topics_are_never_deleted_or_grown() {
-        let dir = tempfile::tempdir().unwrap();
-        let controller = Controller::open(dir.path(), 1).unwrap();
-        for name in ["__consumer_offsets", "__transaction_state"] {
-            controller.create_topic(new_topic(name, 2), false).unwrap();
-            let id = controller.image().topic(name).unwrap().id;
-            let deleted = controller.delete_topic(id).unwrap_err();
-            assert!(matches!(&deleted, MetadataError::InvalidTopic(m) if m.contains(name)), "{deleted}");
-            let grown = controller.create_partitions(name, 3, None, false).unwrap_err();
-            assert!(matches!(&grown, MetadataError::InvalidTopic(m) if m.contains(name)), "{grown}");
-            assert_eq!(controller.image().topic(name).unwrap().partitions.len(), 2);
-        }
-    }
-
-    #[test]
-    fn replay_stops_at_a_record_it_cannot_decode() {
-        let dir = tempfile::tempdir().unwrap();
-        let controller = Controller::open(dir.path(), 1).unwrap();
-        controller.create_topic(new_topic("before", 1), false).unwrap();
-        let unknown_type = Bytes::from_static(&[0, 99, 0]);
-        let batch = strom_storage::batch::encode_batch(&[(None, Some(unknown_type))], 0);
-        let offset = {
-            let mut log = controller.log.lock().unwrap();
-            let info = log.append(&batch, 0, 0).unwrap();
-            log.flush(0).unwrap();
-            info.last_offset
-        };
-        drop(controller);
-
-        let err = Controller::open(dir.path(), 1).err().expect("replay must stop");
-        assert!(matches!(err, MetadataError::UnreadableRecord { offset: o, .. } if o == offset), "{err}");
-        assert!(err.to_string().contains(&format!("offset {offset}")), "{err}");
-    }
-
-    /// Records what it was asked to create; refuses everything when `fail`.
-    #[derive(Default)]
-    struct RecordingLogs {
-        fail: bool,
-        created: Mutex<Vec<(String, Range<i32>)>>,
-    }
-
-    impl PartitionLogs for RecordingLogs {
-        fn check_room(&self, _: usize) -> Result<(), MetadataError> {
-            match self.fail {
-                true => Err(MetadataError::PolicyViolation("no room".into())),
-                false => Ok(()),
-            }
-        }
-
-        fn create(&self, topic: &TopicImage, partitions: Range<i32>) -> Result<(), MetadataError> {
-            if self.fail {
-                return Err(MetadataError::PolicyViolation("no room".into()));
-            }
-            self.created.lock().unwrap().push((topic.name.clone(), partitions));
-            Ok(())
-        }
-
-        fn discard(&self, _: &TopicImage, _: Range<i32>) {}
-    }
-
-    #[test]
-    fn partitions_are_written_only_once_their_logs_exist() {
-        let dir = tempfile::tempdir().unwrap();
-        let controller = Controller::open(dir.path(), 1).unwrap();
-        let logs = RecordingLogs::default();
-        controller.create_topic_with_logs(new_topic("t", 3), false, &logs).unwrap();
-        controller.create_partitions_with_logs("t", 5, None, false, &logs).unwrap();
-        controller.create_topic_with_logs(new_topic("dry", 2), true, &logs).unwrap();
-        assert_eq!(*logs.created.lock().unwrap(), vec![("t".to_owned(), 0..3), ("t".to_owned(), 3..5)]);
-
-        let refusing = RecordingLogs { fail: true, ..Default::default() };
-        let offset = controller.image().last_offset;
-        let refused = controller.create_topic_with_logs(new_topic("u", 1), false, &refusing);
-        assert!(matches!(refused, Err(MetadataError::PolicyViolation(_))));
-        let refused = controller.create_partitions_with_logs("t", 6, None, false, &refusing);
-        assert!(matches!(refused, Err(MetadataError::PolicyViolation(_))));
-        for validate_only in [true, false] {
-            let refused = controller.create_topic_with_logs(new_topic("v", 1), validate_only, &refusing);
-            assert!(
-                matches!(refused, Err(MetadataError::PolicyViolation(_))),
-                "validate_only {validate_only}"
-            );
-        }
-        assert_eq!(controller.image().last_offset, offset, "nothing written without logs");
-        assert!(controller.image().topic("u").is_none());
-        assert_eq!(controller.image().topic("t").unwrap().partitions.len(), 5);
-    }
-
-    #[test]
-    fn one_request_creates_at_most_the_configured_partitions() {
-        let dir = tempfile::tempdir().unwrap();
-        let controller = Controller::open(dir.path(), 1).unwrap().with_max_partitions_per_request(5);
-        let refused = controller.create_topic(new_topic("big", 6), false).unwrap_err();
-        assert!(
-            matches!(&refused, MetadataError::PolicyViolation(m) if m.contains("controller.max.partitions.per.request"))
-        );
-        controller.create_topic(new_topic("fits", 5), false).unwrap();
-        let refused = controller.create_partitions("fits", 11, None, false);
-        assert!(matches!(refused, Err(MetadataError::PolicyViolation(_))));
-        controller.create_partitions("fits", 10, None, false).unwrap();
-        assert!(controller.check_partitions_per_request(6).is_err());
-    }
-
-    #[test]
-    fn producer_id_blocks_never_repeat_across_restarts() {
-        let dir = tempfile::tempdir().unwrap();
-        let controller = Controller::open(dir.path(), 1).unwrap();
-        assert_eq!(controller.allocate_producer_ids(1).unwrap(), 0..PRODUCER_ID_BLOCK_SIZE);
-        let second = controller.allocate_producer_ids(1).unwrap();
-        assert_eq!(second.start, PRODUCER_ID_BLOCK_SIZE);
-        drop(controller);
-        let controller = Controller::open(dir.path(), 1).unwrap();
-        assert_eq!(controller.allocate_producer_ids(1).unwrap().start, second.end);
-    }
-
-    #[test]
-    fn cluster_ids_look_like_kafkas() {
-        let id = new_cluster_id();
-        assert_eq!(id.len(), 22);
-        assert!(!id.starts_with('-'));
-    }
-
-    #[test]
-    fn a_panic_holding_the_metadata_log_refuses_later_changes_with_a_storage_error() {
-        let dir = tempfile::tempdir().unwrap();
-        let controller = Controller::open(dir.path(), 1).unwrap();
-        controller.create_topic(new_topic("before", 1), false).unwrap();
-        let panicked = std::thread::scope(|s| {
-            s.spawn(|| {
-                let _held = controller.log.lock().unwrap();
-                panic!("injected panic while the metadata log is locked");
-            })
-            .join()
-        });
-        assert!(panicked.is_err());
-
-        let refused = controller.create_topic(new_topic("after", 1), false);
-        assert!(matches!(refused, Err(MetadataError::Storage(StorageError::LogOffline(_)))), "{refused:?}");
-        assert!(matches!(controller.allocate_producer_ids(1), Err(MetadataError::Storage(_))));
-        assert!(controller.image().topic("before").is_some(), "the image stays readable");
-        drop(controller);
-        let restarted = Controller::open(dir.path(), 1).unwrap();
-        restarted.create_topic(new_topic("after", 1), false).unwrap();
-    }
-}
+mod tests;

@@ -1,17 +1,26 @@
-//! The metadata image: the state the metadata log replays to.
+//! The metadata image: the state the metadata log's KIP-631 records replay to.
 //!
-//! Readers take an `Arc` snapshot and never block writers; the controller
-//! builds the next image by applying records to a copy.
+//! An image is immutable once published: readers hold an `Arc` of it and
+//! never block the loader, which builds the next image by applying records
+//! to a copy. [`snapshot_records`] writes an image back as the records that
+//! rebuild it, which is what a metadata snapshot holds.
 
 use std::collections::{BTreeMap, HashMap};
 
 use uuid::Uuid;
 
-use crate::records::MetadataRecord;
+use crate::kraft_records::{
+    BrokerEndpoint, BrokerRegistrationChangeRecord, ConfigRecord, ControllerEndpoint, FeatureLevelRecord,
+    MetadataRecord, PartitionChangeRecord, PartitionRecord, ProducerIdsRecord, RegisterBrokerRecord,
+    RegisterControllerRecord, TopicRecord,
+};
 
 /// Kafka's `ConfigResource.Type` ids of the resources Strom keeps configs for.
 pub const RESOURCE_TOPIC: i8 = 2;
 pub const RESOURCE_BROKER: i8 = 4;
+
+/// `PartitionChangeRecord.leader` when the leader did not change.
+const LEADER_UNCHANGED: i32 = -2;
 
 static NO_CONFIGS: BTreeMap<String, String> = BTreeMap::new();
 
@@ -20,8 +29,26 @@ static NO_CONFIGS: BTreeMap<String, String> = BTreeMap::new();
 pub struct PartitionImage {
     pub replicas: Vec<i32>,
     pub isr: Vec<i32>,
+    /// The leading broker, or -1 when the partition has none.
     pub leader: i32,
     pub leader_epoch: i32,
+    /// Rises with every change to the partition.
+    pub partition_epoch: i32,
+    /// The log directory (its `directory.id`) of each replica, in replica order.
+    pub directories: Vec<Uuid>,
+}
+
+impl From<PartitionRecord> for PartitionImage {
+    fn from(r: PartitionRecord) -> Self {
+        Self {
+            replicas: r.replicas,
+            isr: r.isr,
+            leader: r.leader,
+            leader_epoch: r.leader_epoch,
+            partition_epoch: r.partition_epoch,
+            directories: r.directories,
+        }
+    }
 }
 
 /// A topic, its partitions and its config overrides.
@@ -40,21 +67,80 @@ impl TopicImage {
     }
 }
 
-#[derive(Debug, Clone, Default)]
+/// A listener a broker or controller registered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    pub name: String,
+    pub host: String,
+    pub port: u16,
+    /// Kafka's `SecurityProtocol` id (0 PLAINTEXT).
+    pub security_protocol: i16,
+}
+
+/// A supported feature range a node registered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FeatureRange {
+    pub name: String,
+    pub min: i16,
+    pub max: i16,
+}
+
+/// A registered broker (Kafka's `BrokerRegistration`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerImage {
+    pub id: i32,
+    /// The offset its registration was written at.
+    pub epoch: i64,
+    pub incarnation_id: Uuid,
+    pub endpoints: Vec<Endpoint>,
+    pub features: Vec<FeatureRange>,
+    pub rack: Option<String>,
+    pub fenced: bool,
+    pub in_controlled_shutdown: bool,
+    /// The `directory.id` of each of its available log dirs.
+    pub log_dirs: Vec<Uuid>,
+}
+
+impl BrokerImage {
+    /// The endpoint of listener `name` (listener names ignore case), if the
+    /// broker registered one.
+    pub fn endpoint(&self, name: &str) -> Option<&Endpoint> {
+        self.endpoints.iter().find(|e| e.name.eq_ignore_ascii_case(name))
+    }
+}
+
+/// A registered controller (Kafka's `ControllerRegistration`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ControllerImage {
+    pub id: i32,
+    pub incarnation_id: Uuid,
+    pub endpoints: Vec<Endpoint>,
+    pub features: Vec<FeatureRange>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MetadataImage {
-    pub cluster_id: String,
+    /// Finalized feature levels, `metadata.version` among them.
+    pub features: BTreeMap<String, i16>,
+    pub brokers: BTreeMap<i32, BrokerImage>,
+    pub controllers: BTreeMap<i32, ControllerImage>,
     topics: BTreeMap<String, TopicImage>,
     names_by_id: HashMap<Uuid, String>,
     /// Dynamic broker configs by resource name: a node id, or "" for the
     /// cluster-wide defaults.
     broker_configs: BTreeMap<String, BTreeMap<String, String>>,
-    /// Offset of the last record applied.
+    /// Offset of the last record applied; -1 before any.
     pub last_offset: i64,
     /// The first producer id no broker has been given yet.
     pub next_producer_id: i64,
 }
 
 impl MetadataImage {
+    /// The image of an empty log.
+    pub fn empty() -> Self {
+        Self { last_offset: -1, ..Self::default() }
+    }
+
     pub fn topics(&self) -> impl Iterator<Item = &TopicImage> {
         self.topics.values()
     }
@@ -73,79 +159,189 @@ impl MetadataImage {
         self.broker_configs.get(resource_name).unwrap_or(&NO_CONFIGS)
     }
 
-    /// Applies one record. Records that refer to unknown topics are ignored
-    /// with a warning: they can only follow a removal in the same log.
+    /// The finalized `metadata.version` feature level, 0 before it is written.
+    pub fn metadata_version(&self) -> i16 {
+        self.features.get(crate::controller::METADATA_VERSION_FEATURE).copied().unwrap_or(0)
+    }
+
+    /// Brokers that clients may use: registered, unfenced and not shutting down.
+    pub fn live_brokers(&self) -> impl Iterator<Item = &BrokerImage> {
+        self.brokers.values().filter(|b| !b.fenced && !b.in_controlled_shutdown)
+    }
+
+    /// Applies one record. Records that refer to unknown topics or brokers
+    /// are ignored with a warning: they can only follow a removal in the
+    /// same log.
     pub fn apply(&mut self, record: MetadataRecord) {
         match record {
-            MetadataRecord::Cluster { cluster_id } => self.cluster_id = cluster_id,
-            MetadataRecord::Topic { name, topic_id } => {
-                self.names_by_id.insert(topic_id, name.clone());
-                let topic = TopicImage {
-                    name: name.clone(),
-                    id: topic_id,
-                    partitions: BTreeMap::new(),
-                    configs: BTreeMap::new(),
-                };
-                self.topics.insert(name, topic);
-            }
-            MetadataRecord::Partition { topic_id, partition, replicas, leader, leader_epoch } => {
-                if let Some(topic) = self.topic_mut(&topic_id) {
-                    let isr = replicas.clone();
-                    topic
-                        .partitions
-                        .insert(partition, PartitionImage { replicas, isr, leader, leader_epoch });
+            MetadataRecord::RegisterBroker(r) => self.apply_register_broker(r),
+            MetadataRecord::UnregisterBroker(r) => {
+                if self.brokers.get(&r.broker_id).is_some_and(|b| b.epoch == r.broker_epoch) {
+                    self.brokers.remove(&r.broker_id);
                 }
             }
-            MetadataRecord::TopicConfig { topic_id, name, value } => {
-                if let Some(topic) = self.topic_mut(&topic_id) {
-                    match value {
-                        Some(value) => topic.configs.insert(name, value),
-                        None => topic.configs.remove(&name),
-                    };
-                }
-            }
-            MetadataRecord::Config { resource_type, resource_name, name, value } => {
-                self.apply_config(resource_type, resource_name, name, value)
-            }
-            MetadataRecord::RemoveTopic { topic_id } => {
-                if let Some(name) = self.names_by_id.remove(&topic_id) {
+            MetadataRecord::FenceBroker(r) => self.change_broker(r.id, r.epoch, 1, 0),
+            MetadataRecord::UnfenceBroker(r) => self.change_broker(r.id, r.epoch, -1, 0),
+            MetadataRecord::BrokerRegistrationChange(r) => self.apply_broker_change(r),
+            MetadataRecord::RegisterController(r) => self.apply_register_controller(r),
+            MetadataRecord::Topic(r) => self.apply_topic(r),
+            MetadataRecord::Partition(r) => self.apply_partition(r),
+            MetadataRecord::PartitionChange(r) => self.apply_partition_change(r),
+            MetadataRecord::Config(r) => self.apply_config(r),
+            MetadataRecord::RemoveTopic(r) => {
+                if let Some(name) = self.names_by_id.remove(&r.topic_id) {
                     self.topics.remove(&name);
                 }
             }
-            MetadataRecord::ProducerIds { next_producer_id, .. } => {
+            MetadataRecord::ProducerIds(r) => {
                 // Ids only ever move forward, whatever the log holds.
-                self.next_producer_id = self.next_producer_id.max(next_producer_id);
+                self.next_producer_id = self.next_producer_id.max(r.next_producer_id);
+            }
+            MetadataRecord::FeatureLevel(r) => {
+                match r.feature_level {
+                    0 => self.features.remove(&r.name),
+                    level => self.features.insert(r.name, level),
+                };
+            }
+            // Records of features Strom does not have yet (ACLs, quotas,
+            // SCRAM, delegation tokens, ELR) and markers change nothing here.
+            other => tracing::debug!(record = other.name(), "metadata record without effect on the image"),
+        }
+    }
+
+    fn apply_register_broker(&mut self, r: RegisterBrokerRecord) {
+        let endpoints = r.end_points.into_iter().map(Endpoint::from).collect();
+        let features = r
+            .features
+            .into_iter()
+            .map(|f| FeatureRange {
+                name: f.name,
+                min: f.min_supported_version,
+                max: f.max_supported_version,
+            })
+            .collect();
+        let broker = BrokerImage {
+            id: r.broker_id,
+            epoch: r.broker_epoch,
+            incarnation_id: r.incarnation_id,
+            endpoints,
+            features,
+            rack: r.rack,
+            fenced: r.fenced,
+            in_controlled_shutdown: r.in_controlled_shutdown,
+            log_dirs: r.log_dirs,
+        };
+        self.brokers.insert(broker.id, broker);
+    }
+
+    fn apply_broker_change(&mut self, r: BrokerRegistrationChangeRecord) {
+        self.change_broker(r.broker_id, r.broker_epoch, r.fenced, r.in_controlled_shutdown);
+        if !r.log_dirs.is_empty() {
+            if let Some(broker) = self.broker_mut(r.broker_id, r.broker_epoch) {
+                broker.log_dirs = r.log_dirs;
             }
         }
     }
 
-    fn apply_config(
-        &mut self,
-        resource_type: i8,
-        resource_name: String,
-        name: String,
-        value: Option<String>,
-    ) {
-        let configs = match resource_type {
-            RESOURCE_TOPIC => match self.topics.get_mut(&resource_name) {
+    /// `fenced`: -1 unfenced, 1 fenced, 0 unchanged; `shutdown`: 1 entered
+    /// controlled shutdown, 0 unchanged (as BrokerRegistrationChangeRecord).
+    fn change_broker(&mut self, id: i32, epoch: i64, fenced: i8, shutdown: i8) {
+        let Some(broker) = self.broker_mut(id, epoch) else { return };
+        match fenced {
+            -1 => broker.fenced = false,
+            1 => broker.fenced = true,
+            _ => {}
+        }
+        if shutdown == 1 {
+            broker.in_controlled_shutdown = true;
+        }
+    }
+
+    fn broker_mut(&mut self, id: i32, epoch: i64) -> Option<&mut BrokerImage> {
+        let broker = self.brokers.get_mut(&id).filter(|b| b.epoch == epoch);
+        if broker.is_none() {
+            tracing::warn!(broker = id, epoch, "metadata record for an unknown broker registration ignored");
+        }
+        broker
+    }
+
+    fn apply_register_controller(&mut self, r: RegisterControllerRecord) {
+        let endpoints = r.end_points.into_iter().map(Endpoint::from).collect();
+        let features = r
+            .features
+            .into_iter()
+            .map(|f| FeatureRange {
+                name: f.name,
+                min: f.min_supported_version,
+                max: f.max_supported_version,
+            })
+            .collect();
+        let controller =
+            ControllerImage { id: r.controller_id, incarnation_id: r.incarnation_id, endpoints, features };
+        self.controllers.insert(controller.id, controller);
+    }
+
+    fn apply_topic(&mut self, r: TopicRecord) {
+        self.names_by_id.insert(r.topic_id, r.name.clone());
+        let topic = TopicImage {
+            name: r.name.clone(),
+            id: r.topic_id,
+            partitions: BTreeMap::new(),
+            configs: BTreeMap::new(),
+        };
+        self.topics.insert(r.name, topic);
+    }
+
+    fn apply_partition(&mut self, r: PartitionRecord) {
+        let Some(topic) = self.topic_mut(&r.topic_id) else { return };
+        topic.partitions.insert(r.partition_id, PartitionImage::from(r));
+    }
+
+    /// As Kafka's `PartitionRegistration.merge`: a new leader bumps the
+    /// leader epoch, and every change bumps the partition epoch.
+    fn apply_partition_change(&mut self, r: PartitionChangeRecord) {
+        let Some(topic) = self.topic_mut(&r.topic_id) else { return };
+        let Some(partition) = topic.partitions.get_mut(&r.partition_id) else {
+            tracing::warn!(topic_id = %r.topic_id, partition = r.partition_id, "change of an unknown partition ignored");
+            return;
+        };
+        if let Some(isr) = r.isr {
+            partition.isr = isr;
+        }
+        if let Some(replicas) = r.replicas {
+            partition.replicas = replicas;
+        }
+        if let Some(directories) = r.directories {
+            partition.directories = directories;
+        }
+        if r.leader != LEADER_UNCHANGED {
+            partition.leader = r.leader;
+            partition.leader_epoch += 1;
+        }
+        partition.partition_epoch += 1;
+    }
+
+    fn apply_config(&mut self, r: ConfigRecord) {
+        let configs = match r.resource_type {
+            RESOURCE_TOPIC => match self.topics.get_mut(&r.resource_name) {
                 Some(topic) => &mut topic.configs,
                 None => {
-                    tracing::warn!(topic = %resource_name, "config record for an unknown topic ignored");
+                    tracing::warn!(topic = %r.resource_name, "config record for an unknown topic ignored");
                     return;
                 }
             },
-            RESOURCE_BROKER => self.broker_configs.entry(resource_name.clone()).or_default(),
+            RESOURCE_BROKER => self.broker_configs.entry(r.resource_name.clone()).or_default(),
             other => {
                 tracing::warn!(resource_type = other, "config record for an unknown resource type ignored");
                 return;
             }
         };
-        match value {
-            Some(value) => configs.insert(name, value),
-            None => configs.remove(&name),
+        match r.value {
+            Some(value) => configs.insert(r.name, value),
+            None => configs.remove(&r.name),
         };
-        if resource_type == RESOURCE_BROKER && configs.is_empty() {
-            self.broker_configs.remove(&resource_name);
+        if r.resource_type == RESOURCE_BROKER && configs.is_empty() {
+            self.broker_configs.remove(&r.resource_name);
         }
     }
 
@@ -157,3 +353,156 @@ impl MetadataImage {
         self.topics.get_mut(name?)
     }
 }
+
+impl From<BrokerEndpoint> for Endpoint {
+    fn from(e: BrokerEndpoint) -> Self {
+        Self { name: e.name, host: e.host, port: e.port, security_protocol: e.security_protocol }
+    }
+}
+
+impl From<ControllerEndpoint> for Endpoint {
+    fn from(e: ControllerEndpoint) -> Self {
+        Self { name: e.name, host: e.host, port: e.port, security_protocol: e.security_protocol }
+    }
+}
+
+impl Endpoint {
+    pub fn to_broker_endpoint(&self) -> BrokerEndpoint {
+        BrokerEndpoint {
+            name: self.name.clone(),
+            host: self.host.clone(),
+            port: self.port,
+            security_protocol: self.security_protocol,
+            ..Default::default()
+        }
+    }
+
+    pub fn to_controller_endpoint(&self) -> ControllerEndpoint {
+        ControllerEndpoint {
+            name: self.name.clone(),
+            host: self.host.clone(),
+            port: self.port,
+            security_protocol: self.security_protocol,
+            ..Default::default()
+        }
+    }
+}
+
+/// The records that rebuild `image` from nothing: a snapshot's content, in
+/// the order Kafka's image writers use (features first, so a reader knows
+/// the metadata version before anything else).
+pub fn snapshot_records(image: &MetadataImage) -> Vec<MetadataRecord> {
+    let mut records: Vec<MetadataRecord> = Vec::new();
+    records.extend(image.features.iter().map(|(name, level)| {
+        FeatureLevelRecord { name: name.clone(), feature_level: *level, ..Default::default() }.into()
+    }));
+    records.extend(image.brokers.values().map(|b| register_broker_record(b).into()));
+    records.extend(image.controllers.values().map(|c| register_controller_record(c).into()));
+    for topic in image.topics.values() {
+        records
+            .push(TopicRecord { name: topic.name.clone(), topic_id: topic.id, ..Default::default() }.into());
+        records.extend(topic.partitions.iter().map(|(id, p)| partition_record(topic.id, *id, p).into()));
+        records.extend(
+            topic
+                .configs
+                .iter()
+                .map(|(name, value)| config_record(RESOURCE_TOPIC, &topic.name, name, Some(value)).into()),
+        );
+    }
+    for (resource, configs) in &image.broker_configs {
+        records.extend(
+            configs
+                .iter()
+                .map(|(name, value)| config_record(RESOURCE_BROKER, resource, name, Some(value)).into()),
+        );
+    }
+    if image.next_producer_id > 0 {
+        let record = ProducerIdsRecord {
+            broker_id: -1,
+            broker_epoch: -1,
+            next_producer_id: image.next_producer_id,
+            ..Default::default()
+        };
+        records.push(record.into());
+    }
+    records
+}
+
+/// The RegisterBrokerRecord that registers `broker` as it stands.
+pub fn register_broker_record(broker: &BrokerImage) -> RegisterBrokerRecord {
+    RegisterBrokerRecord {
+        broker_id: broker.id,
+        incarnation_id: broker.incarnation_id,
+        broker_epoch: broker.epoch,
+        end_points: broker.endpoints.iter().map(Endpoint::to_broker_endpoint).collect(),
+        features: broker
+            .features
+            .iter()
+            .map(|f| crate::kraft_records::BrokerFeature {
+                name: f.name.clone(),
+                min_supported_version: f.min,
+                max_supported_version: f.max,
+                ..Default::default()
+            })
+            .collect(),
+        rack: broker.rack.clone(),
+        fenced: broker.fenced,
+        in_controlled_shutdown: broker.in_controlled_shutdown,
+        log_dirs: broker.log_dirs.clone(),
+        ..Default::default()
+    }
+}
+
+pub(crate) fn register_controller_record(controller: &ControllerImage) -> RegisterControllerRecord {
+    RegisterControllerRecord {
+        controller_id: controller.id,
+        incarnation_id: controller.incarnation_id,
+        end_points: controller.endpoints.iter().map(Endpoint::to_controller_endpoint).collect(),
+        features: controller
+            .features
+            .iter()
+            .map(|f| crate::kraft_records::ControllerFeature {
+                name: f.name.clone(),
+                min_supported_version: f.min,
+                max_supported_version: f.max,
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+/// The PartitionRecord of partition `id` as it stands.
+pub fn partition_record(topic_id: Uuid, id: i32, p: &PartitionImage) -> PartitionRecord {
+    PartitionRecord {
+        partition_id: id,
+        topic_id,
+        replicas: p.replicas.clone(),
+        isr: p.isr.clone(),
+        leader: p.leader,
+        leader_recovery_state: 0,
+        leader_epoch: p.leader_epoch,
+        partition_epoch: p.partition_epoch,
+        directories: p.directories.clone(),
+        ..Default::default()
+    }
+}
+
+/// A ConfigRecord that sets (`Some`) or removes (`None`) one config.
+pub fn config_record(
+    resource_type: i8,
+    resource_name: &str,
+    name: &str,
+    value: Option<&str>,
+) -> ConfigRecord {
+    ConfigRecord {
+        resource_type,
+        resource_name: resource_name.to_owned(),
+        name: name.to_owned(),
+        value: value.map(str::to_owned),
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,17 +1,23 @@
 //! Cluster metadata for Strom.
 //!
-//! Topics, partitions, topic ids, configs and producer-id blocks are records in an append-only
-//! metadata log, replayed into an in-memory image at start:
+//! Topics, partitions, brokers, configs, features and producer-id blocks
+//! are Kafka's own KRaft records (KIP-631) in an append-only metadata log,
+//! replayed into immutable images:
 //!
-//! - [`records`] defines the metadata records and their encoding;
-//! - [`kraft_records`] holds Kafka's own KRaft metadata records (KIP-631),
-//!   generated from Kafka's JSON schemas, with their framing;
-//! - [`image`] is the state they build (topics by name and id, partitions,
-//!   topic config overrides, dynamic broker configs), shared with readers as
-//!   an `Arc` snapshot;
-//! - [`controller`] validates changes (Kafka's topic name rules, partition
-//!   and replication checks, topic and dynamic broker configs), writes them
-//!   to the log and publishes the next image; new partitions get their logs
+//! - [`kraft_records`] holds the records, generated from Kafka's JSON
+//!   schemas, with their framing (frame version 1, Kafka's type ids);
+//! - [`image`] is the state they build (features, brokers, controllers,
+//!   topics by name and id with their partitions, configs, the next
+//!   producer id) and writes an image back as records for a snapshot;
+//! - [`loader`] applies committed batches and snapshots and publishes each
+//!   new image, so every reader sees one image whole;
+//! - [`operations`] decides each controller operation as a pure function of
+//!   the image, the request and the time: records to write, or the Kafka
+//!   error that refuses it;
+//! - [`record_log`] is where the controller writes: the [`RecordLog`]
+//!   seam, and the single node's fsync'd local log behind it;
+//! - [`controller`] runs one operation at a time: decide, append, wait for
+//!   the loader to apply the commit, answer; new partitions get their logs
 //!   (through [`PartitionLogs`]) before any record names them;
 //! - [`placement`] chooses the brokers of new partitions (Kafka's striped,
 //!   rack-aware placer) and checks manual replica assignments;
@@ -19,18 +25,26 @@
 //!   supply their defaults (the ones that may change at run time) and their
 //!   validation.
 //!
-//! On one node the log has a single voter; a cluster will replicate the same
-//! records through a Raft quorum.
+//! The cluster id is not in the log: as in Kafka, the log dirs'
+//! `meta.properties` hold it.
 
 pub mod controller;
 pub mod image;
 pub mod kraft_records;
+pub mod loader;
+pub mod operations;
 pub mod placement;
-pub mod records;
+pub mod record_log;
 pub mod topic_config;
 
 pub use controller::{
-    ConfigResource, Controller, MetadataError, NewTopic, NoLogs, PartitionLogs, ProducerIdBlock,
+    block_on, ConfigResource, Controller, MetadataError, NewTopic, NoLogs, PartitionLogs, ProducerIdBlock,
     DEFAULT_MAX_PARTITIONS_PER_REQUEST, PRODUCER_ID_BLOCK_SIZE,
 };
-pub use image::{MetadataImage, PartitionImage, TopicImage, RESOURCE_BROKER, RESOURCE_TOPIC};
+pub use image::{
+    BrokerImage, ControllerImage, Endpoint, FeatureRange, MetadataImage, PartitionImage, TopicImage,
+    RESOURCE_BROKER, RESOURCE_TOPIC,
+};
+pub use loader::MetadataLoader;
+pub use operations::{BrokerHeartbeat, BrokerRegistration, HeartbeatReply};
+pub use record_log::{AppendError, LocalRecordLog, RecordLog};

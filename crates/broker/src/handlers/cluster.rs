@@ -4,7 +4,7 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
 
-use super::{advertised_endpoint, str_bytes, AUTHORIZED_OPERATIONS_OMITTED};
+use super::{live_endpoints, str_bytes, AUTHORIZED_OPERATIONS_OMITTED};
 use crate::dispatch::RequestContext;
 
 /// `endpoint_type` 1 asks for brokers; 2 (controllers) is for KRaft
@@ -15,7 +15,7 @@ pub fn describe(ctx: &RequestContext<'_>, request: DescribeClusterRequest) -> De
     let broker = ctx.broker;
     let mut response = DescribeClusterResponse::default()
         .with_endpoint_type(if ctx.api_version >= 1 { request.endpoint_type } else { ENDPOINT_BROKERS })
-        .with_cluster_id(str_bytes(&broker.controller.image().cluster_id))
+        .with_cluster_id(str_bytes(broker.controller.cluster_id()))
         .with_controller_id(BrokerId(broker.config.node_id))
         .with_cluster_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED);
     if ctx.api_version >= 1 && request.endpoint_type != ENDPOINT_BROKERS {
@@ -23,12 +23,13 @@ pub fn describe(ctx: &RequestContext<'_>, request: DescribeClusterRequest) -> De
             .with_error_code(ResponseError::UnsupportedEndpointType.code())
             .with_error_message(Some(str_bytes("only broker endpoints are served on this listener")));
     }
-    let brokers = advertised_endpoint(ctx).map(|(host, port)| {
+    let brokers = live_endpoints(ctx).map(|(id, endpoint, rack)| {
         DescribeClusterBroker::default()
-            .with_broker_id(BrokerId(broker.config.node_id))
-            .with_host(str_bytes(&host))
-            .with_port(port)
+            .with_broker_id(BrokerId(id))
+            .with_host(str_bytes(&endpoint.host))
+            .with_port(i32::from(endpoint.port))
+            .with_rack(rack.as_deref().map(str_bytes))
     });
-    response.brokers = brokers.into_iter().collect();
+    response.brokers = brokers.collect();
     response
 }

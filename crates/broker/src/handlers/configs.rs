@@ -25,7 +25,9 @@ use strom_metadata::controller::validate_topic_name;
 use strom_metadata::topic_config::{
     broker_synonyms, dynamic_broker_config_kind, topic_config_def, Kind, TOPIC_CONFIGS,
 };
-use strom_metadata::{ConfigResource, MetadataError, MetadataImage, RESOURCE_BROKER, RESOURCE_TOPIC};
+use strom_metadata::{
+    block_on, ConfigResource, MetadataError, MetadataImage, RESOURCE_BROKER, RESOURCE_TOPIC,
+};
 
 use super::str_bytes;
 use crate::config::is_known_key;
@@ -342,7 +344,7 @@ fn alter_one(broker: &Broker, alteration: &Alteration, validate_only: bool) -> R
         refuse_read_only(&alteration.ops)?;
     }
     let node_id = broker.config.node_id.to_string();
-    let result = broker.controller.alter_configs(&resource, validate_only, |image, current| {
+    let result = block_on(broker.controller.alter_configs(&resource, validate_only, |image, current| {
         let levels = levels(broker, image, &node_id);
         // AlterConfigs replaces the whole set: its SETs apply to nothing.
         let start = if alteration.replace { &BTreeMap::new() } else { current };
@@ -351,7 +353,7 @@ fn alter_one(broker: &Broker, alteration: &Alteration, validate_only: bool) -> R
             check_broker_overlay(broker, &levels, name, &next)?;
         }
         Ok(next)
-    });
+    }));
     match result {
         Ok(()) => {
             if !validate_only {

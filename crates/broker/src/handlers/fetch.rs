@@ -467,7 +467,6 @@ fn build_responses<'a>(
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
 
     use strom_metadata::NewTopic;
 
@@ -499,9 +498,8 @@ mod tests {
     async fn a_parked_fetch_registers_once_with_a_partition_that_stays_idle() {
         let dir = tempfile::tempdir().unwrap();
         let broker = open_broker(dir.path());
-        let topic =
-            NewTopic { name: "t".into(), partitions: 2, replication_factor: 1, configs: BTreeMap::new() };
-        broker.controller.create_topic(topic, false).unwrap();
+        let topic = NewTopic { name: "t".into(), partitions: 2, replication_factor: 1, ..Default::default() };
+        strom_metadata::block_on(broker.controller.create_topic(topic, false)).unwrap();
         broker.sync_partitions().unwrap();
         let plan = sessionless_plan(&broker, "t", 2);
         let partitions = hosted_partitions(&broker, &plan.targets);
@@ -537,8 +535,8 @@ mod tests {
         let broker = open_broker(dir.path());
         for (name, partitions) in [("a", 2), ("b", 1)] {
             let topic =
-                NewTopic { name: name.into(), partitions, replication_factor: 1, configs: BTreeMap::new() };
-            broker.controller.create_topic(topic, false).unwrap();
+                NewTopic { name: name.into(), partitions, replication_factor: 1, ..Default::default() };
+            strom_metadata::block_on(broker.controller.create_topic(topic, false)).unwrap();
         }
         broker.sync_partitions().unwrap();
         let target = |topic: &str, partition| {

@@ -1,17 +1,15 @@
 //! Metadata: brokers, topics (by name or id) and their partitions, with
 //! auto-creation of unknown topics when the broker and request allow it.
 
-use std::collections::BTreeMap;
-
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
 use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse};
-use strom_metadata::{MetadataError, NewTopic, TopicImage};
+use strom_metadata::{block_on, MetadataError, NewTopic, TopicImage};
 use uuid::Uuid;
 
-use super::{advertised_endpoint, str_bytes, topic_name, AUTHORIZED_OPERATIONS_OMITTED};
+use super::{live_endpoints, str_bytes, topic_name, AUTHORIZED_OPERATIONS_OMITTED};
 use crate::dispatch::RequestContext;
 use crate::error::metadata_error;
 use crate::server::Broker;
@@ -46,15 +44,16 @@ pub fn handle(ctx: &RequestContext<'_>, request: MetadataRequest) -> MetadataRes
     } else {
         topics.into_iter().map(|t| t.with_topic_id(Uuid::nil())).collect()
     };
-    let cluster_id = (ctx.api_version >= 2).then(|| str_bytes(&broker.controller.image().cluster_id));
-    let brokers = advertised_endpoint(ctx).map(|(host, port)| {
+    let cluster_id = (ctx.api_version >= 2).then(|| str_bytes(broker.controller.cluster_id()));
+    let brokers = live_endpoints(ctx).map(|(id, endpoint, rack)| {
         MetadataResponseBroker::default()
-            .with_node_id(BrokerId(broker.config.node_id))
-            .with_host(str_bytes(&host))
-            .with_port(port)
+            .with_node_id(BrokerId(id))
+            .with_host(str_bytes(&endpoint.host))
+            .with_port(i32::from(endpoint.port))
+            .with_rack(rack.as_deref().map(str_bytes))
     });
     MetadataResponse::default()
-        .with_brokers(brokers.into_iter().collect())
+        .with_brokers(brokers.collect())
         .with_cluster_id(cluster_id)
         .with_controller_id(BrokerId(broker.config.node_id))
         .with_topics(topics)
@@ -103,9 +102,9 @@ pub fn auto_create(broker: &Broker, name: &str) -> Result<TopicImage, MetadataEr
         name: name.to_owned(),
         partitions: broker.config.num_partitions,
         replication_factor: broker.config.default_replication_factor,
-        configs: BTreeMap::new(),
+        ..Default::default()
     };
-    let topic = broker.controller.create_topic_with_logs(new_topic, false, &broker.replicas)?;
+    let topic = block_on(broker.controller.create_topic_with_logs(new_topic, false, &broker.replicas))?;
     broker.sync_partitions()?;
     tracing::info!(topic = name, partitions = topic.partitions.len(), "auto-created topic");
     Ok(topic)

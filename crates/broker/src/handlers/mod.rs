@@ -38,6 +38,21 @@ pub fn topic_name(s: &str) -> TopicName {
 /// The address the client should use for this broker: the one advertised
 /// for the listener it connected on. `None` when that listener is not
 /// advertised; as in Kafka, the broker then does not appear in answers.
+/// The live brokers of the published image, each with its endpoint on the
+/// listener the client came in through (brokers without one are left out,
+/// as Kafka leaves them out) and its rack.
+pub fn live_endpoints(
+    ctx: &RequestContext<'_>,
+) -> impl Iterator<Item = (i32, strom_metadata::Endpoint, Option<String>)> + 'static {
+    let image = ctx.broker.controller.image();
+    let listener = ctx.listener.to_string();
+    let live: Vec<_> = image
+        .live_brokers()
+        .filter_map(|b| Some((b.id, b.endpoint(&listener)?.clone(), b.rack.clone())))
+        .collect();
+    live.into_iter()
+}
+
 pub fn advertised_endpoint(ctx: &RequestContext<'_>) -> Option<(String, i32)> {
     let (host, port) = ctx.broker.config.advertised_endpoint(&ctx.listener)?;
     Some((host, i32::from(port)))

@@ -26,7 +26,7 @@ pub fn describe(ctx: &RequestContext<'_>, request: DescribeQuorumRequest) -> Des
     }
     let broker = ctx.broker;
     let node_id = broker.config.node_id;
-    let end_offset = broker.controller.log_end_offset();
+    let end_offset = broker.controller.applied_end_offset();
     // Kafka's leader reports itself as fetching and caught up right now.
     let now = strom_storage::now_ms();
     let mut voter =

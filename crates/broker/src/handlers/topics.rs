@@ -11,7 +11,7 @@ use kafka_protocol::messages::{
     CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
     DeleteTopicsRequest, DeleteTopicsResponse,
 };
-use strom_metadata::{MetadataError, NewTopic};
+use strom_metadata::{block_on, MetadataError, NewTopic};
 use uuid::Uuid;
 
 use super::configs::topic_entries;
@@ -68,7 +68,7 @@ fn create_one(broker: &Broker, topic: CreatableTopic, validate_only: bool) -> Cr
         Ok(new_topic) => new_topic,
         Err((error, message)) => return failure(&name, error, &message),
     };
-    match broker.controller.create_topic_with_logs(new_topic, validate_only, &broker.replicas) {
+    match block_on(broker.controller.create_topic_with_logs(new_topic, validate_only, &broker.replicas)) {
         Ok(created) => {
             if !validate_only {
                 failpoint::reach(failpoint::TOPIC_COMMITTED);
@@ -115,24 +115,28 @@ fn new_topic(broker: &Broker, topic: &CreatableTopic) -> Result<NewTopic, (Respo
         };
         configs.insert(config.name.to_string(), value.to_string());
     }
-    let (partitions, replication_factor) = if topic.assignments.is_empty() {
+    let name = topic.name.0.to_string();
+    if topic.assignments.is_empty() {
         let partitions =
             if topic.num_partitions == -1 { broker.config.num_partitions } else { topic.num_partitions };
-        let replication = if topic.replication_factor == -1 {
+        let replication_factor = if topic.replication_factor == -1 {
             broker.config.default_replication_factor
         } else {
             topic.replication_factor
         };
-        (partitions, replication)
-    } else {
-        if topic.num_partitions != -1 || topic.replication_factor != -1 {
-            let message = "both replica assignments and partition count or replication factor were given";
-            return Err((ResponseError::InvalidRequest, message.into()));
-        }
-        check_assignments(broker, topic)?;
-        (topic.assignments.len() as i32, topic.assignments[0].broker_ids.len() as i16)
-    };
-    Ok(NewTopic { name: topic.name.0.to_string(), partitions, replication_factor, configs })
+        return Ok(NewTopic { name, partitions, replication_factor, configs, ..Default::default() });
+    }
+    if topic.num_partitions != -1 || topic.replication_factor != -1 {
+        let message = "both replica assignments and partition count or replication factor were given";
+        return Err((ResponseError::InvalidRequest, message.into()));
+    }
+    // The controller checks them with placement's validator, as Kafka's does.
+    let assignments = topic
+        .assignments
+        .iter()
+        .map(|a| (a.partition_index, a.broker_ids.iter().map(|id| id.0).collect()))
+        .collect();
+    Ok(NewTopic { name, configs, assignments, ..Default::default() })
 }
 
 /// The partitions a topic of a CreateTopics request asks for.
@@ -142,25 +146,6 @@ fn requested_partitions(broker: &Broker, topic: &CreatableTopic) -> i64 {
         (0, count) => i64::from(count).max(0),
         (assigned, _) => assigned as i64,
     }
-}
-
-/// Manual assignments must number partitions 0..n and name live brokers.
-fn check_assignments(broker: &Broker, topic: &CreatableTopic) -> Result<(), (ResponseError, String)> {
-    let invalid = |message: String| Err((ResponseError::InvalidReplicaAssignment, message));
-    let mut indexes: Vec<i32> = topic.assignments.iter().map(|a| a.partition_index).collect();
-    indexes.sort_unstable();
-    if indexes.iter().enumerate().any(|(i, p)| *p != i as i32) {
-        return invalid("partitions must be numbered consecutively from 0".into());
-    }
-    for assignment in &topic.assignments {
-        if assignment.broker_ids.is_empty() {
-            return invalid(format!("partition {} has no replicas", assignment.partition_index));
-        }
-        if let Some(unknown) = assignment.broker_ids.iter().find(|b| b.0 != broker.config.node_id) {
-            return invalid(format!("broker {} does not exist", unknown.0));
-        }
-    }
-    Ok(())
 }
 
 /// Topic ids are reported from v7, partition counts and configs from v5.
@@ -237,7 +222,7 @@ fn delete_one(broker: &Broker, name: Option<String>, id: Uuid) -> DeletableTopic
     };
     let topic_id = topic.id;
     let result = result.with_name(Some(topic_name(&topic.name))).with_topic_id(topic_id);
-    match broker.controller.delete_topic(topic_id) {
+    match block_on(broker.controller.delete_topic(topic_id)) {
         Ok(deleted) => {
             failpoint::reach(failpoint::TOPIC_REMOVAL_COMMITTED);
             tracing::info!(topic = %deleted, "deleted topic");
@@ -288,21 +273,19 @@ pub fn create_partitions(
                     .as_ref()
                     .filter(|a| !a.is_empty())
                     .map(|a| a.iter().map(|a| a.broker_ids.iter().map(|id| id.0).collect()).collect());
-                ctx.broker
-                    .controller
-                    .create_partitions_with_logs(
-                        &name,
-                        topic.count,
-                        assignments.as_deref(),
-                        request.validate_only,
-                        &ctx.broker.replicas,
-                    )
-                    .inspect(|()| {
-                        if !request.validate_only {
-                            failpoint::reach(failpoint::PARTITIONS_ADDED);
-                        }
-                    })
-                    .map_err(|e| (metadata_error(&e), e.to_string()))
+                block_on(ctx.broker.controller.create_partitions_with_logs(
+                    &name,
+                    topic.count,
+                    assignments.as_deref(),
+                    request.validate_only,
+                    &ctx.broker.replicas,
+                ))
+                .inspect(|()| {
+                    if !request.validate_only {
+                        failpoint::reach(failpoint::PARTITIONS_ADDED);
+                    }
+                })
+                .map_err(|e| (metadata_error(&e), e.to_string()))
             };
             let result = CreatePartitionsTopicResult::default().with_name(topic.name.clone());
             match outcome {

@@ -461,7 +461,7 @@ impl TransactionCoordinator {
 }
 
 fn next_producer_id(broker: &Broker) -> Result<i64, ResponseError> {
-    broker.producer_ids.next_id(&broker.controller, broker.config.node_id).map_err(|e| {
+    broker.producer_ids.next_id(&broker.controller, broker.config.node_id, broker.broker_epoch).map_err(|e| {
         tracing::error!("cannot reserve producer ids: {e}");
         crate::error::metadata_error(&e)
     })
@@ -528,7 +528,6 @@ mod tests {
     use super::*;
     use crate::config::BrokerConfig;
     use crate::replica::VerifiedAppendError;
-    use std::collections::BTreeMap;
     use std::path::Path;
     use strom_metadata::NewTopic;
 
@@ -538,9 +537,8 @@ mod tests {
     }
 
     fn create_topic(broker: &Broker, name: &str, partitions: i32) {
-        let topic =
-            NewTopic { name: name.into(), partitions, replication_factor: 1, configs: BTreeMap::new() };
-        broker.controller.create_topic(topic, false).unwrap();
+        let topic = NewTopic { name: name.into(), partitions, replication_factor: 1, ..Default::default() };
+        strom_metadata::block_on(broker.controller.create_topic(topic, false)).unwrap();
         broker.sync_partitions().unwrap();
     }
 

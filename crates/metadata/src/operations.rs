@@ -1,0 +1,598 @@
+//! The controller's decisions as pure functions: the latest image, a
+//! request and the time go in; the records that carry out the request, or
+//! the Kafka error that refuses it, come out. Nothing here writes.
+//!
+//! The rules are those of Kafka's `ReplicationControlManager` (topics,
+//! partitions, leadership on fencing), `ClusterControlManager` (broker and
+//! controller registration), `BrokerHeartbeatManager` (fencing, unfencing,
+//! controlled shutdown, session expiry) and `ProducerIdControlManager`.
+
+use std::collections::{BTreeMap, HashMap};
+
+use uuid::Uuid;
+
+use crate::controller::{ConfigResource, MetadataError, NewTopic, ProducerIdBlock, PRODUCER_ID_BLOCK_SIZE};
+use crate::image::{
+    config_record, BrokerImage, ControllerImage, Endpoint, FeatureRange, MetadataImage, PartitionImage,
+    TopicImage, RESOURCE_TOPIC,
+};
+use crate::kraft_records::{
+    BrokerRegistrationChangeRecord, MetadataRecord, PartitionChangeRecord, PartitionRecord,
+    ProducerIdsRecord, RemoveTopicRecord, TopicRecord, UnregisterBrokerRecord,
+};
+use crate::placement::{
+    validate_new_partition_assignments, validate_topic_assignments, BrokerState, RegisteredBroker,
+    StripedReplicaPlacer,
+};
+use crate::topic_config::validate_topic_config;
+
+const MAX_TOPIC_NAME_LEN: usize = 249;
+/// `PartitionRecord.leader` of a partition without a leader.
+pub const NO_LEADER: i32 = -1;
+/// `PartitionChangeRecord.leader` when the leader does not change.
+const LEADER_UNCHANGED: i32 = -2;
+/// Kafka's `DirectoryId.UNASSIGNED`, `LOST` and `MIGRATING`: a replica
+/// whose broker has several log dirs, none, or predates directory ids.
+pub const DIRECTORY_UNASSIGNED: Uuid = Uuid::nil();
+pub const DIRECTORY_MIGRATING: Uuid = Uuid::from_u128(2);
+
+/// Kafka's topic name rules.
+pub fn validate_topic_name(name: &str) -> Result<(), MetadataError> {
+    let invalid = |why: String| Err(MetadataError::InvalidTopic(why));
+    if name.is_empty() {
+        return invalid("topic name is empty".into());
+    }
+    if name == "__cluster_metadata" {
+        return invalid("'__cluster_metadata' is reserved for the metadata log".into());
+    }
+    if name == "." || name == ".." {
+        return invalid(format!("topic name cannot be '{name}'"));
+    }
+    if name.len() > MAX_TOPIC_NAME_LEN {
+        return invalid(format!("topic name is longer than {MAX_TOPIC_NAME_LEN} characters"));
+    }
+    if let Some(c) = name.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))) {
+        return invalid(format!(
+            "topic name '{name}' contains '{c}'; legal characters are ASCII alphanumerics, '.', '_' and '-'"
+        ));
+    }
+    Ok(())
+}
+
+/// `.` and `_` collide in metric names, so Kafka refuses topics that differ only there.
+fn collision_key(name: &str) -> String {
+    name.replace('.', "_")
+}
+
+/// Refuses a request that would create more than `max` partitions, as
+/// Kafka refuses an operation of too many records: POLICY_VIOLATION.
+pub fn check_partitions_per_request(new_partitions: i64, max: i32) -> Result<(), MetadataError> {
+    if new_partitions > i64::from(max) {
+        return Err(MetadataError::PolicyViolation(format!(
+            "the request would create {new_partitions} partitions; one request may create at most {max} \
+             (controller.max.partitions.per.request)"
+        )));
+    }
+    Ok(())
+}
+
+/// The registered brokers as placement sees them.
+pub fn placement_brokers(image: &MetadataImage) -> Vec<RegisteredBroker> {
+    let state = |b: &BrokerImage| match (b.in_controlled_shutdown, b.fenced) {
+        (true, _) => BrokerState::ControlledShutdown,
+        (false, true) => BrokerState::Fenced,
+        (false, false) => BrokerState::Unfenced,
+    };
+    image
+        .brokers
+        .values()
+        .map(|b| RegisteredBroker { id: b.id, rack: b.rack.clone(), state: state(b) })
+        .collect()
+}
+
+/// CreateTopics for one topic: the records and the topic they make.
+pub fn create_topic(
+    image: &MetadataImage,
+    topic: &NewTopic,
+    placer: &mut StripedReplicaPlacer,
+    max_partitions_per_request: i32,
+) -> Result<(Vec<MetadataRecord>, TopicImage), MetadataError> {
+    validate_topic_name(&topic.name)?;
+    if image.topic(&topic.name).is_some() {
+        return Err(MetadataError::TopicAlreadyExists(topic.name.clone()));
+    }
+    let key = collision_key(&topic.name);
+    if let Some(other) = image.topics().find(|t| collision_key(&t.name) == key) {
+        return Err(MetadataError::InvalidTopic(format!(
+            "topic '{}' collides with existing topic '{}'",
+            topic.name, other.name
+        )));
+    }
+    let brokers = placement_brokers(image);
+    let replicas = if topic.assignments.is_empty() {
+        if topic.partitions < 1 {
+            return Err(MetadataError::InvalidPartitions(
+                "number of partitions must be larger than 0".into(),
+            ));
+        }
+        check_partitions_per_request(topic.partitions.into(), max_partitions_per_request)?;
+        placer.place_topic(&brokers, topic.partitions as usize, topic.replication_factor)?
+    } else {
+        check_partitions_per_request(topic.assignments.len() as i64, max_partitions_per_request)?;
+        validate_topic_assignments(&brokers, &topic.assignments)?
+    };
+    for (name, value) in &topic.configs {
+        validate_topic_config(name, value).map_err(MetadataError::InvalidConfig)?;
+    }
+    let topic_id = new_topic_id();
+    let mut records: Vec<MetadataRecord> =
+        vec![TopicRecord { name: topic.name.clone(), topic_id, ..Default::default() }.into()];
+    records.extend(
+        topic
+            .configs
+            .iter()
+            .map(|(name, value)| config_record(RESOURCE_TOPIC, &topic.name, name, Some(value)).into()),
+    );
+    for (partition, replicas) in (0..).zip(replicas) {
+        records.push(new_partition(image, topic_id, partition, replicas).into());
+    }
+    let mut preview = image.clone();
+    records.iter().cloned().for_each(|r| preview.apply(r));
+    let created = preview.topic(&topic.name).cloned().expect("just applied");
+    Ok((records, created))
+}
+
+/// A new partition on `replicas`: its ISR is the replicas that are active,
+/// led by the first of them, as Kafka builds it.
+fn new_partition(
+    image: &MetadataImage,
+    topic_id: Uuid,
+    partition: i32,
+    replicas: Vec<i32>,
+) -> PartitionRecord {
+    let isr: Vec<i32> = replicas.iter().copied().filter(|id| is_active(image, *id)).collect();
+    let directories = replicas.iter().map(|id| default_directory(image, *id)).collect();
+    PartitionRecord {
+        partition_id: partition,
+        topic_id,
+        leader: isr.first().copied().unwrap_or(NO_LEADER),
+        isr,
+        replicas,
+        leader_epoch: 0,
+        partition_epoch: 0,
+        directories,
+        ..Default::default()
+    }
+}
+
+fn is_active(image: &MetadataImage, id: i32) -> bool {
+    image.brokers.get(&id).is_some_and(|b| !b.fenced && !b.in_controlled_shutdown)
+}
+
+/// Kafka's `ClusterControlManager.defaultDir`: a broker's only log dir, or
+/// "unassigned" when it has several (it then reports where each replica
+/// went), or "migrating" when it registered none.
+fn default_directory(image: &MetadataImage, broker: i32) -> Uuid {
+    match image.brokers.get(&broker).map(|b| b.log_dirs.as_slice()) {
+        Some([only]) => *only,
+        Some([]) | None => DIRECTORY_MIGRATING,
+        Some(_) => DIRECTORY_UNASSIGNED,
+    }
+}
+
+/// CreatePartitions: grows `name` to `count` partitions; `assignments`,
+/// when given, names each new partition's replicas.
+pub fn create_partitions(
+    image: &MetadataImage,
+    name: &str,
+    count: i32,
+    assignments: Option<&[Vec<i32>]>,
+    placer: &mut StripedReplicaPlacer,
+    max_partitions_per_request: i32,
+) -> Result<(Vec<MetadataRecord>, TopicImage), MetadataError> {
+    let topic = image.topic(name).ok_or(MetadataError::UnknownTopic)?;
+    if topic.is_internal() {
+        // The coordinators place each group and transactional id by a
+        // hash modulo the partition count: more partitions would lose them.
+        return Err(MetadataError::InvalidTopic(format!(
+            "the number of partitions of internal topic '{name}' cannot be changed"
+        )));
+    }
+    let current = topic.partitions.len() as i32;
+    if count < current {
+        return Err(MetadataError::InvalidPartitions(format!(
+            "topic currently has {current} partitions, which is higher than the requested {count}"
+        )));
+    }
+    if count == current {
+        return Err(MetadataError::InvalidPartitions(format!("topic already has {current} partitions")));
+    }
+    check_partitions_per_request(i64::from(count) - i64::from(current), max_partitions_per_request)?;
+    let replication_factor = topic.partitions.values().next().map_or(1, |p| p.replicas.len());
+    let brokers = placement_brokers(image);
+    let replicas = match assignments {
+        Some(assignments) => {
+            validate_new_partition_assignments(
+                &brokers,
+                current,
+                count - current,
+                replication_factor,
+                assignments,
+            )?;
+            assignments.to_vec()
+        }
+        None => placer.place(&brokers, (count - current) as usize, replication_factor as i16)?,
+    };
+    let new: Vec<PartitionRecord> =
+        (current..).zip(replicas).map(|(p, replicas)| new_partition(image, topic.id, p, replicas)).collect();
+    let mut grown = topic.clone();
+    grown.partitions.extend(new.iter().map(|p| (p.partition_id, PartitionImage::from(p.clone()))));
+    let records = new.into_iter().map(MetadataRecord::from).collect();
+    Ok((records, grown))
+}
+
+/// DeleteTopics for one topic id: the record and the topic's name.
+/// Internal topics hold every group's offsets and every transaction's
+/// state: they are never deleted.
+pub fn delete_topic(
+    image: &MetadataImage,
+    topic_id: Uuid,
+) -> Result<(Vec<MetadataRecord>, String), MetadataError> {
+    let topic = image.topic_by_id(&topic_id).ok_or(MetadataError::UnknownTopic)?;
+    if topic.is_internal() {
+        return Err(MetadataError::InvalidTopic(format!(
+            "internal topic '{}' cannot be deleted",
+            topic.name
+        )));
+    }
+    Ok((vec![RemoveTopicRecord { topic_id, ..Default::default() }.into()], topic.name.clone()))
+}
+
+/// The records that turn the configs of `resource` from `current` into
+/// `next`: every value set is validated; only the differences are written.
+pub fn alter_configs(
+    resource: &ConfigResource,
+    current: &BTreeMap<String, String>,
+    next: &BTreeMap<String, String>,
+) -> Result<Vec<MetadataRecord>, MetadataError> {
+    let mut records = Vec::new();
+    for (name, value) in next {
+        if current.get(name) != Some(value) {
+            resource.validate(name, value)?;
+            records.push(resource.record(name, Some(value)).into());
+        }
+    }
+    let removed = current.keys().filter(|name| !next.contains_key(*name));
+    records.extend(removed.map(|name| resource.record(name, None).into()));
+    Ok(records)
+}
+
+/// AllocateProducerIds: the next block, for a registered broker at its
+/// current epoch (Kafka's `checkBrokerEpoch`).
+pub fn allocate_producer_ids(
+    image: &MetadataImage,
+    broker_id: i32,
+    broker_epoch: i64,
+) -> Result<(Vec<MetadataRecord>, ProducerIdBlock), MetadataError> {
+    check_broker_epoch(image, broker_id, broker_epoch)?;
+    let start = image.next_producer_id;
+    let end = start.checked_add(PRODUCER_ID_BLOCK_SIZE).ok_or(MetadataError::ProducerIdsExhausted)?;
+    let record = ProducerIdsRecord { broker_id, broker_epoch, next_producer_id: end, ..Default::default() };
+    Ok((vec![record.into()], start..end))
+}
+
+fn check_broker_epoch(image: &MetadataImage, broker_id: i32, broker_epoch: i64) -> Result<(), MetadataError> {
+    match image.brokers.get(&broker_id) {
+        None => Err(MetadataError::StaleBrokerEpoch(format!(
+            "no broker registration found for broker {broker_id}"
+        ))),
+        Some(b) if b.epoch != broker_epoch => Err(MetadataError::StaleBrokerEpoch(format!(
+            "expected broker epoch {}, but got broker epoch {broker_epoch}",
+            b.epoch
+        ))),
+        Some(_) => Ok(()),
+    }
+}
+
+/// A BrokerRegistration request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerRegistration {
+    pub broker_id: i32,
+    pub cluster_id: String,
+    pub incarnation_id: Uuid,
+    pub endpoints: Vec<Endpoint>,
+    pub features: Vec<FeatureRange>,
+    pub rack: Option<String>,
+    /// The `directory.id` of each available log dir.
+    pub log_dirs: Vec<Uuid>,
+}
+
+/// BrokerRegistration: a fenced registration whose epoch is `epoch`, the
+/// offset its record will be written at (Kafka's broker epoch). Another
+/// incarnation of a broker id whose session is still alive is refused.
+pub fn register_broker(
+    image: &MetadataImage,
+    cluster_id: &str,
+    request: &BrokerRegistration,
+    heartbeats: &BrokerHeartbeats,
+    now_ms: i64,
+    epoch: i64,
+) -> Result<Vec<MetadataRecord>, MetadataError> {
+    if request.cluster_id != cluster_id {
+        return Err(MetadataError::InconsistentClusterId(format!(
+            "expected cluster ID {cluster_id}, but got cluster ID {}",
+            request.cluster_id
+        )));
+    }
+    check_finalized_features(image, &request.features)?;
+    if let Some(existing) = image.brokers.get(&request.broker_id) {
+        if existing.incarnation_id != request.incarnation_id
+            && heartbeats.has_valid_session(existing.id, now_ms)
+        {
+            return Err(MetadataError::DuplicateBrokerRegistration(format!(
+                "another broker is registered with broker id {}",
+                request.broker_id
+            )));
+        }
+    }
+    let broker = BrokerImage {
+        id: request.broker_id,
+        epoch,
+        incarnation_id: request.incarnation_id,
+        endpoints: request.endpoints.clone(),
+        features: request.features.clone(),
+        rack: request.rack.clone(),
+        fenced: true,
+        in_controlled_shutdown: false,
+        log_dirs: request.log_dirs.clone(),
+    };
+    Ok(vec![crate::image::register_broker_record(&broker).into()])
+}
+
+/// A node must support every finalized feature level: a feature it does not
+/// list counts as supported at level 0 only, as in Kafka's registration.
+fn check_finalized_features(image: &MetadataImage, supported: &[FeatureRange]) -> Result<(), MetadataError> {
+    for (name, level) in &image.features {
+        let (min, max) = supported.iter().find(|f| f.name == *name).map_or((0, 0), |f| (f.min, f.max));
+        if !(min..=max).contains(level) {
+            return Err(MetadataError::UnsupportedVersion(format!(
+                "Unable to register because the broker does not support finalized version {level} of {name}. \
+                 The broker wants a version between {min} and {max}, inclusive."
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A BrokerHeartbeat request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BrokerHeartbeat {
+    pub broker_id: i32,
+    pub broker_epoch: i64,
+    /// The highest metadata offset the broker has applied.
+    pub current_metadata_offset: i64,
+    pub want_fence: bool,
+    pub want_shut_down: bool,
+}
+
+/// What a heartbeat answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeartbeatReply {
+    pub is_caught_up: bool,
+    pub is_fenced: bool,
+    pub should_shut_down: bool,
+}
+
+/// BrokerHeartbeat: records the contact and moves the broker between
+/// fenced, unfenced and controlled shutdown as Kafka's
+/// `BrokerHeartbeatManager.calculateNextBrokerState` does. A fenced broker
+/// is unfenced once it has applied its own registration record.
+pub fn broker_heartbeat(
+    image: &MetadataImage,
+    request: &BrokerHeartbeat,
+    heartbeats: &mut BrokerHeartbeats,
+    now_ms: i64,
+) -> Result<(Vec<MetadataRecord>, HeartbeatReply), MetadataError> {
+    let broker = registered(image, request.broker_id)?;
+    if broker.epoch != request.broker_epoch {
+        return Err(MetadataError::StaleBrokerEpoch(format!(
+            "expected broker epoch {}, but got broker epoch {}",
+            broker.epoch, request.broker_epoch
+        )));
+    }
+    heartbeats.touch(broker.id, now_ms);
+    let is_caught_up = request.current_metadata_offset >= broker.epoch;
+    let reply = |is_fenced, should_shut_down| HeartbeatReply { is_caught_up, is_fenced, should_shut_down };
+    if broker.fenced {
+        return Ok(match (request.want_shut_down, request.want_fence, is_caught_up) {
+            (true, _, _) => (Vec::new(), reply(true, true)),
+            (false, false, true) => (unfence(image, broker), reply(false, false)),
+            _ => (Vec::new(), reply(true, false)),
+        });
+    }
+    if request.want_fence {
+        return Ok((fence(image, broker), reply(true, false)));
+    }
+    if !(request.want_shut_down || broker.in_controlled_shutdown) {
+        return Ok((Vec::new(), reply(false, false)));
+    }
+    let mut records = Vec::new();
+    if !broker.in_controlled_shutdown {
+        let change = BrokerRegistrationChangeRecord {
+            broker_id: broker.id,
+            broker_epoch: broker.epoch,
+            in_controlled_shutdown: 1,
+            ..Default::default()
+        };
+        records.push(change.into());
+        records.extend(move_leadership_away(image, broker.id));
+    }
+    // It may stop once it leads nothing; the records above moved its
+    // leaderships, so after them it leads nothing.
+    Ok((records, reply(false, true)))
+}
+
+fn registered(image: &MetadataImage, broker_id: i32) -> Result<&BrokerImage, MetadataError> {
+    image.brokers.get(&broker_id).ok_or(MetadataError::BrokerIdNotRegistered(broker_id))
+}
+
+/// The records that fence `broker`: its leaderships move to another ISR
+/// member (or to none) and it leaves every ISR, then its registration is
+/// marked fenced.
+pub fn fence(image: &MetadataImage, broker: &BrokerImage) -> Vec<MetadataRecord> {
+    let mut records = move_leadership_away(image, broker.id);
+    let change = BrokerRegistrationChangeRecord {
+        broker_id: broker.id,
+        broker_epoch: broker.epoch,
+        fenced: 1,
+        ..Default::default()
+    };
+    records.push(change.into());
+    records
+}
+
+/// The records that unfence `broker`: its registration, then leadership
+/// of the leaderless partitions whose ISR holds it.
+fn unfence(image: &MetadataImage, broker: &BrokerImage) -> Vec<MetadataRecord> {
+    let change = BrokerRegistrationChangeRecord {
+        broker_id: broker.id,
+        broker_epoch: broker.epoch,
+        fenced: -1,
+        ..Default::default()
+    };
+    let mut records: Vec<MetadataRecord> = vec![change.into()];
+    for topic in image.topics() {
+        for (id, p) in &topic.partitions {
+            if p.leader == NO_LEADER && p.isr.contains(&broker.id) {
+                let change = PartitionChangeRecord {
+                    partition_id: *id,
+                    topic_id: topic.id,
+                    leader: broker.id,
+                    ..Default::default()
+                };
+                records.push(change.into());
+            }
+        }
+    }
+    records
+}
+
+/// PartitionChangeRecords that take `broker` out of every ISR and
+/// leadership. As Kafka (without eligible leader replicas), an ISR is
+/// never emptied: a partition whose only in-sync replica leaves keeps it
+/// in the ISR, without a leader, so it can lead again when it returns.
+fn move_leadership_away(image: &MetadataImage, broker: i32) -> Vec<MetadataRecord> {
+    let mut records = Vec::new();
+    for topic in image.topics() {
+        for (id, p) in &topic.partitions {
+            if !p.isr.contains(&broker) && p.leader != broker {
+                continue;
+            }
+            let shrunk: Vec<i32> = p.isr.iter().copied().filter(|r| *r != broker).collect();
+            let isr = if shrunk.is_empty() { p.isr.clone() } else { shrunk };
+            let leader = match p.leader == broker {
+                true => {
+                    isr.iter().copied().find(|r| *r != broker && is_active(image, *r)).unwrap_or(NO_LEADER)
+                }
+                false => LEADER_UNCHANGED,
+            };
+            if isr == p.isr && leader == LEADER_UNCHANGED {
+                continue;
+            }
+            let isr = (isr != p.isr).then_some(isr);
+            let change = PartitionChangeRecord {
+                partition_id: *id,
+                topic_id: topic.id,
+                isr,
+                leader,
+                ..Default::default()
+            };
+            records.push(change.into());
+        }
+    }
+    records
+}
+
+/// Fences every unfenced broker whose session has expired, as Kafka's
+/// controller does from its periodic maintenance.
+pub fn fence_expired_brokers(
+    image: &MetadataImage,
+    heartbeats: &mut BrokerHeartbeats,
+    now_ms: i64,
+) -> Vec<MetadataRecord> {
+    let mut records = Vec::new();
+    for broker in image.brokers.values().filter(|b| !b.fenced) {
+        if heartbeats.session_expired(broker.id, now_ms) {
+            tracing::info!(broker = broker.id, "fencing a broker whose session expired");
+            records.extend(fence(image, broker));
+        }
+    }
+    records
+}
+
+/// UnregisterBroker: its leaderships move away, then its registration goes.
+pub fn unregister_broker(
+    image: &MetadataImage,
+    broker_id: i32,
+) -> Result<Vec<MetadataRecord>, MetadataError> {
+    let broker = registered(image, broker_id)?;
+    let mut records = move_leadership_away(image, broker_id);
+    let record = UnregisterBrokerRecord { broker_id, broker_epoch: broker.epoch, ..Default::default() };
+    records.push(record.into());
+    Ok(records)
+}
+
+/// ControllerRegistration: the controller's endpoints and features.
+pub fn register_controller(controller: &ControllerImage) -> Vec<MetadataRecord> {
+    vec![crate::image::register_controller_record(controller).into()]
+}
+
+/// When each broker was last heard from, kept in the controller's memory
+/// and never in the log, as Kafka's `BrokerHeartbeatManager` keeps it: a
+/// new active controller starts every session afresh.
+#[derive(Debug, Clone)]
+pub struct BrokerHeartbeats {
+    session_timeout_ms: i64,
+    last_contact_ms: HashMap<i32, i64>,
+}
+
+impl BrokerHeartbeats {
+    /// `broker.session.timeout.ms`
+    pub fn new(session_timeout_ms: i64) -> Self {
+        Self { session_timeout_ms, last_contact_ms: HashMap::new() }
+    }
+
+    pub fn touch(&mut self, broker: i32, now_ms: i64) {
+        self.last_contact_ms.insert(broker, now_ms);
+    }
+
+    pub fn remove(&mut self, broker: i32) {
+        self.last_contact_ms.remove(&broker);
+    }
+
+    /// Whether `broker` was heard from within its session timeout.
+    pub fn has_valid_session(&self, broker: i32, now_ms: i64) -> bool {
+        self.last_contact_ms.get(&broker).is_some_and(|last| now_ms - last <= self.session_timeout_ms)
+    }
+
+    /// Whether `broker`'s session has run out. A broker this controller
+    /// has not heard from yet gets a whole session from now.
+    fn session_expired(&mut self, broker: i32, now_ms: i64) -> bool {
+        let last = *self.last_contact_ms.entry(broker).or_insert(now_ms);
+        now_ms - last > self.session_timeout_ms
+    }
+}
+
+/// A topic id as Kafka makes them: random, never the zero id, and never one
+/// whose base64 form starts with '-'.
+pub fn new_topic_id() -> Uuid {
+    loop {
+        let id = Uuid::new_v4();
+        if !id.is_nil() && id.as_bytes()[0] & 0xfc != 0xf8 {
+            return id;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
