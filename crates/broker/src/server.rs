@@ -10,10 +10,12 @@
 //! shutdown begins.
 
 use std::future::Future;
-use std::sync::Arc;
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use strom_metadata::{Controller, MetadataError};
+use strom_quorum::{Quorum, QuorumConfig};
 use strom_storage::file_cache::FileCache;
 use strom_storage::{Context, LogManager, StorageError};
 use tokio::net::TcpListener;
@@ -45,6 +47,8 @@ pub struct Broker {
     pub transactions: TransactionCoordinator,
     /// Flips to true when shutdown begins; delayed operations end early on it.
     stopping: watch::Sender<bool>,
+    /// The metadata quorum of a KRaft node, started when the broker binds.
+    quorum: OnceLock<Quorum>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -63,23 +67,28 @@ pub enum StartError {
     Format(#[from] FormatError),
 }
 
+/// Where the node-local controller keeps its log. On a KRaft node
+/// `__cluster_metadata-0` belongs to the quorum, so the local controller
+/// moves aside (temporary, until the controller writes through the quorum).
+fn local_controller_dir(config: &BrokerConfig) -> PathBuf {
+    match config.kraft.is_kraft() {
+        true => config.metadata_log_dir.join("__strom_local_metadata"),
+        false => config.metadata_log_dir.clone(),
+    }
+}
+
 /// Opens the metadata log of the cluster the log dirs' `meta.properties`
-/// name. A KRaft node needs formatted dirs and, in this release, a quorum
-/// of itself alone; a single node formats its dirs on first start.
+/// name. A KRaft node needs formatted dirs; a single node formats its dirs
+/// on first start.
 fn open_controller(config: &BrokerConfig) -> Result<Controller, StartError> {
     let dirs = LogDirs::load(&node_dirs(config))?;
     let formatted_id = dirs.verify(config.node_id)?.map(str::to_owned);
     if config.kraft.is_kraft() {
         dirs.require_formatted()?;
-        if !config.kraft.is_single_node_quorum(config.node_id, &config.listeners) {
-            let reason = "clustering is not available yet: a KRaft node must combine process.roles=broker,controller with a quorum of itself alone";
-            return Err(StartError::Config(reason.into()));
-        }
     }
-    std::fs::create_dir_all(&config.metadata_log_dir)
-        .at("create metadata log dir", &config.metadata_log_dir)?;
-    let controller =
-        Controller::open_in_cluster(&config.metadata_log_dir, config.node_id, formatted_id.as_deref())?;
+    let controller_dir = local_controller_dir(config);
+    std::fs::create_dir_all(&controller_dir).at("create metadata log dir", &controller_dir)?;
+    let controller = Controller::open_in_cluster(&controller_dir, config.node_id, formatted_id.as_deref())?;
     let recorded = controller.image().cluster_id.clone();
     if let Some(formatted) = formatted_id.filter(|id| *id != recorded) {
         let dir = config.metadata_log_dir.display();
@@ -125,6 +134,7 @@ impl Broker {
             producer_ids,
             transactions,
             stopping,
+            quorum: OnceLock::new(),
         };
         broker.groups.load(&broker)?;
         // After the groups: completing a prepared transaction may commit
@@ -132,6 +142,23 @@ impl Broker {
         broker.transactions.load(&broker)?;
         tracing::info!(metadata_ms, logs_ms, total_ms = started.elapsed().as_millis(), "broker state loaded");
         Ok(Arc::new(broker))
+    }
+
+    /// The metadata quorum, on a KRaft node once bound.
+    pub fn quorum(&self) -> Option<&Quorum> {
+        self.quorum.get()
+    }
+
+    /// Starts the metadata quorum of a KRaft node: a voter if this node is
+    /// a listed controller, an observer otherwise.
+    async fn start_quorum(&self) -> Result<(), StartError> {
+        if !self.config.kraft.is_kraft() || self.quorum.get().is_some() {
+            return Ok(());
+        }
+        let config = quorum_config(&self.config, &self.controller.image().cluster_id)?;
+        let quorum = Quorum::start(config).await.map_err(|e| StartError::Config(e.to_string()))?;
+        let _ = self.quorum.set(quorum);
+        Ok(())
     }
 
     /// A receiver that sees `true` once shutdown begins.
@@ -157,6 +184,7 @@ pub struct BoundBroker {
 
 impl BoundBroker {
     pub async fn bind(broker: Arc<Broker>) -> Result<Self, StartError> {
+        broker.start_quorum().await?;
         let mut listeners = Vec::new();
         for listener in &broker.config.listeners {
             let addr = listener.socket_addr().map_err(StartError::Config)?;
@@ -214,6 +242,10 @@ impl BoundBroker {
         shutdown.await;
         tracing::info!("shutting down: no new connections, finishing in-flight requests");
         self.broker.stopping.send_replace(true);
+        if let Some(quorum) = self.broker.quorum() {
+            // A leader hands over first, so the quorum does not wait out a timeout.
+            quorum.shutdown().await;
+        }
         let mut connections = Vec::new();
         while let Some(joined) = acceptors.join_next().await {
             connections.extend(joined.ok());
@@ -232,6 +264,28 @@ impl BoundBroker {
         tracing::info!("shut down cleanly");
         Ok(())
     }
+}
+
+/// The quorum settings of a KRaft node, from `controller.quorum.*`.
+fn quorum_config(config: &BrokerConfig, cluster_id: &str) -> Result<strom_quorum::Config, StartError> {
+    let kraft = &config.kraft;
+    let voter_endpoints =
+        kraft.voter_endpoints(config.node_id, &config.listeners).map_err(|e| StartError::Config(e.into()))?;
+    let millis = |value: i32| u64::try_from(value).unwrap_or(1);
+    let mut raft = QuorumConfig::new(config.node_id, voter_endpoints.keys().copied());
+    raft.election_timeout_ms = millis(kraft.election_timeout_ms);
+    raft.fetch_timeout_ms = millis(kraft.fetch_timeout_ms);
+    raft.request_timeout_ms = millis(kraft.request_timeout_ms);
+    raft.election_backoff_max_ms = millis(kraft.election_backoff_max_ms);
+    // Kafka parks a fetch for 500 ms; a fetch timeout below twice that
+    // (tests) must not expire while the fetch is parked.
+    raft.fetch_max_wait_ms = raft.fetch_max_wait_ms.min(raft.fetch_timeout_ms / 2);
+    Ok(strom_quorum::Config {
+        raft,
+        cluster_id: cluster_id.to_owned(),
+        metadata_log_dir: config.metadata_log_dir.clone(),
+        voter_endpoints,
+    })
 }
 
 /// Raises the soft limit on open files (`RLIMIT_NOFILE`) to the hard limit,

@@ -41,11 +41,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use bytes::Bytes;
-use strom_raft::wire::{WireError, WireRequest, WireResponse};
 use strom_raft::NodeId;
 use tokio::sync::{mpsc, oneshot, watch};
 
-pub use strom_raft::wire::{METADATA_TOPIC, METADATA_TOPIC_ID};
+pub use strom_raft::wire::{WireError, WireRequest, WireResponse, METADATA_TOPIC, METADATA_TOPIC_ID};
 pub use strom_raft::QuorumConfig;
 
 /// How to start a quorum member.
