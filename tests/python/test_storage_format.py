@@ -181,11 +181,11 @@ def test_initial_controllers_give_the_voter_its_directory_id(node):
     assert both.returncode != 0 and "cannot be used with" in both.stderr, both.stderr
 
 
-def test_a_quorum_of_several_nodes_is_refused_until_clustering_exists(node):
+def test_a_dynamic_quorum_of_several_nodes_is_refused_until_voters_come_from_the_log(node):
     kraft = node()
     kraft.broker.overrides["controller.quorum.bootstrap.servers"] += ",127.0.0.2:9093"
     assert kraft.format(random_uuid(), "--standalone").returncode == 0
-    assert "clustering is not available yet" in kraft.start_refused()
+    assert "controller.quorum.bootstrap.servers (KIP-853 dynamic voters) is not supported yet" in kraft.start_refused()
 
 
 def test_the_single_node_default_formats_itself_and_keeps_its_cluster_id(broker):

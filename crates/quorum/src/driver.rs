@@ -93,7 +93,7 @@ fn subscriber_send(subscriber: &Option<mpsc::UnboundedSender<QuorumEvent>>, even
     }
 }
 
-fn wall_clock_ms() -> i64 {
+pub(crate) fn wall_clock_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }
 

@@ -245,7 +245,16 @@ impl Quorum {
 
     /// DescribeQuorum's content: leader, epoch, HW, voters and observers with log end offsets, last fetch and last caught-up times.
     pub fn describe(&self) -> QuorumDescription {
-        self.shared.description.lock().unwrap_or_else(PoisonError::into_inner).clone()
+        let mut description = self.shared.description.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        if description.is_leader {
+            // Kafka's leader reports itself as fetching and caught up right now.
+            let now = driver::wall_clock_ms();
+            for me in description.voters.iter_mut().filter(|voter| voter.replica_id == self.node_id) {
+                me.last_fetch_timestamp_ms = now;
+                me.last_caught_up_timestamp_ms = now;
+            }
+        }
+        description
     }
 
     /// Answers a KRaft request (Vote, BeginQuorumEpoch, EndQuorumEpoch,

@@ -81,6 +81,7 @@ fn not_leader(description: &QuorumDescription) -> DescribeQuorumResponse {
 /// The leader's view, as Kafka's `LeaderState.describeQuorum` reports it.
 fn from_description(ctx: &RequestContext<'_>, description: &QuorumDescription) -> DescribeQuorumResponse {
     let version = ctx.api_version;
+    let own_directory_id = metadata_directory_id(ctx);
     let replica = |r: &ReplicaDescription| {
         let mut state = ReplicaState::default()
             .with_replica_id(BrokerId(r.replica_id))
@@ -89,6 +90,10 @@ fn from_description(ctx: &RequestContext<'_>, description: &QuorumDescription) -
             state = state
                 .with_last_fetch_timestamp(r.last_fetch_timestamp_ms)
                 .with_last_caught_up_timestamp(r.last_caught_up_timestamp_ms);
+        }
+        if version >= 2 && r.replica_id == ctx.broker.config.node_id {
+            // Others' directory ids arrive with KIP-853; ours is on disk.
+            state = state.with_replica_directory_id(own_directory_id);
         }
         state
     };
