@@ -162,11 +162,7 @@ async fn read_responses(
     pending: Pending,
     closed: Arc<AtomicBool>,
 ) {
-    loop {
-        let size = match reader.read_i32().await {
-            Ok(size) => size,
-            Err(_) => break,
-        };
+    while let Ok(size) = reader.read_i32().await {
         let Ok(size) = usize::try_from(size) else { break };
         if !(4..=MAX_RESPONSE_BYTES).contains(&size) {
             break;

@@ -55,11 +55,6 @@ pub(crate) enum Input {
     Shutdown(oneshot::Sender<()>),
 }
 
-enum Wake {
-    Input(Option<Input>),
-    Tick,
-}
-
 /// A replica's fetch progress, seen by this node while it leads.
 #[derive(Debug, Clone, Copy)]
 struct Progress {
@@ -155,21 +150,22 @@ impl Driver {
         loop {
             let deadline = self.node.next_deadline();
             let sleep_ms = deadline.saturating_sub(self.now()).min(3_600_000);
+            // None: the deadline passed; Some(None) cannot happen while the
+            // driver holds a sender of its own queue.
             let woke = tokio::select! {
-                input = self.inputs.recv() => Wake::Input(input),
-                _ = tokio::time::sleep(Duration::from_millis(sleep_ms)) => Wake::Tick,
+                input = self.inputs.recv() => Some(input),
+                _ = tokio::time::sleep(Duration::from_millis(sleep_ms)) => None,
             };
             match woke {
-                Wake::Input(Some(Input::Shutdown(reply))) => {
+                Some(Some(Input::Shutdown(reply))) => {
                     self.resign().await;
                     let _ = reply.send(());
                     return Ok(());
                 }
-                Wake::Input(Some(Input::Failed(error))) => return Err(error),
-                Wake::Input(Some(input)) => self.handle(input),
-                // Unreachable while the driver holds a sender of its own queue.
-                Wake::Input(None) => return Ok(()),
-                Wake::Tick => self.node.handle(self.now(), Event::Tick),
+                Some(Some(Input::Failed(error))) => return Err(error),
+                Some(Some(input)) => self.handle(input),
+                Some(None) => return Ok(()),
+                None => self.node.handle(self.now(), Event::Tick),
             }
             self.after_step()?;
         }

@@ -46,7 +46,9 @@ pub async fn describe(ctx: &RequestContext<'_>, request: DescribeQuorumRequest) 
     if !forwarded && description.leader_id >= 0 {
         match forward_to_leader(ctx, &request, description.leader_id).await {
             Ok(response) => return response,
-            Err(e) => tracing::debug!(leader = description.leader_id, error = %e, "cannot forward DescribeQuorum"),
+            Err(e) => {
+                tracing::debug!(leader = description.leader_id, error = %e, "cannot forward DescribeQuorum")
+            }
         }
     }
     not_leader(&description)
@@ -61,7 +63,8 @@ async fn forward_to_leader(
     let config = &ctx.broker.config;
     let endpoints = config.kraft.voter_endpoints(config.node_id, &config.listeners)?;
     let address = endpoints.get(&leader_id).ok_or("the leader is not a known voter")?;
-    let channel = Channel::connect(address, FORWARD_CLIENT_ID, FORWARD_TIMEOUT).await.map_err(|e| e.to_string())?;
+    let channel =
+        Channel::connect(address, FORWARD_CLIENT_ID, FORWARD_TIMEOUT).await.map_err(|e| e.to_string())?;
     channel.send(request, ctx.api_version, FORWARD_TIMEOUT).await.map_err(|e| e.to_string())
 }
 
@@ -117,7 +120,9 @@ fn from_description(ctx: &RequestContext<'_>, description: &QuorumDescription) -
 /// Each voter's controller endpoint (DescribeQuorum v2's `Nodes`).
 fn voter_nodes(ctx: &RequestContext<'_>) -> Vec<Node> {
     let config = &ctx.broker.config;
-    let Ok(endpoints) = config.kraft.voter_endpoints(config.node_id, &config.listeners) else { return Vec::new() };
+    let Ok(endpoints) = config.kraft.voter_endpoints(config.node_id, &config.listeners) else {
+        return Vec::new();
+    };
     let name = config.kraft.controller_listener_names.first().cloned().unwrap_or_else(|| "CONTROLLER".into());
     endpoints
         .into_iter()

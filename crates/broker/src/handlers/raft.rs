@@ -56,12 +56,17 @@ pub async fn begin_quorum_epoch(
 ) -> BeginQuorumEpochResponse {
     match ask(ctx, WireRequest::BeginQuorumEpoch(request)).await {
         Ok(WireResponse::BeginQuorumEpoch(response)) => response,
-        Ok(_) => BeginQuorumEpochResponse::default().with_error_code(ResponseError::UnknownServerError.code()),
+        Ok(_) => {
+            BeginQuorumEpochResponse::default().with_error_code(ResponseError::UnknownServerError.code())
+        }
         Err(code) => BeginQuorumEpochResponse::default().with_error_code(code),
     }
 }
 
-pub async fn end_quorum_epoch(ctx: &RequestContext<'_>, request: EndQuorumEpochRequest) -> EndQuorumEpochResponse {
+pub async fn end_quorum_epoch(
+    ctx: &RequestContext<'_>,
+    request: EndQuorumEpochRequest,
+) -> EndQuorumEpochResponse {
     match ask(ctx, WireRequest::EndQuorumEpoch(request)).await {
         Ok(WireResponse::EndQuorumEpoch(response)) => response,
         Ok(_) => EndQuorumEpochResponse::default().with_error_code(ResponseError::UnknownServerError.code()),
@@ -69,7 +74,10 @@ pub async fn end_quorum_epoch(ctx: &RequestContext<'_>, request: EndQuorumEpochR
     }
 }
 
-pub async fn fetch_snapshot(ctx: &RequestContext<'_>, request: FetchSnapshotRequest) -> FetchSnapshotResponse {
+pub async fn fetch_snapshot(
+    ctx: &RequestContext<'_>,
+    request: FetchSnapshotRequest,
+) -> FetchSnapshotResponse {
     match ask(ctx, WireRequest::FetchSnapshot(request)).await {
         Ok(WireResponse::FetchSnapshot(response)) => response,
         Ok(_) => FetchSnapshotResponse::default().with_error_code(ResponseError::UnknownServerError.code()),
