@@ -77,6 +77,48 @@ pub fn encode_batch(batch: &Batch, timestamp_ms: i64) -> Bytes {
     buf.freeze()
 }
 
+/// A control batch at `base_offset` in `epoch` of `(control type, value)`
+/// records, as Kafka writes KRaft's control records (the value is the
+/// message's version, then the message).
+pub fn encode_control_batch(
+    base_offset: i64,
+    epoch: i32,
+    records: &[(i16, Bytes)],
+    timestamp_ms: i64,
+) -> Bytes {
+    let records: Vec<Record> = records
+        .iter()
+        .enumerate()
+        .map(|(i, (control_type, value))| Record {
+            transactional: false,
+            control: true,
+            delete_horizon: false,
+            partition_leader_epoch: epoch,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: base_offset + i as i64,
+            sequence: i as i32 - 1,
+            timestamp: timestamp_ms,
+            key: Some(control_key(*control_type)),
+            value: Some(value.clone()),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    let options = RecordEncodeOptions { version: 2, compression: Compression::None };
+    RecordBatchEncoder::encode(&mut buf, &records, &options).expect("encoding into memory cannot fail");
+    buf.freeze()
+}
+
+/// A control record's value: the message's version, then the message.
+pub fn control_value(message: &impl Encodable, version: i16) -> Bytes {
+    let mut buf = BytesMut::new();
+    buf.put_i16(version);
+    message.encode(&mut buf, version).expect("encoding into memory cannot fail");
+    buf.freeze()
+}
+
 /// The batches in `bytes` (whole record batches).
 pub fn decode_batches(mut bytes: Bytes) -> Result<Vec<Batch>, WireError> {
     let mut batches = Vec::new();

@@ -262,7 +262,7 @@ fn remove_other_snapshots(dir: &Path, keep: Option<OffsetAndEpoch>) -> Result<()
 }
 
 /// Writes `name` in `dir` by temp file, fsync, rename, fsync of the dir.
-fn write_atomically(dir: &Path, name: &str, content: &[u8]) -> Result<(), QuorumError> {
+pub(crate) fn write_atomically(dir: &Path, name: &str, content: &[u8]) -> Result<(), QuorumError> {
     use std::io::Write;
     let temp = dir.join(format!("{name}{PART_SUFFIX}"));
     let write = || -> std::io::Result<()> {

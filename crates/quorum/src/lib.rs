@@ -26,9 +26,12 @@
 //!   control batch), for Fetch and for the segments.
 //! - [`listener`]: a bare listener serving only the KRaft APIs, for tests
 //!   and tools that run a quorum without a broker.
+//! - [`bootstrap`]: the KIP-853 bootstrap checkpoint `strom storage format`
+//!   writes for `--standalone` and `--initial-controllers`.
 //! - [`channel`]: an outbound Kafka connection sending any `kafka-protocol`
 //!   request at a chosen version, reusable by the broker's controller link.
 
+pub mod bootstrap;
 pub mod channel;
 pub mod codec;
 pub mod disk;
