@@ -113,7 +113,7 @@ fn format(args: FormatArgs) -> anyhow::Result<()> {
         (true, Some(_), None) => "dynamic metadata directory",
         (true, Some(_), Some(_)) => "dynamic metadata voter directory",
     };
-    let metadata_dir_unformatted = dirs.unformatted.iter().any(|dir| *dir == config.metadata_log_dir);
+    let metadata_dir_unformatted = dirs.unformatted.contains(&config.metadata_log_dir);
     dirs.format(&args.cluster_id, config.node_id, &ids, |dir| {
         println!("Formatting {} {}.", describe(dir), dir.display())
     })?;
