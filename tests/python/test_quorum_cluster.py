@@ -106,4 +106,8 @@ def test_a_broker_only_node_follows_as_an_observer(tmp_path):
         assert 100 not in [v.replica_id for v in partition.voters]
         shown = status(cluster, 100)
         assert shown["LeaderId"].strip() == str(leader), shown
-        assert "id: 100" in shown["CurrentObservers"] or "100" in shown["CurrentObservers"], shown
+        assert '"id": 100' in shown["CurrentObservers"], shown
+        out = strom_ok("cluster", "--quorum", "--replication", "--bootstrap-server", cluster.nodes[100].bootstrap)
+        roles = {row.split()[0]: row.split()[-1] for row in out.strip().splitlines()[1:]}
+        expected = {"1": "Follower", "2": "Follower", "3": "Follower", "100": "Observer", str(leader): "Leader"}
+        assert roles == expected, out

@@ -23,6 +23,9 @@ use crate::{
 /// Inbound requests waiting for the core's answer, at most; past this the
 /// oldest abandoned ones are dropped.
 const INBOUND_MAX: usize = 4096;
+/// Observers that have not fetched for this long leave DescribeQuorum
+/// (Kafka's `LeaderState.OBSERVER_SESSION_TIMEOUT_MS`).
+const OBSERVER_SESSION_TIMEOUT_MS: i64 = 5 * 60 * 1000;
 /// How long a resigning leader waits for its EndQuorumEpoch requests.
 const RESIGN_WAIT: Duration = Duration::from_millis(500);
 
@@ -429,9 +432,9 @@ impl Driver {
             voters: voters.iter().map(|id| replica(*id)).collect(),
             observers: self
                 .progress
-                .keys()
-                .filter(|id| !voters.contains(id))
-                .map(|id| replica(*id))
+                .iter()
+                .filter(|(id, p)| !voters.contains(id) && now - p.last_fetch_ms < OBSERVER_SESSION_TIMEOUT_MS)
+                .map(|(id, _)| replica(*id))
                 .collect(),
         }
     }

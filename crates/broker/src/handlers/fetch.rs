@@ -112,7 +112,7 @@ impl ResponseErrors for FetchReply {
 }
 
 pub async fn handle(ctx: &RequestContext<'_>, request: FetchRequest) -> FetchReply {
-    if super::raft::is_metadata_fetch(&request, ctx.api_version) {
+    if ctx.broker.quorum().is_some() && super::raft::is_metadata_fetch(&request, ctx.api_version) {
         let response = super::raft::fetch(ctx, request).await;
         return FetchReply { response, splices: Vec::new() };
     }

@@ -7,7 +7,8 @@
 //! partition on the controller listener only); Strom serves them on every
 //! listener of a node that runs the quorum. A node without one (no
 //! `process.roles`) answers UNSUPPORTED_VERSION, as a Kafka listener that
-//! does not list the API would.
+//! does not list the API would, and serves a Fetch of `__cluster_metadata`
+//! as any other fetch.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{
