@@ -139,6 +139,16 @@ pub(crate) async fn spawn(
     tokio::spawn(async move {
         if let Err(e) = driver.run().await {
             tracing::error!(error = %e, "the metadata quorum stopped");
+            // Readers must not go on trusting a leader this node no longer follows.
+            let epoch = driver.node.epoch();
+            driver.shared.leader.send_replace(LeaderAndEpoch { leader_id: None, epoch });
+            let stopped = QuorumDescription {
+                leader_id: -1,
+                leader_epoch: epoch,
+                high_watermark: -1,
+                ..Default::default()
+            };
+            *driver.shared.description.lock().unwrap_or_else(PoisonError::into_inner) = stopped;
         }
     });
     Ok(input_tx)

@@ -125,6 +125,19 @@ impl Cluster {
         }
     }
 
+    /// Waits until the leader's high watermark passes `offset`.
+    async fn committed(&self, offset: u64) {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let leader = self.agreed_leader().await.leader_id.unwrap();
+            if self.quorum(leader).high_watermark() > Some(offset) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "offset {offset} never committed");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// Appends `count` one-record batches through the leader, retrying
     /// while leadership moves; returns the last offset.
     async fn append_batches(&self, prefix: &str, count: usize) -> u64 {
@@ -215,7 +228,8 @@ async fn five_voters_commit_in_one_order() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stopping_the_leader_elects_another_in_a_higher_epoch_and_keeps_committed_records() {
     let mut cluster = Cluster::start(3).await;
-    cluster.append_batches("c", 5).await;
+    let last = cluster.append_batches("c", 5).await;
+    cluster.committed(last).await;
     let old = cluster.agreed_leader().await;
     cluster.stop(old.leader_id.unwrap()).await;
     let new = cluster.agreed_leader().await;
@@ -243,13 +257,9 @@ async fn a_node_restarted_from_its_directory_catches_up() {
 async fn a_fresh_observer_catches_up_through_the_leaders_snapshot_and_follows() {
     let mut cluster = Cluster::start(3).await;
     let last = cluster.append_batches("e", 5).await;
+    cluster.committed(last).await;
     let leader = cluster.agreed_leader().await;
     let leader_quorum = cluster.quorum(leader.leader_id.unwrap()).clone();
-    let deadline = Instant::now() + WAIT;
-    while leader_quorum.high_watermark() < Some(last + 1) {
-        assert!(Instant::now() < deadline, "the appends never committed");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
     leader_quorum
         .create_snapshot(last + 1, leader.epoch, Bytes::from_static(b"state-after-e"))
         .await
