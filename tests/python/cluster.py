@@ -20,6 +20,7 @@ observers. Every wait is a poll with a deadline.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import time
 from pathlib import Path
@@ -98,11 +99,11 @@ class Node:
 
     def pause(self) -> None:
         """SIGSTOP: the process keeps its sockets but stops answering."""
-        self.process._running().send_signal(signal.SIGSTOP)
+        os.kill(self.process.pid, signal.SIGSTOP)
         self.paused = True
 
     def resume(self) -> None:
-        self.process._running().send_signal(signal.SIGCONT)
+        os.kill(self.process.pid, signal.SIGCONT)
         self.paused = False
 
 

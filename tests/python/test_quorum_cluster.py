@@ -44,6 +44,10 @@ def test_three_controllers_elect_one_leader_that_describe_quorum_reports(tmp_pat
         assert (partition.leader_id, partition.leader_epoch) == (leader, epoch)
         assert sorted(v.replica_id for v in partition.voters) == [1, 2, 3]
         assert partition.observers == []
+        segment = cluster.nodes[leader].data_dir / "__cluster_metadata-0" / "00000000000000000000.log"
+        dumped = strom_ok("dump-log", "--files", str(segment), "--deep-iteration")
+        assert f"partitionLeaderEpoch: {epoch} isTransactional: false isControl: true" in dumped, dumped
+        assert "controlType: LEADER_CHANGE(2)" in dumped, dumped
         for node_id in cluster.nodes:
             shown = status(cluster, node_id)
             assert shown["LeaderId"].strip() == str(leader), shown
