@@ -10,7 +10,7 @@
 //!
 //! - this file: [`Quorum`], the public handle (cheap to clone), its
 //!   [`Config`], events and errors.
-//! - [`driver`] (private): one task owns the `RaftNode`. Inbound requests,
+//! - `driver` (private): one task owns the `RaftNode`. Inbound requests,
 //!   responses from peers, flush completions and the handle's commands
 //!   arrive on one queue; ticks fire at the core's `next_deadline`. Each
 //!   step's actions are executed in order: log writes go to disk at once,
