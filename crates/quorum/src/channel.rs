@@ -235,3 +235,88 @@ impl Reconnecting {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
+    use tokio::net::TcpListener;
+
+    use super::*;
+
+    const TIMEOUT: Duration = Duration::from_secs(5);
+
+    /// A server that answers each ApiVersions v3 frame on its `n`th
+    /// connection with `respond(n, header)`, or closes the connection when
+    /// that is None.
+    async fn server(respond: fn(usize, RequestHeader) -> Option<Bytes>) -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        tokio::spawn(async move {
+            let mut connections = 0;
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let connection = connections;
+                connections += 1;
+                tokio::spawn(async move {
+                    while let Ok(size) = stream.read_i32().await {
+                        let mut frame = vec![0; size as usize];
+                        if stream.read_exact(&mut frame).await.is_err() {
+                            return;
+                        }
+                        let mut frame = Bytes::from(frame);
+                        let header_version = ApiKey::ApiVersions.request_header_version(3);
+                        let Ok(header) = RequestHeader::decode(&mut frame, header_version) else { return };
+                        let Some(body) = respond(connection, header) else { return };
+                        if stream.write_all(&body).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        address
+    }
+
+    fn api_versions_answer(_connection: usize, header: RequestHeader) -> Option<Bytes> {
+        let mut buf = BytesMut::new();
+        buf.put_i32(0);
+        ResponseHeader::default().with_correlation_id(header.correlation_id).encode(&mut buf, 0).unwrap();
+        ApiVersionsResponse::default().with_error_code(35).encode(&mut buf, 3).unwrap();
+        let size = (buf.len() - 4) as i32;
+        buf[..4].copy_from_slice(&size.to_be_bytes());
+        Some(buf.freeze())
+    }
+
+    #[tokio::test]
+    async fn a_request_gets_the_response_with_its_correlation_id() {
+        let address = server(api_versions_answer).await;
+        let channel = Channel::connect(&address, "test", TIMEOUT).await.unwrap();
+        for _ in 0..3 {
+            let response = channel.send(&ApiVersionsRequest::default(), 3, TIMEOUT).await.unwrap();
+            assert_eq!(response.error_code, 35);
+        }
+        assert!(!channel.is_closed());
+    }
+
+    #[tokio::test]
+    async fn a_dropped_connection_fails_its_requests_and_a_reconnecting_channel_opens_another() {
+        // The first connection is dropped unanswered, later ones are served.
+        let address = server(|connection, header| match connection {
+            0 => None,
+            _ => api_versions_answer(connection, header),
+        })
+        .await;
+        let reconnecting = Reconnecting::new(&address, "test", Duration::from_millis(10), TIMEOUT);
+        let failed = reconnecting.send(&ApiVersionsRequest::default(), 3).await;
+        assert!(matches!(failed, Err(ChannelError::Io(..))), "{failed:?}");
+        let answered = reconnecting.send(&ApiVersionsRequest::default(), 3).await.unwrap();
+        assert_eq!(answered.error_code, 35);
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_server_is_an_error() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        drop(listener);
+        assert!(Channel::connect(&address, "test", TIMEOUT).await.is_err());
+    }
+}
