@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 from pathlib import Path
 
 from harness import Broker, BrokerError, free_port, strom, wait_until
@@ -156,6 +155,11 @@ class Cluster:
     def brokers(self) -> list[Node]:
         return [n for n in self.nodes.values() if n.is_broker]
 
+    @property
+    def bootstrap(self) -> str:
+        """Every broker's client listener, for a client's bootstrap.servers."""
+        return ",".join(n.bootstrap for n in self.brokers())
+
     def running(self) -> list[Node]:
         return [n for n in self.nodes.values() if n.alive() and not n.paused]
 
@@ -250,9 +254,3 @@ class Cluster:
             what,
         )
 
-
-def elapsed_until(condition, timeout_s: float) -> float:
-    """Seconds until `condition` holds, polling every 10 ms; fails past `timeout_s`."""
-    start = time.monotonic()
-    wait_until(condition, timeout_s, "the condition", interval_s=0.01)
-    return time.monotonic() - start
