@@ -1,7 +1,10 @@
 """DescribeQuorum and `strom cluster --quorum`: the metadata quorum of a
 single node, which leads `__cluster_metadata`-0 as its only voter, answered
 in the shape Kafka's quorum leader gives (KafkaRaftClient.
-handleDescribeQuorumRequest) on broker and controller listeners."""
+handleDescribeQuorumRequest) on broker and controller listeners. A KRaft
+node runs the real quorum (its first epoch is 1, the high watermark covers
+its LeaderChange record); a node without process.roles answers for its
+local metadata log. Multi-node quorums: test_quorum_cluster.py."""
 
 from __future__ import annotations
 
@@ -51,8 +54,8 @@ def test_the_node_is_leader_and_only_voter_at_every_version_on_both_listeners(kr
             partition = only_partition(wire.describe_quorum(port, version))
             after = now_ms()
             assert (partition.partition_index, partition.error_code) == (0, wire.NONE)
-            assert (partition.leader_id, partition.leader_epoch) == (1, 0)
-            assert partition.high_watermark > 0, "the metadata log holds the topic's records"
+            assert (partition.leader_id, partition.leader_epoch) == (1, 1)
+            assert partition.high_watermark > 0, "the metadata log holds the leader's LeaderChange"
             [voter] = partition.voters
             assert (voter.replica_id, voter.log_end_offset) == (1, partition.high_watermark)
             assert partition.observers == []
@@ -65,10 +68,10 @@ def test_the_node_is_leader_and_only_voter_at_every_version_on_both_listeners(kr
                 assert response.nodes == [(1, [("CONTROLLER", "127.0.0.1", controller_port(kraft))])]
 
 
-def test_the_high_watermark_follows_the_metadata_log(kraft):
-    before = only_partition(wire.describe_quorum(kraft.broker.port)).high_watermark
-    create_topic(kraft.broker.bootstrap, "moves-the-watermark")
-    after = only_partition(wire.describe_quorum(kraft.broker.port)).high_watermark
+def test_the_high_watermark_of_a_single_node_follows_its_metadata_log(broker):
+    before = only_partition(wire.describe_quorum(broker.port)).high_watermark
+    create_topic(broker.bootstrap, "moves-the-watermark")
+    after = only_partition(wire.describe_quorum(broker.port)).high_watermark
     assert after > before
 
 
@@ -108,7 +111,7 @@ def test_cluster_quorum_prints_kafka_metadata_quorum_status(kraft):
     assert admin_ok(kraft.broker, "cluster", "--quorum").splitlines() == [
         f"ClusterId:              {cluster_id}",
         "LeaderId:               1",
-        "LeaderEpoch:            0",
+        "LeaderEpoch:            1",
         f"HighWatermark:          {high_watermark}",
         "MaxFollowerLag:         0",
         "MaxFollowerLagTimeMs:   0",

@@ -102,7 +102,12 @@ served_apis! {
     DeleteRecords(DeleteRecordsRequest) 0..=2 => call handlers::delete_records::handle;
     CreatePartitions(CreatePartitionsRequest) 0..=3 => call handlers::topics::create_partitions;
     DescribeCluster(DescribeClusterRequest) 0..=2 => call handlers::cluster::describe;
-    DescribeQuorum(DescribeQuorumRequest) 0..=2 => call handlers::quorum::describe;
+    DescribeQuorum(DescribeQuorumRequest) 0..=2 => await handlers::quorum::describe;
+    // KRaft (KIP-595, KIP-996, KIP-630), at the versions strom-raft's wire mapping speaks.
+    Vote(VoteRequest) 0..=2 => await handlers::raft::vote;
+    BeginQuorumEpoch(BeginQuorumEpochRequest) 0..=1 => await handlers::raft::begin_quorum_epoch;
+    EndQuorumEpoch(EndQuorumEpochRequest) 0..=1 => await handlers::raft::end_quorum_epoch;
+    FetchSnapshot(FetchSnapshotRequest) 0..=1 => await handlers::raft::fetch_snapshot;
     FindCoordinator(FindCoordinatorRequest) 0..=6 => call handlers::groups::find_coordinator;
     JoinGroup(JoinGroupRequest) 0..=9 => await handlers::groups::join;
     SyncGroup(SyncGroupRequest) 0..=5 => await handlers::groups::sync;

@@ -5,8 +5,9 @@
 //!
 //! With no `process.roles` Strom is its own single-node broker and the keys
 //! only carry their defaults. A node with roles is a KRaft node: its log
-//! dirs must be formatted (`strom storage format`), and this release serves
-//! it only as a quorum of one (see [`KraftConfig::is_single_node_quorum`]).
+//! dirs must be formatted (`strom storage format`) and it runs the metadata
+//! quorum (`strom-quorum`): a voter if it is a listed controller, else an
+//! observer.
 
 use std::collections::BTreeMap;
 
@@ -51,14 +52,20 @@ pub struct KraftConfig {
     pub broker_session_timeout_ms: i32,
     /// `broker.heartbeat.interval.ms`
     pub broker_heartbeat_interval_ms: i32,
+    /// `controller.quorum.request.timeout.ms`
+    pub request_timeout_ms: i32,
+    /// `controller.quorum.election.backoff.max.ms`
+    pub election_backoff_max_ms: i32,
 }
 
 /// The KRaft keys Strom reads, each an int of at least 1, with Kafka's defaults.
-pub const TIMEOUT_KEYS: [(&str, i32); 4] = [
+pub const TIMEOUT_KEYS: [(&str, i32); 6] = [
     ("controller.quorum.election.timeout.ms", 1_000),
     ("controller.quorum.fetch.timeout.ms", 2_000),
     ("broker.session.timeout.ms", 9_000),
     ("broker.heartbeat.interval.ms", 2_000),
+    ("controller.quorum.request.timeout.ms", 2_000),
+    ("controller.quorum.election.backoff.max.ms", 1_000),
 ];
 
 const NAMES: &str = "controller.listener.names";
@@ -100,6 +107,8 @@ impl KraftConfig {
             fetch_timeout_ms: timeout(1)?,
             broker_session_timeout_ms: timeout(2)?,
             broker_heartbeat_interval_ms: timeout(3)?,
+            request_timeout_ms: timeout(4)?,
+            election_backoff_max_ms: timeout(5)?,
         };
         if !config.process_roles.is_empty() {
             if !node_id_given {
@@ -137,6 +146,26 @@ impl KraftConfig {
             own.iter().any(|l| l.port == *port && (l.host == *host || is_local(host) && is_local(&l.host)))
         };
         self.bootstrap_servers.len() == 1 && self.bootstrap_servers.iter().all(is_own)
+    }
+
+    /// Each voter's id and `host:port`: `controller.quorum.voters`, or for
+    /// a quorum of itself found through its own bootstrap server, this
+    /// node at that server. A dynamic (KIP-853) quorum of several voters,
+    /// known only through bootstrap servers, is refused: Strom does not
+    /// learn voters from the log yet.
+    pub fn voter_endpoints(
+        &self,
+        node_id: i32,
+        listeners: &[Listener],
+    ) -> Result<BTreeMap<i32, String>, &'static str> {
+        if !self.voters.is_empty() {
+            return Ok(self.voters.iter().map(|v| (v.id, format!("{}:{}", v.host, v.port))).collect());
+        }
+        if self.is_single_node_quorum(node_id, listeners) {
+            let (host, port) = &self.bootstrap_servers[0];
+            return Ok(BTreeMap::from([(node_id, format!("{host}:{port}"))]));
+        }
+        Err("a quorum found only through controller.quorum.bootstrap.servers (KIP-853 dynamic voters) is not supported yet: list the voters in controller.quorum.voters")
     }
 
     /// The listeners named in `controller.listener.names`.
@@ -369,6 +398,7 @@ mod tests {
             ),
             (1_000, 2_000, 9_000, 2_000)
         );
+        assert_eq!((kraft.request_timeout_ms, kraft.election_backoff_max_ms), (2_000, 1_000));
         assert_eq!(kraft.inter_broker_listener_name, "PLAINTEXT");
         assert_eq!(kraft.broker_rack, None);
     }
@@ -390,10 +420,15 @@ mod tests {
     fn only_a_quorum_of_itself_is_a_single_node_quorum() {
         let three = combined(&[("controller.quorum.voters", "1@h1:9093,2@h2:9093,3@h3:9093")]).unwrap();
         assert!(!three.kraft.is_single_node_quorum(1, &three.listeners));
+        let endpoints = three.kraft.voter_endpoints(1, &three.listeners).unwrap();
+        assert_eq!(endpoints.get(&3).map(String::as_str), Some("h3:9093"));
         let own = combined(&[("controller.quorum.bootstrap.servers", "localhost:9093")]).unwrap();
         assert!(own.kraft.is_single_node_quorum(1, &own.listeners));
+        let endpoints = own.kraft.voter_endpoints(1, &own.listeners).unwrap();
+        assert_eq!(endpoints.get(&1).map(String::as_str), Some("localhost:9093"));
         let other = combined(&[("controller.quorum.bootstrap.servers", "localhost:9094")]).unwrap();
         assert!(!other.kraft.is_single_node_quorum(1, &other.listeners));
+        assert!(other.kraft.voter_endpoints(1, &other.listeners).is_err());
     }
 
     #[test]

@@ -14,7 +14,9 @@
 //!   are generated;
 //! - [`handlers`] holds one module per API family (produce, fetch, metadata,
 //!   topics, configs, list_offsets, log_dirs, cluster, api_versions, groups,
-//!   transactions…);
+//!   transactions…; `raft` hands the KRaft APIs and the metadata Fetch to
+//!   the node's `strom_quorum::Quorum`, which [`server`] starts on every
+//!   node with `process.roles`);
 //! - [`response_errors`] reads each response's error codes, which dispatch
 //!   counts per API and logs per request at debug level;
 //! - [`replica`] is the partition state the handlers act on: log, high

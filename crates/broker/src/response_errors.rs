@@ -64,6 +64,10 @@ whole_response!(
     DescribeClusterResponse,
     ConsumerGroupHeartbeatResponse,
     ListTransactionsResponse,
+    VoteResponse,
+    BeginQuorumEpochResponse,
+    EndQuorumEpochResponse,
+    FetchSnapshotResponse,
 );
 
 impl ResponseErrors for ProduceResponse {

@@ -10,7 +10,8 @@
 //! shutdown begins.
 
 use std::future::Future;
-use std::sync::Arc;
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use strom_metadata::controller::{METADATA_LOG_DIR, METADATA_VERSION_FEATURE, METADATA_VERSION_LEVEL};
@@ -18,6 +19,7 @@ use strom_metadata::{
     block_on, BrokerHeartbeat, BrokerRegistration, Controller, Endpoint, FeatureRange, HeartbeatReply,
     MetadataError,
 };
+use strom_quorum::{Quorum, QuorumConfig};
 use strom_storage::file_cache::FileCache;
 use strom_storage::{Context, LogManager, StorageError};
 use tokio::net::TcpListener;
@@ -54,6 +56,8 @@ pub struct Broker {
     pub transactions: TransactionCoordinator,
     /// Flips to true when shutdown begins; delayed operations end early on it.
     stopping: watch::Sender<bool>,
+    /// The metadata quorum of a KRaft node, started when the broker binds.
+    quorum: OnceLock<Quorum>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -72,21 +76,28 @@ pub enum StartError {
     Format(#[from] FormatError),
 }
 
+/// Where the node-local controller keeps its log. On a KRaft node
+/// `__cluster_metadata-0` belongs to the quorum, so the local controller
+/// moves aside (temporary, until the controller writes through the quorum).
+fn local_controller_dir(config: &BrokerConfig) -> PathBuf {
+    match config.kraft.is_kraft() {
+        true => config.metadata_log_dir.join("__strom_local_metadata"),
+        false => config.metadata_log_dir.clone(),
+    }
+}
+
 /// Opens the metadata log of the cluster the log dirs' `meta.properties`
-/// name. A KRaft node needs formatted dirs and, in this release, a quorum
-/// of itself alone; a single node formats its dirs on first start. As in
-/// Kafka, the cluster id lives in `meta.properties`, not in the log.
+/// name. A KRaft node needs formatted dirs; a single node formats its dirs
+/// on first start. As in Kafka, the cluster id lives in `meta.properties`,
+/// not in the log.
 fn open_controller(config: &BrokerConfig) -> Result<Controller, StartError> {
     let dirs = LogDirs::load(&node_dirs(config))?;
     let formatted_id = dirs.verify(config.node_id)?.map(str::to_owned);
     if config.kraft.is_kraft() {
         dirs.require_formatted()?;
-        if !config.kraft.is_single_node_quorum(config.node_id, &config.listeners) {
-            let reason = "clustering is not available yet: a KRaft node must combine process.roles=broker,controller with a quorum of itself alone";
-            return Err(StartError::Config(reason.into()));
-        }
     }
-    let metadata_log = config.metadata_log_dir.join(METADATA_LOG_DIR);
+    let controller_dir = local_controller_dir(config);
+    let metadata_log = controller_dir.join(METADATA_LOG_DIR);
     if formatted_id.is_none() && metadata_log.join("00000000000000000000.log").exists() {
         let reason = format!(
             "the metadata log {} exists but no meta.properties names its cluster; restore meta.properties or remove the data dir",
@@ -101,9 +112,8 @@ fn open_controller(config: &BrokerConfig) -> Result<Controller, StartError> {
         &[],
         |dir| tracing::info!(dir = %dir.display(), cluster_id = %cluster_id, "formatting log dir"),
     )?;
-    std::fs::create_dir_all(&config.metadata_log_dir)
-        .at("create metadata log dir", &config.metadata_log_dir)?;
-    Ok(Controller::open_local(&config.metadata_log_dir, &cluster_id)?
+    std::fs::create_dir_all(&controller_dir).at("create metadata log dir", &controller_dir)?;
+    Ok(Controller::open_local(&controller_dir, &cluster_id)?
         .with_max_partitions_per_request(config.max_partitions_per_request)
         .with_session_timeout_ms(config.kraft.broker_session_timeout_ms.into()))
 }
@@ -192,6 +202,7 @@ impl Broker {
             producer_ids,
             transactions,
             stopping,
+            quorum: OnceLock::new(),
         };
         broker.groups.load(&broker)?;
         // After the groups: completing a prepared transaction may commit
@@ -199,6 +210,23 @@ impl Broker {
         broker.transactions.load(&broker)?;
         tracing::info!(metadata_ms, logs_ms, total_ms = started.elapsed().as_millis(), "broker state loaded");
         Ok(Arc::new(broker))
+    }
+
+    /// The metadata quorum, on a KRaft node once bound.
+    pub fn quorum(&self) -> Option<&Quorum> {
+        self.quorum.get()
+    }
+
+    /// Starts the metadata quorum of a KRaft node: a voter if this node is
+    /// a listed controller, an observer otherwise.
+    async fn start_quorum(&self) -> Result<(), StartError> {
+        if !self.config.kraft.is_kraft() || self.quorum.get().is_some() {
+            return Ok(());
+        }
+        let config = quorum_config(&self.config, self.controller.cluster_id())?;
+        let quorum = Quorum::start(config).await.map_err(|e| StartError::Config(e.to_string()))?;
+        let _ = self.quorum.set(quorum);
+        Ok(())
     }
 
     /// A receiver that sees `true` once shutdown begins.
@@ -225,6 +253,7 @@ pub struct BoundBroker {
 
 impl BoundBroker {
     pub async fn bind(broker: Arc<Broker>) -> Result<Self, StartError> {
+        broker.start_quorum().await?;
         let mut listeners = Vec::new();
         for listener in &broker.config.listeners {
             let addr = listener.socket_addr().map_err(StartError::Config)?;
@@ -295,6 +324,10 @@ impl BoundBroker {
         shutdown.await;
         tracing::info!("shutting down: no new connections, finishing in-flight requests");
         self.broker.stopping.send_replace(true);
+        if let Some(quorum) = self.broker.quorum() {
+            // A leader hands over first, so the quorum does not wait out a timeout.
+            quorum.shutdown().await;
+        }
         let mut connections = Vec::new();
         while let Some(joined) = acceptors.join_next().await {
             connections.extend(joined.ok());
@@ -313,6 +346,28 @@ impl BoundBroker {
         tracing::info!("shut down cleanly");
         Ok(())
     }
+}
+
+/// The quorum settings of a KRaft node, from `controller.quorum.*`.
+fn quorum_config(config: &BrokerConfig, cluster_id: &str) -> Result<strom_quorum::Config, StartError> {
+    let kraft = &config.kraft;
+    let voter_endpoints =
+        kraft.voter_endpoints(config.node_id, &config.listeners).map_err(|e| StartError::Config(e.into()))?;
+    let millis = |value: i32| u64::try_from(value).unwrap_or(1);
+    let mut raft = QuorumConfig::new(config.node_id, voter_endpoints.keys().copied());
+    raft.election_timeout_ms = millis(kraft.election_timeout_ms);
+    raft.fetch_timeout_ms = millis(kraft.fetch_timeout_ms);
+    raft.request_timeout_ms = millis(kraft.request_timeout_ms);
+    raft.election_backoff_max_ms = millis(kraft.election_backoff_max_ms);
+    // Kafka parks a fetch for 500 ms; a fetch timeout below twice that
+    // (tests) must not expire while the fetch is parked.
+    raft.fetch_max_wait_ms = raft.fetch_max_wait_ms.min(raft.fetch_timeout_ms / 2);
+    Ok(strom_quorum::Config {
+        raft,
+        cluster_id: cluster_id.to_owned(),
+        metadata_log_dir: config.metadata_log_dir.clone(),
+        voter_endpoints,
+    })
 }
 
 /// Raises the soft limit on open files (`RLIMIT_NOFILE`) to the hard limit,

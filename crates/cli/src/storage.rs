@@ -5,13 +5,12 @@
 //! `server.properties` describes, with Kafka's flags and refusals;
 //! `random-uuid` prints a new cluster id.
 //!
-//! Kafka's `format` also writes bootstrap metadata (the `metadata.version`
-//! feature level, and for `--standalone` or `--initial-controllers` a
-//! `__cluster_metadata-0/00000000000000000000-0000000000.checkpoint` with
-//! the initial voters). Strom does not write those yet: they are metadata
-//! and KRaft control records, which Strom's metadata log does not speak
-//! yet. The initial voter's directory id does go into its metadata dir's
-//! `meta.properties`, as in Kafka.
+//! For `--standalone` or `--initial-controllers` it also writes, as Kafka
+//! does, `__cluster_metadata-0/00000000000000000000-0000000000.checkpoint`
+//! with the initial voters (KIP-853 VotersRecord and KRaftVersionRecord,
+//! [`strom_quorum::bootstrap`]); the initial voter's directory id goes into
+//! its metadata dir's `meta.properties`. Kafka's bootstrap metadata records
+//! (the `metadata.version` feature level) are not written yet.
 
 use std::path::{Path, PathBuf};
 
@@ -20,6 +19,7 @@ use clap::Subcommand;
 use strom_broker::kraft_config::ProcessRole;
 use strom_broker::meta_properties::{self, node_dirs, LogDirs};
 use strom_broker::BrokerConfig;
+use strom_quorum::bootstrap::BootstrapVoter;
 
 #[derive(clap::Args)]
 pub struct StorageArgs {
@@ -72,6 +72,9 @@ pub fn run(args: StorageArgs) -> anyhow::Result<()> {
 struct InitialVoter {
     id: i32,
     directory_id: String,
+    /// Its controller endpoint: `(host, port)`; None for `--standalone`,
+    /// whose endpoints are this node's controller listeners.
+    endpoint: Option<(String, u16)>,
 }
 
 fn format(args: FormatArgs) -> anyhow::Result<()> {
@@ -110,10 +113,41 @@ fn format(args: FormatArgs) -> anyhow::Result<()> {
         (true, Some(_), None) => "dynamic metadata directory",
         (true, Some(_), Some(_)) => "dynamic metadata voter directory",
     };
+    let metadata_dir_unformatted = dirs.unformatted.contains(&config.metadata_log_dir);
     dirs.format(&args.cluster_id, config.node_id, &ids, |dir| {
         println!("Formatting {} {}.", describe(dir), dir.display())
     })?;
+    if let (Some(voters), true) = (&voters, metadata_dir_unformatted) {
+        strom_quorum::bootstrap::write_checkpoint(
+            &config.metadata_log_dir,
+            &bootstrap_voters(voters, &config),
+        )?;
+    }
     Ok(())
+}
+
+/// The initial voters as the bootstrap checkpoint records them: a
+/// `--standalone` voter at this node's controller listeners, an
+/// `--initial-controllers` one at its endpoint on the first controller
+/// listener name (Kafka's `DynamicVoter`).
+fn bootstrap_voters(voters: &[InitialVoter], config: &BrokerConfig) -> Vec<BootstrapVoter> {
+    let listener_name = config.kraft.controller_listener_names.first().cloned().unwrap_or_default();
+    voters
+        .iter()
+        .map(|voter| {
+            let endpoints = match &voter.endpoint {
+                Some((host, port)) => vec![(listener_name.clone(), host.clone(), *port)],
+                None => config
+                    .kraft
+                    .controller_listeners(&config.listeners)
+                    .iter()
+                    .map(|l| (l.name.to_ascii_uppercase(), l.host.clone(), l.port))
+                    .collect(),
+            };
+            let directory_id = meta_properties::parse_uuid(&voter.directory_id).unwrap_or_default();
+            BootstrapVoter { id: voter.id, directory_id, endpoints }
+        })
+        .collect()
 }
 
 /// The initial dynamic quorum from `--standalone` or
@@ -125,7 +159,7 @@ fn initial_voters(args: &FormatArgs, config: &BrokerConfig) -> anyhow::Result<Op
             bail!("You can only use --standalone on a controller.");
         }
         let directory_id = meta_properties::random_uuid();
-        return Ok(Some(vec![InitialVoter { id: config.node_id, directory_id }]));
+        return Ok(Some(vec![InitialVoter { id: config.node_id, directory_id, endpoint: None }]));
     }
     if let Some(text) = &args.initial_controllers {
         return parse_initial_controllers(text).map(Some);
@@ -152,19 +186,20 @@ fn parse_initial_controllers(text: &str) -> anyhow::Result<Vec<InitialVoter>> {
             .with_context(|| format!("--initial-controllers {entry}: failed to parse node id {id:?}"))?;
         let (address, directory_id) =
             rest.rsplit_once(':').with_context(|| format!("--initial-controllers {entry}: {form}"))?;
-        let port_ok = address
+        let endpoint = address
             .rsplit_once(':')
-            .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
-        if !port_ok {
+            .and_then(|(host, port)| Some((host.to_owned(), port.parse::<u16>().ok()?)))
+            .filter(|(host, _)| !host.is_empty());
+        let Some(endpoint) = endpoint else {
             bail!("--initial-controllers {entry}: failed to parse host and port");
-        }
+        };
         if meta_properties::parse_uuid(directory_id).is_none() {
             bail!("--initial-controllers {entry}: {directory_id} is not a valid directory id");
         }
         if voters.iter().any(|v| v.id == id) {
             bail!("Node id {id} was specified more than once.");
         }
-        voters.push(InitialVoter { id, directory_id: directory_id.to_owned() });
+        voters.push(InitialVoter { id, directory_id: directory_id.to_owned(), endpoint: Some(endpoint) });
     }
     if voters.is_empty() {
         bail!("No voters given.");

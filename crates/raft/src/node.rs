@@ -175,6 +175,11 @@ impl<L: RaftLog> RaftNode<L> {
             bugs: Bugs::default(),
         };
         node.restore_role(stored, now);
+        if node.config.is_voter() && node.config.voters.len() == 1 {
+            // A lone voter has no one to wait for: it stands at once
+            // (Kafka's `KafkaRaftClient.initialize`).
+            node.become_prospective(now);
+        }
         node.poll(now);
         Ok(node)
     }

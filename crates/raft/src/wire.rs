@@ -11,7 +11,7 @@
 //!
 //! Versions are those Kafka 4.1 speaks on its controller listener: Vote 0-2
 //! (v2: KIP-996 pre-vote), BeginQuorumEpoch 0-1, EndQuorumEpoch 0-1 (v1:
-//! KIP-853 preferred candidates), Fetch 13-17 (13: topic ids, which
+//! KIP-853 preferred candidates), Fetch 13-18 (13: topic ids, which
 //! `KafkaRaftClient` fetches by; 15: `ReplicaState`) and FetchSnapshot 0-1.
 //! KIP-853's directory ids and endpoints are sent empty until the core has
 //! them.
@@ -52,8 +52,10 @@ pub const VOTE_VERSIONS: RangeInclusive<i16> = 0..=2;
 pub const BEGIN_QUORUM_EPOCH_VERSIONS: RangeInclusive<i16> = 0..=1;
 /// EndQuorumEpoch versions: v1 replaces successors with candidates.
 pub const END_QUORUM_EPOCH_VERSIONS: RangeInclusive<i16> = 0..=1;
-/// Fetch versions that name the metadata topic by id, as KRaft does.
-pub const FETCH_VERSIONS: RangeInclusive<i16> = 13..=17;
+/// Fetch versions that name the metadata topic by id, as KRaft does (v18,
+/// KIP-1166, adds the fetcher's high watermark, which this core does not
+/// read: it is sent as "unknown").
+pub const FETCH_VERSIONS: RangeInclusive<i16> = 13..=18;
 /// FetchSnapshot versions: v1 adds KIP-853 directory ids.
 pub const FETCH_SNAPSHOT_VERSIONS: RangeInclusive<i16> = 0..=1;
 

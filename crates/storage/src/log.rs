@@ -556,7 +556,11 @@ impl Log {
                     i64::from(header.last_offset_delta) + 1
                 )));
             }
-            if header.is_control() && (origin == AppendOrigin::Client || header.producer_id < 0) {
+            let producerless_raft_batch = origin == AppendOrigin::Raft && header.producer_id < 0;
+            if header.is_control()
+                && !producerless_raft_batch
+                && (origin == AppendOrigin::Client || header.producer_id < 0)
+            {
                 return Err(StorageError::InvalidRecord(
                     "control records come from the transaction coordinator, for a producer".into(),
                 ));

@@ -489,6 +489,9 @@ impl PendingUpdates {
 pub enum AppendOrigin {
     Client,
     Coordinator,
+    /// The metadata quorum writing its own batches, which carry no producer;
+    /// its control batches are KRaft's (LeaderChange), not transaction markers.
+    Raft,
 }
 
 /// Kafka's checks of the producer fields of a client batch.

@@ -106,7 +106,8 @@ impl<'a> Kafka<'a> {
             .with_topic_name(topic_name("__cluster_metadata"))
             .with_partitions(vec![partition]);
         let request = DescribeQuorumRequest::default().with_topics(vec![topic]);
-        handlers::quorum::describe(&self.ctx(ApiKey::DescribeQuorum, 2), request)
+        let ctx = self.ctx(ApiKey::DescribeQuorum, 2);
+        wait(handlers::quorum::describe(&ctx, request))
     }
 
     pub fn describe_log_dirs(&self) -> DescribeLogDirsResponse {
@@ -431,4 +432,10 @@ mod tests {
         assert_eq!(error_text(36, Some(&message)).unwrap(), "TOPIC_ALREADY_EXISTS: it exists");
         assert_eq!(error_text(0, Some(&message)), None);
     }
+}
+
+/// Runs an async handler to its answer. Pages render on the blocking pool
+/// (see `console::serve`), where waiting on the runtime is allowed.
+fn wait<T>(handler: impl std::future::Future<Output = T>) -> T {
+    tokio::runtime::Handle::current().block_on(handler)
 }

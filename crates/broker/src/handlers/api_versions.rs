@@ -1,17 +1,27 @@
 //! ApiVersions: the table every client negotiates against, read from
-//! [`crate::apis`].
+//! [`crate::apis`]. The KRaft APIs only the quorum uses are advertised on
+//! controller listeners only, as Kafka advertises them.
 
 use kafka_protocol::messages::api_versions_response::ApiVersion;
-use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
+use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
 
 use crate::apis::SERVED;
 use crate::dispatch::RequestContext;
 
-/// The table ApiVersions answers with: each served API's versions, from
-/// its advertised minimum.
+/// The APIs Kafka lists on controller listeners only.
+const CONTROLLER_ONLY: [ApiKey; 4] =
+    [ApiKey::Vote, ApiKey::BeginQuorumEpoch, ApiKey::EndQuorumEpoch, ApiKey::FetchSnapshot];
+
+/// The table ApiVersions answers with on a broker listener: each served
+/// API's versions, from its advertised minimum.
 pub fn api_keys() -> Vec<ApiVersion> {
+    listed(false)
+}
+
+fn listed(controller_listener: bool) -> Vec<ApiVersion> {
     SERVED
         .iter()
+        .filter(|api| controller_listener || !CONTROLLER_ONLY.contains(&api.key))
         .map(|api| {
             ApiVersion::default()
                 .with_api_key(api.key as i16)
@@ -21,6 +31,9 @@ pub fn api_keys() -> Vec<ApiVersion> {
         .collect()
 }
 
-pub fn handle(_ctx: &RequestContext<'_>, _request: ApiVersionsRequest) -> ApiVersionsResponse {
-    ApiVersionsResponse::default().with_api_keys(api_keys())
+pub fn handle(ctx: &RequestContext<'_>, _request: ApiVersionsRequest) -> ApiVersionsResponse {
+    let config = &ctx.broker.config;
+    let controller_listener =
+        config.kraft.controller_listener_names.iter().any(|name| name.eq_ignore_ascii_case(&ctx.listener));
+    ApiVersionsResponse::default().with_api_keys(listed(controller_listener))
 }

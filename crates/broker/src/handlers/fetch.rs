@@ -112,6 +112,10 @@ impl ResponseErrors for FetchReply {
 }
 
 pub async fn handle(ctx: &RequestContext<'_>, request: FetchRequest) -> FetchReply {
+    if ctx.broker.quorum().is_some() && super::raft::is_metadata_fetch(&request, ctx.api_version) {
+        let response = super::raft::fetch(ctx, request).await;
+        return FetchReply { response, splices: Vec::new() };
+    }
     let broker = ctx.broker;
     let by_id = ctx.api_version >= 13;
     let (hosted, rejected) = requested_targets(broker, &request, by_id);

@@ -1,8 +1,13 @@
 //! DescribeQuorum: the state of the metadata quorum (`__cluster_metadata`-0).
 //!
-//! Strom runs as a quorum of one: this node is the leader and the only
-//! voter, and there are no observers. The answer has the shape Kafka's
-//! quorum leader gives (`KafkaRaftClient.handleDescribeQuorumRequest`,
+//! A KRaft node answers from its quorum ([`strom_quorum::Quorum::describe`]):
+//! the leader knows every replica's progress, so a node that does not lead
+//! forwards the request to the leader's controller endpoint (as Kafka's
+//! brokers forward it to the active controller), or answers
+//! NOT_LEADER_OR_FOLLOWER naming the leader when it cannot. A node without
+//! `process.roles` is a quorum of one: itself the leader and only voter.
+//! The answer has the shape Kafka's quorum leader gives
+//! (`KafkaRaftClient.handleDescribeQuorumRequest`,
 //! `LeaderState.describeQuorum`), so `kafka-metadata-quorum.sh` reads it.
 
 use kafka_protocol::error::ResponseError;
@@ -10,7 +15,10 @@ use kafka_protocol::messages::describe_quorum_response::{
     Listener, Node, PartitionData, ReplicaState, TopicData,
 };
 use kafka_protocol::messages::{BrokerId, DescribeQuorumRequest, DescribeQuorumResponse};
+use std::time::Duration;
 use strom_metadata::controller::METADATA_LEADER_EPOCH;
+use strom_quorum::channel::Channel;
+use strom_quorum::{QuorumDescription, ReplicaDescription};
 use uuid::Uuid;
 
 use super::str_bytes;
@@ -20,10 +28,117 @@ use crate::meta_properties::{parse_uuid, MetaProperties, META_PROPERTIES};
 const METADATA_TOPIC: &str = "__cluster_metadata";
 const METADATA_PARTITION: i32 = 0;
 
-pub fn describe(ctx: &RequestContext<'_>, request: DescribeQuorumRequest) -> DescribeQuorumResponse {
+/// The client id of a forwarded DescribeQuorum, which is never forwarded again.
+const FORWARD_CLIENT_ID: &str = "strom-describe-quorum-forward";
+/// How long a forwarded DescribeQuorum may take.
+const FORWARD_TIMEOUT: Duration = Duration::from_secs(5);
+
+pub async fn describe(ctx: &RequestContext<'_>, request: DescribeQuorumRequest) -> DescribeQuorumResponse {
     if !asks_for_the_metadata_partition(&request) {
         return unknown_partitions(request);
     }
+    let Some(quorum) = ctx.broker.quorum() else { return describe_single_node(ctx) };
+    let description = quorum.describe();
+    if description.is_leader {
+        return from_description(ctx, &description);
+    }
+    let forwarded = ctx.header.client_id.as_deref() == Some(FORWARD_CLIENT_ID);
+    if !forwarded && description.leader_id >= 0 {
+        match forward_to_leader(ctx, &request, description.leader_id).await {
+            Ok(response) => return response,
+            Err(e) => {
+                tracing::debug!(leader = description.leader_id, error = %e, "cannot forward DescribeQuorum")
+            }
+        }
+    }
+    not_leader(&description)
+}
+
+/// The leader's answer, asked at its controller endpoint.
+async fn forward_to_leader(
+    ctx: &RequestContext<'_>,
+    request: &DescribeQuorumRequest,
+    leader_id: i32,
+) -> Result<DescribeQuorumResponse, String> {
+    let config = &ctx.broker.config;
+    let endpoints = config.kraft.voter_endpoints(config.node_id, &config.listeners)?;
+    let address = endpoints.get(&leader_id).ok_or("the leader is not a known voter")?;
+    let channel =
+        Channel::connect(address, FORWARD_CLIENT_ID, FORWARD_TIMEOUT).await.map_err(|e| e.to_string())?;
+    channel.send(request, ctx.api_version, FORWARD_TIMEOUT).await.map_err(|e| e.to_string())
+}
+
+/// NOT_LEADER_OR_FOLLOWER with the leader this node knows.
+fn not_leader(description: &QuorumDescription) -> DescribeQuorumResponse {
+    let partition = PartitionData::default()
+        .with_partition_index(METADATA_PARTITION)
+        .with_error_code(ResponseError::NotLeaderOrFollower.code())
+        .with_leader_id(BrokerId(description.leader_id))
+        .with_leader_epoch(description.leader_epoch);
+    let topic = TopicData::default()
+        .with_topic_name(super::topic_name(METADATA_TOPIC))
+        .with_partitions(vec![partition]);
+    DescribeQuorumResponse::default().with_topics(vec![topic])
+}
+
+/// The leader's view, as Kafka's `LeaderState.describeQuorum` reports it.
+fn from_description(ctx: &RequestContext<'_>, description: &QuorumDescription) -> DescribeQuorumResponse {
+    let version = ctx.api_version;
+    let own_directory_id = metadata_directory_id(ctx);
+    let replica = |r: &ReplicaDescription| {
+        let mut state = ReplicaState::default()
+            .with_replica_id(BrokerId(r.replica_id))
+            .with_log_end_offset(r.log_end_offset);
+        if version >= 1 {
+            state = state
+                .with_last_fetch_timestamp(r.last_fetch_timestamp_ms)
+                .with_last_caught_up_timestamp(r.last_caught_up_timestamp_ms);
+        }
+        if version >= 2 && r.replica_id == ctx.broker.config.node_id {
+            // Others' directory ids arrive with KIP-853; ours is on disk.
+            state = state.with_replica_directory_id(own_directory_id);
+        }
+        state
+    };
+    let partition = PartitionData::default()
+        .with_partition_index(METADATA_PARTITION)
+        .with_leader_id(BrokerId(description.leader_id))
+        .with_leader_epoch(description.leader_epoch)
+        .with_high_watermark(description.high_watermark)
+        .with_current_voters(description.voters.iter().map(replica).collect())
+        .with_observers(description.observers.iter().map(replica).collect());
+    let topic = TopicData::default()
+        .with_topic_name(super::topic_name(METADATA_TOPIC))
+        .with_partitions(vec![partition]);
+    let response = DescribeQuorumResponse::default().with_topics(vec![topic]);
+    if version < 2 {
+        return response;
+    }
+    response.with_nodes(voter_nodes(ctx))
+}
+
+/// Each voter's controller endpoint (DescribeQuorum v2's `Nodes`).
+fn voter_nodes(ctx: &RequestContext<'_>) -> Vec<Node> {
+    let config = &ctx.broker.config;
+    let Ok(endpoints) = config.kraft.voter_endpoints(config.node_id, &config.listeners) else {
+        return Vec::new();
+    };
+    let name = config.kraft.controller_listener_names.first().cloned().unwrap_or_else(|| "CONTROLLER".into());
+    endpoints
+        .into_iter()
+        .filter_map(|(id, address)| {
+            let (host, port) = address.rsplit_once(':')?;
+            let listener = Listener::default()
+                .with_name(str_bytes(&name))
+                .with_host(str_bytes(host))
+                .with_port(port.parse().ok()?);
+            Some(Node::default().with_node_id(BrokerId(id)).with_listeners(vec![listener]))
+        })
+        .collect()
+}
+
+/// A node without `process.roles`: the leader and only voter of its own quorum.
+fn describe_single_node(ctx: &RequestContext<'_>) -> DescribeQuorumResponse {
     let broker = ctx.broker;
     let node_id = broker.config.node_id;
     let end_offset = broker.controller.applied_end_offset();

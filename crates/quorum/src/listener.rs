@@ -1,0 +1,96 @@
+//! A bare listener that answers only the KRaft APIs (Vote,
+//! BeginQuorumEpoch, EndQuorumEpoch, Fetch of `__cluster_metadata`,
+//! FetchSnapshot) for a [`Quorum`]: for tests and tools that run a quorum
+//! without a broker. The broker serves these APIs from its own listeners
+//! through [`Quorum::handle_request`].
+//!
+//! Requests on one connection are answered one at a time, in order, as
+//! Kafka answers them; anything else closes the connection.
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::{
+    ApiKey, BeginQuorumEpochRequest, EndQuorumEpochRequest, FetchRequest, FetchSnapshotRequest,
+    RequestHeader, ResponseHeader, VoteRequest,
+};
+use kafka_protocol::protocol::{Decodable, Encodable};
+use strom_raft::wire::{WireRequest, WireResponse};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::Quorum;
+
+/// Request frames larger than this close the connection.
+const MAX_REQUEST_BYTES: usize = 16 * 1024 * 1024;
+
+/// Accepts connections on `listener` until the task is dropped.
+pub async fn serve(listener: TcpListener, quorum: Quorum) {
+    while let Ok((stream, _)) = listener.accept().await {
+        let _ = stream.set_nodelay(true);
+        tokio::spawn(serve_connection(stream, quorum.clone()));
+    }
+}
+
+async fn serve_connection(mut stream: TcpStream, quorum: Quorum) {
+    loop {
+        let Ok(size) = stream.read_i32().await else { return };
+        let Ok(size) = usize::try_from(size) else { return };
+        if size > MAX_REQUEST_BYTES {
+            return;
+        }
+        let mut frame = vec![0; size];
+        if stream.read_exact(&mut frame).await.is_err() {
+            return;
+        }
+        let Some(response) = answer(&quorum, Bytes::from(frame)).await else { return };
+        if stream.write_all(&response).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// The response frame to one request frame; None closes the connection.
+async fn answer(quorum: &Quorum, mut frame: Bytes) -> Option<Bytes> {
+    let api_key = ApiKey::try_from(i16::from_be_bytes([*frame.first()?, *frame.get(1)?])).ok()?;
+    let version = i16::from_be_bytes([*frame.get(2)?, *frame.get(3)?]);
+    let header = RequestHeader::decode(&mut frame, api_key.request_header_version(version)).ok()?;
+    let request = decode_request(api_key, &mut frame, version)?;
+    let response = quorum.handle_request(request, version).await.ok()?;
+    let mut buf = BytesMut::new();
+    buf.put_i32(0);
+    let response_header = ResponseHeader::default().with_correlation_id(header.correlation_id);
+    response_header.encode(&mut buf, api_key.response_header_version(version)).ok()?;
+    encode_response(&response, &mut buf, version)?;
+    let size = i32::try_from(buf.len() - 4).ok()?;
+    buf[..4].copy_from_slice(&size.to_be_bytes());
+    Some(buf.freeze())
+}
+
+/// The KRaft request in `body`, if `api_key` is one.
+pub fn decode_request(api_key: ApiKey, body: &mut Bytes, version: i16) -> Option<WireRequest> {
+    Some(match api_key {
+        ApiKey::Vote => WireRequest::Vote(VoteRequest::decode(body, version).ok()?),
+        ApiKey::BeginQuorumEpoch => {
+            WireRequest::BeginQuorumEpoch(BeginQuorumEpochRequest::decode(body, version).ok()?)
+        }
+        ApiKey::EndQuorumEpoch => {
+            WireRequest::EndQuorumEpoch(EndQuorumEpochRequest::decode(body, version).ok()?)
+        }
+        ApiKey::Fetch => WireRequest::Fetch(FetchRequest::decode(body, version).ok()?),
+        ApiKey::FetchSnapshot => {
+            WireRequest::FetchSnapshot(FetchSnapshotRequest::decode(body, version).ok()?)
+        }
+        _ => return None,
+    })
+}
+
+/// Encodes a KRaft response's body at `version`.
+pub fn encode_response(response: &WireResponse, buf: &mut BytesMut, version: i16) -> Option<()> {
+    match response {
+        WireResponse::Vote(r) => r.encode(buf, version),
+        WireResponse::BeginQuorumEpoch(r) => r.encode(buf, version),
+        WireResponse::EndQuorumEpoch(r) => r.encode(buf, version),
+        WireResponse::Fetch(r) => r.encode(buf, version),
+        WireResponse::FetchSnapshot(r) => r.encode(buf, version),
+    }
+    .ok()
+}
