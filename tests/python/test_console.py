@@ -421,6 +421,21 @@ def test_actions_need_the_csrf_token_of_the_browsers_cookie(broker, console):
     assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
 
 
+def test_without_auth_a_page_asked_for_by_another_host_name_is_refused(console):
+    """DNS rebinding: a site whose name now resolves to 127.0.0.1 must not read the console or post its forms."""
+    rebound = console.request("GET", "/topics", headers={"Host": f"rebound.example:{console.port}"})
+    assert rebound.status == 403 and "csrf" not in rebound.body
+    token = console.csrf()
+    forged = console.request(
+        "POST",
+        "/topics/create",
+        f"csrf={token}&name=rebound".encode(),
+        {"Host": f"rebound.example:{console.port}", "Origin": f"http://rebound.example:{console.port}"},
+    )
+    assert forged.status == 403
+    assert console.request("GET", "/", headers={"Host": f"localhost:{console.port}"}).status == 200
+
+
 def test_pages_forbid_framing_and_foreign_scripts(console):
     reply = console.get("/")
     policy = reply.headers["content-security-policy"]
