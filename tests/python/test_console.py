@@ -446,6 +446,25 @@ def test_pages_forbid_framing_and_foreign_scripts(console):
         assert reply.status == 200 and reply.headers["content-type"].startswith(kind)
 
 
+def test_numbers_at_the_edges_of_an_i64_are_answered_without_a_crash(broker, console):
+    create_topic(broker.bootstrap, "edges", partitions=2)
+    produce(broker, "edges", records(3), partition=0)
+    # Any client may commit offsets past the log end: the lags add up beyond an i64.
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "overcommitted", "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[TopicPartition("edges", p, 2**63 - 1) for p in (0, 1)], asynchronous=False)
+    finally:
+        consumer.close()
+    assert {r[0]: r for r in table(console.page("/groups"), "groups")}["overcommitted"][4] == str(-(2**63))
+    assert facts(console.page("/group", id="overcommitted"))["Total lag"] == str(-(2**63))
+    newest = console.page("/messages", topic="edges", offset=2**63 - 1)
+    assert [r[0] for r in table(newest, "records")] == ["2", "1", "0"]
+    for time_param in ["99999999999999-01-01T00:00", "-1", "2024-05-01T-1:00"]:
+        assert console.get("/messages", topic="edges", time=time_param).status == 400, time_param
+    far = console.post("/group/reset", id="overcommitted", topics="edges", scenario="datetime", value="99999999999999-01-01T00:00")
+    assert far.status == 422 and "is not" in error_of(far.body)
+
+
 def raw_exchange(port: int, data: bytes) -> bytes:
     with socket.create_connection(("127.0.0.1", port), timeout=15) as sock:
         try:

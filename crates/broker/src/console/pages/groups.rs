@@ -167,13 +167,20 @@ pub fn total_lags(broker: &Broker) -> Vec<(String, i64)> {
             let committed: Vec<(Tp, i64)> = kafka.committed_offsets(&id).unwrap_or_default();
             let keys: Vec<Tp> = committed.iter().map(|(tp, _)| tp.clone()).collect();
             let ends: HashMap<Tp, Option<i64>> = kafka.latest_offsets(&keys).into_iter().collect();
-            let lag = committed
-                .iter()
-                .filter_map(|(tp, offset)| Some(ends.get(tp).copied()??.saturating_sub(*offset)))
-                .sum();
+            let lag = saturating_sum(
+                committed
+                    .iter()
+                    .filter_map(|(tp, offset)| Some(ends.get(tp).copied()??.saturating_sub(*offset))),
+            );
             (id, lag)
         })
         .collect()
+}
+
+/// A total lag: a client may commit any offset, even past the log end, so
+/// the lags of a group can add up beyond an `i64`.
+fn saturating_sum(lags: impl Iterator<Item = i64>) -> i64 {
+    lags.fold(0, i64::saturating_add)
 }
 
 fn group_type(kafka: &Kafka<'_>, id: &str) -> Option<String> {
@@ -214,7 +221,7 @@ pub fn detail(page: &Page<'_>) -> Response {
     };
     let committed = committed(&page.kafka, id);
     let rows = offset_rows(&page.kafka, &group, &committed);
-    let total_lag: i64 = rows.iter().filter_map(OffsetRow::lag).sum();
+    let total_lag = saturating_sum(rows.iter().filter_map(OffsetRow::lag));
     let summary = facts(
         "summary",
         &[

@@ -161,7 +161,7 @@ pub fn browse(partition: &Partition, query: &Query) -> Result<Found, String> {
         return Ok(found);
     }
     // Newest first: windows stepping back from the anchor (inclusive) or the end.
-    let mut to = anchor.map_or(high_watermark, |a| (a + 1).min(high_watermark));
+    let mut to = anchor.map_or(high_watermark, |a| a.saturating_add(1).min(high_watermark));
     let window = query.limit.max(100) as i64;
     while to > log_start && found.records.len() < query.limit && !found.truncated {
         let from = (to - window).max(log_start);
