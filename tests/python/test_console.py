@@ -22,6 +22,7 @@ from console_client import ConsoleClient, error_of, facts, start_console_broker,
 from harness import (
     ADMIN_TIMEOUT_S,
     OutRecord,
+    admin_cli,
     admin_client,
     admin_ok,
     confluent_producer,
@@ -351,13 +352,25 @@ def test_offsets_reset_by_the_rules_of_strom_groups(broker, console):
     assert plan.status == 200 and table(plan.body, "plan") == [["rewinders", "rewound", "0", "5"]]
     committed = lambda: {r[0]: r[2] for r in table(console.page("/group", id="rewinders"), "offsets")}["rewound"]
     assert committed() == "8", "a dry run commits nothing"
-    for scenario, value, expected in [("shift-by", "-3", "5"), ("offset", "999", "10"), ("earliest", "", "0"), ("latest", "", "10"), ("offset", "2", "2")]:
+    scenarios = [
+        ("shift-by", "-3", "5"), ("offset", "999", "10"), ("earliest", "", "0"), ("current", "", "0"),
+        ("datetime", "9999-12-31T00:00", "10"), ("datetime", "1970-01-01T00:00:00", "0"), ("latest", "", "10"),
+        ("offset", "2", "2"),
+    ]
+    for scenario, value, expected in scenarios:
         console.act("/group/reset", id="rewinders", topics="rewound:0", scenario=scenario, value=value, execute="true")
         assert committed() == expected, scenario
     [described] = json.loads(admin_ok(broker, "groups", "--describe", "--group", "rewinders", "--format", "json"))
     assert described["partitions"][0]["current_offset"] == 2
     bad = console.post("/group/reset", id="rewinders", topics="nope", scenario="earliest", value="", execute="true")
     assert bad.status == 422 and "UNKNOWN_TOPIC_OR_PARTITION" in error_of(bad.body)
+    missing = console.post("/group/reset", id="rewinders", topics="rewound:0,9", scenario="earliest", value="", execute="true")
+    assert missing.status == 422 and error_of(missing.body) == 'The partitions "rewound-9" do not exist'
+    negative = console.post("/group/reset", id="rewinders", topics="rewound:-1", scenario="earliest", value="")
+    assert negative.status == 422 and "Invalid partition specified in topic arg 'rewound:-1'" in error_of(negative.body)
+    cli = admin_cli(broker, "groups", "--reset-offsets", "--group", "rewinders", "--topic", "rewound:0,9", "--to-earliest", "--execute")
+    assert cli.returncode != 0 and 'The partitions "rewound-9" do not exist' in cli.stderr
+    assert committed() == "2"
 
 
 def test_a_group_is_deleted_only_when_confirmed(broker, console):
