@@ -506,6 +506,26 @@ def test_requests_are_bounded_in_size_and_form(console):
     assert console.get("/").status == 200, "the console still serves"
 
 
+def test_one_address_trickling_requests_in_cannot_take_every_connection(console):
+    """Slowloris from 127.0.0.2: more idle connections than the console serves at once."""
+    idle = []
+    try:
+        for _ in range(70):
+            sock = socket.create_connection(("127.0.0.1", console.port), timeout=5, source_address=("127.0.0.2", 0))
+            idle.append(sock)
+            try:
+                sock.sendall(b"GET / HTTP/1.1\r\n")
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # refused beyond the address's share
+        # The idle ones would hold every slot until their 10 s read timeout.
+        with socket.create_connection(("127.0.0.1", console.port), timeout=5) as sock:
+            sock.sendall(f"GET /assets/console.css HTTP/1.1\r\nHost: 127.0.0.1:{console.port}\r\n\r\n".encode())
+            assert sock.recv(64).startswith(b"HTTP/1.1 200 OK")
+    finally:
+        for sock in idle:
+            sock.close()
+
+
 def test_basic_auth_guards_every_page_and_asset(tmp_path):
     broker, port = start_console_broker(tmp_path, **{"console.auth": "basic", "console.auth.basic.users": "alice:s3cret,bob:pw"})
     try:
