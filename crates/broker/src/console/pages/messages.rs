@@ -192,7 +192,14 @@ pub fn show(bytes: Option<&Bytes>, format: Format) -> String {
     let cut = &bytes[..bytes.len().min(SHOWN_BYTES)];
     let more =
         if bytes.len() > SHOWN_BYTES { format!(" … ({} bytes)", bytes.len()) } else { String::new() };
-    let text = std::str::from_utf8(cut).ok();
+    let text = match std::str::from_utf8(cut) {
+        Ok(text) => Some(text),
+        // The cut went through a character: show the whole ones before it.
+        Err(e) if e.error_len().is_none() && bytes.len() > SHOWN_BYTES => {
+            std::str::from_utf8(&cut[..e.valid_up_to()]).ok()
+        }
+        Err(_) => None,
+    };
     let json = || {
         text.and_then(|t| serde_json::from_str::<serde_json::Value>(t).ok())
             .and_then(|v| serde_json::to_string_pretty(&v).ok())
@@ -384,6 +391,13 @@ mod tests {
         assert!(show(None, Format::Auto).contains("null"));
         let long = value(&vec![b'x'; SHOWN_BYTES + 10]);
         assert!(show(Some(&long), Format::Text).ends_with(&format!("({} bytes)", SHOWN_BYTES + 10)));
+        let cut_in_a_character = value(format!("{}é", "x".repeat(SHOWN_BYTES - 1)).as_bytes());
+        let shown = show(Some(&cut_in_a_character), Format::Auto);
+        assert!(
+            shown.starts_with("xxx") && shown.ends_with(&format!("({} bytes)", SHOWN_BYTES + 1)),
+            "{shown}"
+        );
+        assert_eq!(show(Some(&value(&[b'a', 0xc3])), Format::Text), r#"<code class="hex">61 c3</code>"#);
     }
 
     #[test]
