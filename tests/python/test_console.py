@@ -255,6 +255,16 @@ def test_the_browser_reads_newest_or_oldest_first_from_an_offset_or_a_time(broke
     assert console.get("/messages", topic="browsed", offset="soon").status == 400
 
 
+def test_a_search_stops_at_the_scan_bound_and_says_so(broker, console):
+    create_topic(broker.bootstrap, "haystack")
+    now = int(time.time() * 1000)
+    produce(broker, "haystack", [OutRecord(None, b"hay", (), now) for _ in range(10_050)] + [OutRecord(None, b"needle", (), now)])
+    newest = console.page("/messages", topic="haystack", search="needle")
+    assert [r[0] for r in table(newest, "records")] == ["10050"]
+    oldest = console.page("/messages", topic="haystack", search="needle", order="oldest")
+    assert table(oldest, "records") == [] and "stopped at the scan bound of 10000 records" in oldest
+
+
 def test_values_show_as_json_text_or_hex_and_markup_is_escaped(broker, console):
     create_topic(broker.bootstrap, "shown")
     script = b"<script>alert(1)</script>"
@@ -298,6 +308,8 @@ def test_group_pages_show_state_offsets_and_the_lag_strom_groups_prints(broker, 
     assert table(page, "offsets") == expected == [["lagging", "0", "4", "10", "6", "-"]]
     assert facts(page)["State"] == "Empty" and facts(page)["Total lag"] == "6"
     assert "figcaption>Total lag<" in page
+    # The sampler (every 500 ms here) puts the lag into the hour-long history the plot draws.
+    wait_until(lambda: '<span class="key s0">lag: 6 records</span>' in console.page("/group", id="laggards"), 15, "the lag plotted")
 
 
 def test_an_active_groups_members_and_assignment_are_shown(broker, console):

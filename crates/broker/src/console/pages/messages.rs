@@ -125,6 +125,11 @@ fn scan_forward(
         *bytes_read += bytes.len();
         let records = strom_storage::batch::decode_records(bytes).map_err(|e| e.to_string())?;
         for record in records.into_iter().filter(|r| r.offset >= offset && r.offset < to && !r.control) {
+            // A chunk holds thousands of small records: the bound holds within it too.
+            if found.scanned >= MAX_SCAN_RECORDS {
+                found.truncated = true;
+                return Ok(());
+            }
             found.scanned += 1;
             if accept(&record) {
                 found.records.push(record);
