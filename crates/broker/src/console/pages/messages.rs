@@ -205,10 +205,7 @@ pub fn show(bytes: Option<&Bytes>, format: Format) -> String {
         }
         Err(_) => None,
     };
-    let json = || {
-        text.and_then(|t| serde_json::from_str::<serde_json::Value>(t).ok())
-            .and_then(|v| serde_json::to_string_pretty(&v).ok())
-    };
+    let json = || text.and_then(pretty_json);
     let printable = text.filter(|t| !t.chars().any(|c| c.is_control() && !c.is_whitespace()));
     let shown = match format {
         Format::Json => json().map(|j| format!("<pre>{}</pre>", escape(&j))),
@@ -221,6 +218,57 @@ pub fn show(bytes: Option<&Bytes>, format: Format) -> String {
     };
     let shown = shown.unwrap_or_else(|| format!(r#"<code class="hex">{}</code>"#, hex(cut)));
     format!("{shown}{}", escape(&more))
+}
+
+/// JSON indented two spaces a level, its numbers and strings kept as
+/// written: parsed, a number beyond an `f64`'s precision would show rounded.
+/// `None` unless `text` is JSON.
+fn pretty_json(text: &str) -> Option<String> {
+    serde_json::from_str::<serde_json::Value>(text).ok()?;
+    let mut out = String::with_capacity(text.len() * 2);
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    let newline = |out: &mut String, depth: usize| {
+        out.push('\n');
+        out.push_str(&"  ".repeat(depth));
+    };
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if in_string {
+            out.push(c);
+            (in_string, escaped) = (escaped || c != '"', !escaped && c == '\\');
+            continue;
+        }
+        match c {
+            '"' => {
+                in_string = true;
+                out.push(c);
+            }
+            '{' | '[' => {
+                out.push(c);
+                while chars.next_if(|c| c.is_whitespace()).is_some() {}
+                // An empty object or array stays on one line.
+                if let Some(close) = chars.next_if(|c| *c == '}' || *c == ']') {
+                    out.push(close);
+                    continue;
+                }
+                depth += 1;
+                newline(&mut out, depth);
+            }
+            '}' | ']' => {
+                depth -= 1;
+                newline(&mut out, depth);
+                out.push(c);
+            }
+            ',' => {
+                out.push(c);
+                newline(&mut out, depth);
+            }
+            ':' => out.push_str(": "),
+            c if c.is_whitespace() => {}
+            c => out.push(c),
+        }
+    }
+    Some(out)
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -403,6 +451,15 @@ mod tests {
             "{shown}"
         );
         assert_eq!(show(Some(&value(&[b'a', 0xc3])), Format::Text), r#"<code class="hex">61 c3</code>"#);
+    }
+
+    #[test]
+    fn json_is_indented_with_its_numbers_and_strings_as_written() {
+        let text = r#" {"id":12345678901234567890123, "price":1.10,"e":[ ],"o":{},"s":["a\"]b\\",1e3]}"#;
+        let expected = "{\n  \"id\": 12345678901234567890123,\n  \"price\": 1.10,\n  \"e\": [],\n  \"o\": {},\n  \"s\": [\n    \"a\\\"]b\\\\\",\n    1e3\n  ]\n}";
+        assert_eq!(pretty_json(text).as_deref(), Some(expected));
+        assert_eq!(pretty_json("7").as_deref(), Some("7"));
+        assert_eq!(pretty_json("{\"a\":"), None);
     }
 
     #[test]
