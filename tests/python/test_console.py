@@ -263,6 +263,9 @@ def test_a_search_stops_at_the_scan_bound_and_says_so(broker, console):
     assert [r[0] for r in table(newest, "records")] == ["10050"]
     oldest = console.page("/messages", topic="haystack", search="needle", order="oldest")
     assert table(oldest, "records") == [] and "stopped at the scan bound of 10000 records" in oldest
+    # Newest first steps back in windows smaller than a batch: each batch is still read once.
+    absent = console.page("/messages", topic="haystack", search="absent")
+    assert "10000 examined — stopped at the scan bound" in absent
 
 
 def test_values_show_as_json_text_or_hex_and_markup_is_escaped(broker, console):

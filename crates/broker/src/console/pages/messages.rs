@@ -6,6 +6,8 @@
 //! every read is bounded: at most [`MAX_LIMIT`] records shown, at most
 //! [`MAX_SCAN_RECORDS`] records or [`MAX_SCAN_BYTES`] bytes examined per page.
 
+use std::ops::Range;
+
 use bytes::Bytes;
 use kafka_protocol::records::Record;
 
@@ -96,24 +98,29 @@ impl Query {
 pub struct Found {
     pub records: Vec<Record>,
     pub scanned: usize,
+    /// Record batch bytes read from disk.
+    pub bytes_read: usize,
+    /// The lowest offset examined.
+    pub lowest: Option<i64>,
     /// The scan stopped at a bound before it found `limit` records.
     pub truncated: bool,
 }
 
-/// Reads records in [from, to) in offset order, stopping once `accept` has
-/// taken `limit` or a bound is reached.
+/// Reads records in offset order from `read_from`, keeping those in `keep`,
+/// until `accept` has taken `limit` or a bound is reached. The first batch
+/// read may begin before `read_from`: its records from `keep.start` on are
+/// kept too.
 fn scan_forward(
     partition: &Partition,
-    from: i64,
-    to: i64,
+    read_from: i64,
+    keep: Range<i64>,
     limit: usize,
     found: &mut Found,
-    bytes_read: &mut usize,
     accept: &dyn Fn(&Record) -> bool,
 ) -> Result<(), String> {
-    let mut offset = from;
-    while offset < to && found.records.len() < limit {
-        if found.scanned >= MAX_SCAN_RECORDS || *bytes_read >= MAX_SCAN_BYTES {
+    let mut offset = read_from;
+    while offset < keep.end && found.records.len() < limit {
+        if found.scanned >= MAX_SCAN_RECORDS || found.bytes_read >= MAX_SCAN_BYTES {
             found.truncated = true;
             return Ok(());
         }
@@ -122,15 +129,19 @@ fn scan_forward(
             .map_err(|e| e.to_string())?;
         let Some(slice) = read.slice else { return Ok(()) };
         let bytes = slice.read().map_err(|e| e.to_string())?;
-        *bytes_read += bytes.len();
+        found.bytes_read += bytes.len();
+        let keep_from = if offset == read_from { keep.start } else { offset };
         let records = strom_storage::batch::decode_records(bytes).map_err(|e| e.to_string())?;
-        for record in records.into_iter().filter(|r| r.offset >= offset && r.offset < to && !r.control) {
+        for record in
+            records.into_iter().filter(|r| r.offset >= keep_from && r.offset < keep.end && !r.control)
+        {
             // A chunk holds thousands of small records: the bound holds within it too.
             if found.scanned >= MAX_SCAN_RECORDS {
                 found.truncated = true;
                 return Ok(());
             }
             found.scanned += 1;
+            found.lowest = Some(found.lowest.map_or(record.offset, |lowest| lowest.min(record.offset)));
             if accept(&record) {
                 found.records.push(record);
                 if found.records.len() >= limit {
@@ -159,24 +170,29 @@ pub fn browse(partition: &Partition, query: &Query) -> Result<Found, String> {
     let needle = query.search.to_lowercase();
     let accept = |record: &Record| needle.is_empty() || matches_search(record, &needle);
     let mut found = Found::default();
-    let mut bytes_read = 0;
     if !query.newest_first {
         let from = anchor.unwrap_or(log_start).max(log_start);
-        scan_forward(partition, from, high_watermark, query.limit, &mut found, &mut bytes_read, &accept)?;
+        scan_forward(partition, from, from..high_watermark, query.limit, &mut found, &accept)?;
         return Ok(found);
     }
-    // Newest first: windows stepping back from the anchor (inclusive) or the end.
+    // Newest first: windows stepping back from the anchor (inclusive) or the
+    // end. A window takes in the whole batch it starts in, so that a batch
+    // holding many windows is read once, not once per window.
     let mut to = anchor.map_or(high_watermark, |a| a.saturating_add(1).min(high_watermark));
     let window = query.limit.max(100) as i64;
-    while to > log_start && found.records.len() < query.limit && !found.truncated {
+    while to > log_start && found.records.len() < query.limit {
         let from = (to - window).max(log_start);
-        let mut chunk = Found { scanned: found.scanned, ..Found::default() };
-        scan_forward(partition, from, to, usize::MAX, &mut chunk, &mut bytes_read, &accept)?;
-        found.scanned = chunk.scanned;
-        found.truncated = chunk.truncated;
+        let mut chunk = Found { scanned: found.scanned, bytes_read: found.bytes_read, ..Found::default() };
+        scan_forward(partition, from, log_start..to, usize::MAX, &mut chunk, &accept)?;
+        (found.scanned, found.bytes_read) = (chunk.scanned, chunk.bytes_read);
+        if chunk.truncated {
+            // A window cut short would leave a gap between the records shown.
+            found.truncated = true;
+            break;
+        }
         let wanted = query.limit - found.records.len();
         found.records.extend(chunk.records.into_iter().rev().take(wanted));
-        to = from;
+        to = chunk.lowest.map_or(from, |lowest| lowest.min(from));
     }
     Ok(found)
 }
