@@ -541,6 +541,16 @@ def test_one_address_trickling_requests_in_cannot_take_every_connection(console)
             sock.close()
 
 
+def test_a_head_trickling_in_is_read_with_its_blank_line_split_across_reads(console):
+    pieces = [f"GET /assets/console.css HTTP/1.1\r\nHost: 127.0.0.1:{console.port}\r".encode(), b"\n\r", b"\n"]
+    with socket.create_connection(("127.0.0.1", console.port), timeout=15) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for piece in pieces:
+            sock.sendall(piece)
+            time.sleep(0.05)  # not a wait for anything: apart, the pieces arrive in separate reads
+        assert sock.recv(64).startswith(b"HTTP/1.1 200 OK")
+
+
 def test_basic_auth_guards_every_page_and_asset(tmp_path):
     broker, port = start_console_broker(tmp_path, **{"console.auth": "basic", "console.auth.basic.users": "alice:s3cret,bob:pw"})
     try:

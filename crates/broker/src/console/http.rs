@@ -125,10 +125,14 @@ pub async fn read_request(stream: &mut TcpStream) -> Result<Request, ReadError> 
 
 async fn read_unbounded_in_time(stream: &mut TcpStream) -> Result<Request, ReadError> {
     let mut buf = Vec::with_capacity(2048);
+    // Where the blank line may still start: a head trickling in a byte at a
+    // time is searched once, not once per byte.
+    let mut unsearched = 0;
     let head_end = loop {
-        if let Some(at) = find_head_end(&buf) {
-            break at;
+        if let Some(at) = find_head_end(&buf[unsearched..]) {
+            break unsearched + at;
         }
+        unsearched = buf.len().saturating_sub(3);
         if buf.len() >= MAX_HEAD_BYTES {
             return Err(ReadError::Refused(431, "request head too large"));
         }
