@@ -25,7 +25,7 @@ pub mod pages;
 pub mod svg;
 
 use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -41,8 +41,8 @@ use http::{ReadError, Request, Response};
 
 /// Connections served at once; more wait in the accept queue.
 const MAX_CONNECTIONS: usize = 64;
-/// Connections one address may hold at once (a browser opens six), so that
-/// one peer trickling requests in cannot take every slot above.
+/// Connections one address (an IPv6 /64) may hold at once (a browser opens
+/// six), so that one peer trickling requests in cannot take every slot above.
 const MAX_CONNECTIONS_PER_PEER: usize = 16;
 
 const CSS: &str = include_str!("assets/console.css");
@@ -97,7 +97,7 @@ pub async fn serve(broker: Arc<Broker>, listener: TcpListener, mut stop: watch::
     let _ = sampler.await;
 }
 
-/// Open connections per peer address.
+/// Open connections per peer address (see [`peer_key`]).
 #[derive(Default)]
 struct Peers(Mutex<HashMap<IpAddr, usize>>);
 
@@ -109,6 +109,7 @@ struct Admitted {
 
 impl Peers {
     fn admit(peers: &Arc<Self>, ip: IpAddr) -> Option<Admitted> {
+        let ip = peer_key(ip);
         let mut open = peers.0.lock().unwrap_or_else(PoisonError::into_inner);
         let count = open.entry(ip).or_default();
         if *count >= MAX_CONNECTIONS_PER_PEER {
@@ -116,6 +117,18 @@ impl Peers {
         }
         *count += 1;
         Some(Admitted { peers: peers.clone(), ip })
+    }
+}
+
+/// The address a peer's connections count against: an IPv6 host usually
+/// holds a whole /64, while an IPv4 address mapped into IPv6 is its own.
+fn peer_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(Ipv6Addr::from(u128::from(v6) & !(u64::MAX as u128))),
+        },
+        v4 => v4,
     }
 }
 
@@ -214,5 +227,14 @@ mod tests {
         drop(held);
         assert!(Peers::admit(&peers, one).is_some(), "slots come back");
         assert!(peers.0.lock().unwrap().get(&two).is_none(), "closed peers are forgotten");
+    }
+
+    #[test]
+    fn an_ipv6_64_is_one_peer_and_a_mapped_ipv4_address_its_own() {
+        let key = |text: &str| peer_key(text.parse().unwrap());
+        assert_eq!(key("2001:db8:0:1::1"), key("2001:db8:0:1:ffff::2"));
+        assert_ne!(key("2001:db8:0:1::1"), key("2001:db8:0:2::1"));
+        assert_ne!(key("::ffff:10.0.0.1"), key("::ffff:10.0.0.2"));
+        assert_eq!(key("::ffff:10.0.0.1"), key("10.0.0.1"));
     }
 }
