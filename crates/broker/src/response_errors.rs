@@ -64,6 +64,8 @@ whole_response!(
     DescribeClusterResponse,
     ConsumerGroupHeartbeatResponse,
     ListTransactionsResponse,
+    SaslHandshakeResponse,
+    SaslAuthenticateResponse,
 );
 
 impl ResponseErrors for ProduceResponse {

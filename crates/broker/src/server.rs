@@ -28,6 +28,7 @@ use crate::metrics::{self, GaugeGuard, Metrics};
 use crate::network;
 use crate::producer_ids::ProducerIdManager;
 use crate::replica::ReplicaManager;
+use crate::security::ListenerSecurity;
 use crate::txn::TransactionCoordinator;
 
 /// How long shutdown waits for connections to finish their requests.
@@ -150,8 +151,8 @@ impl Broker {
 /// (e.g. when a listener asks for port 0) before serving.
 pub struct BoundBroker {
     broker: Arc<Broker>,
-    /// Each bound socket with its listener's name.
-    listeners: Vec<(Arc<str>, TcpListener)>,
+    /// Each bound socket with its listener's name and security.
+    listeners: Vec<(Arc<ListenerSecurity>, TcpListener)>,
     metrics_listener: Option<TcpListener>,
 }
 
@@ -165,8 +166,10 @@ impl BoundBroker {
                 .map_err(|error| StartError::Bind { addr: addr.to_string(), error })?;
             let local =
                 bound.local_addr().map_err(|error| StartError::Bind { addr: addr.to_string(), error })?;
-            tracing::debug!(listener = %listener.name, addr = %local, "listening");
-            listeners.push((Arc::from(listener.name.as_str()), bound));
+            let security = ListenerSecurity::from_config(&broker.config, &listener.name)
+                .map_err(|reason| StartError::Config(format!("listener {}: {reason}", listener.name)))?;
+            tracing::debug!(listener = %listener.name, protocol = ?security.protocol, addr = %local, "listening");
+            listeners.push((Arc::new(security), bound));
         }
         let metrics_listener = match broker.config.metrics_listener {
             Some(addr) => {
@@ -183,9 +186,9 @@ impl BoundBroker {
 
     /// Each listener as `NAME://ADDRESS:PORT`, with the port actually bound.
     pub fn listener_addresses(&self) -> Vec<String> {
-        let address = |(name, socket): &(Arc<str>, TcpListener)| match socket.local_addr() {
-            Ok(local) => format!("{name}://{local}"),
-            Err(_) => format!("{name}://?"),
+        let address = |(security, socket): &(Arc<ListenerSecurity>, TcpListener)| match socket.local_addr() {
+            Ok(local) => format!("{}://{local}", security.name),
+            Err(_) => format!("{}://?", security.name),
         };
         self.listeners.iter().map(address).collect()
     }
@@ -207,9 +210,12 @@ impl BoundBroker {
         }
         let permits = Arc::new(Semaphore::new(self.broker.config.max_connections));
         let mut acceptors = JoinSet::new();
-        for (name, listener) in self.listeners {
+        for (security, listener) in self.listeners {
+            if let Some(tls) = &security.tls {
+                background.spawn(tls.clone().watch(security.name.clone(), stop_rx.clone()));
+            }
             let broker = self.broker.clone();
-            acceptors.spawn(accept_loop(broker, name, listener, permits.clone(), stop_rx.clone()));
+            acceptors.spawn(accept_loop(broker, security, listener, permits.clone(), stop_rx.clone()));
         }
         shutdown.await;
         tracing::info!("shutting down: no new connections, finishing in-flight requests");
@@ -258,7 +264,7 @@ pub fn raise_open_files_limit() -> std::io::Result<(u64, u64)> {
 
 async fn accept_loop(
     broker: Arc<Broker>,
-    name: Arc<str>,
+    security: Arc<ListenerSecurity>,
     listener: TcpListener,
     permits: Arc<Semaphore>,
     mut stop: watch::Receiver<bool>,
@@ -278,10 +284,10 @@ async fn accept_loop(
                     tracing::warn!(%peer, "max.connections reached; closing the new connection");
                     continue;
                 };
-                let (broker, name, stop) = (broker.clone(), name.clone(), stop.clone());
+                let (broker, security, stop) = (broker.clone(), security.clone(), stop.clone());
                 connections.spawn(async move {
                     let _open = GaugeGuard::new(&broker.metrics.connections);
-                    network::serve(broker.clone(), stream, peer, name, stop).await;
+                    network::serve(broker.clone(), stream, peer, security, stop).await;
                     drop(permit);
                 });
             }

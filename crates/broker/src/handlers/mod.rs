@@ -16,6 +16,7 @@ pub mod metadata;
 pub mod offsets;
 pub mod produce;
 pub mod quorum;
+pub mod sasl;
 pub mod topics;
 pub mod transactions;
 

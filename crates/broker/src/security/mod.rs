@@ -1,0 +1,112 @@
+//! Listener security as Kafka configures it: each listener's security
+//! protocol (`listener.security.protocol.map`), TLS for `SSL` and
+//! `SASL_SSL`, SASL for `SASL_PLAINTEXT` and `SASL_SSL`.
+//!
+//! - [`settings`] reads a listener's keys, `listener.name.<name>.<key>`
+//!   winning over the plain `<key>`;
+//! - [`tls`] builds the rustls server config from the key and trust stores
+//!   (PEM or PKCS12), reloads it when their files change, and names the
+//!   peer of a TLS connection from its certificate through [`principal`]'s
+//!   `ssl.principal.mapping.rules`;
+//! - [`sasl`] runs SaslHandshake / SaslAuthenticate on a connection before
+//!   any other request (PLAIN, SCRAM-SHA-256/512, OAUTHBEARER), and their
+//!   re-authentication (KIP-368).
+//!
+//! [`ListenerSecurity`] is what a listener's accept loop hands each
+//! connection; [`Session`] is what a connection knows about its peer.
+
+pub mod principal;
+pub mod sasl;
+pub mod settings;
+pub mod tls;
+
+use std::sync::Arc;
+
+use crate::config::BrokerConfig;
+use settings::ListenerSettings;
+
+/// Kafka's security protocols.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SecurityProtocol {
+    Plaintext,
+    Ssl,
+    SaslPlaintext,
+    SaslSsl,
+}
+
+impl SecurityProtocol {
+    pub fn parse(name: &str) -> Option<Self> {
+        Some(match name.to_ascii_uppercase().as_str() {
+            "PLAINTEXT" => Self::Plaintext,
+            "SSL" => Self::Ssl,
+            "SASL_PLAINTEXT" => Self::SaslPlaintext,
+            "SASL_SSL" => Self::SaslSsl,
+            _ => return None,
+        })
+    }
+
+    pub fn uses_tls(self) -> bool {
+        matches!(self, Self::Ssl | Self::SaslSsl)
+    }
+
+    pub fn uses_sasl(self) -> bool {
+        matches!(self, Self::SaslPlaintext | Self::SaslSsl)
+    }
+}
+
+/// A listener's security: how its connections are encrypted and who they
+/// must prove to be.
+pub struct ListenerSecurity {
+    pub name: Arc<str>,
+    pub protocol: SecurityProtocol,
+    pub tls: Option<Arc<tls::ReloadingAcceptor>>,
+    pub sasl: Option<Arc<sasl::SaslConfig>>,
+}
+
+impl ListenerSecurity {
+    /// The security of listener `name`, from the broker's config.
+    pub fn from_config(config: &BrokerConfig, name: &str) -> Result<Self, String> {
+        let protocol = config.security_protocol(name).ok_or_else(|| {
+            format!("no security protocol defined for listener {name} in listener.security.protocol.map")
+        })?;
+        let settings = ListenerSettings::new(&config.provided, name);
+        let tls = match protocol.uses_tls() {
+            true => Some(Arc::new(tls::ReloadingAcceptor::new(&settings)?)),
+            false => None,
+        };
+        let sasl = match protocol.uses_sasl() {
+            true => Some(Arc::new(sasl::SaslConfig::from_settings(&settings)?)),
+            false => None,
+        };
+        Ok(Self { name: Arc::from(name), protocol, tls, sasl })
+    }
+
+    /// A plaintext listener: no TLS, no SASL (for tests and embedded use).
+    pub fn plaintext(name: &str) -> Self {
+        Self { name: Arc::from(name), protocol: SecurityProtocol::Plaintext, tls: None, sasl: None }
+    }
+}
+
+/// Kafka's principal of a client that did not authenticate.
+pub const ANONYMOUS: &str = "User:ANONYMOUS";
+
+/// What a connection knows about its peer: the principal the authorizer
+/// will check (`User:<name>`), as Kafka's `KafkaPrincipal` prints it.
+#[derive(Debug, Clone)]
+pub struct Session {
+    pub principal: Arc<str>,
+}
+
+impl Default for Session {
+    fn default() -> Self {
+        Self { principal: Arc::from(ANONYMOUS) }
+    }
+}
+
+/// Whether `key` is one of the security keys this module reads (so the
+/// config does not warn about it as unknown).
+pub fn is_security_key(key: &str) -> bool {
+    const PREFIXES: &[&str] = &["ssl.", "sasl.", "listener.name."];
+    PREFIXES.iter().any(|p| key.starts_with(p))
+        || matches!(key, "connections.max.reauth.ms" | "security.inter.broker.protocol")
+}
