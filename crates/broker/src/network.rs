@@ -110,6 +110,7 @@ pub async fn serve(
             return;
         }
     };
+    tracing::debug!(%peer, listener = %security.name, principal, "TLS established");
     let session = Session { principal: Arc::from(principal) };
     let (read_half, write_half) = tokio::io::split(stream);
     serve_stream(broker, read_half, write_half, peer, &security, session, shutdown).await;
@@ -191,14 +192,17 @@ async fn sasl_step<W: AsyncWrite + Unpin>(
     peer: SocketAddr,
     security: &ListenerSecurity,
 ) -> Next {
+    let was_authenticated = sasl.is_authenticated();
+    let had_principal = sasl.principal.is_some();
     let (answer, close) = match sasl.on_frame(frame) {
         Action::Dispatch(frame) => return Next::Dispatch(frame),
         Action::Reply(answer) => (answer, None),
         Action::ReplyAndClose(answer, reason) => (answer, Some(reason)),
         Action::Close(reason) => (Bytes::new(), Some(reason)),
     };
-    if let Some(principal) = sasl.principal.as_deref().filter(|p| **p != *session.principal) {
-        tracing::debug!(%peer, listener = %security.name, principal, "authenticated");
+    if let Some(principal) = sasl.principal.as_deref().filter(|_| sasl.is_authenticated() && !was_authenticated) {
+        let event = if had_principal { "SASL re-authenticated" } else { "SASL authenticated" };
+        tracing::debug!(%peer, listener = %security.name, principal, "{event}");
         session.principal = Arc::from(principal);
     }
     let written = writer.write_all(&answer).await.is_ok() && writer.flush().await.is_ok();

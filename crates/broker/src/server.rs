@@ -44,6 +44,8 @@ pub struct Broker {
     pub metrics: Metrics,
     pub producer_ids: ProducerIdManager,
     pub transactions: TransactionCoordinator,
+    /// Each listener's TLS and SASL settings, in `listeners` order.
+    pub listener_security: Vec<Arc<ListenerSecurity>>,
     /// Flips to true when shutdown begins; delayed operations end early on it.
     stopping: watch::Sender<bool>,
 }
@@ -101,6 +103,9 @@ impl Broker {
     pub fn open(config: BrokerConfig) -> Result<Arc<Self>, StartError> {
         let config = Arc::new(config);
         let started = std::time::Instant::now();
+        // Before anything touches the disk: a listener that cannot be
+        // secured as configured stops the start.
+        let listener_security = listener_security(&config)?;
         // Lock the log dirs before touching anything in them.
         let logs = LogManager::new(config.log_dirs.clone())?
             .with_threads_per_dir(config.num_recovery_threads_per_data_dir);
@@ -125,6 +130,7 @@ impl Broker {
             metrics,
             producer_ids,
             transactions,
+            listener_security,
             stopping,
         };
         broker.groups.load(&broker)?;
@@ -147,6 +153,16 @@ impl Broker {
     }
 }
 
+/// Each listener's security, from the config.
+fn listener_security(config: &BrokerConfig) -> Result<Vec<Arc<ListenerSecurity>>, StartError> {
+    let secure = |name: &str| {
+        ListenerSecurity::from_config(config, name)
+            .map(Arc::new)
+            .map_err(|reason| StartError::Config(format!("listener {name}: {reason}")))
+    };
+    config.listeners.iter().map(|listener| secure(&listener.name)).collect()
+}
+
 /// A bound, not yet serving, broker: lets callers learn the real ports
 /// (e.g. when a listener asks for port 0) before serving.
 pub struct BoundBroker {
@@ -159,17 +175,15 @@ pub struct BoundBroker {
 impl BoundBroker {
     pub async fn bind(broker: Arc<Broker>) -> Result<Self, StartError> {
         let mut listeners = Vec::new();
-        for listener in &broker.config.listeners {
+        for (listener, security) in broker.config.listeners.iter().zip(&broker.listener_security) {
             let addr = listener.socket_addr().map_err(StartError::Config)?;
             let bound = TcpListener::bind(addr)
                 .await
                 .map_err(|error| StartError::Bind { addr: addr.to_string(), error })?;
             let local =
                 bound.local_addr().map_err(|error| StartError::Bind { addr: addr.to_string(), error })?;
-            let security = ListenerSecurity::from_config(&broker.config, &listener.name)
-                .map_err(|reason| StartError::Config(format!("listener {}: {reason}", listener.name)))?;
             tracing::debug!(listener = %listener.name, protocol = ?security.protocol, addr = %local, "listening");
-            listeners.push((Arc::new(security), bound));
+            listeners.push((security.clone(), bound));
         }
         let metrics_listener = match broker.config.metrics_listener {
             Some(addr) => {

@@ -160,6 +160,8 @@ fn store_type(settings: &ListenerSettings, prefix: &str, bytes: Option<&[u8]>) -
 type KeyPair = (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>);
 
 fn key_store(settings: &ListenerSettings, files: &mut Vec<(PathBuf, Vec<u8>)>) -> Result<KeyPair, String> {
+    // An explicit type Strom cannot read is named before the file is read.
+    store_type(settings, "ssl.keystore", None)?;
     let file = read_file(settings, "ssl.keystore.location", files)?;
     let inline_chain = settings.get("ssl.keystore.certificate.chain");
     let inline_key = settings.get("ssl.keystore.key");
@@ -257,6 +259,7 @@ fn trust_store(
     settings: &ListenerSettings,
     files: &mut Vec<(PathBuf, Vec<u8>)>,
 ) -> Result<Option<RootCertStore>, String> {
+    store_type(settings, "ssl.truststore", None)?;
     let file = read_file(settings, "ssl.truststore.location", files)?;
     let certificates: Vec<Vec<u8>> = match (settings.get("ssl.truststore.certificates"), file) {
         (Some(inline), _) => pem_certificates(inline.as_bytes())?,

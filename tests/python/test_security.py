@@ -1,0 +1,453 @@
+"""Listener security as Kafka users configure it, with real clients: TLS
+(PEM and PKCS12 stores, mTLS with the principal mapped from the client
+certificate, reload of changed stores) and SASL (PLAIN, SCRAM-SHA-256,
+SCRAM-SHA-512, OAUTHBEARER unsecured and signed) over SASL_PLAINTEXT and
+SASL_SSL. Failed authentications reach the client as Kafka's errors and
+leave the broker serving everyone else."""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import subprocess
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+import wire
+from harness import (
+    OutRecord,
+    create_topic,
+    free_port,
+    kafka_python_consumer,
+    kafka_python_producer,
+    produce_confluent,
+    produce_kafka_python,
+    strom_binary,
+    wait_until,
+)
+from security_material import STORE_PASSWORD, Authority, JwtIssuer, claims, unsecured_token
+
+pytestmark = pytest.mark.timeout(180)
+
+USERS = {"alice": "alice-secret", "bob": "bob-secret"}
+MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"]
+
+
+def jaas(module: str, **options: str) -> str:
+    rendered = " ".join(f'{key}="{value}"' for key, value in options.items())
+    return f"{module} required {rendered};"
+
+
+def user_options() -> dict[str, str]:
+    return {f"user_{name}": password for name, password in USERS.items()}
+
+
+class Secured:
+    """A broker with one listener per security setup, and the material its
+    clients need."""
+
+    def __init__(self, broker_factory, tmp_path, **extra):
+        self.ca = Authority(tmp_path / "pki", "strom-test-ca")
+        self.rogue = Authority(tmp_path / "rogue", "rogue-ca")
+        server = self.ca.issue("server", "localhost", server=True)
+        self.alice = self.ca.issue("alice", "Alice", ou="clients")
+        self.untrusted = self.rogue.issue("mallory", "mallory", ou="clients")
+        self.server_pem = self.ca.pem_keystore(server, tmp_path / "pki" / "server.keystore.pem")
+        self.jwt = JwtIssuer(tmp_path)
+        self.ports = {name: free_port() for name in ["PLAINTEXT", "SSL", "MTLS", "SASL_SSL", "SASL_PLAINTEXT", "JWT"]}
+        protocols = {"PLAINTEXT": "PLAINTEXT", "SSL": "SSL", "MTLS": "SSL", "SASL_SSL": "SASL_SSL",
+                     "SASL_PLAINTEXT": "SASL_PLAINTEXT", "JWT": "SASL_SSL"}
+        config = {
+            "listeners": ",".join(f"{name}://127.0.0.1:{port}" for name, port in self.ports.items()),
+            "listener.security.protocol.map": ",".join(f"{n}:{p}" for n, p in protocols.items()),
+            "logging.level": "info,strom_broker::network=debug",
+            # Every TLS listener: a PEM key store file.
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(self.server_pem),
+            # mTLS: PKCS12 stores, a client certificate required and mapped.
+            "listener.name.mtls.ssl.keystore.type": "PKCS12",
+            "listener.name.mtls.ssl.keystore.location": str(self.ca.pkcs12_keystore(server, tmp_path / "pki" / "server.p12")),
+            "listener.name.mtls.ssl.keystore.password": STORE_PASSWORD,
+            "listener.name.mtls.ssl.key.password": STORE_PASSWORD,
+            "listener.name.mtls.ssl.truststore.type": "PKCS12",
+            "listener.name.mtls.ssl.truststore.location": str(self.ca.pkcs12_truststore(tmp_path / "pki" / "trust.p12")),
+            "listener.name.mtls.ssl.truststore.password": STORE_PASSWORD,
+            "listener.name.mtls.ssl.client.auth": "required",
+            "listener.name.mtls.ssl.principal.mapping.rules": "RULE:^CN=([^,]*),OU=clients,.*$/$1/L,DEFAULT",
+            "sasl.enabled.mechanisms": ",".join(MECHANISMS),
+            "listener.name.jwt.sasl.enabled.mechanisms": "OAUTHBEARER",
+            "listener.name.jwt.oauthbearer.sasl.jaas.config": jaas(
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+            ),
+            "listener.name.jwt.oauthbearer.sasl.server.callback.handler.class":
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+            "listener.name.jwt.oauthbearer.sasl.oauthbearer.jwks.endpoint.url": f"file://{self.jwt.jwks_path}",
+            "listener.name.jwt.oauthbearer.sasl.oauthbearer.expected.audience": "strom",
+        }
+        for listener in ["sasl_ssl", "sasl_plaintext"]:
+            config[f"listener.name.{listener}.plain.sasl.jaas.config"] = jaas(
+                "org.apache.kafka.common.security.plain.PlainLoginModule", username="alice", password="alice-secret",
+                **user_options())
+            for scram in ["scram-sha-256", "scram-sha-512"]:
+                config[f"listener.name.{listener}.{scram}.sasl.jaas.config"] = jaas(
+                    "org.apache.kafka.common.security.scram.ScramLoginModule", **user_options())
+            config[f"listener.name.{listener}.oauthbearer.sasl.jaas.config"] = jaas(
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule",
+                unsecuredLoginStringClaim_sub="alice")
+        config.update(extra)
+        self.broker = broker_factory(config, port=self.ports["PLAINTEXT"])
+
+    def bootstrap(self, listener: str) -> str:
+        return f"127.0.0.1:{self.ports[listener]}"
+
+    def tls(self, **client_cert) -> dict:
+        return {"ssl.ca.location": str(self.ca.ca_path), **client_cert}
+
+    def sasl(self, listener: str, mechanism: str, user: str = "alice", password: str | None = None) -> dict:
+        conf = {"bootstrap.servers": self.bootstrap(listener), "security.protocol": listener, "sasl.mechanisms": mechanism}
+        if listener == "SASL_SSL":
+            conf.update(self.tls())
+        if mechanism == "OAUTHBEARER":
+            conf.update({"enable.sasl.oauthbearer.unsecure.jwt": True, "sasl.oauthbearer.config": f"principal={user}"})
+        else:
+            conf.update({"sasl.username": user, "sasl.password": USERS.get(user, "") if password is None else password})
+        return conf
+
+    def log(self) -> str:
+        """The broker's log, field quotes dropped (`principal=User:alice`)."""
+        return self.broker.log_since_start().replace('"', "")
+
+
+@pytest.fixture
+def secured(broker_factory, tmp_path) -> Secured:
+    return Secured(broker_factory, tmp_path)
+
+
+def records(count: int, tag: str) -> list[OutRecord]:
+    return [OutRecord(f"k{i}".encode(), f"{tag}-{i}".encode(), (), int(time.time() * 1000)) for i in range(count)]
+
+
+def consume_values(conf: dict, topic: str, count: int, timeout_s: float = 60, **extra) -> list[bytes]:
+    """The first `count` values of partition 0, read with a confluent consumer."""
+    consumer = Consumer({**conf, "group.id": f"reader-{uuid.uuid4().hex}", "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", **extra})
+    values: list[bytes] = []
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        deadline = time.monotonic() + timeout_s
+        while len(values) < count:
+            assert time.monotonic() < deadline, f"read {len(values)} of {count} records"
+            for message in consumer.consume(num_messages=1000, timeout=0.5):
+                assert message.error() is None, message.error()
+                values.append(message.value())
+    finally:
+        consumer.close()
+    return values[:count]
+
+
+def kafka_python_values(bootstrap: str, topic: str, count: int, **conf) -> list[bytes]:
+    from kafka import TopicPartition as KTopicPartition
+
+    consumer = kafka_python_consumer(bootstrap, auto_offset_reset="earliest", **conf)
+    values: list[bytes] = []
+    try:
+        consumer.assign([KTopicPartition(topic, 0)])
+        deadline = time.monotonic() + 60
+        while len(values) < count:
+            assert time.monotonic() < deadline, f"read {len(values)} of {count} records"
+            for batch in consumer.poll(timeout_ms=500).values():
+                values.extend(record.value for record in batch)
+    finally:
+        consumer.close(timeout_ms=5_000)
+    return values[:count]
+
+
+def produce_and_consume(conf: dict, topic: str, count: int = 20) -> None:
+    """Produce with one confluent client, read back with another: every record, in order."""
+    producer = Producer({**conf, "enable.idempotence": False})
+    sent = records(count, topic)
+    deliveries = produce_confluent(producer, topic, sent)
+    assert len(deliveries) == count
+    assert consume_values(conf, topic, count) == [r.value for r in sent]
+
+
+def authentication_error(conf: dict, timeout_s: float = 30) -> KafkaError:
+    """The first error a client reports while trying to reach the broker."""
+    errors: list[KafkaError] = []
+    admin = AdminClient({**conf, "error_cb": errors.append, "reconnect.backoff.max.ms": 1000})
+    deadline = time.monotonic() + timeout_s
+    while not errors and time.monotonic() < deadline:
+        try:
+            admin.list_topics(timeout=1)
+        except KafkaException:
+            pass
+        admin.poll(0.1)
+    assert errors, "the client reported no error"
+    return errors[0]
+
+
+# --- TLS ---------------------------------------------------------------------
+
+
+def test_confluent_kafka_python_and_kcat_over_ssl(secured):
+    create_topic(secured.broker.bootstrap, "over-ssl")
+    conf = {"bootstrap.servers": secured.bootstrap("SSL"), "security.protocol": "SSL", **secured.tls()}
+    produce_and_consume(conf, "over-ssl")
+
+    tls = {"security_protocol": "SSL", "ssl_cafile": str(secured.ca.ca_path), "ssl_check_hostname": True}
+    producer = kafka_python_producer(secured.bootstrap("SSL"), **tls)
+    deliveries = produce_kafka_python(producer, "over-ssl", records(10, "kafka-python"))
+    producer.close()
+    assert len(deliveries) == 10
+    values = kafka_python_values(secured.bootstrap("SSL"), "over-ssl", 30, **tls)
+    assert values[20:] == [f"kafka-python-{i}".encode() for i in range(10)]
+
+    kcat = ["kcat", "-b", secured.bootstrap("SSL"), "-X", "security.protocol=SSL",
+            "-X", f"ssl.ca.location={secured.ca.ca_path}"]
+    subprocess.run([*kcat, "-P", "-t", "over-ssl"], input=b"from-kcat\n", check=True, timeout=60)
+    done = subprocess.run([*kcat, "-C", "-t", "over-ssl", "-o", "30", "-c", "1", "-e"],
+                          capture_output=True, check=True, timeout=60)
+    assert done.stdout.strip() == b"from-kcat"
+
+
+def test_mtls_names_the_client_by_its_mapped_certificate(secured):
+    create_topic(secured.broker.bootstrap, "over-mtls")
+    conf = {"bootstrap.servers": secured.bootstrap("MTLS"), "security.protocol": "SSL",
+            **secured.tls(**{"ssl.certificate.location": str(secured.alice.cert_path),
+                             "ssl.key.location": str(secured.alice.key_path)})}
+    produce_and_consume(conf, "over-mtls")
+    # CN=Alice,OU=clients,O=Strom,C=US through the rule, lower-cased.
+    wait_until(lambda: "principal=User:alice" in secured.log(), 10, "the mapped principal in the log")
+    assert "principal=User:CN=" not in secured.log()
+
+
+def test_mtls_refuses_clients_without_a_trusted_certificate(secured):
+    base = {"bootstrap.servers": secured.bootstrap("MTLS"), "security.protocol": "SSL", **secured.tls()}
+    untrusted = {**base, "ssl.certificate.location": str(secured.untrusted.cert_path),
+                 "ssl.key.location": str(secured.untrusted.key_path)}
+    for conf in [base, untrusted]:
+        error = authentication_error(conf)
+        assert error.code() in (KafkaError._SSL, KafkaError._TRANSPORT, KafkaError._AUTHENTICATION,
+                                KafkaError._ALL_BROKERS_DOWN), error
+    # The broker still serves a client that shows a trusted certificate.
+    good = {**base, "ssl.certificate.location": str(secured.alice.cert_path), "ssl.key.location": str(secured.alice.key_path)}
+    assert AdminClient(good).list_topics(timeout=20).brokers
+    assert secured.broker.alive()
+
+
+def served_certificate(port: int, ca_path) -> bytes:
+    context = ssl.create_default_context(cafile=str(ca_path))
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
+        with context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+            return tls.getpeercert(binary_form=True)
+
+
+def test_a_replaced_key_store_is_served_to_new_connections_without_a_restart(broker_factory, tmp_path):
+    secured = Secured(broker_factory, tmp_path, **{"ssl.reload.check.interval.ms": "100"})
+    before = served_certificate(secured.ports["SSL"], secured.ca.ca_path)
+    pid = secured.broker.pid
+    renewed = secured.ca.issue("server-renewed", "localhost", server=True)
+    staging = tmp_path / "renewed.pem"
+    secured.ca.pem_keystore(renewed, staging)
+    staging.replace(secured.server_pem)
+    wait_until(lambda: served_certificate(secured.ports["SSL"], secured.ca.ca_path) != before, 20,
+               "the renewed certificate on a new connection")
+    from cryptography import x509
+    served = x509.load_der_x509_certificate(served_certificate(secured.ports["SSL"], secured.ca.ca_path))
+    assert served.serial_number == renewed.cert.serial_number
+    assert secured.broker.pid == pid
+    produce_and_consume({"bootstrap.servers": secured.bootstrap("SSL"), "security.protocol": "SSL", **secured.tls()},
+                        "after-reload", count=5)
+
+
+# --- SASL --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("listener", ["SASL_SSL", "SASL_PLAINTEXT"])
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_sasl_clients_produce_consume_in_groups_and_transactions(secured, listener, mechanism):
+    topic = f"sasl-{listener}-{mechanism}".lower()
+    create_topic(secured.broker.bootstrap, topic)
+    conf = secured.sasl(listener, mechanism)
+    produce_and_consume(conf, topic)
+    wait_until(lambda: f"listener={listener} principal=User:alice" in secured.log().replace('"', ""), 10,
+               "the SASL principal in the log")
+
+    # A consumer group commits and its offsets are read back.
+    group = f"group-{uuid.uuid4().hex}"
+    consumer = Consumer({**conf, "group.id": group, "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    seen = []
+    deadline = time.monotonic() + 60
+    while len(seen) < 20 and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            seen.append(message.value())
+    consumer.commit(asynchronous=False)
+    committed = consumer.committed([TopicPartition(topic, 0)], timeout=20)
+    consumer.close()
+    assert len(seen) == 20 and committed[0].offset == 20
+
+    # A transaction commits and a read_committed consumer sees it.
+    producer = Producer({**conf, "transactional.id": f"txn-{uuid.uuid4().hex}"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for i in range(5):
+        producer.produce(topic, value=f"txn-{i}".encode())
+    producer.commit_transaction(30)
+    values = consume_values(conf, topic, 25, **{"isolation.level": "read_committed"})
+    assert values[20:] == [f"txn-{i}".encode() for i in range(5)]
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_kafka_python_authenticates_with_sasl(secured, mechanism):
+    create_topic(secured.broker.bootstrap, "kafka-python-sasl")
+    sasl = {"security_protocol": "SASL_SSL", "ssl_cafile": str(secured.ca.ca_path), "sasl_mechanism": mechanism,
+            "sasl_plain_username": "bob", "sasl_plain_password": USERS["bob"]}
+    producer = kafka_python_producer(secured.bootstrap("SASL_SSL"), **sasl)
+    deliveries = produce_kafka_python(producer, "kafka-python-sasl", records(10, mechanism))
+    producer.close()
+    assert len(deliveries) == 10
+    values = kafka_python_values(secured.bootstrap("SASL_SSL"), "kafka-python-sasl", 10, **sasl)
+    assert values == [f"{mechanism}-{i}".encode() for i in range(10)]
+
+
+def oauth_conf(secured: Secured, token: str, claimed_expiry_s: float | None = None) -> dict:
+    """A SASL_SSL client on the JWT listener that presents `token`."""
+
+    def refresh(_config):
+        return token, claimed_expiry_s or time.time() + 3600
+
+    return {"bootstrap.servers": secured.bootstrap("JWT"), "security.protocol": "SASL_SSL",
+            "sasl.mechanisms": "OAUTHBEARER", "oauth_cb": refresh, **secured.tls()}
+
+
+def test_signed_jwts_are_checked_against_the_jwks(secured):
+    create_topic(secured.broker.bootstrap, "signed-jwt")
+    token = secured.jwt.token(claims("carol", aud="strom"))
+    produce_and_consume(oauth_conf(secured, token), "signed-jwt")
+    wait_until(lambda: "principal=User:carol" in secured.log(), 10, "the token's subject as principal")
+
+
+def test_failed_authentications_get_kafkas_errors_and_the_broker_stays_healthy(secured):
+    wrong_password = [secured.sasl("SASL_SSL", m, password="wrong") for m in ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]]
+    for conf in wrong_password:
+        error = authentication_error(conf)
+        assert error.code() == KafkaError._AUTHENTICATION, error
+        if conf["sasl.mechanisms"] == "PLAIN":
+            assert "Invalid username or password" in error.str(), error
+        else:
+            assert "invalid credentials" in error.str(), error
+
+    unknown_user = secured.sasl("SASL_PLAINTEXT", "SCRAM-SHA-256", user="nobody", password="x")
+    assert authentication_error(unknown_user).code() == KafkaError._AUTHENTICATION
+
+    rogue = JwtIssuer(secured.broker.workdir)
+    refused_tokens = {
+        "expired": secured.jwt.token(claims("carol", lifetime_s=-120, aud="strom")),
+        "wrong audience": secured.jwt.token(claims("carol", aud="elsewhere")),
+        "unknown key": rogue.token(claims("carol", aud="strom")),
+        "unsigned": unsecured_token(claims("carol", aud="strom")),
+    }
+    for what, token in refused_tokens.items():
+        error = authentication_error(oauth_conf(secured, token))
+        assert error.code() == KafkaError._AUTHENTICATION, (what, error)
+        assert "invalid_token" in error.str(), (what, error)
+
+    # An unsecured token that expired is refused on the unsecured listeners too.
+    expired = secured.sasl("SASL_PLAINTEXT", "OAUTHBEARER")
+    expired.pop("enable.sasl.oauthbearer.unsecure.jwt")
+    expired.pop("sasl.oauthbearer.config")
+    stale = unsecured_token(claims("alice", lifetime_s=-60))
+    expired["oauth_cb"] = lambda _config: (stale, time.time() + 3600)
+    assert authentication_error(expired).code() == KafkaError._AUTHENTICATION
+
+    # Requests before authentication are refused: the connection is closed.
+    metadata = wire.request(3, 1, 5, wire.int32(-1))
+    assert wire.exchange(secured.ports["SASL_PLAINTEXT"], metadata, timeout_s=10).closed
+
+    assert secured.broker.alive()
+    create_topic(secured.broker.bootstrap, "still-healthy")
+    produce_and_consume(secured.sasl("SASL_SSL", "SCRAM-SHA-512"), "still-healthy", count=5)
+
+
+# --- KIP-368 re-authentication -----------------------------------------------
+
+
+def sasl_plain_v2(sock, user: str, password: str) -> int:
+    """SaslHandshake v1 + SaslAuthenticate v2 with PLAIN; the session lifetime."""
+    handshake = wire.request(17, 1, 1, wire.Writer(flexible=False).nullable_string("PLAIN").build())
+    token = f"\0{user}\0{password}".encode()
+    authenticate = wire.request(36, 2, 2, wire.uvarint(len(token) + 1) + token + b"\0", flexible=True)
+    wire.send(sock, handshake + authenticate)
+    reaction = wire.drain(sock, timeout_s=10, until_frames=2)
+    frames, _ = wire.split_frames(reaction.received)
+    assert len(frames) == 2, reaction
+    reader = wire.Reader(frames[1], flexible=True)
+    assert reader.int32() == 2
+    reader.skip_tagged_fields()
+    assert reader.int16() == 0, "SaslAuthenticate error code"
+    reader.uvarint()  # error_message: null
+    size = reader.uvarint() - 1
+    reader.raw(size)
+    return reader.int64()
+
+
+def test_sessions_expire_unless_the_client_re_authenticates(broker_factory, tmp_path):
+    secured = Secured(broker_factory, tmp_path, **{"listener.name.sasl_plaintext.connections.max.reauth.ms": "1500"})
+    with wire.connect(secured.ports["SASL_PLAINTEXT"]) as sock:
+        assert sasl_plain_v2(sock, "alice", USERS["alice"]) == 1500
+        time.sleep(2)  # let the session lapse; the broker then refuses the next request
+        wire.send(sock, wire.request(3, 1, 9, wire.int32(-1)))
+        assert wire.drain(sock, timeout_s=10).closed
+
+    # librdkafka re-authenticates on its own (KIP-368): a producer outliving
+    # several sessions keeps delivering on the same connections.
+    log_before = len(secured.log())
+    create_topic(secured.broker.bootstrap, "reauth")
+    producer = Producer({**secured.sasl("SASL_PLAINTEXT", "SCRAM-SHA-256"), "enable.idempotence": False,
+                         "linger.ms": 0})
+    delivered = []
+    deadline = time.monotonic() + 6
+    for i in range(10_000):
+        if time.monotonic() >= deadline:
+            break
+        producer.produce("reauth", value=str(i).encode(), on_delivery=lambda err, msg: delivered.append(err))
+        producer.poll(0.2)
+    assert producer.flush(30) == 0
+    assert delivered and all(err is None for err in delivered)
+    during = secured.log()[log_before:]
+    assert "SASL re-authenticated" in during
+    assert "session expired" not in during
+
+
+# --- configuration -----------------------------------------------------------
+
+
+def run_server(tmp_path, *overrides: str) -> subprocess.CompletedProcess:
+    args = [str(strom_binary()), "server", "--override", f"log.dirs={tmp_path}/data"]
+    for override in overrides:
+        args += ["--override", override]
+    return subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=10)
+
+
+@pytest.mark.parametrize(
+    "overrides, fragment",
+    [
+        (["listeners=SSL://127.0.0.1:{port}"], "needs a key store"),
+        (["listeners=SSL://127.0.0.1:{port}", "ssl.keystore.type=JKS", "ssl.keystore.location=/x.jks"], "JKS"),
+        (["listeners=SASL_PLAINTEXT://127.0.0.1:{port}"], "sasl.enabled.mechanisms"),
+        (["listeners=SASL_PLAINTEXT://127.0.0.1:{port}", "sasl.enabled.mechanisms=GSSAPI"], "GSSAPI"),
+    ],
+)
+def test_a_listener_that_cannot_be_secured_stops_the_start(tmp_path, overrides, fragment):
+    port = free_port()
+    done = run_server(tmp_path, *(o.format(port=port) for o in overrides))
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("strom: listener ") and fragment in last, done.stderr
+    assert "formatting log dir" not in done.stderr, "refused before touching the disk"
