@@ -51,6 +51,15 @@ class Issued:
     def key_pem(self) -> bytes:
         return _pem(self.key)
 
+    def encrypted_key_pem(self, password: str) -> bytes:
+        encryption = serialization.BestAvailableEncryption(password.encode())
+        return self.key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption)
+
+
+def joined(pem: bytes) -> str:
+    """PEM as a properties file's continued lines leave it: one line, no breaks."""
+    return "".join(line.strip() for line in pem.decode().splitlines())
+
 
 class Authority:
     """A CA that issues server and client certificates into `directory`."""

@@ -14,6 +14,7 @@ import time
 import uuid
 
 import pytest
+from cryptography.hazmat.primitives.serialization import Encoding
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
@@ -29,7 +30,7 @@ from harness import (
     strom_binary,
     wait_until,
 )
-from security_material import STORE_PASSWORD, Authority, JwtIssuer, claims, unsecured_token
+from security_material import STORE_PASSWORD, Authority, JwtIssuer, claims, joined, unsecured_token
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -58,9 +59,9 @@ class Secured:
         self.untrusted = self.rogue.issue("mallory", "mallory", ou="clients")
         self.server_pem = self.ca.pem_keystore(server, tmp_path / "pki" / "server.keystore.pem")
         self.jwt = JwtIssuer(tmp_path)
-        self.ports = {name: free_port() for name in ["PLAINTEXT", "SSL", "MTLS", "SASL_SSL", "SASL_PLAINTEXT", "JWT"]}
-        protocols = {"PLAINTEXT": "PLAINTEXT", "SSL": "SSL", "MTLS": "SSL", "SASL_SSL": "SASL_SSL",
+        protocols = {"PLAINTEXT": "PLAINTEXT", "SSL": "SSL", "MTLS": "SSL", "OPTIONAL": "SSL", "SASL_SSL": "SASL_SSL",
                      "SASL_PLAINTEXT": "SASL_PLAINTEXT", "JWT": "SASL_SSL"}
+        self.ports = {name: free_port() for name in protocols}
         config = {
             "listeners": ",".join(f"{name}://127.0.0.1:{port}" for name, port in self.ports.items()),
             "listener.security.protocol.map": ",".join(f"{n}:{p}" for n, p in protocols.items()),
@@ -78,6 +79,14 @@ class Secured:
             "listener.name.mtls.ssl.truststore.password": STORE_PASSWORD,
             "listener.name.mtls.ssl.client.auth": "required",
             "listener.name.mtls.ssl.principal.mapping.rules": "RULE:^CN=([^,]*),OU=clients,.*$/$1/L,DEFAULT",
+            # A client certificate requested, not required; inline PEM trust.
+            "listener.name.optional.ssl.client.auth": "requested",
+            "listener.name.optional.ssl.truststore.type": "PEM",
+            "listener.name.optional.ssl.truststore.certificates": joined(self.ca.cert.public_bytes(Encoding.PEM)),
+            # SASL_SSL: an inline PEM key store with an encrypted key.
+            "listener.name.sasl_ssl.ssl.keystore.certificate.chain": joined(server.cert_pem),
+            "listener.name.sasl_ssl.ssl.keystore.key": joined(server.encrypted_key_pem("key-secret")),
+            "listener.name.sasl_ssl.ssl.key.password": "key-secret",
             "sasl.enabled.mechanisms": ",".join(MECHANISMS),
             "listener.name.jwt.sasl.enabled.mechanisms": "OAUTHBEARER",
             "listener.name.jwt.oauthbearer.sasl.jaas.config": jaas(
@@ -237,6 +246,19 @@ def test_mtls_refuses_clients_without_a_trusted_certificate(secured):
     good = {**base, "ssl.certificate.location": str(secured.alice.cert_path), "ssl.key.location": str(secured.alice.key_path)}
     assert AdminClient(good).list_topics(timeout=20).brokers
     assert secured.broker.alive()
+
+
+def test_a_requested_client_certificate_is_optional(secured):
+    create_topic(secured.broker.bootstrap, "optional-cert")
+    base = {"bootstrap.servers": secured.bootstrap("OPTIONAL"), "security.protocol": "SSL", **secured.tls()}
+    produce_and_consume(base, "optional-cert", count=3)
+    wait_until(lambda: "listener=OPTIONAL principal=User:ANONYMOUS" in secured.log(), 10, "an anonymous TLS client")
+    with_cert = {**base, "ssl.certificate.location": str(secured.alice.cert_path),
+                 "ssl.key.location": str(secured.alice.key_path)}
+    assert AdminClient(with_cert).list_topics(timeout=20).brokers
+    # No rule configured: the principal is the whole distinguished name.
+    wait_until(lambda: "listener=OPTIONAL principal=User:CN=Alice,OU=clients,O=Strom,C=US" in secured.log(), 10,
+               "the certificate's distinguished name")
 
 
 def served_certificate(port: int, ca_path) -> bytes:

@@ -201,13 +201,28 @@ fn pem_key_pair(chain: &[u8], key: &[u8], key_password: Option<&str>) -> Result<
         "PRIVATE KEY" => PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(der)),
         "RSA PRIVATE KEY" => PrivateKeyDer::Pkcs1(PrivatePkcs1KeyDer::from(der)),
         "EC PRIVATE KEY" => PrivateKeyDer::Sec1(PrivateSec1KeyDer::from(der)),
-        "ENCRYPTED PRIVATE KEY" if key_password.is_none() => {
-            return Err("the private key is encrypted: set ssl.key.password".into())
+        "ENCRYPTED PRIVATE KEY" => {
+            let password = key_password.ok_or("the private key is encrypted: set ssl.key.password")?;
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(decrypt_pkcs8(&der, password)?))
         }
-        "ENCRYPTED PRIVATE KEY" => return Err("encrypted PEM private keys are not supported yet; store the key unencrypted (PKCS#8) or use a PKCS12 key store".into()),
         other => return Err(format!("unsupported key type {other}")),
     };
     Ok((certificates, key))
+}
+
+/// Decrypts a PKCS#8 `EncryptedPrivateKeyInfo` (PBES2, as OpenSSL and
+/// Kafka's PEM key stores write it) with `ssl.key.password`.
+fn decrypt_pkcs8(der: &[u8], password: &str) -> Result<Vec<u8>, String> {
+    use pkcs5::der::asn1::OctetStringRef;
+    use pkcs5::der::{Decode, Reader, SliceReader};
+    let unreadable = |e: pkcs5::der::Error| format!("unreadable encrypted private key: {e}");
+    let mut reader = SliceReader::new(der).map_err(unreadable)?;
+    let (scheme, data) = reader
+        .sequence(|inner| Ok((pkcs5::EncryptionScheme::decode(inner)?, OctetStringRef::decode(inner)?)))
+        .map_err(unreadable)?;
+    scheme
+        .decrypt(password, data.as_bytes())
+        .map_err(|_| "cannot decrypt the private key: wrong ssl.key.password or unsupported encryption".to_owned())
 }
 
 /// The `(label, DER)` blocks of PEM text. Tolerant of the layouts Kafka
@@ -274,7 +289,7 @@ fn trust_store(
         roots.add(CertificateDer::from(der)).map_err(|e| format!("trust store certificate: {e}"))?;
     }
     if roots.is_empty() {
-        return Err(format!("{}: the trust store holds no certificate", settings.name_of("ssl.truststore.location")));
+        return Err(format!("the trust store of listener {} holds no certificate", settings.listener()));
     }
     Ok(Some(roots))
 }
