@@ -447,6 +447,84 @@ def test_sessions_expire_unless_the_client_re_authenticates(broker_factory, tmp_
     assert "session expired" not in during
 
 
+# --- hostile input -----------------------------------------------------------
+
+
+def sasl_authenticate_v2(sock, mechanism: str, token: bytes) -> tuple[int, str | None]:
+    """SaslHandshake v1 then one SaslAuthenticate v2: (error code, error message)."""
+    handshake = wire.request(17, 1, 1, wire.Writer(flexible=False).nullable_string(mechanism).build())
+    authenticate = wire.request(36, 2, 2, wire.uvarint(len(token) + 1) + token + b"\0", flexible=True)
+    wire.send(sock, handshake + authenticate)
+    reaction = wire.drain(sock, timeout_s=10, until_frames=2)
+    frames, _ = wire.split_frames(reaction.received)
+    assert len(frames) == 2, reaction
+    reader = wire.Reader(frames[1], flexible=True)
+    assert reader.int32() == 2
+    reader.skip_tagged_fields()
+    error = reader.int16()
+    size = reader.uvarint() - 1
+    message = reader.raw(size).decode() if size >= 0 else None
+    return error, message
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"])
+def test_garbage_sasl_messages_fail_authentication_and_close(secured, mechanism):
+    for garbage in [b"", b"\xff\xfe\x00", b"n,,n=alice", b"\x00" * 1000, b"n,,\x01auth=Bearer \x01\x01"]:
+        with wire.connect(secured.ports["SASL_PLAINTEXT"]) as sock:
+            error, message = sasl_authenticate_v2(sock, mechanism, garbage)
+            if error == 0:
+                # A first SCRAM message may pass as far as the server's challenge;
+                # an empty OAUTHBEARER challenge reply too. The next junk fails.
+                wire.send(sock, wire.request(36, 2, 3, wire.uvarint(4) + b"bad" + b"\0", flexible=True))
+                reaction = wire.drain(sock, timeout_s=10, until_frames=1)
+                frames, _ = wire.split_frames(reaction.received)
+                reader = wire.Reader(frames[0], flexible=True)
+                reader.int32()
+                reader.skip_tagged_fields()
+                error = reader.int16()
+            assert error == 58, (garbage, error, message)  # SASL_AUTHENTICATION_FAILED
+            assert wire.drain(sock, timeout_s=10).closed
+    assert secured.broker.alive()
+
+
+def test_oversized_and_out_of_order_sasl_frames_close_the_connection(secured):
+    # A size prefix past sasl.server.max.receive.size (512 KiB) before authentication.
+    with wire.connect(secured.ports["SASL_PLAINTEXT"]) as sock:
+        wire.send(sock, wire.int32(600 * 1024) + b"x" * 1024)
+        assert wire.drain(sock, timeout_s=10).closed
+    # SaslAuthenticate without a handshake, and an unknown mechanism.
+    assert wire.exchange(secured.ports["SASL_PLAINTEXT"], wire.request(36, 2, 1, b"\x01\x00", flexible=True),
+                         timeout_s=10).closed
+    with wire.connect(secured.ports["SASL_PLAINTEXT"]) as sock:
+        wire.send(sock, wire.request(17, 1, 1, wire.Writer(flexible=False).nullable_string("GSSAPI").build()))
+        reaction = wire.drain(sock, timeout_s=10)
+        frames, _ = wire.split_frames(reaction.received)
+        reader = wire.Reader(frames[0])
+        assert reader.int32() == 1 and reader.int16() == 33, "UNSUPPORTED_SASL_MECHANISM"
+        assert reaction.closed
+    produce_and_consume(secured.sasl("SASL_PLAINTEXT", "PLAIN"), "after-garbage", count=3)
+
+
+def test_garbage_and_stalled_tls_handshakes_are_dropped(secured):
+    port = secured.ports["SSL"]
+    # Not TLS at all: a Kafka request, random bytes.
+    for garbage in [wire.api_versions_request(3, 1), bytes(range(256)) * 4]:
+        assert wire.exchange(port, garbage, timeout_s=10).closed
+    # Handshakes that never finish hold no resources past the handshake time-out.
+    stalled = [wire.connect(port) for _ in range(20)]
+    try:
+        stalled[0].sendall(b"\x16\x03\x01\x02\x00\x01")  # the start of a ClientHello, then silence
+        # Meanwhile a real client is served.
+        assert AdminClient({"bootstrap.servers": secured.bootstrap("SSL"), "security.protocol": "SSL",
+                            **secured.tls()}).list_topics(timeout=20).brokers
+        for sock in stalled:
+            assert wire.drain(sock, timeout_s=30).closed, "a stalled handshake stayed open"
+    finally:
+        for sock in stalled:
+            sock.close()
+    assert secured.broker.alive()
+
+
 # --- configuration -----------------------------------------------------------
 
 
