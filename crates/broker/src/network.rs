@@ -200,7 +200,9 @@ async fn sasl_step<W: AsyncWrite + Unpin>(
         Action::ReplyAndClose(answer, reason) => (answer, Some(reason)),
         Action::Close(reason) => (Bytes::new(), Some(reason)),
     };
-    if let Some(principal) = sasl.principal.as_deref().filter(|_| sasl.is_authenticated() && !was_authenticated) {
+    if let Some(principal) =
+        sasl.principal.as_deref().filter(|_| sasl.is_authenticated() && !was_authenticated)
+    {
         let event = if had_principal { "SASL re-authenticated" } else { "SASL authenticated" };
         tracing::debug!(%peer, listener = %security.name, principal, "{event}");
         session.principal = Arc::from(principal);
@@ -246,8 +248,9 @@ async fn write_response<W: ResponseWriter>(
         match chunk {
             Chunk::Bytes(bytes) => writer.write_all(&bytes).await?,
             Chunk::File(slice) => {
-                let sendfile =
-                    zero_copy && slice.len > COPY_BELOW_BYTES && writer.get_ref().zero_copy_socket().is_some();
+                let sendfile = zero_copy
+                    && slice.len > COPY_BELOW_BYTES
+                    && writer.get_ref().zero_copy_socket().is_some();
                 if !sendfile {
                     copy_file(writer, &slice).await?;
                     continue;
@@ -265,7 +268,10 @@ async fn write_response<W: ResponseWriter>(
 /// Copies a file range to the socket a step at a time, so a large response
 /// to a client that reads slowly (or never) holds one step of memory, not
 /// the whole range.
-async fn copy_file<W: AsyncWrite + Unpin>(writer: &mut BufWriter<W>, slice: &FileSlice) -> std::io::Result<()> {
+async fn copy_file<W: AsyncWrite + Unpin>(
+    writer: &mut BufWriter<W>,
+    slice: &FileSlice,
+) -> std::io::Result<()> {
     let mut buf = vec![0u8; slice.len.min(COPY_STEP_BYTES)];
     let mut copied = 0;
     while copied < slice.len {

@@ -16,8 +16,13 @@ pub fn handshake(_ctx: &RequestContext<'_>, _request: SaslHandshakeRequest) -> S
     SaslHandshakeResponse::default().with_error_code(ResponseError::IllegalSaslState.code())
 }
 
-pub fn authenticate(_ctx: &RequestContext<'_>, _request: SaslAuthenticateRequest) -> SaslAuthenticateResponse {
+pub fn authenticate(
+    _ctx: &RequestContext<'_>,
+    _request: SaslAuthenticateRequest,
+) -> SaslAuthenticateResponse {
     SaslAuthenticateResponse::default()
         .with_error_code(ResponseError::IllegalSaslState.code())
-        .with_error_message(Some(str_bytes("SaslAuthenticate request received after successful authentication")))
+        .with_error_message(Some(str_bytes(
+            "SaslAuthenticate request received after successful authentication",
+        )))
 }

@@ -91,7 +91,8 @@ fn split_rule(text: &str) -> Result<(Rule, &str), String> {
     };
     // Whatever follows up to the next comma is ignored, as Kafka's `.*?`.
     let rest = rest.find(',').map_or("", |at| &rest[at..]);
-    let pattern = Regex::new(&format!("^(?:{pattern})$")).map_err(|e| format!("Invalid rule pattern {pattern:?}: {e}"))?;
+    let pattern = Regex::new(&format!("^(?:{pattern})$"))
+        .map_err(|e| format!("Invalid rule pattern {pattern:?}: {e}"))?;
     Ok((Rule::Replace { pattern, replacement: java_replacement(&replacement), case }, rest))
 }
 
@@ -142,8 +143,8 @@ fn java_replacement(java: &str) -> String {
 /// attribute last-in-certificate first, as `X500Principal.getName()`.
 pub fn subject_dn(certificate_der: &[u8]) -> Result<String, String> {
     use x509_parser::prelude::{FromDer, X509Certificate};
-    let (_, certificate) =
-        X509Certificate::from_der(certificate_der).map_err(|e| format!("unreadable client certificate: {e}"))?;
+    let (_, certificate) = X509Certificate::from_der(certificate_der)
+        .map_err(|e| format!("unreadable client certificate: {e}"))?;
     let rdns: Vec<String> = certificate
         .subject()
         .iter()
@@ -171,7 +172,8 @@ fn attribute(attribute: &x509_parser::x509::AttributeTypeAndValue<'_>) -> String
     match attribute.as_str() {
         Ok(value) if !keyword.is_empty() => format!("{keyword}={}", escape_value(value)),
         _ => {
-            let der = x509_parser::der_parser::asn1_rs::ToDer::to_der_vec(attribute.attr_value()).unwrap_or_default();
+            let der = x509_parser::der_parser::asn1_rs::ToDer::to_der_vec(attribute.attr_value())
+                .unwrap_or_default();
             let hex: String = der.iter().map(|b| format!("{b:02x}")).collect();
             format!("{oid}=#{hex}")
         }

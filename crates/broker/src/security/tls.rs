@@ -27,7 +27,9 @@ use base64::Engine;
 use rustls::crypto::CryptoProvider;
 use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig, SupportedProtocolVersion};
-use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs1KeyDer, PrivatePkcs8KeyDer, PrivateSec1KeyDer};
+use rustls_pki_types::{
+    CertificateDer, PrivateKeyDer, PrivatePkcs1KeyDer, PrivatePkcs8KeyDer, PrivateSec1KeyDer,
+};
 use tokio::net::TcpStream;
 use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
@@ -45,7 +47,7 @@ pub struct ReloadingAcceptor {
     settings: ListenerSettings,
     current: RwLock<Arc<ServerConfig>>,
     /// The stores' files and the content the current config was built from.
-    watched: Mutex<Vec<(PathBuf, Vec<u8>)>>,
+    watched: Mutex<Files>,
     mapper: PrincipalMapper,
     pub reload_interval: Duration,
 }
@@ -109,16 +111,23 @@ impl ReloadingAcceptor {
                 _ = tick.tick() => {}
             }
             match self.reload_if_changed() {
-                Ok(true) => tracing::info!(%listener, "TLS key or trust store changed: new connections use the new one"),
+                Ok(true) => {
+                    tracing::info!(%listener, "TLS key or trust store changed: new connections use the new one")
+                }
                 Ok(false) => {}
-                Err(e) => tracing::error!(%listener, "TLS stores changed but do not load; keeping the previous ones: {e}"),
+                Err(e) => {
+                    tracing::error!(%listener, "TLS stores changed but do not load; keeping the previous ones: {e}")
+                }
             }
         }
     }
 }
 
-/// The server config and the files it was built from, with their content.
-fn build(settings: &ListenerSettings) -> Result<(ServerConfig, Vec<(PathBuf, Vec<u8>)>), String> {
+/// Files read to build a config, with their content.
+type Files = Vec<(PathBuf, Vec<u8>)>;
+
+/// The server config and the files it was built from.
+fn build(settings: &ListenerSettings) -> Result<(ServerConfig, Files), String> {
     let mut files = Vec::new();
     let (chain, key) = key_store(settings, &mut files)?;
     let roots = trust_store(settings, &mut files)?;
@@ -135,9 +144,10 @@ fn build(settings: &ListenerSettings) -> Result<(ServerConfig, Vec<(PathBuf, Vec
 }
 
 /// Reads a store's file, remembering it for reloads.
-fn read_file(settings: &ListenerSettings, key: &str, files: &mut Vec<(PathBuf, Vec<u8>)>) -> Result<Option<Vec<u8>>, String> {
+fn read_file(settings: &ListenerSettings, key: &str, files: &mut Files) -> Result<Option<Vec<u8>>, String> {
     let Some(path) = settings.get(key) else { return Ok(None) };
-    let bytes = std::fs::read(path).map_err(|e| format!("{}: cannot read {path}: {e}", settings.name_of(key)))?;
+    let bytes =
+        std::fs::read(path).map_err(|e| format!("{}: cannot read {path}: {e}", settings.name_of(key)))?;
     files.push((PathBuf::from(path), bytes.clone()));
     Ok(Some(bytes))
 }
@@ -159,7 +169,7 @@ fn store_type(settings: &ListenerSettings, prefix: &str, bytes: Option<&[u8]>) -
 
 type KeyPair = (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>);
 
-fn key_store(settings: &ListenerSettings, files: &mut Vec<(PathBuf, Vec<u8>)>) -> Result<KeyPair, String> {
+fn key_store(settings: &ListenerSettings, files: &mut Files) -> Result<KeyPair, String> {
     // An explicit type Strom cannot read is named before the file is read.
     store_type(settings, "ssl.keystore", None)?;
     let file = read_file(settings, "ssl.keystore.location", files)?;
@@ -220,9 +230,9 @@ fn decrypt_pkcs8(der: &[u8], password: &str) -> Result<Vec<u8>, String> {
     let (scheme, data) = reader
         .sequence(|inner| Ok((pkcs5::EncryptionScheme::decode(inner)?, OctetStringRef::decode(inner)?)))
         .map_err(unreadable)?;
-    scheme
-        .decrypt(password, data.as_bytes())
-        .map_err(|_| "cannot decrypt the private key: wrong ssl.key.password or unsupported encryption".to_owned())
+    scheme.decrypt(password, data.as_bytes()).map_err(|_| {
+        "cannot decrypt the private key: wrong ssl.key.password or unsupported encryption".to_owned()
+    })
 }
 
 /// The `(label, DER)` blocks of PEM text. Tolerant of the layouts Kafka
@@ -258,10 +268,15 @@ fn open_pkcs12(bytes: &[u8], passwords: &[Option<&str>]) -> Result<p12_keystore:
         }
     }
     // A trust store may have no password at all.
-    p12_keystore::KeyStore::from_pkcs12(bytes, "").map_err(|_| format!("cannot open the PKCS12 store: {last}"))
+    p12_keystore::KeyStore::from_pkcs12(bytes, "")
+        .map_err(|_| format!("cannot open the PKCS12 store: {last}"))
 }
 
-fn pkcs12_key_pair(bytes: &[u8], password: Option<&str>, key_password: Option<&str>) -> Result<KeyPair, String> {
+fn pkcs12_key_pair(
+    bytes: &[u8],
+    password: Option<&str>,
+    key_password: Option<&str>,
+) -> Result<KeyPair, String> {
     let store = open_pkcs12(bytes, &[password, key_password])?;
     let (_, chain) = store.private_key_chain().ok_or("the PKCS12 key store holds no private key")?;
     let certificates = chain.chain().iter().map(|c| CertificateDer::from(c.as_der().to_vec())).collect();
@@ -270,10 +285,7 @@ fn pkcs12_key_pair(bytes: &[u8], password: Option<&str>, key_password: Option<&s
 }
 
 /// The CAs client certificates must chain to, if any are configured.
-fn trust_store(
-    settings: &ListenerSettings,
-    files: &mut Vec<(PathBuf, Vec<u8>)>,
-) -> Result<Option<RootCertStore>, String> {
+fn trust_store(settings: &ListenerSettings, files: &mut Files) -> Result<Option<RootCertStore>, String> {
     store_type(settings, "ssl.truststore", None)?;
     let file = read_file(settings, "ssl.truststore.location", files)?;
     let certificates: Vec<Vec<u8>> = match (settings.get("ssl.truststore.certificates"), file) {
@@ -326,7 +338,8 @@ fn client_verifier(
     if mode != "requested" && mode != "required" {
         return Err(format!("{}: expected none, requested or required, not {mode}", settings.name_of(key)));
     }
-    let roots = roots.ok_or_else(|| format!("{}={mode} needs a trust store (ssl.truststore.*)", settings.name_of(key)))?;
+    let roots = roots
+        .ok_or_else(|| format!("{}={mode} needs a trust store (ssl.truststore.*)", settings.name_of(key)))?;
     let builder = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
     let builder = if mode == "requested" { builder.allow_unauthenticated() } else { builder };
     builder.build().map_err(|e| format!("{}: {e}", settings.name_of(key)))
@@ -345,7 +358,9 @@ fn protocol_versions(settings: &ListenerSettings) -> Result<Vec<&'static Support
         match name.as_str() {
             "TLSv1.3" => versions.push(&rustls::version::TLS13),
             "TLSv1.2" => versions.push(&rustls::version::TLS12),
-            "TLSv1" | "TLSv1.1" | "SSLv3" => tracing::warn!(protocol = %name, "{key}: protocol not supported, skipped"),
+            "TLSv1" | "TLSv1.1" | "SSLv3" => {
+                tracing::warn!(protocol = %name, "{key}: protocol not supported, skipped")
+            }
             other => return Err(format!("{}: unknown protocol {other}", settings.name_of(key))),
         }
     }
@@ -392,8 +407,10 @@ mod tests {
     fn pem_blocks_read_joined_lines() {
         let der = b"\x30\x03\x02\x01\x05";
         let b64 = base64::engine::general_purpose::STANDARD.encode(der);
-        let split = format!("-----BEGIN CERTIFICATE-----\n{}\n{}\n-----END CERTIFICATE-----\n", &b64[..4], &b64[4..]);
-        let joined = format!("-----BEGIN CERTIFICATE----- {} {} -----END CERTIFICATE-----", &b64[..4], &b64[4..]);
+        let split =
+            format!("-----BEGIN CERTIFICATE-----\n{}\n{}\n-----END CERTIFICATE-----\n", &b64[..4], &b64[4..]);
+        let joined =
+            format!("-----BEGIN CERTIFICATE----- {} {} -----END CERTIFICATE-----", &b64[..4], &b64[4..]);
         for text in [split, joined] {
             assert_eq!(pem_blocks(text.as_bytes()).unwrap(), vec![("CERTIFICATE".to_owned(), der.to_vec())]);
         }
@@ -404,7 +421,10 @@ mod tests {
     fn listeners_without_a_key_store_or_with_jks_are_refused() {
         let none = ListenerSettings::from_pairs("SSL", &[]);
         assert!(build(&none).unwrap_err().contains("needs a key store"));
-        let jks = ListenerSettings::from_pairs("SSL", &[("ssl.keystore.type", "JKS"), ("ssl.keystore.location", "/nonexistent")]);
+        let jks = ListenerSettings::from_pairs(
+            "SSL",
+            &[("ssl.keystore.type", "JKS"), ("ssl.keystore.location", "/nonexistent")],
+        );
         assert!(build(&jks).is_err());
     }
 
@@ -414,7 +434,10 @@ mod tests {
         assert!(protocol_versions(&only_old).is_err());
         let tls13 = ListenerSettings::from_pairs("SSL", &[("ssl.enabled.protocols", "TLSv1.3")]);
         assert_eq!(protocol_versions(&tls13).unwrap().len(), 1);
-        let suites = ListenerSettings::from_pairs("SSL", &[("ssl.cipher.suites", "TLS_AES_128_GCM_SHA256, TLS_RSA_WITH_NULL_MD5")]);
+        let suites = ListenerSettings::from_pairs(
+            "SSL",
+            &[("ssl.cipher.suites", "TLS_AES_128_GCM_SHA256, TLS_RSA_WITH_NULL_MD5")],
+        );
         assert_eq!(provider(&suites).unwrap().cipher_suites.len(), 1);
         let bogus = ListenerSettings::from_pairs("SSL", &[("ssl.cipher.suites", "TLS_BOGUS")]);
         assert!(provider(&bogus).is_err());

@@ -29,7 +29,9 @@ pub fn parse(text: &str) -> Result<JaasEntry, String> {
     let login_module = tokens.word().ok_or("expected a login module class name")?;
     let flag = tokens.word().ok_or("expected a control flag after the login module")?;
     if !matches!(flag.to_ascii_lowercase().as_str(), "required" | "requisite" | "sufficient" | "optional") {
-        return Err(format!("invalid control flag {flag:?}: expected required, requisite, sufficient or optional"));
+        return Err(format!(
+            "invalid control flag {flag:?}: expected required, requisite, sufficient or optional"
+        ));
     }
     let mut options = BTreeMap::new();
     loop {
@@ -71,7 +73,10 @@ impl Tokens<'_> {
 
     fn word(&mut self) -> Option<String> {
         self.skip_space();
-        let end = self.rest.find(|c: char| c.is_whitespace() || matches!(c, '=' | ';' | '"')).unwrap_or(self.rest.len());
+        let end = self
+            .rest
+            .find(|c: char| c.is_whitespace() || matches!(c, '=' | ';' | '"'))
+            .unwrap_or(self.rest.len());
         if end == 0 {
             return None;
         }
@@ -120,7 +125,15 @@ mod tests {
 
     #[test]
     fn refuses_malformed_entries() {
-        for bad in ["", "Module", "Module maybe;", "Module required a=\"x\"", "Module required a;", "M required; N required;", "M required a=\"unterminated;"] {
+        for bad in [
+            "",
+            "Module",
+            "Module maybe;",
+            "Module required a=\"x\"",
+            "Module required a;",
+            "M required; N required;",
+            "M required a=\"unterminated;",
+        ] {
             assert!(parse(bad).is_err(), "{bad:?} accepted");
         }
         assert_eq!(parse("M optional unquoted=value;").unwrap().options["unquoted"], "value");

@@ -128,19 +128,27 @@ impl SaslConfig {
             max_reauth_ms: BTreeMap::new(),
             max_receive_size: settings
                 .get("sasl.server.max.receive.size")
-                .map(|v| v.parse().map_err(|_| format!("sasl.server.max.receive.size: {v:?} is not a number")))
+                .map(|v| {
+                    v.parse().map_err(|_| format!("sasl.server.max.receive.size: {v:?} is not a number"))
+                })
                 .transpose()?
                 .unwrap_or(MAX_RECEIVE_SIZE_DEFAULT),
         };
         let mut scram_store = InMemoryScramCredentials::default();
         for name in &names {
-            let mechanism = Mechanism::parse(name)
-                .ok_or_else(|| format!("{}: mechanism {name} is not served", settings.name_of("sasl.enabled.mechanisms")))?;
-            let jaas = settings
-                .get_for_mechanism(name, "sasl.jaas.config")
-                .map(jaas::parse)
-                .transpose()
-                .map_err(|e| format!("listener.name.{}.{}.sasl.jaas.config: {e}", settings.listener(), name.to_ascii_lowercase()))?;
+            let mechanism = Mechanism::parse(name).ok_or_else(|| {
+                format!("{}: mechanism {name} is not served", settings.name_of("sasl.enabled.mechanisms"))
+            })?;
+            let jaas =
+                settings.get_for_mechanism(name, "sasl.jaas.config").map(jaas::parse).transpose().map_err(
+                    |e| {
+                        format!(
+                            "listener.name.{}.{}.sasl.jaas.config: {e}",
+                            settings.listener(),
+                            name.to_ascii_lowercase()
+                        )
+                    },
+                )?;
             match mechanism {
                 Mechanism::Plain => {
                     let users = jaas.map(|j| j.users()).unwrap_or_default();
@@ -150,7 +158,11 @@ impl SaslConfig {
                     config.plain_users = Arc::new(users);
                 }
                 Mechanism::ScramSha256 | Mechanism::ScramSha512 => {
-                    let kind = if mechanism == Mechanism::ScramSha256 { ScramMechanism::Sha256 } else { ScramMechanism::Sha512 };
+                    let kind = if mechanism == Mechanism::ScramSha256 {
+                        ScramMechanism::Sha256
+                    } else {
+                        ScramMechanism::Sha512
+                    };
                     // Interim: until SCRAM credentials live in the metadata
                     // log, they come from user_<name> options here.
                     for (user, password) in jaas.map(|j| j.users()).unwrap_or_default() {
@@ -164,7 +176,9 @@ impl SaslConfig {
             }
             let reauth_ms = match settings.get_for_mechanism(name, "connections.max.reauth.ms") {
                 None => 0,
-                Some(raw) => raw.parse().map_err(|_| format!("connections.max.reauth.ms: {raw:?} is not a number"))?,
+                Some(raw) => {
+                    raw.parse().map_err(|_| format!("connections.max.reauth.ms: {raw:?} is not a number"))?
+                }
             };
             config.max_reauth_ms.insert(mechanism.name(), reauth_ms);
             config.enabled.push(mechanism);
@@ -183,9 +197,15 @@ impl SaslConfig {
     fn server(&self, mechanism: Mechanism) -> Box<dyn MechanismServer> {
         match mechanism {
             Mechanism::Plain => Box::new(plain::PlainServer::new(self.plain_users.clone())),
-            Mechanism::ScramSha256 => Box::new(scram::ScramServer::new(ScramMechanism::Sha256, self.scram.clone())),
-            Mechanism::ScramSha512 => Box::new(scram::ScramServer::new(ScramMechanism::Sha512, self.scram.clone())),
-            Mechanism::OAuthBearer => Box::new(oauth::OAuthServer::new(self.oauth.clone().expect("set when enabled"))),
+            Mechanism::ScramSha256 => {
+                Box::new(scram::ScramServer::new(ScramMechanism::Sha256, self.scram.clone()))
+            }
+            Mechanism::ScramSha512 => {
+                Box::new(scram::ScramServer::new(ScramMechanism::Sha512, self.scram.clone()))
+            }
+            Mechanism::OAuthBearer => {
+                Box::new(oauth::OAuthServer::new(self.oauth.clone().expect("set when enabled")))
+            }
         }
     }
 
@@ -196,22 +216,32 @@ impl SaslConfig {
 
 /// OAUTHBEARER's validator: signed JWTs when a JWKS is configured, else
 /// unsecured tokens.
-fn oauth_validator(settings: &ListenerSettings, jaas: &BTreeMap<String, String>) -> Result<oauth::Validator, String> {
+fn oauth_validator(
+    settings: &ListenerSettings,
+    jaas: &BTreeMap<String, String>,
+) -> Result<oauth::Validator, String> {
     let key = |name: &str| settings.get_for_mechanism("OAUTHBEARER", name);
     let Some(url) = key("sasl.oauthbearer.jwks.endpoint.url") else {
         return Ok(oauth::Validator::Unsecured(oauth::UnsecuredOptions::from_jaas(jaas)?));
     };
     let path = url.strip_prefix("file://").or_else(|| url.strip_prefix("file:")).unwrap_or(url);
     if path.starts_with("http://") || path.starts_with("https://") {
-        return Err(format!("sasl.oauthbearer.jwks.endpoint.url: only file JWKS are served so far, not {url}"));
+        return Err(format!(
+            "sasl.oauthbearer.jwks.endpoint.url: only file JWKS are served so far, not {url}"
+        ));
     }
-    let text = std::fs::read_to_string(path).map_err(|e| format!("sasl.oauthbearer.jwks.endpoint.url: cannot read {path}: {e}"))?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("sasl.oauthbearer.jwks.endpoint.url: cannot read {path}: {e}"))?;
     let skew_s: i64 = match key("sasl.oauthbearer.clock.skew.seconds") {
         None => 30,
-        Some(raw) => raw.parse().map_err(|_| format!("sasl.oauthbearer.clock.skew.seconds: {raw:?} is not a number"))?,
+        Some(raw) => raw
+            .parse()
+            .map_err(|_| format!("sasl.oauthbearer.clock.skew.seconds: {raw:?} is not a number"))?,
     };
     let list = |name: &str| -> Vec<String> {
-        key(name).map(|v| v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect()).unwrap_or_default()
+        key(name)
+            .map(|v| v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect())
+            .unwrap_or_default()
     };
     Ok(oauth::Validator::Signed(oauth::SignedOptions {
         keys: oauth::parse_jwks(&text)?,
@@ -266,7 +296,12 @@ pub struct SaslConnection {
 
 impl SaslConnection {
     pub fn new(config: Arc<SaslConfig>) -> Self {
-        Self { config, state: State::Handshake { versions_seen: false }, principal: None, reauthenticating: None }
+        Self {
+            config,
+            state: State::Handshake { versions_seen: false },
+            principal: None,
+            reauthenticating: None,
+        }
     }
 
     /// Whether the client has authenticated (and is not re-authenticating).
@@ -308,19 +343,21 @@ impl SaslConnection {
                 Action::Close(format!("Unexpected Kafka request of type {other:?} during SASL handshake."))
             }
             (State::Authenticating { .. }, ApiKey::SaslAuthenticate) => self.authenticate(frame),
-            (State::Authenticating { .. }, other) => {
-                Action::Close(format!("Unexpected Kafka request of type {other:?} during SASL authentication."))
-            }
+            (State::Authenticating { .. }, other) => Action::Close(format!(
+                "Unexpected Kafka request of type {other:?} during SASL authentication."
+            )),
             (State::Failed, _) => Action::Close("authentication already failed".into()),
         }
     }
 
     fn handshake(&mut self, frame: Bytes, reauthenticating: bool) -> Action {
-        let Ok((header, request)) = decode::<SaslHandshakeRequest>(frame, ApiKey::SaslHandshake, 0..=1) else {
+        let Ok((header, request)) = decode::<SaslHandshakeRequest>(frame, ApiKey::SaslHandshake, 0..=1)
+        else {
             return Action::Close("malformed SaslHandshake request".into());
         };
         let mut response = SaslHandshakeResponse::default().with_mechanisms(self.config.mechanism_names());
-        let requested = Mechanism::parse(request.mechanism.as_str()).filter(|m| self.config.enabled.contains(m));
+        let requested =
+            Mechanism::parse(request.mechanism.as_str()).filter(|m| self.config.enabled.contains(m));
         let previous = match &self.state {
             State::Authenticated { mechanism, .. } => Some(*mechanism),
             _ => None,
@@ -334,7 +371,9 @@ impl SaslConnection {
         if reauthenticating && previous != Some(mechanism) {
             response.error_code = ResponseError::IllegalSaslState.code();
             self.state = State::Failed;
-            let reason = format!("SASL mechanism cannot change from {previous:?} to {mechanism:?} during re-authentication");
+            let reason = format!(
+                "SASL mechanism cannot change from {previous:?} to {mechanism:?} during re-authentication"
+            );
             return Action::ReplyAndClose(encode(&header, ApiKey::SaslHandshake, &response), reason);
         }
         self.reauthenticating = reauthenticating.then_some(mechanism);
@@ -344,7 +383,8 @@ impl SaslConnection {
     }
 
     fn authenticate(&mut self, frame: Bytes) -> Action {
-        let Ok((header, request)) = decode::<SaslAuthenticateRequest>(frame, ApiKey::SaslAuthenticate, 0..=2) else {
+        let Ok((header, request)) = decode::<SaslAuthenticateRequest>(frame, ApiKey::SaslAuthenticate, 0..=2)
+        else {
             return Action::Close("malformed SaslAuthenticate request".into());
         };
         let mut response = SaslAuthenticateResponse::default();
@@ -362,7 +402,8 @@ impl SaslConnection {
             Err(failure) => {
                 response.error_code = ResponseError::SaslAuthenticationFailed.code();
                 response.error_message = Some(StrBytes::from_string(failure.message.clone()));
-                let reason = format!("{} authentication failed: {}", failure.mechanism.name(), failure.message);
+                let reason =
+                    format!("{} authentication failed: {}", failure.mechanism.name(), failure.message);
                 Action::ReplyAndClose(encode(&header, ApiKey::SaslAuthenticate, &response), reason)
             }
         }
@@ -378,7 +419,11 @@ impl SaslConnection {
                 framed.put_slice(&bytes);
                 Action::Reply(framed.freeze())
             }
-            Err(failure) => Action::Close(format!("{} authentication failed: {}", failure.mechanism.name(), failure.message)),
+            Err(failure) => Action::Close(format!(
+                "{} authentication failed: {}",
+                failure.mechanism.name(),
+                failure.message
+            )),
         }
     }
 
@@ -402,7 +447,10 @@ impl SaslConnection {
         if self.reauthenticating.is_some() && self.principal.as_deref() != Some(principal.as_str()) {
             self.state = State::Failed;
             let previous = self.principal.as_deref().unwrap_or_default();
-            return Err(Failure::new(mechanism, format!("Cannot change principals during re-authentication from {previous} to {principal}")));
+            return Err(Failure::new(
+                mechanism,
+                format!("Cannot change principals during re-authentication from {previous} to {principal}"),
+            ));
         }
         let lifetime_ms = self.session_lifetime_ms(mechanism, token_lifetime_ms);
         let expires = (lifetime_ms > 0 || token_lifetime_ms.is_some())
@@ -448,7 +496,8 @@ fn decode<T: Decodable>(
     if !versions.contains(&version) {
         return Err(());
     }
-    let header = RequestHeader::decode(&mut frame, api_key.request_header_version(version)).map_err(|_| ())?;
+    let header =
+        RequestHeader::decode(&mut frame, api_key.request_header_version(version)).map_err(|_| ())?;
     let body = T::decode(&mut frame, version).map_err(|_| ())?;
     Ok((header, body))
 }

@@ -45,7 +45,8 @@ pub struct UnsecuredOptions {
 
 impl UnsecuredOptions {
     pub fn from_jaas(options: &BTreeMap<String, String>) -> Result<Self, String> {
-        let get = |key: &str, default: &str| options.get(key).map_or(default, String::as_str).trim().to_owned();
+        let get =
+            |key: &str, default: &str| options.get(key).map_or(default, String::as_str).trim().to_owned();
         let skew = get("unsecuredValidatorAllowableClockSkewMs", "0");
         Ok(Self {
             principal_claim: get("unsecuredValidatorPrincipalClaimName", "sub"),
@@ -56,11 +57,9 @@ impl UnsecuredOptions {
                 .filter(|s| !s.is_empty())
                 .map(str::to_owned)
                 .collect(),
-            clock_skew_ms: skew
-                .parse()
-                .ok()
-                .filter(|ms: &i64| *ms >= 0)
-                .ok_or_else(|| format!("unsecuredValidatorAllowableClockSkewMs: {skew:?} is not a non-negative number"))?,
+            clock_skew_ms: skew.parse().ok().filter(|ms: &i64| *ms >= 0).ok_or_else(|| {
+                format!("unsecuredValidatorAllowableClockSkewMs: {skew:?} is not a non-negative number")
+            })?,
         })
     }
 }
@@ -84,7 +83,10 @@ pub struct Jwk {
 
 #[derive(Debug, Clone)]
 pub enum PublicKey {
-    Rsa { n: Vec<u8>, e: Vec<u8> },
+    Rsa {
+        n: Vec<u8>,
+        e: Vec<u8>,
+    },
     /// An uncompressed P-256 point: `04 || x || y`.
     EcP256(Vec<u8>),
 }
@@ -156,7 +158,8 @@ fn split_jws(token: &str) -> Result<(Value, Value, Vec<u8>), Invalid> {
     };
     let json = |part: &str, what: &str| -> Result<Value, Invalid> {
         let bytes = BASE64URL.decode(part).map_err(|_| invalid(format!("the {what} is not base64url")))?;
-        let value: Value = serde_json::from_slice(&bytes).map_err(|_| invalid(format!("the {what} is not JSON")))?;
+        let value: Value =
+            serde_json::from_slice(&bytes).map_err(|_| invalid(format!("the {what} is not JSON")))?;
         if !value.is_object() {
             return Err(invalid(format!("the {what} is not a JSON object")));
         }
@@ -178,7 +181,11 @@ fn check_claims(
 ) -> Result<ValidToken, Invalid> {
     let principal = match claims.get(principal_claim) {
         Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
-        _ => return Err(invalid(format!("the required claim {principal_claim} is missing or not a non-empty string"))),
+        _ => {
+            return Err(invalid(format!(
+                "the required claim {principal_claim} is missing or not a non-empty string"
+            )))
+        }
     };
     let seconds = |name: &str| claims.get(name).map(|v| v.as_f64().map(|s| (s * 1000.0) as i64));
     let expires_ms = match seconds("exp") {
@@ -194,7 +201,9 @@ fn check_claims(
         Some(Some(issued_ms)) if issued_ms > now_ms.saturating_add(skew_ms) => {
             return Err(invalid("the token was issued in the future"))
         }
-        Some(Some(issued_ms)) if issued_ms > expires_ms => return Err(invalid("the token expires before it was issued")),
+        Some(Some(issued_ms)) if issued_ms > expires_ms => {
+            return Err(invalid("the token expires before it was issued"))
+        }
         Some(Some(_)) => {}
     }
     let scope: Vec<String> = match claims.get(scope_claim) {
@@ -228,10 +237,13 @@ fn validate_signed(options: &SignedOptions, token: &str, now_ms: i64) -> Result<
     let alg = header.get("alg").and_then(Value::as_str).unwrap_or("");
     let kid = header.get("kid").and_then(Value::as_str);
     let fits = |jwk: &&Jwk| match (alg, &jwk.key) {
-        ("RS256", PublicKey::Rsa { .. }) | ("ES256", PublicKey::EcP256(_)) => kid.is_none() || jwk.kid.as_deref() == kid,
+        ("RS256", PublicKey::Rsa { .. }) | ("ES256", PublicKey::EcP256(_)) => {
+            kid.is_none() || jwk.kid.as_deref() == kid
+        }
         _ => false,
     };
-    let verified = options.keys.iter().filter(fits).any(|jwk| verify(&jwk.key, signed_part.as_bytes(), &signature));
+    let verified =
+        options.keys.iter().filter(fits).any(|jwk| verify(&jwk.key, signed_part.as_bytes(), &signature));
     if !verified {
         return Err(invalid(format!("no key of the JWKS verifies the {alg} signature (kid {kid:?})")));
     }
@@ -259,9 +271,11 @@ fn verify(key: &PublicKey, message: &[u8], signature: &[u8]) -> bool {
         PublicKey::Rsa { n, e } => signature::RsaPublicKeyComponents { n, e }
             .verify(&signature::RSA_PKCS1_2048_8192_SHA256, message, signature)
             .is_ok(),
-        PublicKey::EcP256(point) => signature::UnparsedPublicKey::new(&signature::ECDSA_P256_SHA256_FIXED, point)
-            .verify(message, signature)
-            .is_ok(),
+        PublicKey::EcP256(point) => {
+            signature::UnparsedPublicKey::new(&signature::ECDSA_P256_SHA256_FIXED, point)
+                .verify(message, signature)
+                .is_ok()
+        }
     }
 }
 
@@ -323,8 +337,12 @@ impl MechanismServer for OAuthServer {
             // Whatever the client answers, the exchange has failed.
             return Err(Failure::new(Mechanism::OAuthBearer, error));
         }
-        let initial = parse_initial_response(token)
-            .map_err(|e| Failure::new(Mechanism::OAuthBearer, format!("Authentication failed: invalid OAUTHBEARER message: {e}")))?;
+        let initial = parse_initial_response(token).map_err(|e| {
+            Failure::new(
+                Mechanism::OAuthBearer,
+                format!("Authentication failed: invalid OAUTHBEARER message: {e}"),
+            )
+        })?;
         let now_ms = super::now_ms();
         let valid = match self.validator.validate(&initial.token, now_ms) {
             Ok(valid) => valid,
@@ -370,7 +388,10 @@ mod tests {
         let validator = Validator::Unsecured(options());
         let exp = NOW_MS / 1000 + 60;
         let good = unsecured(&format!(r#"{{"sub":"alice","exp":{exp},"iat":{}}}"#, NOW_MS / 1000));
-        assert_eq!(validator.validate(&good, NOW_MS).unwrap(), ValidToken { principal: "alice".into(), expires_ms: exp * 1000 });
+        assert_eq!(
+            validator.validate(&good, NOW_MS).unwrap(),
+            ValidToken { principal: "alice".into(), expires_ms: exp * 1000 }
+        );
         let bad = [
             unsecured(&format!(r#"{{"sub":"alice","exp":{}}}"#, NOW_MS / 1000 - 1)),
             unsecured(r#"{"sub":"alice"}"#),
@@ -378,11 +399,19 @@ mod tests {
             unsecured(&format!(r#"{{"sub":"","exp":{exp}}}"#)),
             unsecured(&format!(r#"{{"sub":"a","exp":{exp},"iat":{}}}"#, exp + 10)),
             unsecured(&format!(r#"{{"sub":"a","exp":"{exp}"}}"#)),
-            format!("{}.{}.", BASE64URL.encode(r#"{"alg":"RS256"}"#), BASE64URL.encode(r#"{"sub":"a","exp":9999999999}"#)),
+            format!(
+                "{}.{}.",
+                BASE64URL.encode(r#"{"alg":"RS256"}"#),
+                BASE64URL.encode(r#"{"sub":"a","exp":9999999999}"#)
+            ),
             "a.b".into(),
             "!!.!!.".into(),
             format!("{}.{}.", BASE64URL.encode("[1]"), BASE64URL.encode("{}")),
-            format!("{}.{}.AAAA", BASE64URL.encode(r#"{"alg":"none"}"#), BASE64URL.encode(r#"{"sub":"a","exp":9999999999}"#)),
+            format!(
+                "{}.{}.AAAA",
+                BASE64URL.encode(r#"{"alg":"none"}"#),
+                BASE64URL.encode(r#"{"sub":"a","exp":9999999999}"#)
+            ),
         ];
         for token in bad {
             assert!(validator.validate(&token, NOW_MS).is_err(), "{token} accepted");
@@ -426,7 +455,8 @@ mod tests {
         };
         let validator = Validator::Signed(options);
         let sign = |claims: &str| {
-            let signed = format!("{}.{}", BASE64URL.encode(r#"{"alg":"ES256","kid":"k1"}"#), BASE64URL.encode(claims));
+            let signed =
+                format!("{}.{}", BASE64URL.encode(r#"{"alg":"ES256","kid":"k1"}"#), BASE64URL.encode(claims));
             let signature = pair.sign(&rng, signed.as_bytes()).unwrap();
             format!("{signed}.{}", BASE64URL.encode(signature.as_ref()))
         };
@@ -435,11 +465,16 @@ mod tests {
         assert_eq!(validator.validate(&good, NOW_MS).unwrap().principal, "carol");
         let tampered = good.replace(&good[good.len() - 4..], "AAAA");
         assert!(validator.validate(&tampered, NOW_MS).is_err());
-        let wrong_audience = sign(&format!(r#"{{"sub":"carol","exp":{exp},"aud":"other","iss":"https://issuer"}}"#));
+        let wrong_audience =
+            sign(&format!(r#"{{"sub":"carol","exp":{exp},"aud":"other","iss":"https://issuer"}}"#));
         assert!(validator.validate(&wrong_audience, NOW_MS).is_err());
-        let expired = sign(&format!(r#"{{"sub":"carol","exp":{},"aud":"strom","iss":"https://issuer"}}"#, NOW_MS / 1000 - 60));
+        let expired = sign(&format!(
+            r#"{{"sub":"carol","exp":{},"aud":"strom","iss":"https://issuer"}}"#,
+            NOW_MS / 1000 - 60
+        ));
         assert!(validator.validate(&expired, NOW_MS).is_err());
-        let unsigned = unsecured(&format!(r#"{{"sub":"carol","exp":{exp},"aud":"strom","iss":"https://issuer"}}"#));
+        let unsigned =
+            unsecured(&format!(r#"{{"sub":"carol","exp":{exp},"aud":"strom","iss":"https://issuer"}}"#));
         assert!(validator.validate(&unsigned, NOW_MS).is_err());
     }
 
@@ -447,7 +482,18 @@ mod tests {
     fn initial_responses_parse_strictly() {
         let ok = parse_initial_response(b"n,a=alice,\x01auth=Bearer abc.def.\x01ext=1\x01\x01").unwrap();
         assert_eq!(ok, InitialResponse { authorization_id: "alice".into(), token: "abc.def.".into() });
-        for bad in [&b""[..], b"n,,", b"n,,\x01auth=Bearer x\x01", b"y,,\x01auth=Bearer x\x01\x01", b"n,,\x01auth=Basic x\x01\x01", b"n,,\x01auth=Bearerx\x01\x01", b"n,,\x01k1=v\x01\x01", b"n,,\x01noequals\x01\x01", b"n,,\x01x=y\x01\x01", b"\xff"] {
+        for bad in [
+            &b""[..],
+            b"n,,",
+            b"n,,\x01auth=Bearer x\x01",
+            b"y,,\x01auth=Bearer x\x01\x01",
+            b"n,,\x01auth=Basic x\x01\x01",
+            b"n,,\x01auth=Bearerx\x01\x01",
+            b"n,,\x01k1=v\x01\x01",
+            b"n,,\x01noequals\x01\x01",
+            b"n,,\x01x=y\x01\x01",
+            b"\xff",
+        ] {
             assert!(parse_initial_response(bad).is_err(), "{bad:?} accepted");
         }
     }

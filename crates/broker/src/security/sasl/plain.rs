@@ -18,7 +18,8 @@ impl PlainServer {
 
 impl MechanismServer for PlainServer {
     fn step(&mut self, token: &[u8]) -> Result<Step, Failure> {
-        let failed = |message: &str| Failure::new(Mechanism::Plain, format!("Authentication failed: {message}"));
+        let failed =
+            |message: &str| Failure::new(Mechanism::Plain, format!("Authentication failed: {message}"));
         let text = std::str::from_utf8(token).map_err(|_| failed("the response is not UTF-8"))?;
         let parts: Vec<&str> = text.split('\0').collect();
         let [authorization_id, username, password] = parts[..] else {
@@ -31,7 +32,10 @@ impl MechanismServer for PlainServer {
         if password.is_empty() {
             return Err(failed("password not specified"));
         }
-        let known = self.users.get(username).is_some_and(|expected| constant_time_eq(expected.as_bytes(), password.as_bytes()));
+        let known = self
+            .users
+            .get(username)
+            .is_some_and(|expected| constant_time_eq(expected.as_bytes(), password.as_bytes()));
         if !known {
             return Err(failed("Invalid username or password"));
         }

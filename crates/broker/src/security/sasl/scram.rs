@@ -64,8 +64,12 @@ impl ScramMechanism {
     /// RFC 5802's `Hi`: PBKDF2 with this HMAC.
     fn salted_password(self, password: &str, salt: &[u8], iterations: u32) -> Vec<u8> {
         match self {
-            Self::Sha256 => pbkdf2::pbkdf2_hmac_array::<Sha256, 32>(password.as_bytes(), salt, iterations).to_vec(),
-            Self::Sha512 => pbkdf2::pbkdf2_hmac_array::<Sha512, 64>(password.as_bytes(), salt, iterations).to_vec(),
+            Self::Sha256 => {
+                pbkdf2::pbkdf2_hmac_array::<Sha256, 32>(password.as_bytes(), salt, iterations).to_vec()
+            }
+            Self::Sha512 => {
+                pbkdf2::pbkdf2_hmac_array::<Sha512, 64>(password.as_bytes(), salt, iterations).to_vec()
+            }
         }
     }
 }
@@ -135,7 +139,13 @@ pub struct ScramServer {
 
 enum State {
     ClientFirst,
-    ClientFinal { user: String, credential: ScramCredential, gs2_header: String, nonce: String, auth_prefix: String },
+    ClientFinal {
+        user: String,
+        credential: ScramCredential,
+        gs2_header: String,
+        nonce: String,
+        auth_prefix: String,
+    },
     Done,
 }
 
@@ -235,28 +245,44 @@ impl ScramServer {
     }
 
     fn malformed(&self, reason: String) -> Failure {
-        Failure::new(self.mechanism.mechanism(), format!("Authentication failed: invalid SCRAM message: {reason}"))
+        Failure::new(
+            self.mechanism.mechanism(),
+            format!("Authentication failed: invalid SCRAM message: {reason}"),
+        )
     }
 
     fn client_first(&mut self, text: &str) -> Result<Step, Failure> {
         let first = parse_client_first(text).map_err(|e| self.malformed(e))?;
         if first.authorization_id.as_ref().is_some_and(|id| *id != first.user) {
-            let message = "Authentication failed: Client requested an authorization id that is different from username";
+            let message =
+                "Authentication failed: Client requested an authorization id that is different from username";
             return Err(Failure::new(self.mechanism.mechanism(), message.into()));
         }
-        let credential = self.credentials.credential(self.mechanism, &first.user).ok_or_else(|| self.invalid_credentials())?;
+        let credential = self
+            .credentials
+            .credential(self.mechanism, &first.user)
+            .ok_or_else(|| self.invalid_credentials())?;
         if credential.iterations < MIN_ITERATIONS {
             return Err(self.invalid_credentials());
         }
         let nonce = format!("{}{}", first.nonce, BASE64.encode(random_bytes::<24>()));
-        let server_first = format!("r={nonce},s={},i={}", BASE64.encode(&credential.salt), credential.iterations);
+        let server_first =
+            format!("r={nonce},s={},i={}", BASE64.encode(&credential.salt), credential.iterations);
         let auth_prefix = format!("{},{server_first}", first.bare);
-        self.state = State::ClientFinal { user: first.user, credential, gs2_header: first.gs2_header, nonce, auth_prefix };
+        self.state = State::ClientFinal {
+            user: first.user,
+            credential,
+            gs2_header: first.gs2_header,
+            nonce,
+            auth_prefix,
+        };
         Ok(Step::Challenge(server_first.into_bytes()))
     }
 
     fn client_final(&mut self, text: &str) -> Result<Step, Failure> {
-        let State::ClientFinal { user, credential, gs2_header, nonce, auth_prefix } = std::mem::replace(&mut self.state, State::Done) else {
+        let State::ClientFinal { user, credential, gs2_header, nonce, auth_prefix } =
+            std::mem::replace(&mut self.state, State::Done)
+        else {
             return Err(self.invalid_credentials());
         };
         let last = parse_client_final(text).map_err(|e| self.malformed(e))?;
@@ -299,8 +325,14 @@ mod tests {
     use super::*;
 
     /// The client side of the exchange, for the tests.
-    fn client_final(mechanism: ScramMechanism, password: &str, client_first_bare: &str, server_first: &str) -> String {
-        let fields: BTreeMap<&str, &str> = server_first.split(',').filter_map(|f| f.split_once('=')).collect();
+    fn client_final(
+        mechanism: ScramMechanism,
+        password: &str,
+        client_first_bare: &str,
+        server_first: &str,
+    ) -> String {
+        let fields: BTreeMap<&str, &str> =
+            server_first.split(',').filter_map(|f| f.split_once('=')).collect();
         let salt = BASE64.decode(fields["s"]).unwrap();
         let iterations: u32 = fields["i"].parse().unwrap();
         let salted = mechanism.salted_password(password, &salt, iterations);
@@ -322,7 +354,9 @@ mod tests {
     fn exchange(mechanism: ScramMechanism, user: &str, password: &str) -> Result<Step, Failure> {
         let mut server = server(mechanism);
         let bare = format!("n={user},r=fyko+d2lbbFgONRv9qkxdawL");
-        let Step::Challenge(server_first) = server.step(format!("n,,{bare}").as_bytes())? else { panic!("no challenge") };
+        let Step::Challenge(server_first) = server.step(format!("n,,{bare}").as_bytes())? else {
+            panic!("no challenge")
+        };
         let server_first = String::from_utf8(server_first).unwrap();
         assert!(server_first.starts_with("r=fyko+d2lbbFgONRv9qkxdawL"));
         server.step(client_final(mechanism, password, &bare, &server_first).as_bytes())
@@ -331,7 +365,9 @@ mod tests {
     #[test]
     fn both_mechanisms_authenticate_the_right_password_only() {
         for mechanism in [ScramMechanism::Sha256, ScramMechanism::Sha512] {
-            let Ok(Step::Done { user, response, .. }) = exchange(mechanism, "alice", "pencil") else { panic!("refused") };
+            let Ok(Step::Done { user, response, .. }) = exchange(mechanism, "alice", "pencil") else {
+                panic!("refused")
+            };
             assert_eq!(user, "alice");
             assert!(response.starts_with(b"v="));
             let wrong = exchange(mechanism, "alice", "pen").err().unwrap();
@@ -353,8 +389,21 @@ mod tests {
     #[test]
     fn hostile_client_first_messages_are_refused() {
         let bad = [
-            "", ",", "n", "n,", "n,,", "x,,n=a,r=b", "p=tls-server-end-point,,n=a,r=b", "n,,n=,r=b", "n,,n=a",
-            "n,,n=a,r=", "n,,n=a=,r=b", "n,,n=a=2,r=b", "n,,r=b,n=a", "n,b,n=a,r=b", "n,,n=a,r=b,tokenauth=true",
+            "",
+            ",",
+            "n",
+            "n,",
+            "n,,",
+            "x,,n=a,r=b",
+            "p=tls-server-end-point,,n=a,r=b",
+            "n,,n=,r=b",
+            "n,,n=a",
+            "n,,n=a,r=",
+            "n,,n=a=,r=b",
+            "n,,n=a=2,r=b",
+            "n,,r=b,n=a",
+            "n,b,n=a,r=b",
+            "n,,n=a,r=b,tokenauth=true",
             "n,,n=a,r=b\u{7f}",
         ];
         for text in bad {
@@ -375,7 +424,11 @@ mod tests {
         let Ok(Step::Challenge(first)) = server.step(b"n,,n=alice,r=abc") else { panic!() };
         let nonce = String::from_utf8(first).unwrap().split(',').next().unwrap()[2..].to_owned();
         // A proof of the wrong length, a wrong nonce, a wrong binding: all refused, none panics.
-        for text in [format!("c=biws,r={nonce},p=AAAA"), "c=biws,r=other,p=AAAA".to_owned(), format!("c=eSws,r={nonce},p=AAAA")] {
+        for text in [
+            format!("c=biws,r={nonce},p=AAAA"),
+            "c=biws,r=other,p=AAAA".to_owned(),
+            format!("c=eSws,r={nonce},p=AAAA"),
+        ] {
             let mut fresh = server_with_state(&nonce);
             assert!(fresh.step(text.as_bytes()).is_err(), "{text}");
         }

@@ -2,8 +2,8 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, MetadataRequest, RequestHeader, SaslAuthenticateRequest, SaslAuthenticateResponse,
-    SaslHandshakeRequest, SaslHandshakeResponse,
+    ApiKey, ApiVersionsRequest, MetadataRequest, RequestHeader, SaslAuthenticateRequest,
+    SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
@@ -37,11 +37,19 @@ fn frame<T: Encodable>(api_key: ApiKey, version: i16, body: &T) -> Bytes {
 }
 
 fn handshake(mechanism: &str, version: i16) -> Bytes {
-    frame(ApiKey::SaslHandshake, version, &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_string(mechanism.into())))
+    frame(
+        ApiKey::SaslHandshake,
+        version,
+        &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_string(mechanism.into())),
+    )
 }
 
 fn authenticate(token: &[u8], version: i16) -> Bytes {
-    frame(ApiKey::SaslAuthenticate, version, &SaslAuthenticateRequest::default().with_auth_bytes(Bytes::copy_from_slice(token)))
+    frame(
+        ApiKey::SaslAuthenticate,
+        version,
+        &SaslAuthenticateRequest::default().with_auth_bytes(Bytes::copy_from_slice(token)),
+    )
 }
 
 /// Decodes a size-prefixed response frame's body.
@@ -84,7 +92,10 @@ fn reply(action: Action) -> Bytes {
 #[test]
 fn plain_over_sasl_authenticate_records_the_principal() {
     let mut connection = SaslConnection::new(plain_config("0"));
-    assert!(matches!(connection.on_frame(frame(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default())), Action::Dispatch(_)));
+    assert!(matches!(
+        connection.on_frame(frame(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default())),
+        Action::Dispatch(_)
+    ));
     let answer = reply(connection.on_frame(handshake("PLAIN", 1)));
     let handshake_response: SaslHandshakeResponse = response(&answer, ApiKey::SaslHandshake, 1);
     assert_eq!(handshake_response.error_code, 0);
@@ -93,14 +104,19 @@ fn plain_over_sasl_authenticate_records_the_principal() {
     let auth: SaslAuthenticateResponse = response(&answer, ApiKey::SaslAuthenticate, 2);
     assert_eq!((auth.error_code, auth.session_lifetime_ms), (0, 0));
     assert_eq!(connection.principal.as_deref(), Some("User:alice"));
-    assert!(matches!(connection.on_frame(frame(ApiKey::Metadata, 12, &MetadataRequest::default())), Action::Dispatch(_)));
+    assert!(matches!(
+        connection.on_frame(frame(ApiKey::Metadata, 12, &MetadataRequest::default())),
+        Action::Dispatch(_)
+    ));
 }
 
 #[test]
 fn a_wrong_password_gets_kip_152s_message_and_the_connection_closes() {
     let mut connection = SaslConnection::new(plain_config("0"));
     reply(connection.on_frame(handshake("PLAIN", 1)));
-    let Action::ReplyAndClose(answer, _) = connection.on_frame(authenticate(b"\0alice\0wrong", 1)) else { panic!() };
+    let Action::ReplyAndClose(answer, _) = connection.on_frame(authenticate(b"\0alice\0wrong", 1)) else {
+        panic!()
+    };
     let auth: SaslAuthenticateResponse = response(&answer, ApiKey::SaslAuthenticate, 1);
     assert_eq!(auth.error_code, ResponseError::SaslAuthenticationFailed.code());
     assert_eq!(auth.error_message.unwrap().as_str(), "Authentication failed: Invalid username or password");
@@ -111,10 +127,14 @@ fn a_wrong_password_gets_kip_152s_message_and_the_connection_closes() {
 fn requests_before_authentication_close_the_connection() {
     let metadata = || frame(ApiKey::Metadata, 12, &MetadataRequest::default());
     let mut fresh = SaslConnection::new(plain_config("0"));
-    assert!(matches!(fresh.on_frame(metadata()), Action::Close(reason) if reason.contains("during SASL handshake")));
+    assert!(
+        matches!(fresh.on_frame(metadata()), Action::Close(reason) if reason.contains("during SASL handshake"))
+    );
     let mut mid = SaslConnection::new(plain_config("0"));
     reply(mid.on_frame(handshake("PLAIN", 1)));
-    assert!(matches!(mid.on_frame(metadata()), Action::Close(reason) if reason.contains("during SASL authentication")));
+    assert!(
+        matches!(mid.on_frame(metadata()), Action::Close(reason) if reason.contains("during SASL authentication"))
+    );
     let mut twice = SaslConnection::new(plain_config("0"));
     let versions = || frame(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
     assert!(matches!(twice.on_frame(versions()), Action::Dispatch(_)));
@@ -147,8 +167,11 @@ fn a_v0_handshake_switches_to_raw_tokens() {
 fn sessions_expire_and_re_authentication_keeps_the_principal() {
     let mut connection = SaslConnection::new(plain_config("60000"));
     reply(connection.on_frame(handshake("PLAIN", 1)));
-    let auth: SaslAuthenticateResponse =
-        response(&reply(connection.on_frame(authenticate(b"\0alice\0secret", 2))), ApiKey::SaslAuthenticate, 2);
+    let auth: SaslAuthenticateResponse = response(
+        &reply(connection.on_frame(authenticate(b"\0alice\0secret", 2))),
+        ApiKey::SaslAuthenticate,
+        2,
+    );
     assert_eq!(auth.session_lifetime_ms, 60_000);
     // Re-authentication as the same user succeeds…
     reply(connection.on_frame(handshake("PLAIN", 1)));
@@ -156,7 +179,9 @@ fn sessions_expire_and_re_authentication_keeps_the_principal() {
     assert!(connection.is_authenticated());
     // …as another user fails.
     reply(connection.on_frame(handshake("PLAIN", 1)));
-    let Action::ReplyAndClose(answer, _) = connection.on_frame(authenticate(b"\0bob\0builder", 2)) else { panic!() };
+    let Action::ReplyAndClose(answer, _) = connection.on_frame(authenticate(b"\0bob\0builder", 2)) else {
+        panic!()
+    };
     let refused: SaslAuthenticateResponse = response(&answer, ApiKey::SaslAuthenticate, 2);
     assert!(refused.error_message.unwrap().contains("Cannot change principals"));
 
@@ -198,7 +223,8 @@ fn garbage_frames_close_without_panicking() {
 
 #[test]
 fn unserved_mechanisms_and_missing_settings_are_config_errors() {
-    let settings = |pairs: &[(&str, &str)]| SaslConfig::from_settings(&ListenerSettings::from_pairs("L", pairs)).err();
+    let settings =
+        |pairs: &[(&str, &str)]| SaslConfig::from_settings(&ListenerSettings::from_pairs("L", pairs)).err();
     assert!(settings(&[]).unwrap().contains("sasl.enabled.mechanisms"));
     assert!(settings(&[("sasl.enabled.mechanisms", "GSSAPI")]).unwrap().contains("GSSAPI"));
     assert!(settings(&[("sasl.enabled.mechanisms", "PLAIN"), ("sasl.jaas.config", "Broken")]).is_some());
