@@ -350,6 +350,37 @@ def test_kafka_python_authenticates_with_sasl(secured, mechanism):
     assert values == [f"{mechanism}-{i}".encode() for i in range(10)]
 
 
+def test_kafka_python_authenticates_with_a_signed_jwt_and_kcat_with_scram(secured):
+    from kafka.net.sasl.oauth import AbstractTokenProvider
+
+    token = secured.jwt.token(claims("dave", aud="strom"))
+
+    class Provider(AbstractTokenProvider):
+        def token(self):
+            return token
+
+    create_topic(secured.broker.bootstrap, "jwt-and-kcat")
+    oauth = {"security_protocol": "SASL_SSL", "ssl_cafile": str(secured.ca.ca_path), "sasl_mechanism": "OAUTHBEARER",
+             "sasl_oauth_token_provider": Provider()}
+    producer = kafka_python_producer(secured.bootstrap("JWT"), **oauth)
+    assert len(produce_kafka_python(producer, "jwt-and-kcat", records(5, "jwt"))) == 5
+    producer.close()
+    assert kafka_python_values(secured.bootstrap("JWT"), "jwt-and-kcat", 5, **oauth) == [
+        f"jwt-{i}".encode() for i in range(5)]
+    wait_until(lambda: "principal=User:dave" in secured.log(), 10, "the token's subject as principal")
+
+    kcat = ["kcat", "-b", secured.bootstrap("SASL_SSL"), "-X", "security.protocol=SASL_SSL",
+            "-X", f"ssl.ca.location={secured.ca.ca_path}", "-X", "sasl.mechanisms=SCRAM-SHA-512",
+            "-X", "sasl.username=bob", "-X", f"sasl.password={USERS['bob']}"]
+    subprocess.run([*kcat, "-P", "-t", "jwt-and-kcat"], input=b"from-kcat\n", check=True, timeout=60)
+    done = subprocess.run([*kcat, "-C", "-t", "jwt-and-kcat", "-o", "5", "-c", "1", "-e"],
+                          capture_output=True, check=True, timeout=60)
+    assert done.stdout.strip() == b"from-kcat"
+    wrong = [arg.replace(USERS["bob"], "wrong") for arg in kcat]
+    refused = subprocess.run([*wrong, "-L"], capture_output=True, timeout=60)
+    assert refused.returncode != 0 and b"Authentication failed" in refused.stderr, refused.stderr[-500:]
+
+
 def oauth_conf(secured: Secured, token: str, claimed_expiry_s: float | None = None) -> dict:
     """A SASL_SSL client on the JWT listener that presents `token`."""
 

@@ -139,13 +139,7 @@ pub struct ScramServer {
 
 enum State {
     ClientFirst,
-    ClientFinal {
-        user: String,
-        credential: ScramCredential,
-        gs2_header: String,
-        nonce: String,
-        auth_prefix: String,
-    },
+    ClientFinal { user: String, credential: ScramCredential, nonce: String, auth_prefix: String },
     Done,
 }
 
@@ -269,28 +263,21 @@ impl ScramServer {
         let server_first =
             format!("r={nonce},s={},i={}", BASE64.encode(&credential.salt), credential.iterations);
         let auth_prefix = format!("{},{server_first}", first.bare);
-        self.state = State::ClientFinal {
-            user: first.user,
-            credential,
-            gs2_header: first.gs2_header,
-            nonce,
-            auth_prefix,
-        };
+        self.state = State::ClientFinal { user: first.user, credential, nonce, auth_prefix };
         Ok(Step::Challenge(server_first.into_bytes()))
     }
 
     fn client_final(&mut self, text: &str) -> Result<Step, Failure> {
-        let State::ClientFinal { user, credential, gs2_header, nonce, auth_prefix } =
+        let State::ClientFinal { user, credential, nonce, auth_prefix } =
             std::mem::replace(&mut self.state, State::Done)
         else {
             return Err(self.invalid_credentials());
         };
         let last = parse_client_final(text).map_err(|e| self.malformed(e))?;
-        if last.nonce != nonce {
-            return Err(self.malformed("nonce mismatch".into()));
-        }
-        if last.channel_binding != gs2_header.as_bytes() {
-            return Err(self.malformed("channel binding mismatch".into()));
+        // Kafka accepts a nonce that ends with the server's: librdkafka
+        // before 2.1 sends the client's part twice.
+        if !last.nonce.ends_with(&nonce) {
+            return Err(self.malformed("Invalid client nonce in the final client message.".into()));
         }
         let auth_message = format!("{auth_prefix},{}", last.without_proof);
         let client_signature = self.mechanism.hmac(&credential.stored_key, auth_message.as_bytes());
@@ -331,6 +318,16 @@ mod tests {
         client_first_bare: &str,
         server_first: &str,
     ) -> String {
+        client_final_with_nonce_prefix(mechanism, password, client_first_bare, server_first, "")
+    }
+
+    fn client_final_with_nonce_prefix(
+        mechanism: ScramMechanism,
+        password: &str,
+        client_first_bare: &str,
+        server_first: &str,
+        nonce_prefix: &str,
+    ) -> String {
         let fields: BTreeMap<&str, &str> =
             server_first.split(',').filter_map(|f| f.split_once('=')).collect();
         let salt = BASE64.decode(fields["s"]).unwrap();
@@ -338,7 +335,7 @@ mod tests {
         let salted = mechanism.salted_password(password, &salt, iterations);
         let client_key = mechanism.hmac(&salted, b"Client Key");
         let stored_key = mechanism.hash(&client_key);
-        let without_proof = format!("c=biws,r={}", fields["r"]);
+        let without_proof = format!("c=biws,r={nonce_prefix}{}", fields["r"]);
         let auth_message = format!("{client_first_bare},{server_first},{without_proof}");
         let signature = mechanism.hmac(&stored_key, auth_message.as_bytes());
         let proof: Vec<u8> = client_key.iter().zip(&signature).map(|(a, b)| a ^ b).collect();
@@ -374,6 +371,17 @@ mod tests {
             assert!(wrong.message.contains("invalid credentials"), "{}", wrong.message);
             assert!(exchange(mechanism, "bob", "pencil").is_err());
         }
+    }
+
+    #[test]
+    fn a_client_nonce_sent_twice_is_accepted_as_kafka_does() {
+        // librdkafka before 2.1 echoes its own nonce in front of the combined one.
+        let mut server = server(ScramMechanism::Sha512);
+        let bare = "n=alice,r=abc";
+        let Ok(Step::Challenge(first)) = server.step(format!("n,,{bare}").as_bytes()) else { panic!() };
+        let first = String::from_utf8(first).unwrap();
+        let last = client_final_with_nonce_prefix(ScramMechanism::Sha512, "pencil", bare, &first, "abc");
+        assert!(matches!(server.step(last.as_bytes()), Ok(Step::Done { .. })));
     }
 
     #[test]
@@ -441,7 +449,6 @@ mod tests {
         s.state = State::ClientFinal {
             user: "alice".into(),
             credential,
-            gs2_header: "n,,".into(),
             nonce: nonce.into(),
             auth_prefix: String::new(),
         };
