@@ -81,16 +81,39 @@ pub enum Step {
     Done { response: Vec<u8>, user: String, lifetime_ms: Option<i64> },
 }
 
-/// A failed authentication: the message the client is told (KIP-152).
+/// A failed authentication and why (KIP-152). As in Kafka, the client is
+/// told the reason of a refusal it can act on (a wrong PLAIN password, an
+/// authorization id that is not the user), but only the mechanism when the
+/// reason could reveal more, such as whether a SCRAM user exists.
 #[derive(Debug)]
 pub struct Failure {
     pub mechanism: Mechanism,
+    /// Why, for the broker's log (and the client's ears if `told`).
     pub message: String,
+    pub told: bool,
 }
 
 impl Failure {
+    /// A refusal whose reason the client is told (Kafka's
+    /// `SaslAuthenticationException`).
     pub fn new(mechanism: Mechanism, message: String) -> Self {
-        Self { mechanism, message }
+        Self { mechanism, message, told: true }
+    }
+
+    /// A refusal the client learns only the mechanism of (Kafka's
+    /// `SaslException`); `reason` goes to the log.
+    pub fn invalid_credentials(mechanism: Mechanism, reason: impl Into<String>) -> Self {
+        Self { mechanism, message: reason.into(), told: false }
+    }
+
+    /// What the client is told.
+    fn client_message(&self, reauthenticating: bool) -> String {
+        if self.told {
+            return self.message.clone();
+        }
+        let during = if reauthenticating { "re-authentication" } else { "authentication" };
+        let name = self.mechanism.name();
+        format!("Authentication failed during {during} due to invalid credentials with SASL mechanism {name}")
     }
 }
 
@@ -400,8 +423,9 @@ impl SaslConnection {
                 Action::Reply(encode(&header, ApiKey::SaslAuthenticate, &response))
             }
             Err(failure) => {
+                let told = failure.client_message(self.reauthenticating.is_some());
                 response.error_code = ResponseError::SaslAuthenticationFailed.code();
-                response.error_message = Some(StrBytes::from_string(failure.message.clone()));
+                response.error_message = Some(StrBytes::from_string(told));
                 let reason =
                     format!("{} authentication failed: {}", failure.mechanism.name(), failure.message);
                 Action::ReplyAndClose(encode(&header, ApiKey::SaslAuthenticate, &response), reason)

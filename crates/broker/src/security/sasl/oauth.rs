@@ -338,10 +338,7 @@ impl MechanismServer for OAuthServer {
             return Err(Failure::new(Mechanism::OAuthBearer, error));
         }
         let initial = parse_initial_response(token).map_err(|e| {
-            Failure::new(
-                Mechanism::OAuthBearer,
-                format!("Authentication failed: invalid OAUTHBEARER message: {e}"),
-            )
+            Failure::invalid_credentials(Mechanism::OAuthBearer, format!("invalid OAUTHBEARER message: {e}"))
         })?;
         let now_ms = super::now_ms();
         let valid = match self.validator.validate(&initial.token, now_ms) {

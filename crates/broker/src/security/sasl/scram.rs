@@ -232,17 +232,13 @@ impl ScramServer {
         Self { mechanism, credentials, state: State::ClientFirst }
     }
 
-    /// Kafka's answer to bad credentials names only the mechanism.
-    fn invalid_credentials(&self) -> Failure {
-        let name = self.mechanism.mechanism().name();
-        Failure::new(self.mechanism.mechanism(), format!("Authentication failed during authentication due to invalid credentials with SASL mechanism {name}"))
+    /// Bad credentials: the client learns only the mechanism, as from Kafka.
+    fn invalid_credentials(&self, reason: &str) -> Failure {
+        Failure::invalid_credentials(self.mechanism.mechanism(), reason)
     }
 
     fn malformed(&self, reason: String) -> Failure {
-        Failure::new(
-            self.mechanism.mechanism(),
-            format!("Authentication failed: invalid SCRAM message: {reason}"),
-        )
+        Failure::invalid_credentials(self.mechanism.mechanism(), format!("invalid SCRAM message: {reason}"))
     }
 
     fn client_first(&mut self, text: &str) -> Result<Step, Failure> {
@@ -255,9 +251,9 @@ impl ScramServer {
         let credential = self
             .credentials
             .credential(self.mechanism, &first.user)
-            .ok_or_else(|| self.invalid_credentials())?;
+            .ok_or_else(|| self.invalid_credentials("unknown user"))?;
         if credential.iterations < MIN_ITERATIONS {
-            return Err(self.invalid_credentials());
+            return Err(self.invalid_credentials("the credential has too few iterations"));
         }
         let nonce = format!("{}{}", first.nonce, BASE64.encode(random_bytes::<24>()));
         let server_first =
@@ -271,7 +267,7 @@ impl ScramServer {
         let State::ClientFinal { user, credential, nonce, auth_prefix } =
             std::mem::replace(&mut self.state, State::Done)
         else {
-            return Err(self.invalid_credentials());
+            return Err(self.malformed("no exchange in progress".into()));
         };
         let last = parse_client_final(text).map_err(|e| self.malformed(e))?;
         // Kafka accepts a nonce that ends with the server's: librdkafka
@@ -282,11 +278,11 @@ impl ScramServer {
         let auth_message = format!("{auth_prefix},{}", last.without_proof);
         let client_signature = self.mechanism.hmac(&credential.stored_key, auth_message.as_bytes());
         if last.proof.len() != client_signature.len() {
-            return Err(self.invalid_credentials());
+            return Err(self.invalid_credentials("a proof of the wrong length"));
         }
         let client_key: Vec<u8> = last.proof.iter().zip(&client_signature).map(|(p, s)| p ^ s).collect();
         if !super::plain::constant_time_eq(&self.mechanism.hash(&client_key), &credential.stored_key) {
-            return Err(self.invalid_credentials());
+            return Err(self.invalid_credentials("Invalid client credentials"));
         }
         let server_signature = self.mechanism.hmac(&credential.server_key, auth_message.as_bytes());
         let server_final = format!("v={}", BASE64.encode(server_signature));
@@ -368,7 +364,8 @@ mod tests {
             assert_eq!(user, "alice");
             assert!(response.starts_with(b"v="));
             let wrong = exchange(mechanism, "alice", "pen").err().unwrap();
-            assert!(wrong.message.contains("invalid credentials"), "{}", wrong.message);
+            assert!(!wrong.told, "{}", wrong.message);
+            assert!(wrong.message.contains("Invalid client credentials"), "{}", wrong.message);
             assert!(exchange(mechanism, "bob", "pencil").is_err());
         }
     }

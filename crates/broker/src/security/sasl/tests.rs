@@ -229,3 +229,20 @@ fn unserved_mechanisms_and_missing_settings_are_config_errors() {
     assert!(settings(&[("sasl.enabled.mechanisms", "GSSAPI")]).unwrap().contains("GSSAPI"));
     assert!(settings(&[("sasl.enabled.mechanisms", "PLAIN"), ("sasl.jaas.config", "Broken")]).is_some());
 }
+
+#[test]
+fn scram_refusals_name_only_the_mechanism() {
+    let mut connection = SaslConnection::new(plain_config("0"));
+    reply(connection.on_frame(handshake("SCRAM-SHA-256", 1)));
+    let Action::ReplyAndClose(answer, reason) = connection.on_frame(authenticate(b"n,,n=nobody,r=abc", 2))
+    else {
+        panic!()
+    };
+    let refused: SaslAuthenticateResponse = response(&answer, ApiKey::SaslAuthenticate, 2);
+    assert_eq!(
+        refused.error_message.unwrap().as_str(),
+        "Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-256"
+    );
+    // The log says why; the client does not learn that the user is unknown.
+    assert!(reason.contains("unknown user"), "{reason}");
+}
