@@ -358,7 +358,12 @@ impl SaslConnection {
             }
             (State::Authenticated { .. }, _) => Action::Dispatch(frame),
             (State::Handshake { versions_seen: false }, ApiKey::ApiVersions) => {
-                self.state = State::Handshake { versions_seen: true };
+                // A version we do not speak is answered with the versions we
+                // do, and the client may ask again (Kafka stays put too).
+                let version = i16::from_be_bytes([frame[2], frame[3]]);
+                let served = crate::apis::served_versions(ApiKey::ApiVersions);
+                let versions_seen = served.is_some_and(|range| range.min <= version && version <= range.max);
+                self.state = State::Handshake { versions_seen };
                 Action::Dispatch(frame)
             }
             (State::Handshake { .. }, ApiKey::SaslHandshake) => self.handshake(frame, false),

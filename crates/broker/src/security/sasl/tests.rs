@@ -139,6 +139,13 @@ fn requests_before_authentication_close_the_connection() {
     let versions = || frame(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
     assert!(matches!(twice.on_frame(versions()), Action::Dispatch(_)));
     assert!(matches!(twice.on_frame(versions()), Action::Close(_)));
+    // An ApiVersions of a version too new is answered and may be retried.
+    let mut too_new = BytesMut::from(&versions()[..]);
+    too_new[2..4].copy_from_slice(&99i16.to_be_bytes());
+    let mut fresh = SaslConnection::new(plain_config("0"));
+    assert!(matches!(fresh.on_frame(too_new.freeze()), Action::Dispatch(_)));
+    assert!(matches!(fresh.on_frame(versions()), Action::Dispatch(_)));
+    assert!(matches!(fresh.on_frame(handshake("PLAIN", 1)), Action::Reply(_)));
 }
 
 #[test]
