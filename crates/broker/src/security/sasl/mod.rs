@@ -482,8 +482,11 @@ impl SaslConnection {
             ));
         }
         let lifetime_ms = self.session_lifetime_ms(mechanism, token_lifetime_ms);
+        // A lifetime past what the clock can count (a token expiring in a
+        // billion years) is no limit at all.
         let expires = (lifetime_ms > 0 || token_lifetime_ms.is_some())
-            .then(|| Instant::now() + std::time::Duration::from_millis(lifetime_ms.max(0) as u64));
+            .then(|| Instant::now().checked_add(std::time::Duration::from_millis(lifetime_ms.max(0) as u64)))
+            .flatten();
         self.state = State::Authenticated { mechanism, expires };
         self.principal = Some(principal);
         self.reauthenticating = None;

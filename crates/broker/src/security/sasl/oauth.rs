@@ -361,7 +361,7 @@ impl MechanismServer for OAuthServer {
             );
             return Err(Failure::new(Mechanism::OAuthBearer, message));
         }
-        let lifetime_ms = (valid.expires_ms - now_ms).max(0);
+        let lifetime_ms = valid.expires_ms.saturating_sub(now_ms).max(0);
         Ok(Step::Done { response: Vec::new(), user: valid.principal, lifetime_ms: Some(lifetime_ms) })
     }
 }

@@ -253,3 +253,28 @@ fn scram_refusals_name_only_the_mechanism() {
     // The log says why; the client does not learn that the user is unknown.
     assert!(reason.contains("unknown user"), "{reason}");
 }
+
+#[test]
+fn a_token_that_never_expires_does_not_overflow_the_clock() {
+    let oauth = config(&[("sasl.enabled.mechanisms", "OAUTHBEARER")]);
+    for exp in ["1e300", "9223372036854775807", "1e18"] {
+        let claims = format!(r#"{{"sub":"alice","exp":{exp}}}"#);
+        let token = format!("{}.{}.", b64(r#"{"alg":"none"}"#), b64(&claims));
+        let mut connection = SaslConnection::new(oauth.clone());
+        reply(connection.on_frame(handshake("OAUTHBEARER", 1)));
+        let message = format!("n,,\x01auth=Bearer {token}\x01\x01");
+        let answer = reply(connection.on_frame(authenticate(message.as_bytes(), 2)));
+        let auth: SaslAuthenticateResponse = response(&answer, ApiKey::SaslAuthenticate, 2);
+        assert_eq!(auth.error_code, 0, "{exp}");
+        assert!(auth.session_lifetime_ms > 0);
+        assert!(matches!(
+            connection.on_frame(frame(ApiKey::Metadata, 12, &MetadataRequest::default())),
+            Action::Dispatch(_)
+        ));
+    }
+}
+
+fn b64(text: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(text)
+}
