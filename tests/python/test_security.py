@@ -298,6 +298,29 @@ def test_a_replaced_key_store_is_served_to_new_connections_without_a_restart(bro
                         "after-reload", count=5)
 
 
+def test_enabled_protocols_and_cipher_suites_bound_the_handshake(broker_factory, tmp_path):
+    secured = Secured(broker_factory, tmp_path, **{
+        "listener.name.ssl.ssl.enabled.protocols": "TLSv1.2",
+        "listener.name.ssl.ssl.cipher.suites": "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,TLS_NOT_A_SUITE",
+    })
+    context = ssl.create_default_context(cafile=str(secured.ca.ca_path))
+    with socket.create_connection(("127.0.0.1", secured.ports["SSL"]), timeout=5) as raw:
+        with context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+            assert tls.version() == "TLSv1.2"
+            assert tls.cipher()[0] == "ECDHE-ECDSA-AES256-GCM-SHA384"
+    only_13 = ssl.create_default_context(cafile=str(secured.ca.ca_path))
+    only_13.minimum_version = ssl.TLSVersion.TLSv1_3
+    with pytest.raises(ssl.SSLError):
+        with socket.create_connection(("127.0.0.1", secured.ports["SSL"]), timeout=5) as raw:
+            only_13.wrap_socket(raw, server_hostname="127.0.0.1")
+    # Another listener keeps the defaults: TLS 1.3.
+    with socket.create_connection(("127.0.0.1", secured.ports["OPTIONAL"]), timeout=5) as raw:
+        with context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+            assert tls.version() == "TLSv1.3"
+    produce_and_consume({"bootstrap.servers": secured.bootstrap("SSL"), "security.protocol": "SSL", **secured.tls()},
+                        "tls12", count=3)
+
+
 # --- SASL --------------------------------------------------------------------
 
 
