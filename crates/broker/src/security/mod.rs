@@ -13,7 +13,13 @@
 //!   re-authentication (KIP-368).
 //!
 //! [`ListenerSecurity`] is what a listener's accept loop hands each
-//! connection; [`Session`] is what a connection knows about its peer.
+//! connection (built once at start, before the disk is touched);
+//! [`Session`] is what a connection knows about its peer, and its
+//! principal (`User:<name>`, `User:ANONYMOUS` when unauthenticated)
+//! reaches every handler as `RequestContext::principal`, for the
+//! authorizer. SCRAM credentials come from a
+//! [`sasl::scram::ScramCredentials`] store, which
+//! [`sasl::SaslConfig::with_scram_credentials`] replaces.
 
 pub mod principal;
 pub mod sasl;

@@ -278,3 +278,21 @@ fn b64(text: &str) -> String {
     use base64::Engine;
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(text)
 }
+
+#[test]
+fn scram_credentials_come_from_the_store_given() {
+    use scram::{InMemoryScramCredentials, ScramMechanism};
+    let settings = ListenerSettings::from_pairs("L", &[("sasl.enabled.mechanisms", "SCRAM-SHA-512")]);
+    let mut store = InMemoryScramCredentials::default();
+    store.add_password(ScramMechanism::Sha512, "carol", "secret");
+    let config = SaslConfig::from_settings(&settings).unwrap().with_scram_credentials(Arc::new(store));
+    let mut connection = SaslConnection::new(Arc::new(config));
+    reply(connection.on_frame(handshake("SCRAM-SHA-512", 1)));
+    let first: SaslAuthenticateResponse = response(
+        &reply(connection.on_frame(authenticate(b"n,,n=carol,r=abc", 2))),
+        ApiKey::SaslAuthenticate,
+        2,
+    );
+    assert_eq!(first.error_code, 0, "carol is in the store");
+    assert!(first.auth_bytes.starts_with(b"r=abc"));
+}
