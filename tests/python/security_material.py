@@ -146,6 +146,7 @@ class JwtIssuer:
     """An RSA key that signs RS256 JWTs, and the JWKS file that checks them."""
 
     def __init__(self, directory: Path, kid: str = "strom-test"):
+        directory.mkdir(parents=True, exist_ok=True)
         self.kid = kid
         self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         numbers = self.key.public_key().public_numbers()

@@ -414,11 +414,21 @@ def oauth_conf(secured: Secured, token: str, claimed_expiry_s: float | None = No
             "sasl.mechanisms": "OAUTHBEARER", "oauth_cb": refresh, **secured.tls()}
 
 
-def test_signed_jwts_are_checked_against_the_jwks(secured):
+def test_signed_jwts_are_checked_against_the_jwks(secured, tmp_path):
     create_topic(secured.broker.bootstrap, "signed-jwt")
     token = secured.jwt.token(claims("carol", aud="strom"))
     produce_and_consume(oauth_conf(secured, token), "signed-jwt")
     wait_until(lambda: "principal=User:carol" in secured.log(), 10, "the token's subject as principal")
+
+    # The issuer rotates its key: the JWKS file changes, the broker follows.
+    rotated = JwtIssuer(tmp_path / "rotated", kid="rotated-key")
+    staging = tmp_path / "jwks.staging"
+    staging.write_bytes(rotated.jwks_path.read_bytes())
+    staging.replace(secured.jwt.jwks_path)
+    fresh = rotated.token(claims("erin", aud="strom"))
+    assert AdminClient(oauth_conf(secured, fresh)).list_topics(timeout=20).brokers
+    wait_until(lambda: "principal=User:erin" in secured.log(), 10, "a token of the rotated key accepted")
+    assert "invalid_token" in authentication_error(oauth_conf(secured, token)).str(), "the retired key still works"
 
 
 def test_failed_authentications_get_kafkas_errors_and_the_broker_stays_healthy(secured):

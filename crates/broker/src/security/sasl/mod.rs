@@ -253,8 +253,8 @@ fn oauth_validator(
             "sasl.oauthbearer.jwks.endpoint.url: only file JWKS are served so far, not {url}"
         ));
     }
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("sasl.oauthbearer.jwks.endpoint.url: cannot read {path}: {e}"))?;
+    let keys = oauth::Jwks::file(std::path::Path::new(path))
+        .map_err(|e| format!("sasl.oauthbearer.jwks.endpoint.url: {e}"))?;
     let skew_s: i64 = match key("sasl.oauthbearer.clock.skew.seconds") {
         None => 30,
         Some(raw) => raw
@@ -267,7 +267,7 @@ fn oauth_validator(
             .unwrap_or_default()
     };
     Ok(oauth::Validator::Signed(oauth::SignedOptions {
-        keys: oauth::parse_jwks(&text)?,
+        keys,
         expected_audience: list("sasl.oauthbearer.expected.audience"),
         expected_issuer: key("sasl.oauthbearer.expected.issuer").map(str::to_owned),
         scope_claim: key("sasl.oauthbearer.scope.claim.name").unwrap_or("scope").to_owned(),

@@ -11,7 +11,8 @@
 //!   `OAuthBearerUnsecuredValidatorCallbackHandler`, with its JAAS options
 //!   `unsecuredValidatorPrincipalClaimName`, `unsecuredValidatorScopeClaimName`,
 //!   `unsecuredValidatorRequiredScope`, `unsecuredValidatorAllowableClockSkewMs`;
-//! - signed JWTs (RS256, ES256) checked against a JWKS file, as Kafka's
+//! - signed JWTs (RS256, ES256) checked against a JWKS file (read again
+//!   when it changes), as Kafka's
 //!   `OAuthBearerValidatorCallbackHandler`, when
 //!   `sasl.oauthbearer.jwks.endpoint.url` names one (`file:` URL or path),
 //!   with `sasl.oauthbearer.expected.audience`, `.expected.issuer`,
@@ -21,6 +22,9 @@
 //! until the token's `exp`.
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as BASE64URL;
 use base64::Engine;
@@ -29,7 +33,7 @@ use serde_json::Value;
 use super::{Failure, Mechanism, MechanismServer, Step};
 
 /// How tokens are checked.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub enum Validator {
     Unsecured(UnsecuredOptions),
     Signed(SignedOptions),
@@ -64,9 +68,9 @@ impl UnsecuredOptions {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct SignedOptions {
-    pub keys: Vec<Jwk>,
+    pub keys: Jwks,
     pub expected_audience: Vec<String>,
     pub expected_issuer: Option<String>,
     pub scope_claim: String,
@@ -89,6 +93,59 @@ pub enum PublicKey {
     },
     /// An uncompressed P-256 point: `04 || x || y`.
     EcP256(Vec<u8>),
+}
+
+/// The keys signed tokens are checked against: fixed, or a JWKS file that
+/// is read again when it changes (a rotated key is used without a
+/// restart; a file that no longer parses keeps the keys read before).
+#[derive(Debug)]
+pub struct Jwks {
+    path: Option<PathBuf>,
+    /// The file's modification time and length when `keys` were read.
+    loaded: Mutex<(Option<SystemTime>, u64, Arc<Vec<Jwk>>)>,
+}
+
+impl Jwks {
+    pub fn fixed(keys: Vec<Jwk>) -> Self {
+        Self { path: None, loaded: Mutex::new((None, 0, Arc::new(keys))) }
+    }
+
+    /// Reads the JWKS file at `path`.
+    pub fn file(path: &Path) -> Result<Self, String> {
+        let (modified, len) =
+            Self::stamp(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let text =
+            std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let keys = Arc::new(parse_jwks(&text)?);
+        Ok(Self { path: Some(path.to_owned()), loaded: Mutex::new((modified, len, keys)) })
+    }
+
+    fn stamp(path: &Path) -> std::io::Result<(Option<SystemTime>, u64)> {
+        let metadata = std::fs::metadata(path)?;
+        Ok((metadata.modified().ok(), metadata.len()))
+    }
+
+    /// The current keys, re-read first if the file changed.
+    pub fn keys(&self) -> Arc<Vec<Jwk>> {
+        let mut loaded = self.loaded.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(path) = &self.path else { return loaded.2.clone() };
+        let Ok((modified, len)) = Self::stamp(path) else { return loaded.2.clone() };
+        if (modified, len) == (loaded.0, loaded.1) {
+            return loaded.2.clone();
+        }
+        match std::fs::read_to_string(path).map_err(|e| e.to_string()).and_then(|text| parse_jwks(&text)) {
+            Ok(keys) => {
+                tracing::info!(path = %path.display(), keys = keys.len(), "JWKS changed: reloaded");
+                *loaded = (modified, len, Arc::new(keys));
+            }
+            Err(e) => {
+                tracing::error!(path = %path.display(), "JWKS changed but does not load; keeping the previous keys: {e}");
+                // Do not retry until the file changes again.
+                (loaded.0, loaded.1) = (modified, len);
+            }
+        }
+        loaded.2.clone()
+    }
 }
 
 /// Reads the keys of a JWKS document; keys of other types are skipped.
@@ -242,8 +299,8 @@ fn validate_signed(options: &SignedOptions, token: &str, now_ms: i64) -> Result<
         }
         _ => false,
     };
-    let verified =
-        options.keys.iter().filter(fits).any(|jwk| verify(&jwk.key, signed_part.as_bytes(), &signature));
+    let keys = options.keys.keys();
+    let verified = keys.iter().filter(fits).any(|jwk| verify(&jwk.key, signed_part.as_bytes(), &signature));
     if !verified {
         return Err(invalid(format!("no key of the JWKS verifies the {alg} signature (kid {kid:?})")));
     }
@@ -320,13 +377,13 @@ pub fn parse_initial_response(message: &[u8]) -> Result<InitialResponse, String>
 
 /// One OAUTHBEARER exchange.
 pub struct OAuthServer {
-    validator: std::sync::Arc<Validator>,
+    validator: Arc<Validator>,
     /// The JSON error sent as a challenge, awaiting the client's 0x01.
     error: Option<String>,
 }
 
 impl OAuthServer {
-    pub fn new(validator: std::sync::Arc<Validator>) -> Self {
+    pub fn new(validator: Arc<Validator>) -> Self {
         Self { validator, error: None }
     }
 }
@@ -430,20 +487,43 @@ mod tests {
         assert_eq!(validator.validate(&narrow, NOW_MS).unwrap_err().status, "insufficient_scope");
     }
 
-    #[test]
-    fn signed_tokens_are_checked_against_the_jwks() {
+    /// A fresh P-256 key pair and a JWKS document holding its public key as `kid`.
+    fn ec_key(kid: &str) -> (ring::signature::EcdsaKeyPair, String) {
         use ring::signature::{EcdsaKeyPair, KeyPair, ECDSA_P256_SHA256_FIXED_SIGNING};
         let rng = ring::rand::SystemRandom::new();
         let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).unwrap();
         let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref(), &rng).unwrap();
         let point = pair.public_key().as_ref();
         let jwks = format!(
-            r#"{{"keys":[{{"kty":"EC","crv":"P-256","kid":"k1","x":"{}","y":"{}"}}]}}"#,
+            r#"{{"keys":[{{"kty":"EC","crv":"P-256","kid":"{kid}","x":"{}","y":"{}"}}]}}"#,
             BASE64URL.encode(&point[1..33]),
             BASE64URL.encode(&point[33..])
         );
+        (pair, jwks)
+    }
+
+    #[test]
+    fn a_jwks_file_is_read_again_when_it_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("jwks.json");
+        let (_, first) = ec_key("first");
+        std::fs::write(&path, &first).unwrap();
+        let jwks = Jwks::file(&path).unwrap();
+        assert_eq!(jwks.keys()[0].kid.as_deref(), Some("first"));
+        let (_, second) = ec_key("second-key");
+        std::fs::write(&path, &second).unwrap();
+        assert_eq!(jwks.keys()[0].kid.as_deref(), Some("second-key"));
+        std::fs::write(&path, "not json at all").unwrap();
+        assert_eq!(jwks.keys()[0].kid.as_deref(), Some("second-key"), "a broken file keeps the keys");
+        assert!(Jwks::file(&dir.path().join("missing.json")).is_err());
+    }
+
+    #[test]
+    fn signed_tokens_are_checked_against_the_jwks() {
+        let rng = ring::rand::SystemRandom::new();
+        let (pair, jwks) = ec_key("k1");
         let options = SignedOptions {
-            keys: parse_jwks(&jwks).unwrap(),
+            keys: Jwks::fixed(parse_jwks(&jwks).unwrap()),
             expected_audience: vec!["strom".into()],
             expected_issuer: Some("https://issuer".into()),
             scope_claim: "scope".into(),
@@ -497,7 +577,7 @@ mod tests {
 
     #[test]
     fn a_refused_token_gets_a_json_challenge_then_fails() {
-        let mut server = OAuthServer::new(std::sync::Arc::new(Validator::Unsecured(options())));
+        let mut server = OAuthServer::new(Arc::new(Validator::Unsecured(options())));
         let token = unsecured(r#"{"sub":"alice","exp":1}"#);
         let message = format!("n,,\x01auth=Bearer {token}\x01\x01");
         let Ok(Step::Challenge(challenge)) = server.step(message.as_bytes()) else { panic!("no challenge") };
