@@ -273,6 +273,17 @@ def test_a_requested_client_certificate_is_optional(secured):
                "the certificate's distinguished name")
 
 
+def test_the_broker_wide_client_auth_leaves_sasl_ssl_listeners_alone(broker_factory, tmp_path):
+    # KIP-684: only listener.name.<l>.ssl.client.auth asks SASL_SSL clients for certificates.
+    ca_path = tmp_path / "pki" / "strom-test-ca.pem"
+    secured = Secured(broker_factory, tmp_path, **{"ssl.client.auth": "required", "ssl.truststore.location": str(ca_path)})
+    error = authentication_error({"bootstrap.servers": secured.bootstrap("SSL"), "security.protocol": "SSL",
+                                  **secured.tls()})
+    assert "alert certificate required" in error.str(), error
+    create_topic(secured.broker.bootstrap, "kip-684")
+    produce_and_consume(secured.sasl("SASL_SSL", "SCRAM-SHA-256"), "kip-684", count=3)
+
+
 def served_certificate(port: int, ca_path) -> bytes:
     context = ssl.create_default_context(cafile=str(ca_path))
     with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:

@@ -77,7 +77,7 @@ impl ListenerSecurity {
         })?;
         let settings = ListenerSettings::new(&config.provided, name);
         let tls = match protocol.uses_tls() {
-            true => Some(Arc::new(tls::ReloadingAcceptor::new(&settings)?)),
+            true => Some(Arc::new(tls::ReloadingAcceptor::new(&tls_settings(protocol, &settings))?)),
             false => None,
         };
         let sasl = match protocol.uses_sasl() {
@@ -90,6 +90,16 @@ impl ListenerSecurity {
     /// A plaintext listener: no TLS, no SASL (for tests and embedded use).
     pub fn plaintext(name: &str) -> Self {
         Self { name: Arc::from(name), protocol: SecurityProtocol::Plaintext, tls: None, sasl: None }
+    }
+}
+
+/// A TLS listener's settings. On `SASL_SSL` only the listener's own
+/// `ssl.client.auth` asks for client certificates (KIP-684): the
+/// broker-wide one was meant for `SSL` listeners.
+fn tls_settings(protocol: SecurityProtocol, settings: &ListenerSettings) -> ListenerSettings {
+    match protocol {
+        SecurityProtocol::SaslSsl => settings.listener_only("ssl.client.auth"),
+        _ => settings.clone(),
     }
 }
 

@@ -29,6 +29,14 @@ impl ListenerSettings {
         Self { listener: listener.to_ascii_lowercase(), values }
     }
 
+    /// These settings without the broker-wide `key`: only the listener's
+    /// own value of it counts.
+    pub fn listener_only(&self, key: &str) -> Self {
+        let mut narrowed = self.clone();
+        narrowed.values.remove(key);
+        narrowed
+    }
+
     pub fn listener(&self) -> &str {
         &self.listener
     }
@@ -99,5 +107,9 @@ mod tests {
         assert_eq!(settings.get_for_mechanism("SCRAM-SHA-256", "sasl.jaas.config"), Some("x"));
         assert_eq!(settings.get_for_mechanism("PLAIN", "sasl.jaas.config"), None);
         assert_eq!(settings.name_of("ssl.client.auth"), "listener.name.sasl_ssl.ssl.client.auth");
+        let other = ListenerSettings::from_pairs("OTHER", &[("ssl.client.auth", "required")]);
+        assert_eq!(other.get("ssl.client.auth"), Some("required"));
+        assert_eq!(other.listener_only("ssl.client.auth").get("ssl.client.auth"), None);
+        assert_eq!(settings.listener_only("ssl.client.auth").get("ssl.client.auth"), Some("required"));
     }
 }
