@@ -149,48 +149,18 @@ impl SaslConfig {
             scram: Arc::new(InMemoryScramCredentials::default()),
             oauth: None,
             max_reauth_ms: BTreeMap::new(),
-            max_receive_size: settings
-                .get("sasl.server.max.receive.size")
-                .map(|v| {
-                    v.parse().map_err(|_| format!("sasl.server.max.receive.size: {v:?} is not a number"))
-                })
-                .transpose()?
-                .unwrap_or(MAX_RECEIVE_SIZE_DEFAULT),
+            max_receive_size: number(settings, "sasl.server.max.receive.size", MAX_RECEIVE_SIZE_DEFAULT)?,
         };
         let mut scram_store = InMemoryScramCredentials::default();
         for name in &names {
             let mechanism = Mechanism::parse(name).ok_or_else(|| {
                 format!("{}: mechanism {name} is not served", settings.name_of("sasl.enabled.mechanisms"))
             })?;
-            let jaas =
-                settings.get_for_mechanism(name, "sasl.jaas.config").map(jaas::parse).transpose().map_err(
-                    |e| {
-                        format!(
-                            "listener.name.{}.{}.sasl.jaas.config: {e}",
-                            settings.listener(),
-                            name.to_ascii_lowercase()
-                        )
-                    },
-                )?;
+            let jaas = jaas_entry(settings, name)?;
             match mechanism {
-                Mechanism::Plain => {
-                    let users = jaas.map(|j| j.users()).unwrap_or_default();
-                    if users.is_empty() {
-                        tracing::warn!(listener = settings.listener(), "PLAIN is enabled but its sasl.jaas.config names no user_<name> entries: every login will fail");
-                    }
-                    config.plain_users = Arc::new(users);
-                }
+                Mechanism::Plain => config.plain_users = Arc::new(plain_users(settings, jaas)),
                 Mechanism::ScramSha256 | Mechanism::ScramSha512 => {
-                    let kind = if mechanism == Mechanism::ScramSha256 {
-                        ScramMechanism::Sha256
-                    } else {
-                        ScramMechanism::Sha512
-                    };
-                    // Interim: until SCRAM credentials live in the metadata
-                    // log, they come from user_<name> options here.
-                    for (user, password) in jaas.map(|j| j.users()).unwrap_or_default() {
-                        scram_store.add_password(kind, &user, &password);
-                    }
+                    add_interim_scram_users(&mut scram_store, mechanism, jaas)
                 }
                 Mechanism::OAuthBearer => {
                     let options = jaas.map(|j| j.options).unwrap_or_default();
@@ -234,6 +204,48 @@ impl SaslConfig {
 
     fn mechanism_names(&self) -> Vec<StrBytes> {
         self.enabled.iter().map(|m| StrBytes::from_static_str(m.name())).collect()
+    }
+}
+
+/// A mechanism's `sasl.jaas.config`, if set.
+fn jaas_entry(settings: &ListenerSettings, mechanism: &str) -> Result<Option<jaas::JaasEntry>, String> {
+    let Some(text) = settings.get_for_mechanism(mechanism, "sasl.jaas.config") else { return Ok(None) };
+    jaas::parse(text).map(Some).map_err(|e| {
+        let listener = settings.listener();
+        format!("listener.name.{listener}.{}.sasl.jaas.config: {e}", mechanism.to_ascii_lowercase())
+    })
+}
+
+/// PLAIN's users: the PlainLoginModule's `user_<name>="<password>"` options.
+fn plain_users(settings: &ListenerSettings, jaas: Option<jaas::JaasEntry>) -> BTreeMap<String, String> {
+    let users = jaas.map(|j| j.users()).unwrap_or_default();
+    if users.is_empty() {
+        tracing::warn!(
+            listener = settings.listener(),
+            "PLAIN is enabled but its sasl.jaas.config names no user_<name> entries: every login will fail"
+        );
+    }
+    users
+}
+
+/// Interim, Strom's own: until SCRAM credentials live in the metadata log,
+/// they are derived at start from the ScramLoginModule's
+/// `user_<name>="<password>"` options.
+fn add_interim_scram_users(
+    store: &mut InMemoryScramCredentials,
+    mechanism: Mechanism,
+    jaas: Option<jaas::JaasEntry>,
+) {
+    let Some(kind) = ScramMechanism::of(mechanism) else { return };
+    for (user, password) in jaas.map(|j| j.users()).unwrap_or_default() {
+        store.add_password(kind, &user, &password);
+    }
+}
+
+fn number(settings: &ListenerSettings, key: &str, default: usize) -> Result<usize, String> {
+    match settings.get(key) {
+        None => Ok(default),
+        Some(raw) => raw.parse().map_err(|_| format!("{}: {raw:?} is not a number", settings.name_of(key))),
     }
 }
 

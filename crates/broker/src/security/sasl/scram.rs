@@ -32,6 +32,15 @@ pub enum ScramMechanism {
 }
 
 impl ScramMechanism {
+    /// The SCRAM variant of a SASL mechanism, if it is one.
+    pub fn of(mechanism: Mechanism) -> Option<Self> {
+        match mechanism {
+            Mechanism::ScramSha256 => Some(Self::Sha256),
+            Mechanism::ScramSha512 => Some(Self::Sha512),
+            _ => None,
+        }
+    }
+
     pub fn mechanism(self) -> Mechanism {
         match self {
             Self::Sha256 => Mechanism::ScramSha256,
