@@ -152,46 +152,50 @@ fn read_file(settings: &ListenerSettings, key: &str, files: &mut Files) -> Resul
     Ok(Some(bytes))
 }
 
-/// The store type: explicit, else PEM when PEM material is given inline or
-/// the file looks like PEM, else PKCS12.
-fn store_type(settings: &ListenerSettings, prefix: &str, bytes: Option<&[u8]>) -> Result<String, String> {
+/// The store formats Strom reads.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum StoreType {
+    Pem,
+    Pkcs12,
+}
+
+/// The store type: explicit, else PEM when the file looks like PEM, else
+/// PKCS12. Without `bytes`, only checks an explicit type.
+fn store_type(settings: &ListenerSettings, prefix: &str, bytes: Option<&[u8]>) -> Result<StoreType, String> {
     let key = format!("{prefix}.type");
     if let Some(explicit) = settings.get(&key) {
         return match explicit.to_ascii_uppercase().as_str() {
-            kind @ ("PEM" | "PKCS12") => Ok(kind.to_owned()),
+            "PEM" => Ok(StoreType::Pem),
+            "PKCS12" => Ok(StoreType::Pkcs12),
             "JKS" => Err(format!("{}: JKS is a Java format; convert it to PKCS12 with keytool -importkeystore -deststoretype PKCS12", settings.name_of(&key))),
             other => Err(format!("{}: unknown store type {other}", settings.name_of(&key))),
         };
     }
     let looks_pem = bytes.is_some_and(|b| b.windows(11).any(|w| w == b"-----BEGIN "));
-    Ok(if looks_pem { "PEM" } else { "PKCS12" }.to_owned())
+    Ok(if looks_pem { StoreType::Pem } else { StoreType::Pkcs12 })
 }
 
 type KeyPair = (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>);
 
+/// The key store: inline PEM, else the `ssl.keystore.location` file.
 fn key_store(settings: &ListenerSettings, files: &mut Files) -> Result<KeyPair, String> {
-    // An explicit type Strom cannot read is named before the file is read.
+    // An explicit type Strom cannot read is named before any file is read.
     store_type(settings, "ssl.keystore", None)?;
-    let file = read_file(settings, "ssl.keystore.location", files)?;
-    let inline_chain = settings.get("ssl.keystore.certificate.chain");
-    let inline_key = settings.get("ssl.keystore.key");
-    let kind = match (inline_chain, &file) {
-        (Some(_), _) => "PEM".to_owned(),
-        _ => store_type(settings, "ssl.keystore", file.as_deref())?,
-    };
-    let password = settings.get("ssl.keystore.password");
     let key_password = settings.get("ssl.key.password");
-    match (kind.as_str(), file, inline_chain, inline_key) {
-        ("PEM", _, Some(chain), Some(key)) => pem_key_pair(chain.as_bytes(), key.as_bytes(), key_password),
-        ("PEM", _, Some(_), None) | ("PEM", _, None, Some(_)) => {
-            Err("ssl.keystore.certificate.chain and ssl.keystore.key must be given together".into())
-        }
-        ("PEM", Some(bytes), None, None) => pem_key_pair(&bytes, &bytes, key_password),
-        ("PKCS12", Some(bytes), _, _) => pkcs12_key_pair(&bytes, password, key_password),
-        _ => Err(format!(
+    match (settings.get("ssl.keystore.certificate.chain"), settings.get("ssl.keystore.key")) {
+        (Some(chain), Some(key)) => return pem_key_pair(chain.as_bytes(), key.as_bytes(), key_password),
+        (None, None) => {}
+        _ => return Err("ssl.keystore.certificate.chain and ssl.keystore.key must be given together".into()),
+    }
+    let Some(bytes) = read_file(settings, "ssl.keystore.location", files)? else {
+        return Err(format!(
             "a TLS listener ({}) needs a key store: ssl.keystore.location, or ssl.keystore.certificate.chain and ssl.keystore.key",
             settings.listener()
-        )),
+        ));
+    };
+    match store_type(settings, "ssl.keystore", Some(&bytes))? {
+        StoreType::Pem => pem_key_pair(&bytes, &bytes, key_password),
+        StoreType::Pkcs12 => pkcs12_key_pair(&bytes, settings.get("ssl.keystore.password"), key_password),
     }
 }
 
@@ -287,14 +291,15 @@ fn pkcs12_key_pair(
 /// The CAs client certificates must chain to, if any are configured.
 fn trust_store(settings: &ListenerSettings, files: &mut Files) -> Result<Option<RootCertStore>, String> {
     store_type(settings, "ssl.truststore", None)?;
-    let file = read_file(settings, "ssl.truststore.location", files)?;
-    let certificates: Vec<Vec<u8>> = match (settings.get("ssl.truststore.certificates"), file) {
-        (Some(inline), _) => pem_certificates(inline.as_bytes())?,
-        (None, Some(bytes)) => match store_type(settings, "ssl.truststore", Some(&bytes))?.as_str() {
-            "PEM" => pem_certificates(&bytes)?,
-            _ => pkcs12_certificates(&bytes, settings.get("ssl.truststore.password"))?,
-        },
-        (None, None) => return Ok(None),
+    let certificates = match settings.get("ssl.truststore.certificates") {
+        Some(inline) => pem_certificates(inline.as_bytes())?,
+        None => {
+            let Some(bytes) = read_file(settings, "ssl.truststore.location", files)? else { return Ok(None) };
+            match store_type(settings, "ssl.truststore", Some(&bytes))? {
+                StoreType::Pem => pem_certificates(&bytes)?,
+                StoreType::Pkcs12 => pkcs12_certificates(&bytes, settings.get("ssl.truststore.password"))?,
+            }
+        }
     };
     let mut roots = RootCertStore::empty();
     for der in certificates {
