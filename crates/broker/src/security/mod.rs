@@ -76,20 +76,17 @@ impl ListenerSecurity {
             format!("no security protocol defined for listener {name} in listener.security.protocol.map")
         })?;
         let settings = ListenerSettings::new(&config.provided, name);
-        let tls = match protocol.uses_tls() {
-            true => Some(Arc::new(tls::ReloadingAcceptor::new(&tls_settings(protocol, &settings))?)),
-            false => None,
+        let tls = if protocol.uses_tls() {
+            Some(Arc::new(tls::ReloadingAcceptor::new(&tls_settings(protocol, &settings))?))
+        } else {
+            None
         };
-        let sasl = match protocol.uses_sasl() {
-            true => Some(Arc::new(sasl::SaslConfig::from_settings(&settings)?)),
-            false => None,
+        let sasl = if protocol.uses_sasl() {
+            Some(Arc::new(sasl::SaslConfig::from_settings(&settings)?))
+        } else {
+            None
         };
         Ok(Self { name: Arc::from(name), protocol, tls, sasl })
-    }
-
-    /// A plaintext listener: no TLS, no SASL (for tests and embedded use).
-    pub fn plaintext(name: &str) -> Self {
-        Self { name: Arc::from(name), protocol: SecurityProtocol::Plaintext, tls: None, sasl: None }
     }
 }
 
