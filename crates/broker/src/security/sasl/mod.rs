@@ -237,9 +237,15 @@ fn add_interim_scram_users(
     jaas: Option<jaas::JaasEntry>,
 ) {
     let Some(kind) = ScramMechanism::of(mechanism) else { return };
-    for (user, password) in jaas.map(|j| j.users()).unwrap_or_default() {
-        store.add_password(kind, &user, &password);
+    let users = jaas.map(|j| j.users()).unwrap_or_default();
+    for (user, password) in &users {
+        store.add_password(kind, user, password);
     }
+    tracing::info!(
+        mechanism = mechanism.name(),
+        users = users.len(),
+        "SCRAM credentials from sasl.jaas.config user_ options (Strom's interim source until AlterUserScramCredentials)"
+    );
 }
 
 fn number(settings: &ListenerSettings, key: &str, default: usize) -> Result<usize, String> {
