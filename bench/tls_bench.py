@@ -155,7 +155,8 @@ def main() -> None:
                     best = results.get(f"consume {name}")
                     if best is None or wall < best[0]:
                         results[f"consume {name}"] = (wall, cpu)
-            print(f"{args.records} records of {args.record_size} B ({mib:.0f} MiB), STROM_BIN={os.environ.get('STROM_BIN', 'release build')}")
+            binary = os.environ.get("STROM_BIN", "the release build")
+            print(f"{args.records} records of {args.record_size} B ({mib:.0f} MiB), STROM_BIN={binary}")
             for run, (wall, cpu) in results.items():
                 print(f"{run:18} {wall:6.2f} s {mib / wall:8.1f} MiB/s  broker CPU {cpu / gb:6.2f} s/GB")
             for kind in ["produce", "consume"]:

@@ -23,7 +23,10 @@ STORE_PASSWORD = "store-secret"
 
 
 def _name(cn: str, ou: str | None = None) -> x509.Name:
-    attributes = [x509.NameAttribute(NameOID.COUNTRY_NAME, "US"), x509.NameAttribute(NameOID.ORGANIZATION_NAME, "Strom")]
+    attributes = [
+        x509.NameAttribute(NameOID.COUNTRY_NAME, "US"),
+        x509.NameAttribute(NameOID.ORGANIZATION_NAME, "Strom"),
+    ]
     if ou:
         attributes.append(x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, ou))
     attributes.append(x509.NameAttribute(NameOID.COMMON_NAME, cn))
@@ -31,7 +34,8 @@ def _name(cn: str, ou: str | None = None) -> x509.Name:
 
 
 def _pem(key) -> bytes:
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    pkcs8 = serialization.PrivateFormat.PKCS8
+    return key.private_bytes(serialization.Encoding.PEM, pkcs8, serialization.NoEncryption())
 
 
 @dataclass

@@ -52,12 +52,13 @@ class Secured:
     clients need."""
 
     def __init__(self, broker_factory, tmp_path, **extra):
-        self.ca = Authority(tmp_path / "pki", "strom-test-ca")
+        pki = tmp_path / "pki"
+        self.ca = Authority(pki, "strom-test-ca")
         self.rogue = Authority(tmp_path / "rogue", "rogue-ca")
         server = self.ca.issue("server", "localhost", server=True)
         self.alice = self.ca.issue("alice", "Alice", ou="clients")
         self.untrusted = self.rogue.issue("mallory", "mallory", ou="clients")
-        self.server_pem = self.ca.pem_keystore(server, tmp_path / "pki" / "server.keystore.pem")
+        self.server_pem = self.ca.pem_keystore(server, pki / "server.keystore.pem")
         self.jwt = JwtIssuer(tmp_path)
         protocols = {"PLAINTEXT": "PLAINTEXT", "SSL": "SSL", "MTLS": "SSL", "OPTIONAL": "SSL", "SASL_SSL": "SASL_SSL",
                      "SASL_PLAINTEXT": "SASL_PLAINTEXT", "JWT": "SASL_SSL"}
@@ -71,11 +72,11 @@ class Secured:
             "ssl.keystore.location": str(self.server_pem),
             # mTLS: PKCS12 stores, a client certificate required and mapped.
             "listener.name.mtls.ssl.keystore.type": "PKCS12",
-            "listener.name.mtls.ssl.keystore.location": str(self.ca.pkcs12_keystore(server, tmp_path / "pki" / "server.p12")),
+            "listener.name.mtls.ssl.keystore.location": str(self.ca.pkcs12_keystore(server, pki / "server.p12")),
             "listener.name.mtls.ssl.keystore.password": STORE_PASSWORD,
             "listener.name.mtls.ssl.key.password": STORE_PASSWORD,
             "listener.name.mtls.ssl.truststore.type": "PKCS12",
-            "listener.name.mtls.ssl.truststore.location": str(self.ca.pkcs12_truststore(tmp_path / "pki" / "trust.p12")),
+            "listener.name.mtls.ssl.truststore.location": str(self.ca.pkcs12_truststore(pki / "trust.p12")),
             "listener.name.mtls.ssl.truststore.password": STORE_PASSWORD,
             "listener.name.mtls.ssl.client.auth": "required",
             "listener.name.mtls.ssl.principal.mapping.rules": "RULE:^CN=([^,]*),OU=clients,.*$/$1/L,DEFAULT",
@@ -117,7 +118,8 @@ class Secured:
         return {"ssl.ca.location": str(self.ca.ca_path), **client_cert}
 
     def sasl(self, listener: str, mechanism: str, user: str = "alice", password: str | None = None) -> dict:
-        conf = {"bootstrap.servers": self.bootstrap(listener), "security.protocol": listener, "sasl.mechanisms": mechanism}
+        conf = {"bootstrap.servers": self.bootstrap(listener), "security.protocol": listener,
+                "sasl.mechanisms": mechanism}
         if listener == "SASL_SSL":
             conf.update(self.tls())
         if mechanism == "OAUTHBEARER":
@@ -255,7 +257,8 @@ def test_mtls_refuses_clients_without_a_trusted_certificate(secured):
                 assert tls.recv(4), "the broker answered a client with an untrusted certificate"
     wait_until(lambda: "UnknownIssuer" in secured.log(), 10, "the broker's reason in its log")
     # The broker still serves a client that shows a trusted certificate.
-    good = {**base, "ssl.certificate.location": str(secured.alice.cert_path), "ssl.key.location": str(secured.alice.key_path)}
+    good = {**base, "ssl.certificate.location": str(secured.alice.cert_path),
+            "ssl.key.location": str(secured.alice.key_path)}
     assert AdminClient(good).list_topics(timeout=20).brokers
     assert secured.broker.alive()
 
@@ -276,7 +279,8 @@ def test_a_requested_client_certificate_is_optional(secured):
 def test_the_broker_wide_client_auth_leaves_sasl_ssl_listeners_alone(broker_factory, tmp_path):
     # KIP-684: only listener.name.<l>.ssl.client.auth asks SASL_SSL clients for certificates.
     ca_path = tmp_path / "pki" / "strom-test-ca.pem"
-    secured = Secured(broker_factory, tmp_path, **{"ssl.client.auth": "required", "ssl.truststore.location": str(ca_path)})
+    wide = {"ssl.client.auth": "required", "ssl.truststore.location": str(ca_path)}
+    secured = Secured(broker_factory, tmp_path, **wide)
     error = authentication_error({"bootstrap.servers": secured.bootstrap("SSL"), "security.protocol": "SSL",
                                   **secured.tls()})
     assert "alert certificate required" in error.str(), error
@@ -443,7 +447,8 @@ def test_signed_jwts_are_checked_against_the_jwks(secured, tmp_path):
 
 
 def test_failed_authentications_get_kafkas_errors_and_the_broker_stays_healthy(secured):
-    wrong_password = [secured.sasl("SASL_SSL", m, password="wrong") for m in ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]]
+    mechanisms = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+    wrong_password = [secured.sasl("SASL_SSL", m, password="wrong") for m in mechanisms]
     for conf in wrong_password:
         error = authentication_error(conf)
         assert error.code() == KafkaError._AUTHENTICATION, error
