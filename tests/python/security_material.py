@@ -120,8 +120,17 @@ class Authority:
         path.write_bytes(issued.key_pem + issued.cert_pem + self.cert.public_bytes(serialization.Encoding.PEM))
         return path
 
-    def pkcs12_keystore(self, issued: Issued, path: Path, password: str = STORE_PASSWORD) -> Path:
+    def pkcs12_keystore(self, issued: Issued, path: Path, password: str = STORE_PASSWORD, legacy: bool = False) -> Path:
+        """A PKCS12 key store: AES and SHA-256 as today's tools write it, or
+        (`legacy`) 3DES and SHA-1 as Java 8 and OpenSSL 1.1 did."""
         encryption = serialization.BestAvailableEncryption(password.encode())
+        if legacy:
+            encryption = (
+                serialization.PrivateFormat.PKCS12.encryption_builder()
+                .key_cert_algorithm(pkcs12.PBES.PBESv1SHA1And3KeyTripleDESCBC)
+                .hmac_hash(hashes.SHA1())
+                .build(password.encode())
+            )
         data = pkcs12.serialize_key_and_certificates(b"server", issued.key, issued.cert, [self.cert], encryption)
         path.write_bytes(data)
         return path

@@ -14,6 +14,7 @@ import time
 import uuid
 
 import pytest
+from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -288,6 +289,18 @@ def test_the_broker_wide_client_auth_leaves_sasl_ssl_listeners_alone(broker_fact
     produce_and_consume(secured.sasl("SASL_SSL", "SCRAM-SHA-256"), "kip-684", count=3)
 
 
+def test_a_legacy_pkcs12_key_store_is_read(broker_factory, tmp_path):
+    ca = Authority(tmp_path / "legacy", "legacy-ca")
+    store = ca.pkcs12_keystore(ca.issue("server", "localhost", server=True), tmp_path / "legacy.p12", legacy=True)
+    secured = Secured(broker_factory, tmp_path, **{
+        "listener.name.ssl.ssl.keystore.type": "PKCS12",
+        "listener.name.ssl.ssl.keystore.location": str(store),
+        "listener.name.ssl.ssl.keystore.password": STORE_PASSWORD,
+    })
+    served = x509.load_der_x509_certificate(served_certificate(secured.ports["SSL"], ca.ca_path))
+    assert served.issuer == ca.cert.subject
+
+
 def served_certificate(port: int, ca_path) -> bytes:
     context = ssl.create_default_context(cafile=str(ca_path))
     with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
@@ -305,7 +318,6 @@ def test_a_replaced_key_store_is_served_to_new_connections_without_a_restart(bro
     staging.replace(secured.server_pem)
     wait_until(lambda: served_certificate(secured.ports["SSL"], secured.ca.ca_path) != before, 20,
                "the renewed certificate on a new connection")
-    from cryptography import x509
     served = x509.load_der_x509_certificate(served_certificate(secured.ports["SSL"], secured.ca.ca_path))
     assert served.serial_number == renewed.cert.serial_number
     assert secured.broker.pid == pid
