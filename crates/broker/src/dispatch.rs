@@ -212,6 +212,7 @@ fn log_request(
         client_id = ctx.header.client_id.as_deref().unwrap_or(""),
         client = %peer,
         listener = %ctx.listener,
+        principal = %ctx.principal,
         elapsed_us = elapsed.as_micros() as u64,
         outcome,
         "request"
