@@ -43,7 +43,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "python"))
 
 import wire  # noqa: E402
-from harness import Broker, create_topic, free_port  # noqa: E402
+from harness import Broker, create_topic, distinct_free_ports  # noqa: E402
 from security_material import Authority  # noqa: E402
 
 
@@ -121,7 +121,7 @@ def main() -> None:
         work = Path(work)
         ca = Authority(work / "pki", "bench-ca")
         keystore = ca.pem_keystore(ca.issue("server", "localhost", server=True), work / "pki" / "server.pem")
-        plain, tls, sasl = free_port(), free_port(), free_port()
+        plain, tls, sasl = distinct_free_ports(3)
         broker = Broker(work / "broker", {
             "listeners": f"PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{tls},SASL_PLAINTEXT://127.0.0.1:{sasl}",
             "ssl.keystore.type": "PEM",

@@ -23,6 +23,7 @@ import wire
 from harness import (
     OutRecord,
     create_topic,
+    distinct_free_ports,
     free_port,
     kafka_python_consumer,
     kafka_python_producer,
@@ -63,7 +64,7 @@ class Secured:
         self.jwt = JwtIssuer(tmp_path)
         protocols = {"PLAINTEXT": "PLAINTEXT", "SSL": "SSL", "MTLS": "SSL", "OPTIONAL": "SSL", "SASL_SSL": "SASL_SSL",
                      "SASL_PLAINTEXT": "SASL_PLAINTEXT", "JWT": "SASL_SSL"}
-        self.ports = {name: free_port() for name in protocols}
+        self.ports = dict(zip(protocols, distinct_free_ports(len(protocols))))
         config = {
             "listeners": ",".join(f"{name}://127.0.0.1:{port}" for name, port in self.ports.items()),
             "listener.security.protocol.map": ",".join(f"{n}:{p}" for n, p in protocols.items()),
