@@ -502,6 +502,28 @@ def test_failed_authentications_get_kafkas_errors_and_the_broker_stays_healthy(s
     produce_and_consume(secured.sasl("SASL_SSL", "SCRAM-SHA-512"), "still-healthy", count=5)
 
 
+def test_a_static_jaas_file_in_kafka_opts_serves_listeners_without_their_own(broker_factory, tmp_path):
+    jaas_file = tmp_path / "kafka_server_jaas.conf"
+    jaas_file.write_text(
+        "KafkaServer {\n"
+        '    org.apache.kafka.common.security.plain.PlainLoginModule required user_frank="frank-secret";\n'
+        "    org.apache.kafka.common.security.scram.ScramLoginModule required;\n"
+        "};\n"
+    )
+    plain, sasl = distinct_free_ports(2)
+    broker = broker_factory({
+        "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}",
+        "sasl.enabled.mechanisms": "PLAIN",
+    }, port=plain, start=False)
+    broker.env["KAFKA_OPTS"] = f"-Xmx1G -Djava.security.auth.login.config={jaas_file}"
+    broker.start()
+    conf = {"bootstrap.servers": f"127.0.0.1:{sasl}", "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanisms": "PLAIN", "sasl.username": "frank", "sasl.password": "frank-secret"}
+    assert AdminClient(conf).list_topics(timeout=20).brokers
+    wrong = authentication_error({**conf, "sasl.password": "nope"})
+    assert "Invalid username or password" in wrong.str(), wrong
+
+
 # --- KIP-368 re-authentication -----------------------------------------------
 
 

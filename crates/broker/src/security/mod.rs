@@ -82,7 +82,8 @@ impl ListenerSecurity {
             None
         };
         let sasl = if protocol.uses_sasl() {
-            Some(Arc::new(sasl::SaslConfig::from_settings(&settings)?))
+            let static_jaas = static_jaas_file()?;
+            Some(Arc::new(sasl::SaslConfig::from_settings(&settings, static_jaas.as_ref())?))
         } else {
             None
         };
@@ -98,6 +99,23 @@ fn tls_settings(protocol: SecurityProtocol, settings: &ListenerSettings) -> List
         SecurityProtocol::SaslSsl => settings.listener_only("ssl.client.auth"),
         _ => settings.clone(),
     }
+}
+
+/// Kafka's static JAAS file, as its start scripts hand it to the JVM:
+/// `-Djava.security.auth.login.config=PATH` in `KAFKA_OPTS`. Its
+/// `KafkaServer` sections serve mechanisms without a
+/// `listener.name.<l>.<mechanism>.sasl.jaas.config`.
+fn static_jaas_file() -> Result<Option<sasl::jaas::JaasFile>, String> {
+    let Ok(options) = std::env::var("KAFKA_OPTS") else { return Ok(None) };
+    let property = "-Djava.security.auth.login.config=";
+    let Some(path) = options.split_whitespace().find_map(|option| option.strip_prefix(property)) else {
+        return Ok(None);
+    };
+    // `==PATH` tells Java to use this file only; either way it is the one.
+    let path = path.trim_start_matches('=').trim_matches('"');
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("java.security.auth.login.config in KAFKA_OPTS: cannot read {path}: {e}"))?;
+    sasl::jaas::parse_file(&text).map(Some).map_err(|e| format!("JAAS file {path}: {e}"))
 }
 
 /// Kafka's principal of a client that did not authenticate.

@@ -49,6 +49,11 @@ impl ListenerSettings {
         value.map(|v| v.trim()).filter(|v| !v.is_empty())
     }
 
+    /// Exactly `key`, no fallback.
+    pub fn get_exact(&self, key: &str) -> Option<&str> {
+        self.values.get(key).map(|v| v.trim()).filter(|v| !v.is_empty())
+    }
+
     /// A SASL key for one mechanism: `listener.name.<l>.<mechanism>.<key>`
     /// first, then the listener's and the broker's own.
     pub fn get_for_mechanism(&self, mechanism: &str, key: &str) -> Option<&str> {

@@ -69,6 +69,17 @@ impl Mechanism {
     fn parse(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|m| m.name() == name)
     }
+
+    /// Kafka's login module class for the mechanism.
+    fn login_module(self) -> &'static str {
+        match self {
+            Self::Plain => "org.apache.kafka.common.security.plain.PlainLoginModule",
+            Self::ScramSha256 | Self::ScramSha512 => {
+                "org.apache.kafka.common.security.scram.ScramLoginModule"
+            }
+            Self::OAuthBearer => "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule",
+        }
+    }
 }
 
 /// One step of a mechanism's exchange.
@@ -135,7 +146,12 @@ pub struct SaslConfig {
 }
 
 impl SaslConfig {
-    pub fn from_settings(settings: &ListenerSettings) -> Result<Self, String> {
+    /// The SASL settings of a listener; `static_jaas` is the JAAS file, if
+    /// any, for mechanisms without their own `sasl.jaas.config`.
+    pub fn from_settings(
+        settings: &ListenerSettings,
+        static_jaas: Option<&jaas::JaasFile>,
+    ) -> Result<Self, String> {
         let names = settings.list("sasl.enabled.mechanisms");
         if names.is_empty() {
             return Err(format!(
@@ -156,7 +172,7 @@ impl SaslConfig {
             let mechanism = Mechanism::parse(name).ok_or_else(|| {
                 format!("{}: mechanism {name} is not served", settings.name_of("sasl.enabled.mechanisms"))
             })?;
-            let jaas = jaas_entry(settings, name)?;
+            let jaas = jaas_entry(settings, mechanism, static_jaas)?;
             match mechanism {
                 Mechanism::Plain => config.plain_users = Arc::new(plain_users(settings, jaas)),
                 Mechanism::ScramSha256 | Mechanism::ScramSha512 => {
@@ -208,12 +224,32 @@ impl SaslConfig {
 }
 
 /// A mechanism's `sasl.jaas.config`, if set.
-fn jaas_entry(settings: &ListenerSettings, mechanism: &str) -> Result<Option<jaas::JaasEntry>, String> {
-    let Some(text) = settings.get_for_mechanism(mechanism, "sasl.jaas.config") else { return Ok(None) };
-    jaas::parse(text).map(Some).map_err(|e| {
-        let listener = settings.listener();
-        format!("listener.name.{listener}.{}.sasl.jaas.config: {e}", mechanism.to_ascii_lowercase())
-    })
+/// A mechanism's JAAS login module, found as Kafka finds it: the
+/// listener's `listener.name.<l>.<mechanism>.sasl.jaas.config`, else the
+/// mechanism's module in the static JAAS file's `<l>.KafkaServer` section,
+/// else in its `KafkaServer` section. An unprefixed `sasl.jaas.config` is
+/// ignored with a warning, as Kafka ignores it.
+fn jaas_entry(
+    settings: &ListenerSettings,
+    mechanism: Mechanism,
+    static_jaas: Option<&jaas::JaasFile>,
+) -> Result<Option<jaas::JaasEntry>, String> {
+    let key = format!(
+        "listener.name.{}.{}.sasl.jaas.config",
+        settings.listener(),
+        mechanism.name().to_ascii_lowercase()
+    );
+    if let Some(text) = settings.get_exact(&key) {
+        return jaas::parse(text).map(Some).map_err(|e| format!("{key}: {e}"));
+    }
+    if settings.get("sasl.jaas.config").is_some() {
+        tracing::warn!(listener = settings.listener(), "sasl.jaas.config must be prefixed with listener.name.<listener>.<mechanism>. on a broker; ignoring it");
+    }
+    let Some(file) = static_jaas else { return Ok(None) };
+    let listener_section = format!("{}.KafkaServer", settings.listener());
+    let section = file.get(&listener_section).or_else(|| file.get("KafkaServer"));
+    let module = mechanism.login_module();
+    Ok(section.and_then(|entries| entries.iter().find(|e| e.login_module == module)).cloned())
 }
 
 /// PLAIN's users: the PlainLoginModule's `user_<name>="<password>"` options.

@@ -10,7 +10,7 @@ use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use super::*;
 
 fn config(pairs: &[(&str, &str)]) -> Arc<SaslConfig> {
-    Arc::new(SaslConfig::from_settings(&ListenerSettings::from_pairs("SASL_PLAINTEXT", pairs)).unwrap())
+    Arc::new(SaslConfig::from_settings(&ListenerSettings::from_pairs("SASL_PLAINTEXT", pairs), None).unwrap())
 }
 
 fn plain_config(reauth_ms: &str) -> Arc<SaslConfig> {
@@ -230,11 +230,13 @@ fn garbage_frames_close_without_panicking() {
 
 #[test]
 fn unserved_mechanisms_and_missing_settings_are_config_errors() {
-    let settings =
-        |pairs: &[(&str, &str)]| SaslConfig::from_settings(&ListenerSettings::from_pairs("L", pairs)).err();
+    let settings = |pairs: &[(&str, &str)]| {
+        SaslConfig::from_settings(&ListenerSettings::from_pairs("L", pairs), None).err()
+    };
     assert!(settings(&[]).unwrap().contains("sasl.enabled.mechanisms"));
     assert!(settings(&[("sasl.enabled.mechanisms", "GSSAPI")]).unwrap().contains("GSSAPI"));
-    assert!(settings(&[("sasl.enabled.mechanisms", "PLAIN"), ("sasl.jaas.config", "Broken")]).is_some());
+    let broken = [("sasl.enabled.mechanisms", "PLAIN"), ("listener.name.l.plain.sasl.jaas.config", "Broken")];
+    assert!(settings(&broken).unwrap().contains("listener.name.l.plain.sasl.jaas.config"));
 }
 
 #[test]
@@ -285,7 +287,7 @@ fn scram_credentials_come_from_the_store_given() {
     let settings = ListenerSettings::from_pairs("L", &[("sasl.enabled.mechanisms", "SCRAM-SHA-512")]);
     let mut store = InMemoryScramCredentials::default();
     store.add_password(ScramMechanism::Sha512, "carol", "secret");
-    let config = SaslConfig::from_settings(&settings).unwrap().with_scram_credentials(Arc::new(store));
+    let config = SaslConfig::from_settings(&settings, None).unwrap().with_scram_credentials(Arc::new(store));
     let mut connection = SaslConnection::new(Arc::new(config));
     reply(connection.on_frame(handshake("SCRAM-SHA-512", 1)));
     let first: SaslAuthenticateResponse = response(
@@ -295,4 +297,40 @@ fn scram_credentials_come_from_the_store_given() {
     );
     assert_eq!(first.error_code, 0, "carol is in the store");
     assert!(first.auth_bytes.starts_with(b"r=abc"));
+}
+
+#[test]
+fn logins_come_from_the_static_jaas_file_when_the_listener_has_none() {
+    let file = jaas::parse_file(
+        r#"KafkaServer { org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="a"; };
+           sasl_plaintext.KafkaServer {
+               org.apache.kafka.common.security.plain.PlainLoginModule required user_bob="b";
+           };"#,
+    )
+    .unwrap();
+    let settings = ListenerSettings::from_pairs("SASL_PLAINTEXT", &[("sasl.enabled.mechanisms", "PLAIN")]);
+    let config = Arc::new(SaslConfig::from_settings(&settings, Some(&file)).unwrap());
+    let login = |token: &'static [u8]| {
+        let mut connection = SaslConnection::new(config.clone());
+        reply(connection.on_frame(handshake("PLAIN", 1)));
+        matches!(connection.on_frame(authenticate(token, 2)), Action::Reply(_))
+    };
+    // The listener's own section wins over KafkaServer.
+    assert!(login(b"\0bob\0b"));
+    assert!(!login(b"\0alice\0a"));
+    // A listener's sasl.jaas.config wins over the file.
+    let own = ListenerSettings::from_pairs(
+        "SASL_PLAINTEXT",
+        &[
+            ("sasl.enabled.mechanisms", "PLAIN"),
+            (
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config",
+                r#"org.apache.kafka.common.security.plain.PlainLoginModule required user_carol="c";"#,
+            ),
+        ],
+    );
+    let config = Arc::new(SaslConfig::from_settings(&own, Some(&file)).unwrap());
+    let mut connection = SaslConnection::new(config);
+    reply(connection.on_frame(handshake("PLAIN", 1)));
+    assert!(matches!(connection.on_frame(authenticate(b"\0carol\0c", 2)), Action::Reply(_)));
 }
