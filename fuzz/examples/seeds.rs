@@ -69,10 +69,12 @@ use kafka_protocol::messages::{
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, BrokerId, ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest,
     CreatePartitionsRequest, CreateTopicsRequest, DeleteGroupsRequest, DeleteRecordsRequest,
-    DeleteTopicsRequest, DescribeClusterRequest, DescribeGroupsRequest, DescribeLogDirsRequest, FetchRequest,
-    FindCoordinatorRequest, GroupId, HeartbeatRequest, InitProducerIdRequest, JoinGroupRequest,
-    LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
-    OffsetDeleteRequest, OffsetFetchRequest, ProduceRequest, RequestHeader, SyncGroupRequest, TopicName,
+    DeleteTopicsRequest, DescribeClusterRequest, DescribeGroupsRequest, DescribeLogDirsRequest,
+    DescribeQuorumRequest, FetchRequest, FindCoordinatorRequest, GroupId, HeartbeatRequest,
+    InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest,
+    MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest,
+    OffsetForLeaderEpochRequest, ProduceRequest, RequestHeader, SaslAuthenticateRequest,
+    SaslHandshakeRequest, SyncGroupRequest, TopicName,
 };
 use kafka_protocol::protocol::{Encodable, StrBytes};
 use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
@@ -243,6 +245,19 @@ fn body(key: ApiKey, version: i16) -> Result<Bytes, String> {
         ),
         ApiKey::ListTransactions => encode(list_transactions(v), v),
         ApiKey::DescribeProducers => encode(describe_producers(), v),
+        ApiKey::DescribeQuorum => encode(DescribeQuorumRequest::default(), v),
+        ApiKey::OffsetForLeaderEpoch => encode(OffsetForLeaderEpochRequest::default(), v),
+        ApiKey::SaslHandshake => encode(
+            SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("SCRAM-SHA-256")),
+            v,
+        ),
+        // A SCRAM client-first message: the SASL decoders the fuzz target
+        // runs start from it.
+        ApiKey::SaslAuthenticate => encode(
+            SaslAuthenticateRequest::default()
+                .with_auth_bytes(Bytes::from_static(b"n,,n=alice,r=fyko+d2lbbFgONRv9qkxdawL")),
+            v,
+        ),
         other => panic!("{other:?} is served: add a seed builder for it to fuzz/examples/seeds.rs"),
     }
 }

@@ -4,8 +4,8 @@
 //! Each decoded body then goes through the decoders its handler applies to
 //! what `kafka-protocol` leaves opaque or unchecked: produced record batches
 //! (headers, record walks and decompression for the key and timestamp
-//! rules, txn markers), JoinGroup members' subscriptions, topic names and
-//! config values.
+//! rules, txn markers), JoinGroup members' subscriptions, topic names,
+//! config values and SASL mechanism messages (PLAIN, SCRAM, OAUTHBEARER).
 //!
 //! Run with `scripts/fuzz`; seeds in `fuzz/corpus/parse_frame` come from
 //! `fuzz/examples/seeds.rs`.
@@ -117,7 +117,29 @@ fn run_handler_decoders(request: &Request) {
                 check_config(&config.name, config.value.as_deref());
             }
         }
+        Request::SaslAuthenticate(authenticate) => check_sasl_message(&authenticate.auth_bytes),
         _ => {}
+    }
+}
+
+/// Each mechanism's server on a client message, as the first message of
+/// an exchange and (OAUTHBEARER, SCRAM's final-message parser) the second.
+fn check_sasl_message(message: &[u8]) {
+    use std::sync::Arc;
+    use strom_broker::security::sasl::scram::{self, InMemoryScramCredentials, ScramMechanism, ScramServer};
+    use strom_broker::security::sasl::{oauth, plain::PlainServer, MechanismServer};
+
+    drop(PlainServer::new(Arc::default()).step(message));
+    let options = oauth::UnsecuredOptions::from_jaas(&Default::default()).expect("default options");
+    let mut oauth = oauth::OAuthServer::new(Arc::new(oauth::Validator::Unsecured(options)));
+    drop(oauth.step(message));
+    drop(oauth.step(message));
+    for mechanism in [ScramMechanism::Sha256, ScramMechanism::Sha512] {
+        let credentials = Arc::new(InMemoryScramCredentials::default());
+        drop(ScramServer::new(mechanism, credentials).step(message));
+    }
+    if let Ok(text) = std::str::from_utf8(message) {
+        drop(scram::parse_client_final(text));
     }
 }
 

@@ -77,6 +77,18 @@ def free_port() -> int:
     raise BrokerError("no free loopback port")
 
 
+def distinct_free_ports(count: int) -> list[int]:
+    """`count` free ports, no two alike (free_port alone may repeat one)."""
+    ports: list[int] = []
+    for _ in range(20 * count):
+        if len(ports) == count:
+            return ports
+        port = free_port()
+        if port not in ports:
+            ports.append(port)
+    raise BrokerError(f"no {count} distinct free loopback ports")
+
+
 def port_is_free(port: int) -> bool:
     """Whether a listener could bind `port` on loopback now (as the broker binds: SO_REUSEADDR)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:

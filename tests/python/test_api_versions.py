@@ -27,6 +27,7 @@ KAFKA_41 = {
     14: ("SyncGroup", 0, 5),
     15: ("DescribeGroups", 0, 6),
     16: ("ListGroups", 0, 5),
+    17: ("SaslHandshake", 0, 1),
     18: ("ApiVersions", 0, 4),
     19: ("CreateTopics", 2, 7),
     20: ("DeleteTopics", 1, 6),
@@ -41,6 +42,7 @@ KAFKA_41 = {
     32: ("DescribeConfigs", 1, 4),
     33: ("AlterConfigs", 0, 2),
     35: ("DescribeLogDirs", 1, 4),
+    36: ("SaslAuthenticate", 0, 2),
     37: ("CreatePartitions", 0, 3),
     42: ("DeleteGroups", 0, 2),
     44: ("IncrementalAlterConfigs", 0, 1),
@@ -55,8 +57,8 @@ KAFKA_41 = {
 }
 
 OMITTED = {
-    "no authentication or authorization yet": {
-        17: "SaslHandshake", 36: "SaslAuthenticate", 29: "DescribeAcls", 30: "CreateAcls", 31: "DeleteAcls",
+    "no authorization, stored SCRAM credentials or delegation tokens yet": {
+        29: "DescribeAcls", 30: "CreateAcls", 31: "DeleteAcls",
         50: "DescribeUserScramCredentials", 51: "AlterUserScramCredentials", 38: "CreateDelegationToken",
         39: "RenewDelegationToken", 40: "ExpireDelegationToken", 41: "DescribeDelegationToken",
     },

@@ -22,28 +22,6 @@ def run_server(tmp_path, *overrides: str) -> subprocess.CompletedProcess:
     return subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=10)
 
 
-@pytest.mark.parametrize("protocol", ["SSL", "SASL_PLAINTEXT", "SASL_SSL"])
-def test_listener_with_a_security_protocol_strom_does_not_serve_stops_the_start(tmp_path, protocol):
-    port = free_port()
-    done = run_server(tmp_path, f"listeners={protocol}://127.0.0.1:{port}")
-    assert done.returncode == 1
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1, done.stderr
-    assert "listeners" in lines[0] and protocol in lines[0] and "does not serve" in lines[0]
-
-
-def test_a_named_listener_mapped_to_sasl_is_refused_too(tmp_path):
-    internal, external = free_port(), free_port()
-    done = run_server(
-        tmp_path,
-        f"listeners=INTERNAL://127.0.0.1:{internal},EXTERNAL://127.0.0.1:{external}",
-        "listener.security.protocol.map=INTERNAL:PLAINTEXT,EXTERNAL:SASL_SSL",
-    )
-    assert done.returncode == 1
-    assert "EXTERNAL uses SASL_SSL" in done.stderr
-    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
-
-
 def test_advertising_the_meta_address_is_refused(tmp_path):
     port = free_port()
     done = run_server(

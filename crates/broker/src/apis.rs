@@ -97,6 +97,9 @@ served_apis! {
     ListOffsets(ListOffsetsRequest) 1..=10 => call handlers::list_offsets::handle;
     Metadata(MetadataRequest) 0..=13 => call handlers::metadata::handle;
     ApiVersions(ApiVersionsRequest) 0..=4 => call handlers::api_versions::handle;
+    // Served by the connection's SASL exchange; these answer only outside it.
+    SaslHandshake(SaslHandshakeRequest) 0..=1 => call handlers::sasl::handshake;
+    SaslAuthenticate(SaslAuthenticateRequest) 0..=2 => call handlers::sasl::authenticate;
     CreateTopics(CreateTopicsRequest) 2..=7 => call handlers::topics::create;
     DeleteTopics(DeleteTopicsRequest) 1..=6 => call handlers::topics::delete;
     DeleteRecords(DeleteRecordsRequest) 0..=2 => call handlers::delete_records::handle;
@@ -183,8 +186,8 @@ mod tests {
             }
         }
         assert!(matches!(
-            decode_body(ApiKey::SaslHandshake, 1, &mut Bytes::new()),
-            Err(RequestError::UnknownApi(17))
+            decode_body(ApiKey::DescribeDelegationToken, 1, &mut Bytes::new()),
+            Err(RequestError::UnknownApi(41))
         ));
     }
 }

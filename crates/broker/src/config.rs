@@ -235,26 +235,18 @@ fn parse_listener(item: &str) -> Result<Listener, String> {
     Ok(Listener { name: name.to_owned(), host: host.to_owned(), port })
 }
 
-/// The security protocols Strom serves today; TLS and SASL come later.
-const SERVED_SECURITY_PROTOCOLS: &[&str] = &["PLAINTEXT"];
 const SECURITY_PROTOCOLS: &[&str] = &["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"];
 
-/// Refuses a listener whose security protocol (by Kafka's
-/// `listener.security.protocol.map`) Strom does not serve: serving it as
-/// plaintext would expose what its clients mean to protect.
+/// Refuses a listener that `listener.security.protocol.map` gives no
+/// security protocol.
 fn check_security_protocols(p: &Props<'_>, listeners: &[Listener]) -> Result<(), ConfigError> {
     let map = security_protocol_map(p)?;
     let raw = p.get("listeners").unwrap_or("");
     for listener in listeners {
         let name = listener.name.to_ascii_uppercase();
-        let Some(protocol) = map.get(&name) else {
+        if !map.contains_key(&name) {
             let reason =
                 format!("no security protocol defined for listener {name} in listener.security.protocol.map");
-            return Err(Props::error("listeners", raw, reason));
-        };
-        if !SERVED_SECURITY_PROTOCOLS.contains(&protocol.as_str()) {
-            let reason =
-                format!("listener {name} uses {protocol}, which Strom does not serve yet (only PLAINTEXT)");
             return Err(Props::error("listeners", raw, reason));
         }
     }
@@ -314,6 +306,13 @@ fn advertised_listeners(p: &Props<'_>, listeners: &[Listener]) -> Result<Vec<Lis
 }
 
 impl BrokerConfig {
+    /// The security protocol of listener `name`, by
+    /// `listener.security.protocol.map` (checked when the config was read).
+    pub fn security_protocol(&self, name: &str) -> Option<crate::security::SecurityProtocol> {
+        let map = security_protocol_map(&Props(&self.provided)).ok()?;
+        map.get(&name.to_ascii_uppercase()).and_then(|p| crate::security::SecurityProtocol::parse(p))
+    }
+
     /// The endpoint advertised to a client connected on listener `name`,
     /// as Kafka answers: the advertised listener of that name, where a bind
     /// to all interfaces (empty host or `0.0.0.0`) stands for the machine's
@@ -707,6 +706,7 @@ pub fn is_known_key(key: &str) -> bool {
     crate::config_sources::BROKER_KEYS.iter().any(|k| k.name == key)
         || ACCEPTED_KEYS.contains(&key)
         || crate::console::config::KEYS.contains(&key)
+        || crate::security::is_security_key(key)
 }
 
 #[cfg(test)]
@@ -879,19 +879,18 @@ mod tests {
     }
 
     #[test]
-    fn listeners_whose_security_protocol_is_not_served_are_refused() {
-        for listeners in
-            ["SSL://127.0.0.1:9093", "SASL_PLAINTEXT://127.0.0.1:9093", "sasl_ssl://127.0.0.1:9093"]
-        {
-            let error = with(&[("listeners", listeners)]).unwrap_err();
-            assert_eq!(error.key, "listeners");
-            assert!(error.reason.contains("does not serve"), "{error}");
-        }
+    fn listeners_take_their_security_protocol_from_the_map() {
+        use crate::security::SecurityProtocol;
         let mapped = [
-            ("listeners", "INTERNAL://127.0.0.1:9092,EXTERNAL://127.0.0.1:9093"),
-            ("listener.security.protocol.map", "INTERNAL:PLAINTEXT,EXTERNAL:SASL_SSL"),
+            ("listeners", "INTERNAL://127.0.0.1:9092,EXTERNAL://127.0.0.1:9093,SSL://127.0.0.1:9094"),
+            ("listener.security.protocol.map", "INTERNAL:PLAINTEXT,EXTERNAL:SASL_SSL,SSL:SSL"),
         ];
-        assert!(with(&mapped).unwrap_err().reason.contains("EXTERNAL uses SASL_SSL"));
+        let config = with(&mapped).unwrap();
+        assert_eq!(config.security_protocol("internal"), Some(SecurityProtocol::Plaintext));
+        assert_eq!(config.security_protocol("EXTERNAL"), Some(SecurityProtocol::SaslSsl));
+        assert_eq!(config.security_protocol("SSL"), Some(SecurityProtocol::Ssl));
+        let defaults = with(&[("listeners", "SASL_PLAINTEXT://127.0.0.1:9093")]).unwrap();
+        assert_eq!(defaults.security_protocol("SASL_PLAINTEXT"), Some(SecurityProtocol::SaslPlaintext));
         let unmapped = with(&[("listeners", "CLIENT://127.0.0.1:9092")]).unwrap_err();
         assert!(unmapped.reason.contains("no security protocol defined for listener CLIENT"), "{unmapped}");
         let bad_protocol = [("listener.security.protocol.map", "PLAINTEXT:TLS")];

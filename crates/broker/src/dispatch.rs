@@ -34,6 +34,8 @@ pub struct RequestContext<'a> {
     /// The name of the listener the connection arrived on: answers
     /// advertise that listener's endpoint.
     pub listener: std::sync::Arc<str>,
+    /// Who the client authenticated as (`User:ANONYMOUS` if it did not).
+    pub principal: std::sync::Arc<str>,
 }
 
 /// A handler's result: a response, sent or withheld (a Produce with acks=0).
@@ -168,6 +170,7 @@ pub async fn handle_frame(
     broker: &Broker,
     peer: std::net::SocketAddr,
     listener: &std::sync::Arc<str>,
+    session: &crate::security::Session,
     frame: Bytes,
 ) -> Result<Option<Vec<Chunk>>, RequestError> {
     let (api_key, api_version, header, request) = match parse_frame(frame)? {
@@ -180,7 +183,8 @@ pub async fn handle_frame(
     let _in_flight = GaugeGuard::new(&broker.metrics.requests_in_flight);
     let client_host = format!("/{}", peer.ip());
     let listener = listener.clone();
-    let ctx = RequestContext { broker, api_key, api_version, header, client_host, listener };
+    let principal = session.principal.clone();
+    let ctx = RequestContext { broker, api_key, api_version, header, client_host, listener, principal };
     let answer = apis::route(&ctx, *request).await;
     let encoded = answer.send.then(|| encode_response(&ctx, answer.body.as_ref())).transpose();
     let elapsed = started.elapsed();
@@ -208,6 +212,7 @@ fn log_request(
         client_id = ctx.header.client_id.as_deref().unwrap_or(""),
         client = %peer,
         listener = %ctx.listener,
+        principal = %ctx.principal,
         elapsed_us = elapsed.as_micros() as u64,
         outcome,
         "request"

@@ -5,7 +5,8 @@
 //! - [`server`] binds the listeners, accepts connections and owns start-up,
 //!   background duties (flushes, checkpoints) and clean shutdown;
 //! - [`network`] reads size-prefixed frames (bounded by
-//!   `socket.request.max.bytes`) and writes responses in request order;
+//!   `socket.request.max.bytes`) and writes responses in request order,
+//!   over TLS and behind SASL where the listener's [`security`] asks;
 //! - [`dispatch`] checks the API key and version against the ApiVersions
 //!   table, decodes the header and body, routes to a handler and encodes the
 //!   response at the request's version;
@@ -70,6 +71,7 @@ pub mod producer_ids;
 pub mod properties;
 pub mod replica;
 pub mod response_errors;
+pub mod security;
 pub mod server;
 pub mod txn;
 pub mod verification;

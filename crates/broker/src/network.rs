@@ -1,5 +1,11 @@
 //! Connections: size-prefixed frames in, responses out in request order.
 //!
+//! A TLS listener's connections first finish the TLS handshake (which
+//! names the client when it shows a certificate); a SASL listener's first
+//! run the SASL exchange, which sees every frame before dispatch does.
+//! Fetched records leave by `sendfile` on plaintext connections only: TLS
+//! encrypts them on their way through user space.
+//!
 //! Each connection is one task that reads a frame, serves it and writes the
 //! response before reading the next, as Kafka mutes a channel while a request
 //! is in flight; that is what keeps responses in request order. Responses are
@@ -10,7 +16,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter, WriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
@@ -22,7 +28,10 @@ use tokio::io::Interest;
 use tokio::net::tcp::OwnedWriteHalf;
 
 use crate::dispatch::{self, Chunk};
+use crate::security::sasl::{Action, SaslConnection};
+use crate::security::{ListenerSecurity, Session};
 use crate::server::Broker;
+use tokio_rustls::server::TlsStream;
 
 const IO_BUFFER_BYTES: usize = 64 * 1024;
 /// Frames are read in steps of at most this much, so a size prefix alone
@@ -66,25 +75,67 @@ async fn read_frame<R: AsyncRead + Unpin>(reader: &mut R, max: usize) -> Result<
     Ok(Some(frame.freeze()))
 }
 
-/// Serves one client connection until it closes, errs, or the broker stops.
+/// Serves one client connection until it closes, errs, or the broker
+/// stops: over TLS when the listener asks for it, and behind SASL.
 pub async fn serve(
     broker: Arc<Broker>,
     stream: TcpStream,
     peer: SocketAddr,
-    listener: Arc<str>,
+    security: Arc<ListenerSecurity>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    tracing::debug!(%peer, %listener, "connection opened");
+    tracing::debug!(%peer, listener = %security.name, "connection opened");
     let _ = stream.set_nodelay(true);
-    let (read_half, write_half) = stream.into_split();
+    let Some(tls) = &security.tls else {
+        let (read_half, write_half) = stream.into_split();
+        serve_stream(broker, read_half, write_half, peer, &security, Session::default(), shutdown).await;
+        return;
+    };
+    let accepted = tokio::select! {
+        biased;
+        _ = shutdown.changed() => return,
+        accepted = tls.accept(stream) => accepted,
+    };
+    let stream = match accepted {
+        Ok(stream) => stream,
+        Err(e) => {
+            tracing::info!(%peer, listener = %security.name, "TLS handshake failed: {e}");
+            return;
+        }
+    };
+    let principal = match tls.principal(&stream) {
+        Ok(principal) => principal,
+        Err(e) => {
+            tracing::warn!(%peer, listener = %security.name, "closing TLS connection: {e}");
+            return;
+        }
+    };
+    tracing::debug!(%peer, listener = %security.name, principal, "TLS established");
+    let session = Session { principal: Arc::from(principal) };
+    let (read_half, write_half) = tokio::io::split(stream);
+    serve_stream(broker, read_half, write_half, peer, &security, session, shutdown).await;
+}
+
+/// The request loop over an established (plain or TLS) stream.
+async fn serve_stream<R: AsyncRead + Unpin, W: ResponseWriter>(
+    broker: Arc<Broker>,
+    read_half: R,
+    write_half: W,
+    peer: SocketAddr,
+    security: &ListenerSecurity,
+    mut session: Session,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let mut reader = BufReader::with_capacity(IO_BUFFER_BYTES, read_half);
     let mut writer = BufWriter::with_capacity(IO_BUFFER_BYTES, write_half);
+    let mut sasl = security.sasl.clone().map(SaslConnection::new);
     let max = broker.config.socket_request_max_bytes;
     loop {
+        let limit = sasl.as_ref().map_or(max, |sasl| sasl.max_frame_bytes(max));
         let frame = tokio::select! {
             biased;
             _ = shutdown.changed() => break,
-            frame = read_frame(&mut reader, max) => frame,
+            frame = read_frame(&mut reader, limit) => frame,
         };
         let frame = match frame {
             Ok(Some(frame)) => frame,
@@ -94,7 +145,15 @@ pub async fn serve(
                 break;
             }
         };
-        match dispatch::handle_frame(&broker, peer, &listener, frame).await {
+        let frame = match sasl.as_mut() {
+            None => frame,
+            Some(sasl) => match sasl_step(sasl, frame, &mut session, &mut writer, peer, security).await {
+                Next::Dispatch(frame) => frame,
+                Next::ReadOn => continue,
+                Next::Close => break,
+            },
+        };
+        match dispatch::handle_frame(&broker, peer, &security.name, &session, frame).await {
             Ok(Some(response)) => {
                 if let Err(e) = write_response(&mut writer, response, broker.config.zero_copy_fetch).await {
                     tracing::debug!(%peer, "write failed: {e}");
@@ -116,23 +175,90 @@ pub async fn serve(
     tracing::debug!(%peer, "connection closed");
 }
 
+/// What the connection does after the SASL exchange saw a frame.
+enum Next {
+    Dispatch(Bytes),
+    ReadOn,
+    Close,
+}
+
+/// Hands a frame to the SASL exchange and writes its answer; the
+/// principal it authenticates is recorded on the session.
+async fn sasl_step<W: AsyncWrite + Unpin>(
+    sasl: &mut SaslConnection,
+    frame: Bytes,
+    session: &mut Session,
+    writer: &mut BufWriter<W>,
+    peer: SocketAddr,
+    security: &ListenerSecurity,
+) -> Next {
+    let was_authenticated = sasl.is_authenticated();
+    let had_principal = sasl.principal.is_some();
+    let (answer, close) = match sasl.on_frame(frame) {
+        Action::Dispatch(frame) => return Next::Dispatch(frame),
+        Action::Reply(answer) => (answer, None),
+        Action::ReplyAndClose(answer, reason) => (answer, Some(reason)),
+        Action::Close(reason) => (Bytes::new(), Some(reason)),
+    };
+    if let Some(principal) =
+        sasl.principal.as_deref().filter(|_| sasl.is_authenticated() && !was_authenticated)
+    {
+        let event = if had_principal { "SASL re-authenticated" } else { "SASL authenticated" };
+        tracing::debug!(%peer, listener = %security.name, principal, "{event}");
+        session.principal = Arc::from(principal);
+    }
+    let written = writer.write_all(&answer).await.is_ok() && writer.flush().await.is_ok();
+    match close {
+        Some(reason) => {
+            tracing::info!(%peer, listener = %security.name, "closing connection: {reason}");
+            Next::Close
+        }
+        None if written => Next::ReadOn,
+        None => Next::Close,
+    }
+}
+
+/// Where responses are written: a plaintext socket can take file ranges
+/// by `sendfile`, a TLS stream must encrypt them in user space.
+trait ResponseWriter: AsyncWrite + Unpin {
+    fn zero_copy_socket(&self) -> Option<&TcpStream>;
+}
+
+impl ResponseWriter for OwnedWriteHalf {
+    fn zero_copy_socket(&self) -> Option<&TcpStream> {
+        Some(self.as_ref())
+    }
+}
+
+impl ResponseWriter for WriteHalf<TlsStream<TcpStream>> {
+    fn zero_copy_socket(&self) -> Option<&TcpStream> {
+        None
+    }
+}
+
 /// Writes a response's chunks in order: bytes through the buffer, file
 /// ranges straight from the page cache to the socket (or, without
-/// `zero_copy`, through a userspace copy).
-async fn write_response(
-    writer: &mut BufWriter<OwnedWriteHalf>,
+/// `zero_copy` or over TLS, through a userspace copy).
+async fn write_response<W: ResponseWriter>(
+    writer: &mut BufWriter<W>,
     chunks: Vec<Chunk>,
     zero_copy: bool,
 ) -> std::io::Result<()> {
     for chunk in chunks {
         match chunk {
             Chunk::Bytes(bytes) => writer.write_all(&bytes).await?,
-            Chunk::File(slice) if slice.len <= COPY_BELOW_BYTES || !zero_copy => {
-                copy_file(writer, &slice).await?
-            }
             Chunk::File(slice) => {
+                let sendfile = zero_copy
+                    && slice.len > COPY_BELOW_BYTES
+                    && writer.get_ref().zero_copy_socket().is_some();
+                if !sendfile {
+                    copy_file(writer, &slice).await?;
+                    continue;
+                }
                 writer.flush().await?;
-                send_file(writer.get_ref().as_ref(), &slice).await?;
+                if let Some(socket) = writer.get_ref().zero_copy_socket() {
+                    send_file(socket, &slice).await?;
+                }
             }
         }
     }
@@ -142,7 +268,10 @@ async fn write_response(
 /// Copies a file range to the socket a step at a time, so a large response
 /// to a client that reads slowly (or never) holds one step of memory, not
 /// the whole range.
-async fn copy_file(writer: &mut BufWriter<OwnedWriteHalf>, slice: &FileSlice) -> std::io::Result<()> {
+async fn copy_file<W: AsyncWrite + Unpin>(
+    writer: &mut BufWriter<W>,
+    slice: &FileSlice,
+) -> std::io::Result<()> {
     let mut buf = vec![0u8; slice.len.min(COPY_STEP_BYTES)];
     let mut copied = 0;
     while copied < slice.len {

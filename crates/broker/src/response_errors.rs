@@ -68,6 +68,8 @@ whole_response!(
     BeginQuorumEpochResponse,
     EndQuorumEpochResponse,
     FetchSnapshotResponse,
+    SaslHandshakeResponse,
+    SaslAuthenticateResponse,
 );
 
 impl ResponseErrors for ProduceResponse {

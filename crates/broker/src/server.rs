@@ -34,6 +34,7 @@ use crate::metrics::{self, GaugeGuard, Metrics};
 use crate::network;
 use crate::producer_ids::ProducerIdManager;
 use crate::replica::ReplicaManager;
+use crate::security::ListenerSecurity;
 use crate::txn::TransactionCoordinator;
 
 /// Kafka's `SecurityProtocol.PLAINTEXT` id, the only protocol Strom serves.
@@ -54,6 +55,8 @@ pub struct Broker {
     pub metrics: Metrics,
     pub producer_ids: ProducerIdManager,
     pub transactions: TransactionCoordinator,
+    /// Each listener's TLS and SASL settings, in `listeners` order.
+    pub listener_security: Vec<Arc<ListenerSecurity>>,
     /// Flips to true when shutdown begins; delayed operations end early on it.
     stopping: watch::Sender<bool>,
     /// The metadata quorum of a KRaft node, started when the broker binds.
@@ -176,6 +179,9 @@ impl Broker {
     pub fn open(config: BrokerConfig) -> Result<Arc<Self>, StartError> {
         let config = Arc::new(config);
         let started = std::time::Instant::now();
+        // Before anything touches the disk: a listener that cannot be
+        // secured as configured stops the start.
+        let listener_security = listener_security(&config)?;
         // Lock the log dirs before touching anything in them.
         let logs = LogManager::new(config.log_dirs.clone())?
             .with_threads_per_dir(config.num_recovery_threads_per_data_dir);
@@ -201,6 +207,7 @@ impl Broker {
             metrics,
             producer_ids,
             transactions,
+            listener_security,
             stopping,
             quorum: OnceLock::new(),
         };
@@ -241,12 +248,22 @@ impl Broker {
     }
 }
 
+/// Each listener's security, from the config.
+fn listener_security(config: &BrokerConfig) -> Result<Vec<Arc<ListenerSecurity>>, StartError> {
+    let secure = |name: &str| {
+        ListenerSecurity::from_config(config, name)
+            .map(Arc::new)
+            .map_err(|reason| StartError::Config(format!("listener {name}: {reason}")))
+    };
+    config.listeners.iter().map(|listener| secure(&listener.name)).collect()
+}
+
 /// A bound, not yet serving, broker: lets callers learn the real ports
 /// (e.g. when a listener asks for port 0) before serving.
 pub struct BoundBroker {
     broker: Arc<Broker>,
-    /// Each bound socket with its listener's name.
-    listeners: Vec<(Arc<str>, TcpListener)>,
+    /// Each bound socket with its listener's name and security.
+    listeners: Vec<(Arc<ListenerSecurity>, TcpListener)>,
     metrics_listener: Option<TcpListener>,
     console_listener: Option<TcpListener>,
 }
@@ -255,15 +272,15 @@ impl BoundBroker {
     pub async fn bind(broker: Arc<Broker>) -> Result<Self, StartError> {
         broker.start_quorum().await?;
         let mut listeners = Vec::new();
-        for listener in &broker.config.listeners {
+        for (listener, security) in broker.config.listeners.iter().zip(&broker.listener_security) {
             let addr = listener.socket_addr().map_err(StartError::Config)?;
             let bound = TcpListener::bind(addr)
                 .await
                 .map_err(|error| StartError::Bind { addr: addr.to_string(), error })?;
             let local =
                 bound.local_addr().map_err(|error| StartError::Bind { addr: addr.to_string(), error })?;
-            tracing::debug!(listener = %listener.name, addr = %local, "listening");
-            listeners.push((Arc::from(listener.name.as_str()), bound));
+            tracing::debug!(listener = %listener.name, protocol = ?security.protocol, addr = %local, "listening");
+            listeners.push((security.clone(), bound));
         }
         let metrics_listener = match broker.config.metrics_listener {
             Some(addr) => {
@@ -290,9 +307,9 @@ impl BoundBroker {
 
     /// Each listener as `NAME://ADDRESS:PORT`, with the port actually bound.
     pub fn listener_addresses(&self) -> Vec<String> {
-        let address = |(name, socket): &(Arc<str>, TcpListener)| match socket.local_addr() {
-            Ok(local) => format!("{name}://{local}"),
-            Err(_) => format!("{name}://?"),
+        let address = |(security, socket): &(Arc<ListenerSecurity>, TcpListener)| match socket.local_addr() {
+            Ok(local) => format!("{}://{local}", security.name),
+            Err(_) => format!("{}://?", security.name),
         };
         self.listeners.iter().map(address).collect()
     }
@@ -317,9 +334,12 @@ impl BoundBroker {
         }
         let permits = Arc::new(Semaphore::new(self.broker.config.max_connections));
         let mut acceptors = JoinSet::new();
-        for (name, listener) in self.listeners {
+        for (security, listener) in self.listeners {
+            if let Some(tls) = &security.tls {
+                background.spawn(tls.clone().watch(security.name.clone(), stop_rx.clone()));
+            }
             let broker = self.broker.clone();
-            acceptors.spawn(accept_loop(broker, name, listener, permits.clone(), stop_rx.clone()));
+            acceptors.spawn(accept_loop(broker, security, listener, permits.clone(), stop_rx.clone()));
         }
         shutdown.await;
         tracing::info!("shutting down: no new connections, finishing in-flight requests");
@@ -394,7 +414,7 @@ pub fn raise_open_files_limit() -> std::io::Result<(u64, u64)> {
 
 async fn accept_loop(
     broker: Arc<Broker>,
-    name: Arc<str>,
+    security: Arc<ListenerSecurity>,
     listener: TcpListener,
     permits: Arc<Semaphore>,
     mut stop: watch::Receiver<bool>,
@@ -414,10 +434,10 @@ async fn accept_loop(
                     tracing::warn!(%peer, "max.connections reached; closing the new connection");
                     continue;
                 };
-                let (broker, name, stop) = (broker.clone(), name.clone(), stop.clone());
+                let (broker, security, stop) = (broker.clone(), security.clone(), stop.clone());
                 connections.spawn(async move {
                     let _open = GaugeGuard::new(&broker.metrics.connections);
-                    network::serve(broker.clone(), stream, peer, name, stop).await;
+                    network::serve(broker.clone(), stream, peer, security, stop).await;
                     drop(permit);
                 });
             }

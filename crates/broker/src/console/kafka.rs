@@ -37,6 +37,8 @@ pub struct Kafka<'a> {
     pub broker: &'a Broker,
     /// The browser's address, as Kafka reports a client's: `/127.0.0.1`.
     pub client_host: String,
+    /// Whom the console's requests are made for: `User:<console user>`.
+    pub principal: std::sync::Arc<str>,
 }
 
 /// Kafka's name of an error code as its `Errors` enum spells it:
@@ -86,6 +88,7 @@ impl<'a> Kafka<'a> {
             header,
             client_host: self.client_host.clone(),
             listener: listener.into(),
+            principal: self.principal.clone(),
         }
     }
 

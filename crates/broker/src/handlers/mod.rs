@@ -17,6 +17,7 @@ pub mod offsets;
 pub mod produce;
 pub mod quorum;
 pub mod raft;
+pub mod sasl;
 pub mod topics;
 pub mod transactions;
 

@@ -157,7 +157,7 @@ fn committed(kafka: &Kafka<'_>, id: &str) -> BTreeMap<Tp, i64> {
 
 /// Each group's total lag over its committed offsets, for the history.
 pub fn total_lags(broker: &Broker) -> Vec<(String, i64)> {
-    let kafka = Kafka { broker, client_host: "/console".into() };
+    let kafka = Kafka { broker, client_host: "/console".into(), principal: "User:ANONYMOUS".into() };
     kafka
         .list_groups()
         .groups

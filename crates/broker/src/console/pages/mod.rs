@@ -33,7 +33,7 @@ impl<'a> Page<'a> {
         user: &'a str,
         client_host: String,
     ) -> Self {
-        let kafka = Kafka { broker, client_host };
+        let kafka = Kafka { broker, client_host, principal: format!("User:{user}").into() };
         Self { kafka, history, request, csrf, user, now_ms: strom_storage::now_ms() }
     }
 
