@@ -99,6 +99,7 @@ mod election;
 pub mod log;
 pub mod message;
 pub mod node;
+mod reconfig;
 mod replication;
 mod requests;
 pub mod rng;
@@ -108,6 +109,7 @@ pub mod snapshot;
 pub mod state;
 #[cfg(test)]
 mod tests;
+pub mod voters;
 pub mod wire;
 
 /// A node's `node.id`.
@@ -119,3 +121,4 @@ pub use message::{Body, ErrorCode, Message};
 pub use node::{Action, AppendError, Event, RaftNode};
 pub use snapshot::SnapshotError;
 pub use state::{ElectionState, RoleName};
+pub use voters::{Endpoint, ReplicaKey, VersionRange, VoterNode, VoterSet};

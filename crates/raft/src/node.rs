@@ -15,6 +15,7 @@ use crate::message::{Body, Message};
 use crate::requests::Requests;
 use crate::rng::SplitMix64;
 use crate::state::{ElectionState, LeaderState, Role, RoleName, Tally};
+use crate::voters::{ControlHistory, ReplicaKey, VoterSet};
 use crate::NodeId;
 
 /// Something that happened to the node.
@@ -112,6 +113,8 @@ pub(crate) struct Bugs {
     pub pre_vote_binds: bool,
     /// Accept a snapshot above the high watermark.
     pub snapshot_above_high_watermark: bool,
+    /// Start a voter change while the previous one has not committed.
+    pub two_voter_changes_in_flight: bool,
 }
 
 /// One member of the quorum: a voter or an observer.
@@ -123,6 +126,8 @@ pub struct RaftNode<L> {
     pub(crate) epoch: i32,
     pub(crate) role: Role,
     pub(crate) high_watermark: Option<u64>,
+    /// The voter sets and `kraft.version`s in the log (KIP-853).
+    pub(crate) history: ControlHistory,
     /// The log is durable below this offset.
     pub(crate) flushed_offset: u64,
     /// Flushes issued and not yet reported: (flush id, log end at the time).
@@ -155,6 +160,7 @@ impl<L: RaftLog> RaftNode<L> {
         config.validate()?;
         let stored = stored.unwrap_or_default();
         let flushed_offset = log.end_offset();
+        let history = crate::snapshot::recover_history(&config, &log);
         let mut node = Self {
             config,
             log,
@@ -162,6 +168,7 @@ impl<L: RaftLog> RaftNode<L> {
             epoch: stored.epoch,
             role: Role::Unattached { voted: None, election_deadline_ms: 0 },
             high_watermark: None,
+            history,
             flushed_offset,
             pending_flushes: VecDeque::new(),
             next_flush_id: 0,
@@ -187,12 +194,12 @@ impl<L: RaftLog> RaftNode<L> {
             // The state file is behind the log (lost or older): trust the log.
             let epoch = self.log.last_epoch();
             self.set_role(epoch, Role::Unattached { voted: None, election_deadline_ms });
-        } else if stored.leader_id == Some(me) && self.config.is_voter() {
+        } else if stored.leader_id == Some(me) && self.is_local_voter() {
             // A leader never leads the same epoch twice.
             let unacked = self.other_voters().collect();
             let role = Role::Resigned { unacked, preferred_successors: Vec::new(), election_deadline_ms };
             self.set_role(stored.epoch, role);
-        } else if stored.voted_id == Some(me) && stored.leader_id.is_none() && self.config.is_voter() {
+        } else if stored.voted_id == Some(me) && stored.leader_id.is_none() && self.is_local_voter() {
             // Kafka resumes its election as Candidate in the same epoch. Here
             // the log flushes asynchronously, so the Vote requests it sent may
             // have advertised a tail the crash tore off, and voters re-grant a
@@ -243,7 +250,7 @@ impl<L: RaftLog> RaftNode<L> {
         if records.iter().map(Bytes::len).sum::<usize>() > self.config.batch_max_bytes {
             return Err(AppendError::TooLarge);
         }
-        let last_offset = self.append_as_leader(Records::Data(records));
+        let last_offset = self.append_as_leader(now, Records::Data(records));
         self.poll(now);
         Ok(last_offset)
     }
@@ -266,7 +273,7 @@ impl<L: RaftLog> RaftNode<L> {
     /// When `Event::Tick` must be delivered next, at the latest.
     pub fn next_deadline(&self) -> u64 {
         let role_deadline = match &self.role {
-            Role::Unattached { election_deadline_ms, .. } if self.config.is_voter() => *election_deadline_ms,
+            Role::Unattached { election_deadline_ms, .. } if self.is_local_voter() => *election_deadline_ms,
             Role::Unattached { .. } => u64::MAX,
             Role::Prospective { election_deadline_ms, .. } => *election_deadline_ms,
             Role::Candidate { backoff_until_ms: Some(until), .. } => *until,
@@ -275,8 +282,9 @@ impl<L: RaftLog> RaftNode<L> {
             Role::Resigned { election_deadline_ms, .. } => *election_deadline_ms,
             Role::Leader(leader) => {
                 let parked = leader.parked.values().map(|fetch| fetch.deadline_ms);
+                let change = leader.voter_change.as_ref().map(|change| change.deadline_ms);
                 let timers = [leader.begin_epoch_deadline_ms, leader.check_quorum_deadline_ms];
-                parked.chain(timers).min().unwrap_or(u64::MAX)
+                parked.chain(change).chain(timers).min().unwrap_or(u64::MAX)
             }
         };
         role_deadline.min(self.requests.next_deadline())
@@ -318,6 +326,22 @@ impl<L: RaftLog> RaftNode<L> {
         matches!(self.role, Role::Follower { snapshot_fetch: Some(_), .. })
     }
 
+    /// The voter set in force: the latest in the log, committed or not
+    /// (with `kraft.version` 0, the static voters).
+    pub fn voter_set(&self) -> &VoterSet {
+        self.history.latest_voters()
+    }
+
+    /// The `kraft.version` in force.
+    pub fn kraft_version(&self) -> i16 {
+        self.history.kraft_version()
+    }
+
+    /// This node's replica key: its id and directory id.
+    pub fn replica_key(&self) -> ReplicaKey {
+        ReplicaKey::new(self.config.node_id, self.config.directory_id)
+    }
+
     /// The log as the core sees it.
     pub fn log(&self) -> &L {
         &self.log
@@ -347,11 +371,25 @@ impl<L: RaftLog> RaftNode<L> {
 
     fn handle_request(&mut self, now: u64, from: NodeId, correlation_id: u64, body: Body) {
         let response = match body {
-            Body::VoteRequest { replica_epoch, candidate_id, last_position, pre_vote } => {
-                self.handle_vote_request(now, from, replica_epoch, candidate_id, last_position, pre_vote)
+            Body::VoteRequest {
+                replica_epoch,
+                candidate_id,
+                last_position,
+                pre_vote,
+                candidate_directory_id: _,
+                voter_directory_id,
+            } => {
+                let vote = crate::election::VoteParams {
+                    replica_epoch,
+                    candidate_id,
+                    last_position,
+                    pre_vote,
+                    voter_directory_id,
+                };
+                self.handle_vote_request(now, from, vote)
             }
-            Body::BeginQuorumEpochRequest { leader_epoch, leader_id } => {
-                self.handle_begin_quorum_epoch_request(now, from, leader_epoch, leader_id)
+            Body::BeginQuorumEpochRequest { leader_epoch, leader_id, voter_directory_id } => {
+                self.handle_begin_quorum_epoch_request(now, from, leader_epoch, leader_id, voter_directory_id)
             }
             Body::EndQuorumEpochRequest { leader_epoch, leader_id, preferred_successors } => self
                 .handle_end_quorum_epoch_request(now, from, leader_epoch, leader_id, &preferred_successors),
@@ -361,9 +399,10 @@ impl<L: RaftLog> RaftNode<L> {
                 fetch_offset,
                 last_fetched_epoch,
                 max_wait_ms,
+                replica_directory_id,
             } => {
                 let fetch = crate::replication::FetchParams {
-                    replica_id,
+                    replica: ReplicaKey::new(replica_id, replica_directory_id),
                     current_leader_epoch,
                     fetch_offset,
                     last_fetched_epoch,
@@ -377,6 +416,7 @@ impl<L: RaftLog> RaftNode<L> {
                 snapshot_id,
                 position,
                 max_bytes,
+                replica_directory_id,
             } => {
                 let fetch = crate::snapshot::FetchSnapshotParams {
                     replica_id,
@@ -384,8 +424,31 @@ impl<L: RaftLog> RaftNode<L> {
                     snapshot_id,
                     position,
                     max_bytes,
+                    replica_directory_id,
                 };
                 Some(self.handle_fetch_snapshot_request(now, from, fetch))
+            }
+            Body::AddRaftVoterRequest { voter_id, voter_directory_id, listeners, .. } => {
+                let voter = ReplicaKey::new(voter_id, voter_directory_id);
+                self.handle_add_voter_request(now, from, correlation_id, voter, listeners)
+            }
+            Body::RemoveRaftVoterRequest { voter_id, voter_directory_id } => {
+                let voter = ReplicaKey::new(voter_id, voter_directory_id);
+                self.handle_remove_voter_request(now, from, correlation_id, voter)
+            }
+            Body::UpdateRaftVoterRequest {
+                current_leader_epoch,
+                voter_id,
+                voter_directory_id,
+                listeners,
+                kraft_versions,
+            } => {
+                let voter = crate::voters::VoterNode {
+                    key: ReplicaKey::new(voter_id, voter_directory_id),
+                    endpoints: listeners,
+                    kraft_versions,
+                };
+                Some(self.handle_update_voter_request(now, from, current_leader_epoch, voter))
             }
             _ => None,
         };
@@ -477,7 +540,7 @@ impl<L: RaftLog> RaftNode<L> {
 
     fn poll_unattached(&mut self, now: u64) {
         let Role::Unattached { election_deadline_ms, .. } = self.role else { return };
-        if !self.config.is_voter() {
+        if !self.is_local_voter() {
             // An observer looks for the leader by fetching from any voter
             // (Kafka's `pollUnattachedAsObserver`).
             self.fetch_from_any_voter(now);
@@ -490,7 +553,7 @@ impl<L: RaftLog> RaftNode<L> {
         let Role::Follower { leader, fetch_deadline_ms, .. } = self.role else { return };
         if now < fetch_deadline_ms {
             self.maybe_send_fetch(now, leader);
-        } else if self.config.is_voter() {
+        } else if self.is_local_voter() {
             self.become_prospective(now);
         } else {
             // An observer that lost its leader asks any voter who leads now
@@ -505,7 +568,12 @@ impl<L: RaftLog> RaftNode<L> {
             return;
         };
         if now >= *election_deadline_ms {
-            self.become_prospective(now);
+            // A leader that removed itself from the voter set stays an observer.
+            if self.is_local_voter() {
+                self.become_prospective(now);
+            } else {
+                self.become_unattached(now, self.epoch);
+            }
             return;
         }
         let body = Body::EndQuorumEpochRequest {
@@ -529,6 +597,7 @@ impl<L: RaftLog> RaftNode<L> {
         self.epoch = epoch;
         self.transitions += 1;
         if let Role::Leader(leader) = old {
+            self.answer_voter_change_after_leadership(&leader);
             self.answer_parked_after_leadership(*leader);
         }
         self.requests.reset();
@@ -591,6 +660,9 @@ impl<L: RaftLog> RaftNode<L> {
     pub(crate) fn become_leader(&mut self, now: u64) {
         let others: BTreeSet<NodeId> = self.other_voters().collect();
         let leader = LeaderState {
+            observers: BTreeMap::new(),
+            voter_change: None,
+            resign_requested: false,
             epoch_start_offset: self.log.end_offset(),
             high_watermark: None,
             voter_offsets: others.iter().map(|id| (*id, None)).collect(),
@@ -604,15 +676,16 @@ impl<L: RaftLog> RaftNode<L> {
         self.set_role(self.epoch, Role::Leader(Box::new(leader)));
         // Kafka's leader opens its epoch with a LeaderChange control record,
         // which it must commit before exposing anything (`LeaderState`).
-        let voters = self.config.voters.iter().copied().collect();
-        self.append_as_leader(Records::LeaderChange { leader_id: self.config.node_id, voters });
+        let voters = self.voter_set().ids().collect();
+        self.append_as_leader(now, Records::LeaderChange { leader_id: self.config.node_id, voters });
+        self.append_start_of_epoch_voters(now);
     }
 
     /// A lone voter is its own majority and never resigns for want of
     /// fetches (Kafka's `LeaderState.timeUntilCheckQuorumExpires`): its
     /// timer must not fall due, or the driver would tick it in a loop.
-    fn first_check_quorum_deadline(&self, now: u64) -> u64 {
-        if self.config.voters.len() == 1 {
+    pub(crate) fn first_check_quorum_deadline(&self, now: u64) -> u64 {
+        if self.voter_set().len() == 1 && self.is_local_voter() {
             u64::MAX
         } else {
             now.saturating_add(self.check_quorum_timeout_ms())
@@ -628,7 +701,12 @@ impl<L: RaftLog> RaftNode<L> {
     // ---- helpers ------------------------------------------------------
 
     pub(crate) fn other_voters(&self) -> impl Iterator<Item = NodeId> + '_ {
-        self.config.voters.iter().copied().filter(move |id| *id != self.config.node_id)
+        self.voter_set().ids().filter(move |id| *id != self.config.node_id)
+    }
+
+    /// Whether this node votes in the voter set in force.
+    pub(crate) fn is_local_voter(&self) -> bool {
+        self.voter_set().is_voter(self.replica_key())
     }
 
     /// `now` plus a timeout drawn from `[t, 2t)` (Kafka's `QuorumState.randomElectionTimeoutMs`).
@@ -676,6 +754,7 @@ impl<L: RaftLog> RaftNode<L> {
     pub(crate) fn truncate_log(&mut self, offset: u64) {
         self.log.truncate_to(offset);
         let end = self.log.end_offset();
+        self.history.truncate_from(end);
         self.flushed_offset = self.flushed_offset.min(end);
         for (_, pending) in &mut self.pending_flushes {
             *pending = (*pending).min(end);

@@ -206,6 +206,8 @@ fn a_granted_vote_is_durable_before_the_response() {
         candidate_id: 3,
         last_position: OffsetAndEpoch::new(0, 0),
         pre_vote: false,
+        candidate_directory_id: None,
+        voter_directory_id: None,
     };
     harness.handle(1, Event::Receive { from: 3, message: Message { correlation_id: 7, body: request } });
     let actions: Vec<&Action> = harness.performed.iter().filter(|(id, _)| *id == 1).map(|(_, a)| a).collect();
@@ -266,6 +268,7 @@ fn the_high_watermark_waits_for_a_record_of_the_leaders_own_epoch() {
         fetch_offset: offset,
         last_fetched_epoch: epoch,
         max_wait_ms: 0,
+        replica_directory_id: None,
     };
     harness.inbox.clear();
     harness.handle(1, Event::Receive { from: 2, message: Message { correlation_id: 1, body: fetch(2, 1) } });
@@ -437,6 +440,8 @@ fn a_newer_epoch_keeps_the_election_timer_running() {
         candidate_id: 2,
         last_position: OffsetAndEpoch::new(0, 0),
         pre_vote: true,
+        candidate_directory_id: None,
+        voter_directory_id: None,
     };
     harness.handle(3, Event::Receive { from: 2, message: Message { correlation_id: 1, body: pre_vote } });
     assert_eq!((harness.node(3).role(), harness.node(3).epoch()), (RoleName::Unattached, 4));
@@ -463,6 +468,8 @@ fn a_prospective_that_grants_a_vote_restarts_its_election_timer() {
         candidate_id: 2,
         last_position: OffsetAndEpoch::new(0, 0),
         pre_vote: false,
+        candidate_directory_id: None,
+        voter_directory_id: None,
     };
     node.handle(vote_at, Event::Receive { from: 2, message: Message { correlation_id: 7, body: vote } });
     assert_eq!(node.election_state().voted_id, Some(2));
@@ -490,6 +497,7 @@ fn fetch_from(replica_id: NodeId, epoch: i32, fetch_offset: u64, last_fetched_ep
         fetch_offset,
         last_fetched_epoch,
         max_wait_ms: 0,
+        replica_directory_id: None,
     }
 }
 
@@ -562,6 +570,7 @@ fn a_fetch_below_the_log_start_is_answered_with_the_snapshot_id() {
         snapshot_id,
         position,
         max_bytes: 1 << 20,
+        replica_directory_id: None,
     };
     let size = harness.node(1).log().snapshot().unwrap().content.len() as u64;
     let error_of = |body: Body| match body {
@@ -667,7 +676,7 @@ fn a_half_fetched_snapshot_is_dropped_when_the_follower_moves_on() {
     harness.snapshot_and_delete(1, OffsetAndEpoch::new(4, 2));
     // Node 3 follows, is sent the snapshot id and gets its first chunk only.
     harness.inbox.clear();
-    let begin = Body::BeginQuorumEpochRequest { leader_epoch: 2, leader_id: 1 };
+    let begin = Body::BeginQuorumEpochRequest { leader_epoch: 2, leader_id: 1, voter_directory_id: None };
     harness.handle(3, Event::Receive { from: 1, message: Message { correlation_id: 1, body: begin } });
     let chunks = std::cell::Cell::new(0);
     harness.deliver_where(|_, _, body| match body {
@@ -679,7 +688,7 @@ fn a_half_fetched_snapshot_is_dropped_when_the_follower_moves_on() {
     });
     assert!(harness.node(3).is_fetching_snapshot());
     // A new epoch: the partial snapshot goes, nothing was installed.
-    let newer = Body::BeginQuorumEpochRequest { leader_epoch: 3, leader_id: 2 };
+    let newer = Body::BeginQuorumEpochRequest { leader_epoch: 3, leader_id: 2, voter_directory_id: None };
     harness.request(2, 3, newer);
     assert!(!harness.node(3).is_fetching_snapshot());
     assert_eq!((harness.node(3).log().start_offset(), harness.node(3).log().snapshot()), (0, None));

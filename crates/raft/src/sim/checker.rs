@@ -169,7 +169,9 @@ impl Checker {
                  than the committed batch {batch:?}"
             ));
         }
-        if content != snapshot_content(self.committed_digests[index]) {
+        if crate::snapshot::decode_snapshot(&Bytes::copy_from_slice(content)).1
+            != snapshot_content(self.committed_digests[index])
+        {
             return Err(format!(
                 "ConsistentCommittedData: node {id}'s snapshot {snapshot_id:?} does not hold the committed state"
             ));

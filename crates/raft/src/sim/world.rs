@@ -450,7 +450,10 @@ impl World {
     /// snapshot, or of nothing, with the batches up to `offset` applied.
     fn state_machine_snapshot(log: &MemoryLog, offset: u64) -> bytes::Bytes {
         let (from, mut digest) = match log.snapshot().filter(|snapshot| snapshot.id.offset <= offset) {
-            Some(snapshot) => (snapshot.id.offset, snapshot_digest(&snapshot.content).expect("a digest")),
+            Some(snapshot) => {
+                let state = crate::snapshot::decode_snapshot(&snapshot.content).1;
+                (snapshot.id.offset, snapshot_digest(&state).expect("a digest"))
+            }
             None => (0, 0),
         };
         for batch in
@@ -558,7 +561,7 @@ impl World {
         let committed = self.checker.committed();
         let Some(batch) = committed.iter().find(|batch| match &batch.records {
             Records::Data(records) => records.iter().any(|record| self.post_heal_payloads.contains(record)),
-            Records::LeaderChange { .. } => false,
+            _ => false,
         }) else {
             return false;
         };
