@@ -194,12 +194,12 @@ impl<L: RaftLog> RaftNode<L> {
             // The state file is behind the log (lost or older): trust the log.
             let epoch = self.log.last_epoch();
             self.set_role(epoch, Role::Unattached { voted: None, election_deadline_ms });
-        } else if stored.leader_id == Some(me) && self.is_local_voter() {
+        } else if stored.leader_id == Some(me) && self.can_campaign() {
             // A leader never leads the same epoch twice.
             let unacked = self.other_voters().collect();
             let role = Role::Resigned { unacked, preferred_successors: Vec::new(), election_deadline_ms };
             self.set_role(stored.epoch, role);
-        } else if stored.voted_id == Some(me) && stored.leader_id.is_none() && self.is_local_voter() {
+        } else if stored.voted_id == Some(me) && stored.leader_id.is_none() && self.can_campaign() {
             // Kafka resumes its election as Candidate in the same epoch. Here
             // the log flushes asynchronously, so the Vote requests it sent may
             // have advertised a tail the crash tore off, and voters re-grant a
@@ -273,7 +273,7 @@ impl<L: RaftLog> RaftNode<L> {
     /// When `Event::Tick` must be delivered next, at the latest.
     pub fn next_deadline(&self) -> u64 {
         let role_deadline = match &self.role {
-            Role::Unattached { election_deadline_ms, .. } if self.is_local_voter() => *election_deadline_ms,
+            Role::Unattached { election_deadline_ms, .. } if self.can_campaign() => *election_deadline_ms,
             Role::Unattached { .. } => u64::MAX,
             Role::Prospective { election_deadline_ms, .. } => *election_deadline_ms,
             Role::Candidate { backoff_until_ms: Some(until), .. } => *until,
@@ -540,7 +540,7 @@ impl<L: RaftLog> RaftNode<L> {
 
     fn poll_unattached(&mut self, now: u64) {
         let Role::Unattached { election_deadline_ms, .. } = self.role else { return };
-        if !self.is_local_voter() {
+        if !self.can_campaign() {
             // An observer looks for the leader by fetching from any voter
             // (Kafka's `pollUnattachedAsObserver`).
             self.fetch_from_any_voter(now);
@@ -553,7 +553,7 @@ impl<L: RaftLog> RaftNode<L> {
         let Role::Follower { leader, fetch_deadline_ms, .. } = self.role else { return };
         if now < fetch_deadline_ms {
             self.maybe_send_fetch(now, leader);
-        } else if self.is_local_voter() {
+        } else if self.can_campaign() {
             self.become_prospective(now);
         } else {
             // An observer that lost its leader asks any voter who leads now
@@ -568,11 +568,13 @@ impl<L: RaftLog> RaftNode<L> {
             return;
         };
         if now >= *election_deadline_ms {
-            // A leader that removed itself from the voter set stays an observer.
-            if self.is_local_voter() {
+            if self.can_campaign() {
                 self.become_prospective(now);
             } else {
-                self.become_unattached(now, self.epoch);
+                // Kafka's `pollResigned`: a leader removed from the voter
+                // set moves to a new epoch as an observer, so fetchers stop
+                // naming it their leader.
+                self.become_unattached(now, self.epoch + 1);
             }
             return;
         }
@@ -707,6 +709,20 @@ impl<L: RaftLog> RaftNode<L> {
     /// Whether this node votes in the voter set in force.
     pub(crate) fn is_local_voter(&self) -> bool {
         self.voter_set().is_voter(self.replica_key())
+    }
+
+    /// Whether this node may run for election: a voter, or a voter of the
+    /// previous set whose removal has not committed here (Raft's
+    /// dissertation, 4.2.2: it may hold the only copy of that record, and
+    /// without it the remaining voters cannot elect anyone).
+    pub(crate) fn can_campaign(&self) -> bool {
+        self.is_local_voter() || self.removal_uncommitted()
+    }
+
+    fn removal_uncommitted(&self) -> bool {
+        let Some(offset) = self.history.latest_voters_offset() else { return false };
+        offset >= self.high_watermark.unwrap_or(0)
+            && self.history.before(offset).1.is_voter(self.replica_key())
     }
 
     /// `now` plus a timeout drawn from `[t, 2t)` (Kafka's `QuorumState.randomElectionTimeoutMs`).

@@ -217,19 +217,21 @@ impl<L: RaftLog> RaftNode<L> {
     }
 
     /// The high watermark moved: a change whose record it passed is done
-    /// (Kafka's `highWatermarkUpdated`). A leader no longer in the voter
-    /// set resigns.
+    /// (Kafka's `highWatermarkUpdated`), and a leader that the committed
+    /// voter set leaves out resigns (also one elected to finish its own
+    /// removal, which Kafka's `RemoveVoterHandler` no longer tracks).
     pub(crate) fn voter_change_committed(&mut self) {
-        let is_voter = self.is_local_voter();
+        let removed = !self.is_local_voter();
+        let voters_offset = self.history.latest_voters_offset();
         let Role::Leader(leader) = &mut self.role else { return };
         let high_watermark = leader.high_watermark.unwrap_or(0);
+        if removed && voters_offset.is_some_and(|offset| offset < high_watermark) {
+            leader.resign_requested = true;
+        }
         if leader.voter_change.as_ref().is_none_or(|change| change.offset >= high_watermark) {
             return;
         }
         let change = leader.voter_change.take().expect("a change");
-        if !change.is_add && !is_voter {
-            leader.resign_requested = true;
-        }
         self.answer_voter_change(&change, ErrorCode::None);
     }
 

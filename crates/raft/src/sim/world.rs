@@ -7,11 +7,15 @@ use bytes::Bytes;
 use super::checker::{digest_after, snapshot_content, snapshot_digest, Checker, Violation};
 use crate::config::QuorumConfig;
 use crate::log::{MemoryLog, OffsetAndEpoch, RaftLog, Records};
-use crate::message::Message;
+use crate::message::{Body, ErrorCode, Message};
 use crate::node::{Action, Bugs, Event, RaftNode};
 use crate::rng::SplitMix64;
 use crate::state::{ElectionState, RoleName};
+use crate::voters::{Endpoint, ReplicaKey, VoterNode, VoterSet, SUPPORTED_KRAFT_VERSIONS};
 use crate::NodeId;
+
+/// The id the administrator's voter changes come from (no node has it).
+const ADMIN: NodeId = 0;
 
 /// The shape of one simulated run.
 #[derive(Debug, Clone, Copy)]
@@ -24,6 +28,11 @@ pub(crate) struct SimConfig {
     pub liveness_bound_ms: u64,
     /// Deliberate bugs planted in every node.
     pub bugs: Bugs,
+    /// `kraft.version` 1: the first `voters` nodes are the bootstrap voter
+    /// set and an administrator adds and removes voters during the faults.
+    pub dynamic_voters: bool,
+    /// With dynamic voters, the mean pause between two voter changes.
+    pub voter_change_interval_ms: u64,
 }
 
 impl SimConfig {
@@ -35,6 +44,21 @@ impl SimConfig {
             fault_phase_ms: 10_000,
             liveness_bound_ms: 10_000,
             bugs: Bugs::default(),
+            dynamic_voters: false,
+            voter_change_interval_ms: 0,
+        }
+    }
+
+    /// `kraft.version` 1: one bootstrap voter (Kafka's `--standalone`) or
+    /// three, and two more nodes that start as observers; the
+    /// administrator changes the voter set about every 400 ms.
+    pub fn dynamic_for_seed(seed: u64) -> Self {
+        Self {
+            voters: if seed.is_multiple_of(3) { 1 } else { 3 },
+            observers: 2,
+            dynamic_voters: true,
+            voter_change_interval_ms: 400,
+            ..Self::for_seed(seed)
         }
     }
 }
@@ -54,6 +78,17 @@ pub(crate) struct RunStats {
     pub crashes_mid_snapshot: u64,
     /// Simulated time from healing until a new append committed everywhere.
     pub recovery_ms: u64,
+    /// AddRaftVoter and RemoveRaftVoter requests the administrator sent.
+    pub voter_changes_asked: u64,
+    /// Those answered NONE: the change committed.
+    pub voter_changes_done: u64,
+}
+
+/// A voter change the administrator is waiting on.
+#[derive(Debug, Clone, Copy)]
+struct AdminChange {
+    voter: ReplicaKey,
+    is_add: bool,
 }
 
 /// What is on one node's disk.
@@ -115,6 +150,10 @@ struct World {
     post_heal_payloads: BTreeSet<Bytes>,
     /// `STROM_SIM_TRACE=<node id>` prints that node's events and actions.
     traced: Option<NodeId>,
+    /// Voter changes sent, by correlation id.
+    admin_requests: BTreeMap<u64, AdminChange>,
+    /// Answers to the administrator, checked once the event that sent them is.
+    admin_inbox: Vec<Message>,
 }
 
 const APPEND_INTERVAL_MS: u64 = 50;
@@ -128,10 +167,16 @@ pub(crate) fn run(seed: u64, config: SimConfig) -> Result<RunStats, Violation> {
     let heal_at = config.fault_phase_ms;
     let mut next_fault = FAULT_INTERVAL_MS;
     let mut next_append = APPEND_INTERVAL_MS;
+    let mut next_voter_change =
+        if config.dynamic_voters { config.voter_change_interval_ms } else { u64::MAX };
     while world.now < heal_at {
-        let due = next_fault.min(next_append).min(heal_at);
+        let due = next_fault.min(next_append).min(next_voter_change).min(heal_at);
         if world.step_until(due)? {
             continue;
+        }
+        if world.now == next_voter_change {
+            world.change_voters()?;
+            next_voter_change += 1 + world.rng.below(2 * config.voter_change_interval_ms);
         }
         if world.now == next_fault {
             world.inject_fault()?;
@@ -176,16 +221,24 @@ impl World {
             sequence: 0,
             cut_links: BTreeSet::new(),
             faulty_network: true,
-            checker: Checker::default(),
+            checker: Checker::new(Self::bootstrap_voters(seed, &config)),
             stats: RunStats::default(),
             appends: 0,
             post_heal_payloads: BTreeSet::new(),
             traced: std::env::var("STROM_SIM_TRACE").ok().and_then(|id| id.parse().ok()),
+            admin_requests: BTreeMap::new(),
+            admin_inbox: Vec::new(),
         };
-        let voters: Vec<NodeId> = (1..=config.voters as NodeId).collect();
+        let bootstrap = Self::bootstrap_voters(seed, &config);
         let all = 1..=(config.voters + config.observers) as NodeId;
         for id in all {
-            let mut quorum = QuorumConfig::new(id, voters.iter().copied());
+            let mut quorum = if config.dynamic_voters {
+                let mut quorum = QuorumConfig::dynamic(id, Self::directory_id(seed, id), bootstrap.clone());
+                quorum.endpoints = Self::endpoints(id);
+                quorum
+            } else {
+                QuorumConfig::new(id, bootstrap.ids())
+            };
             quorum.parked_fetches_max = 16;
             // Snapshots of 64 bytes travel in four chunks.
             quorum.fetch_snapshot_max_bytes = 16;
@@ -200,6 +253,33 @@ impl World {
             world.start(id).expect("a fresh node starts");
         }
         world
+    }
+
+    /// The voters the run starts with: static, or with directory ids and
+    /// endpoints for `kraft.version` 1.
+    fn bootstrap_voters(seed: u64, config: &SimConfig) -> VoterSet {
+        let ids = 1..=config.voters as NodeId;
+        if !config.dynamic_voters {
+            return VoterSet::from_ids(ids);
+        }
+        VoterSet::new(ids.map(|id| Self::voter_node(seed, id)))
+    }
+
+    fn voter_node(seed: u64, id: NodeId) -> VoterNode {
+        VoterNode {
+            key: ReplicaKey::new(id, Some(Self::directory_id(seed, id))),
+            endpoints: Self::endpoints(id),
+            kraft_versions: SUPPORTED_KRAFT_VERSIONS,
+        }
+    }
+
+    fn directory_id(seed: u64, id: NodeId) -> uuid::Uuid {
+        uuid::Uuid::from_u128((u128::from(seed) << 64) | (id as u128 + 1))
+    }
+
+    fn endpoints(id: NodeId) -> Vec<Endpoint> {
+        let port = 9_000 + id as u16;
+        vec![Endpoint { listener: "CONTROLLER".into(), host: format!("node-{id}"), port }]
     }
 
     /// Processes events due before `due`, one at a time; returns true if it
@@ -275,6 +355,7 @@ impl World {
         }
         for action in actions {
             match action {
+                Action::Send { to: ADMIN, message } => self.admin_inbox.push(message),
                 Action::Send { to, message } => self.send(id, to, message),
                 Action::AppendLog { batches } => {
                     let disk = &mut self.nodes.get_mut(&id).expect("known node").disk;
@@ -319,7 +400,31 @@ impl World {
         }
         self.stats.max_epoch = self.stats.max_epoch.max(raft.epoch());
         self.checker.check_timer_progress(raft, self.now + sim.clock_offset_ms)?;
-        self.checker.check_node(raft)
+        self.checker.check_node(raft)?;
+        self.read_admin_answers(id)
+    }
+
+    /// Checks the administrator's answers against the committed log, now
+    /// that the checker has seen the event that sent them.
+    fn read_admin_answers(&mut self, from: NodeId) -> Result<(), Violation> {
+        for message in std::mem::take(&mut self.admin_inbox) {
+            let error = match message.body {
+                Body::AddRaftVoterResponse { error, .. } | Body::RemoveRaftVoterResponse { error, .. } => {
+                    error
+                }
+                Body::UpdateRaftVoterResponse { .. } => continue,
+                other => return Err(format!("Actions: node {from} sent the administrator {other:?}")),
+            };
+            // The network duplicates requests, so one may be answered twice.
+            let Some(change) = self.admin_requests.get(&message.correlation_id).copied() else {
+                return Err(format!("Actions: node {from} answered a voter change never asked"));
+            };
+            if error == ErrorCode::None {
+                self.stats.voter_changes_done += 1;
+                self.checker.on_voter_change_done(from, change.voter, change.is_add)?;
+            }
+        }
+        Ok(())
     }
 
     /// Applies a snapshot write, log start move or install to everything
@@ -388,6 +493,75 @@ impl World {
         raft.append(local_now, vec![payload]).expect("a leader accepts a small append");
         let actions = raft.take_actions();
         self.perform(id, actions)
+    }
+
+    /// The administrator asks the node that believes it leads the highest
+    /// epoch (now and then a random node) to add an observer, remove a
+    /// voter (the leader too) or move a voter's endpoint.
+    fn change_voters(&mut self) -> Result<(), Violation> {
+        let ids: Vec<NodeId> = self.nodes.keys().copied().collect();
+        let leader = self
+            .nodes
+            .iter()
+            .filter_map(|(id, node)| node.raft.as_ref().map(|raft| (raft, *id)))
+            .filter(|(raft, _)| raft.role() == RoleName::Leader)
+            .max_by_key(|(raft, _)| raft.epoch())
+            .map(|(_, id)| id);
+        let to = match leader {
+            Some(_) if self.rng.chance(1, 10) => ids[self.rng.below(ids.len() as u64) as usize],
+            Some(id) => id,
+            None => return Ok(()),
+        };
+        let Some(raft) = self.nodes[&to].raft.as_ref() else { return Ok(()) };
+        let voters = raft.voter_set().clone();
+        let epoch = raft.epoch();
+        let observers: Vec<NodeId> = ids.iter().copied().filter(|id| !voters.contains_id(*id)).collect();
+        let pick = |rng: &mut SplitMix64, from: &[NodeId]| from[rng.below(from.len() as u64) as usize];
+        let body = match self.rng.below(10) {
+            0 => {
+                let id = pick(&mut self.rng, &voters.ids().collect::<Vec<_>>());
+                let mut node = Self::voter_node(self.seed, id);
+                node.endpoints[0].port += 100 * (1 + self.rng.below(5) as u16);
+                Body::UpdateRaftVoterRequest {
+                    current_leader_epoch: epoch,
+                    voter_id: id,
+                    voter_directory_id: node.key.directory_id,
+                    listeners: node.endpoints,
+                    kraft_versions: node.kraft_versions,
+                }
+            }
+            choice if !observers.is_empty() && (choice < 5 || voters.len() == 1) => {
+                let node = Self::voter_node(self.seed, pick(&mut self.rng, &observers));
+                Body::AddRaftVoterRequest {
+                    timeout_ms: 30_000,
+                    voter_id: node.key.id,
+                    voter_directory_id: node.key.directory_id,
+                    listeners: node.endpoints,
+                }
+            }
+            _ => {
+                let id = pick(&mut self.rng, &voters.ids().collect::<Vec<_>>());
+                let voter_directory_id = voters.get(id).and_then(|voter| voter.key.directory_id);
+                Body::RemoveRaftVoterRequest { voter_id: id, voter_directory_id }
+            }
+        };
+        let change = match &body {
+            Body::AddRaftVoterRequest { voter_id, voter_directory_id, .. } => {
+                Some(AdminChange { voter: ReplicaKey::new(*voter_id, *voter_directory_id), is_add: true })
+            }
+            Body::RemoveRaftVoterRequest { voter_id, voter_directory_id } => {
+                Some(AdminChange { voter: ReplicaKey::new(*voter_id, *voter_directory_id), is_add: false })
+            }
+            _ => None,
+        };
+        self.sequence += 1;
+        let correlation_id = self.sequence;
+        if let Some(change) = change {
+            self.stats.voter_changes_asked += 1;
+            self.admin_requests.insert(correlation_id, change);
+        }
+        self.send(ADMIN, to, Message { correlation_id, body });
+        Ok(())
     }
 
     fn inject_fault(&mut self) -> Result<(), Violation> {
@@ -491,9 +665,14 @@ impl World {
         if self.traced == Some(id) {
             eprintln!("t={} node {id} crashed", self.now);
         }
-        let voters = self.config.voters as NodeId;
-        let durable = self.nodes.iter().filter(|(id, _)| **id <= voters).map(|(_, node)| &node.disk.durable);
-        self.checker.check_committed_data_durable(durable, self.config.voters / 2 + 1)
+        let voters = self.checker.committed_voters();
+        // No majority of the committed voter set may lack committed data;
+        // with static voters a majority holds it (the same for odd sets).
+        let needed =
+            if self.config.dynamic_voters { voters.len() - voters.majority() + 1 } else { voters.majority() };
+        let durable =
+            self.nodes.iter().filter(|(id, _)| voters.contains_id(**id)).map(|(_, node)| &node.disk.durable);
+        self.checker.check_committed_data_durable(durable, needed)
     }
 
     fn restart_if_down(&mut self, id: NodeId) -> Result<(), Violation> {
@@ -578,9 +757,10 @@ impl World {
             .iter()
             .map(|(id, node)| match &node.raft {
                 Some(raft) => format!(
-                    "{id}: {:?} epoch {} leader {:?} hw {:?} end {} next tick {}",
+                    "{id}: {:?} epoch {} voters {:?} leader {:?} hw {:?} end {} next tick {}",
                     raft.role(),
                     raft.epoch(),
+                    raft.voter_set().ids().collect::<Vec<_>>(),
                     raft.leader_id(),
                     raft.high_watermark(),
                     raft.log().end_offset(),
