@@ -298,3 +298,73 @@ impl ControlHistory {
         self.voters = self.voters.split_off(&offset);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn voters(ids: &[NodeId]) -> VoterSet {
+        VoterSet::new(ids.iter().map(|id| VoterNode {
+            key: ReplicaKey::new(*id, Some(Uuid::from_u128(*id as u128))),
+            endpoints: Vec::new(),
+            kraft_versions: SUPPORTED_KRAFT_VERSIONS,
+        }))
+    }
+
+    fn voters_batch(base_offset: u64, ids: &[NodeId]) -> Batch {
+        Batch { base_offset, epoch: 1, records: Records::Voters(voters(ids)) }
+    }
+
+    #[test]
+    fn the_latest_voters_record_is_in_force_and_truncation_reverts_it() {
+        let mut history = ControlHistory::new(KRAFT_VERSION_DYNAMIC, voters(&[1]), BaseSource::Config);
+        history.on_append(&Batch {
+            base_offset: 1,
+            epoch: 1,
+            records: Records::KRaftVersion { kraft_version: 1 },
+        });
+        history.on_append(&voters_batch(2, &[1, 2]));
+        history.on_append(&voters_batch(5, &[1, 2, 3]));
+        assert_eq!((history.latest_voters(), history.latest_voters_offset()), (&voters(&[1, 2, 3]), Some(5)));
+        assert_eq!(history.before(5).1, &voters(&[1, 2]));
+        assert_eq!(history.before(2).1, &voters(&[1]));
+        history.truncate_from(5);
+        assert_eq!((history.latest_voters(), history.latest_voters_offset()), (&voters(&[1, 2]), Some(2)));
+        history.truncate_from(0);
+        assert_eq!(
+            (history.latest_voters(), history.kraft_version()),
+            (&voters(&[1]), KRAFT_VERSION_DYNAMIC)
+        );
+    }
+
+    #[test]
+    fn forgetting_the_log_below_a_snapshot_keeps_what_was_in_force_there() {
+        let mut history = ControlHistory::new(KRAFT_VERSION_DYNAMIC, voters(&[1]), BaseSource::Config);
+        history.on_append(&voters_batch(2, &[1, 2]));
+        history.on_append(&voters_batch(7, &[2]));
+        history.forget_before(4);
+        assert_eq!(history.base_source, BaseSource::Snapshot);
+        assert_eq!(history.before(4).1, &voters(&[1, 2]));
+        assert_eq!(history.latest_voters(), &voters(&[2]));
+        history.truncate_from(4);
+        assert_eq!((history.latest_voters(), history.latest_voters_offset()), (&voters(&[1, 2]), None));
+    }
+
+    #[test]
+    fn voter_set_changes_follow_kafkas_rules() {
+        let set = voters(&[1, 2]);
+        let anonymous = ReplicaKey::new(2, None);
+        assert!(set.is_voter(ReplicaKey::new(2, Some(Uuid::from_u128(2)))));
+        assert!(!set.is_voter(anonymous), "a voter with a directory id matches only that directory");
+        assert!(VoterSet::from_ids([2]).is_voter(anonymous), "a static voter matches on its id");
+        assert_eq!(set.add_voter(voters(&[2]).get(2).unwrap().clone()), None, "a duplicate id");
+        assert_eq!(set.remove_voter(anonymous), None, "removal names the exact key");
+        assert_eq!(set.remove_voter(ReplicaKey::new(2, Some(Uuid::from_u128(2)))), Some(voters(&[1])));
+        assert_eq!(
+            voters(&[1]).remove_voter(ReplicaKey::new(1, Some(Uuid::from_u128(1)))),
+            None,
+            "the last voter"
+        );
+        assert_eq!((set.majority(), voters(&[1, 2, 3, 4]).majority()), (2, 3));
+    }
+}
