@@ -17,9 +17,11 @@
 //! voter set in force is the latest VotersRecord in its log, else its
 //! snapshot's, else the bootstrap set: truncation reverts, snapshots
 //! carry it), which with `ConsistentCommittedData` keeps committed
-//! VotersRecords from being lost; and `VoterChangeCommitted` (an
+//! VotersRecords from being lost; `VoterChangeCommitted` (an
 //! AddRaftVoter or RemoveRaftVoter is answered NONE only once its
-//! VotersRecord committed).
+//! VotersRecord committed); and, checked by the world which holds the
+//! disks, `MajorityCommits` (when a leader's high watermark rises, a
+//! majority of the voter set it acts on holds the log up to there on disk).
 //!
 //! Snapshots (KIP-630): `SnapshotAtCommittedOffset` (every snapshot a node
 //! writes or installs ends where a committed batch of its epoch ends) and,
@@ -52,6 +54,9 @@ pub(crate) struct NodeWatch {
     /// The vote and leader its `quorum-state` named in `epoch`, across
     /// restarts (an observer may forget its leader, never change it).
     persisted: ElectionState,
+    /// How far its log was scanned for VotersRecords, and the latest seen;
+    /// None after a truncation or restart (scan again).
+    voters_scan: Option<(u64, Option<VoterSet>)>,
 }
 
 /// The cluster-wide history the invariants are checked against.
@@ -145,6 +150,7 @@ impl Checker {
         let watch = self.watches.entry(id).or_default();
         watch.high_watermark = 0;
         watch.checked_offset = 0;
+        watch.voters_scan = None;
     }
 
     /// A node wrote `quorum-state`: one vote and one leader per epoch, and
@@ -253,6 +259,7 @@ impl Checker {
             ));
         }
         watch.checked_offset = watch.checked_offset.min(offset);
+        watch.voters_scan = None;
         Ok(())
     }
 
@@ -298,12 +305,21 @@ impl Checker {
 
     /// The voter set a node acts on is the one its log (or snapshot, or
     /// the bootstrap) says is in force.
-    fn check_voter_set_from_log(&self, node: &RaftNode<MemoryLog>) -> Result<(), Violation> {
+    fn check_voter_set_from_log(&mut self, node: &RaftNode<MemoryLog>) -> Result<(), Violation> {
         let log = node.log();
-        let in_log = log.batches().iter().rev().find_map(|batch| match &batch.records {
-            Records::Voters(voters) => Some(voters.clone()),
-            _ => None,
-        });
+        // Only the batches appended since the last check are scanned.
+        let watch = self.watches.entry(node.node_id()).or_default();
+        let (from, mut in_log) = match watch.voters_scan.take() {
+            Some((scanned, latest)) if scanned <= log.end_offset() => (scanned, latest),
+            _ => (log.start_offset(), None),
+        };
+        let first = log.batches().partition_point(|batch| batch.base_offset < from);
+        for batch in &log.batches()[first..] {
+            if let Records::Voters(voters) = &batch.records {
+                in_log = Some(voters.clone());
+            }
+        }
+        watch.voters_scan = Some((log.end_offset(), in_log.clone()));
         let in_snapshot = || {
             let snapshot = log.snapshot()?;
             crate::snapshot::decode_snapshot(&snapshot.content).0?.voters

@@ -154,6 +154,9 @@ struct World {
     admin_requests: BTreeMap<u64, AdminChange>,
     /// Answers to the administrator, checked once the event that sent them is.
     admin_inbox: Vec<Message>,
+    /// Each leader's epoch and high watermark when `MajorityCommits` last
+    /// checked it.
+    checked_commits: BTreeMap<NodeId, (i32, u64)>,
 }
 
 const APPEND_INTERVAL_MS: u64 = 50;
@@ -228,6 +231,7 @@ impl World {
             traced: std::env::var("STROM_SIM_TRACE").ok().and_then(|id| id.parse().ok()),
             admin_requests: BTreeMap::new(),
             admin_inbox: Vec::new(),
+            checked_commits: BTreeMap::new(),
         };
         let bootstrap = Self::bootstrap_voters(seed, &config);
         let all = 1..=(config.voters + config.observers) as NodeId;
@@ -401,7 +405,44 @@ impl World {
         self.stats.max_epoch = self.stats.max_epoch.max(raft.epoch());
         self.checker.check_timer_progress(raft, self.now + sim.clock_offset_ms)?;
         self.checker.check_node(raft)?;
+        self.check_majority_commits(id)?;
         self.read_admin_answers(id)
+    }
+
+    /// `MajorityCommits`: when a leader's high watermark rises, a majority
+    /// of the voter set it acts on holds the log up to there on disk (the
+    /// same batch before it, or a snapshot past it).
+    fn check_majority_commits(&mut self, id: NodeId) -> Result<(), Violation> {
+        let raft = self.nodes[&id].raft.as_ref().expect("a live node");
+        let crate::state::Role::Leader(leader) = &raft.role else { return Ok(()) };
+        let Some(high_watermark) = leader.high_watermark else { return Ok(()) };
+        let checked = (raft.epoch(), high_watermark);
+        if self.checked_commits.get(&id).is_some_and(|last| *last >= checked) {
+            return Ok(());
+        }
+        self.checked_commits.insert(id, checked);
+        let last = high_watermark.checked_sub(1).and_then(|offset| raft.log().batch_at(offset));
+        let holds = |log: &MemoryLog| {
+            log.start_offset() >= high_watermark
+                || match last {
+                    Some(batch) => log.batch_at(high_watermark - 1) == Some(batch),
+                    None => log.end_offset() >= high_watermark,
+                }
+        };
+        let voters = raft.voter_set();
+        let holders = voters
+            .ids()
+            .filter(|voter| self.nodes.get(voter).is_some_and(|node| holds(&node.disk.durable)))
+            .count();
+        if holders < voters.majority() {
+            return Err(format!(
+                "MajorityCommits: leader {id} of epoch {} committed up to {high_watermark}, which only {holders} of \
+                 voters {:?} hold on disk",
+                raft.epoch(),
+                voters.ids().collect::<Vec<_>>()
+            ));
+        }
+        Ok(())
     }
 
     /// Checks the administrator's answers against the committed log, now
