@@ -57,8 +57,7 @@ impl<L: RaftLog> RaftNode<L> {
 
     pub(crate) fn poll_leader(&mut self, now: u64) {
         self.expire_voter_change(now);
-        let others: std::collections::BTreeSet<NodeId> = self.other_voters().collect();
-        let Role::Leader(leader) = &mut self.role else { return };
+        let Role::Leader(leader) = &self.role else { return };
         if now >= leader.check_quorum_deadline_ms || leader.resign_requested {
             // Kafka's `pollLeader`: a leader that a majority stopped
             // fetching from may be partitioned away, and one removed from
@@ -70,9 +69,14 @@ impl<L: RaftLog> RaftNode<L> {
         if now >= leader.begin_epoch_deadline_ms {
             // `LeaderState`: the epoch is re-announced every half fetch
             // timeout, so voters that missed it find their leader.
-            leader.begin_unacked = others;
-            leader.begin_epoch_deadline_ms = now.saturating_add(self.config.fetch_timeout_ms / 2);
+            let others = self.other_voters().collect();
+            let next_deadline_ms = now.saturating_add(self.config.fetch_timeout_ms / 2);
+            if let Role::Leader(leader) = &mut self.role {
+                leader.begin_unacked = others;
+                leader.begin_epoch_deadline_ms = next_deadline_ms;
+            }
         }
+        let Role::Leader(leader) = &self.role else { return };
         let unacked: Vec<NodeId> = leader.begin_unacked.iter().copied().collect();
         let expired: Vec<NodeId> =
             leader.parked.iter().filter(|(_, fetch)| now >= fetch.deadline_ms).map(|(id, _)| *id).collect();

@@ -307,8 +307,9 @@ impl Checker {
     /// the bootstrap) says is in force.
     fn check_voter_set_from_log(&mut self, node: &RaftNode<MemoryLog>) -> Result<(), Violation> {
         let log = node.log();
+        let Self { watches, bootstrap_voters, .. } = self;
         // Only the batches appended since the last check are scanned.
-        let watch = self.watches.entry(node.node_id()).or_default();
+        let watch = watches.entry(node.node_id()).or_default();
         let (from, mut in_log) = match watch.voters_scan.take() {
             Some((scanned, latest)) if scanned <= log.end_offset() => (scanned, latest),
             _ => (log.start_offset(), None),
@@ -319,13 +320,15 @@ impl Checker {
                 in_log = Some(voters.clone());
             }
         }
-        watch.voters_scan = Some((log.end_offset(), in_log.clone()));
-        let in_snapshot = || {
-            let snapshot = log.snapshot()?;
-            crate::snapshot::decode_snapshot(&snapshot.content).0?.voters
+        let (_, in_log) = watch.voters_scan.insert((log.end_offset(), in_log));
+        let in_snapshot = match in_log {
+            Some(_) => None,
+            None => log
+                .snapshot()
+                .and_then(|snapshot| crate::snapshot::decode_snapshot(&snapshot.content).0?.voters),
         };
-        let expected = in_log.or_else(in_snapshot).unwrap_or_else(|| self.bootstrap_voters.clone());
-        if node.voter_set() != &expected {
+        let expected = in_log.as_ref().or(in_snapshot.as_ref()).unwrap_or(bootstrap_voters);
+        if node.voter_set() != expected {
             return Err(format!(
                 "VoterSetFromLog: node {} acts on voters {:?}, its log says {:?}",
                 node.node_id(),
