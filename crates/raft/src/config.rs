@@ -30,6 +30,10 @@ pub struct QuorumConfig {
     /// This node's advertised controller endpoints, written into the
     /// voter set when it leads.
     pub endpoints: Vec<Endpoint>,
+    /// `controller.quorum.bootstrap.servers`, as the ids the driver sends
+    /// them by: where a node that knows no leader looks for one, instead of
+    /// the voters it knows (empty: the voters).
+    pub bootstrap_servers: BTreeSet<NodeId>,
     /// `controller.quorum.election.timeout.ms`: the base of the randomised
     /// election timeout, drawn in `[t, 2t)` per node and per epoch.
     pub election_timeout_ms: u64,
@@ -71,6 +75,7 @@ impl QuorumConfig {
             directory_id: None,
             listener_name: "CONTROLLER".to_owned(),
             endpoints: Vec::new(),
+            bootstrap_servers: BTreeSet::new(),
             election_timeout_ms: 1_000,
             fetch_timeout_ms: 2_000,
             election_backoff_max_ms: 1_000,

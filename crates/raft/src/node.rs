@@ -449,7 +449,7 @@ impl<L: RaftLog> RaftNode<L> {
                     endpoints: listeners,
                     kraft_versions,
                 };
-                Some(self.handle_update_voter_request(now, from, current_leader_epoch, voter))
+                Some(self.handle_update_voter_request(now, current_leader_epoch, voter))
             }
             _ => None,
         };

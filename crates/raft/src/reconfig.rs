@@ -104,7 +104,6 @@ impl<L: RaftLog> RaftNode<L> {
     pub(crate) fn handle_update_voter_request(
         &mut self,
         now: u64,
-        _from: NodeId,
         current_leader_epoch: i32,
         voter: VoterNode,
     ) -> Body {

@@ -406,7 +406,14 @@ impl<L: RaftLog> RaftNode<L> {
         if self.requests.any_in_flight(now) || self.flushed_offset < self.log.end_offset() {
             return;
         }
-        let voters: Vec<NodeId> = self.other_voters().collect();
+        // Kafka's observers ask `controller.quorum.bootstrap.servers`, whom
+        // a stale voter set (a replaced disk's bootstrap one) cannot hide.
+        let me = self.config.node_id;
+        let voters: Vec<NodeId> = if self.config.bootstrap_servers.is_empty() {
+            self.other_voters().collect()
+        } else {
+            self.config.bootstrap_servers.iter().copied().filter(|id| *id != me).collect()
+        };
         if voters.is_empty() {
             return;
         }

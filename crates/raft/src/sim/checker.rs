@@ -145,6 +145,12 @@ impl Checker {
         &self.committed
     }
 
+    /// A node's disk was replaced: everything known about it goes (its
+    /// epoch and votes were on the old disk).
+    pub fn on_disk_replaced(&mut self, id: NodeId) {
+        self.watches.remove(&id);
+    }
+
     /// A node restarted: its high watermark starts over.
     pub fn on_restart(&mut self, id: NodeId) {
         let watch = self.watches.entry(id).or_default();

@@ -17,6 +17,14 @@ use crate::NodeId;
 /// The id the administrator's voter changes come from (no node has it).
 const ADMIN: NodeId = 0;
 
+/// The latest VotersRecord in a log.
+fn latest_voters_in(log: &MemoryLog) -> Option<VoterSet> {
+    log.batches().iter().rev().find_map(|batch| match &batch.records {
+        Records::Voters(voters) => Some(voters.clone()),
+        _ => None,
+    })
+}
+
 /// The shape of one simulated run.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct SimConfig {
@@ -82,6 +90,8 @@ pub(crate) struct RunStats {
     pub voter_changes_asked: u64,
     /// Those answered NONE: the change committed.
     pub voter_changes_done: u64,
+    /// Disks replaced (a new directory id, an empty log).
+    pub disks_replaced: u64,
 }
 
 /// A voter change the administrator is waiting on.
@@ -157,9 +167,15 @@ struct World {
     /// Each leader's epoch and high watermark when `MajorityCommits` last
     /// checked it.
     checked_commits: BTreeMap<NodeId, (i32, u64)>,
+    /// Directory ids handed out by disk replacements so far.
+    replaced_disks: u32,
+    /// When the administrator last sent a voter change.
+    last_voter_change_ms: Option<u64>,
 }
 
 const APPEND_INTERVAL_MS: u64 = 50;
+/// The longest a message travels while the network is faulty.
+const MESSAGE_DELAY_MAX_MS: u64 = 40;
 /// A run that needs more events than this is stuck (a timer that never advances).
 const EVENTS_MAX: u64 = 2_000_000;
 const FAULT_INTERVAL_MS: u64 = 250;
@@ -232,13 +248,16 @@ impl World {
             admin_requests: BTreeMap::new(),
             admin_inbox: Vec::new(),
             checked_commits: BTreeMap::new(),
+            replaced_disks: 0,
+            last_voter_change_ms: None,
         };
         let bootstrap = Self::bootstrap_voters(seed, &config);
         let all = 1..=(config.voters + config.observers) as NodeId;
-        for id in all {
+        for id in all.clone() {
             let mut quorum = if config.dynamic_voters {
                 let mut quorum = QuorumConfig::dynamic(id, Self::directory_id(seed, id), bootstrap.clone());
                 quorum.endpoints = Self::endpoints(id);
+                quorum.bootstrap_servers = all.clone().collect();
                 quorum
             } else {
                 QuorumConfig::new(id, bootstrap.ids())
@@ -411,7 +430,7 @@ impl World {
 
     /// `MajorityCommits`: when a leader's high watermark rises, a majority
     /// of the voter set it acts on holds the log up to there on disk (the
-    /// same batch before it, or a snapshot past it).
+    /// same batch before it, or a snapshot past it), replaced disks aside.
     fn check_majority_commits(&mut self, id: NodeId) -> Result<(), Violation> {
         let raft = self.nodes[&id].raft.as_ref().expect("a live node");
         let crate::state::Role::Leader(leader) = &raft.role else { return Ok(()) };
@@ -431,10 +450,13 @@ impl World {
         };
         let voters = raft.voter_set();
         let holders = voters
-            .ids()
-            .filter(|voter| self.nodes.get(voter).is_some_and(|node| holds(&node.disk.durable)))
+            .nodes()
+            .filter(|voter| self.is_current(voter.key) && holds(&self.nodes[&voter.key.id].disk.durable))
             .count();
-        if holders < voters.majority() {
+        // A voter whose disk was replaced may have acknowledged what its
+        // old disk held: the leader still counts it, and the data is gone.
+        let replaced = voters.nodes().filter(|voter| !self.is_current(voter.key)).count();
+        if holders + replaced < voters.majority() {
             return Err(format!(
                 "MajorityCommits: leader {id} of epoch {} committed up to {high_watermark}, which only {holders} of \
                  voters {:?} hold on disk",
@@ -498,7 +520,7 @@ impl World {
         } else {
             1
         };
-        let max_delay = if self.faulty_network { 40 } else { 10 };
+        let max_delay = if self.faulty_network { MESSAGE_DELAY_MAX_MS } else { 10 };
         for _ in 0..copies {
             let at = self.now + 1 + self.rng.below(max_delay);
             self.schedule(at, Pending::Deliver { from, to, message: message.clone() });
@@ -561,7 +583,7 @@ impl World {
         let body = match self.rng.below(10) {
             0 => {
                 let id = pick(&mut self.rng, &voters.ids().collect::<Vec<_>>());
-                let mut node = Self::voter_node(self.seed, id);
+                let mut node = self.as_voter(id);
                 node.endpoints[0].port += 100 * (1 + self.rng.below(5) as u16);
                 Body::UpdateRaftVoterRequest {
                     current_leader_epoch: epoch,
@@ -572,7 +594,8 @@ impl World {
                 }
             }
             choice if !observers.is_empty() && (choice < 5 || voters.len() == 1) => {
-                let node = Self::voter_node(self.seed, pick(&mut self.rng, &observers));
+                let id = pick(&mut self.rng, &observers);
+                let node = self.as_voter(id);
                 Body::AddRaftVoterRequest {
                     timeout_ms: 30_000,
                     voter_id: node.key.id,
@@ -581,7 +604,12 @@ impl World {
                 }
             }
             _ => {
-                let id = pick(&mut self.rng, &voters.ids().collect::<Vec<_>>());
+                // A voter whose disk was replaced goes first: an operator
+                // does not remove a working voter while a dead one counts.
+                let stale: Vec<NodeId> =
+                    voters.nodes().filter(|v| !self.is_current(v.key)).map(|v| v.key.id).collect();
+                let candidates = if stale.is_empty() { voters.ids().collect() } else { stale };
+                let id = pick(&mut self.rng, &candidates);
                 let voter_directory_id = voters.get(id).and_then(|voter| voter.key.directory_id);
                 Body::RemoveRaftVoterRequest { voter_id: id, voter_directory_id }
             }
@@ -597,6 +625,7 @@ impl World {
         };
         self.sequence += 1;
         let correlation_id = self.sequence;
+        self.last_voter_change_ms = Some(self.now);
         if let Some(change) = change {
             self.stats.voter_changes_asked += 1;
             self.admin_requests.insert(correlation_id, change);
@@ -605,9 +634,60 @@ impl World {
         Ok(())
     }
 
+    /// The node `id` as the administrator names it: its current directory.
+    fn as_voter(&self, id: NodeId) -> VoterNode {
+        let directory_id = self.nodes[&id].config.directory_id;
+        VoterNode { key: ReplicaKey::new(id, directory_id), ..Self::voter_node(self.seed, id) }
+    }
+
+    /// Whether `key` names a node's current disk (not one replaced since).
+    fn is_current(&self, key: ReplicaKey) -> bool {
+        self.nodes.get(&key.id).is_some_and(|node| node.config.directory_id == key.directory_id)
+    }
+
+    /// A node's disk is replaced (Kafka formats a new log directory, with a
+    /// new directory id): it restarts empty, under the same node id, as an
+    /// observer until the voter set names its new directory. Once a run,
+    /// and only if every voter set in force still has a majority of intact
+    /// voters without it, so the quorum stays live.
+    fn replace_disk(&mut self, id: NodeId) -> Result<(), Violation> {
+        let sets_in_force: Vec<VoterSet> =
+            self.nodes
+                .values()
+                .map(|node| match &node.raft {
+                    Some(raft) => raft.voter_set().clone(),
+                    None => latest_voters_in(&node.disk.written)
+                        .unwrap_or_else(|| self.checker.committed_voters()),
+                })
+                .chain([self.checker.committed_voters()])
+                .collect();
+        let safe = sets_in_force.iter().all(|voters| !voters.contains_id(id) || voters.len() >= 3);
+        // A change still on the wire could land a smaller set.
+        let change_in_flight =
+            self.last_voter_change_ms.is_some_and(|at| self.now < at + 2 * MESSAGE_DELAY_MAX_MS);
+        if self.replaced_disks > 0 || !safe || change_in_flight {
+            return Ok(());
+        }
+        self.crash(id)?;
+        self.replaced_disks += 1;
+        self.stats.disks_replaced += 1;
+        let directory_id = uuid::Uuid::from_u128(
+            (u128::from(self.seed) << 64) | (u128::from(self.replaced_disks) << 32) | (id as u128 + 1),
+        );
+        let sim = self.nodes.get_mut(&id).expect("known node");
+        sim.disk = Disk::default();
+        sim.config.directory_id = Some(directory_id);
+        self.checker.on_disk_replaced(id);
+        self.check_committed_data_durable()?;
+        self.start(id)
+    }
+
     fn inject_fault(&mut self) -> Result<(), Violation> {
         let ids: Vec<NodeId> = self.nodes.keys().copied().collect();
         let id = ids[self.rng.below(ids.len() as u64) as usize];
+        if self.config.dynamic_voters && self.rng.chance(1, 20) {
+            return self.replace_disk(id);
+        }
         match self.rng.below(8) {
             0 => self.crash(id)?,
             1 | 2 => self.restart_if_down(id)?,
@@ -706,13 +786,24 @@ impl World {
         if self.traced == Some(id) {
             eprintln!("t={} node {id} crashed", self.now);
         }
+        self.check_committed_data_durable()
+    }
+
+    /// `CommittedDataDurable`. With static voters a majority holds the
+    /// committed log on disk. With dynamic ones, no majority of the
+    /// committed voter set may lack it among the voters that can still
+    /// vote (a replaced disk's old key never votes again): the same for
+    /// odd sets, and what a pending removal leaves in even ones.
+    fn check_committed_data_durable(&self) -> Result<(), Violation> {
         let voters = self.checker.committed_voters();
-        // No majority of the committed voter set may lack committed data;
-        // with static voters a majority holds it (the same for odd sets).
-        let needed =
-            if self.config.dynamic_voters { voters.len() - voters.majority() + 1 } else { voters.majority() };
-        let durable =
-            self.nodes.iter().filter(|(id, _)| voters.contains_id(**id)).map(|(_, node)| &node.disk.durable);
+        let intact: Vec<NodeId> =
+            voters.nodes().filter(|v| self.is_current(v.key)).map(|v| v.key.id).collect();
+        let needed = if self.config.dynamic_voters {
+            (intact.len() + 1).saturating_sub(voters.majority())
+        } else {
+            voters.majority()
+        };
+        let durable = intact.iter().map(|id| &self.nodes[id].disk.durable);
         self.checker.check_committed_data_durable(durable, needed)
     }
 
