@@ -327,7 +327,7 @@ impl<L: RaftLog> RaftNode<L> {
         from: NodeId,
         leader_epoch: i32,
         leader_id: NodeId,
-        preferred_successors: &[NodeId],
+        preferred_successors: &[crate::voters::ReplicaKey],
     ) -> Option<Body> {
         let error = self.validate_leader_announcement(from, leader_epoch, leader_id);
         if error == ErrorCode::None {
@@ -349,9 +349,14 @@ impl<L: RaftLog> RaftNode<L> {
     /// Kafka's `strictExponentialElectionBackoffMs`: the first preferred
     /// successor starts at once, later ones wait exponentially longer,
     /// everyone else the maximum.
-    fn end_epoch_election_backoff(&self, preferred_successors: &[NodeId]) -> u64 {
+    fn end_epoch_election_backoff(&self, preferred_successors: &[crate::voters::ReplicaKey]) -> u64 {
         let max = self.config.election_backoff_max_ms;
-        let position = preferred_successors.iter().position(|id| *id == self.config.node_id);
+        // A candidate named with a directory id is this replica only if the
+        // directory is ours (Kafka matches `ReplicaKey`s).
+        let me = self.replica_key();
+        let position = preferred_successors.iter().position(|key| {
+            key.id == me.id && (key.directory_id.is_none() || key.directory_id == me.directory_id)
+        });
         match position {
             Some(0) => 0,
             Some(position) => {

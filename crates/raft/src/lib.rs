@@ -123,7 +123,7 @@
 //! `pollFollowerAsVoter` does); the leader does not ask a new voter for its
 //! `kraft.version` range with ApiVersions (every Strom node supports 0-1);
 //! `kraft.version` does not move from 0 to 1 on a running quorum; and
-//! EndQuorumEpoch's preferred candidates carry no directory ids.
+//! `quorum-state` records the vote's id, not its directory id.
 
 pub mod config;
 mod election;

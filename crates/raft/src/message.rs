@@ -164,6 +164,10 @@ pub enum Body {
         leader_id: NodeId,
         /// `PreferredSuccessors`: voters by descending fetch offset.
         preferred_successors: Vec<NodeId>,
+        /// `PreferredCandidates[].CandidateDirectoryId` (v1+): the
+        /// directory of each preferred successor, in the same order (None,
+        /// or missing at the end, when unknown).
+        preferred_candidate_directory_ids: Vec<Option<Uuid>>,
     },
     /// The answer to EndQuorumEpoch.
     EndQuorumEpochResponse {

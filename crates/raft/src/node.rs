@@ -392,8 +392,21 @@ impl<L: RaftLog> RaftNode<L> {
             Body::BeginQuorumEpochRequest { leader_epoch, leader_id, voter_directory_id } => {
                 self.handle_begin_quorum_epoch_request(now, from, leader_epoch, leader_id, voter_directory_id)
             }
-            Body::EndQuorumEpochRequest { leader_epoch, leader_id, preferred_successors } => self
-                .handle_end_quorum_epoch_request(now, from, leader_epoch, leader_id, &preferred_successors),
+            Body::EndQuorumEpochRequest {
+                leader_epoch,
+                leader_id,
+                preferred_successors,
+                preferred_candidate_directory_ids,
+            } => {
+                let successors: Vec<ReplicaKey> = preferred_successors
+                    .iter()
+                    .enumerate()
+                    .map(|(index, id)| {
+                        ReplicaKey::new(*id, preferred_candidate_directory_ids.get(index).copied().flatten())
+                    })
+                    .collect();
+                self.handle_end_quorum_epoch_request(now, from, leader_epoch, leader_id, &successors)
+            }
             Body::FetchRequest {
                 replica_id,
                 current_leader_epoch,
@@ -583,6 +596,10 @@ impl<L: RaftLog> RaftNode<L> {
             leader_epoch: self.epoch,
             leader_id: self.config.node_id,
             preferred_successors: preferred_successors.clone(),
+            preferred_candidate_directory_ids: preferred_successors
+                .iter()
+                .map(|id| self.voter_directory_id(*id))
+                .collect(),
         };
         for to in unacked.clone() {
             self.send_request(now, to, body.clone());

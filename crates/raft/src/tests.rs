@@ -1019,3 +1019,26 @@ fn a_vote_meant_for_another_directory_is_refused() {
     ));
     assert_eq!(harness.node(1).election_state().voted_id, None);
 }
+
+#[test]
+fn a_preferred_successor_is_named_by_its_directory_too() {
+    let end_epoch = |directory_id| Body::EndQuorumEpochRequest {
+        leader_epoch: 1,
+        leader_id: 1,
+        preferred_successors: vec![2],
+        preferred_candidate_directory_ids: vec![Some(directory_id)],
+    };
+    for (directory_id, stands_at_once) in [(directory(2), true), (directory(9), false)] {
+        let mut harness = dynamic_quorum(3, 3);
+        let now = harness.clocks[&2];
+        let answer = harness.request(1, 2, end_epoch(directory_id));
+        assert!(matches!(answer, Body::EndQuorumEpochResponse { error: ErrorCode::None, .. }));
+        // The first preferred successor stands at once; a node the leader
+        // did not mean waits the longest backoff.
+        let stood = harness.node(2).role() == RoleName::Prospective || harness.node(2).epoch() > 1;
+        assert_eq!(stood, stands_at_once, "{directory_id}");
+        if !stands_at_once {
+            assert_eq!(harness.node(2).next_deadline(), now + 1_000);
+        }
+    }
+}

@@ -15,7 +15,8 @@
 //! `KafkaRaftClient` fetches by; 15: `ReplicaState`; 17: directory ids)
 //! and FetchSnapshot 0-1; and KIP-853's AddRaftVoter, RemoveRaftVoter and
 //! UpdateRaftVoter at v0, the versions `kafka-protocol` 0.18 has. Directory
-//! ids travel where a version carries them (Kafka's zero uuid is "none");
+//! ids travel where a version carries them (Kafka's zero uuid is "none"),
+//! EndQuorumEpoch's preferred candidates included;
 //! the leader endpoints of BeginQuorumEpoch and EndQuorumEpoch v1 are sent
 //! empty, as the core does not read them.
 //!
@@ -440,7 +441,12 @@ pub fn request_to_wire(
                         .with_partitions(vec![partition])]),
             )
         }
-        Body::EndQuorumEpochRequest { leader_epoch, leader_id, preferred_successors } => {
+        Body::EndQuorumEpochRequest {
+            leader_epoch,
+            leader_id,
+            preferred_successors,
+            preferred_candidate_directory_ids,
+        } => {
             check_version("EndQuorumEpoch", END_QUORUM_EPOCH_VERSIONS, version)?;
             let partition = end_quorum_epoch_request::PartitionData::default()
                 .with_partition_index(METADATA_PARTITION)
@@ -453,8 +459,13 @@ pub fn request_to_wire(
                 partition.with_preferred_candidates(
                     preferred_successors
                         .iter()
-                        .map(|id| {
-                            end_quorum_epoch_request::ReplicaInfo::default().with_candidate_id(BrokerId(*id))
+                        .enumerate()
+                        .map(|(index, id)| {
+                            let directory_id =
+                                preferred_candidate_directory_ids.get(index).copied().flatten();
+                            end_quorum_epoch_request::ReplicaInfo::default()
+                                .with_candidate_id(BrokerId(*id))
+                                .with_candidate_directory_id(directory_to_wire(directory_id))
                         })
                         .collect(),
                 )
@@ -647,15 +658,23 @@ pub fn request_from_wire(request: &WireRequest, cluster_id: &str, version: i16) 
                 |t| &t.partitions,
                 |p| p.partition_index,
             )?;
-            let preferred_successors = if version == 0 {
-                partition.preferred_successors.clone()
+            let (preferred_successors, preferred_candidate_directory_ids) = if version == 0 {
+                (partition.preferred_successors.clone(), Vec::new())
             } else {
-                partition.preferred_candidates.iter().map(|candidate| candidate.candidate_id.0).collect()
+                let candidates = &partition.preferred_candidates;
+                (
+                    candidates.iter().map(|candidate| candidate.candidate_id.0).collect(),
+                    candidates
+                        .iter()
+                        .map(|candidate| directory_from_wire(candidate.candidate_directory_id))
+                        .collect(),
+                )
             };
             Ok(Body::EndQuorumEpochRequest {
                 leader_epoch: partition.leader_epoch,
                 leader_id: partition.leader_id.0,
                 preferred_successors,
+                preferred_candidate_directory_ids,
             })
         }
         WireRequest::Fetch(request) => {

@@ -147,6 +147,9 @@ fn visible_at(body: &Body, version: i16) -> Body {
         Body::FetchSnapshotRequest { replica_directory_id, .. } if version < 1 => {
             *replica_directory_id = None
         }
+        Body::EndQuorumEpochRequest { preferred_candidate_directory_ids, .. } if version < 1 => {
+            preferred_candidate_directory_ids.clear()
+        }
         _ => {}
     }
     body
@@ -184,11 +187,15 @@ fn request() -> impl Strategy<Value = Body> {
         (any::<i32>(), node(), directory()).prop_map(|(leader_epoch, leader_id, voter_directory_id)| {
             Body::BeginQuorumEpochRequest { leader_epoch, leader_id, voter_directory_id }
         }),
-        (any::<i32>(), node(), prop::collection::vec(node(), 0..5)).prop_map(
-            |(leader_epoch, leader_id, preferred_successors)| Body::EndQuorumEpochRequest {
+        (any::<i32>(), node(), prop::collection::vec((node(), directory()), 0..5)).prop_map(
+            |(leader_epoch, leader_id, candidates)| Body::EndQuorumEpochRequest {
                 leader_epoch,
                 leader_id,
-                preferred_successors,
+                preferred_successors: candidates.iter().map(|(id, _)| *id).collect(),
+                preferred_candidate_directory_ids: candidates
+                    .iter()
+                    .map(|(_, directory)| *directory)
+                    .collect(),
             }
         ),
         (node(), any::<i32>(), offset(), any::<i32>(), 0..=i32::MAX as u64, directory()).prop_map(
@@ -508,7 +515,12 @@ fn one_of_each_request() -> Vec<Body> {
             voter_directory_id: Some(Uuid::from_u128(12)),
         },
         Body::BeginQuorumEpochRequest { leader_epoch: 2, leader_id: 1, voter_directory_id: None },
-        Body::EndQuorumEpochRequest { leader_epoch: 2, leader_id: 1, preferred_successors: vec![3, 2] },
+        Body::EndQuorumEpochRequest {
+            leader_epoch: 2,
+            leader_id: 1,
+            preferred_successors: vec![3, 2],
+            preferred_candidate_directory_ids: vec![Some(Uuid::from_u128(13)), None],
+        },
         Body::FetchRequest {
             replica_id: 3,
             current_leader_epoch: 2,
