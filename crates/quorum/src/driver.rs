@@ -26,6 +26,9 @@ const INBOUND_MAX: usize = 4096;
 /// Observers that have not fetched for this long leave DescribeQuorum
 /// (Kafka's `LeaderState.OBSERVER_SESSION_TIMEOUT_MS`).
 const OBSERVER_SESSION_TIMEOUT_MS: i64 = 5 * 60 * 1000;
+/// The `from` of voter-change requests: administrators are not quorum
+/// nodes, and the core answers to whatever id it was given.
+const ADMIN_ROUTE: NodeId = NodeId::MIN;
 /// How long a resigning leader waits for its EndQuorumEpoch requests.
 const RESIGN_WAIT: Duration = Duration::from_millis(500);
 
@@ -241,6 +244,9 @@ impl Driver {
                 *replica_id
             }
             Body::FetchSnapshotRequest { replica_id, .. } => *replica_id,
+            Body::AddRaftVoterRequest { .. }
+            | Body::RemoveRaftVoterRequest { .. }
+            | Body::UpdateRaftVoterRequest { .. } => ADMIN_ROUTE,
             _ => return,
         };
         if self.inbound.len() >= INBOUND_MAX {
@@ -359,10 +365,12 @@ impl Driver {
         let log = self.node.log();
         if self.delivered < log.start_offset() {
             if let Some(snapshot) = log.snapshot() {
+                // The core's header (kraft.version, voters) is not the state machine's.
+                let (_, state) = strom_raft::snapshot::decode_snapshot(&snapshot.content);
                 let event = QuorumEvent::LoadSnapshot {
                     end_offset: snapshot.id.offset,
                     epoch: snapshot.id.epoch,
-                    content: snapshot.content.clone(),
+                    content: state,
                 };
                 let _ = subscriber.send(event);
             }
@@ -477,6 +485,15 @@ impl Driver {
 /// One request/response over a peer link, as the core's messages.
 async fn exchange(peer: &Reconnecting, request: WireRequest, version: i16) -> Result<Body, String> {
     let response = match request {
+        WireRequest::AddRaftVoter(r) => {
+            WireResponse::AddRaftVoter(peer.send(&r, version).await.map_err(|e| e.to_string())?)
+        }
+        WireRequest::RemoveRaftVoter(r) => {
+            WireResponse::RemoveRaftVoter(peer.send(&r, version).await.map_err(|e| e.to_string())?)
+        }
+        WireRequest::UpdateRaftVoter(r) => {
+            WireResponse::UpdateRaftVoter(peer.send(&r, version).await.map_err(|e| e.to_string())?)
+        }
         WireRequest::Vote(r) => WireResponse::Vote(peer.send(&r, version).await.map_err(|e| e.to_string())?),
         WireRequest::BeginQuorumEpoch(r) => {
             WireResponse::BeginQuorumEpoch(peer.send(&r, version).await.map_err(|e| e.to_string())?)
