@@ -115,7 +115,10 @@ impl QuorumConfig {
             Some(voters) => voters.ids().collect(),
             None => self.voters.iter().copied().collect(),
         };
-        if voter_ids.is_empty() {
+        // A node joining a dynamic quorum (`--no-initial-controllers`)
+        // learns the voters from the leader it finds through its bootstrap servers.
+        let joins = self.bootstrap_voters.is_some() && !self.bootstrap_servers.is_empty();
+        if voter_ids.is_empty() && !joins {
             return Err(ConfigError("controller.quorum.voters must name at least one voter"));
         }
         if self.bootstrap_voters.is_some() && self.directory_id.is_none_or(|id| id.is_nil()) {
