@@ -68,6 +68,9 @@ whole_response!(
     BeginQuorumEpochResponse,
     EndQuorumEpochResponse,
     FetchSnapshotResponse,
+    AddRaftVoterResponse,
+    RemoveRaftVoterResponse,
+    UpdateRaftVoterResponse,
 );
 
 impl ResponseErrors for ProduceResponse {

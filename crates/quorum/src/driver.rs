@@ -11,7 +11,8 @@ use kafka_protocol::messages::{fetch_response, BrokerId};
 use kafka_protocol::protocol::StrBytes;
 use strom_raft::wire::{self, WireRequest, WireResponse};
 use strom_raft::{
-    Action, AppendError, Body, Event, MemoryLog, Message, NodeId, OffsetAndEpoch, RaftLog, RaftNode, Records,
+    Action, AppendError, Body, Endpoint, Event, MemoryLog, Message, NodeId, OffsetAndEpoch, RaftLog,
+    RaftNode, Records,
 };
 use tokio::sync::{mpsc, oneshot};
 
@@ -409,6 +410,22 @@ impl Driver {
             .map(|index| self.config.bootstrap_servers[index].clone())
     }
 
+    /// A voter's endpoints: as the voter set has them, else its
+    /// `controller.quorum.voters` address on the quorum's listener.
+    fn endpoints_of(&self, id: NodeId) -> Vec<Endpoint> {
+        match self.node.voter_set().get(id) {
+            Some(voter) if !voter.endpoints.is_empty() => voter.endpoints.clone(),
+            _ => self
+                .config
+                .voter_endpoints
+                .get(&id)
+                .and_then(|address| split_address(address))
+                .map(|(host, port)| Endpoint { listener: self.config.raft.listener_name.clone(), host, port })
+                .into_iter()
+                .collect(),
+        }
+    }
+
     /// Names the leader's endpoint in a Fetch response (v16+ `NodeEndpoints`,
     /// as Kafka does), so an observer that found the quorum through a
     /// bootstrap server can reach the leader before it knows the voters.
@@ -516,7 +533,9 @@ impl Driver {
             }
         };
         let voters: Vec<NodeId> = voter_set.ids().collect();
+        let voter_endpoints = voters.iter().map(|id| (*id, self.endpoints_of(*id))).collect();
         QuorumDescription {
+            voter_endpoints,
             leader_id: self.node.leader_id().unwrap_or(-1),
             leader_epoch: self.node.epoch(),
             high_watermark: self.node.high_watermark().map_or(-1, |hw| hw as i64),

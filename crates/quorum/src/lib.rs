@@ -48,7 +48,7 @@ use strom_raft::NodeId;
 use tokio::sync::{mpsc, oneshot, watch};
 
 pub use strom_raft::wire::{WireError, WireRequest, WireResponse, METADATA_TOPIC, METADATA_TOPIC_ID};
-pub use strom_raft::QuorumConfig;
+pub use strom_raft::{Endpoint, QuorumConfig, ReplicaKey, VoterSet};
 
 /// How to start a quorum member.
 #[derive(Debug, Clone)]
@@ -172,6 +172,9 @@ pub struct QuorumDescription {
     pub voters: Vec<ReplicaDescription>,
     /// The observers that fetched from this leader.
     pub observers: Vec<ReplicaDescription>,
+    /// Each voter's endpoints (DescribeQuorum v2's `Nodes`), from the voter
+    /// set in force or `controller.quorum.voters`.
+    pub voter_endpoints: Vec<(NodeId, Vec<Endpoint>)>,
 }
 
 /// What the driver publishes for the handle to read without asking it.
