@@ -88,24 +88,26 @@ pub fn run(args: ClusterArgs) -> anyhow::Result<()> {
     let config = ClientConfig::from_properties(&args.connect.properties(&[])?)?;
     runtime()?.block_on(async {
         let admin = Admin::connect(config).await?;
-        let mut cluster = admin.describe_cluster().await?;
-        cluster.brokers.sort_by_key(|b| b.node_id);
         if args.add_controller {
             let path =
                 args.controller_config.as_deref().context("--add-controller needs --controller-config")?;
             let (id, directory_id, endpoints) = controller_to_add(path)?;
             admin.add_raft_voter(id, directory_id, &endpoints).await?;
             println!("Added controller {id} with directory id {}", kafka_uuid(directory_id.as_bytes()));
-            Ok(())
-        } else if args.remove_controller {
+            return Ok(());
+        }
+        if args.remove_controller {
             let id = args.controller_id.context("--remove-controller needs --controller-id")?;
             let text = args.controller_directory_id.as_deref().unwrap_or_default();
             let directory_id = meta_properties::parse_uuid(text)
                 .with_context(|| format!("--controller-directory-id {text} is not a Kafka uuid"))?;
             admin.remove_raft_voter(id, uuid::Uuid::from_bytes(directory_id)).await?;
             println!("Removed controller {id} with directory id {text}");
-            Ok(())
-        } else if args.api_versions {
+            return Ok(());
+        }
+        let mut cluster = admin.describe_cluster().await?;
+        cluster.brokers.sort_by_key(|b| b.node_id);
+        if args.api_versions {
             api_versions(&admin, &cluster, args.format).await
         } else if args.quorum {
             let quorum = admin.describe_quorum().await?;

@@ -93,7 +93,9 @@ impl Admin {
                     .with_port(e.port)
             })
             .collect();
+        // No cluster id: the leader checks none (Kafka's Admin sends null).
         let request = AddRaftVoterRequest::default()
+            .with_cluster_id(None)
             .with_timeout_ms(
                 i32::try_from(self.cluster().config().request_timeout.as_millis()).unwrap_or(i32::MAX),
             )
@@ -112,8 +114,10 @@ impl Admin {
     /// Removes the voter `voter_id` with metadata directory `directory_id`;
     /// Ok once the change commits.
     pub async fn remove_raft_voter(&self, voter_id: i32, directory_id: Uuid) -> Result<()> {
-        let request =
-            RemoveRaftVoterRequest::default().with_voter_id(voter_id).with_voter_directory_id(directory_id);
+        let request = RemoveRaftVoterRequest::default()
+            .with_cluster_id(None)
+            .with_voter_id(voter_id)
+            .with_voter_directory_id(directory_id);
         let cluster = self.cluster();
         cluster
             .with_retries("RemoveRaftVoter", || async {
