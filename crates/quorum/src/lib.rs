@@ -27,7 +27,14 @@
 //! - [`listener`]: a bare listener serving only the KRaft APIs, for tests
 //!   and tools that run a quorum without a broker.
 //! - [`bootstrap`]: the KIP-853 bootstrap checkpoint `strom storage format`
-//!   writes for `--standalone` and `--initial-controllers`.
+//!   writes for `--standalone` and `--initial-controllers`, read back at
+//!   start as the dynamic quorum's first voter set.
+//!
+//! A dynamic quorum's peers are reached at their endpoints on
+//! `raft.listener_name` in the voter set in force, else at the leader
+//! endpoint a Fetch response named (`NodeEndpoints`), else (bootstrap
+//! servers) at routing ids -2, -3, ...; voter changes enter the core from
+//! routing id `i32::MIN` and are answered once committed.
 //! - [`channel`]: an outbound Kafka connection sending any `kafka-protocol`
 //!   request at a chosen version, reusable by the broker's controller link.
 

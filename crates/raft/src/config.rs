@@ -152,3 +152,19 @@ impl std::fmt::Display for ConfigError {
 }
 
 impl std::error::Error for ConfigError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dynamic_node_may_start_knowing_no_voter_only_with_bootstrap_servers() {
+        let mut joiner = QuorumConfig::dynamic(4, Uuid::from_u128(4), VoterSet::default());
+        assert!(joiner.validate().is_err());
+        joiner.bootstrap_servers = [-2].into();
+        assert_eq!(joiner.validate(), Ok(()));
+        let mut static_node = QuorumConfig::new(4, []);
+        static_node.bootstrap_servers = [-2].into();
+        assert!(static_node.validate().is_err(), "a static quorum names its voters");
+    }
+}
