@@ -66,6 +66,16 @@ def test_controllers_join_as_observers_become_voters_survive_a_kill9_and_leave(t
         partition = cluster.wait_for_description(
             lambda p: ids(p.voters) == [1, 2, 3] and p.observers == [], what="three voters"
         )
+        # Each change is a VotersRecord in the log, as Kafka writes it.
+        segment = cluster.nodes[1].data_dir / "__cluster_metadata-0" / "00000000000000000000.log"
+        wait_until(
+            lambda: strom_ok("dump-log", "--files", str(segment), "--deep-iteration").count(
+                "controlType: KRAFT_VOTERS(6)"
+            )
+            >= 3,
+            CLUSTER_WAIT_S,
+            "three VotersRecords in node 1's log",
+        )
         shown = {v.replica_id: v.directory_id for v in partition.voters}
         replication = quorum_cli(cluster, 1, "--quorum", "--replication")
         for node_id in (1, 2, 3):
