@@ -369,13 +369,13 @@ fn quorum_config(config: &BrokerConfig, cluster_id: &str) -> Result<strom_quorum
     if let Some(name) = kraft.controller_listener_names.first() {
         raft.listener_name = name.clone();
     }
+    // Advertised where a controller listener is advertised, as Kafka's voters are.
     raft.endpoints = kraft
         .controller_listeners(&config.listeners)
         .iter()
-        .map(|l| strom_quorum::Endpoint {
-            listener: l.name.to_ascii_uppercase(),
-            host: l.host.clone(),
-            port: l.port,
+        .map(|l| {
+            let (host, port) = config.advertised_endpoint(&l.name).unwrap_or((l.host.clone(), l.port));
+            strom_quorum::Endpoint { listener: l.name.to_ascii_uppercase(), host, port }
         })
         .collect();
     raft.directory_id =
