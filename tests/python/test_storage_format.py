@@ -225,11 +225,14 @@ def test_initial_controllers_give_the_voter_its_directory_id(node):
     assert both.returncode != 0 and "cannot be used with" in both.stderr, both.stderr
 
 
-def test_a_dynamic_quorum_of_several_nodes_is_refused_until_voters_come_from_the_log(node):
+def test_a_standalone_voter_takes_its_voters_from_the_checkpoint_whatever_the_bootstrap_servers(node):
     kraft = node()
+    # A bootstrap server that is not the node does not make it wait for others.
     kraft.broker.overrides["controller.quorum.bootstrap.servers"] += ",127.0.0.2:9093"
-    assert kraft.format(random_uuid(), "--standalone").returncode == 0
-    assert "controller.quorum.bootstrap.servers (KIP-853 dynamic voters) is not supported yet" in kraft.start_refused()
+    cluster_id = random_uuid()
+    assert kraft.format(cluster_id, "--standalone").returncode == 0
+    kraft.broker.start()
+    assert admin_client(kraft.broker.bootstrap).list_topics(timeout=15).cluster_id == cluster_id
 
 
 def test_the_single_node_default_formats_itself_and_keeps_its_cluster_id(broker):

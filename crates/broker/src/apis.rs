@@ -111,6 +111,10 @@ served_apis! {
     BeginQuorumEpoch(BeginQuorumEpochRequest) 0..=1 => await handlers::raft::begin_quorum_epoch;
     EndQuorumEpoch(EndQuorumEpochRequest) 0..=1 => await handlers::raft::end_quorum_epoch;
     FetchSnapshot(FetchSnapshotRequest) 0..=1 => await handlers::raft::fetch_snapshot;
+    // KIP-853 voter changes, at the versions kafka-protocol 0.18 has.
+    AddRaftVoter(AddRaftVoterRequest) 0..=0 => await handlers::raft::add_raft_voter;
+    RemoveRaftVoter(RemoveRaftVoterRequest) 0..=0 => await handlers::raft::remove_raft_voter;
+    UpdateRaftVoter(UpdateRaftVoterRequest) 0..=0 => await handlers::raft::update_raft_voter;
     FindCoordinator(FindCoordinatorRequest) 0..=6 => call handlers::groups::find_coordinator;
     JoinGroup(JoinGroupRequest) 0..=9 => await handlers::groups::join;
     SyncGroup(SyncGroupRequest) 0..=5 => await handlers::groups::sync;

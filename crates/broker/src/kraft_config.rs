@@ -129,45 +129,6 @@ impl KraftConfig {
         self.process_roles.contains(&role)
     }
 
-    /// A combined broker and controller whose quorum is itself alone: its
-    /// static voters are only `node_id`, or its one bootstrap server is its
-    /// own controller listener (Kafka's single-node quickstart, formatted
-    /// with `--standalone`). This is the KRaft node this release serves.
-    pub fn is_single_node_quorum(&self, node_id: i32, listeners: &[Listener]) -> bool {
-        let combined = self.has_role(ProcessRole::Broker) && self.has_role(ProcessRole::Controller);
-        if !combined {
-            return false;
-        }
-        if !self.voters.is_empty() {
-            return self.voters.iter().all(|voter| voter.id == node_id);
-        }
-        let own = self.controller_listeners(listeners);
-        let is_own = |(host, port): &(String, u16)| {
-            own.iter().any(|l| l.port == *port && (l.host == *host || is_local(host) && is_local(&l.host)))
-        };
-        self.bootstrap_servers.len() == 1 && self.bootstrap_servers.iter().all(is_own)
-    }
-
-    /// Each voter's id and `host:port`: `controller.quorum.voters`, or for
-    /// a quorum of itself found through its own bootstrap server, this
-    /// node at that server. A dynamic (KIP-853) quorum of several voters,
-    /// known only through bootstrap servers, is refused: Strom does not
-    /// learn voters from the log yet.
-    pub fn voter_endpoints(
-        &self,
-        node_id: i32,
-        listeners: &[Listener],
-    ) -> Result<BTreeMap<i32, String>, &'static str> {
-        if !self.voters.is_empty() {
-            return Ok(self.voters.iter().map(|v| (v.id, format!("{}:{}", v.host, v.port))).collect());
-        }
-        if self.is_single_node_quorum(node_id, listeners) {
-            let (host, port) = &self.bootstrap_servers[0];
-            return Ok(BTreeMap::from([(node_id, format!("{host}:{port}"))]));
-        }
-        Err("a quorum found only through controller.quorum.bootstrap.servers (KIP-853 dynamic voters) is not supported yet: list the voters in controller.quorum.voters")
-    }
-
     /// The listeners named in `controller.listener.names`.
     pub fn controller_listeners<'a>(&self, listeners: &'a [Listener]) -> Vec<&'a Listener> {
         let named = |l: &&Listener| self.controller_listener_names.contains(&l.name.to_ascii_uppercase());
@@ -279,10 +240,6 @@ fn positive_int(
         Ok(_) => Err(error(key, raw, "value must be at least 1")),
         Err(_) => Err(error(key, raw, "expected a 32-bit integer")),
     }
-}
-
-fn is_local(host: &str) -> bool {
-    matches!(host, "" | "localhost" | "0.0.0.0" | "::" | "[::]" | "::1" | "[::1]") || host.starts_with("127.")
 }
 
 fn process_roles(provided: &BTreeMap<String, String>) -> Result<Vec<ProcessRole>, ConfigError> {
@@ -411,24 +368,8 @@ mod tests {
         assert_eq!(kraft.process_roles, [ProcessRole::Broker, ProcessRole::Controller]);
         assert_eq!(kraft.voters, [Voter { id: 1, host: "127.0.0.1".into(), port: 9093 }]);
         assert_eq!(kraft.broker_rack.as_deref(), Some("r1"));
-        assert!(kraft.is_single_node_quorum(1, &config.listeners));
         let advertised: Vec<&str> = config.advertised_listeners.iter().map(|l| l.name.as_str()).collect();
         assert_eq!(advertised, ["PLAINTEXT"], "the controller listener is not advertised to clients");
-    }
-
-    #[test]
-    fn only_a_quorum_of_itself_is_a_single_node_quorum() {
-        let three = combined(&[("controller.quorum.voters", "1@h1:9093,2@h2:9093,3@h3:9093")]).unwrap();
-        assert!(!three.kraft.is_single_node_quorum(1, &three.listeners));
-        let endpoints = three.kraft.voter_endpoints(1, &three.listeners).unwrap();
-        assert_eq!(endpoints.get(&3).map(String::as_str), Some("h3:9093"));
-        let own = combined(&[("controller.quorum.bootstrap.servers", "localhost:9093")]).unwrap();
-        assert!(own.kraft.is_single_node_quorum(1, &own.listeners));
-        let endpoints = own.kraft.voter_endpoints(1, &own.listeners).unwrap();
-        assert_eq!(endpoints.get(&1).map(String::as_str), Some("localhost:9093"));
-        let other = combined(&[("controller.quorum.bootstrap.servers", "localhost:9094")]).unwrap();
-        assert!(!other.kraft.is_single_node_quorum(1, &other.listeners));
-        assert!(other.kraft.voter_endpoints(1, &other.listeners).is_err());
     }
 
     #[test]

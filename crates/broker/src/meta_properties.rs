@@ -74,6 +74,13 @@ impl MetaProperties {
 }
 
 /// The dirs a node formats: every log dir and the metadata log dir, each once.
+/// The `directory.id` of the formatted log dir `dir`, if any.
+pub fn directory_id(dir: &Path) -> Option<[u8; 16]> {
+    let path = dir.join(META_PROPERTIES);
+    let text = std::fs::read_to_string(&path).ok()?;
+    parse_uuid(&MetaProperties::parse(&text, &path).ok()?.directory_id)
+}
+
 pub fn node_dirs(config: &BrokerConfig) -> Vec<PathBuf> {
     let mut dirs: BTreeSet<PathBuf> = config.log_dirs.iter().cloned().collect();
     dirs.insert(config.metadata_log_dir.clone());

@@ -70,6 +70,9 @@ whole_response!(
     FetchSnapshotResponse,
     SaslHandshakeResponse,
     SaslAuthenticateResponse,
+    AddRaftVoterResponse,
+    RemoveRaftVoterResponse,
+    UpdateRaftVoterResponse,
 );
 
 impl ResponseErrors for ProduceResponse {

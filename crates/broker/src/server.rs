@@ -9,6 +9,7 @@
 //! and transaction timers and the log cleaner threads; all of them end when
 //! shutdown begins.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
@@ -368,11 +369,14 @@ impl BoundBroker {
     }
 }
 
-/// The quorum settings of a KRaft node, from `controller.quorum.*`.
+/// The quorum settings of a KRaft node, from `controller.quorum.*`: a
+/// static quorum from `controller.quorum.voters`, else a dynamic (KIP-853)
+/// one whose voters come from the bootstrap checkpoint or the log, found
+/// through `controller.quorum.bootstrap.servers`.
 fn quorum_config(config: &BrokerConfig, cluster_id: &str) -> Result<strom_quorum::Config, StartError> {
     let kraft = &config.kraft;
-    let voter_endpoints =
-        kraft.voter_endpoints(config.node_id, &config.listeners).map_err(|e| StartError::Config(e.into()))?;
+    let voter_endpoints: BTreeMap<i32, String> =
+        kraft.voters.iter().map(|v| (v.id, format!("{}:{}", v.host, v.port))).collect();
     let millis = |value: i32| u64::try_from(value).unwrap_or(1);
     let mut raft = QuorumConfig::new(config.node_id, voter_endpoints.keys().copied());
     raft.election_timeout_ms = millis(kraft.election_timeout_ms);
@@ -382,11 +386,30 @@ fn quorum_config(config: &BrokerConfig, cluster_id: &str) -> Result<strom_quorum
     // Kafka parks a fetch for 500 ms; a fetch timeout below twice that
     // (tests) must not expire while the fetch is parked.
     raft.fetch_max_wait_ms = raft.fetch_max_wait_ms.min(raft.fetch_timeout_ms / 2);
+    if let Some(name) = kraft.controller_listener_names.first() {
+        raft.listener_name = name.clone();
+    }
+    // Advertised where a controller listener is advertised, as Kafka's voters are.
+    raft.endpoints = kraft
+        .controller_listeners(&config.listeners)
+        .iter()
+        .map(|l| {
+            let (host, port) = config.advertised_endpoint(&l.name).unwrap_or((l.host.clone(), l.port));
+            strom_quorum::Endpoint { listener: l.name.to_ascii_uppercase(), host, port }
+        })
+        .collect();
+    raft.directory_id =
+        crate::meta_properties::directory_id(&config.metadata_log_dir).map(uuid::Uuid::from_bytes);
     Ok(strom_quorum::Config {
         raft,
         cluster_id: cluster_id.to_owned(),
         metadata_log_dir: config.metadata_log_dir.clone(),
         voter_endpoints,
+        bootstrap_servers: kraft
+            .bootstrap_servers
+            .iter()
+            .map(|(host, port)| format!("{host}:{port}"))
+            .collect(),
     })
 }
 

@@ -2,12 +2,19 @@
 //! `--api-versions`, each broker's API version ranges as
 //! `kafka-broker-api-versions.sh` prints them; with `--quorum`, the metadata
 //! quorum as `kafka-metadata-quorum.sh describe --status` (or, with
-//! `--replication`, `describe --replication`) prints it.
+//! `--replication`, `describe --replication`) prints it. `--add-controller`
+//! and `--remove-controller` change the quorum's voters (KIP-853), as
+//! `kafka-metadata-quorum.sh add-controller` and `remove-controller` do.
 
 use kafka_protocol::messages::ApiKey;
 use kafka_protocol::protocol::VersionRange;
 use serde_json::{json, Value};
-use strom_client::admin::{ClusterDescription, QuorumInfo, QuorumReplica};
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use strom_broker::config::BrokerConfig;
+use strom_broker::meta_properties;
+use strom_client::admin::{ClusterDescription, QuorumEndpoint, QuorumInfo, QuorumReplica};
 use strom_client::cluster::BrokerInfo;
 use strom_client::{Admin, ClientConfig};
 
@@ -27,15 +34,77 @@ pub struct ClusterArgs {
     /// With --quorum: each voter's and observer's replication state.
     #[arg(long, requires = "quorum")]
     replication: bool,
+    /// Make the controller of --controller-config (node.id, the directory
+    /// id of its metadata.log.dir, its controller listeners) a voter; it
+    /// must be running as an observer.
+    #[arg(long = "add-controller", requires = "controller_config", conflicts_with_all = ["quorum", "api_versions"])]
+    add_controller: bool,
+    /// The server properties of the controller to add.
+    #[arg(long = "controller-config", value_name = "FILE")]
+    controller_config: Option<PathBuf>,
+    /// Remove the voter --controller-id with --controller-directory-id.
+    #[arg(
+        long = "remove-controller",
+        requires_all = ["controller_id", "controller_directory_id"],
+        conflicts_with_all = ["quorum", "api_versions", "add_controller"]
+    )]
+    remove_controller: bool,
+    /// The node id of the controller to remove.
+    #[arg(long = "controller-id", value_name = "ID")]
+    controller_id: Option<i32>,
+    /// The directory id of the controller to remove.
+    #[arg(long = "controller-directory-id", value_name = "UUID")]
+    controller_directory_id: Option<String>,
     /// Output: text or JSON.
     #[arg(long, value_enum, default_value_t)]
     format: Format,
+}
+
+/// The id, directory id and controller endpoints of the controller whose
+/// server properties are at `path` (Kafka's `getControllerAdvertisedListeners`).
+fn controller_to_add(path: &Path) -> anyhow::Result<(i32, uuid::Uuid, Vec<QuorumEndpoint>)> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let config = BrokerConfig::from_properties(&text, &[])?;
+    let directory_id = meta_properties::directory_id(&config.metadata_log_dir).with_context(|| {
+        format!("{} is not formatted: no directory.id", config.metadata_log_dir.display())
+    })?;
+    let endpoints: Vec<QuorumEndpoint> = config
+        .kraft
+        .controller_listeners(&config.listeners)
+        .iter()
+        .map(|l| {
+            let (host, port) = config.advertised_endpoint(&l.name).unwrap_or((l.host.clone(), l.port));
+            let host = if host.is_empty() { "localhost".to_owned() } else { host };
+            QuorumEndpoint { name: l.name.to_ascii_uppercase(), host, port }
+        })
+        .collect();
+    if endpoints.is_empty() {
+        anyhow::bail!("{} names no controller listener (controller.listener.names)", path.display());
+    }
+    Ok((config.node_id, uuid::Uuid::from_bytes(directory_id), endpoints))
 }
 
 pub fn run(args: ClusterArgs) -> anyhow::Result<()> {
     let config = ClientConfig::from_properties(&args.connect.properties(&[])?)?;
     runtime()?.block_on(async {
         let admin = Admin::connect(config).await?;
+        if args.add_controller {
+            let path =
+                args.controller_config.as_deref().context("--add-controller needs --controller-config")?;
+            let (id, directory_id, endpoints) = controller_to_add(path)?;
+            admin.add_raft_voter(id, directory_id, &endpoints).await?;
+            println!("Added controller {id} with directory id {}", kafka_uuid(directory_id.as_bytes()));
+            return Ok(());
+        }
+        if args.remove_controller {
+            let id = args.controller_id.context("--remove-controller needs --controller-id")?;
+            let text = args.controller_directory_id.as_deref().unwrap_or_default();
+            let directory_id = meta_properties::parse_uuid(text)
+                .with_context(|| format!("--controller-directory-id {text} is not a Kafka uuid"))?;
+            admin.remove_raft_voter(id, uuid::Uuid::from_bytes(directory_id)).await?;
+            println!("Removed controller {id} with directory id {text}");
+            return Ok(());
+        }
         let mut cluster = admin.describe_cluster().await?;
         cluster.brokers.sort_by_key(|b| b.node_id);
         if args.api_versions {

@@ -28,6 +28,8 @@ pub const CLIENT_VERSIONS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::DescribeCluster, 0, 1),
     (ApiKey::DescribeQuorum, 0, 2),
+    (ApiKey::AddRaftVoter, 0, 0),
+    (ApiKey::RemoveRaftVoter, 0, 0),
     (ApiKey::InitProducerId, 0, 4),
     (ApiKey::FindCoordinator, 0, 4),
     (ApiKey::ListGroups, 0, 4),

@@ -6,9 +6,8 @@
 //! and the VotersRecord, then a control batch with the SnapshotFooterRecord.
 //!
 //! Its id (offset 0, epoch 0) names no log position, so the quorum never
-//! serves or installs it; it records the initial voters on disk as Kafka
-//! does. Strom's quorum still takes its voters from
-//! `controller.quorum.voters`.
+//! serves or installs it; [`read_voters`] gives the quorum its bootstrap
+//! voter set (`kraft.version` 1) at start.
 
 use std::path::{Path, PathBuf};
 
@@ -16,8 +15,9 @@ use kafka_protocol::messages::voters_record::{Endpoint, KRaftVersionFeature, Vot
 use kafka_protocol::messages::{
     BrokerId, KRaftVersionRecord, SnapshotFooterRecord, SnapshotHeaderRecord, VotersRecord,
 };
-use kafka_protocol::protocol::StrBytes;
-use strom_raft::OffsetAndEpoch;
+use kafka_protocol::protocol::{Decodable, StrBytes};
+use kafka_protocol::records::RecordBatchDecoder;
+use strom_raft::{OffsetAndEpoch, VoterSet};
 
 use crate::codec::{control_value, encode_control_batch};
 use crate::disk::{snapshot_file_name, write_atomically, METADATA_PARTITION_DIR};
@@ -90,6 +90,50 @@ pub fn write_checkpoint(metadata_log_dir: &Path, voters: &[BootstrapVoter]) -> R
     Ok(dir.join(name))
 }
 
+/// The bootstrap checkpoint's voter set, when `metadata_log_dir` holds a
+/// checkpoint with `kraft.version` 1 (None: a static quorum, or a node
+/// formatted with `--no-initial-controllers`).
+pub fn read_voters(metadata_log_dir: &Path) -> Result<Option<VoterSet>, QuorumError> {
+    let path =
+        metadata_log_dir.join(METADATA_PARTITION_DIR).join(snapshot_file_name(OffsetAndEpoch::new(0, 0)));
+    let bytes = match std::fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(QuorumError::Storage(format!("read {}: {e}", path.display()))),
+    };
+    let bad = |why: String| QuorumError::Storage(format!("{}: {why}", path.display()));
+    let mut bytes = bytes::Bytes::from(bytes);
+    let (mut kraft_version, mut voters) = (0, None);
+    while !bytes.is_empty() {
+        let set = RecordBatchDecoder::decode(&mut bytes).map_err(|e| bad(e.to_string()))?;
+        for record in set.records.iter().filter(|r| r.control) {
+            let control_type =
+                record.key.as_ref().filter(|k| k.len() >= 4).map(|k| i16::from_be_bytes([k[2], k[3]]));
+            let mut value = record.value.clone().unwrap_or_default();
+            if value.len() < 2 {
+                continue;
+            }
+            let version = i16::from_be_bytes([value[0], value[1]]);
+            bytes::Buf::advance(&mut value, 2);
+            match control_type {
+                Some(KRAFT_VERSION) => {
+                    kraft_version = KRaftVersionRecord::decode(&mut value, version)
+                        .map_err(|e| bad(e.to_string()))?
+                        .k_raft_version;
+                }
+                Some(KRAFT_VOTERS) => {
+                    let record = VotersRecord::decode(&mut value, version).map_err(|e| bad(e.to_string()))?;
+                    voters = Some(
+                        strom_raft::wire::voter_set_from_record(&record).map_err(|e| bad(e.to_string()))?,
+                    );
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(voters.filter(|_| kraft_version >= 1))
+}
+
 #[cfg(test)]
 mod tests {
     use bytes::{Buf, Bytes};
@@ -118,5 +162,21 @@ mod tests {
         let voters = VotersRecord::decode(&mut value, version).unwrap();
         assert_eq!(voters.voters[0].voter_id, BrokerId(1));
         assert_eq!(voters.voters[0].endpoints[0].port, 9093);
+    }
+
+    #[test]
+    fn the_checkpoint_gives_back_its_voter_set() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(read_voters(dir.path()).unwrap(), None);
+        let voter = BootstrapVoter {
+            id: 4,
+            directory_id: [9; 16],
+            endpoints: vec![("CONTROLLER".into(), "h".into(), 9093)],
+        };
+        write_checkpoint(dir.path(), &[voter]).unwrap();
+        let voters = read_voters(dir.path()).unwrap().unwrap();
+        let node = voters.get(4).unwrap();
+        assert_eq!(node.key.directory_id, Some(uuid::Uuid::from_bytes([9; 16])));
+        assert_eq!(node.endpoint("CONTROLLER").unwrap().port, 9093);
     }
 }

@@ -5,22 +5,28 @@
 //! leader epoch the batch's epoch, each record's value the opaque bytes the
 //! controller appended. A LeaderChange is a control batch of one record,
 //! key = control type 2 and value = Kafka's `LeaderChangeMessage` (version
-//! 0), as `MemoryRecords.withLeaderChangeMessage` writes it.
+//! 0), as `MemoryRecords.withLeaderChangeMessage` writes it. KIP-853's
+//! `KRaftVersionRecord` (control type 5) and `VotersRecord` (type 6) are
+//! control batches of one record the same way.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::leader_change_message::Voter;
-use kafka_protocol::messages::{BrokerId, LeaderChangeMessage};
+use kafka_protocol::messages::{BrokerId, KRaftVersionRecord, LeaderChangeMessage};
 use kafka_protocol::protocol::{Decodable, Encodable};
 use kafka_protocol::records::{
     Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
-use strom_raft::wire::{RecordsCodec, WireError};
+use strom_raft::wire::{self, RecordsCodec, WireError};
 use strom_raft::{Batch, Records};
 
 /// `ControlRecordType.LEADER_CHANGE`.
 const LEADER_CHANGE_TYPE: i16 = 2;
 /// `ControlRecordUtils.LEADER_CHANGE_CURRENT_VERSION`.
 const LEADER_CHANGE_VERSION: i16 = 0;
+/// `ControlRecordType.KRAFT_VERSION`.
+pub const KRAFT_VERSION_TYPE: i16 = 5;
+/// `ControlRecordType.KRAFT_VOTERS`.
+pub const KRAFT_VOTERS_TYPE: i16 = 6;
 
 /// The codec for Kafka's record batches.
 #[derive(Debug, Clone, Copy, Default)]
@@ -69,6 +75,17 @@ pub fn encode_batch(batch: &Batch, timestamp_ms: i64) -> Bytes {
         Records::LeaderChange { leader_id, voters } => {
             let key = control_key(LEADER_CHANGE_TYPE);
             vec![record(base, Some(key), leader_change_value(*leader_id, voters), true)]
+        }
+        Records::KRaftVersion { kraft_version } => {
+            let message = KRaftVersionRecord::default().with_k_raft_version(*kraft_version);
+            let value = control_value(&message, 0);
+            vec![record(base, Some(control_key(KRAFT_VERSION_TYPE)), value, true)]
+        }
+        Records::Voters(voters) => {
+            let mut value = BytesMut::new();
+            value.put_i16(0);
+            value.extend_from_slice(&wire::encode_voters_record(voters));
+            vec![record(base, Some(control_key(KRAFT_VOTERS_TYPE)), value.freeze(), true)]
         }
     };
     let mut buf = BytesMut::new();
@@ -129,7 +146,7 @@ pub fn decode_batches(mut bytes: Bytes) -> Result<Vec<Batch>, WireError> {
             u64::try_from(first.offset).map_err(|_| WireError::Records("negative offset".into()))?;
         let epoch = first.partition_leader_epoch;
         let records = if first.control {
-            leader_change_from(first)?
+            control_records_from(first)?
         } else {
             Records::Data(set.records.iter().map(|r| r.value.clone().unwrap_or_default()).collect())
         };
@@ -158,24 +175,34 @@ fn leader_change_value(leader_id: i32, voters: &[i32]) -> Bytes {
     buf.freeze()
 }
 
-fn leader_change_from(record: &Record) -> Result<Records, WireError> {
+/// The raft records a control batch's first record stands for.
+fn control_records_from(record: &Record) -> Result<Records, WireError> {
     let bad = |why: &str| WireError::Records(format!("control record: {why}"));
     let mut key = record.key.clone().ok_or_else(|| bad("no key"))?;
     if key.len() < 4 {
         return Err(bad("short key"));
     }
     key.advance(2);
-    if key.get_i16() != LEADER_CHANGE_TYPE {
-        return Err(bad("not a LeaderChange"));
-    }
+    let control_type = key.get_i16();
     let mut value = record.value.clone().ok_or_else(|| bad("no value"))?;
     if value.len() < 2 {
         return Err(bad("short value"));
     }
     let version = value.get_i16();
-    let message = LeaderChangeMessage::decode(&mut value, version).map_err(|e| bad(&e.to_string()))?;
-    let voters = message.voters.iter().map(|voter| voter.voter_id).collect();
-    Ok(Records::LeaderChange { leader_id: message.leader_id.0, voters })
+    match control_type {
+        LEADER_CHANGE_TYPE => {
+            let message =
+                LeaderChangeMessage::decode(&mut value, version).map_err(|e| bad(&e.to_string()))?;
+            let voters = message.voters.iter().map(|voter| voter.voter_id).collect();
+            Ok(Records::LeaderChange { leader_id: message.leader_id.0, voters })
+        }
+        KRAFT_VERSION_TYPE => {
+            let message = KRaftVersionRecord::decode(&mut value, version).map_err(|e| bad(&e.to_string()))?;
+            Ok(Records::KRaftVersion { kraft_version: message.k_raft_version })
+        }
+        KRAFT_VOTERS_TYPE if version == 0 => Ok(Records::Voters(wire::decode_voters_record(value)?)),
+        _ => Err(bad(&format!("unknown control type {control_type} (version {version})"))),
+    }
 }
 
 #[cfg(test)]
@@ -198,6 +225,30 @@ mod tests {
         ];
         let bytes = KafkaRecords.encode(&batches);
         assert_eq!(KafkaRecords.decode(bytes).unwrap(), batches);
+    }
+
+    #[test]
+    fn kraft_version_and_voters_batches_are_kafkas_control_records() {
+        let voter = strom_raft::VoterNode {
+            key: strom_raft::ReplicaKey::new(3, Some(uuid::Uuid::from_u128(7))),
+            endpoints: vec![strom_raft::Endpoint {
+                listener: "CONTROLLER".into(),
+                host: "h".into(),
+                port: 9,
+            }],
+            kraft_versions: strom_raft::VersionRange { min: 0, max: 1 },
+        };
+        let batches = vec![
+            Batch { base_offset: 0, epoch: 1, records: Records::KRaftVersion { kraft_version: 1 } },
+            Batch { base_offset: 1, epoch: 1, records: Records::Voters(strom_raft::VoterSet::new([voter])) },
+        ];
+        let mut bytes = KafkaRecords.encode(&batches);
+        assert_eq!(KafkaRecords.decode(bytes.clone()).unwrap(), batches);
+        let first = RecordBatchDecoder::decode(&mut bytes).unwrap();
+        let second = RecordBatchDecoder::decode(&mut bytes).unwrap();
+        let key_type = |set: &kafka_protocol::records::RecordSet| set.records[0].key.as_ref().unwrap()[3];
+        assert!(first.records[0].control && second.records[0].control);
+        assert_eq!((key_type(&first), key_type(&second)), (5, 6));
     }
 
     #[test]

@@ -236,7 +236,8 @@ fn snapshot_ids(dir: &Path) -> Result<Vec<OffsetAndEpoch>, QuorumError> {
         if name.ends_with(PART_SUFFIX) {
             // A write a crash interrupted.
             let _ = std::fs::remove_file(entry.path());
-        } else if let Some(id) = parse_snapshot_name(&name) {
+        } else if let Some(id) = parse_snapshot_name(&name).filter(|id| id.offset > 0) {
+            // 0-0 is the bootstrap checkpoint (`bootstrap::read_voters`), no state.
             ids.push(id);
         }
     }

@@ -7,9 +7,12 @@ use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
+use kafka_protocol::messages::{fetch_response, BrokerId};
+use kafka_protocol::protocol::StrBytes;
 use strom_raft::wire::{self, WireRequest, WireResponse};
 use strom_raft::{
-    Action, AppendError, Body, Event, MemoryLog, Message, NodeId, OffsetAndEpoch, RaftLog, RaftNode, Records,
+    Action, AppendError, Body, Endpoint, Event, MemoryLog, Message, NodeId, OffsetAndEpoch, RaftLog,
+    RaftNode, Records,
 };
 use tokio::sync::{mpsc, oneshot};
 
@@ -26,6 +29,9 @@ const INBOUND_MAX: usize = 4096;
 /// Observers that have not fetched for this long leave DescribeQuorum
 /// (Kafka's `LeaderState.OBSERVER_SESSION_TIMEOUT_MS`).
 const OBSERVER_SESSION_TIMEOUT_MS: i64 = 5 * 60 * 1000;
+/// The `from` of voter-change requests: administrators are not quorum
+/// nodes, and the core answers to whatever id it was given.
+const ADMIN_ROUTE: NodeId = NodeId::MIN;
 /// How long a resigning leader waits for its EndQuorumEpoch requests.
 const RESIGN_WAIT: Duration = Duration::from_millis(500);
 
@@ -55,12 +61,37 @@ pub(crate) enum Input {
         reply: oneshot::Sender<Result<(), QuorumError>>,
     },
     Subscribe(mpsc::UnboundedSender<QuorumEvent>),
+    /// Node endpoints a peer's Fetch response named.
+    Endpoints(Vec<(NodeId, String)>),
     Shutdown(oneshot::Sender<()>),
+}
+
+/// Links to quorum peers, opened on first use.
+struct Peers {
+    links: HashMap<NodeId, (String, Arc<Reconnecting>)>,
+    client_id: String,
+    backoff: Duration,
+    timeout: Duration,
+}
+
+impl Peers {
+    /// The link to `address` for `id`, replaced when the address changed.
+    fn link(&mut self, id: NodeId, address: String) -> Arc<Reconnecting> {
+        if let Some((known, link)) = self.links.get(&id) {
+            if *known == address {
+                return link.clone();
+            }
+        }
+        let link = Arc::new(Reconnecting::new(&address, &self.client_id, self.backoff, self.timeout));
+        self.links.insert(id, (address, link.clone()));
+        link
+    }
 }
 
 /// A replica's fetch progress, seen by this node while it leads.
 #[derive(Debug, Clone, Copy)]
 struct Progress {
+    directory_id: Option<uuid::Uuid>,
     fetch_offset: u64,
     last_fetch_ms: i64,
     last_caught_up_ms: i64,
@@ -73,7 +104,9 @@ struct Driver {
     clock: Instant,
     inputs: mpsc::UnboundedReceiver<Input>,
     input_tx: mpsc::UnboundedSender<Input>,
-    peers: HashMap<NodeId, Arc<Reconnecting>>,
+    peers: Peers,
+    /// Endpoints learnt from Fetch responses (the leader's).
+    learned: HashMap<NodeId, String>,
     outbound_in_flight: Arc<AtomicUsize>,
     inbound: HashMap<u64, (oneshot::Sender<Result<WireResponse, QuorumError>>, i16)>,
     next_inbound_id: u64,
@@ -111,12 +144,7 @@ pub(crate) async fn spawn(
     let backoff = Duration::from_millis(config.raft.retry_backoff_ms.max(10));
     let timeout = Duration::from_millis(config.raft.request_timeout_ms);
     let client_id = format!("raft-client-{}", config.raft.node_id);
-    let peers = config
-        .voter_endpoints
-        .iter()
-        .filter(|(id, _)| **id != config.raft.node_id)
-        .map(|(id, address)| (*id, Arc::new(Reconnecting::new(address, &client_id, backoff, timeout))))
-        .collect();
+    let peers = Peers { links: HashMap::new(), client_id, backoff, timeout };
     let (input_tx, inputs) = mpsc::unbounded_channel();
     let mut driver = Driver {
         node,
@@ -126,6 +154,7 @@ pub(crate) async fn spawn(
         inputs,
         input_tx: input_tx.clone(),
         peers,
+        learned: HashMap::new(),
         outbound_in_flight: Arc::default(),
         inbound: HashMap::new(),
         next_inbound_id: 0,
@@ -214,6 +243,7 @@ impl Driver {
                 let leader = self.leader_and_epoch();
                 subscriber_send(&self.subscriber, QuorumEvent::LeaderChange(leader));
             }
+            Input::Endpoints(endpoints) => self.learned.extend(endpoints),
             Input::Shutdown(_) | Input::Failed(_) => unreachable!("handled by run"),
         }
     }
@@ -236,11 +266,14 @@ impl Driver {
             Body::VoteRequest { candidate_id, .. } => *candidate_id,
             Body::BeginQuorumEpochRequest { leader_id, .. }
             | Body::EndQuorumEpochRequest { leader_id, .. } => *leader_id,
-            Body::FetchRequest { replica_id, fetch_offset, .. } => {
-                self.note_fetch(*replica_id, *fetch_offset);
+            Body::FetchRequest { replica_id, fetch_offset, replica_directory_id, .. } => {
+                self.note_fetch(*replica_id, *replica_directory_id, *fetch_offset);
                 *replica_id
             }
             Body::FetchSnapshotRequest { replica_id, .. } => *replica_id,
+            Body::AddRaftVoterRequest { .. }
+            | Body::RemoveRaftVoterRequest { .. }
+            | Body::UpdateRaftVoterRequest { .. } => ADMIN_ROUTE,
             _ => return,
         };
         if self.inbound.len() >= INBOUND_MAX {
@@ -257,14 +290,16 @@ impl Driver {
     }
 
     /// Records a replica's fetch for DescribeQuorum.
-    fn note_fetch(&mut self, replica_id: NodeId, fetch_offset: u64) {
+    fn note_fetch(&mut self, replica_id: NodeId, directory_id: Option<uuid::Uuid>, fetch_offset: u64) {
         let now = wall_clock_ms();
         let end = self.node.log().end_offset();
         let entry = self.progress.entry(replica_id).or_insert(Progress {
+            directory_id,
             fetch_offset,
             last_fetch_ms: now,
             last_caught_up_ms: -1,
         });
+        entry.directory_id = directory_id;
         entry.fetch_offset = fetch_offset;
         entry.last_fetch_ms = now;
         if fetch_offset >= end {
@@ -299,7 +334,7 @@ impl Driver {
                 });
             }
             Action::PersistQuorumState(state) => {
-                let voters: Vec<NodeId> = self.config.raft.voters.iter().copied().collect();
+                let voters: Vec<NodeId> = self.node.voter_set().ids().collect();
                 self.disk.write_quorum_state(state, &self.config.cluster_id, &voters, 0)?;
             }
             Action::WriteSnapshot { snapshot_id, content } => {
@@ -320,17 +355,22 @@ impl Driver {
             return self.send_request(to, message);
         }
         let Some((reply, version)) = self.inbound.remove(&message.correlation_id) else { return };
-        let answer = wire::response_to_wire(&message.body, version, &KafkaRecords).map_err(QuorumError::Wire);
+        let mut answer =
+            wire::response_to_wire(&message.body, version, &KafkaRecords).map_err(QuorumError::Wire);
+        if let Ok(response) = &mut answer {
+            self.add_leader_endpoint(response, version);
+        }
         let _ = reply.send(answer);
     }
 
     /// Sends a request on the peer's link; the response (or nothing, if
     /// the link fails: the core retries) comes back as an input.
     fn send_request(&mut self, to: NodeId, message: Message) {
-        let Some(peer) = self.peers.get(&to).cloned() else {
+        let Some(address) = self.address_of(to) else {
             tracing::debug!(to, "no endpoint for a quorum peer");
             return;
         };
+        let peer = self.peers.link(to, address);
         let version = *wire::supported_versions(&message.body).end();
         let request = match wire::request_to_wire(&message.body, &self.config.cluster_id, to, version) {
             Ok(request) => request,
@@ -342,7 +382,10 @@ impl Driver {
         let correlation_id = message.correlation_id;
         tokio::spawn(async move {
             match exchange(&peer, request, version).await {
-                Ok(body) => {
+                Ok((body, endpoints)) => {
+                    if !endpoints.is_empty() {
+                        let _ = inputs.send(Input::Endpoints(endpoints));
+                    }
                     let _ =
                         inputs.send(Input::Response { from: to, message: Message { correlation_id, body } });
                 }
@@ -352,6 +395,51 @@ impl Driver {
         });
     }
 
+    /// Where `id` takes quorum traffic: its endpoint in the voter set in
+    /// force, its `controller.quorum.voters` entry, or a bootstrap server.
+    fn address_of(&self, id: NodeId) -> Option<String> {
+        let listener = &self.config.raft.listener_name;
+        if let Some(endpoint) = self.node.voter_set().get(id).and_then(|voter| voter.endpoint(listener)) {
+            return Some(format!("{}:{}", endpoint.host, endpoint.port));
+        }
+        if let Some(address) = self.config.voter_endpoints.get(&id).or_else(|| self.learned.get(&id)) {
+            return Some(address.clone());
+        }
+        (0..self.config.bootstrap_servers.len())
+            .find(|index| Config::bootstrap_server_id(*index) == id)
+            .map(|index| self.config.bootstrap_servers[index].clone())
+    }
+
+    /// A voter's endpoints: as the voter set has them, else its
+    /// `controller.quorum.voters` address on the quorum's listener.
+    fn endpoints_of(&self, id: NodeId) -> Vec<Endpoint> {
+        match self.node.voter_set().get(id) {
+            Some(voter) if !voter.endpoints.is_empty() => voter.endpoints.clone(),
+            _ => self
+                .config
+                .voter_endpoints
+                .get(&id)
+                .and_then(|address| split_address(address))
+                .map(|(host, port)| Endpoint { listener: self.config.raft.listener_name.clone(), host, port })
+                .into_iter()
+                .collect(),
+        }
+    }
+
+    /// Names the leader's endpoint in a Fetch response (v16+ `NodeEndpoints`,
+    /// as Kafka does), so an observer that found the quorum through a
+    /// bootstrap server can reach the leader before it knows the voters.
+    fn add_leader_endpoint(&self, response: &mut WireResponse, version: i16) {
+        let WireResponse::Fetch(fetch) = response else { return };
+        let Some(leader) = self.node.leader_id().filter(|_| version >= 16) else { return };
+        let Some((host, port)) = self.address_of(leader).and_then(|a| split_address(&a)) else { return };
+        let endpoint = fetch_response::NodeEndpoint::default()
+            .with_node_id(BrokerId(leader))
+            .with_host(StrBytes::from_string(host))
+            .with_port(i32::from(port));
+        fetch.node_endpoints = vec![endpoint];
+    }
+
     /// Passes committed batches (and a snapshot when the log starts past
     /// what was delivered) to the subscriber.
     fn deliver(&mut self) {
@@ -359,10 +447,12 @@ impl Driver {
         let log = self.node.log();
         if self.delivered < log.start_offset() {
             if let Some(snapshot) = log.snapshot() {
+                // The core's header (kraft.version, voters) is not the state machine's.
+                let (_, state) = strom_raft::snapshot::decode_snapshot(&snapshot.content);
                 let event = QuorumEvent::LoadSnapshot {
                     end_offset: snapshot.id.offset,
                     epoch: snapshot.id.epoch,
-                    content: snapshot.content.clone(),
+                    content: state,
                 };
                 let _ = subscriber.send(event);
             }
@@ -408,11 +498,18 @@ impl Driver {
         let me = self.config.raft.node_id;
         let is_leader = self.node.role() == strom_raft::RoleName::Leader;
         let now = wall_clock_ms();
+        let voter_set = self.node.voter_set();
+        let directory = |id: NodeId| match voter_set.get(id) {
+            Some(voter) => voter.key.directory_id,
+            None => self.progress.get(&id).and_then(|p| p.directory_id),
+        };
         let replica = |id: NodeId| {
+            let directory_id = directory(id);
             if is_leader && id == me {
                 let end = self.node.log().end_offset() as i64;
                 return ReplicaDescription {
                     replica_id: id,
+                    directory_id: self.config.raft.directory_id,
                     log_end_offset: end,
                     last_fetch_timestamp_ms: now,
                     last_caught_up_timestamp_ms: now,
@@ -421,20 +518,24 @@ impl Driver {
             match self.progress.get(&id).filter(|_| is_leader) {
                 Some(p) => ReplicaDescription {
                     replica_id: id,
+                    directory_id,
                     log_end_offset: p.fetch_offset as i64,
                     last_fetch_timestamp_ms: p.last_fetch_ms,
                     last_caught_up_timestamp_ms: p.last_caught_up_ms,
                 },
                 None => ReplicaDescription {
                     replica_id: id,
+                    directory_id,
                     log_end_offset: -1,
                     last_fetch_timestamp_ms: -1,
                     last_caught_up_timestamp_ms: -1,
                 },
             }
         };
-        let voters = &self.config.raft.voters;
+        let voters: Vec<NodeId> = voter_set.ids().collect();
+        let voter_endpoints = voters.iter().map(|id| (*id, self.endpoints_of(*id))).collect();
         QuorumDescription {
+            voter_endpoints,
             leader_id: self.node.leader_id().unwrap_or(-1),
             leader_epoch: self.node.epoch(),
             high_watermark: self.node.high_watermark().map_or(-1, |hw| hw as i64),
@@ -475,8 +576,21 @@ impl Driver {
 }
 
 /// One request/response over a peer link, as the core's messages.
-async fn exchange(peer: &Reconnecting, request: WireRequest, version: i16) -> Result<Body, String> {
+async fn exchange(
+    peer: &Reconnecting,
+    request: WireRequest,
+    version: i16,
+) -> Result<(Body, Vec<(NodeId, String)>), String> {
     let response = match request {
+        WireRequest::AddRaftVoter(r) => {
+            WireResponse::AddRaftVoter(peer.send(&r, version).await.map_err(|e| e.to_string())?)
+        }
+        WireRequest::RemoveRaftVoter(r) => {
+            WireResponse::RemoveRaftVoter(peer.send(&r, version).await.map_err(|e| e.to_string())?)
+        }
+        WireRequest::UpdateRaftVoter(r) => {
+            WireResponse::UpdateRaftVoter(peer.send(&r, version).await.map_err(|e| e.to_string())?)
+        }
         WireRequest::Vote(r) => WireResponse::Vote(peer.send(&r, version).await.map_err(|e| e.to_string())?),
         WireRequest::BeginQuorumEpoch(r) => {
             WireResponse::BeginQuorumEpoch(peer.send(&r, version).await.map_err(|e| e.to_string())?)
@@ -491,5 +605,20 @@ async fn exchange(peer: &Reconnecting, request: WireRequest, version: i16) -> Re
             WireResponse::FetchSnapshot(peer.send(&r, version).await.map_err(|e| e.to_string())?)
         }
     };
-    wire::response_from_wire(&response, version, &KafkaRecords).map_err(|e| e.to_string())
+    let endpoints = match &response {
+        WireResponse::Fetch(fetch) => fetch
+            .node_endpoints
+            .iter()
+            .map(|endpoint| (endpoint.node_id.0, format!("{}:{}", endpoint.host, endpoint.port)))
+            .collect(),
+        _ => Vec::new(),
+    };
+    let body = wire::response_from_wire(&response, version, &KafkaRecords).map_err(|e| e.to_string())?;
+    Ok((body, endpoints))
+}
+
+/// `host:port` as its parts.
+fn split_address(address: &str) -> Option<(String, u16)> {
+    let (host, port) = address.rsplit_once(':')?;
+    Some((host.to_owned(), port.parse().ok()?))
 }

@@ -27,7 +27,14 @@
 //! - [`listener`]: a bare listener serving only the KRaft APIs, for tests
 //!   and tools that run a quorum without a broker.
 //! - [`bootstrap`]: the KIP-853 bootstrap checkpoint `strom storage format`
-//!   writes for `--standalone` and `--initial-controllers`.
+//!   writes for `--standalone` and `--initial-controllers`, read back at
+//!   start as the dynamic quorum's first voter set.
+//!
+//! A dynamic quorum's peers are reached at their endpoints on
+//! `raft.listener_name` in the voter set in force, else at the leader
+//! endpoint a Fetch response named (`NodeEndpoints`), else (bootstrap
+//! servers) at routing ids -2, -3, ...; voter changes enter the core from
+//! routing id `i32::MIN` and are answered once committed.
 //! - [`channel`]: an outbound Kafka connection sending any `kafka-protocol`
 //!   request at a chosen version, reusable by the broker's controller link.
 
@@ -48,7 +55,7 @@ use strom_raft::NodeId;
 use tokio::sync::{mpsc, oneshot, watch};
 
 pub use strom_raft::wire::{WireError, WireRequest, WireResponse, METADATA_TOPIC, METADATA_TOPIC_ID};
-pub use strom_raft::QuorumConfig;
+pub use strom_raft::{Endpoint, QuorumConfig, ReplicaKey, VoterSet};
 
 /// How to start a quorum member.
 #[derive(Debug, Clone)]
@@ -59,8 +66,21 @@ pub struct Config {
     pub cluster_id: String,
     /// `metadata.log.dir`: `__cluster_metadata-0` lives under it.
     pub metadata_log_dir: PathBuf,
-    /// Each voter's `host:port` (`controller.quorum.voters`).
+    /// Each static voter's `host:port` (`controller.quorum.voters`). A
+    /// dynamic quorum's voters are reached at their endpoints on
+    /// `raft.listener_name` in the voter set in force.
     pub voter_endpoints: BTreeMap<NodeId, String>,
+    /// `controller.quorum.bootstrap.servers` as `host:port`: where a node
+    /// of a dynamic quorum looks for the leader.
+    pub bootstrap_servers: Vec<String>,
+}
+
+impl Config {
+    /// The routing id of the `index`th bootstrap server (Kafka numbers
+    /// them -2, -3, ...: they are no node's id).
+    pub fn bootstrap_server_id(index: usize) -> NodeId {
+        -2 - index as NodeId
+    }
 }
 
 /// The leader this node knows and the epoch it knows it in.
@@ -134,6 +154,8 @@ pub enum QuorumError {
 pub struct ReplicaDescription {
     /// The node id.
     pub replica_id: NodeId,
+    /// Its metadata directory id, when known (KIP-853).
+    pub directory_id: Option<uuid::Uuid>,
     /// Its log end offset (its last fetch offset), -1 when unknown.
     pub log_end_offset: i64,
     /// Wall-clock ms of its last fetch, -1 when unknown.
@@ -157,6 +179,9 @@ pub struct QuorumDescription {
     pub voters: Vec<ReplicaDescription>,
     /// The observers that fetched from this leader.
     pub observers: Vec<ReplicaDescription>,
+    /// Each voter's endpoints (DescribeQuorum v2's `Nodes`), from the voter
+    /// set in force or `controller.quorum.voters`.
+    pub voter_endpoints: Vec<(NodeId, Vec<Endpoint>)>,
 }
 
 /// What the driver publishes for the handle to read without asking it.
@@ -184,9 +209,24 @@ impl std::fmt::Debug for Quorum {
 
 impl Quorum {
     /// Recovers the disk state and starts the driver task (on the current runtime).
-    pub async fn start(config: Config) -> Result<Quorum, QuorumError> {
+    /// A node whose metadata dir holds the bootstrap checkpoint, or that
+    /// has no static voters, runs a dynamic (KIP-853) quorum.
+    pub async fn start(mut config: Config) -> Result<Quorum, QuorumError> {
+        if config.raft.bootstrap_voters.is_none() {
+            let dir = config.metadata_log_dir.clone();
+            let checkpoint = tokio::task::spawn_blocking(move || bootstrap::read_voters(&dir))
+                .await
+                .map_err(|e| QuorumError::Storage(e.to_string()))??;
+            if checkpoint.is_some() || config.raft.voters.is_empty() {
+                let voters = checkpoint.unwrap_or_default();
+                config.raft.voters = voters.ids().collect();
+                config.raft.bootstrap_voters = Some(voters);
+            }
+        }
+        config.raft.bootstrap_servers =
+            (0..config.bootstrap_servers.len()).map(Config::bootstrap_server_id).collect();
         config.raft.validate().map_err(|e| QuorumError::Config(e.to_string()))?;
-        for voter in &config.raft.voters {
+        for voter in config.raft.voters.iter().filter(|_| config.raft.bootstrap_voters.is_none()) {
             if !config.voter_endpoints.contains_key(voter) {
                 return Err(QuorumError::Config(format!("voter {voter} has no endpoint")));
             }
@@ -261,8 +301,10 @@ impl Quorum {
     }
 
     /// Answers a KRaft request (Vote, BeginQuorumEpoch, EndQuorumEpoch,
-    /// Fetch of `__cluster_metadata`, FetchSnapshot) received at `version`.
-    /// A Fetch may be held until data arrives or its wait ends.
+    /// Fetch of `__cluster_metadata`, FetchSnapshot, AddRaftVoter,
+    /// RemoveRaftVoter, UpdateRaftVoter) received at `version`. A Fetch may
+    /// be held until data arrives or its wait ends; a voter change is
+    /// answered once it commits.
     pub async fn handle_request(
         &self,
         request: WireRequest,

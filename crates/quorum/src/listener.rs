@@ -1,6 +1,7 @@
 //! A bare listener that answers only the KRaft APIs (Vote,
 //! BeginQuorumEpoch, EndQuorumEpoch, Fetch of `__cluster_metadata`,
-//! FetchSnapshot) for a [`Quorum`]: for tests and tools that run a quorum
+//! FetchSnapshot, and KIP-853's AddRaftVoter, RemoveRaftVoter,
+//! UpdateRaftVoter) for a [`Quorum`]: for tests and tools that run a quorum
 //! without a broker. The broker serves these APIs from its own listeners
 //! through [`Quorum::handle_request`].
 //!
@@ -9,8 +10,9 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
-    ApiKey, BeginQuorumEpochRequest, EndQuorumEpochRequest, FetchRequest, FetchSnapshotRequest,
-    RequestHeader, ResponseHeader, VoteRequest,
+    AddRaftVoterRequest, ApiKey, BeginQuorumEpochRequest, EndQuorumEpochRequest, FetchRequest,
+    FetchSnapshotRequest, RemoveRaftVoterRequest, RequestHeader, ResponseHeader, UpdateRaftVoterRequest,
+    VoteRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
 use strom_raft::wire::{WireRequest, WireResponse};
@@ -79,6 +81,13 @@ pub fn decode_request(api_key: ApiKey, body: &mut Bytes, version: i16) -> Option
         ApiKey::FetchSnapshot => {
             WireRequest::FetchSnapshot(FetchSnapshotRequest::decode(body, version).ok()?)
         }
+        ApiKey::AddRaftVoter => WireRequest::AddRaftVoter(AddRaftVoterRequest::decode(body, version).ok()?),
+        ApiKey::RemoveRaftVoter => {
+            WireRequest::RemoveRaftVoter(RemoveRaftVoterRequest::decode(body, version).ok()?)
+        }
+        ApiKey::UpdateRaftVoter => {
+            WireRequest::UpdateRaftVoter(UpdateRaftVoterRequest::decode(body, version).ok()?)
+        }
         _ => return None,
     })
 }
@@ -91,6 +100,9 @@ pub fn encode_response(response: &WireResponse, buf: &mut BytesMut, version: i16
         WireResponse::EndQuorumEpoch(r) => r.encode(buf, version),
         WireResponse::Fetch(r) => r.encode(buf, version),
         WireResponse::FetchSnapshot(r) => r.encode(buf, version),
+        WireResponse::AddRaftVoter(r) => r.encode(buf, version),
+        WireResponse::RemoveRaftVoter(r) => r.encode(buf, version),
+        WireResponse::UpdateRaftVoter(r) => r.encode(buf, version),
     }
     .ok()
 }

@@ -5,7 +5,13 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use bytes::Bytes;
-use strom_quorum::{Config, LeaderAndEpoch, Quorum, QuorumConfig, QuorumError, QuorumEvent};
+use kafka_protocol::messages::{add_raft_voter_request, AddRaftVoterRequest, RemoveRaftVoterRequest};
+use kafka_protocol::protocol::StrBytes;
+use strom_quorum::bootstrap::{write_checkpoint, BootstrapVoter};
+use strom_quorum::{
+    Config, LeaderAndEpoch, Quorum, QuorumConfig, QuorumDescription, QuorumError, QuorumEvent, WireRequest,
+    WireResponse,
+};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::task::JoinHandle;
@@ -48,6 +54,7 @@ async fn start_node(
         cluster_id: "test-cluster".into(),
         metadata_log_dir: dir.to_owned(),
         voter_endpoints: endpoints.clone(),
+        bootstrap_servers: Vec::new(),
     };
     let quorum = Quorum::start(config).await.expect("quorum starts");
     let listener = tokio::spawn(strom_quorum::listener::serve(listener, quorum.clone()));
@@ -272,4 +279,108 @@ async fn a_fresh_observer_catches_up_through_the_leaders_snapshot_and_follows() 
     assert_eq!(collect(&mut events, 3).await, expected("f", 3));
     let description = cluster.quorum(cluster.agreed_leader().await.leader_id.unwrap()).describe();
     assert_eq!(description.observers.iter().map(|o| o.replica_id).collect::<Vec<_>>(), vec![100]);
+}
+
+/// A node of a dynamic quorum: its directory id is `[id; 16]`, its
+/// endpoint on CONTROLLER is its listener's address.
+async fn start_dynamic(id: i32, dir: &Path, listener: TcpListener, bootstrap: &[String]) -> Node {
+    let address = listener.local_addr().unwrap();
+    let mut raft = raft_config(id, &[]);
+    raft.directory_id = Some(uuid::Uuid::from_bytes([id as u8; 16]));
+    raft.endpoints = vec![strom_raft::Endpoint {
+        listener: "CONTROLLER".into(),
+        host: address.ip().to_string(),
+        port: address.port(),
+    }];
+    let config = Config {
+        raft,
+        cluster_id: "test-cluster".into(),
+        metadata_log_dir: dir.to_owned(),
+        voter_endpoints: BTreeMap::new(),
+        bootstrap_servers: bootstrap.to_vec(),
+    };
+    let quorum = Quorum::start(config).await.expect("quorum starts");
+    let listener = tokio::spawn(strom_quorum::listener::serve(listener, quorum.clone()));
+    Node { quorum, listener }
+}
+
+/// Polls `quorum`'s description until `done` holds.
+async fn described(quorum: &Quorum, done: impl Fn(&QuorumDescription) -> bool) -> QuorumDescription {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let description = quorum.describe();
+        if done(&description) {
+            return description;
+        }
+        assert!(Instant::now() < deadline, "quorum never got there: {description:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Sends a voter change to `quorum` until it is answered without error.
+async fn change_voters(quorum: &Quorum, request: WireRequest) {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let error = match quorum.handle_request(request.clone(), 0).await {
+            Ok(WireResponse::AddRaftVoter(r)) => (r.error_code, r.error_message),
+            Ok(WireResponse::RemoveRaftVoter(r)) => (r.error_code, r.error_message),
+            other => panic!("unexpected answer {other:?}"),
+        };
+        if error.0 == 0 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "voter change refused: {error:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standalone_voter_adds_an_observer_as_voter_and_removes_it_again() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir1, dir2) = (tmp.path().join("node-1"), tmp.path().join("node-2"));
+    let listener1 = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address1 = listener1.local_addr().unwrap();
+    let voter = BootstrapVoter {
+        id: 1,
+        directory_id: [1; 16],
+        endpoints: vec![("CONTROLLER".into(), "127.0.0.1".into(), address1.port())],
+    };
+    write_checkpoint(&dir1, &[voter]).unwrap();
+    let node1 = start_dynamic(1, &dir1, listener1, &[]).await;
+    let leader = described(&node1.quorum, |d| d.is_leader && d.high_watermark > 0).await;
+    assert_eq!(leader.voters.iter().map(|v| v.replica_id).collect::<Vec<_>>(), [1]);
+
+    let listener2 = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port2 = listener2.local_addr().unwrap().port();
+    let node2 = start_dynamic(2, &dir2, listener2, &[address1.to_string()]).await;
+    described(&node1.quorum, |d| d.observers.iter().any(|o| o.replica_id == 2)).await;
+
+    let directory2 = uuid::Uuid::from_bytes([2; 16]);
+    let listener = add_raft_voter_request::Listener::default()
+        .with_name(StrBytes::from_static_str("CONTROLLER"))
+        .with_host(StrBytes::from_static_str("127.0.0.1"))
+        .with_port(port2);
+    let add = AddRaftVoterRequest::default()
+        .with_cluster_id(Some(StrBytes::from_static_str("test-cluster")))
+        .with_timeout_ms(5_000)
+        .with_voter_id(2)
+        .with_voter_directory_id(directory2)
+        .with_listeners(vec![listener]);
+    change_voters(&node1.quorum, WireRequest::AddRaftVoter(add)).await;
+    let both = described(&node1.quorum, |d| d.voters.len() == 2).await;
+    assert_eq!(both.voters[1].directory_id, Some(directory2));
+    // The new voter learnt the voter set from the log and follows.
+    described(&node2.quorum, |d| d.voters.len() == 2 && d.leader_id == 1).await;
+
+    let remove = RemoveRaftVoterRequest::default()
+        .with_cluster_id(Some(StrBytes::from_static_str("test-cluster")))
+        .with_voter_id(2)
+        .with_voter_directory_id(directory2);
+    change_voters(&node1.quorum, WireRequest::RemoveRaftVoter(remove)).await;
+    let after =
+        described(&node1.quorum, |d| d.voters.len() == 1 && d.observers.iter().any(|o| o.replica_id == 2))
+            .await;
+    assert_eq!(after.voters[0].replica_id, 1);
+    node2.quorum.shutdown().await;
+    node1.quorum.shutdown().await;
 }

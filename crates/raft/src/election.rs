@@ -1,11 +1,24 @@
 //! Elections: pre-vote (KIP-996), Vote, BeginQuorumEpoch, EndQuorumEpoch,
 //! and how any message's epoch and leader move a node between roles.
 
+use uuid::Uuid;
+
 use crate::log::{OffsetAndEpoch, RaftLog};
 use crate::message::{Body, ErrorCode};
 use crate::node::RaftNode;
 use crate::state::{Role, Tally};
+use crate::voters::KRAFT_VERSION_STATIC;
 use crate::NodeId;
+
+/// The fields of a Vote request the voter reads.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct VoteParams {
+    pub replica_epoch: i32,
+    pub candidate_id: NodeId,
+    pub last_position: OffsetAndEpoch,
+    pub pre_vote: bool,
+    pub voter_directory_id: Option<Uuid>,
+}
 
 /// Kafka's `KafkaRaftClient.RETRY_BACKOFF_BASE_MS` for election backoff.
 const ELECTION_BACKOFF_BASE_MS: u64 = 100;
@@ -54,9 +67,9 @@ impl<L: RaftLog> RaftNode<L> {
             return;
         }
         let pending: Vec<NodeId> = self.other_voters().filter(|id| !tally.has_answered(*id)).collect();
-        let body = self.vote_request(self.epoch, true);
         for to in pending {
-            self.send_request(now, to, body.clone());
+            let body = self.vote_request(self.epoch, true, to);
+            self.send_request(now, to, body);
         }
     }
 
@@ -73,15 +86,36 @@ impl<L: RaftLog> RaftNode<L> {
             None => {}
         }
         let pending: Vec<NodeId> = self.other_voters().filter(|id| !tally.has_answered(*id)).collect();
-        let body = self.vote_request(self.epoch, false);
         for to in pending {
-            self.send_request(now, to, body.clone());
+            let body = self.vote_request(self.epoch, false, to);
+            self.send_request(now, to, body);
         }
     }
 
-    fn vote_request(&self, replica_epoch: i32, pre_vote: bool) -> Body {
-        let last_position = self.log.end_position();
-        Body::VoteRequest { replica_epoch, candidate_id: self.config.node_id, last_position, pre_vote }
+    fn vote_request(&self, replica_epoch: i32, pre_vote: bool, to: NodeId) -> Body {
+        Body::VoteRequest {
+            replica_epoch,
+            candidate_id: self.config.node_id,
+            last_position: self.log.end_position(),
+            pre_vote,
+            candidate_directory_id: self.config.directory_id,
+            voter_directory_id: self.voter_directory_id(to),
+        }
+    }
+
+    /// The directory id the voter set in force gives `voter`.
+    pub(crate) fn voter_directory_id(&self, voter: NodeId) -> Option<Uuid> {
+        self.voter_set().get(voter).and_then(|node| node.key.directory_id)
+    }
+
+    /// Votes for this node among the voter set in force, and the rejections
+    /// a majority can no longer outweigh.
+    fn tally_counts(&self, tally: &Tally) -> (bool, bool) {
+        let voters = self.voter_set();
+        let granted = tally.granted.iter().filter(|id| voters.contains_id(**id)).count();
+        let rejected = tally.rejected.iter().filter(|id| voters.contains_id(**id)).count();
+        let majority = voters.majority();
+        (granted >= majority, rejected >= voters.len() + 1 - majority)
     }
 
     /// A lost or stalled election waits a random, growing backoff before
@@ -98,22 +132,20 @@ impl<L: RaftLog> RaftNode<L> {
 
     fn count_pre_votes(&mut self, now: u64) {
         let Role::Prospective { tally, .. } = &self.role else { return };
-        let majority = self.config.majority();
-        if tally.granted.len() >= majority {
+        let (won, lost) = self.tally_counts(tally);
+        if won {
             self.become_candidate(now);
-        } else if tally.rejected.len() >= self.config.voters.len() + 1 - majority {
+        } else if lost {
             self.prospective_lost(now);
         }
     }
 
     fn count_votes(&mut self, now: u64) {
         let Role::Candidate { tally, backoff_until_ms, .. } = &self.role else { return };
-        let majority = self.config.majority();
-        if tally.granted.len() >= majority {
+        let (won, lost) = self.tally_counts(tally);
+        if won {
             self.become_leader(now);
-        } else if tally.rejected.len() >= self.config.voters.len() + 1 - majority
-            && backoff_until_ms.is_none()
-        {
+        } else if lost && backoff_until_ms.is_none() {
             // Gridlocked: back off now rather than wait out the election
             // timeout (Kafka's `handleVoteResponse`).
             self.start_election_backoff(now);
@@ -122,18 +154,14 @@ impl<L: RaftLog> RaftNode<L> {
 
     // ---- Vote --------------------------------------------------------
 
-    pub(crate) fn handle_vote_request(
-        &mut self,
-        now: u64,
-        from: NodeId,
-        replica_epoch: i32,
-        candidate_id: NodeId,
-        last_position: OffsetAndEpoch,
-        pre_vote: bool,
-    ) -> Option<Body> {
+    pub(crate) fn handle_vote_request(&mut self, now: u64, from: NodeId, vote: VoteParams) -> Option<Body> {
+        let VoteParams { replica_epoch, candidate_id, last_position, pre_vote, voter_directory_id } = vote;
         let error = self.validate_vote_request(from, replica_epoch, candidate_id, last_position, pre_vote);
         if error != ErrorCode::None {
             return Some(self.vote_response(error, false));
+        }
+        if !self.is_addressed_to_me(voter_directory_id) {
+            return Some(self.vote_response(ErrorCode::InvalidVoterKey, false));
         }
         if replica_epoch > self.epoch {
             // KIP-996 as Kafka implements it: a pre-vote from a newer epoch
@@ -162,13 +190,24 @@ impl<L: RaftLog> RaftNode<L> {
             if pre_vote { last_position.epoch > replica_epoch } else { last_position.epoch >= replica_epoch };
         if candidate_id != from || last_position.epoch < 0 || epoch_too_new {
             ErrorCode::InvalidRequest
-        } else if !self.config.is_voter() || !self.config.voters.contains(&candidate_id) {
+        } else if self.kraft_version() == KRAFT_VERSION_STATIC
+            && (!self.is_local_voter() || !self.voter_set().contains_id(candidate_id))
+        {
+            // Static voters check membership; with `kraft.version` 1 the
+            // local voter set may lag the candidate's, and Kafka checks only
+            // that the request is meant for this replica.
             ErrorCode::InconsistentVoterSet
         } else if replica_epoch < self.epoch {
             ErrorCode::FencedLeaderEpoch
         } else {
             ErrorCode::None
         }
+    }
+
+    /// Whether a request naming this node's directory is meant for it
+    /// (Kafka's `isValidVoterKey`): an absent directory id matches any.
+    fn is_addressed_to_me(&self, voter_directory_id: Option<Uuid>) -> bool {
+        voter_directory_id.is_none() || voter_directory_id == self.config.directory_id
     }
 
     /// Whether the role may grant this vote (Kafka's `EpochState.canGrantVote`).
@@ -251,7 +290,8 @@ impl<L: RaftLog> RaftNode<L> {
     fn validate_leader_announcement(&self, from: NodeId, leader_epoch: i32, leader_id: NodeId) -> ErrorCode {
         if leader_id != from {
             ErrorCode::InvalidRequest
-        } else if !self.config.voters.contains(&leader_id) {
+        } else if self.kraft_version() == KRAFT_VERSION_STATIC && !self.voter_set().contains_id(leader_id) {
+            // As for votes: a dynamic voter set here may lag the leader's.
             ErrorCode::InconsistentVoterSet
         } else if leader_epoch < self.epoch {
             ErrorCode::FencedLeaderEpoch
@@ -269,8 +309,12 @@ impl<L: RaftLog> RaftNode<L> {
         from: NodeId,
         leader_epoch: i32,
         leader_id: NodeId,
+        voter_directory_id: Option<Uuid>,
     ) -> Option<Body> {
-        let error = self.validate_leader_announcement(from, leader_epoch, leader_id);
+        let mut error = self.validate_leader_announcement(from, leader_epoch, leader_id);
+        if error == ErrorCode::None && !self.is_addressed_to_me(voter_directory_id) {
+            error = ErrorCode::InvalidVoterKey;
+        }
         if error == ErrorCode::None {
             self.maybe_transition(now, leader_epoch, Some(leader_id));
         }
@@ -283,7 +327,7 @@ impl<L: RaftLog> RaftNode<L> {
         from: NodeId,
         leader_epoch: i32,
         leader_id: NodeId,
-        preferred_successors: &[NodeId],
+        preferred_successors: &[crate::voters::ReplicaKey],
     ) -> Option<Body> {
         let error = self.validate_leader_announcement(from, leader_epoch, leader_id);
         if error == ErrorCode::None {
@@ -305,9 +349,14 @@ impl<L: RaftLog> RaftNode<L> {
     /// Kafka's `strictExponentialElectionBackoffMs`: the first preferred
     /// successor starts at once, later ones wait exponentially longer,
     /// everyone else the maximum.
-    fn end_epoch_election_backoff(&self, preferred_successors: &[NodeId]) -> u64 {
+    fn end_epoch_election_backoff(&self, preferred_successors: &[crate::voters::ReplicaKey]) -> u64 {
         let max = self.config.election_backoff_max_ms;
-        let position = preferred_successors.iter().position(|id| *id == self.config.node_id);
+        // A candidate named with a directory id is this replica only if the
+        // directory is ours (Kafka matches `ReplicaKey`s).
+        let me = self.replica_key();
+        let position = preferred_successors.iter().position(|key| {
+            key.id == me.id && (key.directory_id.is_none() || key.directory_id == me.directory_id)
+        });
         match position {
             Some(0) => 0,
             Some(position) => {

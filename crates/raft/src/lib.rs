@@ -2,8 +2,9 @@
 //! simulation that checks it.
 //!
 //! The protocol is KIP-595 (Vote, BeginQuorumEpoch, EndQuorumEpoch, followers
-//! and observers pulling with Fetch) with KIP-996 pre-vote and KIP-630
-//! snapshots (FetchSnapshot), built to what
+//! and observers pulling with Fetch) with KIP-996 pre-vote, KIP-630
+//! snapshots (FetchSnapshot) and KIP-853 dynamic voters (AddRaftVoter,
+//! RemoveRaftVoter, UpdateRaftVoter), built to what
 //! Kafka's `raft` module does (`KafkaRaftClient`, `QuorumState` and the
 //! `EpochState` classes); comments name the class a rule comes from.
 //!
@@ -22,19 +23,28 @@
 //! - `election` (private): pre-vote, Vote, BeginQuorumEpoch, EndQuorumEpoch,
 //!   and how an epoch or leader learnt from any message moves the node.
 //! - `replication` (private): Fetch on both sides, diverging-epoch
-//!   truncation, the leader's high watermark, check-quorum.
+//!   truncation, the leader's high watermark, check-quorum, and the
+//!   observers the leader tracks as candidates for AddRaftVoter.
+//! - [`voters`]: KIP-853's [`ReplicaKey`] (id and directory id),
+//!   [`VoterNode`] (endpoints, supported `kraft.version`s), [`VoterSet`],
+//!   and the history of voter sets by log offset.
+//! - `reconfig` (private): the leader's AddRaftVoter, RemoveRaftVoter and
+//!   UpdateRaftVoter, and how a new voter set reaches its bookkeeping.
 //! - [`snapshot`]: KIP-630. The state machine above records a snapshot at a
 //!   committed batch end and may then drop the log below it; a fetch the
 //!   leader's log can no longer validate is answered with the snapshot's id,
 //!   and the fetcher pulls it with FetchSnapshot in chunks and installs it
-//!   at once (a half-fetched snapshot lives in memory only).
+//!   at once (a half-fetched snapshot lives in memory only). Every
+//!   snapshot the core writes opens with a header, as Kafka's open with
+//!   control records: the `kraft.version` and the voter set in force at
+//!   its end ([`snapshot::decode_snapshot`] splits it from the state).
 //! - [`state`]: the per-role state and [`ElectionState`], the `quorum-state`.
 //! - [`log`]: [`RaftLog`], the log the core reads, and [`MemoryLog`].
 //! - [`message`]: the KRaft requests and responses. They are an internal
 //!   enum that maps 1:1 onto `kafka-protocol`'s `VoteRequest`,
 //!   `BeginQuorumEpochRequest`, `EndQuorumEpochRequest`, `FetchRequest`,
-//!   `FetchSnapshotRequest` and their responses, so the core stays free of
-//!   wire nesting and versions.
+//!   `FetchSnapshotRequest`, the three `*RaftVoterRequest`s and their
+//!   responses, so the core stays free of wire nesting and versions.
 //! - [`wire`]: that mapping, both ways, at the versions Kafka 4.1 speaks;
 //!   reading checks version, cluster id, topic and partition.
 //! - [`config`]: [`QuorumConfig`], `controller.quorum.*` with Kafka's defaults.
@@ -77,28 +87,50 @@
 //!   the leader's high watermark (capped by its log end).
 //!   A voter without a successful fetch for `controller.quorum.fetch.timeout.ms`
 //!   becomes Prospective; an observer goes looking for the leader again.
-//! - **Resigned**: a leader stepping down (check-quorum or
-//!   [`RaftNode::resign`]) sends EndQuorumEpoch naming its voters by
+//! - **Resigned**: a leader stepping down (check-quorum,
+//!   [`RaftNode::resign`], or its own removal from the voter set committed)
+//!   sends EndQuorumEpoch naming its voters by
 //!   descending fetch offset; the first one stands at once, the others
 //!   after exponentially longer backoffs. After its election timeout it is
-//!   Prospective. A node restarting as its epoch's leader starts here.
+//!   Prospective, or, no longer a voter, an observer in the next epoch.
+//!   A node restarting as its epoch's leader starts here.
 //!
 //! Any role moves to Follower on learning the leader of an equal or newer
 //! epoch, and to Unattached on learning a newer epoch without a leader.
+//!
+//! # Voters (KIP-853)
+//!
+//! With `kraft.version` 0 the voters are [`QuorumConfig::voters`]. With
+//! `kraft.version` 1 ([`QuorumConfig::bootstrap_voters`], Kafka's bootstrap
+//! checkpoint) the voter set in force is the latest VotersRecord in the log,
+//! committed or not ([`RaftNode::voter_set`]); the first leader writes the
+//! bootstrap set there. Whoever "voter" means below (who campaigns, whose
+//! votes and fetch offsets count, who is sent BeginQuorumEpoch) is read
+//! from that set at the moment. A voter is a [`ReplicaKey`]: a node that
+//! comes back with another metadata directory is an observer until the
+//! voter set names its new directory. The leader changes the set one voter
+//! at a time, one change at a time, and only once it has committed an
+//! offset in its epoch (Kafka's `AddVoterHandler`, `RemoveVoterHandler`).
+//! Voter changes come from administrators, not quorum nodes: the `from` of
+//! their [`Event::Receive`] is any id the driver routes the answer back by.
 //!
 //! # Seams for what comes next
 //!
 //! Snapshots keep the latest one only, end on batch boundaries, and leave
 //! retention (Kafka's `metadata.max.retention.bytes`/`.ms`, which decide
-//! when `maybeClean` moves the log start) to the caller. Dynamic voters
-//! (KIP-853) replace [`QuorumConfig::voters`] with a voter set read from the
-//! log, and add directory ids to the messages.
+//! when `maybeClean` moves the log start) to the caller. A follower voter
+//! whose endpoints changed does not yet send UpdateRaftVoter itself (Kafka's
+//! `pollFollowerAsVoter` does); the leader does not ask a new voter for its
+//! `kraft.version` range with ApiVersions (every Strom node supports 0-1);
+//! `kraft.version` does not move from 0 to 1 on a running quorum; and
+//! `quorum-state` records the vote's id, not its directory id.
 
 pub mod config;
 mod election;
 pub mod log;
 pub mod message;
 pub mod node;
+mod reconfig;
 mod replication;
 mod requests;
 pub mod rng;
@@ -108,6 +140,7 @@ pub mod snapshot;
 pub mod state;
 #[cfg(test)]
 mod tests;
+pub mod voters;
 pub mod wire;
 
 /// A node's `node.id`.
@@ -119,3 +152,4 @@ pub use message::{Body, ErrorCode, Message};
 pub use node::{Action, AppendError, Event, RaftNode};
 pub use snapshot::SnapshotError;
 pub use state::{ElectionState, RoleName};
+pub use voters::{Endpoint, ReplicaKey, VersionRange, VoterNode, VoterSet};

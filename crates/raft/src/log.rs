@@ -15,6 +15,7 @@
 
 use bytes::Bytes;
 
+use crate::voters::VoterSet;
 use crate::NodeId;
 
 /// An offset paired with the epoch of the record before it, the position
@@ -42,6 +43,11 @@ pub enum Records {
     /// The control record a new leader appends first in its epoch (Kafka's
     /// `LeaderChangeMessage`), so it can commit a record of its own epoch.
     LeaderChange { leader_id: NodeId, voters: Vec<NodeId> },
+    /// KIP-853's `KRaftVersionRecord`: the `kraft.version` in force from here.
+    KRaftVersion { kraft_version: i16 },
+    /// KIP-853's `VotersRecord`: the voter set in force from here, as soon
+    /// as it is appended (committed or not).
+    Voters(VoterSet),
 }
 
 /// A record batch: `base_offset ..= last_offset()`, appended in `epoch`.
@@ -60,7 +66,7 @@ impl Batch {
     pub fn record_count(&self) -> u64 {
         match &self.records {
             Records::Data(records) => records.len() as u64,
-            Records::LeaderChange { .. } => 1,
+            Records::LeaderChange { .. } | Records::KRaftVersion { .. } | Records::Voters(_) => 1,
         }
     }
 
@@ -74,6 +80,8 @@ impl Batch {
         match &self.records {
             Records::Data(records) => records.iter().map(Bytes::len).sum(),
             Records::LeaderChange { voters, .. } => 8 + 4 * voters.len(),
+            Records::KRaftVersion { .. } => 2,
+            Records::Voters(voters) => voters.nodes().map(|voter| 32 + 32 * voter.endpoints.len()).sum(),
         }
     }
 }

@@ -7,12 +7,20 @@
 //! that the protocol logic reads. [`crate::wire`] maps them 1:1 onto
 //! `kafka-protocol`'s structs; keeping that mapping out of the core keeps the
 //! core free of topic/partition nesting, cluster ids and versions, which are
-//! checked there before a message gets here. KIP-853's directory ids and
-//! endpoints are the fields still to add.
+//! checked there before a message gets here.
+//!
+//! KIP-853 adds directory ids to Vote, BeginQuorumEpoch, Fetch and
+//! FetchSnapshot, and the three requests that change the voter set
+//! (AddRaftVoter, RemoveRaftVoter, UpdateRaftVoter). Those come from
+//! administrators rather than from quorum nodes: the `from` of their
+//! `Event::Receive` is whatever id the driver routes the response back by.
 
 use bytes::Bytes;
 
+use uuid::Uuid;
+
 use crate::log::{Batch, OffsetAndEpoch};
+use crate::voters::{Endpoint, VersionRange};
 use crate::NodeId;
 
 /// Kafka's error codes that the quorum answers with.
@@ -22,6 +30,10 @@ pub enum ErrorCode {
     None,
     /// 6: the receiver does not lead this epoch.
     NotLeaderOrFollower,
+    /// 7: a voter change could not be made in time, or another is under way.
+    RequestTimedOut,
+    /// 35: the cluster's `kraft.version` cannot change voters.
+    UnsupportedVersion,
     /// 42: a field is out of range.
     InvalidRequest,
     /// 74: the request's epoch is older than the receiver's.
@@ -34,6 +46,12 @@ pub enum ErrorCode {
     SnapshotNotFound,
     /// 99: the requested position is not within the snapshot.
     PositionOutOfRange,
+    /// 125: the request names another replica than the receiver.
+    InvalidVoterKey,
+    /// 126: the voter to add already votes.
+    DuplicateVoter,
+    /// 127: the voter to remove or update does not vote.
+    VoterNotFound,
 }
 
 impl ErrorCode {
@@ -42,12 +60,17 @@ impl ErrorCode {
         match self {
             ErrorCode::None => 0,
             ErrorCode::NotLeaderOrFollower => 6,
+            ErrorCode::RequestTimedOut => 7,
+            ErrorCode::UnsupportedVersion => 35,
             ErrorCode::InvalidRequest => 42,
             ErrorCode::FencedLeaderEpoch => 74,
             ErrorCode::UnknownLeaderEpoch => 75,
             ErrorCode::InconsistentVoterSet => 94,
             ErrorCode::SnapshotNotFound => 98,
             ErrorCode::PositionOutOfRange => 99,
+            ErrorCode::InvalidVoterKey => 125,
+            ErrorCode::DuplicateVoter => 126,
+            ErrorCode::VoterNotFound => 127,
         }
     }
 
@@ -56,12 +79,17 @@ impl ErrorCode {
         [
             ErrorCode::None,
             ErrorCode::NotLeaderOrFollower,
+            ErrorCode::RequestTimedOut,
+            ErrorCode::UnsupportedVersion,
             ErrorCode::InvalidRequest,
             ErrorCode::FencedLeaderEpoch,
             ErrorCode::UnknownLeaderEpoch,
             ErrorCode::InconsistentVoterSet,
             ErrorCode::SnapshotNotFound,
             ErrorCode::PositionOutOfRange,
+            ErrorCode::InvalidVoterKey,
+            ErrorCode::DuplicateVoter,
+            ErrorCode::VoterNotFound,
         ]
         .into_iter()
         .find(|error| error.code() == code)
@@ -92,6 +120,11 @@ pub enum Body {
         last_position: OffsetAndEpoch,
         /// `PreVote`: a non-binding probe that changes no state.
         pre_vote: bool,
+        /// `CandidateDirectoryId` (v1+).
+        candidate_directory_id: Option<Uuid>,
+        /// `VoterDirectoryId` (v1+): the receiver's directory as the
+        /// candidate's voter set has it.
+        voter_directory_id: Option<Uuid>,
     },
     /// The answer to a Vote.
     VoteResponse {
@@ -110,6 +143,9 @@ pub enum Body {
         leader_epoch: i32,
         /// `LeaderId`.
         leader_id: NodeId,
+        /// `VoterDirectoryId` (v1+): the receiver's directory as the
+        /// leader's voter set has it.
+        voter_directory_id: Option<Uuid>,
     },
     /// The answer to BeginQuorumEpoch.
     BeginQuorumEpochResponse {
@@ -128,6 +164,10 @@ pub enum Body {
         leader_id: NodeId,
         /// `PreferredSuccessors`: voters by descending fetch offset.
         preferred_successors: Vec<NodeId>,
+        /// `PreferredCandidates[].CandidateDirectoryId` (v1+): the
+        /// directory of each preferred successor, in the same order (None,
+        /// or missing at the end, when unknown).
+        preferred_candidate_directory_ids: Vec<Option<Uuid>>,
     },
     /// The answer to EndQuorumEpoch.
     EndQuorumEpochResponse {
@@ -150,6 +190,9 @@ pub enum Body {
         last_fetched_epoch: i32,
         /// `MaxWaitMs`: how long the leader may park the fetch.
         max_wait_ms: u64,
+        /// `ReplicaDirectoryId` (v17+): with the replica id, the key the
+        /// leader tracks the fetcher by (and adds it as a voter by).
+        replica_directory_id: Option<Uuid>,
     },
     /// The answer to a Fetch.
     FetchResponse {
@@ -183,6 +226,8 @@ pub enum Body {
         position: u64,
         /// `MaxBytes`.
         max_bytes: usize,
+        /// `ReplicaDirectoryId` (v1+).
+        replica_directory_id: Option<Uuid>,
     },
     /// The answer to FetchSnapshot.
     FetchSnapshotResponse {
@@ -201,6 +246,62 @@ pub enum Body {
         /// `UnalignedRecords`: the chunk.
         bytes: Bytes,
     },
+    /// `AddRaftVoter` (KIP-853): make a caught-up observer a voter.
+    AddRaftVoterRequest {
+        /// `TimeoutMs`.
+        timeout_ms: u64,
+        /// `VoterId`.
+        voter_id: NodeId,
+        /// `VoterDirectoryId`: required.
+        voter_directory_id: Option<Uuid>,
+        /// `Listeners`: where the new voter takes quorum traffic.
+        listeners: Vec<Endpoint>,
+    },
+    /// The answer to AddRaftVoter, once the change commits (or fails).
+    AddRaftVoterResponse {
+        /// `ErrorCode`.
+        error: ErrorCode,
+        /// `ErrorMessage`.
+        error_message: Option<String>,
+    },
+    /// `RemoveRaftVoter` (KIP-853).
+    RemoveRaftVoterRequest {
+        /// `VoterId`.
+        voter_id: NodeId,
+        /// `VoterDirectoryId`: required.
+        voter_directory_id: Option<Uuid>,
+    },
+    /// The answer to RemoveRaftVoter, once the change commits (or fails).
+    RemoveRaftVoterResponse {
+        /// `ErrorCode`.
+        error: ErrorCode,
+        /// `ErrorMessage`.
+        error_message: Option<String>,
+    },
+    /// `UpdateRaftVoter` (KIP-853): a voter's new endpoints and versions.
+    UpdateRaftVoterRequest {
+        /// `CurrentLeaderEpoch`.
+        current_leader_epoch: i32,
+        /// `VoterId`.
+        voter_id: NodeId,
+        /// `VoterDirectoryId`: required.
+        voter_directory_id: Option<Uuid>,
+        /// `Listeners`.
+        listeners: Vec<Endpoint>,
+        /// `KRaftVersionFeature`: the `kraft.version`s the voter supports.
+        kraft_versions: VersionRange,
+    },
+    /// The answer to UpdateRaftVoter, sent as soon as the change is appended.
+    UpdateRaftVoterResponse {
+        /// `ErrorCode`.
+        error: ErrorCode,
+        /// `CurrentLeader.LeaderEpoch`.
+        leader_epoch: i32,
+        /// `CurrentLeader.LeaderId`.
+        leader_id: Option<NodeId>,
+        /// `CurrentLeader.Host` and `Port`: the leader on the quorum's listener.
+        leader_endpoint: Option<Endpoint>,
+    },
 }
 
 impl Body {
@@ -213,6 +314,9 @@ impl Body {
                 | Body::EndQuorumEpochRequest { .. }
                 | Body::FetchRequest { .. }
                 | Body::FetchSnapshotRequest { .. }
+                | Body::AddRaftVoterRequest { .. }
+                | Body::RemoveRaftVoterRequest { .. }
+                | Body::UpdateRaftVoterRequest { .. }
         )
     }
 }

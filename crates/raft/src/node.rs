@@ -15,6 +15,7 @@ use crate::message::{Body, Message};
 use crate::requests::Requests;
 use crate::rng::SplitMix64;
 use crate::state::{ElectionState, LeaderState, Role, RoleName, Tally};
+use crate::voters::{ControlHistory, ReplicaKey, VoterSet};
 use crate::NodeId;
 
 /// Something that happened to the node.
@@ -112,6 +113,8 @@ pub(crate) struct Bugs {
     pub pre_vote_binds: bool,
     /// Accept a snapshot above the high watermark.
     pub snapshot_above_high_watermark: bool,
+    /// Start a voter change while the previous one has not committed.
+    pub two_voter_changes_in_flight: bool,
 }
 
 /// One member of the quorum: a voter or an observer.
@@ -123,6 +126,8 @@ pub struct RaftNode<L> {
     pub(crate) epoch: i32,
     pub(crate) role: Role,
     pub(crate) high_watermark: Option<u64>,
+    /// The voter sets and `kraft.version`s in the log (KIP-853).
+    pub(crate) history: ControlHistory,
     /// The log is durable below this offset.
     pub(crate) flushed_offset: u64,
     /// Flushes issued and not yet reported: (flush id, log end at the time).
@@ -155,6 +160,7 @@ impl<L: RaftLog> RaftNode<L> {
         config.validate()?;
         let stored = stored.unwrap_or_default();
         let flushed_offset = log.end_offset();
+        let history = crate::snapshot::recover_history(&config, &log);
         let mut node = Self {
             config,
             log,
@@ -162,6 +168,7 @@ impl<L: RaftLog> RaftNode<L> {
             epoch: stored.epoch,
             role: Role::Unattached { voted: None, election_deadline_ms: 0 },
             high_watermark: None,
+            history,
             flushed_offset,
             pending_flushes: VecDeque::new(),
             next_flush_id: 0,
@@ -192,12 +199,12 @@ impl<L: RaftLog> RaftNode<L> {
             // The state file is behind the log (lost or older): trust the log.
             let epoch = self.log.last_epoch();
             self.set_role(epoch, Role::Unattached { voted: None, election_deadline_ms });
-        } else if stored.leader_id == Some(me) && self.config.is_voter() {
+        } else if stored.leader_id == Some(me) && self.can_campaign() {
             // A leader never leads the same epoch twice.
             let unacked = self.other_voters().collect();
             let role = Role::Resigned { unacked, preferred_successors: Vec::new(), election_deadline_ms };
             self.set_role(stored.epoch, role);
-        } else if stored.voted_id == Some(me) && stored.leader_id.is_none() && self.config.is_voter() {
+        } else if stored.voted_id == Some(me) && stored.leader_id.is_none() && self.can_campaign() {
             // Kafka resumes its election as Candidate in the same epoch. Here
             // the log flushes asynchronously, so the Vote requests it sent may
             // have advertised a tail the crash tore off, and voters re-grant a
@@ -248,7 +255,7 @@ impl<L: RaftLog> RaftNode<L> {
         if records.iter().map(Bytes::len).sum::<usize>() > self.config.batch_max_bytes {
             return Err(AppendError::TooLarge);
         }
-        let last_offset = self.append_as_leader(Records::Data(records));
+        let last_offset = self.append_as_leader(now, Records::Data(records));
         self.poll(now);
         Ok(last_offset)
     }
@@ -271,7 +278,7 @@ impl<L: RaftLog> RaftNode<L> {
     /// When `Event::Tick` must be delivered next, at the latest.
     pub fn next_deadline(&self) -> u64 {
         let role_deadline = match &self.role {
-            Role::Unattached { election_deadline_ms, .. } if self.config.is_voter() => *election_deadline_ms,
+            Role::Unattached { election_deadline_ms, .. } if self.can_campaign() => *election_deadline_ms,
             Role::Unattached { .. } => u64::MAX,
             Role::Prospective { election_deadline_ms, .. } => *election_deadline_ms,
             Role::Candidate { backoff_until_ms: Some(until), .. } => *until,
@@ -279,9 +286,11 @@ impl<L: RaftLog> RaftNode<L> {
             Role::Follower { fetch_deadline_ms, .. } => *fetch_deadline_ms,
             Role::Resigned { election_deadline_ms, .. } => *election_deadline_ms,
             Role::Leader(leader) => {
-                let parked = leader.parked.values().map(|fetch| fetch.deadline_ms);
-                let timers = [leader.begin_epoch_deadline_ms, leader.check_quorum_deadline_ms];
-                parked.chain(timers).min().unwrap_or(u64::MAX)
+                // Asked of every node before each simulated event: kept
+                // free of iterator chains, which a debug build copies around.
+                let parked = leader.parked.values().map(|fetch| fetch.deadline_ms).min().unwrap_or(u64::MAX);
+                let change = leader.voter_change.as_ref().map_or(u64::MAX, |change| change.deadline_ms);
+                parked.min(change).min(leader.begin_epoch_deadline_ms).min(leader.check_quorum_deadline_ms)
             }
         };
         role_deadline.min(self.requests.next_deadline())
@@ -323,6 +332,22 @@ impl<L: RaftLog> RaftNode<L> {
         matches!(self.role, Role::Follower { snapshot_fetch: Some(_), .. })
     }
 
+    /// The voter set in force: the latest in the log, committed or not
+    /// (with `kraft.version` 0, the static voters).
+    pub fn voter_set(&self) -> &VoterSet {
+        self.history.latest_voters()
+    }
+
+    /// The `kraft.version` in force.
+    pub fn kraft_version(&self) -> i16 {
+        self.history.kraft_version()
+    }
+
+    /// This node's replica key: its id and directory id.
+    pub fn replica_key(&self) -> ReplicaKey {
+        ReplicaKey::new(self.config.node_id, self.config.directory_id)
+    }
+
     /// The log as the core sees it.
     pub fn log(&self) -> &L {
         &self.log
@@ -352,23 +377,51 @@ impl<L: RaftLog> RaftNode<L> {
 
     fn handle_request(&mut self, now: u64, from: NodeId, correlation_id: u64, body: Body) {
         let response = match body {
-            Body::VoteRequest { replica_epoch, candidate_id, last_position, pre_vote } => {
-                self.handle_vote_request(now, from, replica_epoch, candidate_id, last_position, pre_vote)
+            Body::VoteRequest {
+                replica_epoch,
+                candidate_id,
+                last_position,
+                pre_vote,
+                candidate_directory_id: _,
+                voter_directory_id,
+            } => {
+                let vote = crate::election::VoteParams {
+                    replica_epoch,
+                    candidate_id,
+                    last_position,
+                    pre_vote,
+                    voter_directory_id,
+                };
+                self.handle_vote_request(now, from, vote)
             }
-            Body::BeginQuorumEpochRequest { leader_epoch, leader_id } => {
-                self.handle_begin_quorum_epoch_request(now, from, leader_epoch, leader_id)
+            Body::BeginQuorumEpochRequest { leader_epoch, leader_id, voter_directory_id } => {
+                self.handle_begin_quorum_epoch_request(now, from, leader_epoch, leader_id, voter_directory_id)
             }
-            Body::EndQuorumEpochRequest { leader_epoch, leader_id, preferred_successors } => self
-                .handle_end_quorum_epoch_request(now, from, leader_epoch, leader_id, &preferred_successors),
+            Body::EndQuorumEpochRequest {
+                leader_epoch,
+                leader_id,
+                preferred_successors,
+                preferred_candidate_directory_ids,
+            } => {
+                let successors: Vec<ReplicaKey> = preferred_successors
+                    .iter()
+                    .enumerate()
+                    .map(|(index, id)| {
+                        ReplicaKey::new(*id, preferred_candidate_directory_ids.get(index).copied().flatten())
+                    })
+                    .collect();
+                self.handle_end_quorum_epoch_request(now, from, leader_epoch, leader_id, &successors)
+            }
             Body::FetchRequest {
                 replica_id,
                 current_leader_epoch,
                 fetch_offset,
                 last_fetched_epoch,
                 max_wait_ms,
+                replica_directory_id,
             } => {
                 let fetch = crate::replication::FetchParams {
-                    replica_id,
+                    replica: ReplicaKey::new(replica_id, replica_directory_id),
                     current_leader_epoch,
                     fetch_offset,
                     last_fetched_epoch,
@@ -382,6 +435,7 @@ impl<L: RaftLog> RaftNode<L> {
                 snapshot_id,
                 position,
                 max_bytes,
+                replica_directory_id,
             } => {
                 let fetch = crate::snapshot::FetchSnapshotParams {
                     replica_id,
@@ -389,8 +443,31 @@ impl<L: RaftLog> RaftNode<L> {
                     snapshot_id,
                     position,
                     max_bytes,
+                    replica_directory_id,
                 };
                 Some(self.handle_fetch_snapshot_request(now, from, fetch))
+            }
+            Body::AddRaftVoterRequest { voter_id, voter_directory_id, listeners, .. } => {
+                let voter = ReplicaKey::new(voter_id, voter_directory_id);
+                self.handle_add_voter_request(now, from, correlation_id, voter, listeners)
+            }
+            Body::RemoveRaftVoterRequest { voter_id, voter_directory_id } => {
+                let voter = ReplicaKey::new(voter_id, voter_directory_id);
+                self.handle_remove_voter_request(now, from, correlation_id, voter)
+            }
+            Body::UpdateRaftVoterRequest {
+                current_leader_epoch,
+                voter_id,
+                voter_directory_id,
+                listeners,
+                kraft_versions,
+            } => {
+                let voter = crate::voters::VoterNode {
+                    key: ReplicaKey::new(voter_id, voter_directory_id),
+                    endpoints: listeners,
+                    kraft_versions,
+                };
+                Some(self.handle_update_voter_request(now, current_leader_epoch, voter))
             }
             _ => None,
         };
@@ -482,7 +559,7 @@ impl<L: RaftLog> RaftNode<L> {
 
     fn poll_unattached(&mut self, now: u64) {
         let Role::Unattached { election_deadline_ms, .. } = self.role else { return };
-        if !self.config.is_voter() {
+        if !self.can_campaign() {
             // An observer looks for the leader by fetching from any voter
             // (Kafka's `pollUnattachedAsObserver`).
             self.fetch_from_any_voter(now);
@@ -495,7 +572,7 @@ impl<L: RaftLog> RaftNode<L> {
         let Role::Follower { leader, fetch_deadline_ms, .. } = self.role else { return };
         if now < fetch_deadline_ms {
             self.maybe_send_fetch(now, leader);
-        } else if self.config.is_voter() {
+        } else if self.can_campaign() {
             self.become_prospective(now);
         } else {
             // An observer that lost its leader asks any voter who leads now
@@ -510,13 +587,24 @@ impl<L: RaftLog> RaftNode<L> {
             return;
         };
         if now >= *election_deadline_ms {
-            self.become_prospective(now);
+            if self.can_campaign() {
+                self.become_prospective(now);
+            } else {
+                // Kafka's `pollResigned`: a leader removed from the voter
+                // set moves to a new epoch as an observer, so fetchers stop
+                // naming it their leader.
+                self.become_unattached(now, self.epoch + 1);
+            }
             return;
         }
         let body = Body::EndQuorumEpochRequest {
             leader_epoch: self.epoch,
             leader_id: self.config.node_id,
             preferred_successors: preferred_successors.clone(),
+            preferred_candidate_directory_ids: preferred_successors
+                .iter()
+                .map(|id| self.voter_directory_id(*id))
+                .collect(),
         };
         for to in unacked.clone() {
             self.send_request(now, to, body.clone());
@@ -534,6 +622,7 @@ impl<L: RaftLog> RaftNode<L> {
         self.epoch = epoch;
         self.transitions += 1;
         if let Role::Leader(leader) = old {
+            self.answer_voter_change_after_leadership(&leader);
             self.answer_parked_after_leadership(*leader);
         }
         self.requests.reset();
@@ -596,6 +685,9 @@ impl<L: RaftLog> RaftNode<L> {
     pub(crate) fn become_leader(&mut self, now: u64) {
         let others: BTreeSet<NodeId> = self.other_voters().collect();
         let leader = LeaderState {
+            observers: BTreeMap::new(),
+            voter_change: None,
+            resign_requested: false,
             epoch_start_offset: self.log.end_offset(),
             high_watermark: None,
             voter_offsets: others.iter().map(|id| (*id, None)).collect(),
@@ -609,15 +701,16 @@ impl<L: RaftLog> RaftNode<L> {
         self.set_role(self.epoch, Role::Leader(Box::new(leader)));
         // Kafka's leader opens its epoch with a LeaderChange control record,
         // which it must commit before exposing anything (`LeaderState`).
-        let voters = self.config.voters.iter().copied().collect();
-        self.append_as_leader(Records::LeaderChange { leader_id: self.config.node_id, voters });
+        let voters = self.voter_set().ids().collect();
+        self.append_as_leader(now, Records::LeaderChange { leader_id: self.config.node_id, voters });
+        self.append_start_of_epoch_voters(now);
     }
 
     /// A lone voter is its own majority and never resigns for want of
     /// fetches (Kafka's `LeaderState.timeUntilCheckQuorumExpires`): its
     /// timer must not fall due, or the driver would tick it in a loop.
-    fn first_check_quorum_deadline(&self, now: u64) -> u64 {
-        if self.config.voters.len() == 1 {
+    pub(crate) fn first_check_quorum_deadline(&self, now: u64) -> u64 {
+        if self.voter_set().len() == 1 && self.is_local_voter() {
             u64::MAX
         } else {
             now.saturating_add(self.check_quorum_timeout_ms())
@@ -633,7 +726,26 @@ impl<L: RaftLog> RaftNode<L> {
     // ---- helpers ------------------------------------------------------
 
     pub(crate) fn other_voters(&self) -> impl Iterator<Item = NodeId> + '_ {
-        self.config.voters.iter().copied().filter(move |id| *id != self.config.node_id)
+        self.voter_set().ids().filter(move |id| *id != self.config.node_id)
+    }
+
+    /// Whether this node votes in the voter set in force.
+    pub(crate) fn is_local_voter(&self) -> bool {
+        self.voter_set().is_voter(self.replica_key())
+    }
+
+    /// Whether this node may run for election: a voter, or a voter of the
+    /// previous set whose removal has not committed here (Raft's
+    /// dissertation, 4.2.2: it may hold the only copy of that record, and
+    /// without it the remaining voters cannot elect anyone).
+    pub(crate) fn can_campaign(&self) -> bool {
+        self.is_local_voter() || self.removal_uncommitted()
+    }
+
+    fn removal_uncommitted(&self) -> bool {
+        let Some(offset) = self.history.latest_voters_offset() else { return false };
+        offset >= self.high_watermark.unwrap_or(0)
+            && self.history.before(offset).1.is_voter(self.replica_key())
     }
 
     /// `now` plus a timeout drawn from `[t, 2t)` (Kafka's `QuorumState.randomElectionTimeoutMs`).
@@ -681,6 +793,7 @@ impl<L: RaftLog> RaftNode<L> {
     pub(crate) fn truncate_log(&mut self, offset: u64) {
         self.log.truncate_to(offset);
         let end = self.log.end_offset();
+        self.history.truncate_from(end);
         self.flushed_offset = self.flushed_offset.min(end);
         for (_, pending) in &mut self.pending_flushes {
             *pending = (*pending).min(end);

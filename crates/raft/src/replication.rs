@@ -7,13 +7,23 @@
 use crate::log::{Batch, OffsetAndEpoch, RaftLog, Records};
 use crate::message::{Body, ErrorCode, Message};
 use crate::node::{Action, RaftNode};
-use crate::state::{LeaderState, ParkedFetch, Role};
+use crate::state::{LeaderState, ObserverState, ParkedFetch, Role};
+use crate::voters::ReplicaKey;
 use crate::NodeId;
+
+/// Observers the leader tracks at most; past this the stalest is forgotten.
+const OBSERVERS_MAX: usize = 256;
+/// An observer that has not fetched for this long is forgotten (Kafka's
+/// `LeaderState.OBSERVER_SESSION_TIMEOUT_MS`).
+const OBSERVER_SESSION_TIMEOUT_MS: u64 = 300_000;
+/// An observer counts as caught up for AddRaftVoter if it caught up with
+/// the leader and fetched within this long (Kafka's `isReplicaCaughtUp`).
+const CAUGHT_UP_WINDOW_MS: u64 = 3_600_000;
 
 /// The fields of a Fetch request the leader reads.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct FetchParams {
-    pub replica_id: NodeId,
+    pub replica: ReplicaKey,
     pub current_leader_epoch: i32,
     pub fetch_offset: u64,
     pub last_fetched_epoch: i32,
@@ -46,10 +56,12 @@ impl<L: RaftLog> RaftNode<L> {
     // ---- leader side ---------------------------------------------------
 
     pub(crate) fn poll_leader(&mut self, now: u64) {
-        let Role::Leader(leader) = &mut self.role else { return };
-        if now >= leader.check_quorum_deadline_ms {
+        self.expire_voter_change(now);
+        let Role::Leader(leader) = &self.role else { return };
+        if now >= leader.check_quorum_deadline_ms || leader.resign_requested {
             // Kafka's `pollLeader`: a leader that a majority stopped
-            // fetching from may be partitioned away; it steps down.
+            // fetching from may be partitioned away, and one removed from
+            // the voter set has no business leading it; either steps down.
             let successors = Self::voters_by_descending_offset(leader);
             self.become_resigned(now, successors);
             return;
@@ -57,29 +69,43 @@ impl<L: RaftLog> RaftNode<L> {
         if now >= leader.begin_epoch_deadline_ms {
             // `LeaderState`: the epoch is re-announced every half fetch
             // timeout, so voters that missed it find their leader.
-            leader.begin_unacked =
-                self.config.voters.iter().copied().filter(|id| *id != self.config.node_id).collect();
-            leader.begin_epoch_deadline_ms = now.saturating_add(self.config.fetch_timeout_ms / 2);
+            let others = self.other_voters().collect();
+            let next_deadline_ms = now.saturating_add(self.config.fetch_timeout_ms / 2);
+            if let Role::Leader(leader) = &mut self.role {
+                leader.begin_unacked = others;
+                leader.begin_epoch_deadline_ms = next_deadline_ms;
+            }
         }
+        let Role::Leader(leader) = &self.role else { return };
         let unacked: Vec<NodeId> = leader.begin_unacked.iter().copied().collect();
         let expired: Vec<NodeId> =
             leader.parked.iter().filter(|(_, fetch)| now >= fetch.deadline_ms).map(|(id, _)| *id).collect();
         for replica in expired {
             self.complete_parked_fetch(replica);
         }
-        let body = Body::BeginQuorumEpochRequest { leader_epoch: self.epoch, leader_id: self.config.node_id };
         for to in unacked {
-            self.send_request(now, to, body.clone());
+            let body = Body::BeginQuorumEpochRequest {
+                leader_epoch: self.epoch,
+                leader_id: self.config.node_id,
+                voter_directory_id: self.voter_directory_id(to),
+            };
+            self.send_request(now, to, body);
         }
     }
 
-    /// Appends a batch in the current epoch; returns its last offset.
-    pub(crate) fn append_as_leader(&mut self, records: Records) -> u64 {
+    /// Appends a batch in the current epoch; returns its last offset. A
+    /// VotersRecord takes effect at once (Kafka's `LeaderState.updateLocalState`).
+    pub(crate) fn append_as_leader(&mut self, now: u64, records: Records) -> u64 {
         let batch = Batch { base_offset: self.log.end_offset(), epoch: self.epoch, records };
         let last_offset = batch.next_offset() - 1;
         self.log.append(batch.clone());
+        self.history.on_append(&batch);
+        let changes_voters = matches!(batch.records, Records::Voters(_));
         self.push_action(Action::AppendLog { batches: vec![batch] });
         self.request_flush();
+        if changes_voters {
+            self.leader_voters_changed(now);
+        }
         self.complete_all_parked_fetches();
         last_offset
     }
@@ -95,7 +121,7 @@ impl<L: RaftLog> RaftNode<L> {
         if error != ErrorCode::None {
             return Some(self.empty_fetch_response(error, None));
         }
-        self.note_voter_fetch(now, fetch.replica_id);
+        self.note_voter_fetch(now, fetch.replica);
         match self.validate_position(fetch.fetch_offset, fetch.last_fetched_epoch) {
             FetchPosition::Valid => {}
             FetchPosition::Diverging(diverging) => {
@@ -103,11 +129,13 @@ impl<L: RaftLog> RaftNode<L> {
             }
             FetchPosition::Snapshot(snapshot_id) => return Some(self.snapshot_fetch_response(snapshot_id)),
         }
-        if self.config.voters.contains(&fetch.replica_id) {
+        if self.voter_set().is_voter(fetch.replica) {
             if let Role::Leader(leader) = &mut self.role {
-                leader.voter_offsets.insert(fetch.replica_id, Some(fetch.fetch_offset));
+                leader.voter_offsets.insert(fetch.replica.id, Some(fetch.fetch_offset));
             }
             self.update_leader_high_watermark();
+        } else {
+            self.note_observer_fetch(now, fetch.replica, fetch.fetch_offset);
         }
         let response = self.fetch_response_from(fetch.fetch_offset);
         let nothing_new = matches!(&response, Body::FetchResponse { batches, .. } if batches.is_empty());
@@ -119,7 +147,7 @@ impl<L: RaftLog> RaftNode<L> {
 
     /// Kafka's `validateLeaderOnlyRequest` plus the fetch's own fields.
     fn validate_fetch(&self, from: NodeId, fetch: &FetchParams) -> ErrorCode {
-        let error = self.validate_leader_request(from, fetch.replica_id, fetch.current_leader_epoch);
+        let error = self.validate_leader_request(from, fetch.replica.id, fetch.current_leader_epoch);
         if error != ErrorCode::None {
             error
         } else if fetch.last_fetched_epoch < 0 || fetch.last_fetched_epoch > self.epoch {
@@ -172,15 +200,16 @@ impl<L: RaftLog> RaftNode<L> {
 
     /// Check-quorum bookkeeping (Kafka's `updateCheckQuorumForFollowingVoter`)
     /// and the BeginQuorumEpoch acknowledgement a fetch implies.
-    pub(crate) fn note_voter_fetch(&mut self, now: u64, replica_id: NodeId) {
+    pub(crate) fn note_voter_fetch(&mut self, now: u64, replica: ReplicaKey) {
         let timeout = self.check_quorum_timeout_ms();
-        let needed = self.config.majority() - 1; // the leader counts itself
-        let Role::Leader(leader) = &mut self.role else { return };
-        if !self.config.voters.contains(&replica_id) {
+        // The leader counts itself, while it votes.
+        let needed = self.voter_set().majority() - usize::from(self.is_local_voter());
+        if !self.voter_set().is_voter(replica) {
             return;
         }
-        leader.begin_unacked.remove(&replica_id);
-        leader.fetched_voters.insert(replica_id);
+        let Role::Leader(leader) = &mut self.role else { return };
+        leader.begin_unacked.remove(&replica.id);
+        leader.fetched_voters.insert(replica.id);
         if leader.fetched_voters.len() >= needed {
             leader.fetched_voters.clear();
             leader.check_quorum_deadline_ms = now.saturating_add(timeout);
@@ -191,12 +220,12 @@ impl<L: RaftLog> RaftNode<L> {
         let wait = fetch.max_wait_ms.min(self.config.fetch_max_wait_ms);
         let max = self.config.parked_fetches_max;
         let Role::Leader(leader) = &mut self.role else { return false };
-        if leader.parked.len() >= max && !leader.parked.contains_key(&fetch.replica_id) {
+        if leader.parked.len() >= max && !leader.parked.contains_key(&fetch.replica.id) {
             return false;
         }
         let parked =
             ParkedFetch { correlation_id, fetch_offset: fetch.fetch_offset, deadline_ms: now + wait };
-        leader.parked.insert(fetch.replica_id, parked);
+        leader.parked.insert(fetch.replica.id, parked);
         true
     }
 
@@ -268,25 +297,72 @@ impl<L: RaftLog> RaftNode<L> {
     /// majority of voters (the leader by its flushed offset) has reached,
     /// once it passes the epoch's start, so a record of this epoch commits.
     pub(crate) fn update_leader_high_watermark(&mut self) {
-        let me = self.config.node_id;
+        let me = self.replica_key();
         let flushed = self.flushed_offset;
         let own_epoch_optional = self.commits_without_own_epoch();
         let Role::Leader(leader) = &mut self.role else { return };
-        let mut offsets: Vec<Option<u64>> = self
-            .config
-            .voters
-            .iter()
-            .map(|id| if *id == me { Some(flushed) } else { leader.voter_offsets.get(id).copied().flatten() })
+        let voters = self.history.latest_voters();
+        let mut offsets: Vec<Option<u64>> = voters
+            .nodes()
+            .map(|voter| {
+                if voter.is(me) {
+                    Some(flushed)
+                } else {
+                    leader.voter_offsets.get(&voter.key.id).copied().flatten()
+                }
+            })
             .collect();
         offsets.sort_unstable_by(|a, b| b.cmp(a));
-        let Some(candidate) = offsets[self.config.voters.len() / 2] else { return };
+        let Some(candidate) = offsets[voters.len() / 2] else { return };
+        // A smaller voter set may compute a smaller offset: the high
+        // watermark never goes back (Kafka's `maybeUpdateHighWatermark`).
         let raises = leader.high_watermark.is_none_or(|current| candidate > current);
         let past_epoch_start = candidate > leader.epoch_start_offset || own_epoch_optional;
         if past_epoch_start && raises {
             leader.high_watermark = Some(candidate);
             self.high_watermark = Some(candidate);
             self.complete_all_parked_fetches();
+            self.voter_change_committed();
         }
+    }
+
+    /// Kafka's `ReplicaState.updateFollowerState` for a fetching observer:
+    /// it is caught up when it reaches the leader's log end, or the end the
+    /// leader had at its previous fetch.
+    fn note_observer_fetch(&mut self, now: u64, replica: ReplicaKey, fetch_offset: u64) {
+        let leader_end = self.log.end_offset();
+        let Role::Leader(leader) = &mut self.role else { return };
+        leader
+            .observers
+            .retain(|_, state| now.saturating_sub(state.last_fetch_ms) < OBSERVER_SESSION_TIMEOUT_MS);
+        if leader.observers.len() >= OBSERVERS_MAX && !leader.observers.contains_key(&replica) {
+            let stalest =
+                leader.observers.iter().min_by_key(|(_, state)| state.last_fetch_ms).map(|(key, _)| *key);
+            stalest.map(|key| leader.observers.remove(&key));
+        }
+        let state = leader.observers.entry(replica).or_insert(ObserverState {
+            fetch_offset,
+            last_fetch_ms: now,
+            leader_end_at_last_fetch: 0,
+            last_caught_up_ms: None,
+        });
+        if fetch_offset >= leader_end {
+            state.last_caught_up_ms = Some(now);
+        } else if state.leader_end_at_last_fetch > 0 && fetch_offset >= state.leader_end_at_last_fetch {
+            state.last_caught_up_ms = Some(state.last_fetch_ms);
+        }
+        state.fetch_offset = fetch_offset;
+        state.last_fetch_ms = now;
+        state.leader_end_at_last_fetch = leader_end;
+    }
+
+    /// Whether the observer `replica` may become a voter now (Kafka's
+    /// `LeaderState.isReplicaCaughtUp`).
+    pub(crate) fn observer_caught_up(&self, now: u64, replica: ReplicaKey) -> bool {
+        let Role::Leader(leader) = &self.role else { return false };
+        leader.observers.get(&replica).is_some_and(|state| {
+            state.last_caught_up_ms.is_some() && now.saturating_sub(state.last_fetch_ms) < CAUGHT_UP_WINDOW_MS
+        })
     }
 
     /// Other voters, most caught up first (Kafka's
@@ -330,7 +406,14 @@ impl<L: RaftLog> RaftNode<L> {
         if self.requests.any_in_flight(now) || self.flushed_offset < self.log.end_offset() {
             return;
         }
-        let voters: Vec<NodeId> = self.other_voters().collect();
+        // Kafka's observers ask `controller.quorum.bootstrap.servers`, whom
+        // a stale voter set (a replaced disk's bootstrap one) cannot hide.
+        let me = self.config.node_id;
+        let voters: Vec<NodeId> = if self.config.bootstrap_servers.is_empty() {
+            self.other_voters().collect()
+        } else {
+            self.config.bootstrap_servers.iter().copied().filter(|id| *id != me).collect()
+        };
         if voters.is_empty() {
             return;
         }
@@ -346,6 +429,7 @@ impl<L: RaftLog> RaftNode<L> {
             fetch_offset: self.log.end_offset(),
             last_fetched_epoch: self.log.last_epoch(),
             max_wait_ms: self.config.fetch_max_wait_ms,
+            replica_directory_id: self.config.directory_id,
         }
     }
 
@@ -382,6 +466,7 @@ impl<L: RaftLog> RaftNode<L> {
             }
             for batch in &response.batches {
                 self.log.append(batch.clone());
+                self.history.on_append(batch);
             }
             self.push_action(Action::AppendLog { batches: response.batches });
             self.request_flush();

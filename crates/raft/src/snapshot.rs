@@ -7,13 +7,114 @@
 //! `deleteBeforeSnapshot`) and `KafkaRaftClient` (`handleFetchSnapshotRequest`,
 //! `handleFetchSnapshotResponse`).
 
-use bytes::Bytes;
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 
+use crate::config::QuorumConfig;
 use crate::log::{OffsetAndEpoch, RaftLog};
 use crate::message::{Body, ErrorCode};
 use crate::node::{Action, RaftNode};
 use crate::state::{Role, SnapshotFetch};
+use crate::voters::{BaseSource, ControlHistory, VoterSet, KRAFT_VERSION_STATIC};
 use crate::NodeId;
+
+/// Marks a snapshot that opens with the quorum's header.
+const HEADER_MAGIC: &[u8; 4] = b"SKRH";
+
+/// What the core writes at the front of every snapshot, as Kafka opens a
+/// snapshot with control records (`SnapshotHeaderRecord`,
+/// `KRaftVersionRecord`, `VotersRecord`): the `kraft.version` and, from
+/// version 1, the voter set in force at the snapshot's end offset.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotHeader {
+    /// The `kraft.version` in force.
+    pub kraft_version: i16,
+    /// The voter set in force (`kraft.version` 1 only).
+    pub voters: Option<VoterSet>,
+}
+
+/// A snapshot as written: `SKRH`, the header's length (u32), the
+/// `kraft.version` (i16), a `VotersRecord` v0 when it carries voters, then
+/// the state machine's bytes.
+pub fn encode_snapshot(header: &SnapshotHeader, state: &[u8]) -> Bytes {
+    let mut body = BytesMut::new();
+    body.put_i16(header.kraft_version);
+    if let Some(voters) = &header.voters {
+        body.extend_from_slice(&crate::wire::encode_voters_record(voters));
+    }
+    let mut out = BytesMut::with_capacity(8 + body.len() + state.len());
+    out.put_slice(HEADER_MAGIC);
+    out.put_u32(body.len() as u32);
+    out.put_slice(&body);
+    out.put_slice(state);
+    out.freeze()
+}
+
+/// The header and the state machine's bytes of a snapshot; a snapshot
+/// without a header (or with a malformed one) is all state, at
+/// `kraft.version` 0.
+pub fn decode_snapshot(content: &Bytes) -> (Option<SnapshotHeader>, Bytes) {
+    decode_header(content).unwrap_or((None, content.clone()))
+}
+
+fn decode_header(content: &Bytes) -> Option<(Option<SnapshotHeader>, Bytes)> {
+    let mut rest = content.clone();
+    if rest.len() < 8 || &rest[..4] != HEADER_MAGIC {
+        return None;
+    }
+    rest.advance(4);
+    let length = rest.get_u32() as usize;
+    if rest.len() < length || length < 2 {
+        return None;
+    }
+    let mut body = rest.split_to(length);
+    let kraft_version = body.get_i16();
+    let voters = if body.is_empty() { None } else { Some(crate::wire::decode_voters_record(body).ok()?) };
+    Some((Some(SnapshotHeader { kraft_version, voters }), rest))
+}
+
+/// The voter history a node starts with: the latest snapshot's header (or
+/// the configuration) then the control records of the log above it
+/// (Kafka's `KRaftControlRecordStateMachine.updateState`).
+pub(crate) fn recover_history(config: &QuorumConfig, log: &impl RaftLog) -> ControlHistory {
+    let mut history = configured_history(config);
+    let mut from = log.start_offset();
+    if let Some(id) = log.latest_snapshot() {
+        if let Some((_, content)) = log.read_snapshot(id, 0, usize::MAX) {
+            history = history_from_snapshot(config, &content);
+            from = id.offset;
+        }
+    }
+    if from < log.end_offset() {
+        for batch in log.read(from, usize::MAX) {
+            history.on_append(&batch);
+        }
+    }
+    history
+}
+
+fn configured_history(config: &QuorumConfig) -> ControlHistory {
+    match &config.bootstrap_voters {
+        Some(voters) => {
+            ControlHistory::new(crate::voters::KRAFT_VERSION_DYNAMIC, voters.clone(), BaseSource::Config)
+        }
+        None => ControlHistory::new(
+            KRAFT_VERSION_STATIC,
+            VoterSet::from_ids(config.voters.iter().copied()),
+            BaseSource::Config,
+        ),
+    }
+}
+
+/// The history a snapshot starts: its voters, or the configured ones for
+/// a snapshot that carries none.
+fn history_from_snapshot(config: &QuorumConfig, content: &Bytes) -> ControlHistory {
+    match decode_snapshot(content).0 {
+        Some(SnapshotHeader { kraft_version, voters: Some(voters) }) if !voters.is_empty() => {
+            ControlHistory::new(kraft_version, voters, BaseSource::Snapshot)
+        }
+        _ => configured_history(config),
+    }
+}
 
 /// Why a snapshot was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,6 +136,7 @@ pub(crate) struct FetchSnapshotParams {
     pub snapshot_id: OffsetAndEpoch,
     pub position: u64,
     pub max_bytes: usize,
+    pub replica_directory_id: Option<uuid::Uuid>,
 }
 
 /// The fields of a FetchSnapshot response the follower reads.
@@ -76,9 +178,18 @@ impl<L: RaftLog> RaftNode<L> {
         if !self.ends_a_batch_of_epoch(snapshot_id) {
             return Err(SnapshotError::InvalidId);
         }
+        let content = self.with_header(snapshot_id.offset, &content);
         self.log.create_snapshot(snapshot_id, content.clone());
         self.push_action(Action::WriteSnapshot { snapshot_id, content });
         Ok(())
+    }
+
+    /// The state machine's snapshot behind the header of what is in force
+    /// at `offset`.
+    fn with_header(&self, offset: u64, state: &[u8]) -> Bytes {
+        let (kraft_version, voters) = self.history.before(offset);
+        let voters = (kraft_version > KRAFT_VERSION_STATIC).then(|| voters.clone());
+        encode_snapshot(&SnapshotHeader { kraft_version, voters }, state)
     }
 
     /// Moves the log start up to the latest snapshot, dropping the batches
@@ -99,6 +210,7 @@ impl<L: RaftLog> RaftNode<L> {
             return false;
         }
         self.log.delete_before_snapshot();
+        self.history.forget_before(snapshot_id.offset);
         // What lies below the start is durable in the snapshot.
         self.flushed_offset = self.flushed_offset.max(snapshot_id.offset);
         self.push_action(Action::DeleteLogBefore { offset: snapshot_id.offset });
@@ -155,7 +267,8 @@ impl<L: RaftLog> RaftNode<L> {
         if error != ErrorCode::None {
             return answer(self, error, 0, Bytes::new());
         }
-        self.note_voter_fetch(now, fetch.replica_id);
+        let replica = crate::voters::ReplicaKey::new(fetch.replica_id, fetch.replica_directory_id);
+        self.note_voter_fetch(now, replica);
         let max_bytes = fetch.max_bytes.min(self.config.fetch_snapshot_max_bytes);
         match self.log.read_snapshot(fetch.snapshot_id, fetch.position, max_bytes) {
             None => answer(self, ErrorCode::SnapshotNotFound, 0, Bytes::new()),
@@ -190,6 +303,7 @@ impl<L: RaftLog> RaftNode<L> {
             snapshot_id: fetch.id,
             position: fetch.content.len() as u64,
             max_bytes: self.config.fetch_snapshot_max_bytes,
+            replica_directory_id: self.config.directory_id,
         })
     }
 
@@ -240,6 +354,7 @@ impl<L: RaftLog> RaftNode<L> {
             self.refused_truncations += 1;
             return;
         }
+        self.history = history_from_snapshot(&self.config, &content);
         self.log.install_snapshot(id, content.clone());
         self.push_action(Action::InstallSnapshot { snapshot_id: id, content });
         self.flushed_offset = id.offset;

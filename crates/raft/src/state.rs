@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::log::OffsetAndEpoch;
+use crate::voters::ReplicaKey;
 use crate::NodeId;
 
 /// What the `quorum-state` file holds: written (durably) before the node
@@ -88,6 +89,38 @@ pub(crate) struct LeaderState {
     pub fetched_voters: BTreeSet<NodeId>,
     /// Fetches waiting for data, by fetcher.
     pub parked: BTreeMap<NodeId, ParkedFetch>,
+    /// Replicas fetching that are not voters, the candidates for
+    /// AddRaftVoter (Kafka's `LeaderState.observerStates`).
+    pub observers: BTreeMap<ReplicaKey, ObserverState>,
+    /// The AddRaftVoter or RemoveRaftVoter under way: one at a time.
+    pub voter_change: Option<VoterChange>,
+    /// The leader was removed from the voter set and that committed: it
+    /// resigns at the next poll (Kafka's `LeaderState.requestResign`).
+    pub resign_requested: bool,
+}
+
+/// What the leader knows of a fetching observer (Kafka's `ReplicaState`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ObserverState {
+    pub fetch_offset: u64,
+    pub last_fetch_ms: u64,
+    /// The leader's log end when it last fetched.
+    pub leader_end_at_last_fetch: u64,
+    /// When it last had everything the leader had at the time.
+    pub last_caught_up_ms: Option<u64>,
+}
+
+/// An AddRaftVoter or RemoveRaftVoter whose VotersRecord is appended and
+/// whose answer waits for it to commit (Kafka's `AddVoterHandlerState`,
+/// `RemoveVoterHandlerState`).
+#[derive(Debug, Clone)]
+pub(crate) struct VoterChange {
+    pub requester: NodeId,
+    pub correlation_id: u64,
+    pub is_add: bool,
+    /// The VotersRecord's offset: the change commits when the high watermark passes it.
+    pub offset: u64,
+    pub deadline_ms: u64,
 }
 
 /// A node's role and the timers and bookkeeping that go with it.

@@ -6,13 +6,18 @@ use std::collections::{BTreeMap, VecDeque};
 
 use bytes::Bytes;
 
+use uuid::Uuid;
+
 use crate::log::{Batch, MemoryLog, OffsetAndEpoch, RaftLog, Records};
-use crate::message::{Body, Message};
+use crate::message::{Body, ErrorCode, Message};
 use crate::node::{Action, Event, RaftNode};
 use crate::state::{ElectionState, RoleName};
+use crate::voters::{Endpoint, ReplicaKey, VoterNode, VoterSet, SUPPORTED_KRAFT_VERSIONS};
 use crate::{NodeId, QuorumConfig};
 
 const ELECTION_TIMEOUT_MAX_MS: u64 = 2 * 1_000;
+/// Who sends voter changes in these tests (no node has this id).
+const ADMIN: NodeId = 0;
 const FETCH_MAX_WAIT_MS: u64 = 500;
 
 struct Harness {
@@ -22,6 +27,8 @@ struct Harness {
     performed: Vec<(NodeId, Action)>,
     /// Each node's clock: only `tick` moves it.
     clocks: BTreeMap<NodeId, u64>,
+    /// Answers sent to the administrator (any id that is not a node).
+    admin_answers: Vec<Message>,
 }
 
 fn log_of(epochs: &[i32]) -> MemoryLog {
@@ -42,6 +49,7 @@ impl Harness {
             inbox: VecDeque::new(),
             performed: Vec::new(),
             clocks: BTreeMap::new(),
+            admin_answers: Vec::new(),
         };
         for (index, epochs) in logs.iter().enumerate() {
             let id = voters[index];
@@ -56,8 +64,39 @@ impl Harness {
         harness
     }
 
+    /// Nodes 1..=`nodes` of a `kraft.version` 1 quorum bootstrapped with
+    /// voters 1..=`voters`; the others start as observers.
+    fn dynamic(voters: NodeId, nodes: NodeId) -> Self {
+        let mut harness = Self {
+            nodes: BTreeMap::new(),
+            inbox: VecDeque::new(),
+            performed: Vec::new(),
+            clocks: BTreeMap::new(),
+            admin_answers: Vec::new(),
+        };
+        let bootstrap = VoterSet::new((1..=voters).map(voter_node));
+        for id in 1..=nodes {
+            let mut config = QuorumConfig::dynamic(id, directory(id), bootstrap.clone());
+            config.endpoints = voter_node(id).endpoints;
+            let node = RaftNode::new(config, MemoryLog::new(), None, id as u64, 0).unwrap();
+            harness.nodes.insert(id, node);
+            harness.clocks.insert(id, 0);
+            harness.collect(id);
+        }
+        harness
+    }
+
     fn node(&self, id: NodeId) -> &RaftNode<MemoryLog> {
         &self.nodes[&id]
+    }
+
+    /// The administrator sends `body` to `to`; returns the answer if one
+    /// came at once (other messages stay queued).
+    fn admin(&mut self, to: NodeId, body: Body) -> Option<Body> {
+        let message = Message { correlation_id: 77, body };
+        self.handle(to, Event::Receive { from: ADMIN, message });
+        let answer = self.inbox.iter().position(|(_, receiver, _)| *receiver == ADMIN);
+        answer.and_then(|index| self.inbox.remove(index)).map(|(_, _, message)| message.body)
     }
 
     /// Performs `id`'s actions; a flush completes at once, which may queue more.
@@ -97,7 +136,9 @@ impl Harness {
     fn deliver_where(&mut self, keep: impl Fn(NodeId, NodeId, &Body) -> bool) {
         for _ in 0..10_000 {
             let Some((from, to, message)) = self.inbox.pop_front() else { return };
-            if keep(from, to, &message.body) {
+            if !self.nodes.contains_key(&to) {
+                self.admin_answers.push(message);
+            } else if keep(from, to, &message.body) {
                 self.handle(to, Event::Receive { from, message });
             }
         }
@@ -167,6 +208,13 @@ impl Harness {
         body
     }
 
+    /// The leader `id` appends one record.
+    fn append(&mut self, id: NodeId, record: &'static str) {
+        let now = self.clocks[&id];
+        self.nodes.get_mut(&id).unwrap().append(now, vec![Bytes::from_static(record.as_bytes())]).unwrap();
+        self.collect(id);
+    }
+
     /// The messages `id` sent, in order.
     fn sent_by(&self, id: NodeId) -> impl Iterator<Item = &Body> {
         self.performed.iter().filter_map(move |(from, action)| match action {
@@ -206,6 +254,8 @@ fn a_granted_vote_is_durable_before_the_response() {
         candidate_id: 3,
         last_position: OffsetAndEpoch::new(0, 0),
         pre_vote: false,
+        candidate_directory_id: None,
+        voter_directory_id: None,
     };
     harness.handle(1, Event::Receive { from: 3, message: Message { correlation_id: 7, body: request } });
     let actions: Vec<&Action> = harness.performed.iter().filter(|(id, _)| *id == 1).map(|(_, a)| a).collect();
@@ -266,6 +316,7 @@ fn the_high_watermark_waits_for_a_record_of_the_leaders_own_epoch() {
         fetch_offset: offset,
         last_fetched_epoch: epoch,
         max_wait_ms: 0,
+        replica_directory_id: None,
     };
     harness.inbox.clear();
     harness.handle(1, Event::Receive { from: 2, message: Message { correlation_id: 1, body: fetch(2, 1) } });
@@ -437,6 +488,8 @@ fn a_newer_epoch_keeps_the_election_timer_running() {
         candidate_id: 2,
         last_position: OffsetAndEpoch::new(0, 0),
         pre_vote: true,
+        candidate_directory_id: None,
+        voter_directory_id: None,
     };
     harness.handle(3, Event::Receive { from: 2, message: Message { correlation_id: 1, body: pre_vote } });
     assert_eq!((harness.node(3).role(), harness.node(3).epoch()), (RoleName::Unattached, 4));
@@ -463,6 +516,8 @@ fn a_prospective_that_grants_a_vote_restarts_its_election_timer() {
         candidate_id: 2,
         last_position: OffsetAndEpoch::new(0, 0),
         pre_vote: false,
+        candidate_directory_id: None,
+        voter_directory_id: None,
     };
     node.handle(vote_at, Event::Receive { from: 2, message: Message { correlation_id: 7, body: vote } });
     assert_eq!(node.election_state().voted_id, Some(2));
@@ -490,6 +545,7 @@ fn fetch_from(replica_id: NodeId, epoch: i32, fetch_offset: u64, last_fetched_ep
         fetch_offset,
         last_fetched_epoch,
         max_wait_ms: 0,
+        replica_directory_id: None,
     }
 }
 
@@ -562,6 +618,7 @@ fn a_fetch_below_the_log_start_is_answered_with_the_snapshot_id() {
         snapshot_id,
         position,
         max_bytes: 1 << 20,
+        replica_directory_id: None,
     };
     let size = harness.node(1).log().snapshot().unwrap().content.len() as u64;
     let error_of = |body: Body| match body {
@@ -667,7 +724,7 @@ fn a_half_fetched_snapshot_is_dropped_when_the_follower_moves_on() {
     harness.snapshot_and_delete(1, OffsetAndEpoch::new(4, 2));
     // Node 3 follows, is sent the snapshot id and gets its first chunk only.
     harness.inbox.clear();
-    let begin = Body::BeginQuorumEpochRequest { leader_epoch: 2, leader_id: 1 };
+    let begin = Body::BeginQuorumEpochRequest { leader_epoch: 2, leader_id: 1, voter_directory_id: None };
     harness.handle(3, Event::Receive { from: 1, message: Message { correlation_id: 1, body: begin } });
     let chunks = std::cell::Cell::new(0);
     harness.deliver_where(|_, _, body| match body {
@@ -679,9 +736,309 @@ fn a_half_fetched_snapshot_is_dropped_when_the_follower_moves_on() {
     });
     assert!(harness.node(3).is_fetching_snapshot());
     // A new epoch: the partial snapshot goes, nothing was installed.
-    let newer = Body::BeginQuorumEpochRequest { leader_epoch: 3, leader_id: 2 };
+    let newer = Body::BeginQuorumEpochRequest { leader_epoch: 3, leader_id: 2, voter_directory_id: None };
     harness.request(2, 3, newer);
     assert!(!harness.node(3).is_fetching_snapshot());
     assert_eq!((harness.node(3).log().start_offset(), harness.node(3).log().snapshot()), (0, None));
     assert!(!harness.performed.iter().any(|(_, action)| matches!(action, Action::InstallSnapshot { .. })));
+}
+
+// ---- KIP-853: dynamic voters -------------------------------------------
+
+fn directory(id: NodeId) -> Uuid {
+    Uuid::from_u128(0xd1 << 32 | id as u128)
+}
+
+fn voter_node(id: NodeId) -> VoterNode {
+    let endpoints =
+        vec![Endpoint { listener: "CONTROLLER".into(), host: "127.0.0.1".into(), port: 9000 + id as u16 }];
+    VoterNode {
+        key: ReplicaKey::new(id, Some(directory(id))),
+        endpoints,
+        kraft_versions: SUPPORTED_KRAFT_VERSIONS,
+    }
+}
+
+fn add_voter(id: NodeId) -> Body {
+    let node = voter_node(id);
+    Body::AddRaftVoterRequest {
+        timeout_ms: 30_000,
+        voter_id: id,
+        voter_directory_id: node.key.directory_id,
+        listeners: node.endpoints,
+    }
+}
+
+fn remove_voter(id: NodeId) -> Body {
+    Body::RemoveRaftVoterRequest { voter_id: id, voter_directory_id: Some(directory(id)) }
+}
+
+fn error_of(answer: Option<Body>) -> (ErrorCode, Option<String>) {
+    match answer {
+        Some(Body::AddRaftVoterResponse { error, error_message })
+        | Some(Body::RemoveRaftVoterResponse { error, error_message }) => (error, error_message),
+        Some(Body::UpdateRaftVoterResponse { error, .. }) => (error, None),
+        other => panic!("not a voter change answer: {other:?}"),
+    }
+}
+
+/// Node 1 leads a committed epoch of a bootstrapped quorum, and every
+/// other node (observers too) follows it, caught up.
+fn dynamic_quorum(voters: NodeId, nodes: NodeId) -> Harness {
+    let mut harness = Harness::dynamic(voters, nodes);
+    harness.elect(1);
+    let end = harness.node(1).log().end_offset();
+    harness.replicate_until(1, end, &[]);
+    for id in voters + 1..=nodes {
+        // An observer finds the leader by fetching from any voter.
+        harness.tick(id, harness.clocks[&id] + FETCH_MAX_WAIT_MS);
+        harness.deliver(&[]);
+    }
+    harness.fetch_round();
+    harness.fetch_round();
+    harness
+}
+
+#[test]
+fn a_bootstrapped_leader_writes_the_voter_set_after_its_leader_change() {
+    let harness = dynamic_quorum(3, 3);
+    let records: Vec<&Records> = harness.node(1).log().batches().iter().map(|batch| &batch.records).collect();
+    let bootstrap = VoterSet::new((1..=3).map(voter_node));
+    assert_eq!(
+        records,
+        [
+            &Records::LeaderChange { leader_id: 1, voters: vec![1, 2, 3] },
+            &Records::KRaftVersion { kraft_version: 1 },
+            &Records::Voters(bootstrap.clone()),
+        ]
+    );
+    assert_eq!(harness.node(1).high_watermark(), Some(3));
+    assert_eq!((harness.node(2).voter_set(), harness.node(2).kraft_version()), (&bootstrap, 1));
+}
+
+#[test]
+fn an_added_voter_is_answered_once_its_voters_record_commits() {
+    let mut harness = dynamic_quorum(3, 4);
+    assert_eq!(harness.admin(1, add_voter(4)), None, "answered before the change committed");
+    assert!(harness.node(1).voter_set().contains_id(4), "in force at once on the leader");
+    let offset = harness.node(1).log().end_offset();
+    for _ in 0..5 {
+        harness.fetch_round();
+        if !harness.admin_answers.is_empty() {
+            break;
+        }
+    }
+    assert!(harness.node(1).high_watermark() >= Some(offset));
+    let answer = harness.admin_answers.pop().map(|message| message.body);
+    assert_eq!(error_of(answer).0, ErrorCode::None);
+    for id in 1..=4 {
+        assert_eq!(harness.node(id).voter_set().ids().collect::<Vec<_>>(), [1, 2, 3, 4], "node {id}");
+    }
+    // The new voter counts: with two voters cut off, nothing commits.
+    harness.append(1, "after the change");
+    let before = harness.node(1).high_watermark();
+    harness.fetch_round_without(&[3, 4]);
+    assert_eq!(harness.node(1).high_watermark(), before);
+    harness.replicate_until(1, harness.node(1).log().end_offset(), &[4]);
+}
+
+#[test]
+fn voter_changes_go_one_at_a_time() {
+    let mut harness = dynamic_quorum(3, 4);
+    // Voters 2 and 3 hear nothing: the removal of 3 cannot commit.
+    assert_eq!(harness.admin(1, remove_voter(3)), None);
+    harness.deliver(&[2, 3]);
+    let (error, message) = error_of(harness.admin(1, add_voter(4)));
+    assert_eq!(error, ErrorCode::RequestTimedOut);
+    assert_eq!(message.as_deref(), Some("waiting for the previous voter change to commit"));
+    // controller.quorum.request.timeout.ms later the first is given up on...
+    harness.admin_answers.clear();
+    harness.tick(1, harness.clocks[&1] + 2_000);
+    harness.deliver(&[2, 3]);
+    assert_eq!(error_of(harness.admin_answers.pop().map(|m| m.body)).0, ErrorCode::RequestTimedOut);
+    // ...but its record still holds the voter set until it commits.
+    let (error, message) = error_of(harness.admin(1, add_voter(4)));
+    assert_eq!(error, ErrorCode::RequestTimedOut);
+    assert_eq!(message.as_deref(), Some("waiting for the latest voter change to commit"));
+}
+
+#[test]
+fn voter_changes_refuse_what_kafka_refuses() {
+    let mut harness = dynamic_quorum(3, 5);
+    let mut no_directory = add_voter(4);
+    if let Body::AddRaftVoterRequest { voter_directory_id, .. } = &mut no_directory {
+        *voter_directory_id = None;
+    }
+    let mut no_listener = add_voter(4);
+    if let Body::AddRaftVoterRequest { listeners, .. } = &mut no_listener {
+        listeners[0].listener = "PLAINTEXT".into();
+    }
+    let mut wrong_directory = remove_voter(2);
+    if let Body::RemoveRaftVoterRequest { voter_directory_id, .. } = &mut wrong_directory {
+        *voter_directory_id = Some(directory(9));
+    }
+    let cases = [
+        (2, add_voter(4), ErrorCode::NotLeaderOrFollower),
+        (1, no_directory, ErrorCode::InvalidRequest),
+        (1, no_listener, ErrorCode::InvalidRequest),
+        (1, add_voter(2), ErrorCode::DuplicateVoter),
+        (1, wrong_directory, ErrorCode::VoterNotFound),
+        (1, remove_voter(5), ErrorCode::VoterNotFound),
+    ];
+    for (to, body, expected) in cases {
+        let described = format!("{body:?}");
+        assert_eq!(error_of(harness.admin(to, body)).0, expected, "{described}");
+    }
+    // An observer the leader has not seen fetch is not caught up.
+    let mut harness = Harness::dynamic(3, 4);
+    harness.elect(1);
+    harness.replicate_until(1, harness.node(1).log().end_offset(), &[4]);
+    let (error, message) = error_of(harness.admin(1, add_voter(4)));
+    assert_eq!(
+        (error, message.as_deref()),
+        (ErrorCode::RequestTimedOut, Some("the voter to add is not a caught-up observer"))
+    );
+}
+
+#[test]
+fn static_voters_cannot_change() {
+    let mut harness = Harness::new(&[&[], &[], &[]]);
+    harness.elect(1);
+    harness.fetch_round();
+    assert_eq!(error_of(harness.admin(1, remove_voter(3))).0, ErrorCode::UnsupportedVersion);
+}
+
+#[test]
+fn a_leader_that_removes_itself_resigns_once_the_change_commits() {
+    let mut harness = dynamic_quorum(3, 3);
+    assert_eq!(harness.admin(1, remove_voter(1)), None);
+    assert_eq!(harness.node(1).role(), RoleName::Leader, "it leads until the change commits");
+    harness.fetch_round();
+    assert_eq!(error_of(harness.admin_answers.pop().map(|m| m.body)).0, ErrorCode::None);
+    assert_eq!(harness.node(1).role(), RoleName::Resigned);
+    // After its election timeout it is an observer in a newer epoch (Kafka's
+    // `pollResigned`), and the remaining voters elect one of themselves.
+    harness.tick(1, harness.clocks[&1] + ELECTION_TIMEOUT_MAX_MS);
+    assert_eq!((harness.node(1).role(), harness.node(1).epoch()), (RoleName::Unattached, 2));
+    harness.deliver(&[]);
+    harness.elect(2);
+    assert_eq!(harness.node(2).voter_set().ids().collect::<Vec<_>>(), [2, 3]);
+}
+
+#[test]
+fn a_voter_whose_removal_has_not_committed_may_still_be_elected() {
+    // Voters 1 and 2; leader 1 appends its own removal and resigns before
+    // node 2 has it. Node 2 needs node 1's vote, which its longer log
+    // refuses; node 1 holds the only copy of the removal and may still
+    // run (Raft's dissertation, 4.2.2), or the quorum would be stuck.
+    let mut harness = dynamic_quorum(2, 2);
+    assert_eq!(harness.admin(1, remove_voter(1)), None);
+    harness.inbox.clear();
+    harness.nodes.get_mut(&1).unwrap().resign(harness.clocks[&1]);
+    harness.collect(1);
+    harness.deliver(&[]);
+    assert!(!harness.node(1).voter_set().contains_id(1));
+    assert!(harness.node(2).voter_set().contains_id(1));
+    assert_ne!(harness.node(2).role(), RoleName::Leader);
+    harness.performed.clear();
+    harness.tick(1, harness.clocks[&1] + ELECTION_TIMEOUT_MAX_MS);
+    harness.deliver(&[]);
+    // It led epoch 2 for a voter set without itself, committed its
+    // removal there, resigned, and node 2 took over.
+    let led = ElectionState { epoch: 2, leader_id: Some(1), voted_id: Some(1) };
+    assert!(harness.performed.contains(&(1, Action::PersistQuorumState(led))));
+    assert_eq!((harness.node(2).role(), harness.node(2).epoch()), (RoleName::Leader, 3));
+    assert_eq!(harness.node(2).voter_set().ids().collect::<Vec<_>>(), [2]);
+}
+
+#[test]
+fn update_voter_is_answered_as_soon_as_it_is_appended() {
+    let mut harness = dynamic_quorum(3, 3);
+    let mut moved = voter_node(2);
+    moved.endpoints[0].port = 19_092;
+    let body = Body::UpdateRaftVoterRequest {
+        current_leader_epoch: 1,
+        voter_id: 2,
+        voter_directory_id: moved.key.directory_id,
+        listeners: moved.endpoints.clone(),
+        kraft_versions: SUPPORTED_KRAFT_VERSIONS,
+    };
+    let answer = harness.admin(1, body.clone());
+    let leader_endpoint = Some(voter_node(1).endpoints[0].clone());
+    assert_eq!(
+        answer,
+        Some(Body::UpdateRaftVoterResponse {
+            error: ErrorCode::None,
+            leader_epoch: 1,
+            leader_id: Some(1),
+            leader_endpoint
+        })
+    );
+    assert_eq!(harness.node(1).voter_set().get(2), Some(&moved));
+    // Another update waits for that one to commit.
+    assert_eq!(error_of(harness.admin(1, body)).0, ErrorCode::RequestTimedOut);
+}
+
+#[test]
+fn a_snapshot_carries_the_voter_set_past_the_log_start() {
+    let mut harness = dynamic_quorum(3, 4);
+    harness.admin(1, add_voter(4));
+    harness.append(1, "state");
+    let end = harness.node(1).log().end_offset();
+    harness.replicate_until(1, end, &[]);
+    let snapshot_id = harness.node(1).log().end_position();
+    harness.snapshot_and_delete(1, snapshot_id);
+    let snapshot = harness.node(1).log().snapshot().unwrap().content.clone();
+    let (header, state) = crate::snapshot::decode_snapshot(&snapshot);
+    assert_eq!(state, Bytes::from(format!("node 1's state below {}", snapshot_id.offset)));
+    let header = header.expect("a header");
+    assert_eq!((header.kraft_version, header.voters.as_ref()), (1, Some(harness.node(1).voter_set())));
+    // Restarted from the snapshot alone, node 1 knows voter 4.
+    let mut config = QuorumConfig::dynamic(1, directory(1), VoterSet::new((1..=3).map(voter_node)));
+    config.endpoints = voter_node(1).endpoints;
+    let restarted = RaftNode::new(config, harness.node(1).log().clone(), None, 1, 0).unwrap();
+    assert!(restarted.log().batches().is_empty());
+    assert_eq!(restarted.voter_set().ids().collect::<Vec<_>>(), [1, 2, 3, 4]);
+}
+
+#[test]
+fn a_vote_meant_for_another_directory_is_refused() {
+    let mut harness = Harness::dynamic(3, 3);
+    let vote = Body::VoteRequest {
+        replica_epoch: 1,
+        candidate_id: 2,
+        last_position: OffsetAndEpoch::new(0, 0),
+        pre_vote: false,
+        candidate_directory_id: Some(directory(2)),
+        voter_directory_id: Some(directory(9)),
+    };
+    let answer = harness.request(2, 1, vote);
+    assert!(matches!(
+        answer,
+        Body::VoteResponse { error: ErrorCode::InvalidVoterKey, vote_granted: false, .. }
+    ));
+    assert_eq!(harness.node(1).election_state().voted_id, None);
+}
+
+#[test]
+fn a_preferred_successor_is_named_by_its_directory_too() {
+    let end_epoch = |directory_id| Body::EndQuorumEpochRequest {
+        leader_epoch: 1,
+        leader_id: 1,
+        preferred_successors: vec![2],
+        preferred_candidate_directory_ids: vec![Some(directory_id)],
+    };
+    for (directory_id, stands_at_once) in [(directory(2), true), (directory(9), false)] {
+        let mut harness = dynamic_quorum(3, 3);
+        let now = harness.clocks[&2];
+        let answer = harness.request(1, 2, end_epoch(directory_id));
+        assert!(matches!(answer, Body::EndQuorumEpochResponse { error: ErrorCode::None, .. }));
+        // The first preferred successor stands at once; a node the leader
+        // did not mean waits the longest backoff.
+        let stood = harness.node(2).role() == RoleName::Prospective || harness.node(2).epoch() > 1;
+        assert_eq!(stood, stands_at_once, "{directory_id}");
+        if !stands_at_once {
+            assert_eq!(harness.node(2).next_deadline(), now + 1_000);
+        }
+    }
 }

@@ -12,9 +12,17 @@
 //! Versions are those Kafka 4.1 speaks on its controller listener: Vote 0-2
 //! (v2: KIP-996 pre-vote), BeginQuorumEpoch 0-1, EndQuorumEpoch 0-1 (v1:
 //! KIP-853 preferred candidates), Fetch 13-18 (13: topic ids, which
-//! `KafkaRaftClient` fetches by; 15: `ReplicaState`) and FetchSnapshot 0-1.
-//! KIP-853's directory ids and endpoints are sent empty until the core has
-//! them.
+//! `KafkaRaftClient` fetches by; 15: `ReplicaState`; 17: directory ids;
+//! 18: the fetcher's high watermark, sent as "unknown")
+//! and FetchSnapshot 0-1; and KIP-853's AddRaftVoter, RemoveRaftVoter and
+//! UpdateRaftVoter at v0, the versions `kafka-protocol` 0.18 has. Directory
+//! ids travel where a version carries them (Kafka's zero uuid is "none"),
+//! EndQuorumEpoch's preferred candidates included;
+//! the leader endpoints of BeginQuorumEpoch and EndQuorumEpoch v1 are sent
+//! empty, as the core does not read them.
+//!
+//! [`encode_voters_record`] and [`decode_voters_record`] give a voter set
+//! as Kafka's `VotersRecord` v0, for snapshot headers and log codecs.
 //!
 //! Fetch's `Records` stay opaque here: a [`RecordsCodec`] turns batches into
 //! bytes and back.
@@ -23,17 +31,21 @@ use std::ops::RangeInclusive;
 
 use bytes::Bytes;
 use kafka_protocol::messages::{
-    begin_quorum_epoch_request, begin_quorum_epoch_response, end_quorum_epoch_request,
-    end_quorum_epoch_response, fetch_request, fetch_response, fetch_snapshot_request,
-    fetch_snapshot_response, vote_request, vote_response, BeginQuorumEpochRequest, BeginQuorumEpochResponse,
-    BrokerId, EndQuorumEpochRequest, EndQuorumEpochResponse, FetchRequest, FetchResponse,
-    FetchSnapshotRequest, FetchSnapshotResponse, TopicName, VoteRequest, VoteResponse,
+    add_raft_voter_request, begin_quorum_epoch_request, begin_quorum_epoch_response,
+    end_quorum_epoch_request, end_quorum_epoch_response, fetch_request, fetch_response,
+    fetch_snapshot_request, fetch_snapshot_response, update_raft_voter_request, update_raft_voter_response,
+    vote_request, vote_response, voters_record, AddRaftVoterRequest, AddRaftVoterResponse,
+    BeginQuorumEpochRequest, BeginQuorumEpochResponse, BrokerId, EndQuorumEpochRequest,
+    EndQuorumEpochResponse, FetchRequest, FetchResponse, FetchSnapshotRequest, FetchSnapshotResponse,
+    RemoveRaftVoterRequest, RemoveRaftVoterResponse, TopicName, UpdateRaftVoterRequest,
+    UpdateRaftVoterResponse, VoteRequest, VoteResponse, VotersRecord,
 };
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use uuid::Uuid;
 
 use crate::log::{Batch, OffsetAndEpoch};
 use crate::message::{Body, ErrorCode};
+use crate::voters::{Endpoint, ReplicaKey, VersionRange, VoterNode, VoterSet};
 use crate::NodeId;
 
 /// The metadata log's topic.
@@ -58,6 +70,13 @@ pub const END_QUORUM_EPOCH_VERSIONS: RangeInclusive<i16> = 0..=1;
 pub const FETCH_VERSIONS: RangeInclusive<i16> = 13..=18;
 /// FetchSnapshot versions: v1 adds KIP-853 directory ids.
 pub const FETCH_SNAPSHOT_VERSIONS: RangeInclusive<i16> = 0..=1;
+/// AddRaftVoter versions (Kafka 4.1 also has v1, `AckWhenCommitted`,
+/// which `kafka-protocol` 0.18 lacks).
+pub const ADD_RAFT_VOTER_VERSIONS: RangeInclusive<i16> = 0..=0;
+/// RemoveRaftVoter versions.
+pub const REMOVE_RAFT_VOTER_VERSIONS: RangeInclusive<i16> = 0..=0;
+/// UpdateRaftVoter versions.
+pub const UPDATE_RAFT_VOTER_VERSIONS: RangeInclusive<i16> = 0..=0;
 
 /// A KRaft request as `kafka-protocol` has it.
 #[derive(Debug, Clone, PartialEq)]
@@ -72,6 +91,12 @@ pub enum WireRequest {
     Fetch(FetchRequest),
     /// `FetchSnapshot`.
     FetchSnapshot(FetchSnapshotRequest),
+    /// `AddRaftVoter`.
+    AddRaftVoter(AddRaftVoterRequest),
+    /// `RemoveRaftVoter`.
+    RemoveRaftVoter(RemoveRaftVoterRequest),
+    /// `UpdateRaftVoter`.
+    UpdateRaftVoter(UpdateRaftVoterRequest),
 }
 
 /// A KRaft response as `kafka-protocol` has it.
@@ -87,6 +112,12 @@ pub enum WireResponse {
     Fetch(FetchResponse),
     /// `FetchSnapshot`.
     FetchSnapshot(FetchSnapshotResponse),
+    /// `AddRaftVoter`.
+    AddRaftVoter(AddRaftVoterResponse),
+    /// `RemoveRaftVoter`.
+    RemoveRaftVoter(RemoveRaftVoterResponse),
+    /// `UpdateRaftVoter`.
+    UpdateRaftVoter(UpdateRaftVoterResponse),
 }
 
 /// Why a message cannot be converted.
@@ -156,7 +187,113 @@ pub fn supported_versions(body: &Body) -> RangeInclusive<i16> {
         Body::EndQuorumEpochRequest { .. } | Body::EndQuorumEpochResponse { .. } => END_QUORUM_EPOCH_VERSIONS,
         Body::FetchRequest { .. } | Body::FetchResponse { .. } => FETCH_VERSIONS,
         Body::FetchSnapshotRequest { .. } | Body::FetchSnapshotResponse { .. } => FETCH_SNAPSHOT_VERSIONS,
+        Body::AddRaftVoterRequest { .. } | Body::AddRaftVoterResponse { .. } => ADD_RAFT_VOTER_VERSIONS,
+        Body::RemoveRaftVoterRequest { .. } | Body::RemoveRaftVoterResponse { .. } => {
+            REMOVE_RAFT_VOTER_VERSIONS
+        }
+        Body::UpdateRaftVoterRequest { .. } | Body::UpdateRaftVoterResponse { .. } => {
+            UPDATE_RAFT_VOTER_VERSIONS
+        }
     }
+}
+
+/// A directory id as the wire carries it: Kafka's zero uuid is "none".
+fn directory_to_wire(directory_id: Option<Uuid>) -> Uuid {
+    directory_id.unwrap_or(Uuid::nil())
+}
+
+fn directory_from_wire(directory_id: Uuid) -> Option<Uuid> {
+    (!directory_id.is_nil()).then_some(directory_id)
+}
+
+fn str_bytes(value: &str) -> StrBytes {
+    StrBytes::from_string(value.to_owned())
+}
+
+fn optional_message(message: &Option<String>) -> Option<StrBytes> {
+    message.as_deref().map(str_bytes)
+}
+
+/// Endpoints from a message's listeners; a port of 0 is refused.
+fn endpoints_from_wire<'a>(
+    listeners: impl Iterator<Item = (&'a StrBytes, &'a StrBytes, u16)>,
+) -> Result<Vec<Endpoint>, WireError> {
+    listeners
+        .map(|(name, host, port)| {
+            if port == 0 || name.is_empty() {
+                return Err(WireError::InvalidField("Listeners"));
+            }
+            Ok(Endpoint { listener: name.to_string(), host: host.to_string(), port })
+        })
+        .collect()
+}
+
+/// A voter set as Kafka's `VotersRecord` v0 (the record in the log and at
+/// the front of a snapshot).
+pub fn voters_record(voters: &VoterSet) -> VotersRecord {
+    let voters = voters
+        .nodes()
+        .map(|voter| {
+            voters_record::Voter::default()
+                .with_voter_id(BrokerId(voter.key.id))
+                .with_voter_directory_id(directory_to_wire(voter.key.directory_id))
+                .with_endpoints(
+                    voter
+                        .endpoints
+                        .iter()
+                        .map(|endpoint| {
+                            voters_record::Endpoint::default()
+                                .with_name(str_bytes(&endpoint.listener))
+                                .with_host(str_bytes(&endpoint.host))
+                                .with_port(endpoint.port)
+                        })
+                        .collect(),
+                )
+                .with_k_raft_version_feature(
+                    voters_record::KRaftVersionFeature::default()
+                        .with_min_supported_version(voter.kraft_versions.min)
+                        .with_max_supported_version(voter.kraft_versions.max),
+                )
+        })
+        .collect();
+    VotersRecord::default().with_version(0).with_voters(voters)
+}
+
+/// A `VotersRecord` as a voter set; refused if it names no voter or the
+/// same id twice.
+pub fn voter_set_from_record(record: &VotersRecord) -> Result<VoterSet, WireError> {
+    let mut nodes = Vec::with_capacity(record.voters.len());
+    for voter in &record.voters {
+        let endpoints = endpoints_from_wire(voter.endpoints.iter().map(|e| (&e.name, &e.host, e.port)))?;
+        let feature = &voter.k_raft_version_feature;
+        nodes.push(VoterNode {
+            key: ReplicaKey::from_wire(voter.voter_id.0, voter.voter_directory_id),
+            endpoints,
+            kraft_versions: VersionRange {
+                min: feature.min_supported_version,
+                max: feature.max_supported_version,
+            },
+        });
+    }
+    let voters = VoterSet::new(nodes);
+    if voters.is_empty() || voters.len() != record.voters.len() {
+        return Err(WireError::InvalidField("Voters"));
+    }
+    Ok(voters)
+}
+
+/// A voter set encoded as a `VotersRecord` v0.
+pub fn encode_voters_record(voters: &VoterSet) -> Bytes {
+    let mut out = bytes::BytesMut::new();
+    voters_record(voters).encode(&mut out, 0).expect("a voter set always encodes");
+    out.freeze()
+}
+
+/// A voter set from the bytes of a `VotersRecord` v0.
+pub fn decode_voters_record(mut bytes: Bytes) -> Result<VoterSet, WireError> {
+    let record = VotersRecord::decode(&mut bytes, 0)
+        .map_err(|error| WireError::Records(format!("VotersRecord: {error}")))?;
+    voter_set_from_record(&record)
 }
 
 fn check_version(api: &'static str, range: RangeInclusive<i16>, version: i16) -> Result<(), WireError> {
@@ -261,7 +398,14 @@ pub fn request_to_wire(
 ) -> Result<WireRequest, WireError> {
     let cluster_id = Some(StrBytes::from_string(cluster_id.to_owned()));
     Ok(match body {
-        Body::VoteRequest { replica_epoch, candidate_id, last_position, pre_vote } => {
+        Body::VoteRequest {
+            replica_epoch,
+            candidate_id,
+            last_position,
+            pre_vote,
+            candidate_directory_id,
+            voter_directory_id,
+        } => {
             check_version("Vote", VOTE_VERSIONS, version)?;
             if *pre_vote && version < 2 {
                 return Err(WireError::InvalidField("PreVote"));
@@ -272,7 +416,9 @@ pub fn request_to_wire(
                 .with_replica_id(BrokerId(*candidate_id))
                 .with_last_offset_epoch(last_position.epoch)
                 .with_last_offset(to_i64(last_position.offset, "LastOffset")?)
-                .with_pre_vote(*pre_vote);
+                .with_pre_vote(*pre_vote)
+                .with_replica_directory_id(directory_to_wire(*candidate_directory_id))
+                .with_voter_directory_id(directory_to_wire(*voter_directory_id));
             WireRequest::Vote(
                 VoteRequest::default()
                     .with_cluster_id(cluster_id)
@@ -282,12 +428,13 @@ pub fn request_to_wire(
                         .with_partitions(vec![partition])]),
             )
         }
-        Body::BeginQuorumEpochRequest { leader_epoch, leader_id } => {
+        Body::BeginQuorumEpochRequest { leader_epoch, leader_id, voter_directory_id } => {
             check_version("BeginQuorumEpoch", BEGIN_QUORUM_EPOCH_VERSIONS, version)?;
             let partition = begin_quorum_epoch_request::PartitionData::default()
                 .with_partition_index(METADATA_PARTITION)
                 .with_leader_id(BrokerId(*leader_id))
-                .with_leader_epoch(*leader_epoch);
+                .with_leader_epoch(*leader_epoch)
+                .with_voter_directory_id(directory_to_wire(*voter_directory_id));
             WireRequest::BeginQuorumEpoch(
                 BeginQuorumEpochRequest::default()
                     .with_cluster_id(cluster_id)
@@ -297,7 +444,12 @@ pub fn request_to_wire(
                         .with_partitions(vec![partition])]),
             )
         }
-        Body::EndQuorumEpochRequest { leader_epoch, leader_id, preferred_successors } => {
+        Body::EndQuorumEpochRequest {
+            leader_epoch,
+            leader_id,
+            preferred_successors,
+            preferred_candidate_directory_ids,
+        } => {
             check_version("EndQuorumEpoch", END_QUORUM_EPOCH_VERSIONS, version)?;
             let partition = end_quorum_epoch_request::PartitionData::default()
                 .with_partition_index(METADATA_PARTITION)
@@ -310,8 +462,13 @@ pub fn request_to_wire(
                 partition.with_preferred_candidates(
                     preferred_successors
                         .iter()
-                        .map(|id| {
-                            end_quorum_epoch_request::ReplicaInfo::default().with_candidate_id(BrokerId(*id))
+                        .enumerate()
+                        .map(|(index, id)| {
+                            let directory_id =
+                                preferred_candidate_directory_ids.get(index).copied().flatten();
+                            end_quorum_epoch_request::ReplicaInfo::default()
+                                .with_candidate_id(BrokerId(*id))
+                                .with_candidate_directory_id(directory_to_wire(directory_id))
                         })
                         .collect(),
                 )
@@ -330,9 +487,11 @@ pub fn request_to_wire(
             fetch_offset,
             last_fetched_epoch,
             max_wait_ms,
+            replica_directory_id,
         } => {
             check_version("Fetch", FETCH_VERSIONS, version)?;
             let partition = fetch_request::FetchPartition::default()
+                .with_replica_directory_id(directory_to_wire(*replica_directory_id))
                 .with_partition(METADATA_PARTITION)
                 .with_current_leader_epoch(*current_leader_epoch)
                 .with_fetch_offset(to_i64(*fetch_offset, "FetchOffset")?)
@@ -361,9 +520,17 @@ pub fn request_to_wire(
                         .with_partitions(vec![partition])]),
             )
         }
-        Body::FetchSnapshotRequest { replica_id, current_leader_epoch, snapshot_id, position, max_bytes } => {
+        Body::FetchSnapshotRequest {
+            replica_id,
+            current_leader_epoch,
+            snapshot_id,
+            position,
+            max_bytes,
+            replica_directory_id,
+        } => {
             check_version("FetchSnapshot", FETCH_SNAPSHOT_VERSIONS, version)?;
             let partition = fetch_snapshot_request::PartitionSnapshot::default()
+                .with_replica_directory_id(directory_to_wire(*replica_directory_id))
                 .with_partition(METADATA_PARTITION)
                 .with_current_leader_epoch(*current_leader_epoch)
                 .with_snapshot_id(
@@ -380,6 +547,66 @@ pub fn request_to_wire(
                     .with_topics(vec![fetch_snapshot_request::TopicSnapshot::default()
                         .with_name(topic_name())
                         .with_partitions(vec![partition])]),
+            )
+        }
+        Body::AddRaftVoterRequest { timeout_ms, voter_id, voter_directory_id, listeners } => {
+            check_version("AddRaftVoter", ADD_RAFT_VOTER_VERSIONS, version)?;
+            let listeners = listeners
+                .iter()
+                .map(|endpoint| {
+                    add_raft_voter_request::Listener::default()
+                        .with_name(str_bytes(&endpoint.listener))
+                        .with_host(str_bytes(&endpoint.host))
+                        .with_port(endpoint.port)
+                })
+                .collect();
+            WireRequest::AddRaftVoter(
+                AddRaftVoterRequest::default()
+                    .with_cluster_id(cluster_id)
+                    .with_timeout_ms(to_i32(*timeout_ms, "TimeoutMs")?)
+                    .with_voter_id(*voter_id)
+                    .with_voter_directory_id(directory_to_wire(*voter_directory_id))
+                    .with_listeners(listeners),
+            )
+        }
+        Body::RemoveRaftVoterRequest { voter_id, voter_directory_id } => {
+            check_version("RemoveRaftVoter", REMOVE_RAFT_VOTER_VERSIONS, version)?;
+            WireRequest::RemoveRaftVoter(
+                RemoveRaftVoterRequest::default()
+                    .with_cluster_id(cluster_id)
+                    .with_voter_id(*voter_id)
+                    .with_voter_directory_id(directory_to_wire(*voter_directory_id)),
+            )
+        }
+        Body::UpdateRaftVoterRequest {
+            current_leader_epoch,
+            voter_id,
+            voter_directory_id,
+            listeners,
+            kraft_versions,
+        } => {
+            check_version("UpdateRaftVoter", UPDATE_RAFT_VOTER_VERSIONS, version)?;
+            let listeners = listeners
+                .iter()
+                .map(|endpoint| {
+                    update_raft_voter_request::Listener::default()
+                        .with_name(str_bytes(&endpoint.listener))
+                        .with_host(str_bytes(&endpoint.host))
+                        .with_port(endpoint.port)
+                })
+                .collect();
+            WireRequest::UpdateRaftVoter(
+                UpdateRaftVoterRequest::default()
+                    .with_cluster_id(cluster_id)
+                    .with_current_leader_epoch(*current_leader_epoch)
+                    .with_voter_id(*voter_id)
+                    .with_voter_directory_id(directory_to_wire(*voter_directory_id))
+                    .with_listeners(listeners)
+                    .with_k_raft_version_feature(
+                        update_raft_voter_request::KRaftVersionFeature::default()
+                            .with_min_supported_version(kraft_versions.min)
+                            .with_max_supported_version(kraft_versions.max),
+                    ),
             )
         }
         _ => return Err(WireError::WrongDirection),
@@ -406,6 +633,8 @@ pub fn request_from_wire(request: &WireRequest, cluster_id: &str, version: i16) 
                     partition.last_offset_epoch,
                 ),
                 pre_vote: partition.pre_vote,
+                candidate_directory_id: directory_from_wire(partition.replica_directory_id),
+                voter_directory_id: directory_from_wire(partition.voter_directory_id),
             })
         }
         WireRequest::BeginQuorumEpoch(request) => {
@@ -420,6 +649,7 @@ pub fn request_from_wire(request: &WireRequest, cluster_id: &str, version: i16) 
             Ok(Body::BeginQuorumEpochRequest {
                 leader_epoch: partition.leader_epoch,
                 leader_id: partition.leader_id.0,
+                voter_directory_id: directory_from_wire(partition.voter_directory_id),
             })
         }
         WireRequest::EndQuorumEpoch(request) => {
@@ -431,15 +661,23 @@ pub fn request_from_wire(request: &WireRequest, cluster_id: &str, version: i16) 
                 |t| &t.partitions,
                 |p| p.partition_index,
             )?;
-            let preferred_successors = if version == 0 {
-                partition.preferred_successors.clone()
+            let (preferred_successors, preferred_candidate_directory_ids) = if version == 0 {
+                (partition.preferred_successors.clone(), Vec::new())
             } else {
-                partition.preferred_candidates.iter().map(|candidate| candidate.candidate_id.0).collect()
+                let candidates = &partition.preferred_candidates;
+                (
+                    candidates.iter().map(|candidate| candidate.candidate_id.0).collect(),
+                    candidates
+                        .iter()
+                        .map(|candidate| directory_from_wire(candidate.candidate_directory_id))
+                        .collect(),
+                )
             };
             Ok(Body::EndQuorumEpochRequest {
                 leader_epoch: partition.leader_epoch,
                 leader_id: partition.leader_id.0,
                 preferred_successors,
+                preferred_candidate_directory_ids,
             })
         }
         WireRequest::Fetch(request) => {
@@ -459,6 +697,7 @@ pub fn request_from_wire(request: &WireRequest, cluster_id: &str, version: i16) 
                 fetch_offset: to_u64(partition.fetch_offset, "FetchOffset")?,
                 last_fetched_epoch: partition.last_fetched_epoch,
                 max_wait_ms: to_u64(request.max_wait_ms.into(), "MaxWaitMs")?,
+                replica_directory_id: directory_from_wire(partition.replica_directory_id),
             })
         }
         WireRequest::FetchSnapshot(request) => {
@@ -480,6 +719,40 @@ pub fn request_from_wire(request: &WireRequest, cluster_id: &str, version: i16) 
                 position: to_u64(partition.position, "Position")?,
                 max_bytes: usize::try_from(request.max_bytes)
                     .map_err(|_| WireError::InvalidField("MaxBytes"))?,
+                replica_directory_id: directory_from_wire(partition.replica_directory_id),
+            })
+        }
+        WireRequest::AddRaftVoter(request) => {
+            check_version("AddRaftVoter", ADD_RAFT_VOTER_VERSIONS, version)?;
+            check_cluster_id(&request.cluster_id, cluster_id)?;
+            Ok(Body::AddRaftVoterRequest {
+                timeout_ms: to_u64(request.timeout_ms.into(), "TimeoutMs")?,
+                voter_id: request.voter_id,
+                voter_directory_id: directory_from_wire(request.voter_directory_id),
+                listeners: endpoints_from_wire(request.listeners.iter().map(|l| (&l.name, &l.host, l.port)))?,
+            })
+        }
+        WireRequest::RemoveRaftVoter(request) => {
+            check_version("RemoveRaftVoter", REMOVE_RAFT_VOTER_VERSIONS, version)?;
+            check_cluster_id(&request.cluster_id, cluster_id)?;
+            Ok(Body::RemoveRaftVoterRequest {
+                voter_id: request.voter_id,
+                voter_directory_id: directory_from_wire(request.voter_directory_id),
+            })
+        }
+        WireRequest::UpdateRaftVoter(request) => {
+            check_version("UpdateRaftVoter", UPDATE_RAFT_VOTER_VERSIONS, version)?;
+            check_cluster_id(&request.cluster_id, cluster_id)?;
+            let feature = &request.k_raft_version_feature;
+            Ok(Body::UpdateRaftVoterRequest {
+                current_leader_epoch: request.current_leader_epoch,
+                voter_id: request.voter_id,
+                voter_directory_id: directory_from_wire(request.voter_directory_id),
+                listeners: endpoints_from_wire(request.listeners.iter().map(|l| (&l.name, &l.host, l.port)))?,
+                kraft_versions: VersionRange {
+                    min: feature.min_supported_version,
+                    max: feature.max_supported_version,
+                },
             })
         }
     }
@@ -608,6 +881,40 @@ pub fn response_to_wire(
                     .with_partitions(vec![partition]),
             ]))
         }
+        Body::AddRaftVoterResponse { error, error_message } => {
+            check_version("AddRaftVoter", ADD_RAFT_VOTER_VERSIONS, version)?;
+            WireResponse::AddRaftVoter(
+                AddRaftVoterResponse::default()
+                    .with_error_code(error.code())
+                    .with_error_message(optional_message(error_message)),
+            )
+        }
+        Body::RemoveRaftVoterResponse { error, error_message } => {
+            check_version("RemoveRaftVoter", REMOVE_RAFT_VOTER_VERSIONS, version)?;
+            WireResponse::RemoveRaftVoter(
+                RemoveRaftVoterResponse::default()
+                    .with_error_code(error.code())
+                    .with_error_message(optional_message(error_message)),
+            )
+        }
+        Body::UpdateRaftVoterResponse { error, leader_epoch, leader_id, leader_endpoint } => {
+            check_version("UpdateRaftVoter", UPDATE_RAFT_VOTER_VERSIONS, version)?;
+            // Kafka's `RaftUtil.updateVoterResponse`: an unknown leader
+            // endpoint is an empty host and port -1.
+            let (host, port) = match leader_endpoint {
+                Some(endpoint) => (str_bytes(&endpoint.host), i32::from(endpoint.port)),
+                None => (StrBytes::default(), -1),
+            };
+            WireResponse::UpdateRaftVoter(
+                UpdateRaftVoterResponse::default().with_error_code(error.code()).with_current_leader(
+                    update_raft_voter_response::CurrentLeader::default()
+                        .with_leader_id(leader_to_wire(*leader_id))
+                        .with_leader_epoch(*leader_epoch)
+                        .with_host(host)
+                        .with_port(port),
+                ),
+            )
+        }
         _ => return Err(WireError::WrongDirection),
     })
 }
@@ -718,6 +1025,38 @@ pub fn response_from_wire(
                 size: offset(partition.size, "Size")?,
                 position: offset(partition.position, "Position")?,
                 bytes: partition.unaligned_records.clone(),
+            })
+        }
+        WireResponse::AddRaftVoter(response) => {
+            check_version("AddRaftVoter", ADD_RAFT_VOTER_VERSIONS, version)?;
+            Ok(Body::AddRaftVoterResponse {
+                error: error_from_wire(response.error_code)?,
+                error_message: response.error_message.as_ref().map(|message| message.to_string()),
+            })
+        }
+        WireResponse::RemoveRaftVoter(response) => {
+            check_version("RemoveRaftVoter", REMOVE_RAFT_VOTER_VERSIONS, version)?;
+            Ok(Body::RemoveRaftVoterResponse {
+                error: error_from_wire(response.error_code)?,
+                error_message: response.error_message.as_ref().map(|message| message.to_string()),
+            })
+        }
+        WireResponse::UpdateRaftVoter(response) => {
+            check_version("UpdateRaftVoter", UPDATE_RAFT_VOTER_VERSIONS, version)?;
+            let leader = &response.current_leader;
+            // The response names no listener: the endpoint is on the one
+            // the request went to, which only the caller knows.
+            let leader_endpoint = match u16::try_from(leader.port) {
+                Ok(port) if port > 0 && !leader.host.is_empty() => {
+                    Some(Endpoint { listener: String::new(), host: leader.host.to_string(), port })
+                }
+                _ => None,
+            };
+            Ok(Body::UpdateRaftVoterResponse {
+                error: error_from_wire(response.error_code)?,
+                leader_epoch: leader.leader_epoch,
+                leader_id: leader_from_wire(leader.leader_id),
+                leader_endpoint,
             })
         }
     }

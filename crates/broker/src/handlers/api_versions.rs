@@ -9,8 +9,13 @@ use crate::apis::SERVED;
 use crate::dispatch::RequestContext;
 
 /// The APIs Kafka lists on controller listeners only.
-const CONTROLLER_ONLY: [ApiKey; 4] =
-    [ApiKey::Vote, ApiKey::BeginQuorumEpoch, ApiKey::EndQuorumEpoch, ApiKey::FetchSnapshot];
+const CONTROLLER_ONLY: [ApiKey; 5] = [
+    ApiKey::Vote,
+    ApiKey::BeginQuorumEpoch,
+    ApiKey::EndQuorumEpoch,
+    ApiKey::FetchSnapshot,
+    ApiKey::UpdateRaftVoter,
+];
 
 /// The table ApiVersions answers with on a broker listener: each served
 /// API's versions, from its advertised minimum.

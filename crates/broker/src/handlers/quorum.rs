@@ -23,7 +23,6 @@ use uuid::Uuid;
 
 use super::str_bytes;
 use crate::dispatch::RequestContext;
-use crate::meta_properties::{parse_uuid, MetaProperties, META_PROPERTIES};
 
 const METADATA_TOPIC: &str = "__cluster_metadata";
 const METADATA_PARTITION: i32 = 0;
@@ -44,7 +43,7 @@ pub async fn describe(ctx: &RequestContext<'_>, request: DescribeQuorumRequest) 
     }
     let forwarded = ctx.header.client_id.as_deref() == Some(FORWARD_CLIENT_ID);
     if !forwarded && description.leader_id >= 0 {
-        match forward_to_leader(ctx, &request, description.leader_id).await {
+        match forward_to_leader(ctx, &request, &description).await {
             Ok(response) => return response,
             Err(e) => {
                 tracing::debug!(leader = description.leader_id, error = %e, "cannot forward DescribeQuorum")
@@ -58,14 +57,20 @@ pub async fn describe(ctx: &RequestContext<'_>, request: DescribeQuorumRequest) 
 async fn forward_to_leader(
     ctx: &RequestContext<'_>,
     request: &DescribeQuorumRequest,
-    leader_id: i32,
+    description: &QuorumDescription,
 ) -> Result<DescribeQuorumResponse, String> {
-    let config = &ctx.broker.config;
-    let endpoints = config.kraft.voter_endpoints(config.node_id, &config.listeners)?;
-    let address = endpoints.get(&leader_id).ok_or("the leader is not a known voter")?;
+    let address = leader_address(ctx, description).ok_or("the leader is not a known voter")?;
     let channel =
-        Channel::connect(address, FORWARD_CLIENT_ID, FORWARD_TIMEOUT).await.map_err(|e| e.to_string())?;
+        Channel::connect(&address, FORWARD_CLIENT_ID, FORWARD_TIMEOUT).await.map_err(|e| e.to_string())?;
     channel.send(request, ctx.api_version, FORWARD_TIMEOUT).await.map_err(|e| e.to_string())
+}
+
+/// The leader's `host:port` on the quorum's listener, as the voter set has it.
+pub(crate) fn leader_address(ctx: &RequestContext<'_>, description: &QuorumDescription) -> Option<String> {
+    let listener = ctx.broker.config.kraft.controller_listener_names.first()?;
+    let (_, endpoints) = description.voter_endpoints.iter().find(|(id, _)| *id == description.leader_id)?;
+    let endpoint = endpoints.iter().find(|e| e.listener.eq_ignore_ascii_case(listener))?;
+    Some(format!("{}:{}", endpoint.host, endpoint.port))
 }
 
 /// NOT_LEADER_OR_FOLLOWER with the leader this node knows.
@@ -84,7 +89,6 @@ fn not_leader(description: &QuorumDescription) -> DescribeQuorumResponse {
 /// The leader's view, as Kafka's `LeaderState.describeQuorum` reports it.
 fn from_description(ctx: &RequestContext<'_>, description: &QuorumDescription) -> DescribeQuorumResponse {
     let version = ctx.api_version;
-    let own_directory_id = metadata_directory_id(ctx);
     let replica = |r: &ReplicaDescription| {
         let mut state = ReplicaState::default()
             .with_replica_id(BrokerId(r.replica_id))
@@ -94,9 +98,9 @@ fn from_description(ctx: &RequestContext<'_>, description: &QuorumDescription) -
                 .with_last_fetch_timestamp(r.last_fetch_timestamp_ms)
                 .with_last_caught_up_timestamp(r.last_caught_up_timestamp_ms);
         }
-        if version >= 2 && r.replica_id == ctx.broker.config.node_id {
-            // Others' directory ids arrive with KIP-853; ours is on disk.
-            state = state.with_replica_directory_id(own_directory_id);
+        if version >= 2 {
+            let own = (r.replica_id == ctx.broker.config.node_id).then(|| metadata_directory_id(ctx));
+            state = state.with_replica_directory_id(r.directory_id.or(own).unwrap_or_default());
         }
         state
     };
@@ -114,25 +118,21 @@ fn from_description(ctx: &RequestContext<'_>, description: &QuorumDescription) -
     if version < 2 {
         return response;
     }
-    response.with_nodes(voter_nodes(ctx))
+    response.with_nodes(voter_nodes(description))
 }
 
-/// Each voter's controller endpoint (DescribeQuorum v2's `Nodes`).
-fn voter_nodes(ctx: &RequestContext<'_>) -> Vec<Node> {
-    let config = &ctx.broker.config;
-    let Ok(endpoints) = config.kraft.voter_endpoints(config.node_id, &config.listeners) else {
-        return Vec::new();
+/// Each voter's controller endpoints (DescribeQuorum v2's `Nodes`).
+fn voter_nodes(description: &QuorumDescription) -> Vec<Node> {
+    let listener = |e: &strom_quorum::Endpoint| {
+        Listener::default().with_name(str_bytes(&e.listener)).with_host(str_bytes(&e.host)).with_port(e.port)
     };
-    let name = config.kraft.controller_listener_names.first().cloned().unwrap_or_else(|| "CONTROLLER".into());
-    endpoints
-        .into_iter()
-        .filter_map(|(id, address)| {
-            let (host, port) = address.rsplit_once(':')?;
-            let listener = Listener::default()
-                .with_name(str_bytes(&name))
-                .with_host(str_bytes(host))
-                .with_port(port.parse().ok()?);
-            Some(Node::default().with_node_id(BrokerId(id)).with_listeners(vec![listener]))
+    description
+        .voter_endpoints
+        .iter()
+        .map(|(id, endpoints)| {
+            Node::default()
+                .with_node_id(BrokerId(*id))
+                .with_listeners(endpoints.iter().map(listener).collect())
         })
         .collect()
 }
@@ -205,11 +205,7 @@ fn unknown_partitions(request: DescribeQuorumRequest) -> DescribeQuorumResponse 
 /// The directory id in the metadata log dir's `meta.properties`; the zero
 /// uuid (Kafka's "no directory id") if it has none.
 fn metadata_directory_id(ctx: &RequestContext<'_>) -> Uuid {
-    let path = ctx.broker.config.metadata_log_dir.join(META_PROPERTIES);
-    std::fs::read_to_string(&path)
-        .ok()
-        .and_then(|text| MetaProperties::parse(&text, &path).ok())
-        .and_then(|meta| parse_uuid(&meta.directory_id))
+    crate::meta_properties::directory_id(&ctx.broker.config.metadata_log_dir)
         .map_or(Uuid::nil(), Uuid::from_bytes)
 }
 

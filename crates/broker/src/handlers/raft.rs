@@ -9,12 +9,24 @@
 //! `process.roles`) answers UNSUPPORTED_VERSION, as a Kafka listener that
 //! does not list the API would, and serves a Fetch of `__cluster_metadata`
 //! as any other fetch.
+//!
+//! KIP-853's AddRaftVoter and RemoveRaftVoter (served on every listener, as
+//! Kafka's brokers forward them to the active controller) and
+//! UpdateRaftVoter (controller listeners) go to the quorum leader: a node
+//! that does not lead forwards them to the leader it knows, else answers
+//! the quorum's NOT_LEADER_OR_FOLLOWER.
 
 use kafka_protocol::error::ResponseError;
+use std::time::Duration;
+
 use kafka_protocol::messages::{
-    BeginQuorumEpochRequest, BeginQuorumEpochResponse, EndQuorumEpochRequest, EndQuorumEpochResponse,
-    FetchRequest, FetchResponse, FetchSnapshotRequest, FetchSnapshotResponse, VoteRequest, VoteResponse,
+    AddRaftVoterRequest, AddRaftVoterResponse, BeginQuorumEpochRequest, BeginQuorumEpochResponse,
+    EndQuorumEpochRequest, EndQuorumEpochResponse, FetchRequest, FetchResponse, FetchSnapshotRequest,
+    FetchSnapshotResponse, RemoveRaftVoterRequest, RemoveRaftVoterResponse, UpdateRaftVoterRequest,
+    UpdateRaftVoterResponse, VoteRequest, VoteResponse,
 };
+use kafka_protocol::protocol::Request;
+use strom_quorum::channel::Channel;
 use strom_quorum::{QuorumError, WireError, WireRequest, WireResponse};
 
 use crate::dispatch::RequestContext;
@@ -83,6 +95,68 @@ pub async fn fetch_snapshot(
         Ok(WireResponse::FetchSnapshot(response)) => response,
         Ok(_) => FetchSnapshotResponse::default().with_error_code(ResponseError::UnknownServerError.code()),
         Err(code) => FetchSnapshotResponse::default().with_error_code(code),
+    }
+}
+
+/// The client id of a forwarded voter change, which is never forwarded again.
+const FORWARD_CLIENT_ID: &str = "strom-raft-voter-forward";
+/// How long a forwarded voter change may take (it is answered once committed).
+const FORWARD_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The leader's answer to a voter change this node does not lead, if it
+/// knows and can reach the leader.
+async fn forward_to_leader<R: Request>(ctx: &RequestContext<'_>, request: &R) -> Option<R::Response> {
+    if ctx.header.client_id.as_deref() == Some(FORWARD_CLIENT_ID) {
+        return None;
+    }
+    let description = ctx.broker.quorum()?.describe();
+    if description.is_leader || description.leader_id < 0 {
+        return None;
+    }
+    let address = super::quorum::leader_address(ctx, &description)?;
+    let channel = Channel::connect(&address, FORWARD_CLIENT_ID, FORWARD_TIMEOUT).await.ok()?;
+    match channel.send(request, ctx.api_version, FORWARD_TIMEOUT).await {
+        Ok(response) => Some(response),
+        Err(e) => {
+            tracing::debug!(api = ?ctx.api_key, error = %e, "cannot forward a voter change to the leader");
+            None
+        }
+    }
+}
+
+pub async fn add_raft_voter(ctx: &RequestContext<'_>, request: AddRaftVoterRequest) -> AddRaftVoterResponse {
+    if let Some(response) = forward_to_leader(ctx, &request).await {
+        return response;
+    }
+    match ask(ctx, WireRequest::AddRaftVoter(request)).await {
+        Ok(WireResponse::AddRaftVoter(response)) => response,
+        Ok(_) => AddRaftVoterResponse::default().with_error_code(ResponseError::UnknownServerError.code()),
+        Err(code) => AddRaftVoterResponse::default().with_error_code(code),
+    }
+}
+
+pub async fn remove_raft_voter(
+    ctx: &RequestContext<'_>,
+    request: RemoveRaftVoterRequest,
+) -> RemoveRaftVoterResponse {
+    if let Some(response) = forward_to_leader(ctx, &request).await {
+        return response;
+    }
+    match ask(ctx, WireRequest::RemoveRaftVoter(request)).await {
+        Ok(WireResponse::RemoveRaftVoter(response)) => response,
+        Ok(_) => RemoveRaftVoterResponse::default().with_error_code(ResponseError::UnknownServerError.code()),
+        Err(code) => RemoveRaftVoterResponse::default().with_error_code(code),
+    }
+}
+
+pub async fn update_raft_voter(
+    ctx: &RequestContext<'_>,
+    request: UpdateRaftVoterRequest,
+) -> UpdateRaftVoterResponse {
+    match ask(ctx, WireRequest::UpdateRaftVoter(request)).await {
+        Ok(WireResponse::UpdateRaftVoter(response)) => response,
+        Ok(_) => UpdateRaftVoterResponse::default().with_error_code(ResponseError::UnknownServerError.code()),
+        Err(code) => UpdateRaftVoterResponse::default().with_error_code(code),
     }
 }
 

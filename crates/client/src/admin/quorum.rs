@@ -1,11 +1,16 @@
 //! The metadata quorum: DescribeQuorum of `__cluster_metadata`-0, as Java's
-//! `Admin.describeMetadataQuorum` reads it into a `QuorumInfo`.
+//! `Admin.describeMetadataQuorum` reads it into a `QuorumInfo`; and KIP-853's
+//! voter changes, as `Admin.addRaftVoter` and `Admin.removeRaftVoter` send
+//! them.
 
 use std::collections::BTreeMap;
 
 use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
 use kafka_protocol::messages::describe_quorum_response::{self, ReplicaState};
-use kafka_protocol::messages::DescribeQuorumRequest;
+use kafka_protocol::messages::{
+    add_raft_voter_request, AddRaftVoterRequest, DescribeQuorumRequest, RemoveRaftVoterRequest,
+};
+use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
 use super::{topic_name, Admin};
@@ -68,6 +73,58 @@ impl Admin {
             .with_retries("DescribeQuorum", || async { cluster.any_connection().await?.send(&request).await })
             .await?;
         quorum_info(response)
+    }
+
+    /// Makes the observer `voter_id` with metadata directory `directory_id`
+    /// a voter reached at `endpoints`; Ok once the change commits.
+    pub async fn add_raft_voter(
+        &self,
+        voter_id: i32,
+        directory_id: Uuid,
+        endpoints: &[QuorumEndpoint],
+    ) -> Result<()> {
+        let str_bytes = |s: &str| StrBytes::from_string(s.to_owned());
+        let listeners = endpoints
+            .iter()
+            .map(|e| {
+                add_raft_voter_request::Listener::default()
+                    .with_name(str_bytes(&e.name))
+                    .with_host(str_bytes(&e.host))
+                    .with_port(e.port)
+            })
+            .collect();
+        // No cluster id: the leader checks none (Kafka's Admin sends null).
+        let request = AddRaftVoterRequest::default()
+            .with_cluster_id(None)
+            .with_timeout_ms(
+                i32::try_from(self.cluster().config().request_timeout.as_millis()).unwrap_or(i32::MAX),
+            )
+            .with_voter_id(voter_id)
+            .with_voter_directory_id(directory_id)
+            .with_listeners(listeners);
+        let cluster = self.cluster();
+        cluster
+            .with_retries("AddRaftVoter", || async {
+                let response = cluster.any_connection().await?.send(&request).await?;
+                Error::from_code(response.error_code, response.error_message.as_deref()).map_or(Ok(()), Err)
+            })
+            .await
+    }
+
+    /// Removes the voter `voter_id` with metadata directory `directory_id`;
+    /// Ok once the change commits.
+    pub async fn remove_raft_voter(&self, voter_id: i32, directory_id: Uuid) -> Result<()> {
+        let request = RemoveRaftVoterRequest::default()
+            .with_cluster_id(None)
+            .with_voter_id(voter_id)
+            .with_voter_directory_id(directory_id);
+        let cluster = self.cluster();
+        cluster
+            .with_retries("RemoveRaftVoter", || async {
+                let response = cluster.any_connection().await?.send(&request).await?;
+                Error::from_code(response.error_code, response.error_message.as_deref()).map_or(Ok(()), Err)
+            })
+            .await
     }
 }
 

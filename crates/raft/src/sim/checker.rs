@@ -9,6 +9,20 @@
 //! `TimerProgress` (after every event each node's next deadline lies ahead,
 //! so a driver that sleeps until it never spins).
 //!
+//! Dynamic voters (KIP-853): `SingleLeader` holds across voter-set
+//! changes, and `ElectedByVoters` (a node leads only an epoch it was a
+//! voter in when elected, or whose removal had not committed); `CommittedDataDurable` counts the committed
+//! voter set (the latest VotersRecord below the committed end), and no
+//! majority of it may lack committed data; `VoterSetFromLog` (every node's
+//! voter set in force is the latest VotersRecord in its log, else its
+//! snapshot's, else the bootstrap set: truncation reverts, snapshots
+//! carry it), which with `ConsistentCommittedData` keeps committed
+//! VotersRecords from being lost; `VoterChangeCommitted` (an
+//! AddRaftVoter or RemoveRaftVoter is answered NONE only once its
+//! VotersRecord committed); and, checked by the world which holds the
+//! disks, `MajorityCommits` (when a leader's high watermark rises, a
+//! majority of the voter set it acts on holds the log up to there on disk).
+//!
 //! Snapshots (KIP-630): `SnapshotAtCommittedOffset` (every snapshot a node
 //! writes or installs ends where a committed batch of its epoch ends) and,
 //! within `ConsistentCommittedData`, a snapshot's content is the digest of
@@ -22,9 +36,10 @@ use std::hash::{Hash, Hasher};
 
 use bytes::Bytes;
 
-use crate::log::{Batch, MemoryLog, OffsetAndEpoch, RaftLog};
+use crate::log::{Batch, MemoryLog, OffsetAndEpoch, RaftLog, Records};
 use crate::node::RaftNode;
 use crate::state::{ElectionState, Role, RoleName};
+use crate::voters::{ReplicaKey, VoterSet};
 use crate::NodeId;
 
 /// What the checker remembers about one node.
@@ -39,6 +54,9 @@ pub(crate) struct NodeWatch {
     /// The vote and leader its `quorum-state` named in `epoch`, across
     /// restarts (an observer may forget its leader, never change it).
     persisted: ElectionState,
+    /// How far its log was scanned for VotersRecords, and the latest seen;
+    /// None after a truncation or restart (scan again).
+    voters_scan: Option<(u64, Option<VoterSet>)>,
 }
 
 /// The cluster-wide history the invariants are checked against.
@@ -54,6 +72,8 @@ pub(crate) struct Checker {
     /// The state machine's digest after each committed batch.
     committed_digests: Vec<u64>,
     watches: BTreeMap<NodeId, NodeWatch>,
+    /// The voters before any VotersRecord (static or bootstrap).
+    bootstrap_voters: VoterSet,
 }
 
 pub(crate) type Violation = String;
@@ -77,6 +97,44 @@ pub(crate) fn snapshot_digest(content: &[u8]) -> Option<u64> {
 }
 
 impl Checker {
+    /// A checker for a run that starts with `bootstrap_voters`.
+    pub fn new(bootstrap_voters: VoterSet) -> Self {
+        Self { bootstrap_voters, ..Self::default() }
+    }
+
+    /// The voter set of the committed log: its latest VotersRecord, or
+    /// the bootstrap set.
+    pub fn committed_voters(&self) -> VoterSet {
+        self.committed
+            .iter()
+            .rev()
+            .find_map(|batch| match &batch.records {
+                Records::Voters(voters) => Some(voters.clone()),
+                _ => None,
+            })
+            .unwrap_or_else(|| self.bootstrap_voters.clone())
+    }
+
+    /// Node `from` answered that adding or removing `voter` succeeded: the
+    /// committed voter set must say so.
+    pub fn on_voter_change_done(
+        &self,
+        from: NodeId,
+        voter: ReplicaKey,
+        is_add: bool,
+    ) -> Result<(), Violation> {
+        let voters = self.committed_voters();
+        if voters.is_voter(voter) != is_add {
+            let change = if is_add { "adding" } else { "removing" };
+            return Err(format!(
+                "VoterChangeCommitted: node {from} answered {change} {voter:?} before it committed (committed \
+                 voters {:?})",
+                voters.ids().collect::<Vec<_>>()
+            ));
+        }
+        Ok(())
+    }
+
     /// The offset after the last committed batch.
     pub fn committed_end(&self) -> u64 {
         self.committed.last().map_or(0, Batch::next_offset)
@@ -87,11 +145,18 @@ impl Checker {
         &self.committed
     }
 
+    /// A node's disk was replaced: everything known about it goes (its
+    /// epoch and votes were on the old disk).
+    pub fn on_disk_replaced(&mut self, id: NodeId) {
+        self.watches.remove(&id);
+    }
+
     /// A node restarted: its high watermark starts over.
     pub fn on_restart(&mut self, id: NodeId) {
         let watch = self.watches.entry(id).or_default();
         watch.high_watermark = 0;
         watch.checked_offset = 0;
+        watch.voters_scan = None;
     }
 
     /// A node wrote `quorum-state`: one vote and one leader per epoch, and
@@ -169,7 +234,9 @@ impl Checker {
                  than the committed batch {batch:?}"
             ));
         }
-        if content != snapshot_content(self.committed_digests[index]) {
+        if crate::snapshot::decode_snapshot(&Bytes::copy_from_slice(content)).1
+            != snapshot_content(self.committed_digests[index])
+        {
             return Err(format!(
                 "ConsistentCommittedData: node {id}'s snapshot {snapshot_id:?} does not hold the committed state"
             ));
@@ -198,6 +265,7 @@ impl Checker {
             ));
         }
         watch.checked_offset = watch.checked_offset.min(offset);
+        watch.voters_scan = None;
         Ok(())
     }
 
@@ -210,6 +278,7 @@ impl Checker {
             ));
         }
         self.check_single_leader(node)?;
+        self.check_voter_set_from_log(node)?;
         self.check_monotonic_epoch(node)?;
         self.check_monotonic_high_watermark(node)?;
         self.check_consistent_committed_data(node)
@@ -223,9 +292,55 @@ impl Checker {
             return Ok(());
         }
         let (id, epoch) = (node.node_id(), node.epoch());
-        let leader = *self.leaders_by_epoch.entry(epoch).or_insert(id);
+        let leader = *self.leaders_by_epoch.entry(epoch).or_insert_with(|| {
+            // First seen leading: it was elected by its voter set, so in it,
+            // or in the one before if its removal has not committed yet.
+            if !node.can_campaign() {
+                return NodeId::MIN;
+            }
+            id
+        });
+        if leader == NodeId::MIN {
+            return Err(format!("ElectedByVoters: node {id} leads epoch {epoch} without being a voter"));
+        }
         if leader != id {
             return Err(format!("SingleLeader: nodes {leader} and {id} both led epoch {epoch}"));
+        }
+        Ok(())
+    }
+
+    /// The voter set a node acts on is the one its log (or snapshot, or
+    /// the bootstrap) says is in force.
+    fn check_voter_set_from_log(&mut self, node: &RaftNode<MemoryLog>) -> Result<(), Violation> {
+        let log = node.log();
+        let Self { watches, bootstrap_voters, .. } = self;
+        // Only the batches appended since the last check are scanned.
+        let watch = watches.entry(node.node_id()).or_default();
+        let (from, mut in_log) = match watch.voters_scan.take() {
+            Some((scanned, latest)) if scanned <= log.end_offset() => (scanned, latest),
+            _ => (log.start_offset(), None),
+        };
+        let first = log.batches().partition_point(|batch| batch.base_offset < from);
+        for batch in &log.batches()[first..] {
+            if let Records::Voters(voters) = &batch.records {
+                in_log = Some(voters.clone());
+            }
+        }
+        let (_, in_log) = watch.voters_scan.insert((log.end_offset(), in_log));
+        let in_snapshot = match in_log {
+            Some(_) => None,
+            None => log
+                .snapshot()
+                .and_then(|snapshot| crate::snapshot::decode_snapshot(&snapshot.content).0?.voters),
+        };
+        let expected = in_log.as_ref().or(in_snapshot.as_ref()).unwrap_or(bootstrap_voters);
+        if node.voter_set() != expected {
+            return Err(format!(
+                "VoterSetFromLog: node {} acts on voters {:?}, its log says {:?}",
+                node.node_id(),
+                node.voter_set().ids().collect::<Vec<_>>(),
+                expected.ids().collect::<Vec<_>>()
+            ));
         }
         Ok(())
     }

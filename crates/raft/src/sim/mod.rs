@@ -12,6 +12,13 @@
 //! leader must be elected and commit a new append on every node within a
 //! bounded simulated time. [`checker`] checks Kafka's invariants after
 //! every single event.
+//!
+//! The dynamic-voters family (KIP-853) bootstraps `kraft.version` 1 with
+//! one or three voters and two observers; under the same faults an
+//! administrator asks the leader (now and then another node) to add an
+//! observer, remove a voter (the leader too) or move a voter's endpoint,
+//! and once a run a disk may be replaced: the node comes back empty with a
+//! new directory id, and its old key must never vote or count again.
 
 mod checker;
 mod world;

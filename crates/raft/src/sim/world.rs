@@ -7,11 +7,23 @@ use bytes::Bytes;
 use super::checker::{digest_after, snapshot_content, snapshot_digest, Checker, Violation};
 use crate::config::QuorumConfig;
 use crate::log::{MemoryLog, OffsetAndEpoch, RaftLog, Records};
-use crate::message::Message;
+use crate::message::{Body, ErrorCode, Message};
 use crate::node::{Action, Bugs, Event, RaftNode};
 use crate::rng::SplitMix64;
 use crate::state::{ElectionState, RoleName};
+use crate::voters::{Endpoint, ReplicaKey, VoterNode, VoterSet, SUPPORTED_KRAFT_VERSIONS};
 use crate::NodeId;
+
+/// The id the administrator's voter changes come from (no node has it).
+const ADMIN: NodeId = 0;
+
+/// The latest VotersRecord in a log.
+fn latest_voters_in(log: &MemoryLog) -> Option<VoterSet> {
+    log.batches().iter().rev().find_map(|batch| match &batch.records {
+        Records::Voters(voters) => Some(voters.clone()),
+        _ => None,
+    })
+}
 
 /// The shape of one simulated run.
 #[derive(Debug, Clone, Copy)]
@@ -24,6 +36,11 @@ pub(crate) struct SimConfig {
     pub liveness_bound_ms: u64,
     /// Deliberate bugs planted in every node.
     pub bugs: Bugs,
+    /// `kraft.version` 1: the first `voters` nodes are the bootstrap voter
+    /// set and an administrator adds and removes voters during the faults.
+    pub dynamic_voters: bool,
+    /// With dynamic voters, the mean pause between two voter changes.
+    pub voter_change_interval_ms: u64,
 }
 
 impl SimConfig {
@@ -35,6 +52,21 @@ impl SimConfig {
             fault_phase_ms: 10_000,
             liveness_bound_ms: 10_000,
             bugs: Bugs::default(),
+            dynamic_voters: false,
+            voter_change_interval_ms: 0,
+        }
+    }
+
+    /// `kraft.version` 1: one bootstrap voter (Kafka's `--standalone`) or
+    /// three, and two more nodes that start as observers; the
+    /// administrator changes the voter set about every 400 ms.
+    pub fn dynamic_for_seed(seed: u64) -> Self {
+        Self {
+            voters: if seed.is_multiple_of(3) { 1 } else { 3 },
+            observers: 2,
+            dynamic_voters: true,
+            voter_change_interval_ms: 400,
+            ..Self::for_seed(seed)
         }
     }
 }
@@ -54,6 +86,19 @@ pub(crate) struct RunStats {
     pub crashes_mid_snapshot: u64,
     /// Simulated time from healing until a new append committed everywhere.
     pub recovery_ms: u64,
+    /// AddRaftVoter and RemoveRaftVoter requests the administrator sent.
+    pub voter_changes_asked: u64,
+    /// Those answered NONE: the change committed.
+    pub voter_changes_done: u64,
+    /// Disks replaced (a new directory id, an empty log).
+    pub disks_replaced: u64,
+}
+
+/// A voter change the administrator is waiting on.
+#[derive(Debug, Clone, Copy)]
+struct AdminChange {
+    voter: ReplicaKey,
+    is_add: bool,
 }
 
 /// What is on one node's disk.
@@ -115,9 +160,22 @@ struct World {
     post_heal_payloads: BTreeSet<Bytes>,
     /// `STROM_SIM_TRACE=<node id>` prints that node's events and actions.
     traced: Option<NodeId>,
+    /// Voter changes sent, by correlation id.
+    admin_requests: BTreeMap<u64, AdminChange>,
+    /// Answers to the administrator, checked once the event that sent them is.
+    admin_inbox: Vec<Message>,
+    /// Each leader's epoch and high watermark when `MajorityCommits` last
+    /// checked it.
+    checked_commits: BTreeMap<NodeId, (i32, u64)>,
+    /// Directory ids handed out by disk replacements so far.
+    replaced_disks: u32,
+    /// When the administrator last sent a voter change.
+    last_voter_change_ms: Option<u64>,
 }
 
 const APPEND_INTERVAL_MS: u64 = 50;
+/// The longest a message travels while the network is faulty.
+const MESSAGE_DELAY_MAX_MS: u64 = 40;
 /// A run that needs more events than this is stuck (a timer that never advances).
 const EVENTS_MAX: u64 = 2_000_000;
 const FAULT_INTERVAL_MS: u64 = 250;
@@ -128,10 +186,16 @@ pub(crate) fn run(seed: u64, config: SimConfig) -> Result<RunStats, Violation> {
     let heal_at = config.fault_phase_ms;
     let mut next_fault = FAULT_INTERVAL_MS;
     let mut next_append = APPEND_INTERVAL_MS;
+    let mut next_voter_change =
+        if config.dynamic_voters { config.voter_change_interval_ms } else { u64::MAX };
     while world.now < heal_at {
-        let due = next_fault.min(next_append).min(heal_at);
+        let due = next_fault.min(next_append).min(next_voter_change).min(heal_at);
         if world.step_until(due)? {
             continue;
+        }
+        if world.now == next_voter_change {
+            world.change_voters()?;
+            next_voter_change += 1 + world.rng.below(2 * config.voter_change_interval_ms);
         }
         if world.now == next_fault {
             world.inject_fault()?;
@@ -176,16 +240,28 @@ impl World {
             sequence: 0,
             cut_links: BTreeSet::new(),
             faulty_network: true,
-            checker: Checker::default(),
+            checker: Checker::new(Self::bootstrap_voters(seed, &config)),
             stats: RunStats::default(),
             appends: 0,
             post_heal_payloads: BTreeSet::new(),
             traced: std::env::var("STROM_SIM_TRACE").ok().and_then(|id| id.parse().ok()),
+            admin_requests: BTreeMap::new(),
+            admin_inbox: Vec::new(),
+            checked_commits: BTreeMap::new(),
+            replaced_disks: 0,
+            last_voter_change_ms: None,
         };
-        let voters: Vec<NodeId> = (1..=config.voters as NodeId).collect();
+        let bootstrap = Self::bootstrap_voters(seed, &config);
         let all = 1..=(config.voters + config.observers) as NodeId;
-        for id in all {
-            let mut quorum = QuorumConfig::new(id, voters.iter().copied());
+        for id in all.clone() {
+            let mut quorum = if config.dynamic_voters {
+                let mut quorum = QuorumConfig::dynamic(id, Self::directory_id(seed, id), bootstrap.clone());
+                quorum.endpoints = Self::endpoints(id);
+                quorum.bootstrap_servers = all.clone().collect();
+                quorum
+            } else {
+                QuorumConfig::new(id, bootstrap.ids())
+            };
             quorum.parked_fetches_max = 16;
             // Snapshots of 64 bytes travel in four chunks.
             quorum.fetch_snapshot_max_bytes = 16;
@@ -200,6 +276,33 @@ impl World {
             world.start(id).expect("a fresh node starts");
         }
         world
+    }
+
+    /// The voters the run starts with: static, or with directory ids and
+    /// endpoints for `kraft.version` 1.
+    fn bootstrap_voters(seed: u64, config: &SimConfig) -> VoterSet {
+        let ids = 1..=config.voters as NodeId;
+        if !config.dynamic_voters {
+            return VoterSet::from_ids(ids);
+        }
+        VoterSet::new(ids.map(|id| Self::voter_node(seed, id)))
+    }
+
+    fn voter_node(seed: u64, id: NodeId) -> VoterNode {
+        VoterNode {
+            key: ReplicaKey::new(id, Some(Self::directory_id(seed, id))),
+            endpoints: Self::endpoints(id),
+            kraft_versions: SUPPORTED_KRAFT_VERSIONS,
+        }
+    }
+
+    fn directory_id(seed: u64, id: NodeId) -> uuid::Uuid {
+        uuid::Uuid::from_u128((u128::from(seed) << 64) | (id as u128 + 1))
+    }
+
+    fn endpoints(id: NodeId) -> Vec<Endpoint> {
+        let port = 9_000 + id as u16;
+        vec![Endpoint { listener: "CONTROLLER".into(), host: format!("node-{id}"), port }]
     }
 
     /// Processes events due before `due`, one at a time; returns true if it
@@ -275,6 +378,7 @@ impl World {
         }
         for action in actions {
             match action {
+                Action::Send { to: ADMIN, message } => self.admin_inbox.push(message),
                 Action::Send { to, message } => self.send(id, to, message),
                 Action::AppendLog { batches } => {
                     let disk = &mut self.nodes.get_mut(&id).expect("known node").disk;
@@ -319,7 +423,71 @@ impl World {
         }
         self.stats.max_epoch = self.stats.max_epoch.max(raft.epoch());
         self.checker.check_timer_progress(raft, self.now + sim.clock_offset_ms)?;
-        self.checker.check_node(raft)
+        self.checker.check_node(raft)?;
+        self.check_majority_commits(id)?;
+        self.read_admin_answers(id)
+    }
+
+    /// `MajorityCommits`: when a leader's high watermark rises, a majority
+    /// of the voter set it acts on holds the log up to there on disk (the
+    /// same batch before it, or a snapshot past it), replaced disks aside.
+    fn check_majority_commits(&mut self, id: NodeId) -> Result<(), Violation> {
+        let raft = self.nodes[&id].raft.as_ref().expect("a live node");
+        let crate::state::Role::Leader(leader) = &raft.role else { return Ok(()) };
+        let Some(high_watermark) = leader.high_watermark else { return Ok(()) };
+        let checked = (raft.epoch(), high_watermark);
+        if self.checked_commits.get(&id).is_some_and(|last| *last >= checked) {
+            return Ok(());
+        }
+        self.checked_commits.insert(id, checked);
+        let last = high_watermark.checked_sub(1).and_then(|offset| raft.log().batch_at(offset));
+        let holds = |log: &MemoryLog| {
+            log.start_offset() >= high_watermark
+                || match last {
+                    Some(batch) => log.batch_at(high_watermark - 1) == Some(batch),
+                    None => log.end_offset() >= high_watermark,
+                }
+        };
+        let voters = raft.voter_set();
+        let holders = voters
+            .nodes()
+            .filter(|voter| self.is_current(voter.key) && holds(&self.nodes[&voter.key.id].disk.durable))
+            .count();
+        // A voter whose disk was replaced may have acknowledged what its
+        // old disk held: the leader still counts it, and the data is gone.
+        let replaced = voters.nodes().filter(|voter| !self.is_current(voter.key)).count();
+        if holders + replaced < voters.majority() {
+            return Err(format!(
+                "MajorityCommits: leader {id} of epoch {} committed up to {high_watermark}, which only {holders} of \
+                 voters {:?} hold on disk",
+                raft.epoch(),
+                voters.ids().collect::<Vec<_>>()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks the administrator's answers against the committed log, now
+    /// that the checker has seen the event that sent them.
+    fn read_admin_answers(&mut self, from: NodeId) -> Result<(), Violation> {
+        for message in std::mem::take(&mut self.admin_inbox) {
+            let error = match message.body {
+                Body::AddRaftVoterResponse { error, .. } | Body::RemoveRaftVoterResponse { error, .. } => {
+                    error
+                }
+                Body::UpdateRaftVoterResponse { .. } => continue,
+                other => return Err(format!("Actions: node {from} sent the administrator {other:?}")),
+            };
+            // The network duplicates requests, so one may be answered twice.
+            let Some(change) = self.admin_requests.get(&message.correlation_id).copied() else {
+                return Err(format!("Actions: node {from} answered a voter change never asked"));
+            };
+            if error == ErrorCode::None {
+                self.stats.voter_changes_done += 1;
+                self.checker.on_voter_change_done(from, change.voter, change.is_add)?;
+            }
+        }
+        Ok(())
     }
 
     /// Applies a snapshot write, log start move or install to everything
@@ -352,7 +520,7 @@ impl World {
         } else {
             1
         };
-        let max_delay = if self.faulty_network { 40 } else { 10 };
+        let max_delay = if self.faulty_network { MESSAGE_DELAY_MAX_MS } else { 10 };
         for _ in 0..copies {
             let at = self.now + 1 + self.rng.below(max_delay);
             self.schedule(at, Pending::Deliver { from, to, message: message.clone() });
@@ -390,9 +558,136 @@ impl World {
         self.perform(id, actions)
     }
 
+    /// The administrator asks the node that believes it leads the highest
+    /// epoch (now and then a random node) to add an observer, remove a
+    /// voter (the leader too) or move a voter's endpoint.
+    fn change_voters(&mut self) -> Result<(), Violation> {
+        let ids: Vec<NodeId> = self.nodes.keys().copied().collect();
+        let leader = self
+            .nodes
+            .iter()
+            .filter_map(|(id, node)| node.raft.as_ref().map(|raft| (raft, *id)))
+            .filter(|(raft, _)| raft.role() == RoleName::Leader)
+            .max_by_key(|(raft, _)| raft.epoch())
+            .map(|(_, id)| id);
+        let to = match leader {
+            Some(_) if self.rng.chance(1, 10) => ids[self.rng.below(ids.len() as u64) as usize],
+            Some(id) => id,
+            None => return Ok(()),
+        };
+        let Some(raft) = self.nodes[&to].raft.as_ref() else { return Ok(()) };
+        let voters = raft.voter_set().clone();
+        let epoch = raft.epoch();
+        let observers: Vec<NodeId> = ids.iter().copied().filter(|id| !voters.contains_id(*id)).collect();
+        let pick = |rng: &mut SplitMix64, from: &[NodeId]| from[rng.below(from.len() as u64) as usize];
+        let body = match self.rng.below(10) {
+            0 => {
+                let id = pick(&mut self.rng, &voters.ids().collect::<Vec<_>>());
+                let mut node = self.as_voter(id);
+                node.endpoints[0].port += 100 * (1 + self.rng.below(5) as u16);
+                Body::UpdateRaftVoterRequest {
+                    current_leader_epoch: epoch,
+                    voter_id: id,
+                    voter_directory_id: node.key.directory_id,
+                    listeners: node.endpoints,
+                    kraft_versions: node.kraft_versions,
+                }
+            }
+            choice if !observers.is_empty() && (choice < 5 || voters.len() == 1) => {
+                let id = pick(&mut self.rng, &observers);
+                let node = self.as_voter(id);
+                Body::AddRaftVoterRequest {
+                    timeout_ms: 30_000,
+                    voter_id: node.key.id,
+                    voter_directory_id: node.key.directory_id,
+                    listeners: node.endpoints,
+                }
+            }
+            _ => {
+                // A voter whose disk was replaced goes first: an operator
+                // does not remove a working voter while a dead one counts.
+                let stale: Vec<NodeId> =
+                    voters.nodes().filter(|v| !self.is_current(v.key)).map(|v| v.key.id).collect();
+                let candidates = if stale.is_empty() { voters.ids().collect() } else { stale };
+                let id = pick(&mut self.rng, &candidates);
+                let voter_directory_id = voters.get(id).and_then(|voter| voter.key.directory_id);
+                Body::RemoveRaftVoterRequest { voter_id: id, voter_directory_id }
+            }
+        };
+        let change = match &body {
+            Body::AddRaftVoterRequest { voter_id, voter_directory_id, .. } => {
+                Some(AdminChange { voter: ReplicaKey::new(*voter_id, *voter_directory_id), is_add: true })
+            }
+            Body::RemoveRaftVoterRequest { voter_id, voter_directory_id } => {
+                Some(AdminChange { voter: ReplicaKey::new(*voter_id, *voter_directory_id), is_add: false })
+            }
+            _ => None,
+        };
+        self.sequence += 1;
+        let correlation_id = self.sequence;
+        self.last_voter_change_ms = Some(self.now);
+        if let Some(change) = change {
+            self.stats.voter_changes_asked += 1;
+            self.admin_requests.insert(correlation_id, change);
+        }
+        self.send(ADMIN, to, Message { correlation_id, body });
+        Ok(())
+    }
+
+    /// The node `id` as the administrator names it: its current directory.
+    fn as_voter(&self, id: NodeId) -> VoterNode {
+        let directory_id = self.nodes[&id].config.directory_id;
+        VoterNode { key: ReplicaKey::new(id, directory_id), ..Self::voter_node(self.seed, id) }
+    }
+
+    /// Whether `key` names a node's current disk (not one replaced since).
+    fn is_current(&self, key: ReplicaKey) -> bool {
+        self.nodes.get(&key.id).is_some_and(|node| node.config.directory_id == key.directory_id)
+    }
+
+    /// A node's disk is replaced (Kafka formats a new log directory, with a
+    /// new directory id): it restarts empty, under the same node id, as an
+    /// observer until the voter set names its new directory. Once a run,
+    /// and only if every voter set in force still has a majority of intact
+    /// voters without it, so the quorum stays live.
+    fn replace_disk(&mut self, id: NodeId) -> Result<(), Violation> {
+        let sets_in_force: Vec<VoterSet> =
+            self.nodes
+                .values()
+                .map(|node| match &node.raft {
+                    Some(raft) => raft.voter_set().clone(),
+                    None => latest_voters_in(&node.disk.written)
+                        .unwrap_or_else(|| self.checker.committed_voters()),
+                })
+                .chain([self.checker.committed_voters()])
+                .collect();
+        let safe = sets_in_force.iter().all(|voters| !voters.contains_id(id) || voters.len() >= 3);
+        // A change still on the wire could land a smaller set.
+        let change_in_flight =
+            self.last_voter_change_ms.is_some_and(|at| self.now < at + 2 * MESSAGE_DELAY_MAX_MS);
+        if self.replaced_disks > 0 || !safe || change_in_flight {
+            return Ok(());
+        }
+        self.crash(id)?;
+        self.replaced_disks += 1;
+        self.stats.disks_replaced += 1;
+        let directory_id = uuid::Uuid::from_u128(
+            (u128::from(self.seed) << 64) | (u128::from(self.replaced_disks) << 32) | (id as u128 + 1),
+        );
+        let sim = self.nodes.get_mut(&id).expect("known node");
+        sim.disk = Disk::default();
+        sim.config.directory_id = Some(directory_id);
+        self.checker.on_disk_replaced(id);
+        self.check_committed_data_durable()?;
+        self.start(id)
+    }
+
     fn inject_fault(&mut self) -> Result<(), Violation> {
         let ids: Vec<NodeId> = self.nodes.keys().copied().collect();
         let id = ids[self.rng.below(ids.len() as u64) as usize];
+        if self.config.dynamic_voters && self.rng.chance(1, 20) {
+            return self.replace_disk(id);
+        }
         match self.rng.below(8) {
             0 => self.crash(id)?,
             1 | 2 => self.restart_if_down(id)?,
@@ -450,7 +745,10 @@ impl World {
     /// snapshot, or of nothing, with the batches up to `offset` applied.
     fn state_machine_snapshot(log: &MemoryLog, offset: u64) -> bytes::Bytes {
         let (from, mut digest) = match log.snapshot().filter(|snapshot| snapshot.id.offset <= offset) {
-            Some(snapshot) => (snapshot.id.offset, snapshot_digest(&snapshot.content).expect("a digest")),
+            Some(snapshot) => {
+                let state = crate::snapshot::decode_snapshot(&snapshot.content).1;
+                (snapshot.id.offset, snapshot_digest(&state).expect("a digest"))
+            }
             None => (0, 0),
         };
         for batch in
@@ -488,9 +786,25 @@ impl World {
         if self.traced == Some(id) {
             eprintln!("t={} node {id} crashed", self.now);
         }
-        let voters = self.config.voters as NodeId;
-        let durable = self.nodes.iter().filter(|(id, _)| **id <= voters).map(|(_, node)| &node.disk.durable);
-        self.checker.check_committed_data_durable(durable, self.config.voters / 2 + 1)
+        self.check_committed_data_durable()
+    }
+
+    /// `CommittedDataDurable`. With static voters a majority holds the
+    /// committed log on disk. With dynamic ones, no majority of the
+    /// committed voter set may lack it among the voters that can still
+    /// vote (a replaced disk's old key never votes again): the same for
+    /// odd sets, and what a pending removal leaves in even ones.
+    fn check_committed_data_durable(&self) -> Result<(), Violation> {
+        let voters = self.checker.committed_voters();
+        let intact: Vec<NodeId> =
+            voters.nodes().filter(|v| self.is_current(v.key)).map(|v| v.key.id).collect();
+        let needed = if self.config.dynamic_voters {
+            (intact.len() + 1).saturating_sub(voters.majority())
+        } else {
+            voters.majority()
+        };
+        let durable = intact.iter().map(|id| &self.nodes[id].disk.durable);
+        self.checker.check_committed_data_durable(durable, needed)
     }
 
     fn restart_if_down(&mut self, id: NodeId) -> Result<(), Violation> {
@@ -558,7 +872,7 @@ impl World {
         let committed = self.checker.committed();
         let Some(batch) = committed.iter().find(|batch| match &batch.records {
             Records::Data(records) => records.iter().any(|record| self.post_heal_payloads.contains(record)),
-            Records::LeaderChange { .. } => false,
+            _ => false,
         }) else {
             return false;
         };
@@ -575,9 +889,10 @@ impl World {
             .iter()
             .map(|(id, node)| match &node.raft {
                 Some(raft) => format!(
-                    "{id}: {:?} epoch {} leader {:?} hw {:?} end {} next tick {}",
+                    "{id}: {:?} epoch {} voters {:?} leader {:?} hw {:?} end {} next tick {}",
                     raft.role(),
                     raft.epoch(),
+                    raft.voter_set().ids().collect::<Vec<_>>(),
                     raft.leader_id(),
                     raft.high_watermark(),
                     raft.log().end_offset(),

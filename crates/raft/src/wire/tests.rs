@@ -7,6 +7,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::log::Records;
+use crate::voters::SUPPORTED_KRAFT_VERSIONS;
 
 const CLUSTER: &str = "MkU3OEVBNTcwNTJENDM2Qk";
 
@@ -71,6 +72,9 @@ fn request_round_trip(body: &Body, version: i16) -> Body {
         WireRequest::EndQuorumEpoch(m) => WireRequest::EndQuorumEpoch(reencode(&m, version)),
         WireRequest::Fetch(m) => WireRequest::Fetch(reencode(&m, version)),
         WireRequest::FetchSnapshot(m) => WireRequest::FetchSnapshot(reencode(&m, version)),
+        WireRequest::AddRaftVoter(m) => WireRequest::AddRaftVoter(reencode(&m, version)),
+        WireRequest::RemoveRaftVoter(m) => WireRequest::RemoveRaftVoter(reencode(&m, version)),
+        WireRequest::UpdateRaftVoter(m) => WireRequest::UpdateRaftVoter(reencode(&m, version)),
     };
     request_from_wire(&wire, CLUSTER, version).unwrap()
 }
@@ -82,6 +86,9 @@ fn response_round_trip(body: &Body, version: i16) -> Body {
         WireResponse::EndQuorumEpoch(m) => WireResponse::EndQuorumEpoch(reencode(&m, version)),
         WireResponse::Fetch(m) => WireResponse::Fetch(reencode(&m, version)),
         WireResponse::FetchSnapshot(m) => WireResponse::FetchSnapshot(reencode(&m, version)),
+        WireResponse::AddRaftVoter(m) => WireResponse::AddRaftVoter(reencode(&m, version)),
+        WireResponse::RemoveRaftVoter(m) => WireResponse::RemoveRaftVoter(reencode(&m, version)),
+        WireResponse::UpdateRaftVoter(m) => WireResponse::UpdateRaftVoter(reencode(&m, version)),
     };
     response_from_wire(&wire, version, &TestCodec).unwrap()
 }
@@ -108,7 +115,44 @@ fn error() -> impl Strategy<Value = ErrorCode> {
         ErrorCode::InconsistentVoterSet,
         ErrorCode::SnapshotNotFound,
         ErrorCode::PositionOutOfRange,
+        ErrorCode::RequestTimedOut,
+        ErrorCode::UnsupportedVersion,
+        ErrorCode::InvalidVoterKey,
+        ErrorCode::DuplicateVoter,
+        ErrorCode::VoterNotFound,
     ])
+}
+
+fn directory() -> impl Strategy<Value = Option<Uuid>> {
+    prop::option::of(any::<u128>().prop_filter("not the zero uuid", |id| *id != 0).prop_map(Uuid::from_u128))
+}
+
+fn endpoints() -> impl Strategy<Value = Vec<Endpoint>> {
+    let endpoint = ("[A-Z]{1,10}", "[a-z0-9.]{0,20}", 1..=u16::MAX)
+        .prop_map(|(listener, host, port)| Endpoint { listener, host, port });
+    prop::collection::vec(endpoint, 0..3)
+}
+
+/// What survives a round trip at `version`: the directory ids of versions
+/// that carry none are dropped.
+fn visible_at(body: &Body, version: i16) -> Body {
+    let mut body = body.clone();
+    match &mut body {
+        Body::VoteRequest { candidate_directory_id, voter_directory_id, .. } if version < 1 => {
+            *candidate_directory_id = None;
+            *voter_directory_id = None;
+        }
+        Body::BeginQuorumEpochRequest { voter_directory_id, .. } if version < 1 => *voter_directory_id = None,
+        Body::FetchRequest { replica_directory_id, .. } if version < 17 => *replica_directory_id = None,
+        Body::FetchSnapshotRequest { replica_directory_id, .. } if version < 1 => {
+            *replica_directory_id = None
+        }
+        Body::EndQuorumEpochRequest { preferred_candidate_directory_ids, .. } if version < 1 => {
+            preferred_candidate_directory_ids.clear()
+        }
+        _ => {}
+    }
+    body
 }
 
 fn batches() -> impl Strategy<Value = Vec<Batch>> {
@@ -121,43 +165,90 @@ fn batches() -> impl Strategy<Value = Vec<Batch>> {
 
 fn request() -> impl Strategy<Value = Body> {
     prop_oneof![
-        (any::<i32>(), node(), position(), any::<bool>()).prop_map(
-            |(replica_epoch, candidate_id, last_position, pre_vote)| Body::VoteRequest {
+        (any::<i32>(), node(), position(), any::<bool>(), directory(), directory()).prop_map(
+            |(
                 replica_epoch,
                 candidate_id,
                 last_position,
                 pre_vote,
+                candidate_directory_id,
+                voter_directory_id,
+            )| {
+                Body::VoteRequest {
+                    replica_epoch,
+                    candidate_id,
+                    last_position,
+                    pre_vote,
+                    candidate_directory_id,
+                    voter_directory_id,
+                }
             }
         ),
-        (any::<i32>(), node()).prop_map(|(leader_epoch, leader_id)| {
-            Body::BeginQuorumEpochRequest { leader_epoch, leader_id }
+        (any::<i32>(), node(), directory()).prop_map(|(leader_epoch, leader_id, voter_directory_id)| {
+            Body::BeginQuorumEpochRequest { leader_epoch, leader_id, voter_directory_id }
         }),
-        (any::<i32>(), node(), prop::collection::vec(node(), 0..5)).prop_map(
-            |(leader_epoch, leader_id, preferred_successors)| Body::EndQuorumEpochRequest {
+        (any::<i32>(), node(), prop::collection::vec((node(), directory()), 0..5)).prop_map(
+            |(leader_epoch, leader_id, candidates)| Body::EndQuorumEpochRequest {
                 leader_epoch,
                 leader_id,
-                preferred_successors,
+                preferred_successors: candidates.iter().map(|(id, _)| *id).collect(),
+                preferred_candidate_directory_ids: candidates
+                    .iter()
+                    .map(|(_, directory)| *directory)
+                    .collect(),
             }
         ),
-        (node(), any::<i32>(), offset(), any::<i32>(), 0..=i32::MAX as u64).prop_map(
-            |(replica_id, current_leader_epoch, fetch_offset, last_fetched_epoch, max_wait_ms)| {
+        (node(), any::<i32>(), offset(), any::<i32>(), 0..=i32::MAX as u64, directory()).prop_map(
+            |(
+                replica_id,
+                current_leader_epoch,
+                fetch_offset,
+                last_fetched_epoch,
+                max_wait_ms,
+                replica_directory_id,
+            )| {
                 Body::FetchRequest {
                     replica_id,
                     current_leader_epoch,
                     fetch_offset,
                     last_fetched_epoch,
                     max_wait_ms,
+                    replica_directory_id,
                 }
             }
         ),
-        (node(), any::<i32>(), position(), offset(), 0..=i32::MAX as usize).prop_map(
-            |(replica_id, current_leader_epoch, snapshot_id, position, max_bytes)| {
+        (node(), any::<i32>(), position(), offset(), 0..=i32::MAX as usize, directory()).prop_map(
+            |(replica_id, current_leader_epoch, snapshot_id, position, max_bytes, replica_directory_id)| {
                 Body::FetchSnapshotRequest {
                     replica_id,
                     current_leader_epoch,
                     snapshot_id,
                     position,
                     max_bytes,
+                    replica_directory_id,
+                }
+            }
+        ),
+        (0..=i32::MAX as u64, node(), directory(), endpoints()).prop_map(
+            |(timeout_ms, voter_id, voter_directory_id, listeners)| Body::AddRaftVoterRequest {
+                timeout_ms,
+                voter_id,
+                voter_directory_id,
+                listeners,
+            }
+        ),
+        (node(), directory()).prop_map(|(voter_id, voter_directory_id)| Body::RemoveRaftVoterRequest {
+            voter_id,
+            voter_directory_id
+        }),
+        (any::<i32>(), node(), directory(), endpoints(), any::<i16>(), any::<i16>()).prop_map(
+            |(current_leader_epoch, voter_id, voter_directory_id, listeners, min, max)| {
+                Body::UpdateRaftVoterRequest {
+                    current_leader_epoch,
+                    voter_id,
+                    voter_directory_id,
+                    listeners,
+                    kraft_versions: VersionRange { min, max },
                 }
             }
         ),
@@ -226,6 +317,23 @@ fn response() -> impl Strategy<Value = Body> {
                     bytes: Bytes::from(bytes),
                 }
             }),
+        (error(), prop::option::of("[ -~]{0,40}"))
+            .prop_map(|(error, error_message)| Body::AddRaftVoterResponse { error, error_message }),
+        (error(), prop::option::of("[ -~]{0,40}"))
+            .prop_map(|(error, error_message)| Body::RemoveRaftVoterResponse { error, error_message }),
+        (error(), any::<i32>(), leader(), prop::option::of(("[a-z0-9.]{1,20}", 1..=u16::MAX))).prop_map(
+            |(error, leader_epoch, leader_id, endpoint)| Body::UpdateRaftVoterResponse {
+                error,
+                leader_epoch,
+                leader_id,
+                // The wire names no listener: it is the request's.
+                leader_endpoint: endpoint.map(|(host, port)| Endpoint {
+                    listener: String::new(),
+                    host,
+                    port
+                }),
+            }
+        ),
     ]
 }
 
@@ -236,7 +344,7 @@ proptest! {
             if matches!(body, Body::VoteRequest { pre_vote: true, .. }) && version < 2 {
                 continue;
             }
-            prop_assert_eq!(&request_round_trip(&body, version), &body, "v{}", version);
+            prop_assert_eq!(&request_round_trip(&body, version), &visible_at(&body, version), "v{}", version);
         }
     }
 
@@ -355,6 +463,8 @@ fn requests_are_checked() {
         candidate_id: 1,
         last_position: OffsetAndEpoch::new(5, 1),
         pre_vote: true,
+        candidate_directory_id: Some(Uuid::from_u128(11)),
+        voter_directory_id: None,
     };
     assert_eq!(request_to_wire(&vote, CLUSTER, 2, 1), Err(WireError::InvalidField("PreVote")));
     let wire = request_to_wire(&vote, CLUSTER, 2, 2).unwrap();
@@ -371,6 +481,7 @@ fn requests_are_checked() {
         fetch_offset: 5,
         last_fetched_epoch: 1,
         max_wait_ms: 500,
+        replica_directory_id: Some(Uuid::from_u128(11)),
     };
     let WireRequest::Fetch(mut negative) = request_to_wire(&fetch, CLUSTER, 2, 17).unwrap() else {
         panic!("not a fetch request");
@@ -400,15 +511,23 @@ fn one_of_each_request() -> Vec<Body> {
             candidate_id: 1,
             last_position: OffsetAndEpoch::new(5, 1),
             pre_vote: false,
+            candidate_directory_id: Some(Uuid::from_u128(11)),
+            voter_directory_id: Some(Uuid::from_u128(12)),
         },
-        Body::BeginQuorumEpochRequest { leader_epoch: 2, leader_id: 1 },
-        Body::EndQuorumEpochRequest { leader_epoch: 2, leader_id: 1, preferred_successors: vec![3, 2] },
+        Body::BeginQuorumEpochRequest { leader_epoch: 2, leader_id: 1, voter_directory_id: None },
+        Body::EndQuorumEpochRequest {
+            leader_epoch: 2,
+            leader_id: 1,
+            preferred_successors: vec![3, 2],
+            preferred_candidate_directory_ids: vec![Some(Uuid::from_u128(13)), None],
+        },
         Body::FetchRequest {
             replica_id: 3,
             current_leader_epoch: 2,
             fetch_offset: 5,
             last_fetched_epoch: 1,
             max_wait_ms: 500,
+            replica_directory_id: None,
         },
         Body::FetchSnapshotRequest {
             replica_id: 3,
@@ -416,6 +535,7 @@ fn one_of_each_request() -> Vec<Body> {
             snapshot_id: OffsetAndEpoch::new(5, 1),
             position: 0,
             max_bytes: 1024,
+            replica_directory_id: Some(Uuid::from_u128(13)),
         },
     ]
 }
@@ -454,6 +574,9 @@ fn move_request_partition(request: &mut WireRequest) {
         WireRequest::EndQuorumEpoch(m) => m.topics[0].partitions[0].partition_index = 1,
         WireRequest::Fetch(m) => m.topics[0].partitions[0].partition = 1,
         WireRequest::FetchSnapshot(m) => m.topics[0].partitions[0].partition = 1,
+        WireRequest::AddRaftVoter(_) | WireRequest::RemoveRaftVoter(_) | WireRequest::UpdateRaftVoter(_) => {
+            unreachable!("voter changes name no partition")
+        }
     }
 }
 
@@ -465,6 +588,11 @@ fn drop_response_topic(response: &mut WireResponse) {
         WireResponse::EndQuorumEpoch(m) => m.topics.clear(),
         WireResponse::Fetch(m) => m.responses.clear(),
         WireResponse::FetchSnapshot(m) => m.topics.clear(),
+        WireResponse::AddRaftVoter(_)
+        | WireResponse::RemoveRaftVoter(_)
+        | WireResponse::UpdateRaftVoter(_) => {
+            unreachable!("voter changes name no partition")
+        }
     }
 }
 
@@ -476,6 +604,11 @@ fn move_response_partition(response: &mut WireResponse) {
         WireResponse::EndQuorumEpoch(m) => m.topics[0].partitions[0].partition_index = 1,
         WireResponse::Fetch(m) => m.responses[0].partitions[0].partition_index = 1,
         WireResponse::FetchSnapshot(m) => m.topics[0].partitions[0].index = 1,
+        WireResponse::AddRaftVoter(_)
+        | WireResponse::RemoveRaftVoter(_)
+        | WireResponse::UpdateRaftVoter(_) => {
+            unreachable!("voter changes name no partition")
+        }
     }
 }
 
@@ -526,4 +659,88 @@ fn every_message_refuses_versions_outside_its_range() {
         ));
         assert_eq!(request_to_wire(&body, CLUSTER, 2, beyond - 1), Err(WireError::WrongDirection));
     }
+}
+
+fn voter_change_requests() -> Vec<Body> {
+    let listeners = vec![Endpoint { listener: "CONTROLLER".into(), host: "127.0.0.1".into(), port: 9093 }];
+    vec![
+        Body::AddRaftVoterRequest {
+            timeout_ms: 30_000,
+            voter_id: 4,
+            voter_directory_id: Some(Uuid::from_u128(14)),
+            listeners: listeners.clone(),
+        },
+        Body::RemoveRaftVoterRequest { voter_id: 2, voter_directory_id: Some(Uuid::from_u128(12)) },
+        Body::UpdateRaftVoterRequest {
+            current_leader_epoch: 3,
+            voter_id: 2,
+            voter_directory_id: Some(Uuid::from_u128(12)),
+            listeners,
+            kraft_versions: SUPPORTED_KRAFT_VERSIONS,
+        },
+    ]
+}
+
+#[test]
+fn voter_changes_check_cluster_and_version() {
+    for body in voter_change_requests() {
+        let wire = request_to_wire(&body, CLUSTER, 1, 0).unwrap();
+        assert_eq!(request_from_wire(&wire, CLUSTER, 0).as_ref(), Ok(&body));
+        assert_eq!(request_from_wire(&wire, "another-cluster", 0), Err(WireError::InconsistentClusterId));
+        assert!(matches!(request_from_wire(&wire, CLUSTER, 1), Err(WireError::UnsupportedVersion { .. })));
+        assert!(matches!(request_to_wire(&body, CLUSTER, 1, 1), Err(WireError::UnsupportedVersion { .. })));
+    }
+}
+
+#[test]
+fn a_listener_without_a_port_is_refused() {
+    let body = &voter_change_requests()[0];
+    let WireRequest::AddRaftVoter(mut request) = request_to_wire(body, CLUSTER, 1, 0).unwrap() else {
+        panic!("not an AddRaftVoter request");
+    };
+    request.listeners[0].port = 0;
+    assert_eq!(
+        request_from_wire(&WireRequest::AddRaftVoter(request), CLUSTER, 0),
+        Err(WireError::InvalidField("Listeners"))
+    );
+}
+
+#[test]
+fn an_unknown_leader_endpoint_is_kafkas_empty_host_and_port_minus_one() {
+    let body = Body::UpdateRaftVoterResponse {
+        error: ErrorCode::NotLeaderOrFollower,
+        leader_epoch: 3,
+        leader_id: None,
+        leader_endpoint: None,
+    };
+    let WireResponse::UpdateRaftVoter(wire) = response_to_wire(&body, 0, &TestCodec).unwrap() else {
+        panic!("not an UpdateRaftVoter response");
+    };
+    assert_eq!((wire.current_leader.host.as_str(), wire.current_leader.port), ("", -1));
+    assert_eq!(wire.current_leader.leader_id, BrokerId(-1));
+    assert_eq!(response_from_wire(&WireResponse::UpdateRaftVoter(wire), 0, &TestCodec), Ok(body));
+}
+
+proptest! {
+    #[test]
+    fn voter_sets_round_trip_as_voters_records(
+        voters in prop::collection::btree_map(0..=i32::MAX, (directory(), endpoints(), 0..=1i16), 1..6)
+    ) {
+        let voters = VoterSet::new(voters.into_iter().map(|(id, (directory_id, endpoints, max))| VoterNode {
+            key: ReplicaKey::new(id, directory_id),
+            endpoints,
+            kraft_versions: VersionRange { min: 0, max },
+        }));
+        prop_assert_eq!(decode_voters_record(encode_voters_record(&voters)), Ok(voters));
+    }
+}
+
+#[test]
+fn an_empty_or_torn_voters_record_is_refused() {
+    assert_eq!(
+        decode_voters_record(encode_voters_record(&VoterSet::default())),
+        Err(WireError::InvalidField("Voters"))
+    );
+    let bytes = encode_voters_record(&VoterSet::from_ids([1, 2]));
+    assert!(matches!(decode_voters_record(bytes.slice(..bytes.len() - 3)), Err(WireError::Records(_))));
 }
