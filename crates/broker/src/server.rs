@@ -272,6 +272,27 @@ impl Broker {
         self.controller_link.as_ref()
     }
 
+    /// A block of producer ids from the active controller: this node's
+    /// own controller when it is the active one (or a single node), else
+    /// over the controller link.
+    pub fn allocate_producer_ids(&self) -> Result<strom_metadata::ProducerIdBlock, MetadataError> {
+        let (broker_id, epoch) = (self.config.node_id, self.broker_epoch());
+        match self.controller_link.as_ref().filter(|link| !link.is_active()) {
+            Some(link) => block_on(link.allocate_producer_ids(broker_id, epoch)),
+            None => block_on(self.controller.allocate_producer_ids(broker_id, epoch)),
+        }
+    }
+
+    /// Creates `topic` through the active controller (this node's own
+    /// when it is the active one), then opens the logs it places here.
+    pub fn create_topic(&self, topic: strom_metadata::NewTopic) -> Result<(), MetadataError> {
+        match self.controller_link.as_ref().filter(|link| !link.is_active()) {
+            Some(link) => block_on(link.create_topic(&topic))?,
+            None => drop(block_on(self.controller.create_topic_with_logs(topic, false, &self.replicas))?),
+        }
+        Ok(())
+    }
+
     /// Records the broker epoch the controller gave this broker (-1: none).
     pub fn set_broker_epoch(&self, epoch: i64) {
         self.broker_epoch.store(epoch, Ordering::Release);
@@ -483,6 +504,7 @@ impl BoundBroker {
         if let Some(quorum) = self.broker.quorum() {
             // A leader hands over first, so the quorum does not wait out a timeout.
             quorum.shutdown().await;
+            tracing::debug!("quorum shut down");
         }
         let mut connections = Vec::new();
         while let Some(joined) = acceptors.join_next().await {
@@ -497,7 +519,9 @@ impl BoundBroker {
             tracing::warn!("connections still busy after {DRAIN_TIMEOUT:?}; closing them");
             connections.iter_mut().for_each(JoinSet::abort_all);
         }
+        tracing::debug!("connections drained");
         while background.join_next().await.is_some() {}
+        tracing::debug!("background duties ended");
         self.broker.replicas.shutdown()?;
         tracing::info!("shut down cleanly");
         Ok(())
