@@ -304,6 +304,22 @@ impl Broker {
         self.broker_epoch.load(Ordering::Acquire)
     }
 
+    /// Waits until the metadata shows this KRaft broker registered and
+    /// unfenced; at once for a single node or a controller-only node.
+    pub async fn wait_until_unfenced(&self) {
+        if self.controller_link.is_none() || !self.config.kraft.has_role(ProcessRole::Broker) {
+            return;
+        }
+        let mut images = self.controller.loader().subscribe();
+        let me = self.config.node_id;
+        // This incarnation's registration: a restarted broker's old one may still look unfenced.
+        let unfenced = |image: &Arc<strom_metadata::MetadataImage>| {
+            image.brokers.get(&me).is_some_and(|b| !b.fenced && b.epoch == self.broker_epoch())
+        };
+        let _ = images.wait_for(unfenced).await;
+        tracing::info!("unfenced by the controller: serving clients");
+    }
+
     /// A receiver that sees `true` once shutdown begins.
     pub fn stopping(&self) -> watch::Receiver<bool> {
         self.stopping.subscribe()
@@ -476,9 +492,6 @@ impl BoundBroker {
         if let Some(listener) = self.metrics_listener {
             background.spawn(metrics::serve_http(self.broker.clone(), listener, stop_rx.clone()));
         }
-        if let Some(listener) = self.console_listener {
-            background.spawn(crate::console::serve(self.broker.clone(), listener, stop_rx.clone()));
-        }
         if self.broker.config.cleaner.enable {
             for id in 0..self.broker.config.cleaner.threads {
                 background.spawn(run_log_cleaner(self.broker.clone(), stop_rx.clone(), id));
@@ -486,11 +499,32 @@ impl BoundBroker {
         }
         let permits = Arc::new(Semaphore::new(self.broker.config.max_connections));
         let mut acceptors = JoinSet::new();
-        for (name, listener) in self.listeners {
+        let kraft = &self.broker.config.kraft;
+        let (controller_listeners, client_listeners): (Vec<_>, Vec<_>) =
+            self.listeners.into_iter().partition(|(name, _)| {
+                kraft.controller_listener_names.iter().any(|n| n.eq_ignore_ascii_case(name))
+            });
+        for (name, listener) in controller_listeners {
             let broker = self.broker.clone();
             acceptors.spawn(accept_loop(broker, name, listener, permits.clone(), stop_rx.clone()));
         }
-        shutdown.await;
+        let mut shutdown = std::pin::pin!(shutdown);
+        // As Kafka's broker, a KRaft broker serves clients once the
+        // controller has unfenced it; the controller listeners serve at once.
+        let stopped_early = tokio::select! {
+            _ = self.broker.wait_until_unfenced() => false,
+            _ = &mut shutdown => true,
+        };
+        if let Some(listener) = self.console_listener {
+            background.spawn(crate::console::serve(self.broker.clone(), listener, stop_rx.clone()));
+        }
+        for (name, listener) in client_listeners {
+            let broker = self.broker.clone();
+            acceptors.spawn(accept_loop(broker, name, listener, permits.clone(), stop_rx.clone()));
+        }
+        if !stopped_early {
+            shutdown.await;
+        }
         if let Some(link) =
             self.broker.controller_link().filter(|_| self.broker.config.kraft.has_role(ProcessRole::Broker))
         {
