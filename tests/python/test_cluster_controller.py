@@ -17,9 +17,9 @@ FAILOVER_S = 15.0
 FAST_SESSIONS = {"broker.session.timeout.ms": "2000", "broker.heartbeat.interval.ms": "300"}
 
 
-def create_topic(bootstrap: str, name: str) -> bool:
+def create_topic(bootstrap: str, name: str, timeout_s: float = 20) -> bool:
     """`strom topics --create` of a 1-partition topic; True when acknowledged."""
-    done = strom("topics", "--create", "--topic", name, "--bootstrap-server", bootstrap, timeout_s=20)
+    done = strom("topics", "--create", "--topic", name, "--bootstrap-server", bootstrap, timeout_s=timeout_s)
     return done.returncode == 0
 
 
@@ -146,3 +146,51 @@ def test_a_killed_broker_is_fenced_after_its_session_and_unfenced_after_restart(
         assert brokers_shown(bootstrap).get(100) is False
         cluster.restart(101)
         wait_until(lambda: brokers_shown(bootstrap).get(101) is False, CLUSTER_WAIT_S, "broker 101 unfenced")
+
+
+def quorum_high_watermark(cluster: Cluster, node_id: int) -> int | None:
+    """The high watermark `node_id` reports while it thinks it leads."""
+    partition = cluster.describe_quorum(node_id)
+    return partition.high_watermark if partition is not None and partition.leader_id == node_id else None
+
+
+def test_a_voter_cut_off_from_the_majority_commits_nothing(tmp_path):
+    # The two other voters are paused (not a network cut): what the lone
+    # voter can still do is exactly what a minority can. A long fetch
+    # timeout keeps it leading (check-quorum) while it is watched.
+    overrides = {**FAST_SESSIONS, "controller.quorum.fetch.timeout.ms": "6000"}
+    with Cluster(tmp_path, controllers=3, combined=True, overrides=overrides) as cluster:
+        cluster.start()
+        leader, _ = cluster.wait_for_leader()
+        node = cluster.nodes[leader]
+        wait_until(lambda: len(brokers_shown(node.bootstrap)) == 3, CLUSTER_WAIT_S, "three brokers")
+        others = [n for n in cluster.nodes.values() if n.node_id != leader]
+        for other in others:
+            other.pause()
+        time.sleep(0.5)  # commits already in flight at the pause land; none after
+        before = quorum_high_watermark(cluster, leader)
+        try:
+            acknowledged = create_topic(node.bootstrap, "lonely", timeout_s=3)
+        except subprocess.TimeoutExpired:
+            acknowledged = False
+        assert not acknowledged, "a lone voter acknowledged a CreateTopics"
+        after = quorum_high_watermark(cluster, leader)
+        assert before is not None and after == before, (before, after)
+        for other in others:
+            other.resume()
+        cluster.wait_for_leader()
+        wait_until(lambda: create_or_give_up(others[0].bootstrap, "after-heal"), 2 * CLUSTER_WAIT_S,
+                   "a CreateTopics once the majority is back")
+
+
+def create_or_give_up(bootstrap: str, name: str) -> bool:
+    """True once `name` exists, created now or by an earlier attempt that timed out here."""
+    try:
+        if create_topic(bootstrap, name, timeout_s=10):
+            return True
+    except subprocess.TimeoutExpired:
+        return False
+    try:
+        return name in topic_names(bootstrap)
+    except Exception:  # noqa: BLE001 - a broker still recovering: ask again
+        return False

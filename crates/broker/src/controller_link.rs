@@ -50,11 +50,18 @@ pub struct ControllerLink {
     quorum: Quorum,
     endpoints: BTreeMap<i32, String>,
     channels: Mutex<HashMap<i32, Arc<Channel>>>,
+    /// Flips at shutdown: requests in progress give up at once.
+    closed: tokio::sync::watch::Sender<bool>,
 }
 
 impl ControllerLink {
     pub fn new(quorum: Quorum, endpoints: BTreeMap<i32, String>) -> Self {
-        Self { quorum, endpoints, channels: Mutex::default() }
+        Self { quorum, endpoints, channels: Mutex::default(), closed: tokio::sync::watch::channel(false).0 }
+    }
+
+    /// Ends every request in progress and refuses new ones (shutdown).
+    pub fn close(&self) {
+        self.closed.send_replace(true);
     }
 
     /// The active controller as this node knows it.
@@ -138,7 +145,8 @@ impl ControllerLink {
         let deadline = Instant::now() + timeout;
         let mut last_error = "no leader known".to_owned();
         let mut leader = self.quorum.leader();
-        while Instant::now() < deadline {
+        let mut closed = self.closed.subscribe();
+        while Instant::now() < deadline && !*closed.borrow() {
             let left = (deadline - Instant::now()).min(ATTEMPT_TIMEOUT);
             leader.mark_unchanged();
             // A leader that changes mid-request (a paused or dead one was
@@ -146,6 +154,7 @@ impl ControllerLink {
             let attempt = tokio::select! {
                 answer = self.try_send(request, version, left) => answer,
                 _ = leader.changed() => Err("the leader changed".to_owned()),
+                _ = closed.wait_for(|closed| *closed) => Err("shutting down".to_owned()),
             };
             match attempt {
                 Ok(response) if !not_controller(&response) => return Ok(response),

@@ -535,6 +535,9 @@ impl BoundBroker {
         if let Some(metadata_log) = &self.broker.metadata_log {
             metadata_log.close();
         }
+        if let Some(link) = self.broker.controller_link() {
+            link.close();
+        }
         if let Some(quorum) = self.broker.quorum() {
             // A leader hands over first, so the quorum does not wait out a timeout.
             quorum.shutdown().await;
