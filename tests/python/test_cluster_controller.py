@@ -161,9 +161,11 @@ def test_a_voter_cut_off_from_the_majority_commits_nothing(tmp_path):
     overrides = {**FAST_SESSIONS, "controller.quorum.fetch.timeout.ms": "6000"}
     with Cluster(tmp_path, controllers=3, combined=True, overrides=overrides) as cluster:
         cluster.start()
-        leader, _ = cluster.wait_for_leader()
+        wait_until(lambda: len(brokers_shown(cluster.nodes[1].bootstrap)) == 3, CLUSTER_WAIT_S, "three brokers")
+        # The leader as it reports itself right before the others pause.
+        leader = wait_until(lambda: (p := cluster.describe_quorum()) is not None and p.leader_id, CLUSTER_WAIT_S,
+                            "a leader")
         node = cluster.nodes[leader]
-        wait_until(lambda: len(brokers_shown(node.bootstrap)) == 3, CLUSTER_WAIT_S, "three brokers")
         others = [n for n in cluster.nodes.values() if n.node_id != leader]
         for other in others:
             other.pause()
