@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use kafka_protocol::error::ResponseError;
-use strom_metadata::{block_on, MetadataError, NewTopic};
+use strom_metadata::{MetadataError, NewTopic};
 
 use crate::server::Broker;
 
@@ -37,8 +37,8 @@ pub fn ensure(broker: &Broker, name: &str, partitions: i32, segment_bytes: i64) 
     ]);
     let topic =
         NewTopic { name: name.to_owned(), partitions, replication_factor: 1, configs, ..Default::default() };
-    match block_on(broker.controller.create_topic_with_logs(topic, false, &broker.replicas)) {
-        Ok(_) | Err(MetadataError::TopicAlreadyExists(_)) => {}
+    match broker.create_topic(topic) {
+        Ok(()) | Err(MetadataError::TopicAlreadyExists(_)) => {}
         Err(e) => {
             tracing::error!("cannot create {name}: {e}");
             return Err(ResponseError::CoordinatorNotAvailable);

@@ -73,6 +73,11 @@ whole_response!(
     AddRaftVoterResponse,
     RemoveRaftVoterResponse,
     UpdateRaftVoterResponse,
+    BrokerRegistrationResponse,
+    BrokerHeartbeatResponse,
+    UnregisterBrokerResponse,
+    ControllerRegistrationResponse,
+    AllocateProducerIdsResponse,
 );
 
 impl ResponseErrors for ProduceResponse {

@@ -63,6 +63,7 @@ pub(crate) enum Input {
     Subscribe(mpsc::UnboundedSender<QuorumEvent>),
     /// Node endpoints a peer's Fetch response named.
     Endpoints(Vec<(NodeId, String)>),
+    LogEndOffset(oneshot::Sender<u64>),
     Shutdown(oneshot::Sender<()>),
 }
 
@@ -244,6 +245,9 @@ impl Driver {
                 subscriber_send(&self.subscriber, QuorumEvent::LeaderChange(leader));
             }
             Input::Endpoints(endpoints) => self.learned.extend(endpoints),
+            Input::LogEndOffset(reply) => {
+                let _ = reply.send(self.node.log().end_offset());
+            }
             Input::Shutdown(_) | Input::Failed(_) => unreachable!("handled by run"),
         }
     }

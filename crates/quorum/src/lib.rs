@@ -29,6 +29,8 @@
 //! - [`bootstrap`]: the KIP-853 bootstrap checkpoint `strom storage format`
 //!   writes for `--standalone` and `--initial-controllers`, read back at
 //!   start as the dynamic quorum's first voter set.
+//! - [`snapshot`]: the state machine's snapshot content as a Kafka
+//!   checkpoint (header, data batches, footer) and back.
 //!
 //! A dynamic quorum's peers are reached at their endpoints on
 //! `raft.listener_name` in the voter set in force, else at the leader
@@ -44,6 +46,7 @@ pub mod codec;
 pub mod disk;
 mod driver;
 pub mod listener;
+pub mod snapshot;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -256,6 +259,12 @@ impl Quorum {
     /// This node must lead: appends one batch, returns the offset of its last record once in the leader's log (not yet committed); Err(NotLeader { leader: LeaderAndEpoch }) otherwise.
     pub async fn append(&self, records: Vec<Bytes>) -> Result<u64, QuorumError> {
         self.ask(|reply| driver::Input::Append { records, reply }).await?
+    }
+
+    /// The log end offset: where the next append lands, unless a new
+    /// leader's LeaderChange comes first.
+    pub async fn log_end_offset(&self) -> Result<u64, QuorumError> {
+        self.ask(driver::Input::LogEndOffset).await
     }
 
     /// The committed stream for the state machine (Kafka's RaftClient.Listener); one subscriber.
