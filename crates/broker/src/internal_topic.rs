@@ -38,16 +38,12 @@ pub fn ensure(broker: &Broker, name: &str, partitions: i32, segment_bytes: i64) 
     let topic =
         NewTopic { name: name.to_owned(), partitions, replication_factor: 1, configs, ..Default::default() };
     match block_on(broker.controller.create_topic_with_logs(topic, false, &broker.replicas)) {
-        Ok(_) | Err(MetadataError::TopicAlreadyExists(_)) => {}
+        Ok(_) | Err(MetadataError::TopicAlreadyExists(_)) => Ok(()),
         Err(e) => {
             tracing::error!("cannot create {name}: {e}");
-            return Err(ResponseError::CoordinatorNotAvailable);
+            Err(ResponseError::CoordinatorNotAvailable)
         }
     }
-    broker.sync_partitions().map_err(|e| {
-        tracing::error!("cannot open {name}: {e}");
-        ResponseError::CoordinatorNotAvailable
-    })
 }
 
 #[cfg(test)]

@@ -13,13 +13,14 @@
 //! unusable (lists of waiters and files, one config pointer, the map of
 //! hosted partitions), so they are used through a poisoning.
 
+use std::collections::BTreeMap;
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, Weak};
 
 use kafka_protocol::error::ResponseError;
-use strom_metadata::{MetadataError, MetadataImage, PartitionLogs, TopicImage};
+use strom_metadata::{MetadataError, MetadataImage, PartitionImage, PartitionLogs, TopicImage};
 use strom_storage::manager::{lock_log, peek_log};
 use strom_storage::producer_state::AppendOrigin;
 use strom_storage::segment::FileSlice;
@@ -42,7 +43,10 @@ const WAITER_SWEEP_THRESHOLD: usize = 64;
 #[derive(Debug)]
 pub struct Partition {
     pub tp: TopicPartition,
-    pub leader_epoch: i32,
+    /// The leader epoch of the last image applied.
+    leader_epoch: AtomicI32,
+    /// Whether the last image applied names this broker the leader.
+    leader: AtomicBool,
     log: SharedLog,
     dir: Arc<LogDir>,
     high_watermark: AtomicI64,
@@ -79,7 +83,9 @@ impl Partition {
         let log_end = peek_log(&log).log_end_offset();
         Self {
             tp,
-            leader_epoch,
+            leader_epoch: AtomicI32::new(leader_epoch),
+            // Set from the image once hosted (see ReplicaManager::sync).
+            leader: AtomicBool::new(false),
             log,
             dir,
             high_watermark: AtomicI64::new(log_end),
@@ -88,6 +94,24 @@ impl Partition {
             wakes: AtomicU64::new(0),
             deleted: AtomicBool::new(false),
         }
+    }
+
+    /// The partition's leader epoch, as the last image applied gives it.
+    pub fn leader_epoch(&self) -> i32 {
+        self.leader_epoch.load(Ordering::Acquire)
+    }
+
+    /// Whether this broker leads the partition (the last image applied
+    /// names it the leader).
+    pub fn is_leader(&self) -> bool {
+        self.leader.load(Ordering::Acquire)
+    }
+
+    /// Takes the leadership and epoch of a new image; returns whether this
+    /// broker's leadership changed.
+    fn set_leadership(&self, leader: bool, leader_epoch: i32) -> bool {
+        self.leader_epoch.store(leader_epoch, Ordering::Release);
+        self.leader.swap(leader, Ordering::AcqRel) != leader
     }
 
     /// Whether the partition's topic has been deleted.
@@ -226,7 +250,7 @@ impl Partition {
         origin: AppendOrigin,
     ) -> Result<(AppendInfo, i64), StorageError> {
         panic_if_injected(&self.tp);
-        let info = log.append_as(records, self.leader_epoch, now_ms, origin)?;
+        let info = log.append_as(records, self.leader_epoch(), now_ms, origin)?;
         self.verifications.appended(records);
         // One replica in sync: the high watermark is the new log end.
         self.high_watermark.store(log.log_end_offset(), Ordering::Release);
@@ -241,7 +265,7 @@ impl Partition {
         if current_leader_epoch == NO_PARTITION_LEADER_EPOCH {
             return Ok(());
         }
-        match self.leader_epoch.cmp(&current_leader_epoch) {
+        match self.leader_epoch().cmp(&current_leader_epoch) {
             Greater => Err(ResponseError::FencedLeaderEpoch),
             Less => Err(ResponseError::UnknownLeaderEpoch),
             _ => Ok(()),
@@ -452,7 +476,7 @@ fn apply_configs(hosted: &Hosted, config: &BrokerConfig, image: &MetadataImage) 
     for topic in hosted.by_id.values() {
         let Some(overrides) = image.topic_by_id(&topic.id).map(|t| &t.configs) else { continue };
         let log_config = config.log_config_for(overrides);
-        for partition in &topic.partitions {
+        for partition in topic.partitions.values() {
             let Ok(mut log) = lock_log(&partition.log) else { continue };
             if *log.config() != log_config {
                 log.set_config(log_config.clone());
@@ -461,24 +485,42 @@ fn apply_configs(hosted: &Hosted, config: &BrokerConfig, image: &MetadataImage) 
     }
 }
 
-/// The partitions of one topic, indexed by partition number.
+/// The partitions of one topic that this broker hosts (those whose replica
+/// set names it), by partition number: in a cluster, a few of the topic's.
 #[derive(Debug)]
 pub struct TopicPartitions {
     pub name: String,
     pub id: Uuid,
-    pub partitions: Vec<Arc<Partition>>,
+    pub partitions: BTreeMap<i32, Arc<Partition>>,
+}
+
+impl TopicPartitions {
+    /// Hosted partition `partition`, if this broker holds a replica of it.
+    pub fn get(&self, partition: i32) -> Option<&Arc<Partition>> {
+        self.partitions.get(&partition)
+    }
+}
+
+/// How an image moved partition leadership to or away from this broker:
+/// the coordinators load and unload their partitions' state from it.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct LeadershipChanges {
+    pub gained: Vec<TopicPartition>,
+    pub lost: Vec<TopicPartition>,
 }
 
 #[derive(Debug, Default)]
 struct Hosted {
     by_name: HashMap<String, Arc<TopicPartitions>>,
     by_id: HashMap<Uuid, Arc<TopicPartitions>>,
-    /// The offset of the last image synced, so an older one is never applied
-    /// over a newer one.
-    synced_offset: Option<i64>,
+    /// The last image synced, so an older one is never applied over a
+    /// newer one, and answers name the leaders it knew.
+    image: Option<Arc<MetadataImage>>,
 }
 
 pub struct ReplicaManager {
+    /// This node: it hosts the partitions whose replica set names it.
+    node_id: i32,
     /// The static config (`server.properties` and overrides).
     static_config: Arc<BrokerConfig>,
     /// The static config with the dynamic broker configs applied.
@@ -498,8 +540,9 @@ impl ReplicaManager {
     pub fn open(
         config: Arc<BrokerConfig>,
         logs: LogManager,
-        image: &MetadataImage,
+        image: &Arc<MetadataImage>,
     ) -> Result<Self, StorageError> {
+        let node_id = config.node_id;
         let now = strom_storage::now_ms();
         let dynamic = config.with_dynamic_from(image);
         let started = std::time::Instant::now();
@@ -508,15 +551,20 @@ impl ReplicaManager {
             if tp.topic == METADATA_TOPIC {
                 continue;
             }
-            let topic = image.topic(&tp.topic).filter(|t| t.partitions.contains_key(&tp.partition));
-            let Some(topic) = topic else {
+            let Some(topic) = image.topic(&tp.topic).filter(|t| t.partitions.contains_key(&tp.partition))
+            else {
                 tracing::info!(partition = %tp, "removing the log of a deleted topic");
                 logs.delete_orphan(&tp, dir)?;
                 continue;
             };
+            if !topic.partitions.get(&tp.partition).is_some_and(|p| p.replicas.contains(&node_id)) {
+                tracing::info!(partition = %tp, "removing the log of a replica moved to other brokers");
+                logs.delete_orphan(&tp, dir)?;
+                continue;
+            }
             wanted.push((tp, dir, dynamic.log_config_for(&topic.configs)));
         }
-        // Each topic's first partitions first: hosted partitions are numbered densely.
+        // Each topic's first partitions first, so what the limit leaves out is predictable.
         wanted.sort_unstable_by(|(a, ..), (b, ..)| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
         let fit = open_files::partitions_that_fit(dynamic.log_segment_open_files_max as u64, 0);
         let unopened = wanted.split_off(wanted.len().min(usize::try_from(fit).unwrap_or(usize::MAX)));
@@ -524,6 +572,7 @@ impl ReplicaManager {
         logs.load_all(wanted, now)?;
         tracing::info!(logs = count, elapsed_ms = started.elapsed().as_millis(), "loaded partition logs");
         let manager = Self {
+            node_id,
             static_config: config,
             config: RwLock::new(Arc::new(dynamic)),
             logs,
@@ -555,32 +604,61 @@ impl ReplicaManager {
         self.hosted().by_id.get(id).cloned()
     }
 
+    /// Hosted partition `partition` of `topic`, led here or not.
     pub fn partition(&self, topic: &str, partition: i32) -> Option<Arc<Partition>> {
-        let topic = self.topic(topic)?;
-        usize::try_from(partition).ok().and_then(|p| topic.partitions.get(p).cloned())
+        self.topic(topic)?.get(partition).cloned()
+    }
+
+    /// The last image synced (the empty image before the first).
+    pub fn image(&self) -> Arc<MetadataImage> {
+        self.hosted().image.clone().unwrap_or_else(|| Arc::new(MetadataImage::empty()))
+    }
+
+    /// Partition `partition` of `topic` if this broker leads it, else
+    /// Kafka's answer (`ReplicaManager.getPartitionOrError`): a partition
+    /// the metadata knows but that is not led here is
+    /// NOT_LEADER_OR_FOLLOWER, one it does not know
+    /// UNKNOWN_TOPIC_OR_PARTITION.
+    pub fn leader_partition(&self, topic: &str, partition: i32) -> Result<Arc<Partition>, ResponseError> {
+        let hosted = self.hosted();
+        let found = hosted.by_name.get(topic).and_then(|t| t.get(partition));
+        match found {
+            Some(p) if p.is_leader() => Ok(p.clone()),
+            _ if hosted
+                .image
+                .as_ref()
+                .and_then(|image| image.topic(topic))
+                .is_some_and(|t| t.partitions.contains_key(&partition)) =>
+            {
+                Err(ResponseError::NotLeaderOrFollower)
+            }
+            _ => Err(ResponseError::UnknownTopicOrPartition),
+        }
     }
 
     /// Brings the hosted partitions in line with the image: logs are created
-    /// for new partitions and deleted for removed topics, and every log gets
-    /// the config the image now gives it (topic overrides over dynamic broker
-    /// configs over static ones).
-    pub fn sync(&self, image: &MetadataImage) -> Result<(), StorageError> {
+    /// for new replicas of this broker and deleted for removed topics and
+    /// replicas moved away, each partition takes the image's leader and
+    /// epoch, and every log gets the config the image now gives it (topic
+    /// overrides over dynamic broker configs over static ones). Returns the
+    /// partitions whose leadership moved to or away from this broker.
+    pub fn sync(&self, image: &Arc<MetadataImage>) -> Result<LeadershipChanges, StorageError> {
         let now = strom_storage::now_ms();
         let mut hosted = self.hosted.write().unwrap_or_else(PoisonError::into_inner);
-        if hosted.synced_offset.is_some_and(|synced| image.last_offset < synced) {
-            return Ok(());
+        if hosted.image.as_ref().is_some_and(|synced| image.last_offset < synced.last_offset) {
+            return Ok(LeadershipChanges::default());
         }
-        hosted.synced_offset = Some(image.last_offset);
+        hosted.image = Some(image.clone());
         let config = Arc::new(self.static_config.with_dynamic_from(image));
         *self.config.write().unwrap_or_else(PoisonError::into_inner) = config.clone();
+        let mut changes = LeadershipChanges::default();
         let removed: Vec<Arc<TopicPartitions>> =
             hosted.by_id.values().filter(|t| image.topic_by_id(&t.id).is_none()).cloned().collect();
         for topic in removed {
             hosted.by_id.remove(&topic.id);
             hosted.by_name.remove(&topic.name);
-            for partition in &topic.partitions {
-                partition.mark_deleted();
-                self.logs.delete(&partition.tp)?;
+            for partition in topic.partitions.values() {
+                self.remove_partition(partition, &mut changes)?;
                 failpoint::reach(failpoint::TOPIC_LOG_REMOVED);
             }
         }
@@ -589,16 +667,31 @@ impl ReplicaManager {
         let mut budget = None;
         let mut offline = Offline::default();
         for topic in image.topics() {
+            let local: Vec<(i32, &PartitionImage)> = topic
+                .partitions
+                .iter()
+                .filter(|(n, _)| self.is_local(topic, **n))
+                .map(|(n, p)| (*n, p))
+                .collect();
             let current = hosted.by_id.get(&topic.id);
-            if current.is_some_and(|t| t.partitions.len() == topic.partitions.len()) {
+            let unchanged = current.is_some_and(|t| {
+                t.partitions.len() == local.len() && local.iter().all(|(n, _)| t.partitions.contains_key(n))
+            });
+            if unchanged {
                 continue;
             }
             let log_config = config.log_config_for(&topic.configs);
-            let mut partitions = current.map(|t| t.partitions.clone()).unwrap_or_default();
-            for (&number, state) in topic.partitions.range(partitions.len() as i32..) {
+            let mut previous = current.map(|t| t.partitions.clone()).unwrap_or_default();
+            let mut partitions = BTreeMap::new();
+            for (number, state) in local {
+                if let Some(partition) = previous.remove(&number) {
+                    partitions.insert(number, partition);
+                    continue;
+                }
                 let tp = TopicPartition::new(topic.name.clone(), number);
                 // Logs made before the metadata named them are there already;
-                // others (a crash, a dir removed by hand) are made if they fit.
+                // others (a crash, a dir removed by hand, a replica placed
+                // here by another node's controller) are made if they fit.
                 let log = match self.logs.get(&tp) {
                     Some(log) => Ok(log),
                     None => match budget.get_or_insert_with(|| self.partitions_that_fit()) {
@@ -611,25 +704,62 @@ impl ReplicaManager {
                         }
                     },
                 };
-                let log = match log {
-                    Ok(log) => log,
-                    Err(e) => {
-                        // Partitions are numbered densely: the rest of the
-                        // topic waits with this one for the next sync.
-                        offline.note(&topic.name, topic.partitions.len() - partitions.len(), e);
-                        break;
+                match log {
+                    Ok(log) => {
+                        let dir = self.logs.dir_of(&tp).expect("a log the manager holds has a dir");
+                        partitions.insert(number, Arc::new(Partition::new(tp, state.leader_epoch, log, dir)));
                     }
-                };
-                let dir = self.logs.dir_of(&tp).expect("a log the manager holds has a dir");
-                partitions.push(Arc::new(Partition::new(tp, state.leader_epoch, log, dir)));
+                    // Waits offline for the next sync.
+                    Err(e) => offline.note(&topic.name, e),
+                }
+            }
+            // What is left was hosted here and is not any more.
+            for partition in previous.values() {
+                tracing::info!(partition = %partition.tp, "removing the log of a replica moved to other brokers");
+                self.remove_partition(partition, &mut changes)?;
             }
             let entry = Arc::new(TopicPartitions { name: topic.name.clone(), id: topic.id, partitions });
             hosted.by_name.insert(topic.name.clone(), entry.clone());
             hosted.by_id.insert(topic.id, entry);
         }
         offline.report();
+        self.apply_leadership(&hosted, image, &mut changes);
         apply_configs(&hosted, &config, image);
-        Ok(())
+        Ok(changes)
+    }
+
+    /// Gives every hosted partition the image's leader and epoch.
+    fn apply_leadership(&self, hosted: &Hosted, image: &MetadataImage, changes: &mut LeadershipChanges) {
+        for topic in hosted.by_id.values() {
+            let Some(described) = image.topic_by_id(&topic.id) else { continue };
+            for (number, partition) in &topic.partitions {
+                let Some(state) = described.partitions.get(number) else { continue };
+                let leads = state.leader == self.node_id;
+                if partition.set_leadership(leads, state.leader_epoch) {
+                    let moved = if leads { &mut changes.gained } else { &mut changes.lost };
+                    moved.push(partition.tp.clone());
+                }
+            }
+        }
+    }
+
+    /// Whether the image places a replica of `topic`'s partition `number`
+    /// on this broker.
+    fn is_local(&self, topic: &TopicImage, number: i32) -> bool {
+        topic.partitions.get(&number).is_some_and(|p| p.replicas.contains(&self.node_id))
+    }
+
+    /// Stops hosting `partition` and deletes its log.
+    fn remove_partition(
+        &self,
+        partition: &Partition,
+        changes: &mut LeadershipChanges,
+    ) -> Result<(), StorageError> {
+        if partition.set_leadership(false, partition.leader_epoch()) {
+            changes.lost.push(partition.tp.clone());
+        }
+        partition.mark_deleted();
+        self.logs.delete(&partition.tp)
     }
 
     /// Unopened logs go with their topic, as hosted ones do: a new topic of
@@ -675,7 +805,7 @@ impl ReplicaManager {
     /// Every hosted partition.
     pub fn partitions(&self) -> Vec<Arc<Partition>> {
         let hosted = self.hosted();
-        hosted.by_name.values().flat_map(|t| t.partitions.iter().cloned()).collect()
+        hosted.by_name.values().flat_map(|t| t.partitions.values().cloned()).collect()
     }
 
     fn high_watermarks(&self) -> HashMap<TopicPartition, i64> {
@@ -746,7 +876,7 @@ impl ReplicaManager {
     pub fn partitions_in_dir(&self, dir_index: usize) -> Vec<Arc<Partition>> {
         let dir = &self.logs.dirs()[dir_index];
         let hosted = self.hosted();
-        let all = hosted.by_name.values().flat_map(|t| t.partitions.iter());
+        let all = hosted.by_name.values().flat_map(|t| t.partitions.values());
         all.filter(|p| Arc::ptr_eq(&p.dir, dir)).cloned().collect()
     }
 
@@ -787,9 +917,11 @@ struct Offline {
 }
 
 impl Offline {
-    fn note(&mut self, topic: &str, partitions: usize, error: StorageError) {
-        self.partitions += partitions;
-        self.topics.push(topic.to_owned());
+    fn note(&mut self, topic: &str, error: StorageError) {
+        self.partitions += 1;
+        if self.topics.last().is_none_or(|last| last != topic) {
+            self.topics.push(topic.to_owned());
+        }
         self.first_error.get_or_insert(error);
     }
 
@@ -820,10 +952,11 @@ impl PartitionLogs for ReplicaManager {
     }
 
     fn create(&self, topic: &TopicImage, partitions: std::ops::Range<i32>) -> Result<(), MetadataError> {
-        self.check_room(partitions.len())?;
+        let local: Vec<i32> = partitions.clone().filter(|&n| self.is_local(topic, n)).collect();
+        self.check_room(local.len())?;
         let log_config = self.config().log_config_for(&topic.configs);
         let now = strom_storage::now_ms();
-        for number in partitions.clone() {
+        for number in local {
             let tp = TopicPartition::new(topic.name.clone(), number);
             if let Err(e) = self.logs.get_or_create(&tp, log_config.clone(), now) {
                 self.discard(topic, partitions.start..number);
@@ -841,7 +974,7 @@ impl PartitionLogs for ReplicaManager {
     }
 
     fn discard(&self, topic: &TopicImage, partitions: std::ops::Range<i32>) {
-        for number in partitions {
+        for number in partitions.filter(|&n| self.is_local(topic, n)) {
             let tp = TopicPartition::new(topic.name.clone(), number);
             if let Err(e) = self.logs.delete(&tp) {
                 tracing::warn!(partition = %tp, "cannot remove the log of a partition not created: {e}");

@@ -17,7 +17,7 @@ use std::time::Duration;
 use strom_metadata::controller::{METADATA_LOG_DIR, METADATA_VERSION_FEATURE, METADATA_VERSION_LEVEL};
 use strom_metadata::{
     block_on, BrokerHeartbeat, BrokerRegistration, Controller, Endpoint, FeatureRange, HeartbeatReply,
-    MetadataError,
+    MetadataError, MetadataImage,
 };
 use strom_quorum::{Quorum, QuorumConfig};
 use strom_storage::file_cache::FileCache;
@@ -209,7 +209,14 @@ impl Broker {
         // their staged offsets.
         broker.transactions.load(&broker)?;
         tracing::info!(metadata_ms, logs_ms, total_ms = started.elapsed().as_millis(), "broker state loaded");
-        Ok(Arc::new(broker))
+        let broker = Arc::new(broker);
+        let applier = Arc::downgrade(&broker);
+        broker.controller.loader().add_publisher(Box::new(move |image| {
+            if let Some(broker) = applier.upgrade() {
+                broker.apply_image(image);
+            }
+        }));
+        Ok(broker)
     }
 
     /// The metadata quorum, on a KRaft node once bound.
@@ -234,10 +241,16 @@ impl Broker {
         self.stopping.subscribe()
     }
 
-    /// Applies the controller's latest image to the hosted partitions and
-    /// their log configs.
-    pub fn sync_partitions(&self) -> Result<(), StorageError> {
-        self.replicas.sync(&self.controller.image())
+    /// Applies a published image to this broker: which partitions it
+    /// hosts, which of them it leads, and their log configs. The loader
+    /// calls it with every image (see [`Self::open`]).
+    pub fn apply_image(&self, image: &Arc<MetadataImage>) {
+        if let Err(e) = self.replicas.sync(image) {
+            tracing::error!(
+                offset = image.last_offset,
+                "applying the metadata to the hosted partitions failed: {e}"
+            );
+        }
     }
 }
 

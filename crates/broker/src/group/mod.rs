@@ -316,7 +316,7 @@ impl GroupCoordinator {
         let Some(topic) = broker.replicas.topic(OFFSETS_TOPIC) else { return Ok(()) };
         let now = Instant::now();
         let mut groups = self.groups();
-        for partition in &topic.partitions {
+        for partition in topic.partitions.values() {
             let records = partition.read_records()?;
             for record in records {
                 if record.control {

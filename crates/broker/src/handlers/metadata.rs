@@ -105,7 +105,6 @@ pub fn auto_create(broker: &Broker, name: &str) -> Result<TopicImage, MetadataEr
         ..Default::default()
     };
     let topic = block_on(broker.controller.create_topic_with_logs(new_topic, false, &broker.replicas))?;
-    broker.sync_partitions()?;
     tracing::info!(topic = name, partitions = topic.partitions.len(), "auto-created topic");
     Ok(topic)
 }
@@ -119,26 +118,40 @@ fn topic_error(name: &str, error: ResponseError) -> MetadataResponseTopic {
 
 fn describe_topic(broker: &Broker, topic: &TopicImage, operations: i32) -> MetadataResponseTopic {
     let hosted = broker.replicas.topic(&topic.name);
+    let image = broker.controller.image();
+    let node_id = broker.config.node_id;
     let partitions = topic
         .partitions
         .iter()
         .map(|(index, p)| {
-            let described = MetadataResponsePartition::default()
+            // Replicas on brokers that are fenced or not registered.
+            let mut offline: Vec<BrokerId> = p
+                .replicas
+                .iter()
+                .filter(|id| image.brokers.get(id).is_none_or(|b| b.fenced))
+                .copied()
+                .map(BrokerId)
+                .collect();
+            // A replica here whose log could not be opened or went offline
+            // (see ReplicaManager::sync) is offline too, whatever the image says.
+            let local_offline = p.replicas.contains(&node_id)
+                && hosted.as_ref().and_then(|t| t.get(*index)).is_none_or(|partition| !partition.is_online());
+            if local_offline && !offline.contains(&BrokerId(node_id)) {
+                offline.push(BrokerId(node_id));
+            }
+            let leader = match p.leader {
+                leader if leader == node_id && local_offline => -1,
+                leader => leader,
+            };
+            let error = if leader < 0 { ResponseError::LeaderNotAvailable.code() } else { 0 };
+            MetadataResponsePartition::default()
+                .with_error_code(error)
                 .with_partition_index(*index)
-                .with_leader_id(BrokerId(p.leader))
+                .with_leader_id(BrokerId(leader))
                 .with_leader_epoch(p.leader_epoch)
                 .with_replica_nodes(p.replicas.iter().copied().map(BrokerId).collect())
-                .with_isr_nodes(p.isr.iter().copied().map(BrokerId).collect());
-            // Not hosted: its log could not be opened (see ReplicaManager::sync).
-            let offline = hosted
-                .as_ref()
-                .and_then(|t| t.partitions.get(usize::try_from(*index).ok()?))
-                .is_none_or(|partition| !partition.is_online());
-            if offline {
-                offline_partition(broker, described)
-            } else {
-                described
-            }
+                .with_isr_nodes(p.isr.iter().copied().map(BrokerId).collect())
+                .with_offline_replicas(offline)
         })
         .collect();
     MetadataResponseTopic::default()
@@ -147,14 +160,4 @@ fn describe_topic(broker: &Broker, topic: &TopicImage, operations: i32) -> Metad
         .with_is_internal(topic.is_internal())
         .with_partitions(partitions)
         .with_topic_authorized_operations(operations)
-}
-
-/// A partition whose log dir failed or whose log could not be opened, as
-/// Kafka's metadata shows one once its only replica is offline: no leader,
-/// this broker's replica offline.
-fn offline_partition(broker: &Broker, partition: MetadataResponsePartition) -> MetadataResponsePartition {
-    partition
-        .with_error_code(ResponseError::LeaderNotAvailable.code())
-        .with_leader_id(BrokerId(-1))
-        .with_offline_replicas(vec![BrokerId(broker.config.node_id)])
 }

@@ -35,6 +35,7 @@ use crate::group::{CommitEntry, TxnCommit, OFFSETS_TOPIC};
 use crate::server::Broker;
 use crate::txn::state::{TxnPartition, TxnResult, TxnState};
 use crate::txn::write_marker;
+use strom_metadata::MetadataImage;
 use strom_storage::batch::BatchHeader;
 
 fn code(error: Option<ResponseError>) -> i16 {
@@ -51,14 +52,21 @@ pub fn fenced_for(error: ResponseError, version: i16, first_version: i16) -> Res
     }
 }
 
-/// The (topic, partition) pairs of a request, and whether this broker
-/// hosts all of them.
+/// Whether the metadata knows `topic`'s partition `index` (it may be led
+/// by another broker).
+fn known(image: &MetadataImage, topic: &str, index: i32) -> bool {
+    image.topic(topic).is_some_and(|t| t.partitions.contains_key(&index))
+}
+
+/// The (topic, partition) pairs of a request, and whether the metadata
+/// knows all of them.
 fn resolve(broker: &Broker, topics: &[AddPartitionsToTxnTopic]) -> (Vec<TxnPartition>, bool) {
+    let image = broker.replicas.image();
     let mut partitions = Vec::new();
     let mut all_known = true;
     for topic in topics {
         for index in &topic.partitions {
-            all_known &= broker.replicas.partition(topic.name.as_str(), *index).is_some();
+            all_known &= known(&image, topic.name.as_str(), *index);
             partitions.push((topic.name.to_string(), *index));
         }
     }
@@ -79,11 +87,12 @@ fn add_or_verify(
 ) -> Vec<AddPartitionsToTxnTopicResult> {
     let (partitions, all_known) = resolve(broker, topics);
     let errors: Vec<Option<ResponseError>> = if !all_known {
+        let image = broker.replicas.image();
         partitions
             .iter()
-            .map(|(t, p)| match broker.replicas.partition(t, *p) {
-                None => Some(ResponseError::UnknownTopicOrPartition),
-                Some(_) => Some(ResponseError::OperationNotAttempted),
+            .map(|(t, p)| match known(&image, t, *p) {
+                false => Some(ResponseError::UnknownTopicOrPartition),
+                true => Some(ResponseError::OperationNotAttempted),
             })
             .collect()
     } else if verify_only {
@@ -271,9 +280,9 @@ pub fn write_markers(ctx: &RequestContext<'_>, request: WriteTxnMarkersRequest) 
                         .partition_indexes
                         .iter()
                         .map(|index| {
-                            let error = match broker.replicas.partition(topic.name.as_str(), *index) {
-                                None => Some(ResponseError::UnknownTopicOrPartition),
-                                Some(_) => write_marker(
+                            let error = match broker.replicas.leader_partition(topic.name.as_str(), *index) {
+                                Err(error) => Some(error),
+                                Ok(_) => write_marker(
                                     broker,
                                     marker.producer_id.0,
                                     marker.producer_epoch,
@@ -427,8 +436,9 @@ pub fn describe_producers(
                 .iter()
                 .map(|index| {
                     let base = PartitionResponse::default().with_partition_index(*index);
-                    let Some(partition) = ctx.broker.replicas.partition(topic.name.as_str(), *index) else {
-                        return base.with_error_code(ResponseError::UnknownTopicOrPartition.code());
+                    let partition = match ctx.broker.replicas.leader_partition(topic.name.as_str(), *index) {
+                        Ok(partition) => partition,
+                        Err(error) => return base.with_error_code(error.code()),
                     };
                     let mut producers = partition.producers();
                     producers.sort_by_key(|(id, _)| *id);

@@ -345,7 +345,7 @@ impl TransactionCoordinator {
     pub fn load(&self, broker: &Broker) -> Result<(), StorageError> {
         let Some(topic) = broker.replicas.topic(TRANSACTION_STATE_TOPIC) else { return Ok(()) };
         let mut loaded = HashMap::new();
-        for partition in &topic.partitions {
+        for partition in topic.partitions.values() {
             let records = partition.read_records()?;
             for record in records {
                 let Some(id) = record.key.as_deref().and_then(|k| codec::decode_key(k).ok()) else {
@@ -539,7 +539,6 @@ mod tests {
     fn create_topic(broker: &Broker, name: &str, partitions: i32) {
         let topic = NewTopic { name: name.into(), partitions, replication_factor: 1, ..Default::default() };
         strom_metadata::block_on(broker.controller.create_topic(topic, false)).unwrap();
-        broker.sync_partitions().unwrap();
     }
 
     /// Writes one transactional record of `producer` into `topic`-`index`,
