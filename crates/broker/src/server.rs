@@ -29,12 +29,13 @@ use tokio::task::JoinSet;
 use crate::config::BrokerConfig;
 use crate::fetch_session::FetchSessionCache;
 use crate::group::GroupCoordinator;
+use crate::group::OFFSETS_TOPIC;
 use crate::meta_properties::{node_dirs, parse_uuid, FormatError, LogDirs};
 use crate::metrics::{self, GaugeGuard, Metrics};
 use crate::network;
 use crate::producer_ids::ProducerIdManager;
-use crate::replica::ReplicaManager;
-use crate::txn::TransactionCoordinator;
+use crate::replica::{LeadershipChanges, ReplicaManager};
+use crate::txn::{TransactionCoordinator, TRANSACTION_STATE_TOPIC};
 
 /// Kafka's `SecurityProtocol.PLAINTEXT` id, the only protocol Strom serves.
 const PLAINTEXT: i16 = 0;
@@ -245,11 +246,35 @@ impl Broker {
     /// hosts, which of them it leads, and their log configs. The loader
     /// calls it with every image (see [`Self::open`]).
     pub fn apply_image(&self, image: &Arc<MetadataImage>) {
-        if let Err(e) = self.replicas.sync(image) {
-            tracing::error!(
+        match self.replicas.sync(image) {
+            Ok(changes) => self.move_coordinators(&changes),
+            Err(e) => tracing::error!(
                 offset = image.last_offset,
                 "applying the metadata to the hosted partitions failed: {e}"
-            );
+            ),
+        }
+    }
+
+    /// The coordinators unload the state of the internal partitions whose
+    /// leadership moved away and load that of those it moved to.
+    fn move_coordinators(&self, changes: &LeadershipChanges) {
+        for tp in &changes.lost {
+            match tp.topic.as_str() {
+                OFFSETS_TOPIC => self.groups.unload_partition(tp.partition),
+                TRANSACTION_STATE_TOPIC => self.transactions.unload_partition(tp.partition),
+                _ => {}
+            }
+        }
+        for tp in &changes.gained {
+            let Some(partition) = self.replicas.partition(&tp.topic, tp.partition) else { continue };
+            let loaded = match tp.topic.as_str() {
+                OFFSETS_TOPIC => self.groups.load_partition(&partition),
+                TRANSACTION_STATE_TOPIC => self.transactions.load_partition(self, &partition),
+                _ => Ok(()),
+            };
+            if let Err(e) = loaded {
+                tracing::error!(partition = %tp, "loading the coordinator's state failed: {e}");
+            }
         }
     }
 }

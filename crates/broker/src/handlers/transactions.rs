@@ -211,8 +211,11 @@ pub fn txn_offset_commit(
             })
         })
         .collect();
+    let coordinator = broker.groups.check_coordinator(broker, &request.group_id);
     let outcomes = if request.group_id.is_empty() {
         vec![Some(ResponseError::InvalidGroupId); entries.len()]
+    } else if let Err(error) = coordinator {
+        vec![Some(error); entries.len()]
     } else {
         let commit = TxnCommit {
             group_id: request.group_id.to_string(),
@@ -318,7 +321,12 @@ pub fn describe(
         .map(|id| {
             let base =
                 describe_transactions_response::TransactionState::default().with_transactional_id(id.clone());
-            match ctx.broker.transactions.describe(id.as_str()) {
+            let described = ctx
+                .broker
+                .transactions
+                .check_coordinator(ctx.broker, id)
+                .and_then(|()| ctx.broker.transactions.describe(id.as_str()));
+            match described {
                 Err(error) => base
                     .with_error_code(error.code())
                     .with_producer_id(ProducerId(-1))
