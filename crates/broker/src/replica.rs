@@ -1011,6 +1011,190 @@ mod tests {
         assert!(panicked.is_err());
     }
 
+    mod hosting {
+        use super::*;
+        use strom_metadata::kraft_records::{
+            MetadataRecord, PartitionChangeRecord, PartitionRecord, RemoveTopicRecord, TopicRecord,
+        };
+
+        const NODE: i32 = 1;
+        const TOPIC_ID: Uuid = Uuid::from_u128(0x7);
+
+        /// An image whose topic "t" places partition `p` on broker
+        /// `placement[p]`, which leads it at epoch 0.
+        fn image_placing(placement: &[i32]) -> MetadataImage {
+            let mut image = MetadataImage::empty();
+            image.apply(TopicRecord { name: "t".into(), topic_id: TOPIC_ID, ..Default::default() }.into());
+            for (number, &broker) in placement.iter().enumerate() {
+                let partition = PartitionRecord {
+                    partition_id: number as i32,
+                    topic_id: TOPIC_ID,
+                    replicas: vec![broker],
+                    isr: vec![broker],
+                    leader: broker,
+                    ..Default::default()
+                };
+                image.apply(partition.into());
+            }
+            image.last_offset = 1;
+            image
+        }
+
+        /// `image` after `record`, one offset later.
+        fn then(image: &MetadataImage, record: impl Into<MetadataRecord>) -> Arc<MetadataImage> {
+            let mut next = image.clone();
+            next.apply(record.into());
+            next.last_offset += 1;
+            Arc::new(next)
+        }
+
+        fn change(partition: i32, leader: i32, replicas: Option<Vec<i32>>) -> PartitionChangeRecord {
+            PartitionChangeRecord {
+                partition_id: partition,
+                topic_id: TOPIC_ID,
+                leader,
+                replicas,
+                ..Default::default()
+            }
+        }
+
+        fn manager(dir: &std::path::Path, image: &Arc<MetadataImage>) -> ReplicaManager {
+            let overrides = [
+                ("log.dirs".to_owned(), dir.display().to_string()),
+                ("node.id".to_owned(), NODE.to_string()),
+            ];
+            let config = Arc::new(BrokerConfig::from_properties("", &overrides).unwrap());
+            let logs = LogManager::new(vec![dir.to_owned()]).unwrap();
+            ReplicaManager::open(config, logs, image).unwrap()
+        }
+
+        fn hosted_numbers(manager: &ReplicaManager) -> Vec<i32> {
+            manager.topic("t").map(|t| t.partitions.keys().copied().collect()).unwrap_or_default()
+        }
+
+        fn log_exists(dir: &std::path::Path, partition: i32) -> bool {
+            dir.join(format!("t-{partition}")).exists()
+        }
+
+        #[test]
+        fn given_partitions_spread_over_brokers_when_synced_should_host_only_this_nodes() {
+            let dir = tempfile::tempdir().unwrap();
+            let image = Arc::new(image_placing(&[1, 2, 1, 3]));
+            let manager = manager(dir.path(), &image);
+
+            assert_eq!(hosted_numbers(&manager), vec![0, 2]);
+            assert_eq!(
+                (0..4).map(|p| log_exists(dir.path(), p)).collect::<Vec<_>>(),
+                [true, false, true, false]
+            );
+            assert!(manager.leader_partition("t", 2).unwrap().is_leader());
+            assert_eq!(manager.leader_partition("t", 1).unwrap_err(), ResponseError::NotLeaderOrFollower);
+            assert_eq!(manager.leader_partition("t", 4).unwrap_err(), ResponseError::UnknownTopicOrPartition);
+            assert_eq!(manager.leader_partition("u", 0).unwrap_err(), ResponseError::UnknownTopicOrPartition);
+        }
+
+        #[test]
+        fn given_a_led_partition_when_its_leader_goes_and_returns_should_lose_and_regain_leadership() {
+            let dir = tempfile::tempdir().unwrap();
+            let image = Arc::new(image_placing(&[1, 2]));
+            let manager = manager(dir.path(), &image);
+            let tp = TopicPartition::new("t", 0);
+            let first_epoch = manager.partition("t", 0).unwrap().leader_epoch();
+
+            let leaderless = then(&image, change(0, -1, None));
+            let changes = manager.sync(&leaderless).unwrap();
+            assert_eq!(changes, LeadershipChanges { gained: vec![], lost: vec![tp.clone()] });
+            assert_eq!(manager.leader_partition("t", 0).unwrap_err(), ResponseError::NotLeaderOrFollower);
+            assert_eq!(hosted_numbers(&manager), vec![0], "a replica without leadership stays hosted");
+
+            let led_again = then(&leaderless, change(0, NODE, None));
+            let changes = manager.sync(&led_again).unwrap();
+            assert_eq!(changes, LeadershipChanges { gained: vec![tp], lost: vec![] });
+            let partition = manager.leader_partition("t", 0).unwrap();
+            assert_eq!(partition.leader_epoch(), first_epoch + 2, "each new leader bumps the epoch");
+            assert_eq!(
+                manager.sync(&led_again).unwrap(),
+                LeadershipChanges::default(),
+                "applying twice changes nothing"
+            );
+        }
+
+        #[test]
+        fn given_an_older_image_when_synced_should_change_nothing() {
+            let dir = tempfile::tempdir().unwrap();
+            let image = Arc::new(image_placing(&[1]));
+            let manager = manager(dir.path(), &image);
+            let newer = then(&image, change(0, -1, None));
+            manager.sync(&newer).unwrap();
+
+            assert_eq!(manager.sync(&image).unwrap(), LeadershipChanges::default());
+            assert!(manager.leader_partition("t", 0).is_err());
+        }
+
+        #[test]
+        fn given_a_replica_moved_to_another_broker_when_synced_should_delete_its_log() {
+            let dir = tempfile::tempdir().unwrap();
+            let image = Arc::new(image_placing(&[1, 1]));
+            let manager = manager(dir.path(), &image);
+            let kept = manager.partition("t", 0).unwrap();
+
+            let moved = then(&image, change(1, 2, Some(vec![2])));
+            let changes = manager.sync(&moved).unwrap();
+
+            assert_eq!(changes.lost, vec![TopicPartition::new("t", 1)]);
+            assert_eq!(hosted_numbers(&manager), vec![0]);
+            assert!(!log_exists(dir.path(), 1) && log_exists(dir.path(), 0));
+            assert!(
+                Arc::ptr_eq(&kept, &manager.partition("t", 0).unwrap()),
+                "the other partition is untouched"
+            );
+            assert_eq!(manager.leader_partition("t", 1).unwrap_err(), ResponseError::NotLeaderOrFollower);
+        }
+
+        #[test]
+        fn given_a_replica_placed_here_later_when_synced_should_create_and_lead_it() {
+            let dir = tempfile::tempdir().unwrap();
+            let image = Arc::new(image_placing(&[2]));
+            let manager = manager(dir.path(), &image);
+            assert!(hosted_numbers(&manager).is_empty());
+
+            let placed = then(&image, change(0, NODE, Some(vec![NODE])));
+            let changes = manager.sync(&placed).unwrap();
+
+            assert_eq!(changes.gained, vec![TopicPartition::new("t", 0)]);
+            assert!(log_exists(dir.path(), 0));
+            assert!(manager.leader_partition("t", 0).is_ok());
+        }
+
+        #[test]
+        fn given_a_deleted_topic_when_synced_should_drop_its_partitions() {
+            let dir = tempfile::tempdir().unwrap();
+            let image = Arc::new(image_placing(&[1, 2]));
+            let manager = manager(dir.path(), &image);
+            let partition = manager.partition("t", 0).unwrap();
+
+            let removed = then(&image, RemoveTopicRecord { topic_id: TOPIC_ID, ..Default::default() });
+            let changes = manager.sync(&removed).unwrap();
+
+            assert_eq!(changes.lost, vec![TopicPartition::new("t", 0)]);
+            assert!(manager.topic("t").is_none() && partition.is_deleted());
+            assert!(!log_exists(dir.path(), 0));
+        }
+
+        #[test]
+        fn given_logs_of_replicas_placed_elsewhere_when_opened_should_remove_them() {
+            let dir = tempfile::tempdir().unwrap();
+            let image = Arc::new(image_placing(&[1, 1]));
+            drop(manager(dir.path(), &image));
+            let moved = then(&image, change(1, 2, Some(vec![2])));
+
+            let manager = manager(dir.path(), &moved);
+
+            assert_eq!(hosted_numbers(&manager), vec![0]);
+            assert!(!log_exists(dir.path(), 1));
+        }
+    }
+
     #[test]
     fn a_panic_holding_a_log_takes_its_partition_offline_with_a_storage_error() {
         let dir = tempfile::tempdir().unwrap();
