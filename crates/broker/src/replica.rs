@@ -513,7 +513,7 @@ pub struct LeadershipChanges {
 struct Hosted {
     by_name: HashMap<String, Arc<TopicPartitions>>,
     by_id: HashMap<Uuid, Arc<TopicPartitions>>,
-    /// The last image synced, so an older one is never applied over a
+    /// The last image synced, so an image is never applied twice or over a
     /// newer one, and answers name the leaders it knew.
     image: Option<Arc<MetadataImage>>,
 }
@@ -531,7 +531,9 @@ pub struct ReplicaManager {
     /// Partition logs on disk (with their topic's id and their dir) that the
     /// open files limit left no room to open at start: opened from there
     /// once there is, removed if their topic is deleted first.
-    unopened: Mutex<HashMap<TopicPartition, (Uuid, usize)>>,
+    /// Their topic id is unknown when the node started before replaying
+    /// any metadata.
+    unopened: Mutex<HashMap<TopicPartition, (Option<Uuid>, usize)>>,
 }
 
 impl ReplicaManager {
@@ -547,8 +549,16 @@ impl ReplicaManager {
         let dynamic = config.with_dynamic_from(image);
         let started = std::time::Instant::now();
         let mut wanted = Vec::new();
+        let mut undecided = Vec::new();
         for (tp, dir) in logs.partitions_on_disk()? {
             if tp.topic == METADATA_TOPIC {
+                continue;
+            }
+            // An image with no record yet (a cluster node before it has
+            // replayed the log) cannot tell a deleted topic from one it has
+            // not read yet: such logs wait unopened for the image naming them.
+            if image.last_offset < 0 {
+                undecided.push((tp, (None, dir)));
                 continue;
             }
             let Some(topic) = image.topic(&tp.topic).filter(|t| t.partitions.contains_key(&tp.partition))
@@ -581,8 +591,9 @@ impl ReplicaManager {
             unopened: Mutex::new(
                 unopened
                     .into_iter()
-                    .filter_map(|(tp, dir, _)| Some((image.topic(&tp.topic)?.id, tp, dir)))
+                    .map(|(tp, dir, _)| (image.topic(&tp.topic).map(|t| t.id), tp, dir))
                     .map(|(id, tp, dir)| (tp, (id, dir)))
+                    .chain(undecided)
                     .collect(),
             ),
         };
@@ -645,7 +656,8 @@ impl ReplicaManager {
     pub fn sync(&self, image: &Arc<MetadataImage>) -> Result<LeadershipChanges, StorageError> {
         let now = strom_storage::now_ms();
         let mut hosted = self.hosted.write().unwrap_or_else(PoisonError::into_inner);
-        if hosted.image.as_ref().is_some_and(|synced| image.last_offset < synced.last_offset) {
+        // Each image is applied once, and never an older one over a newer.
+        if hosted.image.as_ref().is_some_and(|synced| image.last_offset <= synced.last_offset) {
             return Ok(LeadershipChanges::default());
         }
         hosted.image = Some(image.clone());
@@ -709,7 +721,7 @@ impl ReplicaManager {
                         let dir = self.logs.dir_of(&tp).expect("a log the manager holds has a dir");
                         partitions.insert(number, Arc::new(Partition::new(tp, state.leader_epoch, log, dir)));
                     }
-                    // Waits offline for the next sync.
+                    // Waits offline for the next image.
                     Err(e) => offline.note(&topic.name, e),
                 }
             }
@@ -768,7 +780,7 @@ impl ReplicaManager {
         let mut unopened = self.unopened.lock().unwrap_or_else(PoisonError::into_inner);
         let deleted: Vec<(TopicPartition, usize)> = unopened
             .iter()
-            .filter(|(_, (id, _))| image.topic_by_id(id).is_none())
+            .filter(|(_, (id, _))| id.is_some_and(|id| image.topic_by_id(&id).is_none()))
             .map(|(tp, (_, dir))| (tp.clone(), *dir))
             .collect();
         for (tp, dir) in deleted {
@@ -907,7 +919,7 @@ impl ReplicaManager {
 }
 
 /// Partitions the metadata names but this broker could not open: they
-/// stay offline (no leader) until a later sync finds room, and are
+/// stay offline (no leader) until a later image finds room, and are
 /// reported in one line, not one per partition.
 #[derive(Default)]
 struct Offline {
@@ -1179,6 +1191,22 @@ mod tests {
             assert_eq!(changes.lost, vec![TopicPartition::new("t", 0)]);
             assert!(manager.topic("t").is_none() && partition.is_deleted());
             assert!(!log_exists(dir.path(), 0));
+        }
+
+        #[test]
+        fn given_an_image_not_replayed_yet_when_opened_should_keep_the_logs_until_named() {
+            let dir = tempfile::tempdir().unwrap();
+            let image = Arc::new(image_placing(&[1]));
+            let batch =
+                strom_storage::batch::encode_batch(&[(None, Some(bytes::Bytes::from_static(b"v")))], 0);
+            manager(dir.path(), &image).partition("t", 0).unwrap().append(&batch, 0).unwrap();
+
+            let manager = manager(dir.path(), &Arc::new(MetadataImage::empty()));
+            assert!(hosted_numbers(&manager).is_empty() && log_exists(dir.path(), 0));
+
+            manager.sync(&image).unwrap();
+            let partition = manager.leader_partition("t", 0).unwrap();
+            assert_eq!(partition.high_watermark(), 1, "the record written before the restart is still there");
         }
 
         #[test]
