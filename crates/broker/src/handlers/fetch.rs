@@ -514,6 +514,37 @@ mod tests {
     use super::*;
     use crate::config::BrokerConfig;
 
+    #[tokio::test]
+    async fn a_fetch_from_a_partition_led_elsewhere_names_the_leader_from_v16() {
+        use crate::handlers::leadership_tests::{broker_with_another, ctx, place, OTHER, OTHER_PORT};
+        use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+        use kafka_protocol::messages::ApiKey;
+
+        let dir = tempfile::tempdir().unwrap();
+        let broker = broker_with_another(dir.path());
+        place(&broker, "t", &[broker.config.node_id, OTHER]);
+        let id = broker.controller.image().topic("t").unwrap().id;
+        let partitions =
+            (0..2).map(|p| FetchPartition::default().with_partition(p).with_partition_max_bytes(1024));
+        let topic = FetchTopic::default().with_topic_id(id).with_partitions(partitions.collect());
+        let request =
+            FetchRequest::default().with_max_bytes(1024).with_session_epoch(-1).with_topics(vec![topic]);
+
+        let reply = handle(&ctx(&broker, ApiKey::Fetch, 16), request).await;
+
+        let answers: Vec<(i32, i16, i32)> = reply.response.responses[0]
+            .partitions
+            .iter()
+            .map(|p| (p.partition_index, p.error_code, p.current_leader.leader_id.0))
+            .collect();
+        let not_leader = ResponseError::NotLeaderOrFollower.code();
+        assert!(answers.contains(&(0, 0, -1)), "{answers:?}");
+        assert!(answers.contains(&(1, not_leader, OTHER)), "{answers:?}");
+        let endpoints: Vec<(i32, i32)> =
+            reply.response.node_endpoints.iter().map(|e| (e.node_id.0, e.port)).collect();
+        assert_eq!(endpoints, [(OTHER, i32::from(OTHER_PORT))]);
+    }
+
     fn open_broker(dir: &std::path::Path) -> Arc<Broker> {
         let overrides = [("log.dirs".to_owned(), dir.display().to_string())];
         Broker::open(BrokerConfig::from_properties("", &overrides).unwrap()).unwrap()

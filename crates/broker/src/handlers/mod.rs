@@ -20,6 +20,9 @@ pub mod raft;
 pub mod topics;
 pub mod transactions;
 
+#[cfg(test)]
+mod leadership_tests;
+
 use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::StrBytes;
 
