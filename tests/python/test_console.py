@@ -22,6 +22,7 @@ from console_client import ConsoleClient, error_of, facts, start_console_broker,
 from harness import (
     ADMIN_TIMEOUT_S,
     OutRecord,
+    admin_cli,
     admin_client,
     admin_ok,
     confluent_producer,
@@ -254,6 +255,19 @@ def test_the_browser_reads_newest_or_oldest_first_from_an_offset_or_a_time(broke
     assert console.get("/messages", topic="browsed", offset="soon").status == 400
 
 
+def test_a_search_stops_at_the_scan_bound_and_says_so(broker, console):
+    create_topic(broker.bootstrap, "haystack")
+    now = int(time.time() * 1000)
+    produce(broker, "haystack", [OutRecord(None, b"hay", (), now) for _ in range(10_050)] + [OutRecord(None, b"needle", (), now)])
+    newest = console.page("/messages", topic="haystack", search="needle")
+    assert [r[0] for r in table(newest, "records")] == ["10050"]
+    oldest = console.page("/messages", topic="haystack", search="needle", order="oldest")
+    assert table(oldest, "records") == [] and "stopped at the scan bound of 10000 records" in oldest
+    # Newest first steps back in windows smaller than a batch: each batch is still read once.
+    absent = console.page("/messages", topic="haystack", search="absent")
+    assert "10000 examined — stopped at the scan bound" in absent
+
+
 def test_values_show_as_json_text_or_hex_and_markup_is_escaped(broker, console):
     create_topic(broker.bootstrap, "shown")
     script = b"<script>alert(1)</script>"
@@ -297,6 +311,8 @@ def test_group_pages_show_state_offsets_and_the_lag_strom_groups_prints(broker, 
     assert table(page, "offsets") == expected == [["lagging", "0", "4", "10", "6", "-"]]
     assert facts(page)["State"] == "Empty" and facts(page)["Total lag"] == "6"
     assert "figcaption>Total lag<" in page
+    # The sampler (every 500 ms here) puts the lag into the hour-long history the plot draws.
+    wait_until(lambda: '<span class="key s0">lag: 6 records</span>' in console.page("/group", id="laggards"), 15, "the lag plotted")
 
 
 def test_an_active_groups_members_and_assignment_are_shown(broker, console):
@@ -351,13 +367,25 @@ def test_offsets_reset_by_the_rules_of_strom_groups(broker, console):
     assert plan.status == 200 and table(plan.body, "plan") == [["rewinders", "rewound", "0", "5"]]
     committed = lambda: {r[0]: r[2] for r in table(console.page("/group", id="rewinders"), "offsets")}["rewound"]
     assert committed() == "8", "a dry run commits nothing"
-    for scenario, value, expected in [("shift-by", "-3", "5"), ("offset", "999", "10"), ("earliest", "", "0"), ("latest", "", "10"), ("offset", "2", "2")]:
+    scenarios = [
+        ("shift-by", "-3", "5"), ("offset", "999", "10"), ("earliest", "", "0"), ("current", "", "0"),
+        ("datetime", "9999-12-31T00:00", "10"), ("datetime", "1970-01-01T00:00:00", "0"), ("latest", "", "10"),
+        ("offset", "2", "2"),
+    ]
+    for scenario, value, expected in scenarios:
         console.act("/group/reset", id="rewinders", topics="rewound:0", scenario=scenario, value=value, execute="true")
         assert committed() == expected, scenario
     [described] = json.loads(admin_ok(broker, "groups", "--describe", "--group", "rewinders", "--format", "json"))
     assert described["partitions"][0]["current_offset"] == 2
     bad = console.post("/group/reset", id="rewinders", topics="nope", scenario="earliest", value="", execute="true")
     assert bad.status == 422 and "UNKNOWN_TOPIC_OR_PARTITION" in error_of(bad.body)
+    missing = console.post("/group/reset", id="rewinders", topics="rewound:0,9", scenario="earliest", value="", execute="true")
+    assert missing.status == 422 and error_of(missing.body) == 'The partitions "rewound-9" do not exist'
+    negative = console.post("/group/reset", id="rewinders", topics="rewound:-1", scenario="earliest", value="")
+    assert negative.status == 422 and "Invalid partition specified in topic arg 'rewound:-1'" in error_of(negative.body)
+    cli = admin_cli(broker, "groups", "--reset-offsets", "--group", "rewinders", "--topic", "rewound:0,9", "--to-earliest", "--execute")
+    assert cli.returncode != 0 and 'The partitions "rewound-9" do not exist' in cli.stderr
+    assert committed() == "2"
 
 
 def test_a_group_is_deleted_only_when_confirmed(broker, console):
@@ -421,6 +449,21 @@ def test_actions_need_the_csrf_token_of_the_browsers_cookie(broker, console):
     assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
 
 
+def test_without_auth_a_page_asked_for_by_another_host_name_is_refused(console):
+    """DNS rebinding: a site whose name now resolves to 127.0.0.1 must not read the console or post its forms."""
+    rebound = console.request("GET", "/topics", headers={"Host": f"rebound.example:{console.port}"})
+    assert rebound.status == 403 and "csrf" not in rebound.body
+    token = console.csrf()
+    forged = console.request(
+        "POST",
+        "/topics/create",
+        f"csrf={token}&name=rebound".encode(),
+        {"Host": f"rebound.example:{console.port}", "Origin": f"http://rebound.example:{console.port}"},
+    )
+    assert forged.status == 403
+    assert console.request("GET", "/", headers={"Host": f"localhost:{console.port}"}).status == 200
+
+
 def test_pages_forbid_framing_and_foreign_scripts(console):
     reply = console.get("/")
     policy = reply.headers["content-security-policy"]
@@ -429,6 +472,25 @@ def test_pages_forbid_framing_and_foreign_scripts(console):
     for asset, kind in [("/assets/console.css", "text/css"), ("/assets/console.js", "text/javascript")]:
         reply = console.get(asset)
         assert reply.status == 200 and reply.headers["content-type"].startswith(kind)
+
+
+def test_numbers_at_the_edges_of_an_i64_are_answered_without_a_crash(broker, console):
+    create_topic(broker.bootstrap, "edges", partitions=2)
+    produce(broker, "edges", records(3), partition=0)
+    # Any client may commit offsets past the log end: the lags add up beyond an i64.
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "overcommitted", "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[TopicPartition("edges", p, 2**63 - 1) for p in (0, 1)], asynchronous=False)
+    finally:
+        consumer.close()
+    assert {r[0]: r for r in table(console.page("/groups"), "groups")}["overcommitted"][4] == str(-(2**63))
+    assert facts(console.page("/group", id="overcommitted"))["Total lag"] == str(-(2**63))
+    newest = console.page("/messages", topic="edges", offset=2**63 - 1)
+    assert [r[0] for r in table(newest, "records")] == ["2", "1", "0"]
+    for time_param in ["99999999999999-01-01T00:00", "-1", "2024-05-01T-1:00"]:
+        assert console.get("/messages", topic="edges", time=time_param).status == 400, time_param
+    far = console.post("/group/reset", id="overcommitted", topics="edges", scenario="datetime", value="99999999999999-01-01T00:00")
+    assert far.status == 422 and "is not" in error_of(far.body)
 
 
 def raw_exchange(port: int, data: bytes) -> bytes:
@@ -457,6 +519,36 @@ def test_requests_are_bounded_in_size_and_form(console):
     assert status(b"POST /topics/create HTTP/1.1\r\n\r\n") == b"HTTP/1.1 411 Length Required"
     assert status(b"NONSENSE\r\n\r\n") == b"HTTP/1.1 400 Bad Request"
     assert console.get("/").status == 200, "the console still serves"
+
+
+def test_one_address_trickling_requests_in_cannot_take_every_connection(console):
+    """Slowloris from 127.0.0.2: more idle connections than the console serves at once."""
+    idle = []
+    try:
+        for _ in range(70):
+            sock = socket.create_connection(("127.0.0.1", console.port), timeout=5, source_address=("127.0.0.2", 0))
+            idle.append(sock)
+            try:
+                sock.sendall(b"GET / HTTP/1.1\r\n")
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # refused beyond the address's share
+        # The idle ones would hold every slot until their 10 s read timeout.
+        with socket.create_connection(("127.0.0.1", console.port), timeout=5) as sock:
+            sock.sendall(f"GET /assets/console.css HTTP/1.1\r\nHost: 127.0.0.1:{console.port}\r\n\r\n".encode())
+            assert sock.recv(64).startswith(b"HTTP/1.1 200 OK")
+    finally:
+        for sock in idle:
+            sock.close()
+
+
+def test_a_head_trickling_in_is_read_with_its_blank_line_split_across_reads(console):
+    pieces = [f"GET /assets/console.css HTTP/1.1\r\nHost: 127.0.0.1:{console.port}\r".encode(), b"\n\r", b"\n"]
+    with socket.create_connection(("127.0.0.1", console.port), timeout=15) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for piece in pieces:
+            sock.sendall(piece)
+            time.sleep(0.05)  # not a wait for anything: apart, the pieces arrive in separate reads
+        assert sock.recv(64).startswith(b"HTTP/1.1 200 OK")
 
 
 def test_basic_auth_guards_every_page_and_asset(tmp_path):

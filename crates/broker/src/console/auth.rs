@@ -2,7 +2,10 @@
 //! console's own page.
 //!
 //! `console.auth=none` is allowed only on a loopback listener: anyone who
-//! reaches the port is trusted, as with the Kafka listener today. With
+//! reaches the port is trusted, as with the Kafka listener today. Such a
+//! console answers only requests naming a loopback host: a web page whose
+//! own name an attacker rebinds to 127.0.0.1 (DNS rebinding) would otherwise
+//! be same-origin with the console and could read it and post its forms. With
 //! `console.auth=basic` every request carries HTTP Basic credentials that a
 //! [`CredentialStore`] checks; today the store is the configured list, and a
 //! SASL/SCRAM-backed store (the broker's own users) plugs in behind the same
@@ -60,7 +63,13 @@ impl Auth {
     /// The user a request authenticates as (`ANONYMOUS` without auth), or
     /// the 401 that asks the browser for credentials.
     pub fn authenticate(&self, request: &Request) -> Result<String, Response> {
-        let Auth::Basic(store) = self else { return Ok("ANONYMOUS".into()) };
+        let Auth::Basic(store) = self else {
+            if request.header("host").is_none_or(is_loopback_host) {
+                return Ok("ANONYMOUS".into());
+            }
+            let reason = "without console.auth this console answers only to localhost or a loopback address";
+            return Err(Response::text(403, reason));
+        };
         let challenge = || {
             Response::text(401, "authentication required")
                 .with_header("WWW-Authenticate", "Basic realm=\"strom console\", charset=\"UTF-8\"".into())
@@ -78,6 +87,18 @@ impl Auth {
             Err(challenge())
         }
     }
+}
+
+/// Whether a `Host` header names this machine: `localhost` or a loopback
+/// address, with or without a port.
+fn is_loopback_host(host: &str) -> bool {
+    let name = match host.rsplit_once(':') {
+        Some((name, port)) if !port.contains(']') => name,
+        _ => host,
+    };
+    let name = name.strip_prefix('[').and_then(|n| n.strip_suffix(']')).unwrap_or(name);
+    name.eq_ignore_ascii_case("localhost")
+        || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 /// The CSRF token of this browser: the cookie's, or a fresh one to set.
@@ -179,6 +200,21 @@ mod tests {
         }
         assert_eq!(Auth::None.authenticate(&request("")).unwrap(), "ANONYMOUS");
         assert_eq!(format!("{auth:?}"), r#"Basic(["alice"])"#, "passwords stay out of logs");
+    }
+
+    #[test]
+    fn without_auth_only_loopback_host_names_are_answered() {
+        for host in
+            ["127.0.0.1:8080", "127.0.0.1", "localhost:80", "LOCALHOST", "[::1]:8080", "[::1]", "127.1.2.3:9"]
+        {
+            assert!(Auth::None.authenticate(&request(&format!("Host: {host}"))).is_ok(), "{host}");
+        }
+        for host in
+            ["rebound.example:8080", "rebound.example", "10.0.0.1:8080", "localhost.example", "[::2]:80"]
+        {
+            let refused = Auth::None.authenticate(&request(&format!("Host: {host}"))).unwrap_err();
+            assert_eq!(refused.status, 403, "{host}");
+        }
     }
 
     #[test]

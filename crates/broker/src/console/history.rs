@@ -4,7 +4,8 @@
 //! records in and out per topic, connections) and each consumer group's lag
 //! every `console.metrics.sample.ms`, and keeps the values in fixed-size
 //! rings: no Prometheus is needed to see the last hour. The number of series
-//! is bounded too; a topic or group beyond [`MAX_SERIES`] is not plotted.
+//! is bounded too, so that all rings together hold at most [`MAX_POINTS`]:
+//! a topic or group beyond the bound is not plotted.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
@@ -19,6 +20,9 @@ use crate::server::Broker;
 pub const WINDOW_MS: u64 = 3_600_000;
 /// The most series kept (topics times three, groups, the broker's own).
 pub const MAX_SERIES: usize = 4096;
+/// The most points kept over all series (16 bytes each): a fast sample
+/// rate keeps fewer series.
+pub const MAX_POINTS: usize = 1 << 21;
 
 /// One plotted point: time (ms since the epoch) and value.
 pub type Point = (i64, f64);
@@ -45,7 +49,9 @@ struct Totals {
 }
 
 pub struct History {
+    /// Points per series: an hour of samples.
     capacity: usize,
+    max_series: usize,
     series: Mutex<HashMap<String, VecDeque<Point>>>,
     last: Mutex<Totals>,
 }
@@ -53,7 +59,8 @@ pub struct History {
 impl History {
     pub fn new(sample_ms: u64) -> Self {
         let capacity = (WINDOW_MS / sample_ms.max(1)).clamp(2, 36_000) as usize;
-        Self { capacity, series: Mutex::default(), last: Mutex::default() }
+        let max_series = (MAX_POINTS / capacity).min(MAX_SERIES);
+        Self { capacity, max_series, series: Mutex::default(), last: Mutex::default() }
     }
 
     /// The points of one series, oldest first.
@@ -70,10 +77,10 @@ impl History {
 
     pub fn record(&self, name: &str, at_ms: i64, value: f64) {
         let mut series = self.series.lock().unwrap_or_else(PoisonError::into_inner);
-        if !series.contains_key(name) && series.len() >= MAX_SERIES {
+        if !series.contains_key(name) && series.len() >= self.max_series {
             return;
         }
-        let ring = series.entry(name.to_owned()).or_insert_with(|| VecDeque::with_capacity(self.capacity));
+        let ring = series.entry(name.to_owned()).or_default();
         if ring.len() == self.capacity {
             ring.pop_front();
         }
@@ -173,6 +180,19 @@ mod tests {
         assert!(history.points("c").is_empty(), "no rate from one sample");
         history.record_rates(12_000, HashMap::from([("c".to_owned(), 300)]));
         assert_eq!(history.points("c"), vec![(12_000, 100.0)]);
+    }
+
+    #[test]
+    fn a_fast_sample_rate_keeps_fewer_series_within_the_points_bound() {
+        let history = History::new(100);
+        for i in 0..MAX_SERIES {
+            for at in 0..2 {
+                history.record(&format!("s{i}"), at, 0.0);
+            }
+        }
+        let kept = history.series.lock().unwrap().len();
+        assert!(kept > 0 && kept * history.capacity <= MAX_POINTS, "{kept} series of {}", history.capacity);
+        assert_eq!(History::new(10_000).max_series, MAX_SERIES, "the default rate keeps them all");
     }
 
     #[test]

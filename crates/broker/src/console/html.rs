@@ -167,11 +167,13 @@ pub fn timestamp(ms: i64) -> String {
 }
 
 /// Reads milliseconds since the epoch, or a UTC time
-/// `YYYY-MM-DDTHH:MM[:SS[.sss]][Z]` (a space may replace the `T`).
+/// `YYYY-MM-DDTHH:MM[:SS[.sss]][Z]` (a space may replace the `T`) from
+/// 1970 to 9999. Negative times are refused: ListOffsets reads -1 and -2
+/// as "latest" and "earliest".
 pub fn parse_time(text: &str) -> Option<i64> {
     let text = text.trim();
     if let Ok(ms) = text.parse::<i64>() {
-        return Some(ms);
+        return (ms >= 0).then_some(ms);
     }
     let text = text.trim_end_matches('Z');
     let (date, time) = text.split_once(['T', ' ']).unwrap_or((text, "00:00"));
@@ -182,7 +184,13 @@ pub fn parse_time(text: &str) -> Option<i64> {
     let (h, m) = (clock_parts.next()??, clock_parts.next()??);
     let s = clock_parts.next().unwrap_or(Some(0))?;
     let milli: i64 = format!("{milli:0<3}").get(..3)?.parse().ok()?;
-    let valid = (1..=12).contains(&month) && (1..=31).contains(&day) && h < 24 && m < 60 && s < 61;
+    let valid = (1970..=9999).contains(&year)
+        && (1..=12).contains(&month)
+        && (1..=31).contains(&day)
+        && (0..24).contains(&h)
+        && (0..60).contains(&m)
+        && (0..61).contains(&s)
+        && (0..1000).contains(&milli);
     valid.then(|| {
         days_from_civil(year, month, day) * 86_400_000 + h * 3_600_000 + m * 60_000 + s * 1000 + milli
     })
@@ -232,7 +240,19 @@ mod tests {
         assert_eq!(parse_time("2024-05-01 12:00"), Some(1_714_564_800_000));
         assert_eq!(parse_time("2024-05-01T12:00:00.1"), Some(1_714_564_800_100));
         assert_eq!(parse_time("1714564800000"), Some(1_714_564_800_000));
-        for bad in ["", "yesterday", "2024-13-01T00:00", "2024-05-01T25:00"] {
+        for bad in [
+            "",
+            "yesterday",
+            "2024-13-01T00:00",
+            "2024-05-01T25:00",
+            "-1",
+            "-2",
+            "1969-12-31T23:59",
+            "2024-05-01T-1:00",
+            "2024-05-01T00:00:00.-12",
+            "99999999999999-01-01T00:00",
+            "-9223372036854775807-01-01T00:00",
+        ] {
             assert_eq!(parse_time(bad), None, "{bad}");
         }
     }

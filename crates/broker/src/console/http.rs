@@ -125,10 +125,14 @@ pub async fn read_request(stream: &mut TcpStream) -> Result<Request, ReadError> 
 
 async fn read_unbounded_in_time(stream: &mut TcpStream) -> Result<Request, ReadError> {
     let mut buf = Vec::with_capacity(2048);
+    // Where the blank line may still start: a head trickling in a byte at a
+    // time is searched once, not once per byte.
+    let mut unsearched = 0;
     let head_end = loop {
-        if let Some(at) = find_head_end(&buf) {
-            break at;
+        if let Some(at) = find_head_end(&buf[unsearched..]) {
+            break unsearched + at;
         }
+        unsearched = buf.len().saturating_sub(3);
         if buf.len() >= MAX_HEAD_BYTES {
             return Err(ReadError::Refused(431, "request head too large"));
         }
@@ -174,12 +178,20 @@ fn body_length(request: &Request) -> Result<usize, ReadError> {
             _ => Ok(0),
         };
     };
-    let length: usize = raw.trim().parse().map_err(|_| ReadError::Refused(400, "bad Content-Length"))?;
+    // Digits only: `+5` or `0x5` may mean a length to a proxy in front.
+    if raw.is_empty() || !raw.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(ReadError::Refused(400, "bad Content-Length"));
+    }
+    let length = raw.parse().unwrap_or(usize::MAX);
     if length > MAX_BODY_BYTES {
         return Err(ReadError::Refused(413, "request body too large"));
     }
     Ok(length)
 }
+
+/// Headers whose repetition makes a request ambiguous (RFC 9112): which
+/// length or host a proxy in front used is unknown.
+const SINGLE_HEADERS: &[&str] = &["content-length", "host", "transfer-encoding"];
 
 /// Parses the request line and headers (without the blank line).
 pub fn parse_head(head: &[u8]) -> Result<Request, ReadError> {
@@ -199,10 +211,16 @@ pub fn parse_head(head: &[u8]) -> Result<Request, ReadError> {
     let mut headers = BTreeMap::new();
     for line in lines {
         let (name, value) = line.split_once(':').ok_or(ReadError::Refused(400, "malformed header"))?;
-        if name.is_empty() || name.contains(char::is_whitespace) {
+        // A bare CR or LF inside a line ends it for some proxies and not for us.
+        let control = |c: char| c.is_control() && c != '\t';
+        if name.is_empty() || name.contains(char::is_whitespace) || value.contains(control) {
             return Err(ReadError::Refused(400, "malformed header"));
         }
-        headers.insert(name.to_ascii_lowercase(), value.trim().to_owned());
+        let name = name.to_ascii_lowercase();
+        if SINGLE_HEADERS.contains(&name.as_str()) && headers.contains_key(&name) {
+            return Err(ReadError::Refused(400, "a header that may appear once appears twice"));
+        }
+        headers.insert(name, value.trim().to_owned());
     }
     Ok(Request {
         method: method.to_owned(),
@@ -307,6 +325,12 @@ mod tests {
             b"GET nopath HTTP/1.1",
             b"GET / SPDY",
             b"GET / HTTP/1.1\r\nno colon",
+            b"GET / HTTP/1.1\r\nX-A: a\nContent-Length: 5",
+            b"GET / HTTP/1.1\r\nX-A: a\rb",
+            b"GET / HTTP/1.1\r\nX-A: a\x00b",
+            b"POST / HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 50",
+            b"POST / HTTP/1.1\r\nContent-Length: 5\r\ncontent-length: 5",
+            b"GET / HTTP/1.1\r\nHost: a\r\nHost: b",
         ] {
             assert!(matches!(parse_head(head), Err(ReadError::Refused(400, _))), "{head:?}");
         }
@@ -333,5 +357,13 @@ mod tests {
             Err(ReadError::Refused(413, _))
         ));
         assert!(matches!(post("Transfer-Encoding: chunked"), Err(ReadError::Refused(501, _))));
+        for bad in ["+5", "-1", "0x5", "5 5", "5,5", ""] {
+            assert_eq!(
+                post(&format!("Content-Length: {bad}")),
+                Err(ReadError::Refused(400, "bad Content-Length"))
+            );
+        }
+        assert!(matches!(post("Content-Length: 99999999999999999999999"), Err(ReadError::Refused(413, _))));
+        assert_eq!(post("Content-Length: 007"), Ok(7));
     }
 }

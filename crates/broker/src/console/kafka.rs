@@ -136,11 +136,7 @@ impl<'a> Kafka<'a> {
     /// -1 latest, else the first record at or after it); `None` where the
     /// broker answered with an error.
     pub fn list_offsets(&self, partitions: &[Tp], timestamp: i64) -> Vec<(Tp, Option<i64>)> {
-        let mut by_topic: IndexMap<&str, Vec<i32>> = IndexMap::new();
-        for (topic, partition) in partitions {
-            by_topic.entry(topic).or_default().push(*partition);
-        }
-        let topics = by_topic
+        let topics = by_topic(partitions)
             .iter()
             .map(|(topic, indexes)| {
                 let partitions = indexes
@@ -347,11 +343,7 @@ impl<'a> Kafka<'a> {
     }
 
     pub fn describe_producers(&self, partitions: &[Tp]) -> DescribeProducersResponse {
-        let mut by_topic: IndexMap<&str, Vec<i32>> = IndexMap::new();
-        for (topic, partition) in partitions {
-            by_topic.entry(topic).or_default().push(*partition);
-        }
-        let topics = by_topic
+        let topics = by_topic(partitions)
             .into_iter()
             .map(|(topic, indexes)| {
                 describe_producers_request::TopicRequest::default()
@@ -385,6 +377,15 @@ impl<'a> Kafka<'a> {
             None => Err("the broker did not answer for the partition".into()),
         }
     }
+}
+
+/// Partition indexes grouped by topic, in the order the topics come.
+fn by_topic(partitions: &[Tp]) -> IndexMap<&str, Vec<i32>> {
+    let mut grouped: IndexMap<&str, Vec<i32>> = IndexMap::new();
+    for (topic, partition) in partitions {
+        grouped.entry(topic).or_default().push(*partition);
+    }
+    grouped
 }
 
 /// A record typed into the console.

@@ -24,8 +24,9 @@ pub mod kafka;
 pub mod pages;
 pub mod svg;
 
-use std::net::SocketAddr;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpStream};
@@ -40,6 +41,9 @@ use http::{ReadError, Request, Response};
 
 /// Connections served at once; more wait in the accept queue.
 const MAX_CONNECTIONS: usize = 64;
+/// Connections one address (an IPv6 /64) may hold at once (a browser opens
+/// six), so that one peer trickling requests in cannot take every slot above.
+const MAX_CONNECTIONS_PER_PEER: usize = 16;
 
 const CSS: &str = include_str!("assets/console.css");
 const JS: &str = include_str!("assets/console.js");
@@ -59,6 +63,7 @@ pub async fn serve(broker: Arc<Broker>, listener: TcpListener, mut stop: watch::
         tokio::spawn(history::run_sampler(broker.clone(), history.clone(), config.sample_ms, stop.clone()));
     let console = Arc::new(Console { broker, history, auth: config.auth });
     let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let peers = Arc::new(Peers::default());
     loop {
         let permit = tokio::select! {
             biased;
@@ -73,10 +78,14 @@ pub async fn serve(broker: Arc<Broker>, listener: TcpListener, mut stop: watch::
         };
         match accepted {
             Ok((stream, peer)) => {
+                let Some(admitted) = Peers::admit(&peers, peer.ip()) else {
+                    tracing::debug!(%peer, "console connection refused: too many from this address");
+                    continue;
+                };
                 let console = console.clone();
                 tokio::spawn(async move {
                     console.connection(stream, peer).await;
-                    drop(permit);
+                    drop((admitted, permit));
                 });
             }
             Err(e) => {
@@ -86,6 +95,53 @@ pub async fn serve(broker: Arc<Broker>, listener: TcpListener, mut stop: watch::
         }
     }
     let _ = sampler.await;
+}
+
+/// Open connections per peer address (see [`peer_key`]).
+#[derive(Default)]
+struct Peers(Mutex<HashMap<IpAddr, usize>>);
+
+/// One admitted connection; dropping it frees its peer's slot.
+struct Admitted {
+    peers: Arc<Peers>,
+    ip: IpAddr,
+}
+
+impl Peers {
+    fn admit(peers: &Arc<Self>, ip: IpAddr) -> Option<Admitted> {
+        let ip = peer_key(ip);
+        let mut open = peers.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let count = open.entry(ip).or_default();
+        if *count >= MAX_CONNECTIONS_PER_PEER {
+            return None;
+        }
+        *count += 1;
+        Some(Admitted { peers: peers.clone(), ip })
+    }
+}
+
+/// The address a peer's connections count against: an IPv6 host usually
+/// holds a whole /64, while an IPv4 address mapped into IPv6 is its own.
+fn peer_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(Ipv6Addr::from(u128::from(v6) & !(u64::MAX as u128))),
+        },
+        v4 => v4,
+    }
+}
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        let mut open = self.peers.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(count) = open.get_mut(&self.ip) {
+            *count -= 1;
+            if *count == 0 {
+                open.remove(&self.ip);
+            }
+        }
+    }
 }
 
 impl Console {
@@ -154,4 +210,31 @@ fn secured(response: Response) -> Response {
         .with_header("X-Content-Type-Options", "nosniff".into())
         .with_header("X-Frame-Options", "DENY".into())
         .with_header("Referrer-Policy", "same-origin".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_peer_holds_a_bounded_number_of_connections() {
+        let peers = Arc::new(Peers::default());
+        let (one, two): (IpAddr, IpAddr) = ("127.0.0.2".parse().unwrap(), "127.0.0.1".parse().unwrap());
+        let held: Vec<Admitted> =
+            (0..MAX_CONNECTIONS_PER_PEER).map(|_| Peers::admit(&peers, one).unwrap()).collect();
+        assert!(Peers::admit(&peers, one).is_none());
+        assert!(Peers::admit(&peers, two).is_some(), "another address is served");
+        drop(held);
+        assert!(Peers::admit(&peers, one).is_some(), "slots come back");
+        assert!(peers.0.lock().unwrap().get(&two).is_none(), "closed peers are forgotten");
+    }
+
+    #[test]
+    fn an_ipv6_64_is_one_peer_and_a_mapped_ipv4_address_its_own() {
+        let key = |text: &str| peer_key(text.parse().unwrap());
+        assert_eq!(key("2001:db8:0:1::1"), key("2001:db8:0:1:ffff::2"));
+        assert_ne!(key("2001:db8:0:1::1"), key("2001:db8:0:2::1"));
+        assert_ne!(key("::ffff:10.0.0.1"), key("::ffff:10.0.0.2"));
+        assert_eq!(key("::ffff:10.0.0.1"), key("10.0.0.1"));
+    }
 }

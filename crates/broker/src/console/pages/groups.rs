@@ -167,13 +167,20 @@ pub fn total_lags(broker: &Broker) -> Vec<(String, i64)> {
             let committed: Vec<(Tp, i64)> = kafka.committed_offsets(&id).unwrap_or_default();
             let keys: Vec<Tp> = committed.iter().map(|(tp, _)| tp.clone()).collect();
             let ends: HashMap<Tp, Option<i64>> = kafka.latest_offsets(&keys).into_iter().collect();
-            let lag = committed
-                .iter()
-                .filter_map(|(tp, offset)| Some(ends.get(tp).copied()??.saturating_sub(*offset)))
-                .sum();
+            let lag = saturating_sum(
+                committed
+                    .iter()
+                    .filter_map(|(tp, offset)| Some(ends.get(tp).copied()??.saturating_sub(*offset))),
+            );
             (id, lag)
         })
         .collect()
+}
+
+/// A total lag: a client may commit any offset, even past the log end, so
+/// the lags of a group can add up beyond an `i64`.
+fn saturating_sum(lags: impl Iterator<Item = i64>) -> i64 {
+    lags.fold(0, i64::saturating_add)
 }
 
 fn group_type(kafka: &Kafka<'_>, id: &str) -> Option<String> {
@@ -214,7 +221,7 @@ pub fn detail(page: &Page<'_>) -> Response {
     };
     let committed = committed(&page.kafka, id);
     let rows = offset_rows(&page.kafka, &group, &committed);
-    let total_lag: i64 = rows.iter().filter_map(OffsetRow::lag).sum();
+    let total_lag = saturating_sum(rows.iter().filter_map(OffsetRow::lag));
     let summary = facts(
         "summary",
         &[
@@ -323,33 +330,47 @@ impl Scenario {
     }
 }
 
-/// The partitions a reset names: `topic` (all its partitions) or `topic:0,1`.
+/// The partitions a reset names: `topic` (all its partitions) or
+/// `topic:0,1`, each of which must exist, as `strom groups --topic` reads them.
 fn named_partitions(kafka: &Kafka<'_>, spec: &str) -> Result<Vec<Tp>, String> {
     let metadata = kafka.metadata();
-    let mut out = Vec::new();
+    let (mut out, mut missing) = (Vec::new(), Vec::new());
     for item in spec.split_whitespace() {
-        let (topic, partitions) = item.split_once(':').map_or((item, None), |(t, p)| (t, Some(p)));
+        let (topic, wanted) = topic_and_partitions(item)?;
         let Some(found) =
             metadata.topics.iter().find(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == topic))
         else {
             return Err(format!("UNKNOWN_TOPIC_OR_PARTITION: no topic {topic}"));
         };
-        match partitions {
-            None => out.extend(found.partitions.iter().map(|p| (topic.to_owned(), p.partition_index))),
-            Some(list) => {
-                for p in list.split(',') {
-                    let p = p
-                        .trim()
-                        .parse::<i32>()
-                        .map_err(|_| format!("partition {p:?} of {topic} is not a number"))?;
-                    out.push((topic.to_owned(), p));
-                }
+        let existing: BTreeSet<i32> = found.partitions.iter().map(|p| p.partition_index).collect();
+        for partition in wanted.unwrap_or_else(|| existing.iter().copied().collect()) {
+            if existing.contains(&partition) {
+                out.push((topic.to_owned(), partition));
+            } else {
+                missing.push(format!("{topic}-{partition}"));
             }
         }
+    }
+    if !missing.is_empty() {
+        return Err(format!("The partitions \"{}\" do not exist", missing.join(",")));
     }
     out.sort();
     out.dedup();
     Ok(out)
+}
+
+/// `topic` or `topic:0,1` with non-negative partitions.
+fn topic_and_partitions(item: &str) -> Result<(&str, Option<Vec<i32>>), String> {
+    let Some((topic, partitions)) = item.split_once(':') else { return Ok((item, None)) };
+    if topic.is_empty() || partitions.contains(':') {
+        return Err(format!("Invalid topic arg '{item}', expected topic name and partitions"));
+    }
+    let partitions = partitions
+        .split(',')
+        .map(|p| p.trim().parse::<i32>().ok().filter(|p| *p >= 0))
+        .collect::<Option<Vec<i32>>>()
+        .ok_or_else(|| format!("Invalid partition specified in topic arg '{item}'"))?;
+    Ok((topic, Some(partitions)))
 }
 
 /// The offset each partition moves to, within [log start, log end], as
@@ -490,6 +511,15 @@ mod tests {
         assert_eq!(Scenario::parse("datetime", "1970-01-01T00:00:01.000"), Ok(Scenario::Time(1000)));
         assert!(Scenario::parse("offset", "x").is_err());
         assert!(Scenario::parse("sideways", "").is_err());
+    }
+
+    #[test]
+    fn reset_topics_read_like_the_cli_topic_option() {
+        assert_eq!(topic_and_partitions("t"), Ok(("t", None)));
+        assert_eq!(topic_and_partitions("t:0, 2"), Ok(("t", Some(vec![0, 2]))));
+        for bad in [":0", "t:0:1", "t:-1", "t:x", "t:"] {
+            assert!(topic_and_partitions(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -6,6 +6,8 @@
 //! every read is bounded: at most [`MAX_LIMIT`] records shown, at most
 //! [`MAX_SCAN_RECORDS`] records or [`MAX_SCAN_BYTES`] bytes examined per page.
 
+use std::ops::Range;
+
 use bytes::Bytes;
 use kafka_protocol::records::Record;
 
@@ -96,24 +98,29 @@ impl Query {
 pub struct Found {
     pub records: Vec<Record>,
     pub scanned: usize,
+    /// Record batch bytes read from disk.
+    pub bytes_read: usize,
+    /// The lowest offset examined.
+    pub lowest: Option<i64>,
     /// The scan stopped at a bound before it found `limit` records.
     pub truncated: bool,
 }
 
-/// Reads records in [from, to) in offset order, stopping once `accept` has
-/// taken `limit` or a bound is reached.
+/// Reads records in offset order from `read_from`, keeping those in `keep`,
+/// until `accept` has taken `limit` or a bound is reached. The first batch
+/// read may begin before `read_from`: its records from `keep.start` on are
+/// kept too.
 fn scan_forward(
     partition: &Partition,
-    from: i64,
-    to: i64,
+    read_from: i64,
+    keep: Range<i64>,
     limit: usize,
     found: &mut Found,
-    bytes_read: &mut usize,
     accept: &dyn Fn(&Record) -> bool,
 ) -> Result<(), String> {
-    let mut offset = from;
-    while offset < to && found.records.len() < limit {
-        if found.scanned >= MAX_SCAN_RECORDS || *bytes_read >= MAX_SCAN_BYTES {
+    let mut offset = read_from;
+    while offset < keep.end && found.records.len() < limit {
+        if found.scanned >= MAX_SCAN_RECORDS || found.bytes_read >= MAX_SCAN_BYTES {
             found.truncated = true;
             return Ok(());
         }
@@ -122,10 +129,19 @@ fn scan_forward(
             .map_err(|e| e.to_string())?;
         let Some(slice) = read.slice else { return Ok(()) };
         let bytes = slice.read().map_err(|e| e.to_string())?;
-        *bytes_read += bytes.len();
+        found.bytes_read += bytes.len();
+        let keep_from = if offset == read_from { keep.start } else { offset };
         let records = strom_storage::batch::decode_records(bytes).map_err(|e| e.to_string())?;
-        for record in records.into_iter().filter(|r| r.offset >= offset && r.offset < to && !r.control) {
+        for record in
+            records.into_iter().filter(|r| r.offset >= keep_from && r.offset < keep.end && !r.control)
+        {
+            // A chunk holds thousands of small records: the bound holds within it too.
+            if found.scanned >= MAX_SCAN_RECORDS {
+                found.truncated = true;
+                return Ok(());
+            }
             found.scanned += 1;
+            found.lowest = Some(found.lowest.map_or(record.offset, |lowest| lowest.min(record.offset)));
             if accept(&record) {
                 found.records.push(record);
                 if found.records.len() >= limit {
@@ -154,24 +170,29 @@ pub fn browse(partition: &Partition, query: &Query) -> Result<Found, String> {
     let needle = query.search.to_lowercase();
     let accept = |record: &Record| needle.is_empty() || matches_search(record, &needle);
     let mut found = Found::default();
-    let mut bytes_read = 0;
     if !query.newest_first {
         let from = anchor.unwrap_or(log_start).max(log_start);
-        scan_forward(partition, from, high_watermark, query.limit, &mut found, &mut bytes_read, &accept)?;
+        scan_forward(partition, from, from..high_watermark, query.limit, &mut found, &accept)?;
         return Ok(found);
     }
-    // Newest first: windows stepping back from the anchor (inclusive) or the end.
-    let mut to = anchor.map_or(high_watermark, |a| (a + 1).min(high_watermark));
+    // Newest first: windows stepping back from the anchor (inclusive) or the
+    // end. A window takes in the whole batch it starts in, so that a batch
+    // holding many windows is read once, not once per window.
+    let mut to = anchor.map_or(high_watermark, |a| a.saturating_add(1).min(high_watermark));
     let window = query.limit.max(100) as i64;
-    while to > log_start && found.records.len() < query.limit && !found.truncated {
+    while to > log_start && found.records.len() < query.limit {
         let from = (to - window).max(log_start);
-        let mut chunk = Found { scanned: found.scanned, ..Found::default() };
-        scan_forward(partition, from, to, usize::MAX, &mut chunk, &mut bytes_read, &accept)?;
-        found.scanned = chunk.scanned;
-        found.truncated = chunk.truncated;
+        let mut chunk = Found { scanned: found.scanned, bytes_read: found.bytes_read, ..Found::default() };
+        scan_forward(partition, from, log_start..to, usize::MAX, &mut chunk, &accept)?;
+        (found.scanned, found.bytes_read) = (chunk.scanned, chunk.bytes_read);
+        if chunk.truncated {
+            // A window cut short would leave a gap between the records shown.
+            found.truncated = true;
+            break;
+        }
         let wanted = query.limit - found.records.len();
         found.records.extend(chunk.records.into_iter().rev().take(wanted));
-        to = from;
+        to = chunk.lowest.map_or(from, |lowest| lowest.min(from));
     }
     Ok(found)
 }
@@ -192,11 +213,15 @@ pub fn show(bytes: Option<&Bytes>, format: Format) -> String {
     let cut = &bytes[..bytes.len().min(SHOWN_BYTES)];
     let more =
         if bytes.len() > SHOWN_BYTES { format!(" … ({} bytes)", bytes.len()) } else { String::new() };
-    let text = std::str::from_utf8(cut).ok();
-    let json = || {
-        text.and_then(|t| serde_json::from_str::<serde_json::Value>(t).ok())
-            .and_then(|v| serde_json::to_string_pretty(&v).ok())
+    let text = match std::str::from_utf8(cut) {
+        Ok(text) => Some(text),
+        // The cut went through a character: show the whole ones before it.
+        Err(e) if e.error_len().is_none() && bytes.len() > SHOWN_BYTES => {
+            std::str::from_utf8(&cut[..e.valid_up_to()]).ok()
+        }
+        Err(_) => None,
     };
+    let json = || text.and_then(pretty_json);
     let printable = text.filter(|t| !t.chars().any(|c| c.is_control() && !c.is_whitespace()));
     let shown = match format {
         Format::Json => json().map(|j| format!("<pre>{}</pre>", escape(&j))),
@@ -209,6 +234,57 @@ pub fn show(bytes: Option<&Bytes>, format: Format) -> String {
     };
     let shown = shown.unwrap_or_else(|| format!(r#"<code class="hex">{}</code>"#, hex(cut)));
     format!("{shown}{}", escape(&more))
+}
+
+/// JSON indented two spaces a level, its numbers and strings kept as
+/// written: parsed, a number beyond an `f64`'s precision would show rounded.
+/// `None` unless `text` is JSON.
+fn pretty_json(text: &str) -> Option<String> {
+    serde_json::from_str::<serde_json::Value>(text).ok()?;
+    let mut out = String::with_capacity(text.len() * 2);
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    let newline = |out: &mut String, depth: usize| {
+        out.push('\n');
+        out.push_str(&"  ".repeat(depth));
+    };
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if in_string {
+            out.push(c);
+            (in_string, escaped) = (escaped || c != '"', !escaped && c == '\\');
+            continue;
+        }
+        match c {
+            '"' => {
+                in_string = true;
+                out.push(c);
+            }
+            '{' | '[' => {
+                out.push(c);
+                while chars.next_if(|c| c.is_whitespace()).is_some() {}
+                // An empty object or array stays on one line.
+                if let Some(close) = chars.next_if(|c| *c == '}' || *c == ']') {
+                    out.push(close);
+                    continue;
+                }
+                depth += 1;
+                newline(&mut out, depth);
+            }
+            '}' | ']' => {
+                depth -= 1;
+                newline(&mut out, depth);
+                out.push(c);
+            }
+            ',' => {
+                out.push(c);
+                newline(&mut out, depth);
+            }
+            ':' => out.push_str(": "),
+            c if c.is_whitespace() => {}
+            c => out.push(c),
+        }
+    }
+    Some(out)
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -384,6 +460,22 @@ mod tests {
         assert!(show(None, Format::Auto).contains("null"));
         let long = value(&vec![b'x'; SHOWN_BYTES + 10]);
         assert!(show(Some(&long), Format::Text).ends_with(&format!("({} bytes)", SHOWN_BYTES + 10)));
+        let cut_in_a_character = value(format!("{}é", "x".repeat(SHOWN_BYTES - 1)).as_bytes());
+        let shown = show(Some(&cut_in_a_character), Format::Auto);
+        assert!(
+            shown.starts_with("xxx") && shown.ends_with(&format!("({} bytes)", SHOWN_BYTES + 1)),
+            "{shown}"
+        );
+        assert_eq!(show(Some(&value(&[b'a', 0xc3])), Format::Text), r#"<code class="hex">61 c3</code>"#);
+    }
+
+    #[test]
+    fn json_is_indented_with_its_numbers_and_strings_as_written() {
+        let text = r#" {"id":12345678901234567890123, "price":1.10,"e":[ ],"o":{},"s":["a\"]b\\",1e3]}"#;
+        let expected = "{\n  \"id\": 12345678901234567890123,\n  \"price\": 1.10,\n  \"e\": [],\n  \"o\": {},\n  \"s\": [\n    \"a\\\"]b\\\\\",\n    1e3\n  ]\n}";
+        assert_eq!(pretty_json(text).as_deref(), Some(expected));
+        assert_eq!(pretty_json("7").as_deref(), Some("7"));
+        assert_eq!(pretty_json("{\"a\":"), None);
     }
 
     #[test]

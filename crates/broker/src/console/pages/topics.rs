@@ -72,14 +72,17 @@ fn rate(page: &Page<'_>, topic: &str, what: &str) -> String {
 pub fn list(page: &Page<'_>) -> Response {
     let mut topics = page.kafka.metadata().topics;
     topics.sort_by_key(topic_name);
-    let sizes = sizes(page);
+    let mut topic_sizes: HashMap<String, i64> = HashMap::new();
+    for ((topic, _), size) in sizes(page) {
+        *topic_sizes.entry(topic).or_default() += size;
+    }
     let names: Vec<String> = topics.iter().map(topic_name).collect();
     let configs = configs_by_resource(page.kafka.describe_configs(TOPIC_RESOURCE, &names));
     let rows: Vec<Vec<String>> = topics
         .iter()
         .map(|topic| {
             let name = topic_name(topic);
-            let size: i64 = sizes.iter().filter(|((t, _), _)| *t == name).map(|(_, s)| s).sum();
+            let size = topic_sizes.get(&name).copied().unwrap_or(0);
             let config = |key: &str| {
                 configs.get(&name).and_then(|c| c.get(key)).map_or("-".to_owned(), |(v, _)| escape(v))
             };
