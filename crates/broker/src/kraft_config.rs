@@ -56,16 +56,22 @@ pub struct KraftConfig {
     pub request_timeout_ms: i32,
     /// `controller.quorum.election.backoff.max.ms`
     pub election_backoff_max_ms: i32,
+    /// `metadata.log.max.record.bytes.between.snapshots`
+    pub max_bytes_between_snapshots: i32,
+    /// `metadata.log.max.snapshot.interval.ms`
+    pub max_snapshot_interval_ms: i32,
 }
 
 /// The KRaft keys Strom reads, each an int of at least 1, with Kafka's defaults.
-pub const TIMEOUT_KEYS: [(&str, i32); 6] = [
+pub const TIMEOUT_KEYS: [(&str, i32); 8] = [
     ("controller.quorum.election.timeout.ms", 1_000),
     ("controller.quorum.fetch.timeout.ms", 2_000),
     ("broker.session.timeout.ms", 9_000),
     ("broker.heartbeat.interval.ms", 2_000),
     ("controller.quorum.request.timeout.ms", 2_000),
     ("controller.quorum.election.backoff.max.ms", 1_000),
+    ("metadata.log.max.record.bytes.between.snapshots", 20 * 1024 * 1024),
+    ("metadata.log.max.snapshot.interval.ms", 3_600_000),
 ];
 
 const NAMES: &str = "controller.listener.names";
@@ -109,6 +115,8 @@ impl KraftConfig {
             broker_heartbeat_interval_ms: timeout(3)?,
             request_timeout_ms: timeout(4)?,
             election_backoff_max_ms: timeout(5)?,
+            max_bytes_between_snapshots: timeout(6)?,
+            max_snapshot_interval_ms: timeout(7)?,
         };
         if !config.process_roles.is_empty() {
             if !node_id_given {

@@ -49,11 +49,11 @@ mod tests {
         let broker = open();
         let manager = ProducerIdManager::default();
         let next = |broker: &Broker, manager: &ProducerIdManager| {
-            manager.next_id(&broker.controller, 1, broker.broker_epoch).unwrap()
+            manager.next_id(&broker.controller, 1, broker.broker_epoch()).unwrap()
         };
         let first: Vec<i64> = (0..PRODUCER_ID_BLOCK_SIZE + 2).map(|_| next(&broker, &manager)).collect();
         assert_eq!(first, (0..PRODUCER_ID_BLOCK_SIZE + 2).collect::<Vec<_>>());
-        let stale = ProducerIdManager::default().next_id(&broker.controller, 1, broker.broker_epoch + 1);
+        let stale = ProducerIdManager::default().next_id(&broker.controller, 1, broker.broker_epoch() + 1);
         assert!(matches!(stale, Err(MetadataError::StaleBrokerEpoch(_))), "{stale:?}");
         drop(broker);
         let broker = open();

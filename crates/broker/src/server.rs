@@ -10,14 +10,14 @@
 //! shutdown begins.
 
 use std::future::Future;
-use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use strom_metadata::controller::{METADATA_LOG_DIR, METADATA_VERSION_FEATURE, METADATA_VERSION_LEVEL};
 use strom_metadata::{
     block_on, BrokerHeartbeat, BrokerRegistration, Controller, Endpoint, FeatureRange, HeartbeatReply,
-    MetadataError, MetadataImage,
+    MetadataError, MetadataImage, MetadataLoader, QuorumRecordLog, SnapshotPolicy,
 };
 use strom_quorum::{Quorum, QuorumConfig};
 use strom_storage::file_cache::FileCache;
@@ -30,6 +30,7 @@ use crate::config::BrokerConfig;
 use crate::fetch_session::FetchSessionCache;
 use crate::group::GroupCoordinator;
 use crate::group::OFFSETS_TOPIC;
+use crate::kraft_config::ProcessRole;
 use crate::meta_properties::{node_dirs, parse_uuid, FormatError, LogDirs};
 use crate::metrics::{self, GaugeGuard, Metrics};
 use crate::network;
@@ -47,8 +48,9 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 pub struct Broker {
     pub config: Arc<BrokerConfig>,
     pub controller: Controller,
-    /// This broker's epoch: the offset of its registration record.
-    pub broker_epoch: i64,
+    /// This broker's epoch: the offset of its registration record, -1
+    /// until it is registered.
+    broker_epoch: AtomicI64,
     pub replicas: ReplicaManager,
     pub fetch_sessions: FetchSessionCache,
     pub groups: GroupCoordinator,
@@ -57,8 +59,8 @@ pub struct Broker {
     pub transactions: TransactionCoordinator,
     /// Flips to true when shutdown begins; delayed operations end early on it.
     stopping: watch::Sender<bool>,
-    /// The metadata quorum of a KRaft node, started when the broker binds.
-    quorum: OnceLock<Quorum>,
+    /// The metadata log of a KRaft node: its quorum, feeding the loader.
+    metadata_log: Option<Arc<QuorumRecordLog>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -77,16 +79,6 @@ pub enum StartError {
     Format(#[from] FormatError),
 }
 
-/// Where the node-local controller keeps its log. On a KRaft node
-/// `__cluster_metadata-0` belongs to the quorum, so the local controller
-/// moves aside (temporary, until the controller writes through the quorum).
-fn local_controller_dir(config: &BrokerConfig) -> PathBuf {
-    match config.kraft.is_kraft() {
-        true => config.metadata_log_dir.join("__strom_local_metadata"),
-        false => config.metadata_log_dir.clone(),
-    }
-}
-
 /// Opens the metadata log of the cluster the log dirs' `meta.properties`
 /// name. A KRaft node needs formatted dirs; a single node formats its dirs
 /// on first start. As in Kafka, the cluster id lives in `meta.properties`,
@@ -94,10 +86,7 @@ fn local_controller_dir(config: &BrokerConfig) -> PathBuf {
 fn open_controller(config: &BrokerConfig) -> Result<Controller, StartError> {
     let dirs = LogDirs::load(&node_dirs(config))?;
     let formatted_id = dirs.verify(config.node_id)?.map(str::to_owned);
-    if config.kraft.is_kraft() {
-        dirs.require_formatted()?;
-    }
-    let controller_dir = local_controller_dir(config);
+    let controller_dir = config.metadata_log_dir.clone();
     let metadata_log = controller_dir.join(METADATA_LOG_DIR);
     if formatted_id.is_none() && metadata_log.join("00000000000000000000.log").exists() {
         let reason = format!(
@@ -114,16 +103,35 @@ fn open_controller(config: &BrokerConfig) -> Result<Controller, StartError> {
         |dir| tracing::info!(dir = %dir.display(), cluster_id = %cluster_id, "formatting log dir"),
     )?;
     std::fs::create_dir_all(&controller_dir).at("create metadata log dir", &controller_dir)?;
-    Ok(Controller::open_local(&controller_dir, &cluster_id)?
-        .with_max_partitions_per_request(config.max_partitions_per_request)
-        .with_session_timeout_ms(config.kraft.broker_session_timeout_ms.into()))
+    Ok(configured(Controller::open_local(&controller_dir, &cluster_id)?, config))
 }
 
-/// Registers this node as a broker through the controller, with its
-/// advertised listeners, rack and log dir ids, then heartbeats once so it
-/// is unfenced (it has applied its own registration); returns its broker
-/// epoch.
-fn register_broker(config: &BrokerConfig, controller: &Controller) -> Result<i64, StartError> {
+/// The controller settings of `config`.
+fn configured(controller: Controller, config: &BrokerConfig) -> Controller {
+    controller
+        .with_max_partitions_per_request(config.max_partitions_per_request)
+        .with_session_timeout_ms(config.kraft.broker_session_timeout_ms.into())
+}
+
+/// The cluster id of a KRaft node's formatted log dirs.
+fn formatted_cluster_id(config: &BrokerConfig) -> Result<String, StartError> {
+    let dirs = LogDirs::load(&node_dirs(config))?;
+    let cluster_id = dirs.verify(config.node_id)?.map(str::to_owned);
+    dirs.require_formatted()?;
+    cluster_id.ok_or_else(|| FormatError("the log dirs are not formatted".into()).into())
+}
+
+/// The snapshot settings of a KRaft node.
+fn snapshot_policy(config: &BrokerConfig) -> SnapshotPolicy {
+    SnapshotPolicy {
+        max_bytes: config.kraft.max_bytes_between_snapshots.max(1) as u64,
+        max_interval: Duration::from_millis(config.kraft.max_snapshot_interval_ms.max(1) as u64),
+    }
+}
+
+/// This node's BrokerRegistration: its advertised listeners, rack,
+/// features and log dir ids, under a new incarnation id.
+fn registration(config: &BrokerConfig, cluster_id: &str) -> Result<BrokerRegistration, StartError> {
     let endpoints = config
         .advertised_listeners
         .iter()
@@ -137,9 +145,9 @@ fn register_broker(config: &BrokerConfig, controller: &Controller) -> Result<i64
         .iter()
         .filter_map(|(_, meta)| parse_uuid(&meta.directory_id).map(uuid::Uuid::from_bytes))
         .collect();
-    let registration = BrokerRegistration {
+    Ok(BrokerRegistration {
         broker_id: config.node_id,
-        cluster_id: controller.cluster_id().to_owned(),
+        cluster_id: cluster_id.to_owned(),
         incarnation_id: uuid::Uuid::new_v4(),
         endpoints,
         features: vec![FeatureRange {
@@ -149,43 +157,76 @@ fn register_broker(config: &BrokerConfig, controller: &Controller) -> Result<i64
         }],
         rack: config.kraft.broker_rack.clone(),
         log_dirs,
-    };
-    let now = strom_storage::now_ms();
-    let epoch = block_on(controller.register_broker(registration, now))?;
-    heartbeat(config, controller, epoch)?;
+    })
+}
+
+/// Registers this node as a broker through `controller`, then heartbeats
+/// once so it is unfenced (it has applied its own registration); returns
+/// its broker epoch.
+async fn register_broker(
+    registration: BrokerRegistration,
+    controller: &Controller,
+) -> Result<i64, MetadataError> {
+    let broker_id = registration.broker_id;
+    let epoch = controller.register_broker(registration, strom_storage::now_ms()).await?;
+    heartbeat(broker_id, controller, epoch).await?;
     Ok(epoch)
 }
 
-/// One BrokerHeartbeat of this node to its own controller.
-fn heartbeat(
-    config: &BrokerConfig,
+/// One BrokerHeartbeat of this node to `controller`.
+async fn heartbeat(
+    broker_id: i32,
     controller: &Controller,
     epoch: i64,
 ) -> Result<HeartbeatReply, MetadataError> {
     let request = BrokerHeartbeat {
-        broker_id: config.node_id,
+        broker_id,
         broker_epoch: epoch,
         current_metadata_offset: controller.image().last_offset,
         want_fence: false,
         want_shut_down: false,
     };
-    block_on(controller.broker_heartbeat(request, strom_storage::now_ms()))
+    controller.broker_heartbeat(request, strom_storage::now_ms()).await
 }
 
 impl Broker {
-    /// Opens the metadata log and every partition log.
+    /// Opens a single node (no `process.roles`): its local metadata log,
+    /// replayed, then every partition log. A KRaft node starts with
+    /// [`BoundBroker::start`].
     pub fn open(config: BrokerConfig) -> Result<Arc<Self>, StartError> {
+        if config.kraft.is_kraft() {
+            return Err(StartError::Config("a KRaft node starts through BoundBroker::start".into()));
+        }
         let config = Arc::new(config);
         let started = std::time::Instant::now();
         // Lock the log dirs before touching anything in them.
+        let logs = Self::lock_log_dirs(&config)?;
+        let controller = open_controller(&config)?;
+        let registration = registration(&config, controller.cluster_id())?;
+        let broker_epoch = block_on(register_broker(registration, &controller))?;
+        tracing::info!(metadata_ms = started.elapsed().as_millis(), "metadata loaded");
+        Self::assemble(config, logs, controller, broker_epoch, None)
+    }
+
+    fn lock_log_dirs(config: &BrokerConfig) -> Result<LogManager, StartError> {
         let logs = LogManager::new(config.log_dirs.clone())?
             .with_threads_per_dir(config.num_recovery_threads_per_data_dir);
         FileCache::shared().set_capacity(config.log_segment_open_files_max);
-        let controller = open_controller(&config)?;
-        let broker_epoch = register_broker(&config, &controller)?;
-        let metadata_ms = started.elapsed().as_millis();
+        Ok(logs)
+    }
+
+    /// Opens every partition log against the controller's image and loads
+    /// the coordinators.
+    fn assemble(
+        config: Arc<BrokerConfig>,
+        logs: LogManager,
+        controller: Controller,
+        broker_epoch: i64,
+        metadata_log: Option<Arc<QuorumRecordLog>>,
+    ) -> Result<Arc<Self>, StartError> {
+        let started = std::time::Instant::now();
         let replicas = ReplicaManager::open(config.clone(), logs, &controller.image())?;
-        let logs_ms = started.elapsed().as_millis() - metadata_ms;
+        let logs_ms = started.elapsed().as_millis();
         let fetch_sessions = FetchSessionCache::new(config.max_incremental_fetch_session_cache_slots);
         let groups = GroupCoordinator::new(config.groups.clone());
         let (stopping, _) = watch::channel(false);
@@ -195,7 +236,7 @@ impl Broker {
         let broker = Self {
             config,
             controller,
-            broker_epoch,
+            broker_epoch: AtomicI64::new(broker_epoch),
             replicas,
             fetch_sessions,
             groups,
@@ -203,13 +244,13 @@ impl Broker {
             producer_ids,
             transactions,
             stopping,
-            quorum: OnceLock::new(),
+            metadata_log,
         };
         broker.groups.load(&broker)?;
         // After the groups: completing a prepared transaction may commit
         // their staged offsets.
         broker.transactions.load(&broker)?;
-        tracing::info!(metadata_ms, logs_ms, total_ms = started.elapsed().as_millis(), "broker state loaded");
+        tracing::info!(logs_ms, total_ms = started.elapsed().as_millis(), "broker state loaded");
         let broker = Arc::new(broker);
         let applier = Arc::downgrade(&broker);
         broker.controller.loader().add_publisher(Box::new(move |image| {
@@ -220,21 +261,15 @@ impl Broker {
         Ok(broker)
     }
 
-    /// The metadata quorum, on a KRaft node once bound.
+    /// The metadata quorum of a KRaft node.
     pub fn quorum(&self) -> Option<&Quorum> {
-        self.quorum.get()
+        self.metadata_log.as_deref().map(QuorumRecordLog::quorum)
     }
 
-    /// Starts the metadata quorum of a KRaft node: a voter if this node is
-    /// a listed controller, an observer otherwise.
-    async fn start_quorum(&self) -> Result<(), StartError> {
-        if !self.config.kraft.is_kraft() || self.quorum.get().is_some() {
-            return Ok(());
-        }
-        let config = quorum_config(&self.config, self.controller.cluster_id())?;
-        let quorum = Quorum::start(config).await.map_err(|e| StartError::Config(e.to_string()))?;
-        let _ = self.quorum.set(quorum);
-        Ok(())
+    /// This broker's epoch (the offset of its registration record), -1
+    /// while it is not registered.
+    pub fn broker_epoch(&self) -> i64 {
+        self.broker_epoch.load(Ordering::Acquire)
     }
 
     /// A receiver that sees `true` once shutdown begins.
@@ -244,7 +279,7 @@ impl Broker {
 
     /// Applies a published image to this broker: which partitions it
     /// hosts, which of them it leads, and their log configs. The loader
-    /// calls it with every image (see [`Self::open`]).
+    /// calls it with every image (a publisher registered in `assemble`).
     pub fn apply_image(&self, image: &Arc<MetadataImage>) {
         match self.replicas.sync(image) {
             Ok(changes) => self.move_coordinators(&changes),
@@ -279,6 +314,87 @@ impl Broker {
     }
 }
 
+/// A KRaft node before it serves: its listeners bound, its quorum running.
+struct KraftStart {
+    config: Arc<BrokerConfig>,
+    logs: LogManager,
+    cluster_id: String,
+    metadata_log: Arc<QuorumRecordLog>,
+}
+
+impl KraftStart {
+    /// Locks and checks the log dirs and starts the quorum: a voter if this
+    /// node is a listed controller, an observer otherwise.
+    async fn begin(config: BrokerConfig) -> Result<Self, StartError> {
+        let config = Arc::new(config);
+        let logs = Broker::lock_log_dirs(&config)?;
+        let cluster_id = formatted_cluster_id(&config)?;
+        let quorum_config = quorum_config(&config, &cluster_id)?;
+        let quorum = Quorum::start(quorum_config).await.map_err(|e| StartError::Config(e.to_string()))?;
+        let loader = Arc::new(MetadataLoader::new());
+        let metadata_log = Arc::new(QuorumRecordLog::start(quorum, loader, snapshot_policy(&config)));
+        Ok(Self { config, logs, cluster_id, metadata_log })
+    }
+
+    /// Waits until the loader has caught up with the high watermark known
+    /// at start (as Kafka's broker waits for metadata catch-up), answering
+    /// the quorum's peers on the controller listeners meanwhile: the quorum
+    /// needs this node's votes and fetches answered before it can commit
+    /// anything. Clients of the other listeners wait in the accept queue.
+    async fn catch_up(&self, listeners: &[(Arc<str>, TcpListener)]) {
+        let quorum = self.metadata_log.quorum().clone();
+        let controller_names = &self.config.kraft.controller_listener_names;
+        let answer_peers = listeners
+            .iter()
+            .filter(|(name, _)| controller_names.iter().any(|n| n.as_str() == &**name))
+            .map(|(_, listener)| answer_quorum_peers(listener, quorum.clone()));
+        let started = std::time::Instant::now();
+        tokio::select! {
+            _ = self.metadata_log.catch_up() => {}
+            _ = futures_join_all(answer_peers) => {}
+        }
+        let applied = self.metadata_log.quorum().high_watermark();
+        tracing::info!(high_watermark = ?applied, wait_ms = started.elapsed().as_millis(), "metadata caught up");
+    }
+
+    /// The broker, once caught up.
+    fn finish(self) -> Result<Arc<Broker>, StartError> {
+        let loader = self.metadata_log.loader().clone();
+        let log: Arc<dyn strom_metadata::RecordLog> = self.metadata_log.clone();
+        let controller = configured(Controller::new(&self.cluster_id, log, loader), &self.config);
+        Broker::assemble(self.config, self.logs, controller, -1, Some(self.metadata_log))
+    }
+}
+
+/// Serves only the KRaft APIs on `listener`'s new connections, until dropped.
+async fn answer_quorum_peers(listener: &TcpListener, quorum: Quorum) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, _)) => {
+                let _ = stream.set_nodelay(true);
+                tokio::spawn(strom_quorum::listener::serve_connection(stream, quorum.clone()));
+            }
+            Err(e) => {
+                tracing::warn!("accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+/// Runs every future of `futures` to completion, concurrently.
+async fn futures_join_all<F: Future<Output = ()>>(futures: impl Iterator<Item = F>) {
+    let mut pending: Vec<_> = futures.map(Box::pin).collect();
+    std::future::poll_fn(|cx| {
+        pending.retain_mut(|future| future.as_mut().poll(cx).is_pending());
+        match pending.is_empty() {
+            true => std::task::Poll::Ready(()),
+            false => std::task::Poll::Pending,
+        }
+    })
+    .await
+}
+
 /// A bound, not yet serving, broker: lets callers learn the real ports
 /// (e.g. when a listener asks for port 0) before serving.
 pub struct BoundBroker {
@@ -290,40 +406,33 @@ pub struct BoundBroker {
 }
 
 impl BoundBroker {
+    /// Binds the listeners of an opened single node.
     pub async fn bind(broker: Arc<Broker>) -> Result<Self, StartError> {
-        broker.start_quorum().await?;
-        let mut listeners = Vec::new();
-        for listener in &broker.config.listeners {
-            let addr = listener.socket_addr().map_err(StartError::Config)?;
-            let bound = TcpListener::bind(addr)
-                .await
-                .map_err(|error| StartError::Bind { addr: addr.to_string(), error })?;
-            let local =
-                bound.local_addr().map_err(|error| StartError::Bind { addr: addr.to_string(), error })?;
-            tracing::debug!(listener = %listener.name, addr = %local, "listening");
-            listeners.push((Arc::from(listener.name.as_str()), bound));
-        }
-        let metrics_listener = match broker.config.metrics_listener {
-            Some(addr) => {
-                let bound = TcpListener::bind(addr)
-                    .await
-                    .map_err(|error| StartError::Bind { addr: addr.to_string(), error })?;
-                tracing::info!(addr = %addr, "serving Prometheus metrics at /metrics");
-                Some(bound)
-            }
-            None => None,
-        };
-        let console_listener = match broker.config.console.listener {
-            Some(addr) => {
-                let bound = TcpListener::bind(addr)
-                    .await
-                    .map_err(|error| StartError::Bind { addr: addr.to_string(), error })?;
-                tracing::info!(addr = %addr, "serving the web console at http://{addr}/");
-                Some(bound)
-            }
-            None => None,
-        };
+        let (listeners, metrics_listener, console_listener) = bind_sockets(&broker.config).await?;
         Ok(Self { broker, listeners, metrics_listener, console_listener })
+    }
+
+    /// Starts any node: a single node opens then binds; a KRaft node binds,
+    /// starts its quorum and waits for its metadata to catch up before it
+    /// opens its partition logs.
+    pub async fn start(config: BrokerConfig) -> Result<Self, StartError> {
+        if !config.kraft.is_kraft() {
+            return Self::bind(Broker::open(config)?).await;
+        }
+        let start = KraftStart::begin(config).await?;
+        let (listeners, metrics_listener, console_listener) = bind_sockets(&start.config).await?;
+        // A controller-only node hosts no partitions: it serves at once, as
+        // Kafka's controller does, and replays the log meanwhile.
+        if start.config.kraft.has_role(ProcessRole::Broker) {
+            start.catch_up(&listeners).await;
+        }
+        let broker = start.finish()?;
+        Ok(Self { broker, listeners, metrics_listener, console_listener })
+    }
+
+    /// The broker being served.
+    pub fn broker(&self) -> &Arc<Broker> {
+        &self.broker
     }
 
     /// Each listener as `NAME://ADDRESS:PORT`, with the port actually bound.
@@ -385,6 +494,44 @@ impl BoundBroker {
         Ok(())
     }
 }
+
+/// Binds the client and controller listeners, the metrics and the console listeners.
+async fn bind_sockets(config: &BrokerConfig) -> Result<BoundSockets, StartError> {
+    let mut listeners = Vec::new();
+    for listener in &config.listeners {
+        let addr = listener.socket_addr().map_err(StartError::Config)?;
+        let bound = TcpListener::bind(addr)
+            .await
+            .map_err(|error| StartError::Bind { addr: addr.to_string(), error })?;
+        let local = bound.local_addr().map_err(|error| StartError::Bind { addr: addr.to_string(), error })?;
+        tracing::debug!(listener = %listener.name, addr = %local, "listening");
+        listeners.push((Arc::from(listener.name.as_str()), bound));
+    }
+    let metrics_listener = match config.metrics_listener {
+        Some(addr) => {
+            let bound = TcpListener::bind(addr)
+                .await
+                .map_err(|error| StartError::Bind { addr: addr.to_string(), error })?;
+            tracing::info!(addr = %addr, "serving Prometheus metrics at /metrics");
+            Some(bound)
+        }
+        None => None,
+    };
+    let console_listener = match config.console.listener {
+        Some(addr) => {
+            let bound = TcpListener::bind(addr)
+                .await
+                .map_err(|error| StartError::Bind { addr: addr.to_string(), error })?;
+            tracing::info!(addr = %addr, "serving the web console at http://{addr}/");
+            Some(bound)
+        }
+        None => None,
+    };
+    Ok((listeners, metrics_listener, console_listener))
+}
+
+/// Bound listeners with their names, the metrics and the console listeners.
+type BoundSockets = (Vec<(Arc<str>, TcpListener)>, Option<TcpListener>, Option<TcpListener>);
 
 /// The quorum settings of a KRaft node, from `controller.quorum.*`.
 fn quorum_config(config: &BrokerConfig, cluster_id: &str) -> Result<strom_quorum::Config, StartError> {
@@ -506,14 +653,39 @@ async fn run_log_cleaner(broker: Arc<Broker>, mut stop: watch::Receiver<bool>, i
 
 /// Flushes due logs, enforces retention, writes checkpoints and expires
 /// idle producer ids on Kafka's intervals.
-/// This broker's heartbeat to its own controller, then the controller's
-/// fencing of brokers whose sessions expired (Kafka's periodic maintenance).
-fn keep_session(broker: &Broker) {
-    if let Err(e) = heartbeat(&broker.config, &broker.controller, broker.broker_epoch) {
-        tracing::warn!("broker heartbeat failed: {e}");
+/// This broker's heartbeat to the controller (registering first when it
+/// has no broker epoch yet), then the controller's fencing of brokers whose
+/// sessions expired (Kafka's periodic maintenance, which only the active
+/// controller does; elsewhere it answers NOT_CONTROLLER).
+async fn keep_session(broker: &Broker) {
+    let config = &broker.config;
+    let epoch = broker.broker_epoch();
+    let is_broker = !config.kraft.is_kraft() || config.kraft.has_role(ProcessRole::Broker);
+    let heartbeat = match epoch {
+        _ if !is_broker => Ok(()),
+        -1 => match registration(config, broker.controller.cluster_id()) {
+            Ok(request) => register_broker(request, &broker.controller).await.map(|epoch| {
+                tracing::info!(broker_epoch = epoch, "registered with the controller");
+                broker.broker_epoch.store(epoch, Ordering::Release);
+            }),
+            Err(e) => {
+                tracing::warn!("cannot build the broker registration: {e}");
+                Ok(())
+            }
+        },
+        epoch => heartbeat(config.node_id, &broker.controller, epoch).await.map(drop),
+    };
+    match heartbeat {
+        Ok(()) | Err(MetadataError::NotController { .. }) => {}
+        Err(MetadataError::StaleBrokerEpoch(_) | MetadataError::BrokerIdNotRegistered(_)) => {
+            // The session was lost (fenced, unregistered): register afresh.
+            broker.broker_epoch.store(-1, Ordering::Release);
+        }
+        Err(e) => tracing::warn!("broker heartbeat failed: {e}"),
     }
-    if let Err(e) = block_on(broker.controller.fence_expired_brokers(strom_storage::now_ms())) {
-        tracing::warn!("fencing expired broker sessions failed: {e}");
+    match broker.controller.fence_expired_brokers(strom_storage::now_ms()).await {
+        Ok(_) | Err(MetadataError::NotController { .. }) => {}
+        Err(e) => tracing::warn!("fencing expired broker sessions failed: {e}"),
     }
 }
 
@@ -552,7 +724,14 @@ async fn periodic_duties(broker: Arc<Broker>, mut stop: watch::Receiver<bool>) {
                 })
                 .await;
             }
-            _ = session.tick() => keep_session(&broker),
+            _ = session.tick() => {
+                // A controller waiting for its quorum must not hold up shutdown.
+                tokio::select! {
+                    biased;
+                    _ = stop.changed() => return,
+                    _ = keep_session(&broker) => {}
+                }
+            }
             _ = checkpoint.tick() => {
                 on_blocking_thread(&broker, "checkpoint", ReplicaManager::checkpoint).await;
                 broker.fetch_sessions.evict_expired();

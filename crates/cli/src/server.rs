@@ -46,24 +46,28 @@ async fn serve(config: BrokerConfig) -> anyhow::Result<()> {
         Ok((_, limit)) => tracing::info!(limit, "open files limit (RLIMIT_NOFILE)"),
         Err(e) => tracing::warn!("cannot raise the open files limit (RLIMIT_NOFILE): {e}"),
     }
-    let broker = Broker::open(config)?;
-    let bound = BoundBroker::bind(broker.clone()).await?;
-    log_start(&broker, &bound);
     // SIGHUP stops the broker as SIGTERM does, as it stops a JVM: a broker
     // whose terminal went away is not left running unattended.
     let mut terminate = signal(SignalKind::terminate())?;
     let mut interrupt = signal(SignalKind::interrupt())?;
     let mut hangup = signal(SignalKind::hangup())?;
-    bound
-        .serve(async move {
-            let name = tokio::select! {
-                _ = terminate.recv() => "SIGTERM",
-                _ = interrupt.recv() => "SIGINT",
-                _ = hangup.recv() => "SIGHUP",
-            };
-            tracing::info!(signal = name, "stop requested");
-        })
-        .await?;
+    let mut stop = std::pin::pin!(async move {
+        let name = tokio::select! {
+            _ = terminate.recv() => "SIGTERM",
+            _ = interrupt.recv() => "SIGINT",
+            _ = hangup.recv() => "SIGHUP",
+        };
+        tracing::info!(signal = name, "stop requested");
+    });
+    // A KRaft node waits for its quorum before it serves; a stop then
+    // ends the wait (everything it wrote is already durable).
+    let bound = tokio::select! {
+        bound = BoundBroker::start(config) => bound?,
+        _ = &mut stop => return Ok(()),
+    };
+    let broker = bound.broker().clone();
+    log_start(&broker, &bound);
+    bound.serve(stop).await?;
     Ok(())
 }
 

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll, Wake, Waker};
 
 use bytes::Bytes;
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, MutexGuard};
 use uuid::Uuid;
 
 use crate::image::{
@@ -29,7 +29,7 @@ use crate::kraft_records::{ConfigRecord, FeatureLevelRecord, MetadataRecord};
 use crate::loader::{encode_record, MetadataLoader};
 use crate::operations::{self, BrokerHeartbeat, BrokerHeartbeats, BrokerRegistration, HeartbeatReply};
 use crate::placement::{SplitMix64, StripedReplicaPlacer};
-use crate::record_log::{AppendError, LocalRecordLog, RecordLog};
+use crate::record_log::{AppendError, Claim, LocalRecordLog, RecordLog};
 use crate::topic_config::{validate_dynamic_broker_config, validate_topic_config};
 
 pub use crate::operations::validate_topic_name;
@@ -178,6 +178,10 @@ impl PartitionLogs for NoLogs {
 struct ControllerState {
     placer: StripedReplicaPlacer,
     heartbeats: BrokerHeartbeats,
+    /// The leader epoch this controller last wrote in, if any.
+    epoch: Option<i32>,
+    /// The broker session timeout, for a new epoch's fresh sessions.
+    session_timeout_ms: i64,
 }
 
 pub struct Controller {
@@ -202,6 +206,8 @@ impl Controller {
             state: Mutex::new(ControllerState {
                 placer: StripedReplicaPlacer::new(SplitMix64::new(seed)),
                 heartbeats: BrokerHeartbeats::new(DEFAULT_BROKER_SESSION_TIMEOUT_MS),
+                epoch: None,
+                session_timeout_ms: DEFAULT_BROKER_SESSION_TIMEOUT_MS,
             }),
         }
     }
@@ -224,7 +230,10 @@ impl Controller {
 
     /// Sets `broker.session.timeout.ms`.
     pub fn with_session_timeout_ms(self, timeout_ms: i64) -> Self {
-        self.state.try_lock().expect("not yet shared").heartbeats = BrokerHeartbeats::new(timeout_ms);
+        let mut state = self.state.try_lock().expect("not yet shared");
+        state.heartbeats = BrokerHeartbeats::new(timeout_ms);
+        state.session_timeout_ms = timeout_ms;
+        drop(state);
         self
     }
 
@@ -256,9 +265,30 @@ impl Controller {
         operations::check_partitions_per_request(new_partitions, self.max_partitions_per_request)
     }
 
+    /// Starts an operation: takes the controller and waits until this node
+    /// may write (NOT_CONTROLLER otherwise). A controller that has just
+    /// become active starts every broker's session afresh, as Kafka's
+    /// `BrokerHeartbeatManager` does, and writes `metadata.version` into a
+    /// log that has none yet.
+    async fn begin(&self) -> Result<(MutexGuard<'_, ControllerState>, Claim), MetadataError> {
+        let mut state = self.state.lock().await;
+        let claim = self.log.claim().await?;
+        if state.epoch != Some(claim.epoch) {
+            state.heartbeats = BrokerHeartbeats::new(state.session_timeout_ms);
+            state.epoch = Some(claim.epoch);
+            self.write_metadata_version().await?;
+            return Ok((state, self.log.claim().await?));
+        }
+        Ok((state, claim))
+    }
+
     /// Writes `metadata.version` into a log that has none yet.
     pub async fn bootstrap(&self) -> Result<(), MetadataError> {
-        let _state = self.state.lock().await;
+        let _state = self.begin().await?;
+        Ok(())
+    }
+
+    async fn write_metadata_version(&self) -> Result<(), MetadataError> {
         if self.image().metadata_version() != 0 {
             return Ok(());
         }
@@ -274,9 +304,7 @@ impl Controller {
     /// returns the offset of its last record.
     async fn commit(&self, records: Vec<MetadataRecord>) -> Result<u64, MetadataError> {
         let values: Vec<Bytes> = records.iter().map(encode_record).collect();
-        let last_offset = self.log.append(values).await?;
-        self.loader.wait_for_offset(last_offset).await;
-        Ok(last_offset)
+        Ok(self.log.append(values).await?)
     }
 
     /// Creates a topic, or only checks that it could be created.
@@ -296,7 +324,7 @@ impl Controller {
         validate_only: bool,
         logs: &dyn PartitionLogs,
     ) -> Result<TopicImage, MetadataError> {
-        let mut state = self.state.lock().await;
+        let (mut state, _) = self.begin().await?;
         let image = self.image();
         let (records, created) =
             operations::create_topic(&image, &topic, &mut state.placer, self.max_partitions_per_request)?;
@@ -349,7 +377,7 @@ impl Controller {
         validate_only: bool,
         logs: &dyn PartitionLogs,
     ) -> Result<(), MetadataError> {
-        let mut state = self.state.lock().await;
+        let (mut state, _) = self.begin().await?;
         let image = self.image();
         let (records, grown) = operations::create_partitions(
             &image,
@@ -368,7 +396,7 @@ impl Controller {
 
     /// Deletes a topic by id, returning its name.
     pub async fn delete_topic(&self, topic_id: Uuid) -> Result<String, MetadataError> {
-        let _state = self.state.lock().await;
+        let _state = self.begin().await?;
         let (records, name) = operations::delete_topic(&self.image(), topic_id)?;
         self.commit(records).await?;
         Ok(name)
@@ -390,7 +418,7 @@ impl Controller {
             &BTreeMap<String, String>,
         ) -> Result<BTreeMap<String, String>, MetadataError>,
     {
-        let _state = self.state.lock().await;
+        let _state = self.begin().await?;
         let image = self.image();
         let current = match resource {
             ConfigResource::Topic(name) => &image.topic(name).ok_or(MetadataError::UnknownTopic)?.configs,
@@ -412,7 +440,7 @@ impl Controller {
         broker_id: i32,
         broker_epoch: i64,
     ) -> Result<ProducerIdBlock, MetadataError> {
-        let _state = self.state.lock().await;
+        let _state = self.begin().await?;
         let (records, block) = operations::allocate_producer_ids(&self.image(), broker_id, broker_epoch)?;
         self.commit(records).await?;
         Ok(block)
@@ -425,13 +453,10 @@ impl Controller {
         request: BrokerRegistration,
         now_ms: i64,
     ) -> Result<i64, MetadataError> {
-        let mut state = self.state.lock().await;
+        let (mut state, claim) = self.begin().await?;
         let image = self.image();
-        // Kafka's broker epoch is the offset the record is written at; the
-        // controller waits for each commit, so that is the next offset
-        // unless the quorum writes control records in between (the epoch is
-        // then below the offset, but still above every earlier epoch).
-        let epoch = image.last_offset + 1;
+        // Kafka's broker epoch is the offset the record is written at.
+        let epoch = claim.next_offset as i64;
         let records = operations::register_broker(
             &image,
             &self.cluster_id,
@@ -451,7 +476,7 @@ impl Controller {
         request: BrokerHeartbeat,
         now_ms: i64,
     ) -> Result<HeartbeatReply, MetadataError> {
-        let mut state = self.state.lock().await;
+        let (mut state, _) = self.begin().await?;
         let (records, reply) =
             operations::broker_heartbeat(&self.image(), &request, &mut state.heartbeats, now_ms)?;
         if !records.is_empty() {
@@ -463,7 +488,7 @@ impl Controller {
     /// Fences the brokers whose sessions have expired; returns how many
     /// records that took.
     pub async fn fence_expired_brokers(&self, now_ms: i64) -> Result<usize, MetadataError> {
-        let mut state = self.state.lock().await;
+        let (mut state, _) = self.begin().await?;
         let records = operations::fence_expired_brokers(&self.image(), &mut state.heartbeats, now_ms);
         let count = records.len();
         if count > 0 {
@@ -474,7 +499,7 @@ impl Controller {
 
     /// UnregisterBroker.
     pub async fn unregister_broker(&self, broker_id: i32) -> Result<(), MetadataError> {
-        let mut state = self.state.lock().await;
+        let (mut state, _) = self.begin().await?;
         let records = operations::unregister_broker(&self.image(), broker_id)?;
         self.commit(records).await?;
         state.heartbeats.remove(broker_id);
@@ -483,17 +508,23 @@ impl Controller {
 
     /// ControllerRegistration.
     pub async fn register_controller(&self, controller: ControllerImage) -> Result<(), MetadataError> {
-        let _state = self.state.lock().await;
+        let _state = self.begin().await?;
         self.commit(operations::register_controller(&controller)).await.map(drop)
     }
 }
 
-/// Runs `future` to completion on this thread. For the broker's synchronous
-/// request handlers on a single node: the local record log commits before
-/// `append` returns, so the future only ever waits for another operation
-/// to release the controller, never for I/O driven by this thread. A
-/// cluster's quorum needs the callers made async instead.
+/// Runs `future` to completion on this thread, for the broker's
+/// synchronous callers of the controller. On a multi-threaded tokio runtime
+/// the worker first hands its queued tasks to another thread
+/// (`block_in_place`), so a future that waits for the quorum's tasks
+/// cannot starve them. Elsewhere (a single node's local record log, which
+/// commits before `append` returns) it parks the thread between polls.
 pub fn block_on<F: Future>(future: F) -> F::Output {
+    if let Ok(handle) = tokio::runtime::Handle::try_current() {
+        if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread {
+            return tokio::task::block_in_place(|| handle.block_on(future));
+        }
+    }
     struct Unpark(std::thread::Thread);
     impl Wake for Unpark {
         fn wake(self: Arc<Self>) {

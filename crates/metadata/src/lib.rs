@@ -16,6 +16,9 @@
 //!   error that refuses it;
 //! - [`record_log`] is where the controller writes: the [`RecordLog`]
 //!   seam, and the single node's fsync'd local log behind it;
+//! - [`quorum_log`] is the record log of a KRaft node: the controller
+//!   appends through the quorum, and every node feeds the quorum's commits
+//!   and snapshots to its loader;
 //! - [`controller`] runs one operation at a time: decide, append, wait for
 //!   the loader to apply the commit, answer; new partitions get their logs
 //!   (through [`PartitionLogs`]) before any record names them;
@@ -34,6 +37,7 @@ pub mod kraft_records;
 pub mod loader;
 pub mod operations;
 pub mod placement;
+pub mod quorum_log;
 pub mod record_log;
 pub mod topic_config;
 
@@ -47,4 +51,5 @@ pub use image::{
 };
 pub use loader::MetadataLoader;
 pub use operations::{BrokerHeartbeat, BrokerRegistration, HeartbeatReply};
-pub use record_log::{AppendError, LocalRecordLog, RecordLog};
+pub use quorum_log::{QuorumRecordLog, SnapshotPolicy};
+pub use record_log::{AppendError, Claim, LocalRecordLog, RecordLog};

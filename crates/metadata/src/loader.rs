@@ -12,6 +12,7 @@
 //! it to its partitions there, so a client answered after a metadata write
 //! finds the partitions that write created.
 
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::{Bytes, BytesMut};
@@ -48,9 +49,14 @@ pub struct MetadataLoader {
     image: watch::Sender<Arc<MetadataImage>>,
     /// The offset of the last record applied, -1 before any.
     applied: watch::Sender<i64>,
-    /// Applies one batch at a time, so no two writers race on the next image.
-    applying: Mutex<()>,
+    /// Applies one batch at a time, so no two writers race on the next
+    /// image; holds the first and last offsets and the epoch of the latest batches, so the
+    /// controller can tell its own appended batch from another leader's.
+    applying: Mutex<VecDeque<(i64, i64, i32)>>,
 }
+
+/// How many recent batches' epochs the loader remembers.
+const RECENT_BATCHES: usize = 4096;
 
 impl Default for MetadataLoader {
     fn default() -> Self {
@@ -64,7 +70,7 @@ impl MetadataLoader {
             publishers: Mutex::new(Vec::new()),
             image: watch::channel(Arc::new(MetadataImage::empty())).0,
             applied: watch::channel(-1).0,
-            applying: Mutex::new(()),
+            applying: Mutex::new(VecDeque::new()),
         }
     }
 
@@ -99,17 +105,27 @@ impl MetadataLoader {
         let _ = applied.wait_for(|last| *last >= offset as i64).await;
     }
 
+    /// The leader epoch of the applied batch holding `offset`, if it is
+    /// one of the latest batches applied.
+    pub fn batch_epoch(&self, offset: u64) -> Option<i32> {
+        let recent = self.applying.lock().unwrap_or_else(PoisonError::into_inner);
+        let index = recent.partition_point(|(_, last, _)| *last < offset as i64);
+        let (first, _, epoch) = recent.get(index)?;
+        (*first <= offset as i64).then_some(*epoch)
+    }
+
     /// Applies one committed batch whose first record is at `base_offset`.
     /// Records already applied (a batch handed over twice) are skipped. A
     /// batch with a record this version cannot decode is refused whole and
     /// the image stays as it was: an image that skipped it would silently
     /// differ from every other node's.
-    pub fn apply_batch(&self, base_offset: u64, _epoch: i32, records: &[Bytes]) -> Result<(), MetadataError> {
-        let _applying = self.applying.lock().unwrap_or_else(PoisonError::into_inner);
+    pub fn apply_batch(&self, base_offset: u64, epoch: i32, records: &[Bytes]) -> Result<(), MetadataError> {
+        let mut recent = self.applying.lock().unwrap_or_else(PoisonError::into_inner);
         let current = self.image();
         let offsets = (base_offset as i64..).zip(records);
         let fresh: Vec<(i64, &Bytes)> = offsets.filter(|(offset, _)| *offset > current.last_offset).collect();
         let Some((last_offset, _)) = fresh.last().copied() else { return Ok(()) };
+        let first_offset = fresh[0].0;
         let mut decoded = Vec::with_capacity(fresh.len());
         for (offset, value) in fresh {
             let record =
@@ -120,13 +136,18 @@ impl MetadataLoader {
         decoded.into_iter().for_each(|record| next.apply(record));
         next.last_offset = last_offset;
         self.publish(next);
+        if recent.len() == RECENT_BATCHES {
+            recent.pop_front();
+        }
+        recent.push_back((first_offset, last_offset, epoch));
         Ok(())
     }
 
     /// Replaces the image with a snapshot's: the records of `content` rebuild
     /// it from nothing, up to (not including) `end_offset`.
     pub fn load_snapshot(&self, end_offset: u64, content: &[Bytes]) -> Result<(), MetadataError> {
-        let _applying = self.applying.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut recent = self.applying.lock().unwrap_or_else(PoisonError::into_inner);
+        recent.clear();
         let last_offset = end_offset as i64 - 1;
         let mut next = MetadataImage::empty();
         for value in content {

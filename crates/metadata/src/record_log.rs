@@ -37,12 +37,28 @@ pub enum AppendError {
 
 /// A future as `RecordLog::append` returns it.
 pub type AppendFuture<'a> = Pin<Box<dyn Future<Output = Result<u64, AppendError>> + Send + 'a>>;
+/// A future as `RecordLog::claim` returns it.
+pub type ClaimFuture<'a> = Pin<Box<dyn Future<Output = Result<Claim, AppendError>> + Send + 'a>>;
+
+/// What an active controller knows before it decides an operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Claim {
+    /// The leader epoch it writes in; a new one means a new active controller.
+    pub epoch: i32,
+    /// The offset the next appended record gets.
+    pub next_offset: u64,
+}
 
 /// The metadata log as the controller writes it.
 pub trait RecordLog: Send + Sync + 'static {
-    /// Appends one batch atomically if this node is the active controller;
-    /// returns the offset of its last record. Commit is observed through
-    /// the loader.
+    /// Waits until this node may write: it is the active controller and its
+    /// loader has applied everything committed before its leadership, so a
+    /// decision taken on the loader's image sees the whole log.
+    fn claim(&self) -> ClaimFuture<'_>;
+
+    /// Appends one batch atomically if this node is the active controller
+    /// and returns the offset of its last record once the loader has
+    /// applied it.
     fn append(&self, records: Vec<Bytes>) -> AppendFuture<'_>;
 }
 
@@ -95,6 +111,11 @@ impl LocalRecordLog {
 }
 
 impl RecordLog for LocalRecordLog {
+    fn claim(&self) -> ClaimFuture<'_> {
+        let next_offset = self.log_end_offset().max(0) as u64;
+        Box::pin(std::future::ready(Ok(Claim { epoch: METADATA_LEADER_EPOCH, next_offset })))
+    }
+
     fn append(&self, records: Vec<Bytes>) -> AppendFuture<'_> {
         let written = self.write(&records).map_err(|e| match e {
             MetadataError::Storage(e) => AppendError::Storage(e),

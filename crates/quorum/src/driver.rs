@@ -55,6 +55,7 @@ pub(crate) enum Input {
         reply: oneshot::Sender<Result<(), QuorumError>>,
     },
     Subscribe(mpsc::UnboundedSender<QuorumEvent>),
+    LogEndOffset(oneshot::Sender<u64>),
     Shutdown(oneshot::Sender<()>),
 }
 
@@ -213,6 +214,9 @@ impl Driver {
                 // The new subscriber learns the current leader first.
                 let leader = self.leader_and_epoch();
                 subscriber_send(&self.subscriber, QuorumEvent::LeaderChange(leader));
+            }
+            Input::LogEndOffset(reply) => {
+                let _ = reply.send(self.node.log().end_offset());
             }
             Input::Shutdown(_) | Input::Failed(_) => unreachable!("handled by run"),
         }

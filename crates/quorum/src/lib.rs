@@ -28,6 +28,8 @@
 //!   and tools that run a quorum without a broker.
 //! - [`bootstrap`]: the KIP-853 bootstrap checkpoint `strom storage format`
 //!   writes for `--standalone` and `--initial-controllers`.
+//! - [`snapshot`]: the state machine's snapshot content as a Kafka
+//!   checkpoint (header, data batches, footer) and back.
 //! - [`channel`]: an outbound Kafka connection sending any `kafka-protocol`
 //!   request at a chosen version, reusable by the broker's controller link.
 
@@ -37,6 +39,7 @@ pub mod codec;
 pub mod disk;
 mod driver;
 pub mod listener;
+pub mod snapshot;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -216,6 +219,12 @@ impl Quorum {
     /// This node must lead: appends one batch, returns the offset of its last record once in the leader's log (not yet committed); Err(NotLeader { leader: LeaderAndEpoch }) otherwise.
     pub async fn append(&self, records: Vec<Bytes>) -> Result<u64, QuorumError> {
         self.ask(|reply| driver::Input::Append { records, reply }).await?
+    }
+
+    /// The log end offset: where the next append lands, unless a new
+    /// leader's LeaderChange comes first.
+    pub async fn log_end_offset(&self) -> Result<u64, QuorumError> {
+        self.ask(driver::Input::LogEndOffset).await
     }
 
     /// The committed stream for the state machine (Kafka's RaftClient.Listener); one subscriber.

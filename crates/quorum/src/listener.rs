@@ -30,7 +30,8 @@ pub async fn serve(listener: TcpListener, quorum: Quorum) {
     }
 }
 
-async fn serve_connection(mut stream: TcpStream, quorum: Quorum) {
+/// Answers the KRaft requests of one accepted connection until it closes.
+pub async fn serve_connection(mut stream: TcpStream, quorum: Quorum) {
     loop {
         let Ok(size) = stream.read_i32().await else { return };
         let Ok(size) = usize::try_from(size) else { return };

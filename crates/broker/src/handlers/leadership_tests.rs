@@ -178,6 +178,7 @@ fn groups_are_unloaded_when_leadership_moves_away_and_loaded_again_when_it_retur
     let broker = broker_with_another(dir.path());
     let node = broker.config.node_id;
     place(&broker, "t", &[node]);
+    place(&broker, OFFSETS_TOPIC, &[node]);
     assert_eq!(find_group_coordinator(&broker, "g").1, node);
     let entry = CommitEntry { topic: "t".into(), partition: 0, offset: 7, leader_epoch: -1, metadata: None };
     assert_eq!(broker.groups.commit(&broker, "g", -1, "", None, &[entry]), [None]);
@@ -197,7 +198,7 @@ fn groups_are_unloaded_when_leadership_moves_away_and_loaded_again_when_it_retur
     assert_eq!(fetch_offsets_error(&broker, "g"), ResponseError::NotCoordinator.code());
     assert!(committed(&broker).is_empty(), "the group's state left with the leadership");
 
-    heartbeat(&broker, node, broker.broker_epoch, later);
+    heartbeat(&broker, node, broker.broker_epoch(), later);
     assert_eq!(fetch_offsets_error(&broker, "g"), 0);
     assert_eq!(committed(&broker), [Some(7)], "loaded back from __consumer_offsets");
 }

@@ -366,7 +366,7 @@ async fn a_panic_holding_the_metadata_log_refuses_later_changes_with_a_storage_e
 
 /// A quorum stand-in: appends are assigned offsets at once but committed
 /// (handed to the loader) only when the test releases them, or refused as
-/// by a node that is not the active controller.
+/// by a node that lost the leadership it claimed.
 struct SlowQuorum {
     loader: Arc<MetadataLoader>,
     pending: StdMutex<Vec<(u64, Vec<Bytes>)>>,
@@ -383,6 +383,11 @@ impl SlowQuorum {
 }
 
 impl RecordLog for SlowQuorum {
+    fn claim(&self) -> crate::record_log::ClaimFuture<'_> {
+        let next_offset = *self.next_offset.lock().unwrap();
+        Box::pin(std::future::ready(Ok(crate::record_log::Claim { epoch: 1, next_offset })))
+    }
+
     fn append(&self, records: Vec<Bytes>) -> crate::record_log::AppendFuture<'_> {
         if let Some(leader) = self.leader {
             return Box::pin(std::future::ready(Err(AppendError::NotController { leader_id: Some(leader) })));
@@ -392,7 +397,10 @@ impl RecordLog for SlowQuorum {
         *next += records.len() as u64;
         let last = *next - 1;
         self.pending.lock().unwrap().push((base, records));
-        Box::pin(std::future::ready(Ok(last)))
+        Box::pin(async move {
+            self.loader.wait_for_offset(last).await;
+            Ok(last)
+        })
     }
 }
 
@@ -444,7 +452,12 @@ async fn a_follower_refuses_writes_with_not_controller_and_discards_new_logs() {
         in_controlled_shutdown: false,
         log_dirs: Vec::new(),
     });
-    loader.apply_batch(0, 1, &[encode_record(&registration.into())]).unwrap();
+    let version = crate::kraft_records::FeatureLevelRecord {
+        name: METADATA_VERSION_FEATURE.into(),
+        feature_level: METADATA_VERSION_LEVEL,
+        ..Default::default()
+    };
+    loader.apply_batch(0, 1, &[encode_record(&version.into()), encode_record(&registration.into())]).unwrap();
     let logs = RecordingLogs::default();
     let refused = controller.create_topic_with_logs(new_topic("t", 2), false, &logs).await.unwrap_err();
     assert!(matches!(refused, MetadataError::NotController { leader_id: Some(3) }), "{refused}");
