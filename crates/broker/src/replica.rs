@@ -1,9 +1,13 @@
 //! The replica manager: the partitions this broker hosts and their state.
 //!
-//! Each partition pairs its log with the high watermark and the waiters of
-//! delayed fetches. On one node the in-sync replica set is the leader alone,
-//! so the high watermark follows the log end offset as soon as an append
-//! returns; the same state carries the follower bookkeeping a cluster needs.
+//! A broker hosts the partitions whose replica set in the metadata image
+//! names it, and leads those whose image leader is its node id; each new
+//! image is applied by [`ReplicaManager::sync`], which creates, opens and
+//! deletes logs and moves leadership, reporting the leadership it gained
+//! and lost. Each partition pairs its log with the high watermark and the
+//! waiters of delayed fetches. With one replica the in-sync replica set is
+//! the leader alone, so the high watermark follows the log end offset as
+//! soon as an append returns.
 //!
 //! Every read or write of a partition's log goes through its [`LogDir`]: once
 //! the dir has failed the partition answers KAFKA_STORAGE_ERROR, and a disk
