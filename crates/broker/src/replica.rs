@@ -112,10 +112,16 @@ impl Partition {
     }
 
     /// Takes the leadership and epoch of a new image; returns whether this
-    /// broker's leadership changed.
+    /// broker's leadership changed. Fetches parked on a partition that
+    /// stops being led here are woken to answer NOT_LEADER_OR_FOLLOWER at
+    /// once, as Kafka completes them when the leader moves.
     fn set_leadership(&self, leader: bool, leader_epoch: i32) -> bool {
         self.leader_epoch.store(leader_epoch, Ordering::Release);
-        self.leader.swap(leader, Ordering::AcqRel) != leader
+        let changed = self.leader.swap(leader, Ordering::AcqRel) != leader;
+        if changed && !leader {
+            self.wake_waiters();
+        }
+        changed
     }
 
     /// Whether the partition's topic has been deleted.

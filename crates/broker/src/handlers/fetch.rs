@@ -567,6 +567,42 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_parked_fetch_answers_not_leader_as_soon_as_leadership_moves_away() {
+        use crate::handlers::leadership_tests::{broker_with_another, ctx, place};
+        use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+        use kafka_protocol::messages::ApiKey;
+
+        let dir = tempfile::tempdir().unwrap();
+        let broker = broker_with_another(dir.path());
+        place(&broker, "t", &[broker.config.node_id]);
+        let partition = FetchPartition::default().with_partition(0).with_partition_max_bytes(1024);
+        let topic = FetchTopic::default().with_topic(topic_name("t")).with_partitions(vec![partition]);
+        let request = FetchRequest::default()
+            .with_max_wait_ms(30_000)
+            .with_min_bytes(1 << 20)
+            .with_max_bytes(1 << 20)
+            .with_session_epoch(-1)
+            .with_topics(vec![topic]);
+        let context = ctx(&broker, ApiKey::Fetch, 12);
+        let fetch = handle(&context, request);
+        let fence_everyone = async {
+            tokio::task::yield_now().await;
+            let later = strom_storage::now_ms() + 3_600_000;
+            strom_metadata::block_on(broker.controller.fence_expired_brokers(later)).unwrap();
+            std::future::pending::<()>().await
+        };
+
+        let reply = tokio::select! {
+            reply = fetch => reply,
+            _ = fence_everyone => unreachable!(),
+            _ = tokio::time::sleep(Duration::from_secs(20)) => panic!("the parked fetch waited out its max wait"),
+        };
+
+        let answer = &reply.response.responses[0].partitions[0];
+        assert_eq!(answer.error_code, ResponseError::NotLeaderOrFollower.code());
+    }
+
+    #[tokio::test]
     async fn a_parked_fetch_registers_once_with_a_partition_that_stays_idle() {
         let dir = tempfile::tempdir().unwrap();
         let broker = open_broker(dir.path());
