@@ -116,6 +116,13 @@ fn a_produce_to_a_partition_led_elsewhere_names_the_leader_and_its_endpoint() {
     let led = produce(&broker, 10, 0);
     assert_eq!(led.responses[0].partition_responses[0].error_code, 0);
     assert!(led.node_endpoints.is_empty());
+
+    block_on(broker.controller.unregister_broker(OTHER)).unwrap();
+    let leaderless = produce(&broker, 10, 1);
+    let answer = &leaderless.responses[0].partition_responses[0];
+    assert_eq!(answer.error_code, ResponseError::NotLeaderOrFollower.code());
+    assert_eq!((answer.current_leader.leader_id.0, answer.current_leader.leader_epoch), (-1, epoch + 1));
+    assert!(leaderless.node_endpoints.is_empty());
 }
 
 #[test]

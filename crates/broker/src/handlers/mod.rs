@@ -80,14 +80,14 @@ impl LeaderHints {
         Self { image: ctx.broker.replicas.image(), listener: ctx.listener.to_string(), leaders: Vec::new() }
     }
 
-    /// The hint for `topic`'s partition `partition`, -1/-1 when the image
-    /// gives it no leader.
+    /// The hint for `topic`'s partition `partition`: as Kafka's
+    /// `getCurrentLeader`, the image's leader (-1 when it has none) and
+    /// leader epoch, or -1/-1 for a partition the image does not know.
     pub fn hint(&mut self, topic: &str, partition: i32) -> LeaderHint {
-        let state = self.image.topic(topic).and_then(|t| t.partitions.get(&partition));
-        let Some(state) = state.filter(|p| p.leader >= 0) else {
+        let Some(state) = self.image.topic(topic).and_then(|t| t.partitions.get(&partition)) else {
             return LeaderHint { leader_id: -1, leader_epoch: -1 };
         };
-        if !self.leaders.contains(&state.leader) {
+        if state.leader >= 0 && !self.leaders.contains(&state.leader) {
             self.leaders.push(state.leader);
         }
         LeaderHint { leader_id: state.leader, leader_epoch: state.leader_epoch }
