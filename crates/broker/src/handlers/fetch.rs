@@ -103,7 +103,7 @@ impl EncodeBody for FetchReply {
 
 impl Reply for FetchReply {
     fn into_reply(self) -> Answer {
-        Answer { body: Box::new(self), send: true }
+        Answer { body: Box::new(self), send: true, close: false }
     }
 }
 

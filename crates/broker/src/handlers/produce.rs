@@ -36,8 +36,11 @@ pub fn handle(ctx: &RequestContext<'_>, request: ProduceRequest) -> MaybeReply<P
         .collect();
     count_failures(broker, &responses);
     if acks == 0 {
+        // As Kafka: a failed acks=0 request closes the connection, so the
+        // producer refreshes its metadata (a leader may have moved).
+        let failed = responses.iter().flat_map(|t| &t.partition_responses).any(|p| p.error_code != 0);
         let response = ProduceResponse::default().with_responses(responses);
-        return MaybeReply { response, send: false };
+        return MaybeReply { response, send: false, close: failed };
     }
     for partition in responses.iter_mut().flat_map(|t| t.partition_responses.iter_mut()) {
         // Fields this version does not carry go back to their defaults.
@@ -58,7 +61,7 @@ pub fn handle(ctx: &RequestContext<'_>, request: ProduceRequest) -> MaybeReply<P
     if ctx.api_version >= FIRST_LEADER_HINT_VERSION {
         add_leader_hints(ctx, &mut response);
     }
-    MaybeReply { response, send: true }
+    MaybeReply { response, send: true, close: false }
 }
 
 /// Produce v10 is the first to carry KIP-951's leader hints.
