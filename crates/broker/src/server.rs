@@ -28,8 +28,7 @@ use tokio::task::JoinSet;
 
 use crate::config::BrokerConfig;
 use crate::fetch_session::FetchSessionCache;
-use crate::group::GroupCoordinator;
-use crate::group::OFFSETS_TOPIC;
+use crate::group::{GroupCoordinator, OFFSETS_TOPIC};
 use crate::kraft_config::ProcessRole;
 use crate::meta_properties::{node_dirs, parse_uuid, FormatError, LogDirs};
 use crate::metrics::{self, GaugeGuard, Metrics};
