@@ -10,8 +10,10 @@
 //! handler module.
 //!
 //! An entry reads `Key(RequestType) min..=max => mode handler;`, where
-//! `mode` is `call` for a handler that answers at once and `await` for one
-//! that waits (a fetch for data, a join for its rebalance). The versions are
+//! `mode` is `call` for a handler that answers at once, `await` for one
+//! that waits (a fetch for data, a join for its rebalance) and `forward`
+//! for an admin write a KRaft broker sends to the active controller
+//! ([`crate::forwarding`]), answering it here only as the active controller. The versions are
 //! Kafka 4.1's, capped where `kafka-protocol` cannot decode a newer one;
 //! `advertised from n` lowers the advertised minimum below the served one.
 
@@ -41,6 +43,12 @@ macro_rules! served_apis {
     (@first $value:literal $(, $rest:literal)*) => { $value };
     (@call $handler:path, $ctx:ident, $request:ident) => { $handler($ctx, $request).into_reply() };
     (@await $handler:path, $ctx:ident, $request:ident) => { $handler($ctx, $request).await.into_reply() };
+    (@forward $handler:path, $ctx:ident, $request:ident) => {
+        match crate::forwarding::forward($ctx, &$request).await {
+            Some(answer) => answer.into_reply(),
+            None => $handler($ctx, $request).into_reply(),
+        }
+    };
     ($(
         $key:ident($request:ident) $min:literal..=$max:literal $(, advertised from $advertised:literal)?
             => $mode:ident $handler:path;
@@ -97,10 +105,10 @@ served_apis! {
     ListOffsets(ListOffsetsRequest) 1..=10 => call handlers::list_offsets::handle;
     Metadata(MetadataRequest) 0..=13 => call handlers::metadata::handle;
     ApiVersions(ApiVersionsRequest) 0..=4 => call handlers::api_versions::handle;
-    CreateTopics(CreateTopicsRequest) 2..=7 => call handlers::topics::create;
-    DeleteTopics(DeleteTopicsRequest) 1..=6 => call handlers::topics::delete;
+    CreateTopics(CreateTopicsRequest) 2..=7 => forward handlers::topics::create;
+    DeleteTopics(DeleteTopicsRequest) 1..=6 => forward handlers::topics::delete;
     DeleteRecords(DeleteRecordsRequest) 0..=2 => call handlers::delete_records::handle;
-    CreatePartitions(CreatePartitionsRequest) 0..=3 => call handlers::topics::create_partitions;
+    CreatePartitions(CreatePartitionsRequest) 0..=3 => forward handlers::topics::create_partitions;
     DescribeCluster(DescribeClusterRequest) 0..=2 => call handlers::cluster::describe;
     DescribeQuorum(DescribeQuorumRequest) 0..=2 => await handlers::quorum::describe;
     // KRaft (KIP-595, KIP-996, KIP-630), at the versions strom-raft's wire mapping speaks.
@@ -123,8 +131,8 @@ served_apis! {
     ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest) 0..=1 => call handlers::consumer_groups::heartbeat;
     ConsumerGroupDescribe(ConsumerGroupDescribeRequest) 0..=1 => call handlers::consumer_groups::describe;
     DescribeConfigs(DescribeConfigsRequest) 1..=4 => call handlers::configs::describe;
-    AlterConfigs(AlterConfigsRequest) 0..=2 => call handlers::configs::alter;
-    IncrementalAlterConfigs(IncrementalAlterConfigsRequest) 0..=1 => call handlers::configs::incremental_alter;
+    AlterConfigs(AlterConfigsRequest) 0..=2 => forward handlers::configs::alter;
+    IncrementalAlterConfigs(IncrementalAlterConfigsRequest) 0..=1 => forward handlers::configs::incremental_alter;
     // v6 (two-phase commit, KIP-939) is unstable in Kafka 4.1.
     InitProducerId(InitProducerIdRequest) 0..=5 => call handlers::init_producer_id::handle;
     DescribeLogDirs(DescribeLogDirsRequest) 1..=4 => call handlers::log_dirs::describe;
@@ -138,6 +146,12 @@ served_apis! {
     DescribeProducers(DescribeProducersRequest) 0..=0 => call handlers::transactions::describe_producers;
     // Kafka 4 removed v0-v1 (KIP-896).
     OffsetForLeaderEpoch(OffsetForLeaderEpochRequest) 2..=4 => call handlers::leader_epochs::handle;
+    // The controller's APIs (KIP-631, KIP-919), answered by the active controller.
+    BrokerRegistration(BrokerRegistrationRequest) 0..=4 => await handlers::controller::broker_registration;
+    BrokerHeartbeat(BrokerHeartbeatRequest) 0..=1 => await handlers::controller::broker_heartbeat;
+    UnregisterBroker(UnregisterBrokerRequest) 0..=0 => await handlers::controller::unregister_broker;
+    ControllerRegistration(ControllerRegistrationRequest) 0..=0 => await handlers::controller::controller_registration;
+    AllocateProducerIds(AllocateProducerIdsRequest) 0..=0 => await handlers::controller::allocate_producer_ids;
 }
 
 #[cfg(test)]

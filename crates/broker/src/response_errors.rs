@@ -68,6 +68,11 @@ whole_response!(
     BeginQuorumEpochResponse,
     EndQuorumEpochResponse,
     FetchSnapshotResponse,
+    BrokerRegistrationResponse,
+    BrokerHeartbeatResponse,
+    UnregisterBrokerResponse,
+    ControllerRegistrationResponse,
+    AllocateProducerIdsResponse,
 );
 
 impl ResponseErrors for ProduceResponse {

@@ -27,9 +27,11 @@ use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 
 use crate::config::BrokerConfig;
+use crate::controller_link::ControllerLink;
 use crate::fetch_session::FetchSessionCache;
 use crate::group::{GroupCoordinator, OFFSETS_TOPIC};
 use crate::kraft_config::ProcessRole;
+use crate::lifecycle;
 use crate::meta_properties::{node_dirs, parse_uuid, FormatError, LogDirs};
 use crate::metrics::{self, GaugeGuard, Metrics};
 use crate::network;
@@ -60,6 +62,8 @@ pub struct Broker {
     stopping: watch::Sender<bool>,
     /// The metadata log of a KRaft node: its quorum, feeding the loader.
     metadata_log: Option<Arc<QuorumRecordLog>>,
+    /// A KRaft node's requests to the active controller.
+    controller_link: Option<Arc<ControllerLink>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -130,7 +134,10 @@ fn snapshot_policy(config: &BrokerConfig) -> SnapshotPolicy {
 
 /// This node's BrokerRegistration: its advertised listeners, rack,
 /// features and log dir ids, under a new incarnation id.
-fn registration(config: &BrokerConfig, cluster_id: &str) -> Result<BrokerRegistration, StartError> {
+pub(crate) fn registration(
+    config: &BrokerConfig,
+    cluster_id: &str,
+) -> Result<BrokerRegistration, StartError> {
     let endpoints = config
         .advertised_listeners
         .iter()
@@ -204,7 +211,7 @@ impl Broker {
         let registration = registration(&config, controller.cluster_id())?;
         let broker_epoch = block_on(register_broker(registration, &controller))?;
         tracing::info!(metadata_ms = started.elapsed().as_millis(), "metadata loaded");
-        Self::assemble(config, logs, controller, broker_epoch, None)
+        Self::assemble(config, logs, controller, broker_epoch, None, None)
     }
 
     fn lock_log_dirs(config: &BrokerConfig) -> Result<LogManager, StartError> {
@@ -222,6 +229,7 @@ impl Broker {
         controller: Controller,
         broker_epoch: i64,
         metadata_log: Option<Arc<QuorumRecordLog>>,
+        controller_link: Option<Arc<ControllerLink>>,
     ) -> Result<Arc<Self>, StartError> {
         let started = std::time::Instant::now();
         let replicas = ReplicaManager::open(config.clone(), logs, &controller.image())?;
@@ -244,6 +252,7 @@ impl Broker {
             transactions,
             stopping,
             metadata_log,
+            controller_link,
         };
         broker.groups.load(&broker)?;
         // After the groups: completing a prepared transaction may commit
@@ -263,6 +272,16 @@ impl Broker {
     /// The metadata quorum of a KRaft node.
     pub fn quorum(&self) -> Option<&Quorum> {
         self.metadata_log.as_deref().map(QuorumRecordLog::quorum)
+    }
+
+    /// A KRaft node's link to the active controller.
+    pub fn controller_link(&self) -> Option<&Arc<ControllerLink>> {
+        self.controller_link.as_ref()
+    }
+
+    /// Records the broker epoch the controller gave this broker (-1: none).
+    pub fn set_broker_epoch(&self, epoch: i64) {
+        self.broker_epoch.store(epoch, Ordering::Release);
     }
 
     /// This broker's epoch (the offset of its registration record), -1
@@ -361,7 +380,13 @@ impl KraftStart {
         let loader = self.metadata_log.loader().clone();
         let log: Arc<dyn strom_metadata::RecordLog> = self.metadata_log.clone();
         let controller = configured(Controller::new(&self.cluster_id, log, loader), &self.config);
-        Broker::assemble(self.config, self.logs, controller, -1, Some(self.metadata_log))
+        let endpoints = self
+            .config
+            .kraft
+            .voter_endpoints(self.config.node_id, &self.config.listeners)
+            .map_err(|e| StartError::Config(e.into()))?;
+        let link = Arc::new(ControllerLink::new(self.metadata_log.quorum().clone(), endpoints));
+        Broker::assemble(self.config, self.logs, controller, -1, Some(self.metadata_log), Some(link))
     }
 }
 
@@ -448,6 +473,19 @@ impl BoundBroker {
         let stop_rx = self.broker.stopping();
         let mut background = JoinSet::new();
         background.spawn(periodic_duties(self.broker.clone(), stop_rx.clone()));
+        if let Some(link) = self.broker.controller_link() {
+            let kraft = &self.broker.config.kraft;
+            if kraft.has_role(ProcessRole::Broker) {
+                background.spawn(lifecycle::run_broker(self.broker.clone(), link.clone(), stop_rx.clone()));
+            }
+            if kraft.has_role(ProcessRole::Controller) {
+                background.spawn(lifecycle::run_controller(
+                    self.broker.clone(),
+                    link.clone(),
+                    stop_rx.clone(),
+                ));
+            }
+        }
         background.spawn(GroupCoordinator::run_timers(self.broker.clone()));
         background.spawn(TransactionCoordinator::run_timers(self.broker.clone()));
         if let Some(listener) = self.metrics_listener {
@@ -468,8 +506,16 @@ impl BoundBroker {
             acceptors.spawn(accept_loop(broker, name, listener, permits.clone(), stop_rx.clone()));
         }
         shutdown.await;
+        if let Some(link) =
+            self.broker.controller_link().filter(|_| self.broker.config.kraft.has_role(ProcessRole::Broker))
+        {
+            lifecycle::controlled_shutdown(&self.broker, link).await;
+        }
         tracing::info!("shutting down: no new connections, finishing in-flight requests");
         self.broker.stopping.send_replace(true);
+        if let Some(metadata_log) = &self.broker.metadata_log {
+            metadata_log.close();
+        }
         if let Some(quorum) = self.broker.quorum() {
             // A leader hands over first, so the quorum does not wait out a timeout.
             quorum.shutdown().await;
@@ -659,9 +705,9 @@ async fn run_log_cleaner(broker: Arc<Broker>, mut stop: watch::Receiver<bool>, i
 async fn keep_session(broker: &Broker) {
     let config = &broker.config;
     let epoch = broker.broker_epoch();
-    let is_broker = !config.kraft.is_kraft() || config.kraft.has_role(ProcessRole::Broker);
+    // A KRaft broker's lifecycle manager heartbeats to the active controller.
     let heartbeat = match epoch {
-        _ if !is_broker => Ok(()),
+        _ if config.kraft.is_kraft() => Ok(()),
         -1 => match registration(config, broker.controller.cluster_id()) {
             Ok(request) => register_broker(request, &broker.controller).await.map(|epoch| {
                 tracing::info!(broker_epoch = epoch, "registered with the controller");

@@ -45,6 +45,8 @@ pub struct QuorumRecordLog {
     loader: Arc<MetadataLoader>,
     /// One past the last committed offset the loader has applied.
     applied_end: watch::Receiver<u64>,
+    /// Flips when the node shuts down: waiting writes give up at once.
+    closed: watch::Sender<bool>,
 }
 
 impl QuorumRecordLog {
@@ -54,12 +56,17 @@ impl QuorumRecordLog {
         let feeder =
             Feeder { quorum: quorum.clone(), loader: loader.clone(), applied_end: applied_tx, snapshots };
         tokio::spawn(feeder.run(quorum.subscribe()));
-        Self { quorum, loader, applied_end }
+        Self { quorum, loader, applied_end, closed: watch::channel(false).0 }
     }
 
     /// The quorum this log writes through.
     pub fn quorum(&self) -> &Quorum {
         &self.quorum
+    }
+
+    /// Ends every wait for a commit (NOT_CONTROLLER), for shutdown.
+    pub fn close(&self) {
+        self.closed.send_replace(true);
     }
 
     /// The loader this log feeds.

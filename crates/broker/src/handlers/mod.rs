@@ -5,6 +5,7 @@ pub mod api_versions;
 pub mod cluster;
 pub mod configs;
 pub mod consumer_groups;
+pub mod controller;
 pub mod delete_records;
 pub mod fetch;
 pub mod groups;

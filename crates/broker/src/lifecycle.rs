@@ -1,0 +1,237 @@
+//! A KRaft node's membership, as Kafka's `BrokerLifecycleManager` and
+//! `ControllerRegistrationManager` keep it: a broker registers with the
+//! active controller, heartbeats every `broker.heartbeat.interval.ms` with
+//! the metadata offset it has applied (the controller unfences it once that
+//! covers its registration), registers afresh when its session is lost,
+//! and on shutdown asks for a controlled shutdown through its heartbeats
+//! (it does not unregister, as Kafka's broker does not). A controller
+//! registers itself once, so DescribeCluster can list it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::{
+    broker_registration_request, controller_registration_request, BrokerHeartbeatRequest, BrokerId,
+    BrokerRegistrationRequest, ControllerRegistrationRequest,
+};
+use strom_metadata::BrokerRegistration;
+use tokio::sync::watch;
+
+use crate::controller_link::ControllerLink;
+use crate::handlers::str_bytes;
+use crate::server::Broker;
+
+/// The versions this node sends (Kafka 4.1's broker sends these too).
+const REGISTRATION_VERSION: i16 = 4;
+const HEARTBEAT_VERSION: i16 = 1;
+const CONTROLLER_REGISTRATION_VERSION: i16 = 0;
+
+/// Registers and heartbeats until `stop` flips.
+pub async fn run_broker(broker: Arc<Broker>, link: Arc<ControllerLink>, mut stop: watch::Receiver<bool>) {
+    let interval = heartbeat_interval(&broker);
+    let mut ticks = tokio::time::interval(interval);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            biased;
+            _ = stop.changed() => return,
+            _ = ticks.tick() => {}
+        }
+        let round = async {
+            if broker.broker_epoch() == -1 {
+                register(&broker, &link, interval).await?;
+            }
+            // At once after a registration too: the controller unfences
+            // this broker on the first heartbeat that shows it caught up.
+            heartbeat(&broker, &link, broker.broker_epoch(), false, interval).await.map(drop)
+        };
+        let outcome = tokio::select! {
+            biased;
+            _ = stop.changed() => return,
+            outcome = round => outcome,
+        };
+        if let Err(e) = outcome {
+            tracing::debug!("broker lifecycle: {e}");
+        }
+    }
+}
+
+fn heartbeat_interval(broker: &Broker) -> Duration {
+    Duration::from_millis(broker.config.kraft.broker_heartbeat_interval_ms.max(1) as u64)
+}
+
+async fn register(broker: &Broker, link: &ControllerLink, timeout: Duration) -> Result<(), String> {
+    let registration = crate::server::registration(&broker.config, broker.controller.cluster_id())
+        .map_err(|e| e.to_string())?;
+    let request = registration_request(&registration);
+    let not_controller = |r: &kafka_protocol::messages::BrokerRegistrationResponse| {
+        r.error_code == ResponseError::NotController.code()
+    };
+    let response = link
+        .send(&request, REGISTRATION_VERSION, timeout, not_controller)
+        .await
+        .map_err(|e| e.to_string())?;
+    if response.error_code != 0 {
+        return Err(format!("registration refused with error {}", response.error_code));
+    }
+    tracing::info!(broker_epoch = response.broker_epoch, "registered with the active controller");
+    broker.set_broker_epoch(response.broker_epoch);
+    Ok(())
+}
+
+fn registration_request(registration: &BrokerRegistration) -> BrokerRegistrationRequest {
+    let listeners = registration
+        .endpoints
+        .iter()
+        .map(|e| {
+            broker_registration_request::Listener::default()
+                .with_name(str_bytes(&e.name))
+                .with_host(str_bytes(&e.host))
+                .with_port(e.port)
+                .with_security_protocol(e.security_protocol)
+        })
+        .collect();
+    let features = registration
+        .features
+        .iter()
+        .map(|f| {
+            broker_registration_request::Feature::default()
+                .with_name(str_bytes(&f.name))
+                .with_min_supported_version(f.min)
+                .with_max_supported_version(f.max)
+        })
+        .collect();
+    BrokerRegistrationRequest::default()
+        .with_broker_id(BrokerId(registration.broker_id))
+        .with_cluster_id(str_bytes(&registration.cluster_id))
+        .with_incarnation_id(registration.incarnation_id)
+        .with_listeners(listeners)
+        .with_features(features)
+        .with_rack(registration.rack.as_deref().map(str_bytes))
+        .with_log_dirs(registration.log_dirs.clone())
+        .with_previous_broker_epoch(-1)
+}
+
+/// One heartbeat; returns whether the controller says this broker may shut down.
+async fn heartbeat(
+    broker: &Broker,
+    link: &ControllerLink,
+    epoch: i64,
+    want_shut_down: bool,
+    timeout: Duration,
+) -> Result<bool, String> {
+    let request = BrokerHeartbeatRequest::default()
+        .with_broker_id(BrokerId(broker.config.node_id))
+        .with_broker_epoch(epoch)
+        .with_current_metadata_offset(broker.controller.image().last_offset)
+        .with_want_fence(false)
+        .with_want_shut_down(want_shut_down);
+    let not_controller = |r: &kafka_protocol::messages::BrokerHeartbeatResponse| {
+        r.error_code == ResponseError::NotController.code()
+    };
+    let response =
+        link.send(&request, HEARTBEAT_VERSION, timeout, not_controller).await.map_err(|e| e.to_string())?;
+    let lost = [ResponseError::StaleBrokerEpoch.code(), ResponseError::BrokerIdNotRegistered.code()];
+    if lost.contains(&response.error_code) {
+        // The session is gone (expired, or another incarnation): register afresh.
+        broker.set_broker_epoch(-1);
+        return Err(format!("heartbeat refused with error {}; registering again", response.error_code));
+    }
+    if response.error_code != 0 {
+        return Err(format!("heartbeat refused with error {}", response.error_code));
+    }
+    Ok(response.should_shut_down)
+}
+
+/// Kafka's controlled shutdown: heartbeats asking to shut down until the
+/// controller agrees, for at most the session timeout; without an answer
+/// from any controller within a heartbeat interval it is skipped.
+pub async fn controlled_shutdown(broker: &Broker, link: &ControllerLink) {
+    let epoch = broker.broker_epoch();
+    if epoch == -1 {
+        return;
+    }
+    let interval = heartbeat_interval(broker);
+    let deadline = tokio::time::Instant::now()
+        + Duration::from_millis(broker.config.kraft.broker_session_timeout_ms.max(1) as u64);
+    while tokio::time::Instant::now() < deadline {
+        match heartbeat(broker, link, epoch, true, interval).await {
+            Ok(true) => {
+                tracing::info!("the controller agreed to the controlled shutdown");
+                return;
+            }
+            Ok(false) => {}
+            Err(e) => {
+                // No controller to agree (the quorum is gone or lost us):
+                // nothing to hand over, as the session will expire anyway.
+                tracing::info!("controlled shutdown skipped: {e}");
+                return;
+            }
+        }
+        tokio::time::sleep(interval.min(Duration::from_millis(200))).await;
+    }
+    tracing::warn!("controlled shutdown not confirmed before the session timeout; shutting down anyway");
+}
+
+/// Registers this controller with the active controller until its
+/// registration is in the metadata.
+pub async fn run_controller(broker: Arc<Broker>, link: Arc<ControllerLink>, mut stop: watch::Receiver<bool>) {
+    let incarnation_id = uuid::Uuid::new_v4();
+    let request = controller_registration(&broker, incarnation_id);
+    let interval = heartbeat_interval(&broker);
+    let registered = |broker: &Broker| {
+        broker
+            .controller
+            .image()
+            .controllers
+            .get(&broker.config.node_id)
+            .is_some_and(|c| c.incarnation_id == incarnation_id)
+    };
+    while !registered(&broker) {
+        let not_controller = |r: &kafka_protocol::messages::ControllerRegistrationResponse| {
+            r.error_code == ResponseError::NotController.code()
+        };
+        let sent = link.send(&request, CONTROLLER_REGISTRATION_VERSION, interval, not_controller);
+        tokio::select! {
+            biased;
+            _ = stop.changed() => return,
+            answer = sent => if let Err(e) = answer { tracing::debug!("controller registration: {e}") },
+        }
+        tokio::select! {
+            biased;
+            _ = stop.changed() => return,
+            _ = tokio::time::sleep(interval.min(Duration::from_millis(500))) => {}
+        }
+    }
+    tracing::info!("registered as a controller");
+}
+
+fn controller_registration(broker: &Broker, incarnation_id: uuid::Uuid) -> ControllerRegistrationRequest {
+    let config = &broker.config;
+    let listeners = config
+        .kraft
+        .controller_listeners(&config.listeners)
+        .into_iter()
+        .map(|l| {
+            let host = match l.host.as_str() {
+                "" | "0.0.0.0" => crate::host_name::canonical(),
+                host => host,
+            };
+            controller_registration_request::Listener::default()
+                .with_name(str_bytes(&l.name))
+                .with_host(str_bytes(host))
+                .with_port(l.port)
+                .with_security_protocol(0)
+        })
+        .collect();
+    let feature = controller_registration_request::Feature::default()
+        .with_name(str_bytes(strom_metadata::controller::METADATA_VERSION_FEATURE))
+        .with_min_supported_version(strom_metadata::controller::METADATA_VERSION_LEVEL)
+        .with_max_supported_version(strom_metadata::controller::METADATA_VERSION_LEVEL);
+    ControllerRegistrationRequest::default()
+        .with_controller_id(config.node_id)
+        .with_incarnation_id(incarnation_id)
+        .with_listeners(listeners)
+        .with_features(vec![feature])
+}
