@@ -6,8 +6,9 @@
 use std::collections::BTreeMap;
 
 use kafka_protocol::error::ResponseError;
-use strom_metadata::{block_on, MetadataError, NewTopic};
+use strom_metadata::{MetadataError, NewTopic};
 
+use crate::auto_create;
 use crate::server::Broker;
 
 /// Java's `String.hashCode`, over UTF-16 code units.
@@ -64,8 +65,10 @@ pub fn ensure(broker: &Broker, name: &str, partitions: i32, segment_bytes: i64) 
     ]);
     let topic =
         NewTopic { name: name.to_owned(), partitions, replication_factor: 1, configs, ..Default::default() };
-    match block_on(broker.controller.create_topic_with_logs(topic, false, &broker.replicas)) {
-        Ok(_) | Err(MetadataError::TopicAlreadyExists(_)) => Ok(()),
+    match auto_create::create(broker, topic) {
+        Ok(Some(_)) | Err(MetadataError::TopicAlreadyExists(_)) => Ok(()),
+        // The active controller is creating it.
+        Ok(None) => Err(ResponseError::CoordinatorNotAvailable),
         Err(e) => {
             tracing::error!("cannot create {name}: {e}");
             Err(ResponseError::CoordinatorNotAvailable)

@@ -54,6 +54,7 @@
 
 pub mod alloc;
 pub mod apis;
+pub mod auto_create;
 pub mod config;
 pub mod config_sources;
 pub mod console;

@@ -629,6 +629,14 @@ impl ReplicaManager {
         self.topic(topic)?.get(partition).cloned()
     }
 
+    /// Whether the last image synced names partition `partition` of
+    /// `topic`, wherever it is hosted.
+    pub fn knows(&self, topic: &str, partition: i32) -> bool {
+        let hosted = self.hosted();
+        let image = hosted.image.as_ref();
+        image.and_then(|i| i.topic(topic)).is_some_and(|t| t.partitions.contains_key(&partition))
+    }
+
     /// The last image synced (the empty image before the first).
     pub fn image(&self) -> Arc<MetadataImage> {
         self.hosted().image.clone().unwrap_or_else(|| Arc::new(MetadataImage::empty()))

@@ -26,6 +26,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 
+use crate::auto_create::PendingCreations;
 use crate::config::BrokerConfig;
 use crate::controller_link::ControllerLink;
 use crate::fetch_session::FetchSessionCache;
@@ -64,6 +65,8 @@ pub struct Broker {
     metadata_log: Option<Arc<QuorumRecordLog>>,
     /// A KRaft node's requests to the active controller.
     controller_link: Option<Arc<ControllerLink>>,
+    /// Topics this broker asked the active controller to create.
+    pending_creations: PendingCreations,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -253,6 +256,7 @@ impl Broker {
             stopping,
             metadata_log,
             controller_link,
+            pending_creations: PendingCreations::default(),
         };
         broker.groups.load(&broker)?;
         // After the groups: completing a prepared transaction may commit
@@ -277,6 +281,11 @@ impl Broker {
     /// A KRaft node's link to the active controller.
     pub fn controller_link(&self) -> Option<&Arc<ControllerLink>> {
         self.controller_link.as_ref()
+    }
+
+    /// The topics this broker asked the active controller to create.
+    pub fn pending_creations(&self) -> &PendingCreations {
+        &self.pending_creations
     }
 
     /// Records the broker epoch the controller gave this broker (-1: none).

@@ -230,7 +230,8 @@ impl GroupCoordinator {
         let outcomes: Vec<Option<ResponseError>> = entries
             .iter()
             .map(|e| {
-                if broker.replicas.partition(&e.topic, e.partition).is_none() {
+                // The partition may be led by any broker: the metadata says it exists.
+                if !broker.replicas.knows(&e.topic, e.partition) {
                     return Some(ResponseError::UnknownTopicOrPartition);
                 }
                 if e.metadata.as_ref().is_some_and(|m| m.len() > self.config.offset_metadata_max_bytes) {
@@ -638,7 +639,8 @@ impl GroupCoordinator {
         let outcomes: Vec<Option<ResponseError>> = entries
             .iter()
             .map(|e| {
-                if broker.replicas.partition(&e.topic, e.partition).is_none() {
+                // The partition may be led by any broker: the metadata says it exists.
+                if !broker.replicas.knows(&e.topic, e.partition) {
                     return Some(ResponseError::UnknownTopicOrPartition);
                 }
                 if e.metadata.as_ref().is_some_and(|m| m.len() > self.config.offset_metadata_max_bytes) {

@@ -209,3 +209,17 @@ fn groups_are_unloaded_when_leadership_moves_away_and_loaded_again_when_it_retur
     assert_eq!(fetch_offsets_error(&broker, "g"), 0);
     assert_eq!(committed(&broker), [Some(7)], "loaded back from __consumer_offsets");
 }
+
+#[test]
+fn a_group_commits_offsets_of_partitions_led_by_other_brokers() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = broker_with_another(dir.path());
+    place(&broker, "t", &[OTHER]);
+    place(&broker, OFFSETS_TOPIC, &[broker.config.node_id]);
+    let entry =
+        |partition| CommitEntry { topic: "t".into(), partition, offset: 3, leader_epoch: -1, metadata: None };
+
+    let outcomes = broker.groups.commit(&broker, "g", -1, "", None, &[entry(0), entry(1)]);
+
+    assert_eq!(outcomes, [None, Some(ResponseError::UnknownTopicOrPartition)]);
+}

@@ -6,7 +6,7 @@ use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
 use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse};
-use strom_metadata::{block_on, MetadataError, NewTopic, TopicImage};
+use strom_metadata::{MetadataError, NewTopic, TopicImage};
 use uuid::Uuid;
 
 use super::{live_endpoints, str_bytes, topic_name, AUTHORIZED_OPERATIONS_OMITTED};
@@ -73,7 +73,9 @@ fn lookup_by_name(
         return topic_error(name, ResponseError::UnknownTopicOrPartition);
     }
     match auto_create(broker, name) {
-        Ok(topic) => describe_topic(broker, &topic, operations),
+        Ok(Some(topic)) => describe_topic(broker, &topic, operations),
+        // Asked of the active controller: the client retries until it exists.
+        Ok(None) => topic_error(name, ResponseError::LeaderNotAvailable),
         // Another request created it first: describe the winner's topic.
         Err(MetadataError::TopicAlreadyExists(_)) => match broker.controller.image().topic(name) {
             Some(topic) => describe_topic(broker, topic, operations),
@@ -96,16 +98,19 @@ fn lookup_by_id(broker: &Broker, id: Uuid, operations: i32) -> MetadataResponseT
     }
 }
 
-/// Creates `name` with the broker's defaults and opens its partitions.
-pub fn auto_create(broker: &Broker, name: &str) -> Result<TopicImage, MetadataError> {
+/// Creates `name` with the broker's defaults (see [`crate::auto_create`]):
+/// the topic when created here, `None` when the active controller was asked.
+pub fn auto_create(broker: &Broker, name: &str) -> Result<Option<TopicImage>, MetadataError> {
     let new_topic = NewTopic {
         name: name.to_owned(),
         partitions: broker.config.num_partitions,
         replication_factor: broker.config.default_replication_factor,
         ..Default::default()
     };
-    let topic = block_on(broker.controller.create_topic_with_logs(new_topic, false, &broker.replicas))?;
-    tracing::info!(topic = name, partitions = topic.partitions.len(), "auto-created topic");
+    let topic = crate::auto_create::create(broker, new_topic)?;
+    if let Some(topic) = &topic {
+        tracing::info!(topic = name, partitions = topic.partitions.len(), "auto-created topic");
+    }
     Ok(topic)
 }
 

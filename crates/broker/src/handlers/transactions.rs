@@ -35,7 +35,6 @@ use crate::group::{CommitEntry, TxnCommit, OFFSETS_TOPIC};
 use crate::server::Broker;
 use crate::txn::state::{TxnPartition, TxnResult, TxnState};
 use crate::txn::write_marker;
-use strom_metadata::MetadataImage;
 use strom_storage::batch::BatchHeader;
 
 fn code(error: Option<ResponseError>) -> i16 {
@@ -52,21 +51,15 @@ pub fn fenced_for(error: ResponseError, version: i16, first_version: i16) -> Res
     }
 }
 
-/// Whether the metadata knows `topic`'s partition `index` (it may be led
-/// by another broker).
-fn known(image: &MetadataImage, topic: &str, index: i32) -> bool {
-    image.topic(topic).is_some_and(|t| t.partitions.contains_key(&index))
-}
-
 /// The (topic, partition) pairs of a request, and whether the metadata
 /// knows all of them.
 fn resolve(broker: &Broker, topics: &[AddPartitionsToTxnTopic]) -> (Vec<TxnPartition>, bool) {
-    let image = broker.replicas.image();
     let mut partitions = Vec::new();
     let mut all_known = true;
     for topic in topics {
         for index in &topic.partitions {
-            all_known &= known(&image, topic.name.as_str(), *index);
+            // Any broker may lead it: the metadata says it exists.
+            all_known &= broker.replicas.knows(topic.name.as_str(), *index);
             partitions.push((topic.name.to_string(), *index));
         }
     }
@@ -87,10 +80,9 @@ fn add_or_verify(
 ) -> Vec<AddPartitionsToTxnTopicResult> {
     let (partitions, all_known) = resolve(broker, topics);
     let errors: Vec<Option<ResponseError>> = if !all_known {
-        let image = broker.replicas.image();
         partitions
             .iter()
-            .map(|(t, p)| match known(&image, t, *p) {
+            .map(|(t, p)| match broker.replicas.knows(t, *p) {
                 false => Some(ResponseError::UnknownTopicOrPartition),
                 true => Some(ResponseError::OperationNotAttempted),
             })

@@ -534,9 +534,16 @@ pub fn write_marker(
     topic: &str,
     index: i32,
 ) -> Result<(), ResponseError> {
-    let Some(partition) = broker.replicas.partition(topic, index) else {
-        tracing::info!(topic, partition = index, "skipping the marker of a partition that is gone");
-        return Ok(());
+    let partition = match broker.replicas.leader_partition(topic, index) {
+        Ok(partition) => partition,
+        Err(ResponseError::UnknownTopicOrPartition) => {
+            tracing::info!(topic, partition = index, "skipping the marker of a partition that is gone");
+            return Ok(());
+        }
+        // Led by another broker: markers do not reach it yet (no
+        // WriteTxnMarkers between brokers), so the transaction stays
+        // prepared and the retry timer tries again.
+        Err(error) => return Err(error),
     };
     let control = match result {
         TxnResult::Commit => ControlType::Commit,
