@@ -784,10 +784,11 @@ impl ReplicaManager {
         partition: &Partition,
         changes: &mut LeadershipChanges,
     ) -> Result<(), StorageError> {
+        // Deleted first: a fetch woken by either change answers it gone.
+        partition.mark_deleted();
         if partition.set_leadership(false, partition.leader_epoch()) {
             changes.lost.push(partition.tp.clone());
         }
-        partition.mark_deleted();
         self.logs.delete(&partition.tp)
     }
 
