@@ -411,10 +411,10 @@ def test_delete_records_moves_the_low_watermark_librdkafka_sees(broker, tmp_path
 def test_cluster_names_the_broker_controller_and_api_versions(broker):
     described = admin_json(broker, "cluster")
     assert described["controller_id"] == 1 and described["cluster_id"]
-    assert described["brokers"] == [{"id": 1, "host": "127.0.0.1", "port": broker.port, "rack": None}]
+    assert described["brokers"] == [{"id": 1, "host": "127.0.0.1", "port": broker.port, "rack": None, "fenced": False}]
     text = admin_ok(broker, "cluster").splitlines()
     assert text[0] == f"Cluster ID: {described['cluster_id']}"
-    assert f"Broker: 1\tAddress: 127.0.0.1:{broker.port}\tRack: null" in text
+    assert f"Broker: 1\tAddress: 127.0.0.1:{broker.port}\tRack: null\tFenced: false" in text
 
     lines = admin_ok(broker, "cluster", "--api-versions").splitlines()
     assert lines[0] == f"127.0.0.1:{broker.port} (id: 1 rack: null) -> ("

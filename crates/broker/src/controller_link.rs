@@ -8,13 +8,27 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::{
+    AllocateProducerIdsRequest, AllocateProducerIdsResponse, BrokerId, CreateTopicsRequest,
+};
 use kafka_protocol::protocol::Request;
+use strom_metadata::{MetadataError, NewTopic, ProducerIdBlock};
 use strom_quorum::channel::Channel;
 use strom_quorum::Quorum;
 use tokio::time::Instant;
 
+use crate::handlers::{str_bytes, topic_name};
+
 /// The client id of the requests this node sends its controller.
 const CLIENT_ID: &str = "strom-controller-link";
+/// How long a request of this node's own looks for an active controller.
+const LINK_TIMEOUT: Duration = Duration::from_secs(30);
+/// The CreateTopics version internal-topic creation sends.
+const CREATE_TOPICS_VERSION: i16 = 7;
+/// The longest one attempt may wait for its answer.
+const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(5);
 /// The pause before a retry, so a leaderless quorum is not hammered.
 const RETRY_BACKOFF: Duration = Duration::from_millis(50);
 
@@ -26,16 +40,28 @@ pub enum LinkError {
     Timeout(String),
 }
 
+fn not_controller_error(e: LinkError) -> MetadataError {
+    tracing::warn!("{e}");
+    MetadataError::NotController { leader_id: None }
+}
+
 /// The outbound requests of one node to the active controller.
 pub struct ControllerLink {
     quorum: Quorum,
     endpoints: BTreeMap<i32, String>,
     channels: Mutex<HashMap<i32, Arc<Channel>>>,
+    /// Flips at shutdown: requests in progress give up at once.
+    closed: tokio::sync::watch::Sender<bool>,
 }
 
 impl ControllerLink {
     pub fn new(quorum: Quorum, endpoints: BTreeMap<i32, String>) -> Self {
-        Self { quorum, endpoints, channels: Mutex::default() }
+        Self { quorum, endpoints, channels: Mutex::default(), closed: tokio::sync::watch::channel(false).0 }
+    }
+
+    /// Ends every request in progress and refuses new ones (shutdown).
+    pub fn close(&self) {
+        self.closed.send_replace(true);
     }
 
     /// The active controller as this node knows it.
@@ -46,6 +72,64 @@ impl ControllerLink {
     /// Whether this node is the active controller.
     pub fn is_active(&self) -> bool {
         self.leader_id() == Some(self.quorum.node_id())
+    }
+
+    /// AllocateProducerIds: a block of producer ids for this broker.
+    pub async fn allocate_producer_ids(
+        &self,
+        broker_id: i32,
+        broker_epoch: i64,
+    ) -> Result<ProducerIdBlock, MetadataError> {
+        let request = AllocateProducerIdsRequest::default()
+            .with_broker_id(BrokerId(broker_id))
+            .with_broker_epoch(broker_epoch);
+        let not_controller =
+            |r: &AllocateProducerIdsResponse| r.error_code == ResponseError::NotController.code();
+        let response =
+            self.send(&request, 0, LINK_TIMEOUT, not_controller).await.map_err(not_controller_error)?;
+        match ResponseError::try_from_code(response.error_code) {
+            None => Ok(response.producer_id_start.0
+                ..response.producer_id_start.0 + i64::from(response.producer_id_len)),
+            Some(ResponseError::StaleBrokerEpoch) => {
+                Err(MetadataError::StaleBrokerEpoch("stale broker epoch".into()))
+            }
+            Some(e) => {
+                Err(MetadataError::InvalidConfig(format!("the controller refused producer ids: {e:?}")))
+            }
+        }
+    }
+
+    /// CreateTopics of one topic (internal topics created on first use).
+    pub async fn create_topic(&self, topic: &NewTopic) -> Result<(), MetadataError> {
+        let configs = topic
+            .configs
+            .iter()
+            .map(|(name, value)| {
+                CreatableTopicConfig::default().with_name(str_bytes(name)).with_value(Some(str_bytes(value)))
+            })
+            .collect();
+        let creatable = CreatableTopic::default()
+            .with_name(topic_name(&topic.name))
+            .with_num_partitions(topic.partitions)
+            .with_replication_factor(topic.replication_factor)
+            .with_configs(configs);
+        let request = CreateTopicsRequest::default()
+            .with_topics(vec![creatable])
+            .with_timeout_ms(LINK_TIMEOUT.as_millis() as i32);
+        let response = self
+            .send(&request, CREATE_TOPICS_VERSION, LINK_TIMEOUT, crate::forwarding::is_not_controller)
+            .await
+            .map_err(not_controller_error)?;
+        let code = response.topics.first().map_or(0, |t| t.error_code);
+        match ResponseError::try_from_code(code) {
+            None => Ok(()),
+            Some(ResponseError::TopicAlreadyExists) => {
+                Err(MetadataError::TopicAlreadyExists(topic.name.clone()))
+            }
+            Some(e) => {
+                Err(MetadataError::InvalidConfig(format!("the controller refused {}: {e:?}", topic.name)))
+            }
+        }
     }
 
     /// Sends `request` at `version` to the active controller until an
@@ -60,9 +144,19 @@ impl ControllerLink {
     ) -> Result<R::Response, LinkError> {
         let deadline = Instant::now() + timeout;
         let mut last_error = "no leader known".to_owned();
-        while Instant::now() < deadline {
-            let left = deadline - Instant::now();
-            match self.try_send(request, version, left).await {
+        let mut leader = self.quorum.leader();
+        let mut closed = self.closed.subscribe();
+        while Instant::now() < deadline && !*closed.borrow() {
+            let left = (deadline - Instant::now()).min(ATTEMPT_TIMEOUT);
+            leader.mark_unchanged();
+            // A leader that changes mid-request (a paused or dead one was
+            // replaced) is not waited for: the request goes to the new one.
+            let attempt = tokio::select! {
+                answer = self.try_send(request, version, left) => answer,
+                _ = leader.changed() => Err("the leader changed".to_owned()),
+                _ = closed.wait_for(|closed| *closed) => Err("shutting down".to_owned()),
+            };
+            match attempt {
                 Ok(response) if !not_controller(&response) => return Ok(response),
                 Ok(_) => last_error = "NOT_CONTROLLER".into(),
                 Err(e) => last_error = e,

@@ -8,7 +8,6 @@ use std::collections::BTreeMap;
 use kafka_protocol::error::ResponseError;
 use strom_metadata::{MetadataError, NewTopic};
 
-use crate::auto_create;
 use crate::server::Broker;
 
 /// Java's `String.hashCode`, over UTF-16 code units.
@@ -65,10 +64,10 @@ pub fn ensure(broker: &Broker, name: &str, partitions: i32, segment_bytes: i64) 
     ]);
     let topic =
         NewTopic { name: name.to_owned(), partitions, replication_factor: 1, configs, ..Default::default() };
-    match auto_create::create(broker, topic) {
-        Ok(Some(_)) | Err(MetadataError::TopicAlreadyExists(_)) => Ok(()),
-        // The active controller is creating it.
-        Ok(None) => Err(ResponseError::CoordinatorNotAvailable),
+    // Through the active controller; this node's image names the topic
+    // (and its coordinators answer) a moment after it is created.
+    match broker.create_topic(topic) {
+        Ok(()) | Err(MetadataError::TopicAlreadyExists(_)) => Ok(()),
         Err(e) => {
             tracing::error!("cannot create {name}: {e}");
             Err(ResponseError::CoordinatorNotAvailable)

@@ -54,7 +54,6 @@
 
 pub mod alloc;
 pub mod apis;
-pub mod auto_create;
 pub mod config;
 pub mod config_sources;
 pub mod console;

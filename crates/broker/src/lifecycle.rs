@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{
-    broker_registration_request, controller_registration_request, BrokerHeartbeatRequest, BrokerId,
-    BrokerRegistrationRequest, ControllerRegistrationRequest,
+    broker_registration_request, controller_registration_request, BrokerHeartbeatRequest,
+    BrokerHeartbeatResponse, BrokerId, BrokerRegistrationRequest, ControllerRegistrationRequest,
 };
 use strom_metadata::BrokerRegistration;
 use tokio::sync::watch;
@@ -127,11 +127,19 @@ async fn heartbeat(
         .with_current_metadata_offset(broker.controller.image().last_offset)
         .with_want_fence(false)
         .with_want_shut_down(want_shut_down);
-    let not_controller = |r: &kafka_protocol::messages::BrokerHeartbeatResponse| {
-        r.error_code == ResponseError::NotController.code()
+    let response = match link.is_active() {
+        // The active controller is this node: no connection to itself.
+        true => tokio::time::timeout(timeout, local_heartbeat(broker, &request))
+            .await
+            .map_err(|_| "the controller did not answer in time".to_owned())?,
+        false => {
+            let not_controller =
+                |r: &BrokerHeartbeatResponse| r.error_code == ResponseError::NotController.code();
+            link.send(&request, HEARTBEAT_VERSION, timeout, not_controller)
+                .await
+                .map_err(|e| e.to_string())?
+        }
     };
-    let response =
-        link.send(&request, HEARTBEAT_VERSION, timeout, not_controller).await.map_err(|e| e.to_string())?;
     let lost = [ResponseError::StaleBrokerEpoch.code(), ResponseError::BrokerIdNotRegistered.code()];
     if lost.contains(&response.error_code) {
         // The session is gone (expired, or another incarnation): register afresh.
@@ -142,6 +150,23 @@ async fn heartbeat(
         return Err(format!("heartbeat refused with error {}", response.error_code));
     }
     Ok(response.should_shut_down)
+}
+
+async fn local_heartbeat(broker: &Broker, request: &BrokerHeartbeatRequest) -> BrokerHeartbeatResponse {
+    let heartbeat = strom_metadata::BrokerHeartbeat {
+        broker_id: request.broker_id.0,
+        broker_epoch: request.broker_epoch,
+        current_metadata_offset: request.current_metadata_offset,
+        want_fence: request.want_fence,
+        want_shut_down: request.want_shut_down,
+    };
+    match broker.controller.broker_heartbeat(heartbeat, strom_storage::now_ms()).await {
+        Ok(reply) => BrokerHeartbeatResponse::default()
+            .with_is_caught_up(reply.is_caught_up)
+            .with_is_fenced(reply.is_fenced)
+            .with_should_shut_down(reply.should_shut_down),
+        Err(e) => BrokerHeartbeatResponse::default().with_error_code(crate::error::metadata_error(&e).code()),
+    }
 }
 
 /// Kafka's controlled shutdown: heartbeats asking to shut down until the

@@ -7,7 +7,7 @@
 
 use std::sync::{Mutex, PoisonError};
 
-use strom_metadata::{block_on, Controller, MetadataError, ProducerIdBlock};
+use strom_metadata::{MetadataError, ProducerIdBlock};
 
 /// The broker's current block of producer ids.
 #[derive(Debug, Default)]
@@ -16,17 +16,16 @@ pub struct ProducerIdManager {
 }
 
 impl ProducerIdManager {
-    /// The next unused producer id, reserving a new block when this one is spent.
+    /// The next unused producer id, reserving a new block from the
+    /// controller (`allocate`) when this one is spent.
     pub fn next_id(
         &self,
-        controller: &Controller,
-        broker_id: i32,
-        broker_epoch: i64,
+        allocate: impl FnOnce() -> Result<ProducerIdBlock, MetadataError>,
     ) -> Result<i64, MetadataError> {
         // The block is replaced only by a whole new one: a panic cannot tear it.
         let mut block = self.block.lock().unwrap_or_else(PoisonError::into_inner);
         if block.is_empty() {
-            *block = block_on(controller.allocate_producer_ids(broker_id, broker_epoch))?;
+            *block = allocate()?;
         }
         let id = block.start;
         block.start += 1;
@@ -39,7 +38,7 @@ mod tests {
     use super::*;
     use crate::config::BrokerConfig;
     use crate::server::Broker;
-    use strom_metadata::PRODUCER_ID_BLOCK_SIZE;
+    use strom_metadata::{block_on, PRODUCER_ID_BLOCK_SIZE};
 
     #[test]
     fn ids_are_unique_across_blocks_and_restarts() {
@@ -49,11 +48,13 @@ mod tests {
         let broker = open();
         let manager = ProducerIdManager::default();
         let next = |broker: &Broker, manager: &ProducerIdManager| {
-            manager.next_id(&broker.controller, 1, broker.broker_epoch()).unwrap()
+            manager.next_id(|| broker.allocate_producer_ids()).unwrap()
         };
         let first: Vec<i64> = (0..PRODUCER_ID_BLOCK_SIZE + 2).map(|_| next(&broker, &manager)).collect();
         assert_eq!(first, (0..PRODUCER_ID_BLOCK_SIZE + 2).collect::<Vec<_>>());
-        let stale = ProducerIdManager::default().next_id(&broker.controller, 1, broker.broker_epoch() + 1);
+        let allocate_stale =
+            || block_on(broker.controller.allocate_producer_ids(1, broker.broker_epoch() + 1));
+        let stale = ProducerIdManager::default().next_id(allocate_stale);
         assert!(matches!(stale, Err(MetadataError::StaleBrokerEpoch(_))), "{stale:?}");
         drop(broker);
         let broker = open();

@@ -26,7 +26,6 @@ use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 
-use crate::auto_create::PendingCreations;
 use crate::config::BrokerConfig;
 use crate::controller_link::ControllerLink;
 use crate::fetch_session::FetchSessionCache;
@@ -65,8 +64,6 @@ pub struct Broker {
     metadata_log: Option<Arc<QuorumRecordLog>>,
     /// A KRaft node's requests to the active controller.
     controller_link: Option<Arc<ControllerLink>>,
-    /// Topics this broker asked the active controller to create.
-    pending_creations: PendingCreations,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -256,7 +253,6 @@ impl Broker {
             stopping,
             metadata_log,
             controller_link,
-            pending_creations: PendingCreations::default(),
         };
         broker.groups.load(&broker)?;
         // After the groups: completing a prepared transaction may commit
@@ -283,9 +279,25 @@ impl Broker {
         self.controller_link.as_ref()
     }
 
-    /// The topics this broker asked the active controller to create.
-    pub fn pending_creations(&self) -> &PendingCreations {
-        &self.pending_creations
+    /// A block of producer ids from the active controller: this node's
+    /// own controller when it is the active one (or a single node), else
+    /// over the controller link.
+    pub fn allocate_producer_ids(&self) -> Result<strom_metadata::ProducerIdBlock, MetadataError> {
+        let (broker_id, epoch) = (self.config.node_id, self.broker_epoch());
+        match self.controller_link.as_ref().filter(|link| !link.is_active()) {
+            Some(link) => block_on(link.allocate_producer_ids(broker_id, epoch)),
+            None => block_on(self.controller.allocate_producer_ids(broker_id, epoch)),
+        }
+    }
+
+    /// Creates `topic` through the active controller (this node's own
+    /// when it is the active one), then opens the logs it places here.
+    pub fn create_topic(&self, topic: strom_metadata::NewTopic) -> Result<(), MetadataError> {
+        match self.controller_link.as_ref().filter(|link| !link.is_active()) {
+            Some(link) => block_on(link.create_topic(&topic))?,
+            None => drop(block_on(self.controller.create_topic_with_logs(topic, false, &self.replicas))?),
+        }
+        Ok(())
     }
 
     /// Records the broker epoch the controller gave this broker (-1: none).
@@ -297,6 +309,22 @@ impl Broker {
     /// while it is not registered.
     pub fn broker_epoch(&self) -> i64 {
         self.broker_epoch.load(Ordering::Acquire)
+    }
+
+    /// Waits until the metadata shows this KRaft broker registered and
+    /// unfenced; at once for a single node or a controller-only node.
+    pub async fn wait_until_unfenced(&self) {
+        if self.controller_link.is_none() || !self.config.kraft.has_role(ProcessRole::Broker) {
+            return;
+        }
+        let mut images = self.controller.loader().subscribe();
+        let me = self.config.node_id;
+        // This incarnation's registration: a restarted broker's old one may still look unfenced.
+        let unfenced = |image: &Arc<strom_metadata::MetadataImage>| {
+            image.brokers.get(&me).is_some_and(|b| !b.fenced && b.epoch == self.broker_epoch())
+        };
+        let _ = images.wait_for(unfenced).await;
+        tracing::info!("unfenced by the controller: serving clients");
     }
 
     /// A receiver that sees `true` once shutdown begins.
@@ -500,9 +528,6 @@ impl BoundBroker {
         if let Some(listener) = self.metrics_listener {
             background.spawn(metrics::serve_http(self.broker.clone(), listener, stop_rx.clone()));
         }
-        if let Some(listener) = self.console_listener {
-            background.spawn(crate::console::serve(self.broker.clone(), listener, stop_rx.clone()));
-        }
         if self.broker.config.cleaner.enable {
             for id in 0..self.broker.config.cleaner.threads {
                 background.spawn(run_log_cleaner(self.broker.clone(), stop_rx.clone(), id));
@@ -510,11 +535,32 @@ impl BoundBroker {
         }
         let permits = Arc::new(Semaphore::new(self.broker.config.max_connections));
         let mut acceptors = JoinSet::new();
-        for (name, listener) in self.listeners {
+        let kraft = &self.broker.config.kraft;
+        let (controller_listeners, client_listeners): (Vec<_>, Vec<_>) =
+            self.listeners.into_iter().partition(|(name, _)| {
+                kraft.controller_listener_names.iter().any(|n| n.eq_ignore_ascii_case(name))
+            });
+        for (name, listener) in controller_listeners {
             let broker = self.broker.clone();
             acceptors.spawn(accept_loop(broker, name, listener, permits.clone(), stop_rx.clone()));
         }
-        shutdown.await;
+        let mut shutdown = std::pin::pin!(shutdown);
+        // As Kafka's broker, a KRaft broker serves clients once the
+        // controller has unfenced it; the controller listeners serve at once.
+        let stopped_early = tokio::select! {
+            _ = self.broker.wait_until_unfenced() => false,
+            _ = &mut shutdown => true,
+        };
+        if let Some(listener) = self.console_listener {
+            background.spawn(crate::console::serve(self.broker.clone(), listener, stop_rx.clone()));
+        }
+        for (name, listener) in client_listeners {
+            let broker = self.broker.clone();
+            acceptors.spawn(accept_loop(broker, name, listener, permits.clone(), stop_rx.clone()));
+        }
+        if !stopped_early {
+            shutdown.await;
+        }
         if let Some(link) =
             self.broker.controller_link().filter(|_| self.broker.config.kraft.has_role(ProcessRole::Broker))
         {
@@ -525,9 +571,13 @@ impl BoundBroker {
         if let Some(metadata_log) = &self.broker.metadata_log {
             metadata_log.close();
         }
+        if let Some(link) = self.broker.controller_link() {
+            link.close();
+        }
         if let Some(quorum) = self.broker.quorum() {
             // A leader hands over first, so the quorum does not wait out a timeout.
             quorum.shutdown().await;
+            tracing::debug!("quorum shut down");
         }
         let mut connections = Vec::new();
         while let Some(joined) = acceptors.join_next().await {
@@ -542,7 +592,9 @@ impl BoundBroker {
             tracing::warn!("connections still busy after {DRAIN_TIMEOUT:?}; closing them");
             connections.iter_mut().for_each(JoinSet::abort_all);
         }
+        tracing::debug!("connections drained");
         while background.join_next().await.is_some() {}
+        tracing::debug!("background duties ended");
         self.broker.replicas.shutdown()?;
         tracing::info!("shut down cleanly");
         Ok(())

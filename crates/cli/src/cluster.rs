@@ -49,7 +49,9 @@ pub fn run(args: ClusterArgs) -> anyhow::Result<()> {
             }
             Ok(())
         } else {
-            describe(&cluster, args.format);
+            // The quorum's view is optional: an older broker may not answer it.
+            let quorum = admin.describe_quorum().await.ok();
+            describe(&cluster, quorum.as_ref(), args.format);
             Ok(())
         }
     })
@@ -59,23 +61,41 @@ fn rack(broker: &BrokerInfo) -> &str {
     broker.rack.as_deref().unwrap_or("null")
 }
 
-fn describe(cluster: &ClusterDescription, format: Format) {
+fn describe(cluster: &ClusterDescription, quorum: Option<&QuorumInfo>, format: Format) {
+    let controllers: Vec<i32> =
+        quorum.map(|q| q.voters.iter().map(|v| v.replica_id).collect()).unwrap_or_default();
     if format == Format::Json {
         let brokers: Vec<Value> = cluster
             .brokers
             .iter()
-            .map(|b| json!({"id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}))
+            .map(|b| {
+                let fenced = cluster.fenced.contains(&b.node_id);
+                json!({"id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack, "fenced": fenced})
+            })
             .collect();
         print_json(&json!({
             "cluster_id": cluster.cluster_id, "controller_id": cluster.controller_id, "brokers": brokers,
+            "controllers": controllers, "quorum_leader_id": quorum.map(|q| q.leader_id),
         }));
         return;
     }
     println!("Cluster ID: {}", cluster.cluster_id.as_deref().unwrap_or("null"));
     println!("Controller: {}", cluster.controller_id);
     for broker in &cluster.brokers {
-        println!("Broker: {}\tAddress: {}\tRack: {}", broker.node_id, broker.addr(), rack(broker));
+        let fenced = cluster.fenced.contains(&broker.node_id);
+        println!(
+            "Broker: {}\tAddress: {}\tRack: {}\tFenced: {fenced}",
+            broker.node_id,
+            broker.addr(),
+            rack(broker)
+        );
     }
+    let Some(quorum) = quorum else { return };
+    for id in controllers {
+        let endpoints = quorum.nodes.get(&id).map(|e| e.iter().map(ToString::to_string).collect::<Vec<_>>());
+        println!("Quorum voter: {id}\tEndpoints: {}", endpoints.map_or_else(String::new, |e| e.join(",")));
+    }
+    println!("Quorum leader: {} (epoch {})", quorum.leader_id, quorum.leader_epoch);
 }
 
 /// The leader's own entry among the voters; a leader that is no voter is

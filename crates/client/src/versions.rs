@@ -26,7 +26,7 @@ pub const CLIENT_VERSIONS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::AlterConfigs, 0, 2),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
-    (ApiKey::DescribeCluster, 0, 1),
+    (ApiKey::DescribeCluster, 0, 2),
     (ApiKey::DescribeQuorum, 0, 2),
     (ApiKey::InitProducerId, 0, 4),
     (ApiKey::FindCoordinator, 0, 4),

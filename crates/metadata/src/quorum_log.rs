@@ -111,9 +111,9 @@ impl QuorumRecordLog {
         // Everything in the log when this node became leader is below its
         // log end now: this node appends only after a claim, under the
         // controller's lock.
-        let next_offset = self.quorum.log_end_offset().await.map_err(|e| self.quorum_error(e))?;
-        let caught_up = self.wait_applied(next_offset);
-        self.within_epoch(epoch, caught_up).await?;
+        let end_offset = self.within_epoch(epoch, self.quorum.log_end_offset()).await?;
+        let next_offset = end_offset.map_err(|e| self.quorum_error(e))?;
+        self.within_epoch(epoch, self.wait_applied(next_offset)).await?;
         Ok(Claim { epoch, next_offset })
     }
 
@@ -136,7 +136,8 @@ impl QuorumRecordLog {
 
     async fn append_in_epoch(&self, records: Vec<Bytes>) -> Result<u64, AppendError> {
         let epoch = self.leading_epoch()?;
-        let last_offset = self.quorum.append(records).await.map_err(|e| self.quorum_error(e))?;
+        let appended = self.within_epoch(epoch, self.quorum.append(records)).await?;
+        let last_offset = appended.map_err(|e| self.quorum_error(e))?;
         self.within_epoch(epoch, self.loader.wait_for_offset(last_offset)).await?;
         // A batch of another leader at that offset means ours was truncated.
         match self.loader.batch_epoch(last_offset) {

@@ -1,35 +1,109 @@
-//! DescribeCluster: the cluster id, the controller and the brokers.
+//! DescribeCluster: the cluster id, the controller and the brokers, or
+//! (KIP-919, endpoint type 2, on a controller listener) the controllers.
+//!
+//! As in Kafka, the `controller_id` a broker listener reports is a live
+//! broker (this one when it is live): clients send it their admin writes,
+//! which brokers forward to the active controller. A controller listener
+//! reports the active controller, the quorum leader.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
+use strom_metadata::MetadataImage;
 
-use super::{live_endpoints, str_bytes, AUTHORIZED_OPERATIONS_OMITTED};
+use super::{str_bytes, AUTHORIZED_OPERATIONS_OMITTED};
 use crate::dispatch::RequestContext;
 
-/// `endpoint_type` 1 asks for brokers; 2 (controllers) is for KRaft
-/// controllers, which a broker listener does not serve.
 const ENDPOINT_BROKERS: i8 = 1;
+const ENDPOINT_CONTROLLERS: i8 = 2;
 
 pub fn describe(ctx: &RequestContext<'_>, request: DescribeClusterRequest) -> DescribeClusterResponse {
     let broker = ctx.broker;
-    let mut response = DescribeClusterResponse::default()
-        .with_endpoint_type(if ctx.api_version >= 1 { request.endpoint_type } else { ENDPOINT_BROKERS })
+    let endpoint_type = if ctx.api_version >= 1 { request.endpoint_type } else { ENDPOINT_BROKERS };
+    let image = broker.controller.image();
+    let response = DescribeClusterResponse::default()
+        .with_endpoint_type(endpoint_type)
         .with_cluster_id(str_bytes(broker.controller.cluster_id()))
-        .with_controller_id(BrokerId(broker.config.node_id))
         .with_cluster_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED);
-    if ctx.api_version >= 1 && request.endpoint_type != ENDPOINT_BROKERS {
-        return response
+    match endpoint_type {
+        ENDPOINT_BROKERS => {
+            let include_fenced = ctx.api_version >= 2 && request.include_fenced_brokers;
+            response.with_controller_id(BrokerId(live_broker_for_admin(ctx, &image))).with_brokers(brokers(
+                ctx,
+                &image,
+                include_fenced,
+            ))
+        }
+        ENDPOINT_CONTROLLERS if is_controller_listener(ctx) => {
+            let active = broker.quorum().and_then(|q| q.leader().borrow().leader_id).unwrap_or(-1);
+            response.with_controller_id(BrokerId(active)).with_brokers(controllers(ctx, &image))
+        }
+        _ => response
+            .with_controller_id(BrokerId(-1))
             .with_error_code(ResponseError::UnsupportedEndpointType.code())
-            .with_error_message(Some(str_bytes("only broker endpoints are served on this listener")));
+            .with_error_message(Some(str_bytes("the endpoint type is not served on this listener"))),
     }
-    let brokers = live_endpoints(ctx).map(|(id, endpoint, rack)| {
-        DescribeClusterBroker::default()
-            .with_broker_id(BrokerId(id))
-            .with_host(str_bytes(&endpoint.host))
-            .with_port(i32::from(endpoint.port))
-            .with_rack(rack.as_deref().map(str_bytes))
-    });
-    response.brokers = brokers.collect();
-    response
+}
+
+fn is_controller_listener(ctx: &RequestContext<'_>) -> bool {
+    let names = &ctx.broker.config.kraft.controller_listener_names;
+    names.iter().any(|name| name.eq_ignore_ascii_case(&ctx.listener))
+}
+
+/// This node when it is a live broker, else the first live broker; a
+/// single node is always its own.
+fn live_broker_for_admin(ctx: &RequestContext<'_>, image: &MetadataImage) -> i32 {
+    let me = ctx.broker.config.node_id;
+    if ctx.broker.quorum().is_none() {
+        return me;
+    }
+    let mut live = image.live_brokers().map(|b| b.id);
+    let first = live.next();
+    match image.live_brokers().any(|b| b.id == me) {
+        true => me,
+        false => first.unwrap_or(-1),
+    }
+}
+
+/// The brokers with an endpoint on the client's listener: the live ones,
+/// or every registered one (with its fencing) when asked to include fenced ones.
+fn brokers(
+    ctx: &RequestContext<'_>,
+    image: &MetadataImage,
+    include_fenced: bool,
+) -> Vec<DescribeClusterBroker> {
+    let listener = ctx.listener.to_string();
+    image
+        .brokers
+        .values()
+        .filter(|b| include_fenced || (!b.fenced && !b.in_controlled_shutdown))
+        .filter_map(|b| {
+            let endpoint = b.endpoint(&listener)?;
+            Some(
+                DescribeClusterBroker::default()
+                    .with_broker_id(BrokerId(b.id))
+                    .with_host(str_bytes(&endpoint.host))
+                    .with_port(i32::from(endpoint.port))
+                    .with_rack(b.rack.as_deref().map(str_bytes))
+                    .with_is_fenced(b.fenced),
+            )
+        })
+        .collect()
+}
+
+/// The registered controllers' endpoints on the client's listener.
+fn controllers(ctx: &RequestContext<'_>, image: &MetadataImage) -> Vec<DescribeClusterBroker> {
+    image
+        .controllers
+        .values()
+        .filter_map(|c| {
+            let endpoint = c.endpoints.iter().find(|e| e.name.eq_ignore_ascii_case(&ctx.listener))?;
+            Some(
+                DescribeClusterBroker::default()
+                    .with_broker_id(BrokerId(c.id))
+                    .with_host(str_bytes(&endpoint.host))
+                    .with_port(i32::from(endpoint.port)),
+            )
+        })
+        .collect()
 }

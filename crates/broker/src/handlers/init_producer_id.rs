@@ -38,7 +38,7 @@ pub fn handle(ctx: &RequestContext<'_>, request: InitProducerIdRequest) -> InitP
             Err(error) => error_response(super::transactions::fenced_for(error, ctx.api_version, 4)),
         };
     }
-    match broker.producer_ids.next_id(&broker.controller, broker.config.node_id, broker.broker_epoch()) {
+    match broker.producer_ids.next_id(|| broker.allocate_producer_ids()) {
         Ok(id) => InitProducerIdResponse::default().with_producer_id(ProducerId(id)).with_producer_epoch(0),
         Err(e) => {
             tracing::error!("cannot reserve producer ids: {e}");

@@ -74,7 +74,7 @@ fn lookup_by_name(
     }
     match auto_create(broker, name) {
         Ok(Some(topic)) => describe_topic(broker, &topic, operations),
-        // Asked of the active controller: the client retries until it exists.
+        // Created, not yet in this node's image: the client retries.
         Ok(None) => topic_error(name, ResponseError::LeaderNotAvailable),
         // Another request created it first: describe the winner's topic.
         Err(MetadataError::TopicAlreadyExists(_)) => match broker.controller.image().topic(name) {
@@ -98,8 +98,9 @@ fn lookup_by_id(broker: &Broker, id: Uuid, operations: i32) -> MetadataResponseT
     }
 }
 
-/// Creates `name` with the broker's defaults (see [`crate::auto_create`]):
-/// the topic when created here, `None` when the active controller was asked.
+/// Creates `name` with the broker's defaults through the active
+/// controller: the topic once this node's image names it, `None` while it
+/// does not yet (the client retries).
 pub fn auto_create(broker: &Broker, name: &str) -> Result<Option<TopicImage>, MetadataError> {
     let new_topic = NewTopic {
         name: name.to_owned(),
@@ -107,7 +108,8 @@ pub fn auto_create(broker: &Broker, name: &str) -> Result<Option<TopicImage>, Me
         replication_factor: broker.config.default_replication_factor,
         ..Default::default()
     };
-    let topic = crate::auto_create::create(broker, new_topic)?;
+    broker.create_topic(new_topic)?;
+    let topic = broker.controller.image().topic(name).cloned();
     if let Some(topic) = &topic {
         tracing::info!(topic = name, partitions = topic.partitions.len(), "auto-created topic");
     }

@@ -498,12 +498,10 @@ impl TransactionCoordinator {
 }
 
 fn next_producer_id(broker: &Broker) -> Result<i64, ResponseError> {
-    broker.producer_ids.next_id(&broker.controller, broker.config.node_id, broker.broker_epoch()).map_err(
-        |e| {
-            tracing::error!("cannot reserve producer ids: {e}");
-            crate::error::metadata_error(&e)
-        },
-    )
+    broker.producer_ids.next_id(|| broker.allocate_producer_ids()).map_err(|e| {
+        tracing::error!("cannot reserve producer ids: {e}");
+        crate::error::metadata_error(&e)
+    })
 }
 
 /// Writes a marker of `producer_id` at `epoch` into each partition and,

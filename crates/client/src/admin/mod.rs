@@ -170,7 +170,10 @@ pub struct PartitionResult<T> {
 pub struct ClusterDescription {
     pub cluster_id: Option<String>,
     pub controller_id: i32,
+    /// The brokers, fenced ones included where the broker can say (KIP-1073).
     pub brokers: Vec<BrokerInfo>,
+    /// The ids of the fenced brokers among them.
+    pub fenced: Vec<i32>,
 }
 
 /// The admin client; cheap to clone.
@@ -580,17 +583,22 @@ impl Admin {
                 cluster_id: metadata.cluster_id.clone(),
                 controller_id: metadata.controller_id,
                 brokers: metadata.brokers.values().cloned().collect(),
+                fenced: Vec::new(),
             });
         }
-        let response = connection.send(&DescribeClusterRequest::default()).await?;
+        let request =
+            DescribeClusterRequest::default().with_endpoint_type(1).with_include_fenced_brokers(true);
+        let response = connection.send(&request).await?;
         if let Some(error) =
             Error::from_code(response.error_code, response.error_message.as_ref().map(|m| m.as_str()))
         {
             return Err(error);
         }
+        let fenced = response.brokers.iter().filter(|b| b.is_fenced).map(|b| b.broker_id.0).collect();
         Ok(ClusterDescription {
             cluster_id: Some(response.cluster_id.to_string()),
             controller_id: response.controller_id.0,
+            fenced,
             brokers: response
                 .brokers
                 .into_iter()
