@@ -50,6 +50,7 @@ KAFKA_41 = {
     55: ("DescribeQuorum", 0, 2),
     60: ("DescribeCluster", 0, 2),
     61: ("DescribeProducers", 0, 0),
+    64: ("UnregisterBroker", 0, 0),
     65: ("DescribeTransactions", 0, 0),
     66: ("ListTransactions", 0, 2),
     68: ("ConsumerGroupHeartbeat", 0, 1),
@@ -72,7 +73,7 @@ OMITTED = {
     "one node, no replication or quorum yet": {
         34: "AlterReplicaLogDirs", 43: "ElectLeaders",
         45: "AlterPartitionReassignments", 46: "ListPartitionReassignments",
-        57: "UpdateFeatures", 64: "UnregisterBroker",
+        57: "UpdateFeatures",
     },
     "no quotas yet": {48: "DescribeClientQuotas", 49: "AlterClientQuotas"},
     "no client telemetry (KIP-714)": {71: "GetTelemetrySubscriptions", 72: "PushTelemetry", 74: "ListConfigResources"},

@@ -47,10 +47,12 @@ from wire import (
     BatchRecord,
     Connection,
     FetchPartition,
+    Reaction,
     api_versions_request,
     call,
     delete_topics_v6_request,
     encode_record_batch,
+    exchange,
     fetch,
     fetch_request,
     metadata_request,
@@ -864,6 +866,18 @@ def test_produce_with_a_bad_crc_is_rejected(broker):
     [(_, [part])] = produce(broker.port, 9, [("crc", [(0, batch)])]).topics
     assert part.error_code == CORRUPT_MESSAGE, part
     assert watermarks_confluent(broker.bootstrap, "crc", [0]) == {0: (0, 0)}
+
+
+def test_a_failed_produce_with_acks_0_closes_the_connection(broker):
+    """As Kafka: the producer hears of the failure by losing its connection, so it
+    refreshes its metadata (a partition's leader may have moved)."""
+    create_topic(broker.bootstrap, "fire-and-miss")
+    batch = encode_record_batch([BatchRecord(b"k", b"lost", (), now_ms())])
+    missing_partition = produce_request(9, 41, [("fire-and-miss", [(7, batch)])], acks=0)
+
+    reaction = exchange(broker.port, missing_partition + api_versions_request(3, 42), timeout_s=10)
+
+    assert reaction == Reaction(b"", True), "closed without answering the request that followed"
 
 
 @pytest.mark.parametrize("version", [3, 9, 13])

@@ -891,11 +891,13 @@ class ProducedPartition(NamedTuple):
     log_start_offset: int
     error_message: str | None
     record_errors: tuple[tuple[int, str | None], ...] = ()  # (batch index, message), v8+
+    current_leader: tuple[int, int] | None = None  # KIP-951 (leader id, leader epoch), v10+
 
 
 class ProduceResponse(NamedTuple):
     correlation_id: int
     topics: list[tuple[str | uuid.UUID, list[ProducedPartition]]]
+    node_endpoints: tuple[tuple[int, str, int, str | None], ...] = ()  # KIP-951 (id, host, port, rack), v10+
 
 
 def produce_request(
@@ -939,8 +941,10 @@ def parse_produce_response(payload: bytes, version: int) -> ProduceResponse:
         if version >= 8:
             record_errors = tuple(r.array(record_error))
             message = r.nullable_string()
-        r.tagged_fields()
-        return ProducedPartition(index, error, base_offset, append_time, log_start, message, record_errors)
+        leader: list[tuple[int, int]] = []
+        read_tagged(r, {0: lambda r: leader.append(leader_id_and_epoch(r))})
+        current = leader[0] if leader else None
+        return ProducedPartition(index, error, base_offset, append_time, log_start, message, record_errors, current)
 
     def topic(r: Reader):
         name_or_id = r.uuid() if version >= 13 else r.string()
@@ -950,9 +954,38 @@ def parse_produce_response(payload: bytes, version: int) -> ProduceResponse:
 
     topics = r.array(topic)
     r.int32()  # throttle
-    r.tagged_fields()
+    endpoints: list = []
+    read_tagged(r, {0: lambda r: endpoints.extend(r.array(node_endpoint))})
     r.assert_at_end(f"Produce v{version}")
-    return ProduceResponse(correlation_id, topics)
+    return ProduceResponse(correlation_id, topics, tuple(endpoints))
+
+
+def read_tagged(r: Reader, fields: dict) -> None:
+    """A tagged-field section (flexible versions only): the tags in `fields` are
+    read by their reader, which must consume exactly the field; others are skipped."""
+    if not r.flexible:
+        return
+    for _ in range(r.uvarint()):
+        tag, size = r.uvarint(), r.uvarint()
+        end = r.position + size
+        if tag in fields:
+            fields[tag](r)
+            assert r.position == end, f"tagged field {tag} read {r.position - end + size} of {size} bytes"
+        r.position = end
+
+
+def leader_id_and_epoch(r: Reader) -> tuple[int, int]:
+    """KIP-951's LeaderIdAndEpoch."""
+    leader = (r.int32(), r.int32())
+    r.tagged_fields()
+    return leader
+
+
+def node_endpoint(r: Reader) -> tuple[int, str, int, str | None]:
+    """KIP-951's NodeEndpoint: (node id, host, port, rack)."""
+    endpoint = (r.int32(), r.string(), r.int32(), r.nullable_string())
+    r.tagged_fields()
+    return endpoint
 
 
 def produce(port: int, version: int, topics, acks: int = -1) -> ProduceResponse:

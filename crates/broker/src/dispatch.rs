@@ -48,6 +48,9 @@ pub trait Reply {
 pub struct Answer {
     pub body: Box<dyn EncodeBody>,
     pub send: bool,
+    /// Close the connection after the request instead of answering: how
+    /// Kafka tells an acks=0 producer that its request failed.
+    pub close: bool,
 }
 
 /// A response body, encodable at the request's version.
@@ -107,7 +110,7 @@ impl<T: Encodable + ResponseErrors + Send + 'static> EncodeBody for T {
 
 impl<T: Encodable + ResponseErrors + Send + 'static> Reply for T {
     fn into_reply(self) -> Answer {
-        Answer { body: Box::new(self), send: true }
+        Answer { body: Box::new(self), send: true, close: false }
     }
 }
 
@@ -115,11 +118,13 @@ impl<T: Encodable + ResponseErrors + Send + 'static> Reply for T {
 pub struct MaybeReply<T> {
     pub response: T,
     pub send: bool,
+    /// See [`Answer::close`].
+    pub close: bool,
 }
 
 impl<T: Encodable + ResponseErrors + Send + 'static> Reply for MaybeReply<T> {
     fn into_reply(self) -> Answer {
-        Answer { body: Box::new(self.response), send: self.send }
+        Answer { body: Box::new(self.response), send: self.send, close: self.close }
     }
 }
 
@@ -193,6 +198,9 @@ pub async fn handle_frame(
     broker.metrics.record_errors(api_key as i16, &outcome.counts);
     if let Some(detail) = &outcome.detail {
         log_request(&ctx, peer, elapsed, detail);
+    }
+    if answer.close {
+        return Err(RequestError::FailedUnanswered(format!("{:?}", outcome.counts)));
     }
     encoded
 }

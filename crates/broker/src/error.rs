@@ -61,4 +61,7 @@ pub enum RequestError {
     Malformed(String),
     #[error("response encoding failed: {0}")]
     Encode(String),
+    /// A request that gets no response failed (a Produce with acks=0).
+    #[error("a request without a response failed, (error code, count): {0}")]
+    FailedUnanswered(String),
 }

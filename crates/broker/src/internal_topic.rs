@@ -24,6 +24,33 @@ pub fn partition_for(id: &str, partitions: i32) -> i32 {
     non_negative % partitions
 }
 
+/// The broker leading partition `partition` of internal topic `topic` in
+/// the image this broker last applied: where clients find the coordinator
+/// of the ids that partition owns. COORDINATOR_NOT_AVAILABLE while the
+/// topic does not exist or the partition has no leader.
+pub fn coordinator_of(broker: &Broker, topic: &str, partition: i32) -> Result<i32, ResponseError> {
+    let image = broker.replicas.image();
+    let state = image.topic(topic).and_then(|t| t.partitions.get(&partition));
+    match state {
+        Some(state) if state.leader >= 0 => Ok(state.leader),
+        _ => Err(ResponseError::CoordinatorNotAvailable),
+    }
+}
+
+/// Kafka's `isGroupLocal` / `isCoordinatorFor`: NOT_COORDINATOR unless
+/// this broker leads partition `partition` of internal topic `topic`. A
+/// topic not created yet passes: its first write creates it, on this
+/// broker when it is the only one.
+pub fn check_local(broker: &Broker, topic: &str, partition: i32) -> Result<(), ResponseError> {
+    if broker.replicas.image().topic(topic).is_none() {
+        return Ok(());
+    }
+    match broker.replicas.partition(topic, partition) {
+        Some(p) if p.is_leader() => Ok(()),
+        _ => Err(ResponseError::NotCoordinator),
+    }
+}
+
 /// Creates the compacted internal topic `name` on first use. Creating it
 /// concurrently is not an error; failing to is the coordinator being
 /// unavailable, as in Kafka.
@@ -37,17 +64,15 @@ pub fn ensure(broker: &Broker, name: &str, partitions: i32, segment_bytes: i64) 
     ]);
     let topic =
         NewTopic { name: name.to_owned(), partitions, replication_factor: 1, configs, ..Default::default() };
+    // Through the active controller; this node's image names the topic
+    // (and its coordinators answer) a moment after it is created.
     match broker.create_topic(topic) {
-        Ok(()) | Err(MetadataError::TopicAlreadyExists(_)) => {}
+        Ok(()) | Err(MetadataError::TopicAlreadyExists(_)) => Ok(()),
         Err(e) => {
             tracing::error!("cannot create {name}: {e}");
-            return Err(ResponseError::CoordinatorNotAvailable);
+            Err(ResponseError::CoordinatorNotAvailable)
         }
     }
-    broker.sync_partitions().map_err(|e| {
-        tracing::error!("cannot open {name}: {e}");
-        ResponseError::CoordinatorNotAvailable
-    })
 }
 
 #[cfg(test)]

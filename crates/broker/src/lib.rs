@@ -20,8 +20,13 @@
 //!   node with `process.roles`);
 //! - [`response_errors`] reads each response's error codes, which dispatch
 //!   counts per API and logs per request at debug level;
-//! - [`replica`] is the partition state the handlers act on: log, high
-//!   watermark and the waiters of delayed fetches;
+//! - [`replica`] is the partition state the handlers act on: the
+//!   partitions whose replica set names this broker, each with its log,
+//!   high watermark, leadership and the waiters of delayed fetches. Each
+//!   published metadata image is applied to it (and leadership changes
+//!   to the coordinators) by a loader publisher, before anyone waiting for
+//!   that image is answered; a partition led elsewhere is answered
+//!   NOT_LEADER_OR_FOLLOWER with KIP-951's leader hint;
 //! - [`fetch_session`] keeps incremental fetch sessions (KIP-227);
 //! - [`producer_ids`] hands out idempotent producers' ids from blocks
 //!   reserved in the metadata log;

@@ -319,8 +319,18 @@ fn render_partitions(out: &mut String, broker: &Broker) {
         }
     }
     // A partition on a failed log dir has no leader until the broker restarts.
-    let offline = partitions.iter().filter(|p| !p.is_online()).count();
+    let led = partitions.iter().filter(|p| p.is_online() && p.is_leader()).count();
     let image = broker.controller.image();
+    let node_id = broker.config.node_id;
+    let offline = image
+        .topics()
+        .flat_map(|topic| topic.partitions.iter().map(move |(index, p)| (topic, *index, p.leader)))
+        .filter(|(topic, index, leader)| {
+            let local_offline =
+                || broker.replicas.partition(&topic.name, *index).is_none_or(|p| !p.is_online());
+            *leader < 0 || (*leader == node_id && local_offline())
+        })
+        .count();
     let led_here = image.topics().flat_map(|topic| {
         let online =
             |index: i32| broker.replicas.partition(&topic.name, index).is_some_and(|p| p.is_online());
@@ -330,7 +340,7 @@ fn render_partitions(out: &mut String, broker: &Broker) {
     let offline_dirs = broker.replicas.log_dirs().iter().filter(|d| !d.is_online()).count();
     let counts = [
         ("kafka_server_replicamanager_partitioncount", "Partitions hosted here.", rows.len()),
-        ("kafka_server_replicamanager_leadercount", "Partitions led here.", rows.len() - offline),
+        ("kafka_server_replicamanager_leadercount", "Partitions led here.", led),
         (
             "kafka_server_replicamanager_underreplicatedpartitions",
             "Partitions led here with fewer in-sync replicas than replicas.",

@@ -1,9 +1,13 @@
 //! The replica manager: the partitions this broker hosts and their state.
 //!
-//! Each partition pairs its log with the high watermark and the waiters of
-//! delayed fetches. On one node the in-sync replica set is the leader alone,
-//! so the high watermark follows the log end offset as soon as an append
-//! returns; the same state carries the follower bookkeeping a cluster needs.
+//! A broker hosts the partitions whose replica set in the metadata image
+//! names it, and leads those whose image leader is its node id; each new
+//! image is applied by [`ReplicaManager::sync`], which creates, opens and
+//! deletes logs and moves leadership, reporting the leadership it gained
+//! and lost. Each partition pairs its log with the high watermark and the
+//! waiters of delayed fetches. With one replica the in-sync replica set is
+//! the leader alone, so the high watermark follows the log end offset as
+//! soon as an append returns.
 //!
 //! Every read or write of a partition's log goes through its [`LogDir`]: once
 //! the dir has failed the partition answers KAFKA_STORAGE_ERROR, and a disk
@@ -13,13 +17,13 @@
 //! unusable (lists of waiters and files, one config pointer, the map of
 //! hosted partitions), so they are used through a poisoning.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, Weak};
 
 use kafka_protocol::error::ResponseError;
-use strom_metadata::{MetadataError, MetadataImage, PartitionLogs, TopicImage};
+use strom_metadata::{MetadataError, MetadataImage, PartitionImage, PartitionLogs, TopicImage};
 use strom_storage::manager::{lock_log, peek_log};
 use strom_storage::producer_state::AppendOrigin;
 use strom_storage::segment::FileSlice;
@@ -42,7 +46,10 @@ const WAITER_SWEEP_THRESHOLD: usize = 64;
 #[derive(Debug)]
 pub struct Partition {
     pub tp: TopicPartition,
-    pub leader_epoch: i32,
+    /// The leader epoch of the last image applied.
+    leader_epoch: AtomicI32,
+    /// Whether the last image applied names this broker the leader.
+    leader: AtomicBool,
     log: SharedLog,
     dir: Arc<LogDir>,
     high_watermark: AtomicI64,
@@ -79,7 +86,9 @@ impl Partition {
         let log_end = peek_log(&log).log_end_offset();
         Self {
             tp,
-            leader_epoch,
+            leader_epoch: AtomicI32::new(leader_epoch),
+            // Set from the image once hosted (see ReplicaManager::sync).
+            leader: AtomicBool::new(false),
             log,
             dir,
             high_watermark: AtomicI64::new(log_end),
@@ -88,6 +97,30 @@ impl Partition {
             wakes: AtomicU64::new(0),
             deleted: AtomicBool::new(false),
         }
+    }
+
+    /// The partition's leader epoch, as the last image applied gives it.
+    pub fn leader_epoch(&self) -> i32 {
+        self.leader_epoch.load(Ordering::Acquire)
+    }
+
+    /// Whether this broker leads the partition (the last image applied
+    /// names it the leader).
+    pub fn is_leader(&self) -> bool {
+        self.leader.load(Ordering::Acquire)
+    }
+
+    /// Takes the leadership and epoch of a new image; returns whether this
+    /// broker's leadership changed. Fetches parked on a partition that
+    /// stops being led here are woken to answer NOT_LEADER_OR_FOLLOWER at
+    /// once, as Kafka completes them when the leader moves.
+    fn set_leadership(&self, leader: bool, leader_epoch: i32) -> bool {
+        self.leader_epoch.store(leader_epoch, Ordering::Release);
+        let changed = self.leader.swap(leader, Ordering::AcqRel) != leader;
+        if changed && !leader {
+            self.wake_waiters();
+        }
+        changed
     }
 
     /// Whether the partition's topic has been deleted.
@@ -226,7 +259,7 @@ impl Partition {
         origin: AppendOrigin,
     ) -> Result<(AppendInfo, i64), StorageError> {
         panic_if_injected(&self.tp);
-        let info = log.append_as(records, self.leader_epoch, now_ms, origin)?;
+        let info = log.append_as(records, self.leader_epoch(), now_ms, origin)?;
         self.verifications.appended(records);
         // One replica in sync: the high watermark is the new log end.
         self.high_watermark.store(log.log_end_offset(), Ordering::Release);
@@ -241,7 +274,7 @@ impl Partition {
         if current_leader_epoch == NO_PARTITION_LEADER_EPOCH {
             return Ok(());
         }
-        match self.leader_epoch.cmp(&current_leader_epoch) {
+        match self.leader_epoch().cmp(&current_leader_epoch) {
             Greater => Err(ResponseError::FencedLeaderEpoch),
             Less => Err(ResponseError::UnknownLeaderEpoch),
             _ => Ok(()),
@@ -452,7 +485,7 @@ fn apply_configs(hosted: &Hosted, config: &BrokerConfig, image: &MetadataImage) 
     for topic in hosted.by_id.values() {
         let Some(overrides) = image.topic_by_id(&topic.id).map(|t| &t.configs) else { continue };
         let log_config = config.log_config_for(overrides);
-        for partition in &topic.partitions {
+        for partition in topic.partitions.values() {
             let Ok(mut log) = lock_log(&partition.log) else { continue };
             if *log.config() != log_config {
                 log.set_config(log_config.clone());
@@ -461,24 +494,42 @@ fn apply_configs(hosted: &Hosted, config: &BrokerConfig, image: &MetadataImage) 
     }
 }
 
-/// The partitions of one topic, indexed by partition number.
+/// The partitions of one topic that this broker hosts (those whose replica
+/// set names it), by partition number: in a cluster, a few of the topic's.
 #[derive(Debug)]
 pub struct TopicPartitions {
     pub name: String,
     pub id: Uuid,
-    pub partitions: Vec<Arc<Partition>>,
+    pub partitions: BTreeMap<i32, Arc<Partition>>,
+}
+
+impl TopicPartitions {
+    /// Hosted partition `partition`, if this broker holds a replica of it.
+    pub fn get(&self, partition: i32) -> Option<&Arc<Partition>> {
+        self.partitions.get(&partition)
+    }
+}
+
+/// How an image moved partition leadership to or away from this broker:
+/// the coordinators load and unload their partitions' state from it.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct LeadershipChanges {
+    pub gained: Vec<TopicPartition>,
+    pub lost: Vec<TopicPartition>,
 }
 
 #[derive(Debug, Default)]
 struct Hosted {
     by_name: HashMap<String, Arc<TopicPartitions>>,
     by_id: HashMap<Uuid, Arc<TopicPartitions>>,
-    /// The offset of the last image synced, so an older one is never applied
-    /// over a newer one.
-    synced_offset: Option<i64>,
+    /// The last image synced, so an image is never applied twice or over a
+    /// newer one, and answers name the leaders it knew.
+    image: Option<Arc<MetadataImage>>,
 }
 
 pub struct ReplicaManager {
+    /// This node: it hosts the partitions whose replica set names it.
+    node_id: i32,
     /// The static config (`server.properties` and overrides).
     static_config: Arc<BrokerConfig>,
     /// The static config with the dynamic broker configs applied.
@@ -489,7 +540,9 @@ pub struct ReplicaManager {
     /// Partition logs on disk (with their topic's id and their dir) that the
     /// open files limit left no room to open at start: opened from there
     /// once there is, removed if their topic is deleted first.
-    unopened: Mutex<HashMap<TopicPartition, (Uuid, usize)>>,
+    /// Their topic id is unknown when the node started before replaying
+    /// any metadata.
+    unopened: Mutex<HashMap<TopicPartition, (Option<Uuid>, usize)>>,
 }
 
 impl ReplicaManager {
@@ -498,25 +551,39 @@ impl ReplicaManager {
     pub fn open(
         config: Arc<BrokerConfig>,
         logs: LogManager,
-        image: &MetadataImage,
+        image: &Arc<MetadataImage>,
     ) -> Result<Self, StorageError> {
+        let node_id = config.node_id;
         let now = strom_storage::now_ms();
         let dynamic = config.with_dynamic_from(image);
         let started = std::time::Instant::now();
         let mut wanted = Vec::new();
+        let mut undecided = Vec::new();
         for (tp, dir) in logs.partitions_on_disk()? {
             if tp.topic == METADATA_TOPIC {
                 continue;
             }
-            let topic = image.topic(&tp.topic).filter(|t| t.partitions.contains_key(&tp.partition));
-            let Some(topic) = topic else {
+            // An image with no record yet (a cluster node before it has
+            // replayed the log) cannot tell a deleted topic from one it has
+            // not read yet: such logs wait unopened for the image naming them.
+            if image.last_offset < 0 {
+                undecided.push((tp, (None, dir)));
+                continue;
+            }
+            let Some(topic) = image.topic(&tp.topic).filter(|t| t.partitions.contains_key(&tp.partition))
+            else {
                 tracing::info!(partition = %tp, "removing the log of a deleted topic");
                 logs.delete_orphan(&tp, dir)?;
                 continue;
             };
+            if !topic.partitions.get(&tp.partition).is_some_and(|p| p.replicas.contains(&node_id)) {
+                tracing::info!(partition = %tp, "removing the log of a replica moved to other brokers");
+                logs.delete_orphan(&tp, dir)?;
+                continue;
+            }
             wanted.push((tp, dir, dynamic.log_config_for(&topic.configs)));
         }
-        // Each topic's first partitions first: hosted partitions are numbered densely.
+        // Each topic's first partitions first, so what the limit leaves out is predictable.
         wanted.sort_unstable_by(|(a, ..), (b, ..)| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
         let fit = open_files::partitions_that_fit(dynamic.log_segment_open_files_max as u64, 0);
         let unopened = wanted.split_off(wanted.len().min(usize::try_from(fit).unwrap_or(usize::MAX)));
@@ -524,6 +591,7 @@ impl ReplicaManager {
         logs.load_all(wanted, now)?;
         tracing::info!(logs = count, elapsed_ms = started.elapsed().as_millis(), "loaded partition logs");
         let manager = Self {
+            node_id,
             static_config: config,
             config: RwLock::new(Arc::new(dynamic)),
             logs,
@@ -532,8 +600,9 @@ impl ReplicaManager {
             unopened: Mutex::new(
                 unopened
                     .into_iter()
-                    .filter_map(|(tp, dir, _)| Some((image.topic(&tp.topic)?.id, tp, dir)))
+                    .map(|(tp, dir, _)| (image.topic(&tp.topic).map(|t| t.id), tp, dir))
                     .map(|(id, tp, dir)| (tp, (id, dir)))
+                    .chain(undecided)
                     .collect(),
             ),
         };
@@ -555,32 +624,70 @@ impl ReplicaManager {
         self.hosted().by_id.get(id).cloned()
     }
 
+    /// Hosted partition `partition` of `topic`, led here or not.
     pub fn partition(&self, topic: &str, partition: i32) -> Option<Arc<Partition>> {
-        let topic = self.topic(topic)?;
-        usize::try_from(partition).ok().and_then(|p| topic.partitions.get(p).cloned())
+        self.topic(topic)?.get(partition).cloned()
+    }
+
+    /// Whether the last image synced names partition `partition` of
+    /// `topic`, wherever it is hosted.
+    pub fn knows(&self, topic: &str, partition: i32) -> bool {
+        let hosted = self.hosted();
+        let image = hosted.image.as_ref();
+        image.and_then(|i| i.topic(topic)).is_some_and(|t| t.partitions.contains_key(&partition))
+    }
+
+    /// The last image synced (the empty image before the first).
+    pub fn image(&self) -> Arc<MetadataImage> {
+        self.hosted().image.clone().unwrap_or_else(|| Arc::new(MetadataImage::empty()))
+    }
+
+    /// Partition `partition` of `topic` if this broker leads it, else
+    /// Kafka's answer (`ReplicaManager.getPartitionOrError`): a partition
+    /// the metadata knows but that is not led here is
+    /// NOT_LEADER_OR_FOLLOWER, one it does not know
+    /// UNKNOWN_TOPIC_OR_PARTITION.
+    pub fn leader_partition(&self, topic: &str, partition: i32) -> Result<Arc<Partition>, ResponseError> {
+        let hosted = self.hosted();
+        let found = hosted.by_name.get(topic).and_then(|t| t.get(partition));
+        match found {
+            Some(p) if p.is_leader() => Ok(p.clone()),
+            _ if hosted
+                .image
+                .as_ref()
+                .and_then(|image| image.topic(topic))
+                .is_some_and(|t| t.partitions.contains_key(&partition)) =>
+            {
+                Err(ResponseError::NotLeaderOrFollower)
+            }
+            _ => Err(ResponseError::UnknownTopicOrPartition),
+        }
     }
 
     /// Brings the hosted partitions in line with the image: logs are created
-    /// for new partitions and deleted for removed topics, and every log gets
-    /// the config the image now gives it (topic overrides over dynamic broker
-    /// configs over static ones).
-    pub fn sync(&self, image: &MetadataImage) -> Result<(), StorageError> {
+    /// for new replicas of this broker and deleted for removed topics and
+    /// replicas moved away, each partition takes the image's leader and
+    /// epoch, and every log gets the config the image now gives it (topic
+    /// overrides over dynamic broker configs over static ones). Returns the
+    /// partitions whose leadership moved to or away from this broker.
+    pub fn sync(&self, image: &Arc<MetadataImage>) -> Result<LeadershipChanges, StorageError> {
         let now = strom_storage::now_ms();
         let mut hosted = self.hosted.write().unwrap_or_else(PoisonError::into_inner);
-        if hosted.synced_offset.is_some_and(|synced| image.last_offset < synced) {
-            return Ok(());
+        // Each image is applied once, and never an older one over a newer.
+        if hosted.image.as_ref().is_some_and(|synced| image.last_offset <= synced.last_offset) {
+            return Ok(LeadershipChanges::default());
         }
-        hosted.synced_offset = Some(image.last_offset);
+        hosted.image = Some(image.clone());
         let config = Arc::new(self.static_config.with_dynamic_from(image));
         *self.config.write().unwrap_or_else(PoisonError::into_inner) = config.clone();
+        let mut changes = LeadershipChanges::default();
         let removed: Vec<Arc<TopicPartitions>> =
             hosted.by_id.values().filter(|t| image.topic_by_id(&t.id).is_none()).cloned().collect();
         for topic in removed {
             hosted.by_id.remove(&topic.id);
             hosted.by_name.remove(&topic.name);
-            for partition in &topic.partitions {
-                partition.mark_deleted();
-                self.logs.delete(&partition.tp)?;
+            for partition in topic.partitions.values() {
+                self.remove_partition(partition, &mut changes)?;
                 failpoint::reach(failpoint::TOPIC_LOG_REMOVED);
             }
         }
@@ -589,16 +696,31 @@ impl ReplicaManager {
         let mut budget = None;
         let mut offline = Offline::default();
         for topic in image.topics() {
+            let local: Vec<(i32, &PartitionImage)> = topic
+                .partitions
+                .iter()
+                .filter(|(n, _)| self.is_local(topic, **n))
+                .map(|(n, p)| (*n, p))
+                .collect();
             let current = hosted.by_id.get(&topic.id);
-            if current.is_some_and(|t| t.partitions.len() == topic.partitions.len()) {
+            let unchanged = current.is_some_and(|t| {
+                t.partitions.len() == local.len() && local.iter().all(|(n, _)| t.partitions.contains_key(n))
+            });
+            if unchanged {
                 continue;
             }
             let log_config = config.log_config_for(&topic.configs);
-            let mut partitions = current.map(|t| t.partitions.clone()).unwrap_or_default();
-            for (&number, state) in topic.partitions.range(partitions.len() as i32..) {
+            let mut previous = current.map(|t| t.partitions.clone()).unwrap_or_default();
+            let mut partitions = BTreeMap::new();
+            for (number, state) in local {
+                if let Some(partition) = previous.remove(&number) {
+                    partitions.insert(number, partition);
+                    continue;
+                }
                 let tp = TopicPartition::new(topic.name.clone(), number);
                 // Logs made before the metadata named them are there already;
-                // others (a crash, a dir removed by hand) are made if they fit.
+                // others (a crash, a dir removed by hand, a replica placed
+                // here by another node's controller) are made if they fit.
                 let log = match self.logs.get(&tp) {
                     Some(log) => Ok(log),
                     None => match budget.get_or_insert_with(|| self.partitions_that_fit()) {
@@ -611,25 +733,63 @@ impl ReplicaManager {
                         }
                     },
                 };
-                let log = match log {
-                    Ok(log) => log,
-                    Err(e) => {
-                        // Partitions are numbered densely: the rest of the
-                        // topic waits with this one for the next sync.
-                        offline.note(&topic.name, topic.partitions.len() - partitions.len(), e);
-                        break;
+                match log {
+                    Ok(log) => {
+                        let dir = self.logs.dir_of(&tp).expect("a log the manager holds has a dir");
+                        partitions.insert(number, Arc::new(Partition::new(tp, state.leader_epoch, log, dir)));
                     }
-                };
-                let dir = self.logs.dir_of(&tp).expect("a log the manager holds has a dir");
-                partitions.push(Arc::new(Partition::new(tp, state.leader_epoch, log, dir)));
+                    // Waits offline for the next image.
+                    Err(e) => offline.note(&topic.name, e),
+                }
+            }
+            // What is left was hosted here and is not any more.
+            for partition in previous.values() {
+                tracing::info!(partition = %partition.tp, "removing the log of a replica moved to other brokers");
+                self.remove_partition(partition, &mut changes)?;
             }
             let entry = Arc::new(TopicPartitions { name: topic.name.clone(), id: topic.id, partitions });
             hosted.by_name.insert(topic.name.clone(), entry.clone());
             hosted.by_id.insert(topic.id, entry);
         }
         offline.report();
+        self.apply_leadership(&hosted, image, &mut changes);
         apply_configs(&hosted, &config, image);
-        Ok(())
+        Ok(changes)
+    }
+
+    /// Gives every hosted partition the image's leader and epoch.
+    fn apply_leadership(&self, hosted: &Hosted, image: &MetadataImage, changes: &mut LeadershipChanges) {
+        for topic in hosted.by_id.values() {
+            let Some(described) = image.topic_by_id(&topic.id) else { continue };
+            for (number, partition) in &topic.partitions {
+                let Some(state) = described.partitions.get(number) else { continue };
+                let leads = state.leader == self.node_id;
+                if partition.set_leadership(leads, state.leader_epoch) {
+                    let moved = if leads { &mut changes.gained } else { &mut changes.lost };
+                    moved.push(partition.tp.clone());
+                }
+            }
+        }
+    }
+
+    /// Whether the image places a replica of `topic`'s partition `number`
+    /// on this broker.
+    fn is_local(&self, topic: &TopicImage, number: i32) -> bool {
+        topic.partitions.get(&number).is_some_and(|p| p.replicas.contains(&self.node_id))
+    }
+
+    /// Stops hosting `partition` and deletes its log.
+    fn remove_partition(
+        &self,
+        partition: &Partition,
+        changes: &mut LeadershipChanges,
+    ) -> Result<(), StorageError> {
+        // Deleted first: a fetch woken by either change answers it gone.
+        partition.mark_deleted();
+        if partition.set_leadership(false, partition.leader_epoch()) {
+            changes.lost.push(partition.tp.clone());
+        }
+        self.logs.delete(&partition.tp)
     }
 
     /// Unopened logs go with their topic, as hosted ones do: a new topic of
@@ -638,7 +798,7 @@ impl ReplicaManager {
         let mut unopened = self.unopened.lock().unwrap_or_else(PoisonError::into_inner);
         let deleted: Vec<(TopicPartition, usize)> = unopened
             .iter()
-            .filter(|(_, (id, _))| image.topic_by_id(id).is_none())
+            .filter(|(_, (id, _))| id.is_some_and(|id| image.topic_by_id(&id).is_none()))
             .map(|(tp, (_, dir))| (tp.clone(), *dir))
             .collect();
         for (tp, dir) in deleted {
@@ -675,7 +835,7 @@ impl ReplicaManager {
     /// Every hosted partition.
     pub fn partitions(&self) -> Vec<Arc<Partition>> {
         let hosted = self.hosted();
-        hosted.by_name.values().flat_map(|t| t.partitions.iter().cloned()).collect()
+        hosted.by_name.values().flat_map(|t| t.partitions.values().cloned()).collect()
     }
 
     fn high_watermarks(&self) -> HashMap<TopicPartition, i64> {
@@ -746,7 +906,7 @@ impl ReplicaManager {
     pub fn partitions_in_dir(&self, dir_index: usize) -> Vec<Arc<Partition>> {
         let dir = &self.logs.dirs()[dir_index];
         let hosted = self.hosted();
-        let all = hosted.by_name.values().flat_map(|t| t.partitions.iter());
+        let all = hosted.by_name.values().flat_map(|t| t.partitions.values());
         all.filter(|p| Arc::ptr_eq(&p.dir, dir)).cloned().collect()
     }
 
@@ -777,7 +937,7 @@ impl ReplicaManager {
 }
 
 /// Partitions the metadata names but this broker could not open: they
-/// stay offline (no leader) until a later sync finds room, and are
+/// stay offline (no leader) until a later image finds room, and are
 /// reported in one line, not one per partition.
 #[derive(Default)]
 struct Offline {
@@ -787,9 +947,11 @@ struct Offline {
 }
 
 impl Offline {
-    fn note(&mut self, topic: &str, partitions: usize, error: StorageError) {
-        self.partitions += partitions;
-        self.topics.push(topic.to_owned());
+    fn note(&mut self, topic: &str, error: StorageError) {
+        self.partitions += 1;
+        if self.topics.last().is_none_or(|last| last != topic) {
+            self.topics.push(topic.to_owned());
+        }
         self.first_error.get_or_insert(error);
     }
 
@@ -820,10 +982,11 @@ impl PartitionLogs for ReplicaManager {
     }
 
     fn create(&self, topic: &TopicImage, partitions: std::ops::Range<i32>) -> Result<(), MetadataError> {
-        self.check_room(partitions.len())?;
+        let local: Vec<i32> = partitions.clone().filter(|&n| self.is_local(topic, n)).collect();
+        self.check_room(local.len())?;
         let log_config = self.config().log_config_for(&topic.configs);
         let now = strom_storage::now_ms();
-        for number in partitions.clone() {
+        for number in local {
             let tp = TopicPartition::new(topic.name.clone(), number);
             if let Err(e) = self.logs.get_or_create(&tp, log_config.clone(), now) {
                 self.discard(topic, partitions.start..number);
@@ -841,7 +1004,7 @@ impl PartitionLogs for ReplicaManager {
     }
 
     fn discard(&self, topic: &TopicImage, partitions: std::ops::Range<i32>) {
-        for number in partitions {
+        for number in partitions.filter(|&n| self.is_local(topic, n)) {
             let tp = TopicPartition::new(topic.name.clone(), number);
             if let Err(e) = self.logs.delete(&tp) {
                 tracing::warn!(partition = %tp, "cannot remove the log of a partition not created: {e}");
@@ -876,6 +1039,206 @@ mod tests {
             .join()
         });
         assert!(panicked.is_err());
+    }
+
+    mod hosting {
+        use super::*;
+        use strom_metadata::kraft_records::{
+            MetadataRecord, PartitionChangeRecord, PartitionRecord, RemoveTopicRecord, TopicRecord,
+        };
+
+        const NODE: i32 = 1;
+        const TOPIC_ID: Uuid = Uuid::from_u128(0x7);
+
+        /// An image whose topic "t" places partition `p` on broker
+        /// `placement[p]`, which leads it at epoch 0.
+        fn image_placing(placement: &[i32]) -> MetadataImage {
+            let mut image = MetadataImage::empty();
+            image.apply(TopicRecord { name: "t".into(), topic_id: TOPIC_ID, ..Default::default() }.into());
+            for (number, &broker) in placement.iter().enumerate() {
+                let partition = PartitionRecord {
+                    partition_id: number as i32,
+                    topic_id: TOPIC_ID,
+                    replicas: vec![broker],
+                    isr: vec![broker],
+                    leader: broker,
+                    ..Default::default()
+                };
+                image.apply(partition.into());
+            }
+            image.last_offset = 1;
+            image
+        }
+
+        /// `image` after `record`, one offset later.
+        fn then(image: &MetadataImage, record: impl Into<MetadataRecord>) -> Arc<MetadataImage> {
+            let mut next = image.clone();
+            next.apply(record.into());
+            next.last_offset += 1;
+            Arc::new(next)
+        }
+
+        fn change(partition: i32, leader: i32, replicas: Option<Vec<i32>>) -> PartitionChangeRecord {
+            PartitionChangeRecord {
+                partition_id: partition,
+                topic_id: TOPIC_ID,
+                leader,
+                replicas,
+                ..Default::default()
+            }
+        }
+
+        fn manager(dir: &std::path::Path, image: &Arc<MetadataImage>) -> ReplicaManager {
+            let overrides = [
+                ("log.dirs".to_owned(), dir.display().to_string()),
+                ("node.id".to_owned(), NODE.to_string()),
+            ];
+            let config = Arc::new(BrokerConfig::from_properties("", &overrides).unwrap());
+            let logs = LogManager::new(vec![dir.to_owned()]).unwrap();
+            ReplicaManager::open(config, logs, image).unwrap()
+        }
+
+        fn hosted_numbers(manager: &ReplicaManager) -> Vec<i32> {
+            manager.topic("t").map(|t| t.partitions.keys().copied().collect()).unwrap_or_default()
+        }
+
+        fn log_exists(dir: &std::path::Path, partition: i32) -> bool {
+            dir.join(format!("t-{partition}")).exists()
+        }
+
+        #[test]
+        fn given_partitions_spread_over_brokers_when_synced_should_host_only_this_nodes() {
+            let dir = tempfile::tempdir().unwrap();
+            let image = Arc::new(image_placing(&[1, 2, 1, 3]));
+            let manager = manager(dir.path(), &image);
+
+            assert_eq!(hosted_numbers(&manager), vec![0, 2]);
+            assert_eq!(
+                (0..4).map(|p| log_exists(dir.path(), p)).collect::<Vec<_>>(),
+                [true, false, true, false]
+            );
+            assert!(manager.leader_partition("t", 2).unwrap().is_leader());
+            assert_eq!(manager.leader_partition("t", 1).unwrap_err(), ResponseError::NotLeaderOrFollower);
+            assert_eq!(manager.leader_partition("t", 4).unwrap_err(), ResponseError::UnknownTopicOrPartition);
+            assert_eq!(manager.leader_partition("u", 0).unwrap_err(), ResponseError::UnknownTopicOrPartition);
+        }
+
+        #[test]
+        fn given_a_led_partition_when_its_leader_goes_and_returns_should_lose_and_regain_leadership() {
+            let dir = tempfile::tempdir().unwrap();
+            let image = Arc::new(image_placing(&[1, 2]));
+            let manager = manager(dir.path(), &image);
+            let tp = TopicPartition::new("t", 0);
+            let first_epoch = manager.partition("t", 0).unwrap().leader_epoch();
+
+            let leaderless = then(&image, change(0, -1, None));
+            let changes = manager.sync(&leaderless).unwrap();
+            assert_eq!(changes, LeadershipChanges { gained: vec![], lost: vec![tp.clone()] });
+            assert_eq!(manager.leader_partition("t", 0).unwrap_err(), ResponseError::NotLeaderOrFollower);
+            assert_eq!(hosted_numbers(&manager), vec![0], "a replica without leadership stays hosted");
+
+            let led_again = then(&leaderless, change(0, NODE, None));
+            let changes = manager.sync(&led_again).unwrap();
+            assert_eq!(changes, LeadershipChanges { gained: vec![tp], lost: vec![] });
+            let partition = manager.leader_partition("t", 0).unwrap();
+            assert_eq!(partition.leader_epoch(), first_epoch + 2, "each new leader bumps the epoch");
+            assert_eq!(
+                manager.sync(&led_again).unwrap(),
+                LeadershipChanges::default(),
+                "applying twice changes nothing"
+            );
+        }
+
+        #[test]
+        fn given_an_older_image_when_synced_should_change_nothing() {
+            let dir = tempfile::tempdir().unwrap();
+            let image = Arc::new(image_placing(&[1]));
+            let manager = manager(dir.path(), &image);
+            let newer = then(&image, change(0, -1, None));
+            manager.sync(&newer).unwrap();
+
+            assert_eq!(manager.sync(&image).unwrap(), LeadershipChanges::default());
+            assert!(manager.leader_partition("t", 0).is_err());
+        }
+
+        #[test]
+        fn given_a_replica_moved_to_another_broker_when_synced_should_delete_its_log() {
+            let dir = tempfile::tempdir().unwrap();
+            let image = Arc::new(image_placing(&[1, 1]));
+            let manager = manager(dir.path(), &image);
+            let kept = manager.partition("t", 0).unwrap();
+
+            let moved = then(&image, change(1, 2, Some(vec![2])));
+            let changes = manager.sync(&moved).unwrap();
+
+            assert_eq!(changes.lost, vec![TopicPartition::new("t", 1)]);
+            assert_eq!(hosted_numbers(&manager), vec![0]);
+            assert!(!log_exists(dir.path(), 1) && log_exists(dir.path(), 0));
+            assert!(
+                Arc::ptr_eq(&kept, &manager.partition("t", 0).unwrap()),
+                "the other partition is untouched"
+            );
+            assert_eq!(manager.leader_partition("t", 1).unwrap_err(), ResponseError::NotLeaderOrFollower);
+        }
+
+        #[test]
+        fn given_a_replica_placed_here_later_when_synced_should_create_and_lead_it() {
+            let dir = tempfile::tempdir().unwrap();
+            let image = Arc::new(image_placing(&[2]));
+            let manager = manager(dir.path(), &image);
+            assert!(hosted_numbers(&manager).is_empty());
+
+            let placed = then(&image, change(0, NODE, Some(vec![NODE])));
+            let changes = manager.sync(&placed).unwrap();
+
+            assert_eq!(changes.gained, vec![TopicPartition::new("t", 0)]);
+            assert!(log_exists(dir.path(), 0));
+            assert!(manager.leader_partition("t", 0).is_ok());
+        }
+
+        #[test]
+        fn given_a_deleted_topic_when_synced_should_drop_its_partitions() {
+            let dir = tempfile::tempdir().unwrap();
+            let image = Arc::new(image_placing(&[1, 2]));
+            let manager = manager(dir.path(), &image);
+            let partition = manager.partition("t", 0).unwrap();
+
+            let removed = then(&image, RemoveTopicRecord { topic_id: TOPIC_ID, ..Default::default() });
+            let changes = manager.sync(&removed).unwrap();
+
+            assert_eq!(changes.lost, vec![TopicPartition::new("t", 0)]);
+            assert!(manager.topic("t").is_none() && partition.is_deleted());
+            assert!(!log_exists(dir.path(), 0));
+        }
+
+        #[test]
+        fn given_an_image_not_replayed_yet_when_opened_should_keep_the_logs_until_named() {
+            let dir = tempfile::tempdir().unwrap();
+            let image = Arc::new(image_placing(&[1]));
+            let batch =
+                strom_storage::batch::encode_batch(&[(None, Some(bytes::Bytes::from_static(b"v")))], 0);
+            manager(dir.path(), &image).partition("t", 0).unwrap().append(&batch, 0).unwrap();
+
+            let manager = manager(dir.path(), &Arc::new(MetadataImage::empty()));
+            assert!(hosted_numbers(&manager).is_empty() && log_exists(dir.path(), 0));
+
+            manager.sync(&image).unwrap();
+            let partition = manager.leader_partition("t", 0).unwrap();
+            assert_eq!(partition.high_watermark(), 1, "the record written before the restart is still there");
+        }
+
+        #[test]
+        fn given_logs_of_replicas_placed_elsewhere_when_opened_should_remove_them() {
+            let dir = tempfile::tempdir().unwrap();
+            let image = Arc::new(image_placing(&[1, 1]));
+            drop(manager(dir.path(), &image));
+            let moved = then(&image, change(1, 2, Some(vec![2])));
+
+            let manager = manager(dir.path(), &moved);
+
+            assert_eq!(hosted_numbers(&manager), vec![0]);
+            assert!(!log_exists(dir.path(), 1));
+        }
     }
 
     #[test]

@@ -18,7 +18,7 @@ use std::time::Duration;
 use strom_metadata::controller::{METADATA_LOG_DIR, METADATA_VERSION_FEATURE, METADATA_VERSION_LEVEL};
 use strom_metadata::{
     block_on, BrokerHeartbeat, BrokerRegistration, Controller, Endpoint, FeatureRange, HeartbeatReply,
-    MetadataError, MetadataLoader, QuorumRecordLog, SnapshotPolicy,
+    MetadataError, MetadataImage, MetadataLoader, QuorumRecordLog, SnapshotPolicy,
 };
 use strom_quorum::{Quorum, QuorumConfig};
 use strom_storage::file_cache::FileCache;
@@ -30,16 +30,16 @@ use tokio::task::JoinSet;
 use crate::config::BrokerConfig;
 use crate::controller_link::ControllerLink;
 use crate::fetch_session::FetchSessionCache;
-use crate::group::GroupCoordinator;
+use crate::group::{GroupCoordinator, OFFSETS_TOPIC};
 use crate::kraft_config::ProcessRole;
 use crate::lifecycle;
 use crate::meta_properties::{node_dirs, parse_uuid, FormatError, LogDirs};
 use crate::metrics::{self, GaugeGuard, Metrics};
 use crate::network;
 use crate::producer_ids::ProducerIdManager;
-use crate::replica::ReplicaManager;
+use crate::replica::{LeadershipChanges, ReplicaManager};
 use crate::security::ListenerSecurity;
-use crate::txn::TransactionCoordinator;
+use crate::txn::{TransactionCoordinator, TRANSACTION_STATE_TOPIC};
 
 /// Kafka's `SecurityProtocol.PLAINTEXT` id, the only protocol Strom serves.
 const PLAINTEXT: i16 = 0;
@@ -268,7 +268,14 @@ impl Broker {
         // their staged offsets.
         broker.transactions.load(&broker)?;
         tracing::info!(logs_ms, total_ms = started.elapsed().as_millis(), "broker state loaded");
-        Ok(Arc::new(broker))
+        let broker = Arc::new(broker);
+        let applier = Arc::downgrade(&broker);
+        broker.controller.loader().add_publisher(Box::new(move |image| {
+            if let Some(broker) = applier.upgrade() {
+                broker.apply_image(image);
+            }
+        }));
+        Ok(broker)
     }
 
     /// The metadata quorum of a KRaft node.
@@ -334,10 +341,40 @@ impl Broker {
         self.stopping.subscribe()
     }
 
-    /// Applies the controller's latest image to the hosted partitions and
-    /// their log configs.
-    pub fn sync_partitions(&self) -> Result<(), StorageError> {
-        self.replicas.sync(&self.controller.image())
+    /// Applies a published image to this broker: which partitions it
+    /// hosts, which of them it leads, and their log configs. The loader
+    /// calls it with every image (a publisher registered in `assemble`).
+    pub fn apply_image(&self, image: &Arc<MetadataImage>) {
+        match self.replicas.sync(image) {
+            Ok(changes) => self.move_coordinators(&changes),
+            Err(e) => tracing::error!(
+                offset = image.last_offset,
+                "applying the metadata to the hosted partitions failed: {e}"
+            ),
+        }
+    }
+
+    /// The coordinators unload the state of the internal partitions whose
+    /// leadership moved away and load that of those it moved to.
+    fn move_coordinators(&self, changes: &LeadershipChanges) {
+        for tp in &changes.lost {
+            match tp.topic.as_str() {
+                OFFSETS_TOPIC => self.groups.unload_partition(tp.partition),
+                TRANSACTION_STATE_TOPIC => self.transactions.unload_partition(tp.partition),
+                _ => {}
+            }
+        }
+        for tp in &changes.gained {
+            let Some(partition) = self.replicas.partition(&tp.topic, tp.partition) else { continue };
+            let loaded = match tp.topic.as_str() {
+                OFFSETS_TOPIC => self.groups.load_partition(&partition),
+                TRANSACTION_STATE_TOPIC => self.transactions.load_partition(self, &partition),
+                _ => Ok(()),
+            };
+            if let Err(e) = loaded {
+                tracing::error!(partition = %tp, "loading the coordinator's state failed: {e}");
+            }
+        }
     }
 }
 
@@ -492,7 +529,6 @@ impl BoundBroker {
         let mut background = JoinSet::new();
         background.spawn(periodic_duties(self.broker.clone(), stop_rx.clone()));
         if let Some(link) = self.broker.controller_link() {
-            background.spawn(follow_images(self.broker.clone(), stop_rx.clone()));
             let kraft = &self.broker.config.kraft;
             if kraft.has_role(ProcessRole::Broker) {
                 background.spawn(lifecycle::run_broker(self.broker.clone(), link.clone(), stop_rx.clone()));
@@ -804,25 +840,6 @@ async fn keep_session(broker: &Broker) {
     match broker.controller.fence_expired_brokers(strom_storage::now_ms()).await {
         Ok(_) | Err(MetadataError::NotController { .. }) => {}
         Err(e) => tracing::warn!("fencing expired broker sessions failed: {e}"),
-    }
-}
-
-/// Opens the logs of partitions that the metadata names as each new image
-/// is published: on a KRaft node another node's controller creates them.
-async fn follow_images(broker: Arc<Broker>, mut stop: watch::Receiver<bool>) {
-    let mut images = broker.controller.loader().subscribe();
-    loop {
-        tokio::select! {
-            biased;
-            _ = stop.changed() => return,
-            changed = images.changed() => if changed.is_err() { return },
-        }
-        let syncing = broker.clone();
-        match tokio::task::spawn_blocking(move || syncing.sync_partitions()).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::error!("applying metadata to the partitions failed: {e}"),
-            Err(e) => tracing::error!("applying metadata task failed: {e}"),
-        }
     }
 }
 

@@ -6,7 +6,11 @@
 //! order. Readers take the latest published image, an `Arc` that never
 //! changes under them, and may wait for the applied offset to reach a given
 //! one, which is how the controller answers only after its records have
-//! been committed and applied.
+//! been committed and applied. Publishers registered with
+//! [`MetadataLoader::add_publisher`] (Kafka's `MetadataPublisher`) see each
+//! image before anyone waiting for its offset is released: a broker applies
+//! it to its partitions there, so a client answered after a metadata write
+//! finds the partitions that write created.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -36,8 +40,12 @@ pub fn decode_record(value: &[u8]) -> Result<MetadataRecord, DecodeError> {
     MetadataRecord::decode_frame(value).map(|(record, _)| record)
 }
 
+/// Called with each published image, in offset order.
+pub type Publisher = Box<dyn Fn(&Arc<MetadataImage>) + Send + Sync>;
+
 /// Builds and publishes metadata images from committed records.
 pub struct MetadataLoader {
+    publishers: Mutex<Vec<Publisher>>,
     image: watch::Sender<Arc<MetadataImage>>,
     /// The offset of the last record applied, -1 before any.
     applied: watch::Sender<i64>,
@@ -59,6 +67,7 @@ impl Default for MetadataLoader {
 impl MetadataLoader {
     pub fn new() -> Self {
         Self {
+            publishers: Mutex::new(Vec::new()),
             image: watch::channel(Arc::new(MetadataImage::empty())).0,
             applied: watch::channel(-1).0,
             applying: Mutex::new(VecDeque::new()),
@@ -68,6 +77,15 @@ impl MetadataLoader {
     /// The latest published image.
     pub fn image(&self) -> Arc<MetadataImage> {
         self.image.borrow().clone()
+    }
+
+    /// Has `publisher` called with every image published from now on, then
+    /// once with the current one. It runs while the loader applies, so it
+    /// must not write metadata itself.
+    pub fn add_publisher(&self, publisher: Publisher) {
+        let _applying = self.applying.lock().unwrap_or_else(PoisonError::into_inner);
+        publisher(&self.image());
+        self.publishers.lock().unwrap_or_else(PoisonError::into_inner).push(publisher);
     }
 
     /// A receiver that sees every newly published image.
@@ -144,7 +162,11 @@ impl MetadataLoader {
 
     fn publish(&self, next: MetadataImage) {
         let last_offset = next.last_offset;
-        self.image.send_replace(Arc::new(next));
+        let image = Arc::new(next);
+        self.image.send_replace(image.clone());
+        for publisher in self.publishers.lock().unwrap_or_else(PoisonError::into_inner).iter() {
+            publisher(&image);
+        }
         // After the image: whoever sees the offset finds the image with it.
         self.applied.send_replace(last_offset);
     }

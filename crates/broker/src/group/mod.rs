@@ -25,7 +25,7 @@ use uuid::Uuid;
 
 use crate::internal_topic;
 use crate::locks::lock_recovering;
-use crate::replica::VerifiedAppendError;
+use crate::replica::{Partition, VerifiedAppendError};
 use crate::server::Broker;
 use codec::{GroupValue, OffsetValue, RecordKey};
 use state::{Group, GroupLimits, GroupState, JoinResult, Member, SyncResult};
@@ -230,7 +230,8 @@ impl GroupCoordinator {
         let outcomes: Vec<Option<ResponseError>> = entries
             .iter()
             .map(|e| {
-                if broker.replicas.partition(&e.topic, e.partition).is_none() {
+                // The partition may be led by any broker: the metadata says it exists.
+                if !broker.replicas.knows(&e.topic, e.partition) {
                     return Some(ResponseError::UnknownTopicOrPartition);
                 }
                 if e.metadata.as_ref().is_some_and(|m| m.len() > self.config.offset_metadata_max_bytes) {
@@ -310,39 +311,68 @@ impl GroupCoordinator {
         let _ = self.persist(broker, &group.id, &[(Some(key), Some(value))]);
     }
 
-    /// Replays every `__consumer_offsets` partition: offsets and the last
-    /// stored membership of every group.
+    /// Replays the `__consumer_offsets` partitions this broker leads, at start.
     pub fn load(&self, broker: &Broker) -> Result<(), strom_storage::StorageError> {
         let Some(topic) = broker.replicas.topic(OFFSETS_TOPIC) else { return Ok(()) };
+        for partition in topic.partitions.values().filter(|p| p.is_leader()) {
+            self.load_partition(partition)?;
+        }
+        Ok(())
+    }
+
+    /// Replays one `__consumer_offsets` partition, when this broker starts
+    /// leading it: the offsets and last stored membership of its groups.
+    pub fn load_partition(&self, partition: &Partition) -> Result<(), strom_storage::StorageError> {
+        let records = partition.read_records()?;
+        // Takes no lock for a new partition: whoever created the topic may
+        // hold it while the creation is applied.
+        if records.is_empty() {
+            return Ok(());
+        }
+        let number = partition.tp.partition;
         let now = Instant::now();
         let mut groups = self.groups();
-        for partition in &topic.partitions {
-            let records = partition.read_records()?;
-            for record in records {
-                if record.control {
-                    let commit = record.key.as_deref().is_some_and(|k| k.get(2..4) == Some(&[0, 1]));
-                    let in_partition = |group: &str| self.partition_for(group) == partition.tp.partition;
-                    complete_loaded_txn(&mut groups, record.producer_id, commit, in_partition);
-                    continue;
-                }
-                let Some(key) = record.key.as_deref().and_then(|k| RecordKey::decode(k).ok()) else {
-                    continue;
-                };
-                if record.transactional {
-                    stage_loaded_offset(&mut groups, record.producer_id, key, record.value.as_deref());
-                    continue;
-                }
-                apply_record(&mut groups, key, record.value.as_deref(), now);
+        for record in records {
+            if record.control {
+                let commit = record.key.as_deref().is_some_and(|k| k.get(2..4) == Some(&[0, 1]));
+                let in_partition = |group: &str| self.partition_for(group) == number;
+                complete_loaded_txn(&mut groups, record.producer_id, commit, in_partition);
+                continue;
             }
+            let Some(key) = record.key.as_deref().and_then(|k| RecordKey::decode(k).ok()) else {
+                continue;
+            };
+            if record.transactional {
+                stage_loaded_offset(&mut groups, record.producer_id, key, record.value.as_deref());
+                continue;
+            }
+            apply_record(&mut groups, key, record.value.as_deref(), now);
         }
-        groups.retain(|_, g| {
-            !(g.members.is_empty()
-                && g.offsets.is_empty()
-                && g.generation == 0
-                && g.pending_txn_offsets.is_empty())
+        groups.retain(|id, g| {
+            self.partition_for(id) != number
+                || !(g.members.is_empty()
+                    && g.offsets.is_empty()
+                    && g.generation == 0
+                    && g.pending_txn_offsets.is_empty())
         });
-        tracing::info!(groups = groups.len(), "loaded consumer groups");
+        let loaded = groups.keys().filter(|id| self.partition_for(id) == number).count();
+        tracing::info!(partition = number, groups = loaded, "loaded consumer groups");
         Ok(())
+    }
+
+    /// Forgets the groups of a `__consumer_offsets` partition this broker
+    /// no longer leads: their requests get NOT_COORDINATOR from now on.
+    pub fn unload_partition(&self, partition: i32) {
+        let mut groups = self.groups();
+        let before = groups.len();
+        groups.retain(|id, _| self.partition_for(id) != partition);
+        tracing::info!(partition, groups = before - groups.len(), "unloaded consumer groups");
+    }
+
+    /// NOT_COORDINATOR unless this broker leads the `__consumer_offsets`
+    /// partition of `group_id`.
+    pub fn check_coordinator(&self, broker: &Broker, group_id: &str) -> Result<(), ResponseError> {
+        internal_topic::check_local(broker, OFFSETS_TOPIC, self.partition_for(group_id))
     }
 
     /// ConsumerGroupHeartbeat (KIP-848).
@@ -597,6 +627,9 @@ impl GroupCoordinator {
         instance_id: Option<&str>,
         entries: &[CommitEntry],
     ) -> Vec<Option<ResponseError>> {
+        if let Err(error) = self.check_coordinator(broker, group_id) {
+            return vec![Some(error); entries.len()];
+        }
         let mut groups = self.groups();
         if let Err(error) = self.check_committer(&groups, group_id, generation, member_id, instance_id) {
             return vec![Some(error); entries.len()];
@@ -606,7 +639,8 @@ impl GroupCoordinator {
         let outcomes: Vec<Option<ResponseError>> = entries
             .iter()
             .map(|e| {
-                if broker.replicas.partition(&e.topic, e.partition).is_none() {
+                // The partition may be led by any broker: the metadata says it exists.
+                if !broker.replicas.knows(&e.topic, e.partition) {
                     return Some(ResponseError::UnknownTopicOrPartition);
                 }
                 if e.metadata.as_ref().is_some_and(|m| m.len() > self.config.offset_metadata_max_bytes) {

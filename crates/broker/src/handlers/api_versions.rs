@@ -1,6 +1,7 @@
 //! ApiVersions: the table every client negotiates against, read from
-//! [`crate::apis`]. The KRaft APIs only the quorum uses are advertised on
-//! controller listeners only, as Kafka advertises them.
+//! [`crate::apis`]. The KRaft APIs only the quorum and the controller's
+//! brokers use are advertised on controller listeners only, as Kafka
+//! advertises them.
 
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
@@ -9,12 +10,16 @@ use crate::apis::SERVED;
 use crate::dispatch::RequestContext;
 
 /// The APIs Kafka lists on controller listeners only.
-const CONTROLLER_ONLY: [ApiKey; 5] = [
+const CONTROLLER_ONLY: [ApiKey; 9] = [
     ApiKey::Vote,
     ApiKey::BeginQuorumEpoch,
     ApiKey::EndQuorumEpoch,
     ApiKey::FetchSnapshot,
     ApiKey::UpdateRaftVoter,
+    ApiKey::BrokerRegistration,
+    ApiKey::BrokerHeartbeat,
+    ApiKey::ControllerRegistration,
+    ApiKey::AllocateProducerIds,
 ];
 
 /// The table ApiVersions answers with on a broker listener: each served

@@ -322,12 +322,6 @@ fn alter_all(
             (alteration, refusal)
         })
         .collect();
-    let changed = results.iter().any(|(_, refusal)| refusal.is_none());
-    if changed && !validate_only {
-        if let Err(e) = broker.sync_partitions() {
-            tracing::error!("applying new configs to the hosted logs failed: {e}");
-        }
-    }
     results
 }
 

@@ -52,7 +52,11 @@ pub fn heartbeat(
             .with_error_code(ResponseError::InvalidRequest.code())
             .with_error_message(Some(str_bytes("regular expression subscriptions are not supported")));
     }
-    match broker.groups.consumer_heartbeat(broker, request.group_id.as_str(), heartbeat) {
+    let beat = broker
+        .groups
+        .check_coordinator(broker, &request.group_id)
+        .and_then(|()| broker.groups.consumer_heartbeat(broker, request.group_id.as_str(), heartbeat));
+    match beat {
         Ok(reply) => ConsumerGroupHeartbeatResponse::default()
             .with_member_id(Some(str_bytes(&reply.member_id)))
             .with_member_epoch(reply.member_epoch)
@@ -103,6 +107,9 @@ pub fn describe(
             let base = DescribedGroup::default()
                 .with_group_id(id.clone())
                 .with_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED);
+            if let Err(error) = ctx.broker.groups.check_coordinator(ctx.broker, id) {
+                return base.with_error_code(error.code());
+            }
             let Some(group) = ctx.broker.groups.describe_consumer_group(id.as_str()) else {
                 return base
                     .with_error_code(ResponseError::GroupIdNotFound.code())

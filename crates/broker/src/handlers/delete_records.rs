@@ -22,11 +22,10 @@ pub fn handle(ctx: &RequestContext<'_>, request: DeleteRecordsRequest) -> Delete
                 .map(|p| {
                     let result =
                         DeleteRecordsPartitionResult::default().with_partition_index(p.partition_index);
-                    let Some(partition) = ctx.broker.replicas.partition(&topic.name, p.partition_index)
-                    else {
-                        return result
-                            .with_low_watermark(-1)
-                            .with_error_code(ResponseError::UnknownTopicOrPartition.code());
+                    let partition = match ctx.broker.replicas.leader_partition(&topic.name, p.partition_index)
+                    {
+                        Ok(partition) => partition,
+                        Err(error) => return result.with_low_watermark(-1).with_error_code(error.code()),
                     };
                     match partition.delete_records(p.offset) {
                         Ok(low_watermark) => {

@@ -17,13 +17,15 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-use kafka_protocol::messages::{FetchRequest, FetchResponse};
+use kafka_protocol::messages::fetch_response::{
+    FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
+};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::topic_name;
+use super::{str_bytes, topic_name, LeaderHints};
 use crate::dispatch::{Answer, EncodeBody, Reply, RequestContext, Splice};
 use crate::error::storage_error;
 use crate::fetch_session::{
@@ -101,7 +103,7 @@ impl EncodeBody for FetchReply {
 
 impl Reply for FetchReply {
     fn into_reply(self) -> Answer {
-        Answer { body: Box::new(self), send: true }
+        Answer { body: Box::new(self), send: true, close: false }
     }
 }
 
@@ -155,8 +157,44 @@ pub async fn handle(ctx: &RequestContext<'_>, request: FetchRequest) -> FetchRep
     let refused = refused_once(&rejected, &plan);
     let (mut responses, splices) = build_responses(answered.chain(refused), read_committed);
     downgrade_for_version(&mut responses, ctx.api_version);
-    let response = FetchResponse::default().with_session_id(plan.session_id).with_responses(responses);
+    let mut response = FetchResponse::default().with_session_id(plan.session_id).with_responses(responses);
+    if ctx.api_version >= FIRST_LEADER_HINT_VERSION {
+        add_leader_hints(ctx, &mut response);
+    }
     FetchReply { response, splices }
+}
+
+/// Fetch v16 is the first to carry KIP-951's leader hints.
+const FIRST_LEADER_HINT_VERSION: i16 = 16;
+
+/// Names the leader of each partition refused with NOT_LEADER_OR_FOLLOWER,
+/// so the consumer moves there without a metadata round trip (KIP-951).
+fn add_leader_hints(ctx: &RequestContext<'_>, response: &mut FetchResponse) {
+    let not_leader = ResponseError::NotLeaderOrFollower.code();
+    let mut hints = LeaderHints::new(ctx);
+    for topic in &mut response.responses {
+        let name = match topic.topic.0.is_empty() {
+            true => hints.topic_name(&topic.topic_id).unwrap_or_default(),
+            false => topic.topic.0.to_string(),
+        };
+        for partition in topic.partitions.iter_mut().filter(|p| p.error_code == not_leader) {
+            let hint = hints.hint(&name, partition.partition_index);
+            partition.current_leader = LeaderIdAndEpoch::default()
+                .with_leader_id(BrokerId(hint.leader_id))
+                .with_leader_epoch(hint.leader_epoch);
+        }
+    }
+    response.node_endpoints = hints
+        .endpoints()
+        .into_iter()
+        .map(|(id, endpoint, rack)| {
+            NodeEndpoint::default()
+                .with_node_id(BrokerId(id))
+                .with_host(str_bytes(&endpoint.host))
+                .with_port(i32::from(endpoint.port))
+                .with_rack(rack.as_deref().map(str_bytes))
+        })
+        .collect();
 }
 
 /// The refused partitions to answer: each once, and none the plan reads
@@ -205,10 +243,6 @@ fn hosted_topic(broker: &Broker, by_id: bool, id: Uuid, name: &str) -> Option<Ar
     }
 }
 
-fn has_partition(topic: &TopicPartitions, partition: i32) -> bool {
-    usize::try_from(partition).is_ok_and(|p| p < topic.partitions.len())
-}
-
 /// The requested partitions the broker hosts, and the others with the error
 /// that answers them. Only hosted ones may enter a session, so what a client
 /// names cannot make a session grow beyond the partitions that exist. A
@@ -235,15 +269,14 @@ fn requested_targets(
                 partition_max_bytes: p.partition_max_bytes,
             };
             match &found {
-                Some(t) if has_partition(t, p.partition) => {
+                Some(t) => match broker.replicas.leader_partition(&t.name, p.partition) {
                     // A stale or future leader epoch is answered, not read (KIP-320).
-                    let partition = &t.partitions[p.partition as usize];
-                    match partition.check_current_leader_epoch(p.current_leader_epoch) {
+                    Ok(partition) => match partition.check_current_leader_epoch(p.current_leader_epoch) {
                         Ok(()) => hosted.push(target),
                         Err(error) => rejected.push((target, error)),
-                    }
-                }
-                Some(_) => rejected.push((target, ResponseError::UnknownTopicOrPartition)),
+                    },
+                    Err(error) => rejected.push((target, error)),
+                },
                 None if by_id => rejected.push((target, ResponseError::UnknownTopicId)),
                 None => rejected.push((target, ResponseError::UnknownTopicOrPartition)),
             }
@@ -283,7 +316,7 @@ fn hosted_partitions(broker: &Broker, targets: &[FetchTarget]) -> Vec<Option<Arc
                 run = Some((target, hosted_topic(broker, by_id, target.topic_id, &target.topic)));
             }
             let found = run.as_ref().and_then(|(_, found)| found.as_ref())?;
-            usize::try_from(target.partition).ok().and_then(|p| found.partitions.get(p).cloned())
+            found.get(target.partition).cloned()
         })
         .collect()
 }
@@ -385,6 +418,10 @@ fn read_all(plan: &FetchPlan, partitions: &[Option<Arc<Partition>>], limits: Lim
             let Some(partition) = partition.as_ref().filter(|p| !p.is_deleted()) else {
                 return Outcome::failed(limits.missing);
             };
+            // A session may hold a partition whose leadership has moved since.
+            if !partition.is_leader() {
+                return Outcome::failed(ResponseError::NotLeaderOrFollower);
+            }
             let limit = (target.partition_max_bytes.max(0) as usize).min(remaining);
             let outcome = read_one(partition, target.fetch_offset, limit, first, limits.isolation);
             remaining = remaining.saturating_sub(outcome.bytes());
@@ -477,6 +514,37 @@ mod tests {
     use super::*;
     use crate::config::BrokerConfig;
 
+    #[tokio::test]
+    async fn a_fetch_from_a_partition_led_elsewhere_names_the_leader_from_v16() {
+        use crate::handlers::leadership_tests::{broker_with_another, ctx, place, OTHER, OTHER_PORT};
+        use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+        use kafka_protocol::messages::ApiKey;
+
+        let dir = tempfile::tempdir().unwrap();
+        let broker = broker_with_another(dir.path());
+        place(&broker, "t", &[broker.config.node_id, OTHER]);
+        let id = broker.controller.image().topic("t").unwrap().id;
+        let partitions =
+            (0..2).map(|p| FetchPartition::default().with_partition(p).with_partition_max_bytes(1024));
+        let topic = FetchTopic::default().with_topic_id(id).with_partitions(partitions.collect());
+        let request =
+            FetchRequest::default().with_max_bytes(1024).with_session_epoch(-1).with_topics(vec![topic]);
+
+        let reply = handle(&ctx(&broker, ApiKey::Fetch, 16), request).await;
+
+        let answers: Vec<(i32, i16, i32)> = reply.response.responses[0]
+            .partitions
+            .iter()
+            .map(|p| (p.partition_index, p.error_code, p.current_leader.leader_id.0))
+            .collect();
+        let not_leader = ResponseError::NotLeaderOrFollower.code();
+        assert!(answers.contains(&(0, 0, -1)), "{answers:?}");
+        assert!(answers.contains(&(1, not_leader, OTHER)), "{answers:?}");
+        let endpoints: Vec<(i32, i32)> =
+            reply.response.node_endpoints.iter().map(|e| (e.node_id.0, e.port)).collect();
+        assert_eq!(endpoints, [(OTHER, i32::from(OTHER_PORT))]);
+    }
+
     fn open_broker(dir: &std::path::Path) -> Arc<Broker> {
         let overrides = [("log.dirs".to_owned(), dir.display().to_string())];
         Broker::open(BrokerConfig::from_properties("", &overrides).unwrap()).unwrap()
@@ -499,12 +567,47 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_parked_fetch_answers_not_leader_as_soon_as_leadership_moves_away() {
+        use crate::handlers::leadership_tests::{broker_with_another, ctx, place};
+        use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+        use kafka_protocol::messages::ApiKey;
+
+        let dir = tempfile::tempdir().unwrap();
+        let broker = broker_with_another(dir.path());
+        place(&broker, "t", &[broker.config.node_id]);
+        let partition = FetchPartition::default().with_partition(0).with_partition_max_bytes(1024);
+        let topic = FetchTopic::default().with_topic(topic_name("t")).with_partitions(vec![partition]);
+        let request = FetchRequest::default()
+            .with_max_wait_ms(30_000)
+            .with_min_bytes(1 << 20)
+            .with_max_bytes(1 << 20)
+            .with_session_epoch(-1)
+            .with_topics(vec![topic]);
+        let context = ctx(&broker, ApiKey::Fetch, 12);
+        let fetch = handle(&context, request);
+        let fence_everyone = async {
+            tokio::task::yield_now().await;
+            let later = strom_storage::now_ms() + 3_600_000;
+            strom_metadata::block_on(broker.controller.fence_expired_brokers(later)).unwrap();
+            std::future::pending::<()>().await
+        };
+
+        let reply = tokio::select! {
+            reply = fetch => reply,
+            _ = fence_everyone => unreachable!(),
+            _ = tokio::time::sleep(Duration::from_secs(20)) => panic!("the parked fetch waited out its max wait"),
+        };
+
+        let answer = &reply.response.responses[0].partitions[0];
+        assert_eq!(answer.error_code, ResponseError::NotLeaderOrFollower.code());
+    }
+
+    #[tokio::test]
     async fn a_parked_fetch_registers_once_with_a_partition_that_stays_idle() {
         let dir = tempfile::tempdir().unwrap();
         let broker = open_broker(dir.path());
         let topic = NewTopic { name: "t".into(), partitions: 2, replication_factor: 1, ..Default::default() };
         strom_metadata::block_on(broker.controller.create_topic(topic, false)).unwrap();
-        broker.sync_partitions().unwrap();
         let plan = sessionless_plan(&broker, "t", 2);
         let partitions = hosted_partitions(&broker, &plan.targets);
         let (busy, idle) = (partitions[0].clone().unwrap(), partitions[1].clone().unwrap());
@@ -542,7 +645,6 @@ mod tests {
                 NewTopic { name: name.into(), partitions, replication_factor: 1, ..Default::default() };
             strom_metadata::block_on(broker.controller.create_topic(topic, false)).unwrap();
         }
-        broker.sync_partitions().unwrap();
         let target = |topic: &str, partition| {
             let hosted = broker.replicas.topic(topic).unwrap();
             FetchTarget {

@@ -17,9 +17,11 @@ use kafka_protocol::messages::{
     ListGroupsResponse, SyncGroupRequest, SyncGroupResponse,
 };
 
-use super::{advertised_endpoint, str_bytes, AUTHORIZED_OPERATIONS_OMITTED};
+use super::{advertised_endpoint, live_endpoints, str_bytes, AUTHORIZED_OPERATIONS_OMITTED};
 use crate::dispatch::RequestContext;
-use crate::group::{JoinRequest, SyncRequest};
+use crate::group::{JoinRequest, SyncRequest, OFFSETS_TOPIC};
+use crate::internal_topic;
+use crate::txn::TRANSACTION_STATE_TOPIC;
 
 const KEY_TYPE_GROUP: i8 = 0;
 const KEY_TYPE_TRANSACTION: i8 = 1;
@@ -36,27 +38,13 @@ pub fn find_coordinator(
     ctx: &RequestContext<'_>,
     request: FindCoordinatorRequest,
 ) -> FindCoordinatorResponse {
-    let broker = ctx.broker;
-    let endpoint = advertised_endpoint(ctx);
     let lookup = |key: &str| -> Coordinator {
         let base = Coordinator::default().with_key(str_bytes(key));
-        let error = match request.key_type {
-            // The listener is not advertised: no endpoint to send the client to.
-            _ if endpoint.is_none() => Some(ResponseError::CoordinatorNotAvailable),
-            KEY_TYPE_GROUP if key.is_empty() => Some(ResponseError::InvalidGroupId),
-            KEY_TYPE_GROUP => broker.groups.ensure_offsets_topic(broker).err(),
-            KEY_TYPE_TRANSACTION if key.is_empty() => Some(ResponseError::InvalidRequest),
-            KEY_TYPE_TRANSACTION => broker.transactions.ensure_topic(broker).err(),
-            _ => Some(ResponseError::CoordinatorNotAvailable),
-        };
-        match (error, &endpoint) {
-            (None, Some((host, port))) => {
-                base.with_node_id(BrokerId(broker.config.node_id)).with_host(str_bytes(host)).with_port(*port)
+        match coordinator_endpoint(ctx, request.key_type, key) {
+            Ok((id, host, port)) => {
+                base.with_node_id(BrokerId(id)).with_host(str_bytes(&host)).with_port(port)
             }
-            (error, _) => {
-                let error = error.unwrap_or(ResponseError::CoordinatorNotAvailable);
-                base.with_node_id(BrokerId(-1)).with_port(-1).with_error_code(error.code())
-            }
+            Err(error) => base.with_node_id(BrokerId(-1)).with_port(-1).with_error_code(error.code()),
         }
     };
     if ctx.api_version >= 4 {
@@ -73,6 +61,40 @@ pub fn find_coordinator(
         return response.with_error_message(Some(str_bytes("the coordinator is not available")));
     }
     response
+}
+
+/// The coordinator of `key`: the broker leading the internal partition
+/// that owns it, with its endpoint on the client's listener (created on
+/// first use, as in Kafka).
+fn coordinator_endpoint(
+    ctx: &RequestContext<'_>,
+    key_type: i8,
+    key: &str,
+) -> Result<(i32, String, i32), ResponseError> {
+    let broker = ctx.broker;
+    let (topic, partition) = match key_type {
+        KEY_TYPE_GROUP if key.is_empty() => return Err(ResponseError::InvalidGroupId),
+        KEY_TYPE_GROUP => {
+            broker.groups.ensure_offsets_topic(broker)?;
+            (OFFSETS_TOPIC, broker.groups.partition_for(key))
+        }
+        KEY_TYPE_TRANSACTION if key.is_empty() => return Err(ResponseError::InvalidRequest),
+        KEY_TYPE_TRANSACTION => {
+            broker.transactions.ensure_topic(broker)?;
+            (TRANSACTION_STATE_TOPIC, broker.transactions.partition_for(key))
+        }
+        _ => return Err(ResponseError::CoordinatorNotAvailable),
+    };
+    let leader = internal_topic::coordinator_of(broker, topic, partition)?;
+    // This broker answers with the endpoint it advertises; others with the
+    // one they registered. A listener without one sends the client nowhere.
+    let endpoint = if leader == broker.config.node_id {
+        advertised_endpoint(ctx)
+    } else {
+        live_endpoints(ctx).find(|(id, ..)| *id == leader).map(|(_, e, _)| (e.host, i32::from(e.port)))
+    };
+    let (host, port) = endpoint.ok_or(ResponseError::CoordinatorNotAvailable)?;
+    Ok((leader, host, port))
 }
 
 pub async fn join(ctx: &RequestContext<'_>, request: JoinGroupRequest) -> JoinGroupResponse {
@@ -94,6 +116,12 @@ pub async fn join(ctx: &RequestContext<'_>, request: JoinGroupRequest) -> JoinGr
         require_known_member_id: ctx.api_version >= 4,
         supports_skip_assignment: ctx.api_version >= 9,
     };
+    if let Err(error) = ctx.broker.groups.check_coordinator(ctx.broker, &join.group_id) {
+        return JoinGroupResponse::default()
+            .with_error_code(error.code())
+            .with_generation_id(-1)
+            .with_member_id(request.member_id);
+    }
     let result = ctx.broker.groups.join(join, ctx.broker.stopping()).await;
     let members = result
         .members
@@ -136,6 +164,9 @@ pub async fn sync(ctx: &RequestContext<'_>, request: SyncGroupRequest) -> SyncGr
         protocol_name: request.protocol_name.as_ref().map(|s| s.to_string()),
         assignments,
     };
+    if let Err(error) = ctx.broker.groups.check_coordinator(ctx.broker, &sync.group_id) {
+        return SyncGroupResponse::default().with_error_code(error.code());
+    }
     let result = ctx.broker.groups.sync(ctx.broker, sync).await;
     let response =
         SyncGroupResponse::default().with_error_code(code(result.error)).with_assignment(result.assignment);
@@ -146,6 +177,9 @@ pub async fn sync(ctx: &RequestContext<'_>, request: SyncGroupRequest) -> SyncGr
 }
 
 pub fn heartbeat(ctx: &RequestContext<'_>, request: HeartbeatRequest) -> HeartbeatResponse {
+    if let Err(error) = ctx.broker.groups.check_coordinator(ctx.broker, &request.group_id) {
+        return HeartbeatResponse::default().with_error_code(error.code());
+    }
     let error = ctx.broker.groups.heartbeat(
         request.group_id.as_str(),
         request.member_id.as_str(),
@@ -165,7 +199,12 @@ pub fn leave(ctx: &RequestContext<'_>, request: LeaveGroupRequest) -> LeaveGroup
     } else {
         vec![(request.member_id.to_string(), None)]
     };
-    match ctx.broker.groups.leave(ctx.broker, request.group_id.as_str(), &leaving) {
+    let left = ctx
+        .broker
+        .groups
+        .check_coordinator(ctx.broker, &request.group_id)
+        .and_then(|()| ctx.broker.groups.leave(ctx.broker, request.group_id.as_str(), &leaving));
+    match left {
         Err(error) => LeaveGroupResponse::default().with_error_code(error.code()),
         Ok(outcomes) if ctx.api_version < 3 => {
             LeaveGroupResponse::default().with_error_code(code(outcomes[0]))
@@ -218,6 +257,9 @@ pub fn describe(ctx: &RequestContext<'_>, request: DescribeGroupsRequest) -> Des
         .map(|id| {
             let base = DescribedGroup::default().with_group_id(id.clone());
             let base = if ctx.api_version >= 3 { base.with_authorized_operations(operations) } else { base };
+            if let Err(error) = ctx.broker.groups.check_coordinator(ctx.broker, id) {
+                return base.with_error_code(error.code());
+            }
             let Some(described) = ctx.broker.groups.describe(id.as_str()) else {
                 let dead = base.with_group_state(str_bytes("Dead"));
                 if ctx.api_version < 6 {
@@ -258,7 +300,10 @@ pub fn delete(ctx: &RequestContext<'_>, request: DeleteGroupsRequest) -> DeleteG
         .groups_names
         .iter()
         .map(|id| {
-            let error = ctx.broker.groups.delete_group(ctx.broker, id.as_str());
+            let error = match ctx.broker.groups.check_coordinator(ctx.broker, id) {
+                Ok(()) => ctx.broker.groups.delete_group(ctx.broker, id.as_str()),
+                Err(error) => Some(error),
+            };
             DeletableGroupResult::default().with_group_id(id.clone()).with_error_code(code(error))
         })
         .collect();

@@ -28,18 +28,13 @@ pub fn handle(
         .topics
         .into_iter()
         .map(|topic| {
-            let hosted = ctx.broker.replicas.topic(topic.topic.0.as_str());
+            let name = topic.topic.0.as_str();
             let partitions = topic
                 .partitions
                 .iter()
-                .map(|p| {
-                    let partition = hosted
-                        .as_ref()
-                        .and_then(|t| usize::try_from(p.partition).ok().and_then(|i| t.partitions.get(i)));
-                    match partition {
-                        Some(partition) => end_offset(partition, p),
-                        None => failure(p.partition, ResponseError::UnknownTopicOrPartition),
-                    }
+                .map(|p| match ctx.broker.replicas.leader_partition(name, p.partition) {
+                    Ok(partition) => end_offset(&partition, p),
+                    Err(error) => failure(p.partition, error),
                 })
                 .collect();
             OffsetForLeaderTopicResult::default().with_topic(topic.topic).with_partitions(partitions)

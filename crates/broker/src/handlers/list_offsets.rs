@@ -27,17 +27,14 @@ pub fn handle(ctx: &RequestContext<'_>, request: ListOffsetsRequest) -> ListOffs
         .topics
         .into_iter()
         .map(|topic| {
-            let hosted = ctx.broker.replicas.topic(topic.name.0.as_str());
+            let name = topic.name.0.as_str();
             let partitions = topic
                 .partitions
                 .iter()
                 .map(|p| {
-                    let partition = hosted.as_ref().and_then(|t| {
-                        usize::try_from(p.partition_index).ok().and_then(|i| t.partitions.get(i))
-                    });
-                    let response = match partition {
-                        Some(partition) => list_partition(partition, p, read_committed),
-                        None => failure(p.partition_index, ResponseError::UnknownTopicOrPartition),
+                    let response = match ctx.broker.replicas.leader_partition(name, p.partition_index) {
+                        Ok(partition) => list_partition(&partition, p, read_committed),
+                        Err(error) => failure(p.partition_index, error),
                     };
                     // The leader epoch is reported from v4 on.
                     if ctx.api_version < 4 {
@@ -60,7 +57,7 @@ fn list_partition(
 ) -> ListOffsetsPartitionResponse {
     let response = ListOffsetsPartitionResponse::default()
         .with_partition_index(request.partition_index)
-        .with_leader_epoch(partition.leader_epoch);
+        .with_leader_epoch(partition.leader_epoch());
     if !partition.is_online() {
         return failure(request.partition_index, ResponseError::KafkaStorageError);
     }

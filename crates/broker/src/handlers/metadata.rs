@@ -6,7 +6,7 @@ use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
 use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse};
-use strom_metadata::{block_on, MetadataError, NewTopic, TopicImage};
+use strom_metadata::{MetadataError, NewTopic, TopicImage};
 use uuid::Uuid;
 
 use super::{live_endpoints, str_bytes, topic_name, AUTHORIZED_OPERATIONS_OMITTED};
@@ -73,7 +73,9 @@ fn lookup_by_name(
         return topic_error(name, ResponseError::UnknownTopicOrPartition);
     }
     match auto_create(broker, name) {
-        Ok(topic) => describe_topic(broker, &topic, operations),
+        Ok(Some(topic)) => describe_topic(broker, &topic, operations),
+        // Created, not yet in this node's image: the client retries.
+        Ok(None) => topic_error(name, ResponseError::LeaderNotAvailable),
         // Another request created it first: describe the winner's topic.
         Err(MetadataError::TopicAlreadyExists(_)) => match broker.controller.image().topic(name) {
             Some(topic) => describe_topic(broker, topic, operations),
@@ -96,17 +98,21 @@ fn lookup_by_id(broker: &Broker, id: Uuid, operations: i32) -> MetadataResponseT
     }
 }
 
-/// Creates `name` with the broker's defaults and opens its partitions.
-pub fn auto_create(broker: &Broker, name: &str) -> Result<TopicImage, MetadataError> {
+/// Creates `name` with the broker's defaults through the active
+/// controller: the topic once this node's image names it, `None` while it
+/// does not yet (the client retries).
+pub fn auto_create(broker: &Broker, name: &str) -> Result<Option<TopicImage>, MetadataError> {
     let new_topic = NewTopic {
         name: name.to_owned(),
         partitions: broker.config.num_partitions,
         replication_factor: broker.config.default_replication_factor,
         ..Default::default()
     };
-    let topic = block_on(broker.controller.create_topic_with_logs(new_topic, false, &broker.replicas))?;
-    broker.sync_partitions()?;
-    tracing::info!(topic = name, partitions = topic.partitions.len(), "auto-created topic");
+    broker.create_topic(new_topic)?;
+    let topic = broker.controller.image().topic(name).cloned();
+    if let Some(topic) = &topic {
+        tracing::info!(topic = name, partitions = topic.partitions.len(), "auto-created topic");
+    }
     Ok(topic)
 }
 
@@ -119,26 +125,40 @@ fn topic_error(name: &str, error: ResponseError) -> MetadataResponseTopic {
 
 fn describe_topic(broker: &Broker, topic: &TopicImage, operations: i32) -> MetadataResponseTopic {
     let hosted = broker.replicas.topic(&topic.name);
+    let image = broker.controller.image();
+    let node_id = broker.config.node_id;
     let partitions = topic
         .partitions
         .iter()
         .map(|(index, p)| {
-            let described = MetadataResponsePartition::default()
+            // Replicas on brokers that are fenced or not registered.
+            let mut offline: Vec<BrokerId> = p
+                .replicas
+                .iter()
+                .filter(|id| image.brokers.get(id).is_none_or(|b| b.fenced))
+                .copied()
+                .map(BrokerId)
+                .collect();
+            // A replica here whose log could not be opened or went offline
+            // (see ReplicaManager::sync) is offline too, whatever the image says.
+            let local_offline = p.replicas.contains(&node_id)
+                && hosted.as_ref().and_then(|t| t.get(*index)).is_none_or(|partition| !partition.is_online());
+            if local_offline && !offline.contains(&BrokerId(node_id)) {
+                offline.push(BrokerId(node_id));
+            }
+            let leader = match p.leader {
+                leader if leader == node_id && local_offline => -1,
+                leader => leader,
+            };
+            let error = if leader < 0 { ResponseError::LeaderNotAvailable.code() } else { 0 };
+            MetadataResponsePartition::default()
+                .with_error_code(error)
                 .with_partition_index(*index)
-                .with_leader_id(BrokerId(p.leader))
+                .with_leader_id(BrokerId(leader))
                 .with_leader_epoch(p.leader_epoch)
                 .with_replica_nodes(p.replicas.iter().copied().map(BrokerId).collect())
-                .with_isr_nodes(p.isr.iter().copied().map(BrokerId).collect());
-            // Not hosted: its log could not be opened (see ReplicaManager::sync).
-            let offline = hosted
-                .as_ref()
-                .and_then(|t| t.partitions.get(usize::try_from(*index).ok()?))
-                .is_none_or(|partition| !partition.is_online());
-            if offline {
-                offline_partition(broker, described)
-            } else {
-                described
-            }
+                .with_isr_nodes(p.isr.iter().copied().map(BrokerId).collect())
+                .with_offline_replicas(offline)
         })
         .collect();
     MetadataResponseTopic::default()
@@ -147,14 +167,4 @@ fn describe_topic(broker: &Broker, topic: &TopicImage, operations: i32) -> Metad
         .with_is_internal(topic.is_internal())
         .with_partitions(partitions)
         .with_topic_authorized_operations(operations)
-}
-
-/// A partition whose log dir failed or whose log could not be opened, as
-/// Kafka's metadata shows one once its only replica is offline: no leader,
-/// this broker's replica offline.
-fn offline_partition(broker: &Broker, partition: MetadataResponsePartition) -> MetadataResponsePartition {
-    partition
-        .with_error_code(ResponseError::LeaderNotAvailable.code())
-        .with_leader_id(BrokerId(-1))
-        .with_offline_replicas(vec![BrokerId(broker.config.node_id)])
 }

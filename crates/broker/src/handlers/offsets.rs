@@ -118,6 +118,9 @@ pub fn fetch(ctx: &RequestContext<'_>, request: OffsetFetchRequest) -> OffsetFet
     let broker = ctx.broker;
     let require_stable = ctx.api_version >= 7 && request.require_stable;
     if ctx.api_version < 8 {
+        if let Err(error) = broker.groups.check_coordinator(broker, &request.group_id) {
+            return OffsetFetchResponse::default().with_error_code(error.code());
+        }
         let wanted = request.topics.as_ref().map(|topics| {
             topics.iter().flat_map(|t| t.partition_indexes.iter().map(|p| (t.name.to_string(), *p))).collect()
         });
@@ -155,6 +158,11 @@ pub fn fetch(ctx: &RequestContext<'_>, request: OffsetFetchRequest) -> OffsetFet
         .groups
         .iter()
         .map(|group| {
+            if let Err(error) = broker.groups.check_coordinator(broker, &group.group_id) {
+                return OffsetFetchResponseGroup::default()
+                    .with_group_id(group.group_id.clone())
+                    .with_error_code(error.code());
+            }
             let wanted = group.topics.as_ref().map(|topics| {
                 topics
                     .iter()
@@ -213,7 +221,11 @@ pub fn delete(ctx: &RequestContext<'_>, request: OffsetDeleteRequest) -> OffsetD
         .iter()
         .flat_map(|t| t.partitions.iter().map(|p| (t.name.to_string(), p.partition_index)))
         .collect();
-    match ctx.broker.groups.delete_offsets(ctx.broker, request.group_id.as_str(), &partitions) {
+    let deleted =
+        ctx.broker.groups.check_coordinator(ctx.broker, &request.group_id).and_then(|()| {
+            ctx.broker.groups.delete_offsets(ctx.broker, request.group_id.as_str(), &partitions)
+        });
+    match deleted {
         Err(error) => OffsetDeleteResponse::default().with_error_code(error.code()),
         Ok(outcomes) => {
             let mut outcomes = outcomes.into_iter();

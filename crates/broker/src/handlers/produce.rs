@@ -12,12 +12,12 @@ use std::sync::atomic::Ordering;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::produce_response::{
-    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+    BatchIndexAndErrorMessage, LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse, TopicProduceResponse,
 };
-use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use kafka_protocol::messages::{BrokerId, ProduceRequest, ProduceResponse};
 
-use super::str_bytes;
 use super::transactions::verify_transactional_produce;
+use super::{str_bytes, LeaderHints};
 use crate::dispatch::{MaybeReply, RequestContext};
 use crate::error::storage_error;
 use crate::replica::{TopicPartitions, VerifiedAppendError};
@@ -36,8 +36,11 @@ pub fn handle(ctx: &RequestContext<'_>, request: ProduceRequest) -> MaybeReply<P
         .collect();
     count_failures(broker, &responses);
     if acks == 0 {
+        // As Kafka: a failed acks=0 request closes the connection, so the
+        // producer refreshes its metadata (a leader may have moved).
+        let failed = responses.iter().flat_map(|t| &t.partition_responses).any(|p| p.error_code != 0);
         let response = ProduceResponse::default().with_responses(responses);
-        return MaybeReply { response, send: false };
+        return MaybeReply { response, send: false, close: failed };
     }
     for partition in responses.iter_mut().flat_map(|t| t.partition_responses.iter_mut()) {
         // Fields this version does not carry go back to their defaults.
@@ -54,7 +57,40 @@ pub fn handle(ctx: &RequestContext<'_>, request: ProduceRequest) -> MaybeReply<P
             partition.error_code = ResponseError::NotLeaderOrFollower.code();
         }
     }
-    MaybeReply { response: ProduceResponse::default().with_responses(responses), send: true }
+    let mut response = ProduceResponse::default().with_responses(responses);
+    if ctx.api_version >= FIRST_LEADER_HINT_VERSION {
+        add_leader_hints(ctx, &mut response);
+    }
+    MaybeReply { response, send: true, close: false }
+}
+
+/// Produce v10 is the first to carry KIP-951's leader hints.
+const FIRST_LEADER_HINT_VERSION: i16 = 10;
+
+/// Names the leader of each partition refused with NOT_LEADER_OR_FOLLOWER,
+/// so the client retries there without a metadata round trip (KIP-951).
+fn add_leader_hints(ctx: &RequestContext<'_>, response: &mut ProduceResponse) {
+    let not_leader = ResponseError::NotLeaderOrFollower.code();
+    let mut hints = LeaderHints::new(ctx);
+    for topic in &mut response.responses {
+        for partition in topic.partition_responses.iter_mut().filter(|p| p.error_code == not_leader) {
+            let hint = hints.hint(&topic.name, partition.index);
+            partition.current_leader = LeaderIdAndEpoch::default()
+                .with_leader_id(BrokerId(hint.leader_id))
+                .with_leader_epoch(hint.leader_epoch);
+        }
+    }
+    response.node_endpoints = hints
+        .endpoints()
+        .into_iter()
+        .map(|(id, endpoint, rack)| {
+            NodeEndpoint::default()
+                .with_node_id(BrokerId(id))
+                .with_host(str_bytes(&endpoint.host))
+                .with_port(i32::from(endpoint.port))
+                .with_rack(rack.as_deref().map(str_bytes))
+        })
+        .collect();
 }
 
 fn produce_topic(
@@ -95,9 +131,16 @@ fn produce_partition(
     data: PartitionProduceData,
 ) -> PartitionProduceResponse {
     let index = data.index;
-    let Some(partition) = usize::try_from(index).ok().and_then(|i| hosted.partitions.get(i)) else {
-        let message = format!("topic {} has no partition {index}", hosted.name);
-        return error_response(index, ResponseError::UnknownTopicOrPartition, Some(message));
+    let partition = match broker.replicas.leader_partition(&hosted.name, index) {
+        Ok(partition) => partition,
+        Err(ResponseError::NotLeaderOrFollower) => {
+            let message = format!("this broker does not lead partition {index} of topic {}", hosted.name);
+            return error_response(index, ResponseError::NotLeaderOrFollower, Some(message));
+        }
+        Err(error) => {
+            let message = format!("topic {} has no partition {index}", hosted.name);
+            return error_response(index, error, Some(message));
+        }
     };
     if hosted.name == crate::group::OFFSETS_TOPIC || hosted.name == crate::txn::TRANSACTION_STATE_TOPIC {
         let message = format!("cannot append to internal topic {}", hosted.name);

@@ -54,11 +54,6 @@ pub fn create(ctx: &RequestContext<'_>, request: CreateTopicsRequest) -> CreateT
             for_version(result, ctx.api_version)
         })
         .collect();
-    if !request.validate_only {
-        if let Err(e) = ctx.broker.sync_partitions() {
-            tracing::error!("opening the partitions of new topics failed: {e}");
-        }
-    }
     CreateTopicsResponse::default().with_topics(topics)
 }
 
@@ -199,9 +194,6 @@ pub fn delete(ctx: &RequestContext<'_>, request: DeleteTopicsRequest) -> DeleteT
             result
         })
         .collect();
-    if let Err(e) = broker.sync_partitions() {
-        tracing::error!("removing the partitions of deleted topics failed: {e}");
-    }
     DeleteTopicsResponse::default().with_responses(responses)
 }
 
@@ -296,10 +288,5 @@ pub fn create_partitions(
             }
         })
         .collect();
-    if !request.validate_only {
-        if let Err(e) = ctx.broker.sync_partitions() {
-            tracing::error!("opening new partitions failed: {e}");
-        }
-    }
     CreatePartitionsResponse::default().with_results(results)
 }

@@ -51,14 +51,15 @@ pub fn fenced_for(error: ResponseError, version: i16, first_version: i16) -> Res
     }
 }
 
-/// The (topic, partition) pairs of a request, and whether this broker
-/// hosts all of them.
+/// The (topic, partition) pairs of a request, and whether the metadata
+/// knows all of them.
 fn resolve(broker: &Broker, topics: &[AddPartitionsToTxnTopic]) -> (Vec<TxnPartition>, bool) {
     let mut partitions = Vec::new();
     let mut all_known = true;
     for topic in topics {
         for index in &topic.partitions {
-            all_known &= broker.replicas.partition(topic.name.as_str(), *index).is_some();
+            // Any broker may lead it: the metadata says it exists.
+            all_known &= broker.replicas.knows(topic.name.as_str(), *index);
             partitions.push((topic.name.to_string(), *index));
         }
     }
@@ -81,9 +82,9 @@ fn add_or_verify(
     let errors: Vec<Option<ResponseError>> = if !all_known {
         partitions
             .iter()
-            .map(|(t, p)| match broker.replicas.partition(t, *p) {
-                None => Some(ResponseError::UnknownTopicOrPartition),
-                Some(_) => Some(ResponseError::OperationNotAttempted),
+            .map(|(t, p)| match broker.replicas.knows(t, *p) {
+                false => Some(ResponseError::UnknownTopicOrPartition),
+                true => Some(ResponseError::OperationNotAttempted),
             })
             .collect()
     } else if verify_only {
@@ -202,8 +203,11 @@ pub fn txn_offset_commit(
             })
         })
         .collect();
+    let coordinator = broker.groups.check_coordinator(broker, &request.group_id);
     let outcomes = if request.group_id.is_empty() {
         vec![Some(ResponseError::InvalidGroupId); entries.len()]
+    } else if let Err(error) = coordinator {
+        vec![Some(error); entries.len()]
     } else {
         let commit = TxnCommit {
             group_id: request.group_id.to_string(),
@@ -271,9 +275,9 @@ pub fn write_markers(ctx: &RequestContext<'_>, request: WriteTxnMarkersRequest) 
                         .partition_indexes
                         .iter()
                         .map(|index| {
-                            let error = match broker.replicas.partition(topic.name.as_str(), *index) {
-                                None => Some(ResponseError::UnknownTopicOrPartition),
-                                Some(_) => write_marker(
+                            let error = match broker.replicas.leader_partition(topic.name.as_str(), *index) {
+                                Err(error) => Some(error),
+                                Ok(_) => write_marker(
                                     broker,
                                     marker.producer_id.0,
                                     marker.producer_epoch,
@@ -309,7 +313,12 @@ pub fn describe(
         .map(|id| {
             let base =
                 describe_transactions_response::TransactionState::default().with_transactional_id(id.clone());
-            match ctx.broker.transactions.describe(id.as_str()) {
+            let described = ctx
+                .broker
+                .transactions
+                .check_coordinator(ctx.broker, id)
+                .and_then(|()| ctx.broker.transactions.describe(id.as_str()));
+            match described {
                 Err(error) => base
                     .with_error_code(error.code())
                     .with_producer_id(ProducerId(-1))
@@ -427,8 +436,9 @@ pub fn describe_producers(
                 .iter()
                 .map(|index| {
                     let base = PartitionResponse::default().with_partition_index(*index);
-                    let Some(partition) = ctx.broker.replicas.partition(topic.name.as_str(), *index) else {
-                        return base.with_error_code(ResponseError::UnknownTopicOrPartition.code());
+                    let partition = match ctx.broker.replicas.leader_partition(topic.name.as_str(), *index) {
+                        Ok(partition) => partition,
+                        Err(error) => return base.with_error_code(error.code()),
                     };
                     let mut producers = partition.producers();
                     producers.sort_by_key(|(id, _)| *id);

@@ -32,6 +32,7 @@ use strom_storage::StorageError;
 use crate::group::OFFSETS_TOPIC;
 use crate::internal_topic;
 use crate::locks::lock_recovering;
+use crate::replica::Partition;
 use crate::server::Broker;
 use state::{InitRequest, InitTransition, TxnMetadata, TxnPartition, TxnResult, TxnState};
 
@@ -118,6 +119,21 @@ impl TransactionCoordinator {
         internal_topic::partition_for(transactional_id, self.config.state_log_partitions)
     }
 
+    /// NOT_COORDINATOR unless this broker leads the `__transaction_state`
+    /// partition of `transactional_id`.
+    pub fn check_coordinator(&self, broker: &Broker, transactional_id: &str) -> Result<(), ResponseError> {
+        internal_topic::check_local(broker, TRANSACTION_STATE_TOPIC, self.partition_for(transactional_id))
+    }
+
+    /// Forgets the transactions of a `__transaction_state` partition this
+    /// broker no longer leads: their requests get NOT_COORDINATOR from now on.
+    pub fn unload_partition(&self, partition: i32) {
+        let mut txns = self.txns();
+        let before = txns.len();
+        txns.retain(|id, _| self.partition_for(id) != partition);
+        tracing::info!(partition, transactional_ids = before - txns.len(), "unloaded transactions");
+    }
+
     /// Creates `__transaction_state` on first use, with Kafka's settings.
     pub fn ensure_topic(&self, broker: &Broker) -> Result<(), ResponseError> {
         let config = &self.config;
@@ -177,6 +193,7 @@ impl TransactionCoordinator {
             return Err(ResponseError::InvalidTransactionTimeout);
         }
         self.ensure_topic(broker)?;
+        self.check_coordinator(broker, transactional_id)?;
         let now_ms = strom_storage::now_ms();
         let request = InitRequest { timeout_ms, expected, now_ms };
         let mut txns = self.txns();
@@ -214,6 +231,7 @@ impl TransactionCoordinator {
         if transactional_id.is_empty() {
             return Err(ResponseError::InvalidRequest);
         }
+        self.check_coordinator(broker, transactional_id)?;
         let mut txns = self.txns();
         let current = txns.get(transactional_id).ok_or(ResponseError::InvalidProducerIdMapping)?;
         match current.prepare_add_partitions(producer_id, epoch, partitions, strom_storage::now_ms())? {
@@ -269,6 +287,7 @@ impl TransactionCoordinator {
         if transactional_id.is_empty() {
             return Err(ResponseError::InvalidRequest);
         }
+        self.check_coordinator(broker, transactional_id)?;
         {
             let mut txns = self.txns();
             let current = txns.get(transactional_id).ok_or(ResponseError::InvalidProducerIdMapping)?;
@@ -340,33 +359,51 @@ impl TransactionCoordinator {
         listed
     }
 
-    /// Replays `__transaction_state` at start, then finishes the
-    /// transactions a crash left prepared by writing their markers.
+    /// Replays the `__transaction_state` partitions this broker leads, at start.
     pub fn load(&self, broker: &Broker) -> Result<(), StorageError> {
         let Some(topic) = broker.replicas.topic(TRANSACTION_STATE_TOPIC) else { return Ok(()) };
+        for partition in topic.partitions.values().filter(|p| p.is_leader()) {
+            self.load_partition(broker, partition)?;
+        }
+        Ok(())
+    }
+
+    /// Replays one `__transaction_state` partition, when this broker starts
+    /// leading it, then finishes the transactions it left prepared by
+    /// writing their markers.
+    pub fn load_partition(&self, broker: &Broker, partition: &Partition) -> Result<(), StorageError> {
+        let records = partition.read_records()?;
+        // Takes no lock for a new partition: whoever created the topic may
+        // hold it while the creation is applied.
+        if records.is_empty() {
+            return Ok(());
+        }
         let mut loaded = HashMap::new();
-        for partition in &topic.partitions {
-            let records = partition.read_records()?;
-            for record in records {
-                let Some(id) = record.key.as_deref().and_then(|k| codec::decode_key(k).ok()) else {
-                    continue;
-                };
-                match record.value.as_deref().map(|v| codec::decode_value(&id, v)) {
-                    None => {
-                        loaded.remove(&id);
-                    }
-                    Some(Ok(metadata)) => {
-                        loaded.insert(id, metadata);
-                    }
-                    Some(Err(e)) => tracing::warn!(transactional_id = id, "skipping transaction record: {e}"),
+        for record in records {
+            let Some(id) = record.key.as_deref().and_then(|k| codec::decode_key(k).ok()) else {
+                continue;
+            };
+            match record.value.as_deref().map(|v| codec::decode_value(&id, v)) {
+                None => {
+                    loaded.remove(&id);
                 }
+                Some(Ok(metadata)) => {
+                    loaded.insert(id, metadata);
+                }
+                Some(Err(e)) => tracing::warn!(transactional_id = id, "skipping transaction record: {e}"),
             }
         }
         loaded.retain(|_, m| m.state != TxnState::Dead);
         let prepared: Vec<String> =
             loaded.values().filter(|m| m.state.is_prepared()).map(|m| m.transactional_id.clone()).collect();
-        tracing::info!(transactional_ids = loaded.len(), prepared = prepared.len(), "loaded transactions");
-        *self.txns() = loaded;
+        let number = partition.tp.partition;
+        tracing::info!(
+            partition = number,
+            transactional_ids = loaded.len(),
+            prepared = prepared.len(),
+            "loaded transactions"
+        );
+        self.txns().extend(loaded);
         for id in prepared {
             if let Err(error) = self.complete(broker, &id) {
                 tracing::warn!(
@@ -495,9 +532,16 @@ pub fn write_marker(
     topic: &str,
     index: i32,
 ) -> Result<(), ResponseError> {
-    let Some(partition) = broker.replicas.partition(topic, index) else {
-        tracing::info!(topic, partition = index, "skipping the marker of a partition that is gone");
-        return Ok(());
+    let partition = match broker.replicas.leader_partition(topic, index) {
+        Ok(partition) => partition,
+        Err(ResponseError::UnknownTopicOrPartition) => {
+            tracing::info!(topic, partition = index, "skipping the marker of a partition that is gone");
+            return Ok(());
+        }
+        // Led by another broker: markers do not reach it yet (no
+        // WriteTxnMarkers between brokers), so the transaction stays
+        // prepared and the retry timer tries again.
+        Err(error) => return Err(error),
     };
     let control = match result {
         TxnResult::Commit => ControlType::Commit,
@@ -539,7 +583,6 @@ mod tests {
     fn create_topic(broker: &Broker, name: &str, partitions: i32) {
         let topic = NewTopic { name: name.into(), partitions, replication_factor: 1, ..Default::default() };
         strom_metadata::block_on(broker.controller.create_topic(topic, false)).unwrap();
-        broker.sync_partitions().unwrap();
     }
 
     /// Writes one transactional record of `producer` into `topic`-`index`,

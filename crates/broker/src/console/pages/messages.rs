@@ -9,12 +9,13 @@
 use std::ops::Range;
 
 use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::records::Record;
 
 use super::Page;
 use crate::console::html::{self, escape, form, hidden, input, link, select, table};
 use crate::console::http::{percent_encode, Response};
-use crate::console::kafka::TestRecord;
+use crate::console::kafka::{error_name, TestRecord};
 use crate::replica::{Isolation, Partition};
 
 pub const DEFAULT_LIMIT: usize = 50;
@@ -337,7 +338,8 @@ pub fn page(page: &Page<'_>) -> Response {
         Ok(query) => query,
         Err(error) => return page.refused(400, "/topics", "/topics", &error),
     };
-    let Some(topic_partitions) = page.broker().replicas.topic(topic) else {
+    let image = page.broker().replicas.image();
+    let Some(partition_count) = image.topic(topic).map(|t| t.partitions.len() as i32) else {
         return page.refused(
             404,
             "/topics",
@@ -345,14 +347,18 @@ pub fn page(page: &Page<'_>) -> Response {
             &format!("UNKNOWN_TOPIC_OR_PARTITION: no topic {topic}"),
         );
     };
-    let partition_count = topic_partitions.partitions.len() as i32;
-    let Some(partition) = page.broker().replicas.partition(topic, query.partition) else {
-        return page.refused(
-            404,
-            "/topics",
-            "/topics",
-            &format!("UNKNOWN_TOPIC_OR_PARTITION: no partition {topic}-{}", query.partition),
-        );
+    // Records are read from the partition's leader, as a consumer reads them.
+    let partition = match page.broker().replicas.leader_partition(topic, query.partition) {
+        Ok(partition) => partition,
+        Err(error) => {
+            let why = match error {
+                ResponseError::NotLeaderOrFollower => "is led by another broker",
+                _ => "does not exist",
+            };
+            let message =
+                format!("{}: partition {topic}-{} {why}", error_name(error.code()), query.partition);
+            return page.refused(404, "/topics", "/topics", &message);
+        }
     };
     let found = match browse(&partition, &query) {
         Ok(found) => found,
