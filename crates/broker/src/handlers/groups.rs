@@ -19,6 +19,7 @@ use kafka_protocol::messages::{
 
 use super::{advertised_endpoint, str_bytes, AUTHORIZED_OPERATIONS_OMITTED};
 use crate::dispatch::RequestContext;
+use strom_metadata::acl::{operation, resource};
 use crate::group::{JoinRequest, SyncRequest};
 
 const KEY_TYPE_GROUP: i8 = 0;
@@ -32,6 +33,13 @@ fn group_id(s: &str) -> GroupId {
     GroupId(str_bytes(s))
 }
 
+const GROUP_DENIED: ResponseError = ResponseError::GroupAuthorizationFailed;
+
+/// Joining, syncing, heartbeating and leaving need READ on the group.
+pub fn may_read_group(ctx: &RequestContext<'_>, group_id: &str) -> bool {
+    ctx.authorize(operation::READ, resource::GROUP, group_id)
+}
+
 pub fn find_coordinator(
     ctx: &RequestContext<'_>,
     request: FindCoordinatorRequest,
@@ -42,6 +50,12 @@ pub fn find_coordinator(
         let base = Coordinator::default().with_key(str_bytes(key));
         let error = match request.key_type {
             // The listener is not advertised: no endpoint to send the client to.
+            KEY_TYPE_GROUP if !ctx.authorize(operation::DESCRIBE, resource::GROUP, key) => {
+                Some(ResponseError::GroupAuthorizationFailed)
+            }
+            KEY_TYPE_TRANSACTION if !ctx.authorize(operation::DESCRIBE, resource::TRANSACTIONAL_ID, key) => {
+                Some(ResponseError::TransactionalIdAuthorizationFailed)
+            }
             _ if endpoint.is_none() => Some(ResponseError::CoordinatorNotAvailable),
             KEY_TYPE_GROUP if key.is_empty() => Some(ResponseError::InvalidGroupId),
             KEY_TYPE_GROUP => broker.groups.ensure_offsets_topic(broker).err(),
@@ -76,6 +90,9 @@ pub fn find_coordinator(
 }
 
 pub async fn join(ctx: &RequestContext<'_>, request: JoinGroupRequest) -> JoinGroupResponse {
+    if !may_read_group(ctx, &request.group_id) {
+        return JoinGroupResponse::default().with_error_code(GROUP_DENIED.code());
+    }
     let join = JoinRequest {
         group_id: request.group_id.to_string(),
         member_id: request.member_id.to_string(),
@@ -125,6 +142,9 @@ pub async fn join(ctx: &RequestContext<'_>, request: JoinGroupRequest) -> JoinGr
 }
 
 pub async fn sync(ctx: &RequestContext<'_>, request: SyncGroupRequest) -> SyncGroupResponse {
+    if !may_read_group(ctx, &request.group_id) {
+        return SyncGroupResponse::default().with_error_code(GROUP_DENIED.code());
+    }
     let assignments: HashMap<String, bytes::Bytes> =
         request.assignments.iter().map(|a| (a.member_id.to_string(), a.assignment.clone())).collect();
     let sync = SyncRequest {
@@ -146,6 +166,9 @@ pub async fn sync(ctx: &RequestContext<'_>, request: SyncGroupRequest) -> SyncGr
 }
 
 pub fn heartbeat(ctx: &RequestContext<'_>, request: HeartbeatRequest) -> HeartbeatResponse {
+    if !may_read_group(ctx, &request.group_id) {
+        return HeartbeatResponse::default().with_error_code(GROUP_DENIED.code());
+    }
     let error = ctx.broker.groups.heartbeat(
         request.group_id.as_str(),
         request.member_id.as_str(),
@@ -156,6 +179,9 @@ pub fn heartbeat(ctx: &RequestContext<'_>, request: HeartbeatRequest) -> Heartbe
 }
 
 pub fn leave(ctx: &RequestContext<'_>, request: LeaveGroupRequest) -> LeaveGroupResponse {
+    if !may_read_group(ctx, &request.group_id) {
+        return LeaveGroupResponse::default().with_error_code(GROUP_DENIED.code());
+    }
     let leaving: Vec<(String, Option<String>)> = if ctx.api_version >= 3 {
         request
             .members
@@ -189,6 +215,8 @@ pub fn leave(ctx: &RequestContext<'_>, request: LeaveGroupRequest) -> LeaveGroup
 pub fn list(ctx: &RequestContext<'_>, request: ListGroupsRequest) -> ListGroupsResponse {
     let states: Vec<String> = request.states_filter.iter().map(|s| s.to_ascii_lowercase()).collect();
     let types: Vec<String> = request.types_filter.iter().map(|s| s.to_ascii_lowercase()).collect();
+    // Without DESCRIBE on the cluster, only groups the principal may describe are listed.
+    let all_groups = ctx.authorize_cluster(operation::DESCRIBE);
     let groups = ctx
         .broker
         .groups
@@ -196,6 +224,7 @@ pub fn list(ctx: &RequestContext<'_>, request: ListGroupsRequest) -> ListGroupsR
         .into_iter()
         .filter(|(_, _, state, _)| states.is_empty() || states.contains(&state.to_ascii_lowercase()))
         .filter(|(_, _, _, kind)| types.is_empty() || types.iter().any(|t| t == kind))
+        .filter(|(id, ..)| all_groups || ctx.authorize(operation::DESCRIBE, resource::GROUP, id))
         .map(|(id, protocol_type, state, kind)| {
             let listed = ListedGroup::default()
                 .with_group_id(group_id(&id))
@@ -211,12 +240,18 @@ pub fn list(ctx: &RequestContext<'_>, request: ListGroupsRequest) -> ListGroupsR
 }
 
 pub fn describe(ctx: &RequestContext<'_>, request: DescribeGroupsRequest) -> DescribeGroupsResponse {
-    let operations = AUTHORIZED_OPERATIONS_OMITTED;
     let groups = request
         .groups
         .iter()
         .map(|id| {
             let base = DescribedGroup::default().with_group_id(id.clone());
+            if !ctx.authorize(operation::DESCRIBE, resource::GROUP, id) {
+                return base.with_error_code(GROUP_DENIED.code());
+            }
+            let operations = match request.include_authorized_operations {
+                true => ctx.authorized_operations(resource::GROUP, id),
+                false => AUTHORIZED_OPERATIONS_OMITTED,
+            };
             let base = if ctx.api_version >= 3 { base.with_authorized_operations(operations) } else { base };
             let Some(described) = ctx.broker.groups.describe(id.as_str()) else {
                 let dead = base.with_group_state(str_bytes("Dead"));
@@ -258,6 +293,9 @@ pub fn delete(ctx: &RequestContext<'_>, request: DeleteGroupsRequest) -> DeleteG
         .groups_names
         .iter()
         .map(|id| {
+            if !ctx.authorize(operation::DELETE, resource::GROUP, id) {
+                return DeletableGroupResult::default().with_group_id(id.clone()).with_error_code(GROUP_DENIED.code());
+            }
             let error = ctx.broker.groups.delete_group(ctx.broker, id.as_str());
             DeletableGroupResult::default().with_group_id(id.clone()).with_error_code(code(error))
         })

@@ -18,6 +18,7 @@ use super::configs::topic_entries;
 use super::{str_bytes, topic_name};
 use crate::dispatch::RequestContext;
 use crate::error::metadata_error;
+use strom_metadata::acl::{operation, resource};
 use crate::failpoint;
 use crate::server::Broker;
 
@@ -49,6 +50,9 @@ pub fn create(ctx: &RequestContext<'_>, request: CreateTopicsRequest) -> CreateT
                     ResponseError::InvalidRequest,
                     "topic appears more than once in the request",
                 );
+            }
+            if !may_create(ctx, &name) {
+                return failure(&name, ResponseError::TopicAuthorizationFailed, "Authorization failed.");
             }
             let result = create_one(ctx.broker, topic, request.validate_only);
             for_version(result, ctx.api_version)
@@ -188,7 +192,10 @@ pub fn delete(ctx: &RequestContext<'_>, request: DeleteTopicsRequest) -> DeleteT
     let responses = wanted
         .into_iter()
         .map(|(name, id)| {
-            let mut result = delete_one(broker, name, id);
+            let mut result = match delete_denied(ctx, name.as_deref(), id) {
+                Some(denied) => denied,
+                None => delete_one(broker, name, id),
+            };
             // Topic ids are reported from v6, error messages from v5.
             if ctx.api_version < 6 {
                 result.topic_id = Uuid::nil();
@@ -203,6 +210,27 @@ pub fn delete(ctx: &RequestContext<'_>, request: DeleteTopicsRequest) -> DeleteT
         tracing::error!("removing the partitions of deleted topics failed: {e}");
     }
     DeleteTopicsResponse::default().with_responses(responses)
+}
+
+/// CreateTopics needs CREATE on the cluster or on the topic.
+fn may_create(ctx: &RequestContext<'_>, name: &str) -> bool {
+    ctx.authorize_cluster(operation::CREATE) || ctx.authorize(operation::CREATE, resource::TOPIC, name)
+}
+
+/// The answer for a topic the principal may not delete (DELETE on it);
+/// an id no topic has is left to the unknown-id answer.
+fn delete_denied(ctx: &RequestContext<'_>, name: Option<&str>, id: Uuid) -> Option<DeletableTopicResult> {
+    let image = ctx.broker.controller.image();
+    let name = match name {
+        Some(name) => name.to_owned(),
+        None => image.topic_by_id(&id)?.name.clone(),
+    };
+    (!ctx.authorize(operation::DELETE, resource::TOPIC, &name)).then(|| {
+        DeletableTopicResult::default()
+            .with_name(Some(topic_name(&name)))
+            .with_topic_id(id)
+            .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+    })
 }
 
 fn delete_one(broker: &Broker, name: Option<String>, id: Uuid) -> DeletableTopicResult {
@@ -266,6 +294,8 @@ pub fn create_partitions(
             let name = topic.name.0.to_string();
             let outcome = if duplicates.contains(&name) {
                 Err((ResponseError::InvalidRequest, "topic appears more than once in the request".to_owned()))
+            } else if !ctx.authorize(operation::ALTER, resource::TOPIC, &name) {
+                Err((ResponseError::TopicAuthorizationFailed, "Authorization failed.".to_owned()))
             } else {
                 // An empty list asks for no particular placement, like null.
                 let assignments: Option<Vec<Vec<i32>>> = topic
