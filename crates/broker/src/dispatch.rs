@@ -51,6 +51,16 @@ impl RequestContext<'_> {
         authorizer.authorize(&image, &self.principal, self.client_address(), op, resource_type, name)
     }
 
+    /// Whether this principal may do `op` on some resource of the type.
+    pub fn authorize_any(&self, op: i8, resource_type: i8) -> bool {
+        let authorizer = &self.broker.config.authorizer;
+        if !authorizer.enabled {
+            return true;
+        }
+        let image = self.broker.controller.image();
+        authorizer.authorize_any(&image, &self.principal, self.client_address(), op, resource_type)
+    }
+
     /// [`Self::authorize`] on the cluster resource.
     pub fn authorize_cluster(&self, op: i8) -> bool {
         use strom_metadata::acl::{resource, CLUSTER_NAME};

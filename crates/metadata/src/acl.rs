@@ -176,6 +176,33 @@ pub fn authorize<'a>(
     allowed || (!covered && no_acl_default)
 }
 
+/// Whether `principal` from `host` may do `op` on some resource of
+/// `resource_type` (Kafka's `authorizeByResourceType`, KIP-679): an ALLOW
+/// somewhere that no DENY of the same or a wider pattern takes back.
+pub fn authorize_any<'a>(
+    acls: impl IntoIterator<Item = &'a Acl> + Clone,
+    principal: &str,
+    host: &str,
+    op: i8,
+    resource_type: i8,
+) -> bool {
+    let applies = |acl: &&Acl, allow: bool| {
+        acl.resource_type == resource_type && acl.verdict(principal, host, op) == Some(allow)
+    };
+    let denials: Vec<&Acl> = acls.clone().into_iter().filter(|acl| applies(acl, false)).collect();
+    let denied = |allow: &Acl| {
+        denials.iter().any(|deny| match deny.pattern_type {
+            pattern::LITERAL => {
+                deny.resource_name == WILDCARD
+                    || (allow.pattern_type == pattern::LITERAL && allow.resource_name == deny.resource_name)
+            }
+            pattern::PREFIXED => allow.resource_name.starts_with(&deny.resource_name),
+            _ => false,
+        })
+    };
+    acls.into_iter().filter(|acl| applies(acl, true)).any(|allow| !denied(allow))
+}
+
 /// A DescribeAcls or DeleteAcls filter: ANY fields match everything, and the
 /// MATCH pattern type matches every binding that would apply to the named
 /// resource (its LITERAL name, the LITERAL wildcard, and covering prefixes).
