@@ -6,6 +6,7 @@ use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeCluster
 
 use super::{live_endpoints, str_bytes, AUTHORIZED_OPERATIONS_OMITTED};
 use crate::dispatch::RequestContext;
+use strom_metadata::acl::{resource, CLUSTER_NAME};
 
 /// `endpoint_type` 1 asks for brokers; 2 (controllers) is for KRaft
 /// controllers, which a broker listener does not serve.
@@ -17,7 +18,10 @@ pub fn describe(ctx: &RequestContext<'_>, request: DescribeClusterRequest) -> De
         .with_endpoint_type(if ctx.api_version >= 1 { request.endpoint_type } else { ENDPOINT_BROKERS })
         .with_cluster_id(str_bytes(broker.controller.cluster_id()))
         .with_controller_id(BrokerId(broker.config.node_id))
-        .with_cluster_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED);
+        .with_cluster_authorized_operations(match request.include_cluster_authorized_operations {
+            true => ctx.authorized_operations(resource::CLUSTER, CLUSTER_NAME),
+            false => AUTHORIZED_OPERATIONS_OMITTED,
+        });
     if ctx.api_version >= 1 && request.endpoint_type != ENDPOINT_BROKERS {
         return response
             .with_error_code(ResponseError::UnsupportedEndpointType.code())

@@ -21,6 +21,10 @@ pub fn heartbeat(
     ctx: &RequestContext<'_>,
     request: ConsumerGroupHeartbeatRequest,
 ) -> ConsumerGroupHeartbeatResponse {
+    if !super::groups::may_read_group(ctx, &request.group_id) {
+        return ConsumerGroupHeartbeatResponse::default()
+            .with_error_code(ResponseError::GroupAuthorizationFailed.code());
+    }
     let owned = request
         .topic_partitions
         .as_ref()
@@ -100,9 +104,14 @@ pub fn describe(
         .group_ids
         .iter()
         .map(|id| {
-            let base = DescribedGroup::default()
-                .with_group_id(id.clone())
-                .with_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED);
+            let operations = match request.include_authorized_operations {
+                true => ctx.authorized_operations(strom_metadata::acl::resource::GROUP, id),
+                false => AUTHORIZED_OPERATIONS_OMITTED,
+            };
+            let base = DescribedGroup::default().with_group_id(id.clone()).with_authorized_operations(operations);
+            if !ctx.authorize(strom_metadata::acl::operation::DESCRIBE, strom_metadata::acl::resource::GROUP, id) {
+                return base.with_error_code(ResponseError::GroupAuthorizationFailed.code());
+            }
             let Some(group) = ctx.broker.groups.describe_consumer_group(id.as_str()) else {
                 return base
                     .with_error_code(ResponseError::GroupIdNotFound.code())

@@ -7,6 +7,7 @@ use kafka_protocol::messages::delete_records_response::{
 use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
 
 use crate::dispatch::RequestContext;
+use strom_metadata::acl::{operation, resource};
 use crate::error::storage_error;
 use crate::replica::DeleteRecordsError;
 
@@ -16,12 +17,18 @@ pub fn handle(ctx: &RequestContext<'_>, request: DeleteRecordsRequest) -> Delete
         .topics
         .into_iter()
         .map(|topic| {
+            let denied = !ctx.authorize(operation::DELETE, resource::TOPIC, &topic.name);
             let partitions = topic
                 .partitions
                 .iter()
                 .map(|p| {
                     let result =
                         DeleteRecordsPartitionResult::default().with_partition_index(p.partition_index);
+                    if denied {
+                        return result
+                            .with_low_watermark(-1)
+                            .with_error_code(ResponseError::TopicAuthorizationFailed.code());
+                    }
                     let Some(partition) = ctx.broker.replicas.partition(&topic.name, p.partition_index)
                     else {
                         return result

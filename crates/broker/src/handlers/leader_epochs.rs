@@ -18,17 +18,25 @@ use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpoch
 
 use crate::dispatch::RequestContext;
 use crate::error::storage_error;
+use strom_metadata::acl::{operation, resource};
 use crate::replica::Partition;
 
 pub fn handle(
     ctx: &RequestContext<'_>,
     request: OffsetForLeaderEpochRequest,
 ) -> OffsetForLeaderEpochResponse {
+    // A follower (replica id set) needs CLUSTER_ACTION, a client DESCRIBE on each topic.
+    let follower = request.replica_id.0 >= 0;
+    let cluster_action = follower && ctx.authorize_cluster(operation::CLUSTER_ACTION);
     let topics = request
         .topics
         .into_iter()
         .map(|topic| {
             let hosted = ctx.broker.replicas.topic(topic.topic.0.as_str());
+            let denied = match follower {
+                true => !cluster_action,
+                false => !ctx.authorize(operation::DESCRIBE, resource::TOPIC, &topic.topic),
+            };
             let partitions = topic
                 .partitions
                 .iter()
@@ -37,6 +45,7 @@ pub fn handle(
                         .as_ref()
                         .and_then(|t| usize::try_from(p.partition).ok().and_then(|i| t.partitions.get(i)));
                     match partition {
+                        _ if denied => failure(p.partition, ResponseError::TopicAuthorizationFailed),
                         Some(partition) => end_offset(partition, p),
                         None => failure(p.partition, ResponseError::UnknownTopicOrPartition),
                     }

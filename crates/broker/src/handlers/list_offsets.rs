@@ -8,6 +8,7 @@ use kafka_protocol::messages::list_offsets_response::{
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 
 use crate::dispatch::RequestContext;
+use strom_metadata::acl::{operation, resource};
 use crate::error::storage_error;
 use crate::replica::Partition;
 
@@ -28,6 +29,8 @@ pub fn handle(ctx: &RequestContext<'_>, request: ListOffsetsRequest) -> ListOffs
         .into_iter()
         .map(|topic| {
             let hosted = ctx.broker.replicas.topic(topic.name.0.as_str());
+            // Listing offsets needs DESCRIBE on the topic.
+            let denied = !ctx.authorize(operation::DESCRIBE, resource::TOPIC, &topic.name);
             let partitions = topic
                 .partitions
                 .iter()
@@ -36,6 +39,7 @@ pub fn handle(ctx: &RequestContext<'_>, request: ListOffsetsRequest) -> ListOffs
                         usize::try_from(p.partition_index).ok().and_then(|i| t.partitions.get(i))
                     });
                     let response = match partition {
+                        _ if denied => failure(p.partition_index, ResponseError::TopicAuthorizationFailed),
                         Some(partition) => list_partition(partition, p, read_committed),
                         None => failure(p.partition_index, ResponseError::UnknownTopicOrPartition),
                     };
