@@ -284,7 +284,11 @@ fn delete_filter(pattern: &Pattern, entry: Option<&Entry>) -> DeleteAclsFilter {
         .with_resource_name_filter(Some(StrBytes::from(name.clone())))
         .with_pattern_type_filter(*pattern_type);
     match entry {
-        None => filter.with_operation(operation::ANY).with_permission_type(permission::ANY),
+        None => filter
+            .with_principal_filter(None)
+            .with_host_filter(None)
+            .with_operation(operation::ANY)
+            .with_permission_type(permission::ANY),
         Some((principal, host, op, permission)) => filter
             .with_principal_filter(Some(StrBytes::from(principal.clone())))
             .with_host_filter(Some(StrBytes::from(host.clone())))
@@ -308,6 +312,7 @@ async fn list(admin: &Admin, args: &AclsArgs, pattern_type: i8) -> anyhow::Resul
         requests.push(
             DescribeAclsRequest::default()
                 .with_resource_type_filter(resource::ANY)
+                .with_resource_name_filter(None)
                 .with_pattern_type_filter(pattern::ANY),
         );
     }
@@ -316,6 +321,7 @@ async fn list(admin: &Admin, args: &AclsArgs, pattern_type: i8) -> anyhow::Resul
     for request in requests {
         let request = request
             .with_principal_filter(args.principal.clone().map(StrBytes::from))
+            .with_host_filter(None)
             .with_operation(operation::ANY)
             .with_permission_type(permission::ANY);
         let response = connection.send(&request).await?;

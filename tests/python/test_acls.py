@@ -1,0 +1,243 @@
+"""Authorization as Kafka's StandardAuthorizer does it, with real clients
+over SASL_PLAINTEXT (PLAIN users): ACLs made with `strom acls`, kept in the
+metadata log, judged on every request with Kafka's *_AUTHORIZATION_FAILED
+errors; super users bypass; DENY wins; changes apply to open connections."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from harness import admin_cli, admin_ok, create_topic, free_port, wait_until
+
+pytestmark = pytest.mark.timeout(180)
+
+USERS = {"alice": "alice-secret", "bob": "bob-secret", "admin": "admin-secret"}
+AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+
+
+class Authorized:
+    """A broker with a PLAINTEXT listener for the (super user) test harness
+    and a SASL_PLAINTEXT listener for PLAIN users."""
+
+    def __init__(self, broker_factory, **extra):
+        self.sasl_port = free_port()
+        plain_port = free_port()
+        users = " ".join(f'user_{name}="{password}"' for name, password in USERS.items())
+        config = {
+            "listeners": f"PLAINTEXT://127.0.0.1:{plain_port},SASL_PLAINTEXT://127.0.0.1:{self.sasl_port}",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+            "sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config":
+                f'org.apache.kafka.common.security.plain.PlainLoginModule required {users};',
+            "authorizer.class.name": AUTHORIZER,
+            "super.users": "User:ANONYMOUS;User:admin",
+            **extra,
+        }
+        self.broker = broker_factory(config, port=plain_port)
+
+    def conf(self, user: str) -> dict:
+        return {"bootstrap.servers": f"127.0.0.1:{self.sasl_port}", "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanisms": "PLAIN", "sasl.username": user, "sasl.password": USERS[user]}
+
+    def acls(self, *args: str) -> str:
+        return admin_ok(self.broker, "acls", *args)
+
+
+@pytest.fixture
+def authorized(broker_factory) -> Authorized:
+    return Authorized(broker_factory)
+
+
+def produce_error(conf: dict, topic: str, timeout_s: float = 30, **extra) -> KafkaError | None:
+    """The delivery error of one record, None if it was written."""
+    producer = Producer({**conf, "enable.idempotence": False, "message.timeout.ms": int(timeout_s * 1000),
+                         "retries": 0, **extra})
+    return deliver(producer, topic)
+
+
+def deliver(producer: Producer, topic: str) -> KafkaError | None:
+    outcome: list = []
+    try:
+        producer.produce(topic, b"value", on_delivery=lambda err, msg: outcome.append(err))
+    except KafkaException as refused:
+        # The client already knows the topic refuses it.
+        return refused.args[0]
+    deadline = time.monotonic() + 60
+    while not outcome:
+        assert time.monotonic() < deadline, "no delivery report"
+        producer.poll(0.1)
+    return outcome[0]
+
+
+def consume_error(conf: dict, topic: str, group: str, timeout_s: float = 30) -> KafkaError | None:
+    """The first error a subscribed consumer of `group` meets; None once it reads a record."""
+    consumer = Consumer({**conf, "group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            if message.error() is not None and message.error().code() != KafkaError._PARTITION_EOF:
+                return message.error()
+            if message.error() is None:
+                consumer.commit(message, asynchronous=False)
+                return None
+        raise AssertionError(f"consumer of {topic} in {group} neither read nor failed")
+    finally:
+        consumer.close()
+
+
+def topics_seen(conf: dict) -> set[str]:
+    return set(AdminClient(conf).list_topics(timeout=30).topics)
+
+
+def test_a_user_allowed_one_prefix_and_one_group_can_do_exactly_that(authorized):
+    bootstrap = authorized.broker.bootstrap
+    for topic in ["orders-eu", "payments"]:
+        create_topic(bootstrap, topic)
+    authorized.acls("--add", "--allow-principal", "User:alice", "--operation", "Write", "--operation", "Read",
+                    "--topic", "orders-", "--resource-pattern-type", "PREFIXED")
+    authorized.acls("--add", "--allow-principal", "User:alice", "--operation", "Read", "--group", "billing")
+    alice = authorized.conf("alice")
+
+    assert produce_error(alice, "orders-eu") is None
+    assert produce_error(alice, "payments").code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert consume_error(alice, "orders-eu", "billing") is None
+    assert consume_error(alice, "orders-eu", "other-group").code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+
+    # Metadata: topics alice may not describe are absent (READ/WRITE imply DESCRIBE).
+    assert topics_seen(alice) == {"orders-eu"}
+    admin = AdminClient(alice)
+    created = admin.create_topics([NewTopic("orders-new", 1, 1)])["orders-new"]
+    with pytest.raises(KafkaException) as refused:
+        created.result(timeout=30)
+    assert refused.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    deleted = admin.delete_topics(["orders-eu"])["orders-eu"]
+    with pytest.raises(KafkaException) as refused:
+        deleted.result(timeout=30)
+    assert refused.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    # Listing ACLs needs DESCRIBE on the cluster (kafka-python reports the
+    # response's error; librdkafka's DescribeAcls drops it).
+    from kafka.admin import (ACLFilter, ACLOperation, ACLPermissionType, ACLResourcePatternType,
+                             KafkaAdminClient, ResourcePatternFilter, ResourceType)
+    from kafka.errors import ClusterAuthorizationFailedError
+    kafka_python_admin = KafkaAdminClient(
+        bootstrap_servers=alice["bootstrap.servers"], security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN",
+        sasl_plain_username="alice", sasl_plain_password=USERS["alice"])
+    any_acl = ACLFilter(principal=None, host="*", operation=ACLOperation.ANY, permission_type=ACLPermissionType.ANY,
+                        resource_pattern=ResourcePatternFilter(ResourceType.ANY, None, ACLResourcePatternType.ANY))
+    try:
+        with pytest.raises(ClusterAuthorizationFailedError):
+            kafka_python_admin.describe_acls(any_acl)
+    finally:
+        kafka_python_admin.close()
+    # Bob has no ACL at all: everything is refused, and nothing is visible.
+    bob = authorized.conf("bob")
+    assert produce_error(bob, "orders-eu").code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert topics_seen(bob) == set()
+
+
+def test_super_users_bypass_and_deny_overrides_allow_on_open_connections(authorized):
+    create_topic(authorized.broker.bootstrap, "shared")
+    authorized.acls("--add", "--allow-principal", "User:*", "--topic", "*")
+    alice = Producer({**authorized.conf("alice"), "enable.idempotence": False, "retries": 0,
+                      "message.timeout.ms": 20_000})
+    assert deliver(alice, "shared") is None
+    authorized.acls("--add", "--deny-principal", "User:alice", "--operation", "Write", "--topic", "shared")
+    # The same producer, on its open connection, is refused from now on.
+    error = wait_until(lambda: deliver(alice, "shared"), 30, "the DENY to reach alice's connection")
+    assert error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert produce_error(authorized.conf("bob"), "shared") is None
+    authorized.acls("--remove", "--deny-principal", "User:alice", "--operation", "Write", "--topic", "shared")
+    assert wait_until(lambda: deliver(alice, "shared") is None, 30, "alice writing again")
+    # A super user is never refused, whatever the ACLs say.
+    authorized.acls("--add", "--deny-principal", "User:admin", "--topic", "*")
+    admin = authorized.conf("admin")
+    assert produce_error(admin, "shared") is None
+    admin_client = AdminClient(admin)
+    admin_client.create_topics([NewTopic("by-admin", 1, 1)])["by-admin"].result(timeout=30)
+
+
+def test_host_filters_admit_only_the_named_hosts(authorized):
+    create_topic(authorized.broker.bootstrap, "hosts")
+    authorized.acls("--add", "--allow-principal", "User:alice", "--allow-host", "127.0.0.2", "--operation",
+                    "Write", "--topic", "hosts")
+    alice = authorized.conf("alice")
+    assert produce_error(alice, "hosts").code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    authorized.acls("--add", "--allow-principal", "User:alice", "--allow-host", "127.0.0.1", "--operation",
+                    "Write", "--topic", "hosts")
+    assert produce_error(alice, "hosts") is None
+
+
+def test_transactions_need_write_on_the_transactional_id(authorized):
+    create_topic(authorized.broker.bootstrap, "txn-topic")
+    authorized.acls("--add", "--allow-principal", "User:alice", "--producer", "--topic", "txn-topic",
+                    "--transactional-id", "tx-ok")
+    alice = authorized.conf("alice")
+    producer = Producer({**alice, "transactional.id": "tx-ok"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce("txn-topic", b"in-txn")
+    producer.commit_transaction(30)
+    refused = Producer({**alice, "transactional.id": "tx-other"})
+    with pytest.raises(KafkaException) as error:
+        refused.init_transactions(30)
+    assert error.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+
+def test_kafka_python_sees_the_same_errors(authorized):
+    from kafka import KafkaProducer
+    from kafka.errors import TopicAuthorizationFailedError
+
+    create_topic(authorized.broker.bootstrap, "kp-secret")
+    producer = KafkaProducer(bootstrap_servers=f"127.0.0.1:{authorized.sasl_port}",
+                             security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN",
+                             sasl_plain_username="bob", sasl_plain_password=USERS["bob"],
+                             enable_idempotence=False, max_block_ms=30_000)
+    try:
+        with pytest.raises(TopicAuthorizationFailedError):
+            producer.send("kp-secret", b"refused").get(timeout=30)
+    finally:
+        producer.close(timeout=5)
+
+
+def test_acls_survive_a_restart_and_strom_acls_lists_and_removes_them(authorized):
+    authorized.acls("--add", "--allow-principal", "User:alice", "--consumer", "--topic", "logs-",
+                    "--resource-pattern-type", "PREFIXED", "--group", "readers")
+    listed = authorized.acls("--list", "--topic", "logs-", "--resource-pattern-type", "PREFIXED")
+    assert "ResourcePattern(resourceType=TOPIC, name=logs-, patternType=PREFIXED)" in listed
+    assert "(principal=User:alice, host=*, operation=READ, permissionType=ALLOW)" in listed
+    assert "operation=DESCRIBE" in listed
+    authorized.broker.restart()
+    everything = authorized.acls("--list")
+    # As kafka-acls.sh, the pattern type applies to every resource named.
+    assert "ResourcePattern(resourceType=GROUP, name=readers, patternType=PREFIXED)" in everything
+    # MATCH finds every ACL that applies to a topic name.
+    assert "name=logs-" in authorized.acls("--list", "--topic", "logs-app", "--resource-pattern-type", "MATCH")
+    removed = authorized.acls("--remove", "--force", "--topic", "logs-", "--resource-pattern-type", "PREFIXED")
+    assert removed.count("Removed ACL") == 2
+    assert "logs-" not in authorized.acls("--list")
+    refused = admin_cli(authorized.broker, "acls", "--add", "--allow-principal", "alice", "--topic", "t")
+    assert refused.returncode != 0 and "Type:name" in refused.stderr
+
+
+def test_without_an_authorizer_everyone_may_do_everything(broker):
+    create_topic(broker.bootstrap, "open")
+    assert produce_error({"bootstrap.servers": broker.bootstrap}, "open") is None
+    refused = admin_cli(broker, "acls", "--list")
+    assert refused.returncode == 0
+    group = f"g-{uuid.uuid4().hex}"
+    assert consume_error({"bootstrap.servers": broker.bootstrap}, "open", group) is None
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    try:
+        committed = consumer.committed([TopicPartition("open", 0)], timeout=30)
+        assert committed[0].offset == 1
+    finally:
+        consumer.close()
