@@ -141,9 +141,9 @@ served_apis! {
     DescribeProducers(DescribeProducersRequest) 0..=0 => call handlers::transactions::describe_producers;
     // Kafka 4 removed v0-v1 (KIP-896).
     OffsetForLeaderEpoch(OffsetForLeaderEpochRequest) 2..=4 => call handlers::leader_epochs::handle;
-    DescribeAcls(DescribeAclsRequest) 0..=3 => call handlers::acls::describe;
-    CreateAcls(CreateAclsRequest) 0..=3 => call handlers::acls::create;
-    DeleteAcls(DeleteAclsRequest) 0..=3 => call handlers::acls::delete;
+    DescribeAcls(DescribeAclsRequest) 1..=3 => call handlers::acls::describe;
+    CreateAcls(CreateAclsRequest) 1..=3 => call handlers::acls::create;
+    DeleteAcls(DeleteAclsRequest) 1..=3 => call handlers::acls::delete;
 }
 
 #[cfg(test)]
