@@ -256,7 +256,8 @@ async fn remove(
     pattern_type: i8,
 ) -> anyhow::Result<()> {
     // Without principals, every ACL of the resources goes.
-    let filters: Vec<DeleteAclsFilter> = if args.allow_principal.is_empty() && args.deny_principal.is_empty() {
+    let filters: Vec<DeleteAclsFilter> = if args.allow_principal.is_empty() && args.deny_principal.is_empty()
+    {
         patterns(args, pattern_type)?.iter().map(|p| delete_filter(p, None)).collect()
     } else {
         bindings.iter().map(|(p, e)| delete_filter(p, Some(e))).collect()
@@ -329,7 +330,8 @@ async fn list(admin: &Admin, args: &AclsArgs, pattern_type: i8) -> anyhow::Resul
         for r in response.resources {
             let pattern = (r.resource_type, r.resource_name.to_string(), r.pattern_type);
             for acl in r.acls {
-                let entry = (acl.principal.to_string(), acl.host.to_string(), acl.operation, acl.permission_type);
+                let entry =
+                    (acl.principal.to_string(), acl.host.to_string(), acl.operation, acl.permission_type);
                 found.push((pattern.clone(), entry));
             }
         }
@@ -382,7 +384,10 @@ fn describe_pattern((kind, name, pattern_type): &Pattern) -> String {
 /// Kafka's `AccessControlEntry` text.
 fn describe_entry((principal, host, op, permission): &Entry) -> String {
     let permission = if *permission == permission::DENY { "DENY" } else { "ALLOW" };
-    format!("(principal={principal}, host={host}, operation={}, permissionType={permission})", operation_name(*op))
+    format!(
+        "(principal={principal}, host={host}, operation={}, permissionType={permission})",
+        operation_name(*op)
+    )
 }
 
 fn operation_name(op: i8) -> &'static str {

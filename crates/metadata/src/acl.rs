@@ -247,7 +247,8 @@ impl AclFilter {
 
     fn matches_pattern(&self, acl: &Acl) -> bool {
         let Some(name) = &self.resource_name else {
-            return matches!(self.pattern_type, pattern::ANY | pattern::MATCH) || self.pattern_type == acl.pattern_type;
+            return matches!(self.pattern_type, pattern::ANY | pattern::MATCH)
+                || self.pattern_type == acl.pattern_type;
         };
         match self.pattern_type {
             pattern::ANY => acl.resource_name == *name,

@@ -11,9 +11,9 @@ use uuid::Uuid;
 
 use crate::acl::Acl;
 use crate::kraft_records::{
-    AccessControlEntryRecord, BrokerEndpoint, BrokerRegistrationChangeRecord, ConfigRecord, ControllerEndpoint, FeatureLevelRecord,
-    MetadataRecord, PartitionChangeRecord, PartitionRecord, ProducerIdsRecord, RegisterBrokerRecord,
-    RegisterControllerRecord, TopicRecord,
+    AccessControlEntryRecord, BrokerEndpoint, BrokerRegistrationChangeRecord, ConfigRecord,
+    ControllerEndpoint, FeatureLevelRecord, MetadataRecord, PartitionChangeRecord, PartitionRecord,
+    ProducerIdsRecord, RegisterBrokerRecord, RegisterControllerRecord, TopicRecord,
 };
 
 /// Kafka's `ConfigResource.Type` ids of the resources Strom keeps configs for.

@@ -19,7 +19,8 @@ use crate::image::{
 };
 use crate::kraft_records::{
     BrokerRegistrationChangeRecord, MetadataRecord, PartitionChangeRecord, PartitionRecord,
-    ProducerIdsRecord, RemoveAccessControlEntryRecord, RemoveTopicRecord, TopicRecord, UnregisterBrokerRecord,
+    ProducerIdsRecord, RemoveAccessControlEntryRecord, RemoveTopicRecord, TopicRecord,
+    UnregisterBrokerRecord,
 };
 use crate::placement::{
     validate_new_partition_assignments, validate_topic_assignments, BrokerState, RegisteredBroker,

@@ -22,7 +22,9 @@ const CLUSTER_DENIED: ResponseError = ResponseError::ClusterAuthorizationFailed;
 
 pub fn create(ctx: &RequestContext<'_>, request: CreateAclsRequest) -> CreateAclsResponse {
     let failed = |code: i16, message: Option<String>| {
-        let result = AclCreationResult::default().with_error_code(code).with_error_message(message.map(StrBytes::from));
+        let result = AclCreationResult::default()
+            .with_error_code(code)
+            .with_error_message(message.map(StrBytes::from));
         vec![result; request.creations.len()]
     };
     let results = if !ctx.authorize_cluster(operation::ALTER) {
@@ -108,8 +110,9 @@ pub fn describe(ctx: &RequestContext<'_>, request: DescribeAclsRequest) -> Descr
 
 pub fn delete(ctx: &RequestContext<'_>, request: DeleteAclsRequest) -> DeleteAclsResponse {
     let failed = |code: i16, message: Option<String>| {
-        let result =
-            DeleteAclsFilterResult::default().with_error_code(code).with_error_message(message.map(StrBytes::from));
+        let result = DeleteAclsFilterResult::default()
+            .with_error_code(code)
+            .with_error_message(message.map(StrBytes::from));
         vec![result; request.filters.len()]
     };
     let results = if !ctx.authorize_cluster(operation::ALTER) {

@@ -36,9 +36,9 @@ use crate::config_sources::{
     DYNAMIC_TOPIC_CONFIG,
 };
 use crate::dispatch::RequestContext;
-use strom_metadata::acl::{operation, resource};
 use crate::error::metadata_error;
 use crate::server::Broker;
+use strom_metadata::acl::{operation, resource};
 
 /// A refusal: the error code and the message sent with it.
 type Refusal = (ResponseError, Option<String>);
@@ -105,7 +105,12 @@ pub fn describe(ctx: &RequestContext<'_>, request: DescribeConfigsRequest) -> De
             let result = DescribeConfigsResult::default()
                 .with_resource_type(resource.resource_type)
                 .with_resource_name(resource.resource_name.clone());
-            let denied = config_denial(ctx, operation::DESCRIBE_CONFIGS, resource.resource_type, &resource.resource_name);
+            let denied = config_denial(
+                ctx,
+                operation::DESCRIBE_CONFIGS,
+                resource.resource_type,
+                &resource.resource_name,
+            );
             match denied.map_or_else(|| describe_resource(broker, &image, &levels, resource), Err) {
                 Ok(entries) => result.with_configs(
                     entries.into_iter().map(|e| wire_entry(e, request.include_synonyms)).collect(),

@@ -108,8 +108,13 @@ pub fn describe(
                 true => ctx.authorized_operations(strom_metadata::acl::resource::GROUP, id),
                 false => AUTHORIZED_OPERATIONS_OMITTED,
             };
-            let base = DescribedGroup::default().with_group_id(id.clone()).with_authorized_operations(operations);
-            if !ctx.authorize(strom_metadata::acl::operation::DESCRIBE, strom_metadata::acl::resource::GROUP, id) {
+            let base =
+                DescribedGroup::default().with_group_id(id.clone()).with_authorized_operations(operations);
+            if !ctx.authorize(
+                strom_metadata::acl::operation::DESCRIBE,
+                strom_metadata::acl::resource::GROUP,
+                id,
+            ) {
                 return base.with_error_code(ResponseError::GroupAuthorizationFailed.code());
             }
             let Some(group) = ctx.broker.groups.describe_consumer_group(id.as_str()) else {

@@ -7,9 +7,9 @@ use kafka_protocol::messages::delete_records_response::{
 use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
 
 use crate::dispatch::RequestContext;
-use strom_metadata::acl::{operation, resource};
 use crate::error::storage_error;
 use crate::replica::DeleteRecordsError;
+use strom_metadata::acl::{operation, resource};
 
 pub fn handle(ctx: &RequestContext<'_>, request: DeleteRecordsRequest) -> DeleteRecordsResponse {
     let mut moved = false;

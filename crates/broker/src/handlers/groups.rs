@@ -19,8 +19,8 @@ use kafka_protocol::messages::{
 
 use super::{advertised_endpoint, str_bytes, AUTHORIZED_OPERATIONS_OMITTED};
 use crate::dispatch::RequestContext;
-use strom_metadata::acl::{operation, resource};
 use crate::group::{JoinRequest, SyncRequest};
+use strom_metadata::acl::{operation, resource};
 
 const KEY_TYPE_GROUP: i8 = 0;
 const KEY_TYPE_TRANSACTION: i8 = 1;
@@ -294,7 +294,9 @@ pub fn delete(ctx: &RequestContext<'_>, request: DeleteGroupsRequest) -> DeleteG
         .iter()
         .map(|id| {
             if !ctx.authorize(operation::DELETE, resource::GROUP, id) {
-                return DeletableGroupResult::default().with_group_id(id.clone()).with_error_code(GROUP_DENIED.code());
+                return DeletableGroupResult::default()
+                    .with_group_id(id.clone())
+                    .with_error_code(GROUP_DENIED.code());
             }
             let error = ctx.broker.groups.delete_group(ctx.broker, id.as_str());
             DeletableGroupResult::default().with_group_id(id.clone()).with_error_code(code(error))

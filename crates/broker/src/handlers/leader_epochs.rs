@@ -18,8 +18,8 @@ use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpoch
 
 use crate::dispatch::RequestContext;
 use crate::error::storage_error;
-use strom_metadata::acl::{operation, resource};
 use crate::replica::Partition;
+use strom_metadata::acl::{operation, resource};
 
 pub fn handle(
     ctx: &RequestContext<'_>,

@@ -8,9 +8,9 @@ use kafka_protocol::messages::list_offsets_response::{
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 
 use crate::dispatch::RequestContext;
-use strom_metadata::acl::{operation, resource};
 use crate::error::storage_error;
 use crate::replica::Partition;
+use strom_metadata::acl::{operation, resource};
 
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;

@@ -19,10 +19,10 @@ use uuid::Uuid;
 
 use super::{str_bytes, topic_name};
 use crate::dispatch::RequestContext;
-use strom_metadata::acl::{operation, resource};
 use crate::group::codec::OffsetValue;
 use crate::group::CommitEntry;
 use crate::server::Broker;
+use strom_metadata::acl::{operation, resource};
 
 fn code(error: Option<ResponseError>) -> i16 {
     error.map_or(0, |e| e.code())
@@ -113,7 +113,9 @@ fn commit_refused(request: &OffsetCommitRequest, by_id: bool) -> Vec<OffsetCommi
     (request.topics.iter())
         .map(|t| {
             let partitions = t.partitions.iter().map(|p| {
-                OffsetCommitResponsePartition::default().with_partition_index(p.partition_index).with_error_code(refused)
+                OffsetCommitResponsePartition::default()
+                    .with_partition_index(p.partition_index)
+                    .with_error_code(refused)
             });
             OffsetCommitResponseTopic::default()
                 .with_name(t.name.clone())
@@ -124,7 +126,12 @@ fn commit_refused(request: &OffsetCommitRequest, by_id: bool) -> Vec<OffsetCommi
 }
 
 /// The index of the `i`th partition of the request's topic (`name`, `id`).
-fn topic_partition(request: &OffsetCommitRequest, name: &kafka_protocol::messages::TopicName, id: Uuid, i: usize) -> i32 {
+fn topic_partition(
+    request: &OffsetCommitRequest,
+    name: &kafka_protocol::messages::TopicName,
+    id: Uuid,
+    i: usize,
+) -> i32 {
     (request.topics.iter())
         .find(|t| t.name == *name && t.topic_id == id)
         .and_then(|t| t.partitions.get(i))
@@ -198,17 +205,19 @@ pub fn fetch(ctx: &RequestContext<'_>, request: OffsetFetchRequest) -> OffsetFet
                 match authorized_topic(ctx, &name, listed, partitions) {
                     None => Some(t),
                     Some(None) => None,
-                    Some(Some(refused)) => Some(t.with_partitions(
-                        refused
-                            .into_iter()
-                            .map(|index| {
-                                OffsetFetchResponsePartition::default()
-                                    .with_partition_index(index)
-                                    .with_committed_offset(-1)
-                                    .with_error_code(ResponseError::TopicAuthorizationFailed.code())
-                            })
-                            .collect(),
-                    )),
+                    Some(Some(refused)) => Some(
+                        t.with_partitions(
+                            refused
+                                .into_iter()
+                                .map(|index| {
+                                    OffsetFetchResponsePartition::default()
+                                        .with_partition_index(index)
+                                        .with_committed_offset(-1)
+                                        .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+                                })
+                                .collect(),
+                        ),
+                    ),
                 }
             })
             .collect();
@@ -259,20 +268,24 @@ pub fn fetch(ctx: &RequestContext<'_>, request: OffsetFetchRequest) -> OffsetFet
                         Uuid::nil()
                     };
                     let name = if by_id { topic_name("") } else { topic_name(&topic) };
-                    let indexes: Vec<i32> = partitions.iter().map(|p: &OffsetFetchResponsePartitions| p.partition_index).collect();
-                    let partitions = match authorized_topic(ctx, &topic, group.topics.is_some(), indexes.into_iter()) {
-                        None => partitions,
-                        Some(None) => return None,
-                        Some(Some(refused)) => refused
-                            .into_iter()
-                            .map(|index| {
-                                OffsetFetchResponsePartitions::default()
-                                    .with_partition_index(index)
-                                    .with_committed_offset(-1)
-                                    .with_error_code(ResponseError::TopicAuthorizationFailed.code())
-                            })
-                            .collect(),
-                    };
+                    let indexes: Vec<i32> = partitions
+                        .iter()
+                        .map(|p: &OffsetFetchResponsePartitions| p.partition_index)
+                        .collect();
+                    let partitions =
+                        match authorized_topic(ctx, &topic, group.topics.is_some(), indexes.into_iter()) {
+                            None => partitions,
+                            Some(None) => return None,
+                            Some(Some(refused)) => refused
+                                .into_iter()
+                                .map(|index| {
+                                    OffsetFetchResponsePartitions::default()
+                                        .with_partition_index(index)
+                                        .with_committed_offset(-1)
+                                        .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+                                })
+                                .collect(),
+                        };
                     Some(
                         OffsetFetchResponseTopics::default()
                             .with_name(name)
@@ -310,7 +323,8 @@ fn unpack(value: Option<OffsetValue>) -> (i64, i32, String) {
 
 pub fn delete(ctx: &RequestContext<'_>, request: OffsetDeleteRequest) -> OffsetDeleteResponse {
     if !ctx.authorize(operation::DELETE, resource::GROUP, &request.group_id) {
-        return OffsetDeleteResponse::default().with_error_code(ResponseError::GroupAuthorizationFailed.code());
+        return OffsetDeleteResponse::default()
+            .with_error_code(ResponseError::GroupAuthorizationFailed.code());
     }
     // Deleting a topic's offsets needs READ on it; refused topics delete nothing.
     let denied: Vec<bool> =

@@ -79,11 +79,13 @@ fn produce_denial(
     } else {
         topic.name.0.to_string()
     };
-    (!ctx.authorize(operation::WRITE, resource::TOPIC, &name)).then_some(ResponseError::TopicAuthorizationFailed)
+    (!ctx.authorize(operation::WRITE, resource::TOPIC, &name))
+        .then_some(ResponseError::TopicAuthorizationFailed)
 }
 
 fn denied_topic(topic: TopicProduceData, error: ResponseError) -> TopicProduceResponse {
-    let partitions = topic.partition_data.iter().map(|data| error_response(data.index, error, None)).collect();
+    let partitions =
+        topic.partition_data.iter().map(|data| error_response(data.index, error, None)).collect();
     TopicProduceResponse::default()
         .with_name(topic.name)
         .with_topic_id(topic.topic_id)

@@ -18,9 +18,9 @@ use super::configs::topic_entries;
 use super::{str_bytes, topic_name};
 use crate::dispatch::RequestContext;
 use crate::error::metadata_error;
-use strom_metadata::acl::{operation, resource};
 use crate::failpoint;
 use crate::server::Broker;
+use strom_metadata::acl::{operation, resource};
 
 pub fn create(ctx: &RequestContext<'_>, request: CreateTopicsRequest) -> CreateTopicsResponse {
     let duplicates = repeated(request.topics.iter().map(|t| t.name.0.as_str()));

@@ -31,11 +31,11 @@ use kafka_protocol::messages::{
 
 use super::{str_bytes, topic_name};
 use crate::dispatch::RequestContext;
-use strom_metadata::acl::{operation, resource};
 use crate::group::{CommitEntry, TxnCommit, OFFSETS_TOPIC};
 use crate::server::Broker;
 use crate::txn::state::{TxnPartition, TxnResult, TxnState};
 use crate::txn::write_marker;
+use strom_metadata::acl::{operation, resource};
 use strom_storage::batch::BatchHeader;
 
 fn code(error: Option<ResponseError>) -> i16 {
@@ -139,14 +139,20 @@ fn add_denied(
                 .with_partition_index(*index)
                 .with_partition_error_code(error.code())
         });
-        AddPartitionsToTxnTopicResult::default().with_name(topic.name.clone()).with_results_by_partition(results.collect())
+        AddPartitionsToTxnTopicResult::default()
+            .with_name(topic.name.clone())
+            .with_results_by_partition(results.collect())
     });
     Some(results.collect())
 }
 
 /// The error for a transactional client without WRITE on its
 /// transactional id, or then without READ on `group`.
-fn txn_denied(ctx: &RequestContext<'_>, transactional_id: &str, group: Option<&str>) -> Option<ResponseError> {
+fn txn_denied(
+    ctx: &RequestContext<'_>,
+    transactional_id: &str,
+    group: Option<&str>,
+) -> Option<ResponseError> {
     if !ctx.authorize(operation::WRITE, resource::TRANSACTIONAL_ID, transactional_id) {
         return Some(ResponseError::TransactionalIdAuthorizationFailed);
     }
@@ -224,9 +230,9 @@ pub fn end(ctx: &RequestContext<'_>, request: EndTxnRequest) -> EndTxnResponse {
     let outcome = match txn_denied(ctx, &request.transactional_id, None) {
         Some(error) => Err(error),
         None => ctx.broker.transactions.end_txn(
-        ctx.broker,
-        request.transactional_id.as_str(),
-        request.producer_id.0,
+            ctx.broker,
+            request.transactional_id.as_str(),
+            request.producer_id.0,
             request.producer_epoch,
             result,
         ),

@@ -76,7 +76,14 @@ impl AuthorizerConfig {
     }
 
     /// Whether `principal` may do `op` on some resource of `resource_type`.
-    pub fn authorize_any(&self, image: &MetadataImage, principal: &str, host: &str, op: i8, resource_type: i8) -> bool {
+    pub fn authorize_any(
+        &self,
+        image: &MetadataImage,
+        principal: &str,
+        host: &str,
+        op: i8,
+        resource_type: i8,
+    ) -> bool {
         if !self.enabled || self.super_users.contains(principal) {
             return true;
         }
@@ -107,15 +114,9 @@ fn supported_operations(resource_type: i8) -> &'static [i8] {
     match resource_type {
         resource::TOPIC => &[READ, WRITE, CREATE, DESCRIBE, DELETE, ALTER, DESCRIBE_CONFIGS, ALTER_CONFIGS],
         resource::GROUP => &[READ, DESCRIBE, DELETE, DESCRIBE_CONFIGS, ALTER_CONFIGS],
-        resource::CLUSTER => &[
-            CREATE,
-            CLUSTER_ACTION,
-            DESCRIBE_CONFIGS,
-            ALTER_CONFIGS,
-            IDEMPOTENT_WRITE,
-            ALTER,
-            DESCRIBE,
-        ],
+        resource::CLUSTER => {
+            &[CREATE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE, ALTER, DESCRIBE]
+        }
         resource::TRANSACTIONAL_ID => &[DESCRIBE, WRITE, TWO_PHASE_COMMIT],
         resource::DELEGATION_TOKEN => &[DESCRIBE],
         _ => &[],
@@ -128,7 +129,9 @@ mod tests {
 
     #[test]
     fn only_kafkas_standard_authorizer_is_accepted() {
-        let config = |value: &'static str| AuthorizerConfig::parse(move |k| (k == "authorizer.class.name").then_some(value));
+        let config = |value: &'static str| {
+            AuthorizerConfig::parse(move |k| (k == "authorizer.class.name").then_some(value))
+        };
         assert!(!config("").unwrap().enabled);
         assert!(config(STANDARD_AUTHORIZER).unwrap().enabled);
         assert!(config("kafka.security.authorizer.AclAuthorizer").is_err());

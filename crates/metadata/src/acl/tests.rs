@@ -147,11 +147,13 @@ fn validation_refuses_what_kafka_refuses() {
 
 #[test]
 fn authorize_any_needs_an_allow_that_no_deny_takes_back() {
-    let may_write_some = |acls: &[Acl]| authorize_any(acls, "User:alice", "h", operation::WRITE, resource::TOPIC);
+    let may_write_some =
+        |acls: &[Acl]| authorize_any(acls, "User:alice", "h", operation::WRITE, resource::TOPIC);
     assert!(!may_write_some(&[]));
     let allow = allow_topic("logs-", pattern::PREFIXED, "User:alice", operation::WRITE);
     assert!(may_write_some(&[allow.clone()]));
-    let deny_wider = acl(resource::TOPIC, "lo", pattern::PREFIXED, "User:alice", operation::WRITE, permission::DENY);
+    let deny_wider =
+        acl(resource::TOPIC, "lo", pattern::PREFIXED, "User:alice", operation::WRITE, permission::DENY);
     assert!(!may_write_some(&[allow.clone(), deny_wider]));
     let deny_all = acl(resource::TOPIC, "*", pattern::LITERAL, "User:*", operation::ALL, permission::DENY);
     assert!(!may_write_some(&[allow, deny_all]));
