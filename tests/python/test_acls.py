@@ -241,3 +241,65 @@ def test_without_an_authorizer_everyone_may_do_everything(broker):
         assert committed[0].offset == 1
     finally:
         consumer.close()
+
+
+def test_describe_answers_report_the_principals_authorized_operations(authorized):
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AclOperation
+
+    create_topic(authorized.broker.bootstrap, "ops-topic")
+    authorized.acls("--add", "--allow-principal", "User:alice", "--operation", "Read", "--topic", "ops-topic")
+    authorized.acls("--add", "--allow-principal", "User:alice", "--operation", "Read", "--group", "ops-group")
+    authorized.acls("--add", "--allow-principal", "User:alice", "--operation", "Describe", "--cluster")
+    admin = AdminClient(authorized.conf("alice"))
+    topic = admin.describe_topics(TopicCollection(["ops-topic"]), include_authorized_operations=True)["ops-topic"]
+    assert set(topic.result(timeout=30).authorized_operations) == {AclOperation.READ, AclOperation.DESCRIBE}
+    cluster = admin.describe_cluster(include_authorized_operations=True).result(timeout=30)
+    assert set(cluster.authorized_operations) == {AclOperation.DESCRIBE}
+    group = admin.describe_consumer_groups(["ops-group"], include_authorized_operations=True)["ops-group"]
+    assert set(group.result(timeout=30).authorized_operations) == {AclOperation.READ, AclOperation.DESCRIBE}
+    # The topic alice may not describe is refused by name.
+    create_topic(authorized.broker.bootstrap, "hidden")
+    hidden = admin.describe_topics(TopicCollection(["hidden"]))["hidden"]
+    with pytest.raises(KafkaException) as refused:
+        hidden.result(timeout=30)
+    assert refused.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_allow_everyone_if_no_acl_found_opens_resources_without_acls(broker_factory):
+    authorized = Authorized(broker_factory, **{"allow.everyone.if.no.acl.found": "true"})
+    for topic in ["free", "guarded"]:
+        create_topic(authorized.broker.bootstrap, topic)
+    authorized.acls("--add", "--allow-principal", "User:bob", "--operation", "Write", "--topic", "guarded")
+    alice = authorized.conf("alice")
+    assert produce_error(alice, "free") is None
+    assert produce_error(alice, "guarded").code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_kcat_is_refused_a_topic_it_may_not_read(authorized):
+    import subprocess
+
+    create_topic(authorized.broker.bootstrap, "kcat-secret")
+    assert produce_error(authorized.conf("admin"), "kcat-secret") is None
+    conf = authorized.conf("alice")
+    args = ["kcat", "-C", "-t", "kcat-secret", "-o", "beginning", "-e", "-c", "1"]
+    args += [arg for key, value in conf.items() for arg in ("-X", f"{key}={value}")]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert "authorization failed" in done.stderr.lower() or "TOPIC_AUTHORIZATION_FAILED" in done.stderr
+
+
+def test_the_console_message_browser_needs_read_on_the_topic(tmp_path):
+    from console_client import ConsoleClient, start_console_broker
+
+    broker, port = start_console_broker(tmp_path, **{
+        "console.auth": "basic", "console.auth.basic.users": "alice:s3cret",
+        "authorizer.class.name": AUTHORIZER, "super.users": "User:ANONYMOUS"})
+    try:
+        create_topic(broker.bootstrap, "browsed")
+        alice = ConsoleClient(port, ("alice", "s3cret"))
+        assert alice.get("/messages", topic="browsed").status == 403
+        admin_ok(broker, "acls", "--add", "--allow-principal", "User:alice", "--operation", "Read", "--topic", "browsed")
+        assert alice.get("/messages", topic="browsed").status == 200
+    finally:
+        broker.close()
