@@ -244,7 +244,7 @@ pub fn fetch(ctx: &RequestContext<'_>, request: OffsetFetchRequest) -> OffsetFet
             });
             let topics = fetched(broker, group.group_id.as_str(), wanted)
                 .into_iter()
-                .map(|(topic, partitions)| {
+                .filter_map(|(topic, partitions)| {
                     let partitions: Vec<OffsetFetchResponsePartitions> = partitions
                         .into_iter()
                         .map(|(index, value)| {
@@ -293,7 +293,6 @@ pub fn fetch(ctx: &RequestContext<'_>, request: OffsetFetchRequest) -> OffsetFet
                             .with_partitions(partitions),
                     )
                 })
-                .flatten()
                 .collect();
             OffsetFetchResponseGroup::default().with_group_id(group.group_id.clone()).with_topics(topics)
         })

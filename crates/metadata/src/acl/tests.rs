@@ -151,7 +151,7 @@ fn authorize_any_needs_an_allow_that_no_deny_takes_back() {
         |acls: &[Acl]| authorize_any(acls, "User:alice", "h", operation::WRITE, resource::TOPIC);
     assert!(!may_write_some(&[]));
     let allow = allow_topic("logs-", pattern::PREFIXED, "User:alice", operation::WRITE);
-    assert!(may_write_some(&[allow.clone()]));
+    assert!(may_write_some(std::slice::from_ref(&allow)));
     let deny_wider =
         acl(resource::TOPIC, "lo", pattern::PREFIXED, "User:alice", operation::WRITE, permission::DENY);
     assert!(!may_write_some(&[allow.clone(), deny_wider]));
