@@ -108,13 +108,23 @@ def test_a_user_allowed_one_prefix_and_one_group_can_do_exactly_that(authorized)
     alice = authorized.conf("alice")
 
     assert produce_error(alice, "orders-eu") is None
+    # Idempotence needs IDEMPOTENT_WRITE on the cluster or WRITE on some topic (KIP-679).
+    assert produce_error(alice, "orders-eu", **{"enable.idempotence": True, "retries": 5}) is None
     assert produce_error(alice, "payments").code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    # Auto-creation needs CREATE, which alice does not have.
+    assert produce_error(alice, "orders-auto").code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert "orders-auto" not in topics_seen({"bootstrap.servers": bootstrap})
     assert consume_error(alice, "orders-eu", "billing") is None
     assert consume_error(alice, "orders-eu", "other-group").code() == KafkaError.GROUP_AUTHORIZATION_FAILED
 
+    # Groups alice may not describe are not listed.
+    assert consume_error({"bootstrap.servers": bootstrap}, "orders-eu", "admins-only") is None
+    admin = AdminClient(alice)
+    listed = admin.list_consumer_groups().result(timeout=30).valid
+    assert {g.group_id for g in listed} == {"billing"}
+
     # Metadata: topics alice may not describe are absent (READ/WRITE imply DESCRIBE).
     assert topics_seen(alice) == {"orders-eu"}
-    admin = AdminClient(alice)
     created = admin.create_topics([NewTopic("orders-new", 1, 1)])["orders-new"]
     with pytest.raises(KafkaException) as refused:
         created.result(timeout=30)
