@@ -1,6 +1,7 @@
 //! CreateAcls, DescribeAcls and DeleteAcls: the ACLs of the metadata log,
 //! changed through the controller. Changing them needs ALTER on the
-//! cluster, listing them DESCRIBE, as in Kafka's `AclApis`.
+//! cluster, listing them DESCRIBE, as in Kafka's `AclApis`; without an
+//! authorizer they answer SECURITY_DISABLED.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::create_acls_response::AclCreationResult;
@@ -19,6 +20,17 @@ use crate::dispatch::RequestContext;
 use crate::error::metadata_error;
 
 const CLUSTER_DENIED: ResponseError = ResponseError::ClusterAuthorizationFailed;
+/// Kafka's answer to the ACL APIs on a broker without an authorizer.
+const NO_AUTHORIZER: &str = "No Authorizer is configured.";
+
+/// SECURITY_DISABLED when no authorizer is configured, as in Kafka; then
+/// CLUSTER_AUTHORIZATION_FAILED without `op` on the cluster.
+fn refusal(ctx: &RequestContext<'_>, op: i8) -> Option<(i16, Option<String>)> {
+    if !ctx.broker.config.authorizer.enabled {
+        return Some((ResponseError::SecurityDisabled.code(), Some(NO_AUTHORIZER.to_owned())));
+    }
+    (!ctx.authorize_cluster(op)).then_some((CLUSTER_DENIED.code(), None))
+}
 
 pub fn create(ctx: &RequestContext<'_>, request: CreateAclsRequest) -> CreateAclsResponse {
     let failed = |code: i16, message: Option<String>| {
@@ -27,8 +39,8 @@ pub fn create(ctx: &RequestContext<'_>, request: CreateAclsRequest) -> CreateAcl
             .with_error_message(message.map(StrBytes::from));
         vec![result; request.creations.len()]
     };
-    let results = if !ctx.authorize_cluster(operation::ALTER) {
-        failed(CLUSTER_DENIED.code(), None)
+    let results = if let Some((code, message)) = refusal(ctx, operation::ALTER) {
+        failed(code, message)
     } else {
         let acls: Vec<Acl> = request
             .creations
@@ -61,8 +73,8 @@ pub fn create(ctx: &RequestContext<'_>, request: CreateAclsRequest) -> CreateAcl
 
 pub fn describe(ctx: &RequestContext<'_>, request: DescribeAclsRequest) -> DescribeAclsResponse {
     let response = DescribeAclsResponse::default();
-    if !ctx.authorize_cluster(operation::DESCRIBE) {
-        return response.with_error_code(CLUSTER_DENIED.code());
+    if let Some((code, message)) = refusal(ctx, operation::DESCRIBE) {
+        return response.with_error_code(code).with_error_message(message.map(StrBytes::from));
     }
     let filter = AclFilter {
         resource_type: request.resource_type_filter,
@@ -115,8 +127,8 @@ pub fn delete(ctx: &RequestContext<'_>, request: DeleteAclsRequest) -> DeleteAcl
             .with_error_message(message.map(StrBytes::from));
         vec![result; request.filters.len()]
     };
-    let results = if !ctx.authorize_cluster(operation::ALTER) {
-        failed(CLUSTER_DENIED.code(), None)
+    let results = if let Some((code, message)) = refusal(ctx, operation::ALTER) {
+        failed(code, message)
     } else {
         let filters: Vec<AclFilter> = request
             .filters
