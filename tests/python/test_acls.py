@@ -314,3 +314,16 @@ def test_the_console_message_browser_needs_read_on_the_topic(tmp_path):
         assert alice.get("/messages", topic="browsed").status == 200
     finally:
         broker.close()
+
+
+def test_kip_848_consumers_need_read_on_the_group_and_describe_on_their_topics(authorized):
+    bootstrap = authorized.broker.bootstrap
+    for topic in ["kip848-open", "kip848-secret"]:
+        create_topic(bootstrap, topic)
+    assert produce_error(authorized.conf("admin"), "kip848-open") is None
+    authorized.acls("--add", "--allow-principal", "User:alice", "--consumer", "--topic", "kip848-open",
+                    "--group", "kip848")
+    alice = {**authorized.conf("alice"), "group.protocol": "consumer"}
+    assert consume_error(alice, "kip848-open", "kip848") is None
+    assert consume_error(alice, "kip848-secret", "kip848").code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert consume_error(alice, "kip848-open", "kip848-other").code() == KafkaError.GROUP_AUTHORIZATION_FAILED

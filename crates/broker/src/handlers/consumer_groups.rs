@@ -25,6 +25,18 @@ pub fn heartbeat(
         return ConsumerGroupHeartbeatResponse::default()
             .with_error_code(ResponseError::GroupAuthorizationFailed.code());
     }
+    // Subscribing needs DESCRIBE on every topic named (KIP-848).
+    let hidden: Vec<&str> = (request.subscribed_topic_names.iter().flatten())
+        .map(|t| t.0.as_str())
+        .filter(|t| {
+            !ctx.authorize(strom_metadata::acl::operation::DESCRIBE, strom_metadata::acl::resource::TOPIC, t)
+        })
+        .collect();
+    if !hidden.is_empty() {
+        return ConsumerGroupHeartbeatResponse::default()
+            .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+            .with_error_message(Some(str_bytes(&format!("Topics not authorized: {}", hidden.join(", ")))));
+    }
     let owned = request
         .topic_partitions
         .as_ref()
