@@ -117,6 +117,17 @@ def test_a_user_allowed_one_prefix_and_one_group_can_do_exactly_that(authorized)
     assert consume_error(alice, "orders-eu", "billing") is None
     assert consume_error(alice, "orders-eu", "other-group").code() == KafkaError.GROUP_AUTHORIZATION_FAILED
 
+    # Committing offsets of a topic alice may not read is refused, partition by partition.
+    committer = Consumer({**alice, "group.id": "billing", "enable.auto.commit": False})
+    try:
+        with pytest.raises(KafkaException) as refused:
+            committed = committer.commit(offsets=[TopicPartition("payments", 0, 1)], asynchronous=False)
+            assert all(tp.error is not None for tp in committed)
+            raise KafkaException(committed[0].error)
+        assert refused.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    finally:
+        committer.close()
+
     # Groups alice may not describe are not listed.
     assert consume_error({"bootstrap.servers": bootstrap}, "orders-eu", "admins-only") is None
     admin = AdminClient(alice)

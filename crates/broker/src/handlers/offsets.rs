@@ -49,7 +49,8 @@ pub fn commit(ctx: &RequestContext<'_>, request: OffsetCommitRequest) -> OffsetC
         let name = resolve(broker, by_id, topic.name.as_str(), topic.topic_id);
         // Committing needs READ on the topic; refused topics commit nothing.
         let denied = !name.is_empty() && !ctx.authorize(operation::READ, resource::TOPIC, &name);
-        shape.push((topic.name.clone(), topic.topic_id, topic.partitions.len(), denied));
+        let indexes: Vec<i32> = topic.partitions.iter().map(|p| p.partition_index).collect();
+        shape.push((topic.name.clone(), topic.topic_id, indexes, denied));
         if denied {
             continue;
         }
@@ -77,11 +78,11 @@ pub fn commit(ctx: &RequestContext<'_>, request: OffsetCommitRequest) -> OffsetC
     let mut entries = entries.into_iter();
     let topics = shape
         .into_iter()
-        .map(|(name, id, count, denied)| {
-            let partitions = (0..count)
-                .map(|i| {
+        .map(|(name, id, indexes, denied)| {
+            let partitions = indexes
+                .into_iter()
+                .map(|index| {
                     if denied {
-                        let index = topic_partition(&request, &name, id, i);
                         return OffsetCommitResponsePartition::default()
                             .with_partition_index(index)
                             .with_error_code(ResponseError::TopicAuthorizationFailed.code());
@@ -123,19 +124,6 @@ fn commit_refused(request: &OffsetCommitRequest, by_id: bool) -> Vec<OffsetCommi
                 .with_partitions(partitions.collect())
         })
         .collect()
-}
-
-/// The index of the `i`th partition of the request's topic (`name`, `id`).
-fn topic_partition(
-    request: &OffsetCommitRequest,
-    name: &kafka_protocol::messages::TopicName,
-    id: Uuid,
-    i: usize,
-) -> i32 {
-    (request.topics.iter())
-        .find(|t| t.name == *name && t.topic_id == id)
-        .and_then(|t| t.partitions.get(i))
-        .map_or(-1, |p| p.partition_index)
 }
 
 /// A topic's partitions with their committed offsets, if any.
