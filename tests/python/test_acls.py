@@ -338,3 +338,12 @@ def test_kip_848_consumers_need_read_on_the_group_and_describe_on_their_topics(a
     assert consume_error(alice, "kip848-open", "kip848") is None
     assert consume_error(alice, "kip848-secret", "kip848").code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     assert consume_error(alice, "kip848-open", "kip848-other").code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+
+
+def test_create_on_the_cluster_lets_a_user_create_any_topic(authorized):
+    authorized.acls("--add", "--allow-principal", "User:alice", "--operation", "Create", "--cluster")
+    admin = AdminClient(authorized.conf("alice"))
+    admin.create_topics([NewTopic("made-by-alice", 1, 1)])["made-by-alice"].result(timeout=30)
+    assert "made-by-alice" in topics_seen({"bootstrap.servers": authorized.broker.bootstrap})
+    # CREATE does not imply DESCRIBE: the topic stays hidden from her.
+    assert "made-by-alice" not in topics_seen(authorized.conf("alice"))

@@ -54,7 +54,12 @@ pub fn create(ctx: &RequestContext<'_>, request: CreateTopicsRequest) -> CreateT
             if !may_create(ctx, &name) {
                 return failure(&name, ResponseError::TopicAuthorizationFailed, "Authorization failed.");
             }
-            let result = create_one(ctx.broker, topic, request.validate_only);
+            let mut result = create_one(ctx.broker, topic, request.validate_only);
+            // The new topic's configs are shown only to who may describe them.
+            if !ctx.authorize(operation::DESCRIBE_CONFIGS, resource::TOPIC, &name) {
+                result.configs = None;
+                result.topic_config_error_code = ResponseError::TopicAuthorizationFailed.code();
+            }
             for_version(result, ctx.api_version)
         })
         .collect();
