@@ -39,6 +39,9 @@ KAFKA_41 = {
     26: ("EndTxn", 0, 5),
     27: ("WriteTxnMarkers", 1, 1),
     28: ("TxnOffsetCommit", 0, 5),
+    29: ("DescribeAcls", 1, 3),  # v0 removed in 4.0 (KIP-896)
+    30: ("CreateAcls", 1, 3),
+    31: ("DeleteAcls", 1, 3),
     32: ("DescribeConfigs", 1, 4),
     33: ("AlterConfigs", 0, 2),
     35: ("DescribeLogDirs", 1, 4),
@@ -65,8 +68,7 @@ BELOW_KAFKA_41 = {
 }
 
 OMITTED = {
-    "no authorization, stored SCRAM credentials or delegation tokens yet": {
-        29: "DescribeAcls", 30: "CreateAcls", 31: "DeleteAcls",
+    "no stored SCRAM credentials or delegation tokens yet": {
         50: "DescribeUserScramCredentials", 51: "AlterUserScramCredentials", 38: "CreateDelegationToken",
         39: "RenewDelegationToken", 40: "ExpireDelegationToken", 41: "DescribeDelegationToken",
     },

@@ -30,7 +30,6 @@ import wire
 BROKERS = {1, 2, 3}
 PARTITIONS = 12
 NOT_LEADER_OR_FOLLOWER = 6
-BROKER_REGISTRATION = 62
 # Fencing needs the session timeout (9 s) plus a heartbeat round or two.
 FENCED_WAIT_S = 30.0
 
@@ -46,8 +45,6 @@ def cluster(tmp_path):
     with Cluster(tmp_path, controllers=3, combined=True, overrides=overrides) as cluster:
         cluster.start()
         cluster.wait_for_leader()
-        if BROKER_REGISTRATION not in wire.api_versions(cluster.nodes[1].broker_port).versions:
-            pytest.skip("brokers cannot register with the active controller yet (no BrokerRegistration API)")
         for node in cluster.brokers():
             wait_until(
                 lambda node=node: live_brokers(node.bootstrap) == BROKERS,

@@ -159,6 +159,9 @@ served_apis! {
     UnregisterBroker(UnregisterBrokerRequest) 0..=0 => await handlers::controller::unregister_broker;
     ControllerRegistration(ControllerRegistrationRequest) 0..=0 => await handlers::controller::controller_registration;
     AllocateProducerIds(AllocateProducerIdsRequest) 0..=0 => await handlers::controller::allocate_producer_ids;
+    DescribeAcls(DescribeAclsRequest) 1..=3 => call handlers::acls::describe;
+    CreateAcls(CreateAclsRequest) 1..=3 => forward handlers::acls::create;
+    DeleteAcls(DeleteAclsRequest) 1..=3 => forward handlers::acls::delete;
 }
 
 #[cfg(test)]

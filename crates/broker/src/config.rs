@@ -101,6 +101,8 @@ pub struct BrokerConfig {
     pub transactions: TxnConfig,
     /// Roles, quorum and timeouts of a KRaft node.
     pub kraft: KraftConfig,
+    /// `authorizer.class.name`, `super.users`, `allow.everyone.if.no.acl.found`.
+    pub authorizer: crate::security::authorizer::AuthorizerConfig,
     /// Every key given, as given, for DescribeConfigs.
     pub provided: BTreeMap<String, String>,
 }
@@ -493,6 +495,8 @@ impl BrokerConfig {
             zero_copy_fetch: p.bool("fetch.zero.copy.enable", true)?,
             metrics_listener: p.metrics_listener("metrics.listener")?,
             console: crate::console::ConsoleConfig::parse(&provided)?,
+            authorizer: crate::security::authorizer::AuthorizerConfig::parse(|key| p.get(key))
+                .map_err(|(key, value, reason)| Props::error(&key, &value, reason))?,
             log_retention_check_interval_ms: p.parse("log.retention.check.interval.ms", 300_000, 1)?,
             producer_id_expiration_ms: p.parse("producer.id.expiration.ms", 86_400_000, 1)?,
             producer_id_expiration_check_interval_ms: p.parse(
@@ -707,6 +711,7 @@ pub fn is_known_key(key: &str) -> bool {
         || ACCEPTED_KEYS.contains(&key)
         || crate::console::config::KEYS.contains(&key)
         || crate::security::is_security_key(key)
+        || crate::security::authorizer::KEYS.contains(&key)
 }
 
 #[cfg(test)]

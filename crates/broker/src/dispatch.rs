@@ -38,6 +38,48 @@ pub struct RequestContext<'a> {
     pub principal: std::sync::Arc<str>,
 }
 
+impl RequestContext<'_> {
+    /// Whether this request's principal may do `op` (an
+    /// [`strom_metadata::acl::operation`] id) on the resource; always true
+    /// without an authorizer.
+    pub fn authorize(&self, op: i8, resource_type: i8, name: &str) -> bool {
+        let authorizer = &self.broker.config.authorizer;
+        if !authorizer.enabled {
+            return true;
+        }
+        let image = self.broker.controller.image();
+        authorizer.authorize(&image, &self.principal, self.client_address(), op, resource_type, name)
+    }
+
+    /// Whether this principal may do `op` on some resource of the type.
+    pub fn authorize_any(&self, op: i8, resource_type: i8) -> bool {
+        let authorizer = &self.broker.config.authorizer;
+        if !authorizer.enabled {
+            return true;
+        }
+        let image = self.broker.controller.image();
+        authorizer.authorize_any(&image, &self.principal, self.client_address(), op, resource_type)
+    }
+
+    /// [`Self::authorize`] on the cluster resource.
+    pub fn authorize_cluster(&self, op: i8) -> bool {
+        use strom_metadata::acl::{resource, CLUSTER_NAME};
+        self.authorize(op, resource::CLUSTER, CLUSTER_NAME)
+    }
+
+    /// KIP-430's authorized operations of the resource for this principal.
+    pub fn authorized_operations(&self, resource_type: i8, name: &str) -> i32 {
+        let image = self.broker.controller.image();
+        let authorizer = &self.broker.config.authorizer;
+        authorizer.authorized_operations(&image, &self.principal, self.client_address(), resource_type, name)
+    }
+
+    /// The client's IP address as ACL hosts name it (no leading `/`).
+    pub fn client_address(&self) -> &str {
+        self.client_host.trim_start_matches('/')
+    }
+}
+
 /// A handler's result: a response, sent or withheld (a Produce with acks=0).
 pub trait Reply {
     fn into_reply(self) -> Answer;

@@ -1,6 +1,7 @@
 //! Admin writes a KRaft broker receives go to the active controller, as
 //! Kafka 4's brokers forward them: CreateTopics, DeleteTopics,
-//! CreatePartitions, AlterConfigs and IncrementalAlterConfigs. Strom sends
+//! CreatePartitions, AlterConfigs, IncrementalAlterConfigs, CreateAcls and
+//! DeleteAcls. Strom sends
 //! the client's request itself at the client's version (not wrapped in an
 //! Envelope) over the node's [`ControllerLink`](crate::controller_link),
 //! which retries at the new controller on NOT_CONTROLLER or a lost

@@ -78,7 +78,24 @@ whole_response!(
     UnregisterBrokerResponse,
     ControllerRegistrationResponse,
     AllocateProducerIdsResponse,
+    DescribeAclsResponse,
 );
+
+impl ResponseErrors for CreateAclsResponse {
+    fn visit_errors(&self, visit: &mut dyn FnMut(&dyn Display, i16)) {
+        for (i, result) in self.results.iter().enumerate() {
+            visit(&format_args!("creation {i}"), result.error_code);
+        }
+    }
+}
+
+impl ResponseErrors for DeleteAclsResponse {
+    fn visit_errors(&self, visit: &mut dyn FnMut(&dyn Display, i16)) {
+        for (i, result) in self.filter_results.iter().enumerate() {
+            visit(&format_args!("filter {i}"), result.error_code);
+        }
+    }
+}
 
 impl ResponseErrors for ProduceResponse {
     fn visit_errors(&self, visit: &mut dyn FnMut(&dyn Display, i16)) {

@@ -22,6 +22,7 @@
 //! `--format`, column padding) and `specs` the parsing of their argument
 //! syntaxes (partition lists, datetimes, durations, offset JSON).
 
+mod acls;
 mod client_args;
 mod cluster;
 mod configs;
@@ -68,6 +69,8 @@ enum Command {
     Groups(groups::GroupsArgs),
     /// Describe topic and broker configs, or set and delete them.
     Configs(configs::ConfigsArgs),
+    /// Add, list and remove ACLs.
+    Acls(acls::AclsArgs),
     /// Partitions' earliest, latest or time-indexed offsets.
     Offsets(offsets::OffsetsArgs),
     /// Delete the records before an offset.
@@ -100,6 +103,7 @@ fn main() {
         Command::Consume(args) => consume::run(args),
         Command::Groups(args) => groups::run(args),
         Command::Configs(args) => configs::run(args),
+        Command::Acls(args) => acls::run(args),
         Command::Offsets(args) => offsets::run(args),
         Command::DeleteRecords(args) => delete_records::run(args),
         Command::Cluster(args) => cluster::run(args),

@@ -22,6 +22,7 @@ use bytes::Bytes;
 use tokio::sync::{Mutex, MutexGuard};
 use uuid::Uuid;
 
+use crate::acl::{Acl, AclFilter};
 use crate::image::{
     config_record, ControllerImage, MetadataImage, TopicImage, RESOURCE_BROKER, RESOURCE_TOPIC,
 };
@@ -430,6 +431,31 @@ impl Controller {
             return Ok(());
         }
         self.commit(records).await.map(drop)
+    }
+
+    /// CreateAcls: stores the valid bindings; per binding `Ok` or why it is
+    /// invalid.
+    pub async fn create_acls(&self, acls: &[Acl]) -> Result<Vec<Result<(), String>>, MetadataError> {
+        let _state = self.state.lock().await;
+        let (records, results) = operations::create_acls(&self.image(), acls);
+        if !records.is_empty() {
+            self.commit(records).await?;
+        }
+        Ok(results)
+    }
+
+    /// DeleteAcls: removes what the filters match; per filter the removed
+    /// bindings or why the filter is invalid.
+    pub async fn delete_acls(
+        &self,
+        filters: &[AclFilter],
+    ) -> Result<Vec<Result<Vec<Acl>, String>>, MetadataError> {
+        let _state = self.state.lock().await;
+        let (records, results) = operations::delete_acls(&self.image(), filters);
+        if !records.is_empty() {
+            self.commit(records).await?;
+        }
+        Ok(results)
     }
 
     /// Reserves the next block of producer ids for `broker_id` at

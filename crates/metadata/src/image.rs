@@ -9,10 +9,11 @@ use std::collections::{BTreeMap, HashMap};
 
 use uuid::Uuid;
 
+use crate::acl::Acl;
 use crate::kraft_records::{
-    BrokerEndpoint, BrokerRegistrationChangeRecord, ConfigRecord, ControllerEndpoint, FeatureLevelRecord,
-    MetadataRecord, PartitionChangeRecord, PartitionRecord, ProducerIdsRecord, RegisterBrokerRecord,
-    RegisterControllerRecord, TopicRecord,
+    AccessControlEntryRecord, BrokerEndpoint, BrokerRegistrationChangeRecord, ConfigRecord,
+    ControllerEndpoint, FeatureLevelRecord, MetadataRecord, PartitionChangeRecord, PartitionRecord,
+    ProducerIdsRecord, RegisterBrokerRecord, RegisterControllerRecord, TopicRecord,
 };
 
 /// Kafka's `ConfigResource.Type` ids of the resources Strom keeps configs for.
@@ -133,6 +134,8 @@ pub struct MetadataImage {
     pub last_offset: i64,
     /// The first producer id no broker has been given yet.
     pub next_producer_id: i64,
+    /// Access control entries by their ids.
+    acls: BTreeMap<Uuid, Acl>,
 }
 
 impl MetadataImage {
@@ -157,6 +160,11 @@ impl MetadataImage {
     /// the cluster-wide defaults.
     pub fn broker_configs(&self, resource_name: &str) -> &BTreeMap<String, String> {
         self.broker_configs.get(resource_name).unwrap_or(&NO_CONFIGS)
+    }
+
+    /// The access control entries, with their ids.
+    pub fn acls(&self) -> &BTreeMap<Uuid, Acl> {
+        &self.acls
     }
 
     /// The finalized `metadata.version` feature level, 0 before it is written.
@@ -203,7 +211,13 @@ impl MetadataImage {
                     level => self.features.insert(r.name, level),
                 };
             }
-            // Records of features Strom does not have yet (ACLs, quotas,
+            MetadataRecord::AccessControlEntry(r) => {
+                self.acls.insert(r.id, Acl::from(r));
+            }
+            MetadataRecord::RemoveAccessControlEntry(r) => {
+                self.acls.remove(&r.id);
+            }
+            // Records of features Strom does not have yet (quotas,
             // SCRAM, delegation tokens, ELR) and markers change nothing here.
             other => tracing::debug!(record = other.name(), "metadata record without effect on the image"),
         }
@@ -416,6 +430,7 @@ pub fn snapshot_records(image: &MetadataImage) -> Vec<MetadataRecord> {
                 .map(|(name, value)| config_record(RESOURCE_BROKER, resource, name, Some(value)).into()),
         );
     }
+    records.extend(image.acls.iter().map(|(id, acl)| acl_record(*id, acl).into()));
     if image.next_producer_id > 0 {
         let record = ProducerIdsRecord {
             broker_id: -1,
@@ -484,6 +499,35 @@ pub fn partition_record(topic_id: Uuid, id: i32, p: &PartitionImage) -> Partitio
         leader_epoch: p.leader_epoch,
         partition_epoch: p.partition_epoch,
         directories: p.directories.clone(),
+        ..Default::default()
+    }
+}
+
+impl From<AccessControlEntryRecord> for Acl {
+    fn from(r: AccessControlEntryRecord) -> Self {
+        Self {
+            resource_type: r.resource_type,
+            resource_name: r.resource_name,
+            pattern_type: r.pattern_type,
+            principal: r.principal,
+            host: r.host,
+            operation: r.operation,
+            permission: r.permission_type,
+        }
+    }
+}
+
+/// The record that stores `acl` under `id`.
+pub fn acl_record(id: Uuid, acl: &Acl) -> AccessControlEntryRecord {
+    AccessControlEntryRecord {
+        id,
+        resource_type: acl.resource_type,
+        resource_name: acl.resource_name.clone(),
+        pattern_type: acl.pattern_type,
+        principal: acl.principal.clone(),
+        host: acl.host.clone(),
+        operation: acl.operation,
+        permission_type: acl.permission,
         ..Default::default()
     }
 }

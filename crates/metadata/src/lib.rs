@@ -22,6 +22,8 @@
 //! - [`controller`] runs one operation at a time: decide, append, wait for
 //!   the loader to apply the commit, answer; new partitions get their logs
 //!   (through [`PartitionLogs`]) before any record names them;
+//! - [`acl`] holds access control entries and Kafka's rules for matching
+//!   them (the StandardAuthorizer's), which the image keeps by id;
 //! - [`placement`] chooses the brokers of new partitions (Kafka's striped,
 //!   rack-aware placer) and checks manual replica assignments;
 //! - [`topic_config`] lists the topic-level configs, the broker configs that
@@ -31,6 +33,7 @@
 //! The cluster id is not in the log: as in Kafka, the log dirs'
 //! `meta.properties` hold it.
 
+pub mod acl;
 pub mod controller;
 pub mod image;
 pub mod kraft_records;

@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use uuid::Uuid;
 
+use crate::acl::{Acl, AclFilter};
 use crate::controller::{ConfigResource, MetadataError, NewTopic, ProducerIdBlock, PRODUCER_ID_BLOCK_SIZE};
 use crate::image::{
     config_record, BrokerImage, ControllerImage, Endpoint, FeatureRange, MetadataImage, PartitionImage,
@@ -18,7 +19,8 @@ use crate::image::{
 };
 use crate::kraft_records::{
     BrokerRegistrationChangeRecord, MetadataRecord, PartitionChangeRecord, PartitionRecord,
-    ProducerIdsRecord, RemoveTopicRecord, TopicRecord, UnregisterBrokerRecord,
+    ProducerIdsRecord, RemoveAccessControlEntryRecord, RemoveTopicRecord, TopicRecord,
+    UnregisterBrokerRecord,
 };
 use crate::placement::{
     validate_new_partition_assignments, validate_topic_assignments, BrokerState, RegisteredBroker,
@@ -265,6 +267,50 @@ pub fn alter_configs(
     let removed = current.keys().filter(|name| !next.contains_key(*name));
     records.extend(removed.map(|name| resource.record(name, None).into()));
     Ok(records)
+}
+
+/// CreateAcls (Kafka's `AclControlManager.createAcls`): a record for each
+/// valid binding not stored yet, and per binding `Ok` or why it is invalid.
+/// A binding already stored succeeds without a new record.
+pub fn create_acls(image: &MetadataImage, acls: &[Acl]) -> (Vec<MetadataRecord>, Vec<Result<(), String>>) {
+    let mut stored: std::collections::HashSet<&Acl> = image.acls().values().collect();
+    let mut records = Vec::new();
+    let results = acls
+        .iter()
+        .map(|acl| {
+            acl.validate()?;
+            if stored.insert(acl) {
+                records.push(crate::image::acl_record(Uuid::new_v4(), acl).into());
+            }
+            Ok(())
+        })
+        .collect();
+    (records, results)
+}
+
+/// DeleteAcls: per filter, the bindings it removes (each binding once, by
+/// the first filter that matches it) or why the filter is invalid.
+pub fn delete_acls(
+    image: &MetadataImage,
+    filters: &[AclFilter],
+) -> (Vec<MetadataRecord>, Vec<Result<Vec<Acl>, String>>) {
+    let mut removed = std::collections::HashSet::new();
+    let mut records = Vec::new();
+    let results = filters
+        .iter()
+        .map(|filter| {
+            filter.validate()?;
+            let mut matched = Vec::new();
+            for (id, acl) in image.acls() {
+                if filter.matches(acl) && removed.insert(*id) {
+                    records.push(RemoveAccessControlEntryRecord { id: *id, ..Default::default() }.into());
+                    matched.push(acl.clone());
+                }
+            }
+            Ok(matched)
+        })
+        .collect();
+    (records, results)
 }
 
 /// AllocateProducerIds: the next block, for a registered broker at its

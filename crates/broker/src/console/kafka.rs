@@ -92,6 +92,13 @@ impl<'a> Kafka<'a> {
         }
     }
 
+    /// The message browser reads partitions directly, not through Fetch:
+    /// it asks the authorizer what a Fetch would (READ on the topic).
+    pub fn may_read_topic(&self, topic: &str) -> bool {
+        use strom_metadata::acl::{operation, resource};
+        self.ctx(ApiKey::Fetch, 17).authorize(operation::READ, resource::TOPIC, topic)
+    }
+
     pub fn metadata(&self) -> MetadataResponse {
         let request = MetadataRequest::default().with_topics(None).with_allow_auto_topic_creation(false);
         handlers::metadata::handle(&self.ctx(ApiKey::Metadata, 12), request)

@@ -13,6 +13,7 @@ use strom_metadata::MetadataImage;
 
 use super::{str_bytes, AUTHORIZED_OPERATIONS_OMITTED};
 use crate::dispatch::RequestContext;
+use strom_metadata::acl::{resource, CLUSTER_NAME};
 
 const ENDPOINT_BROKERS: i8 = 1;
 const ENDPOINT_CONTROLLERS: i8 = 2;
@@ -24,7 +25,10 @@ pub fn describe(ctx: &RequestContext<'_>, request: DescribeClusterRequest) -> De
     let response = DescribeClusterResponse::default()
         .with_endpoint_type(endpoint_type)
         .with_cluster_id(str_bytes(broker.controller.cluster_id()))
-        .with_cluster_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED);
+        .with_cluster_authorized_operations(match request.include_cluster_authorized_operations {
+            true => ctx.authorized_operations(resource::CLUSTER, CLUSTER_NAME),
+            false => AUTHORIZED_OPERATIONS_OMITTED,
+        });
     match endpoint_type {
         ENDPOINT_BROKERS => {
             let include_fenced = ctx.api_version >= 2 && request.include_fenced_brokers;

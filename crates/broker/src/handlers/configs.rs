@@ -38,6 +38,7 @@ use crate::config_sources::{
 use crate::dispatch::RequestContext;
 use crate::error::metadata_error;
 use crate::server::Broker;
+use strom_metadata::acl::{operation, resource};
 
 /// A refusal: the error code and the message sent with it.
 type Refusal = (ResponseError, Option<String>);
@@ -78,6 +79,20 @@ fn config_resource(broker: &Broker, resource_type: i8, name: &str) -> Result<Con
 
 // ---------------------------------------------------------------- describe
 
+/// Kafka's check of DESCRIBE_CONFIGS or ALTER_CONFIGS: on the topic, on the
+/// cluster for broker and logger resources, on the group for groups.
+fn config_denial(ctx: &RequestContext<'_>, op: i8, resource_type: i8, name: &str) -> Option<Refusal> {
+    let (allowed, error) = match resource_type {
+        RESOURCE_TOPIC => (ctx.authorize(op, resource::TOPIC, name), ResponseError::TopicAuthorizationFailed),
+        RESOURCE_GROUP => (ctx.authorize(op, resource::GROUP, name), ResponseError::GroupAuthorizationFailed),
+        _ => (ctx.authorize_cluster(op), ResponseError::ClusterAuthorizationFailed),
+    };
+    (!allowed).then_some((error, None))
+}
+
+/// `ConfigResource.Type` GROUP.
+const RESOURCE_GROUP: i8 = 32;
+
 pub fn describe(ctx: &RequestContext<'_>, request: DescribeConfigsRequest) -> DescribeConfigsResponse {
     let broker = ctx.broker;
     let image = broker.controller.image();
@@ -90,7 +105,13 @@ pub fn describe(ctx: &RequestContext<'_>, request: DescribeConfigsRequest) -> De
             let result = DescribeConfigsResult::default()
                 .with_resource_type(resource.resource_type)
                 .with_resource_name(resource.resource_name.clone());
-            match describe_resource(broker, &image, &levels, resource) {
+            let denied = config_denial(
+                ctx,
+                operation::DESCRIBE_CONFIGS,
+                resource.resource_type,
+                &resource.resource_name,
+            );
+            match denied.map_or_else(|| describe_resource(broker, &image, &levels, resource), Err) {
                 Ok(entries) => result.with_configs(
                     entries.into_iter().map(|e| wire_entry(e, request.include_synonyms)).collect(),
                 ),
@@ -221,12 +242,13 @@ pub fn alter(ctx: &RequestContext<'_>, request: AlterConfigsRequest) -> AlterCon
                     None => nulls.push(config.name.to_string()),
                 }
             }
+            let denied = config_denial(ctx, operation::ALTER_CONFIGS, r.resource_type, &r.resource_name);
             Alteration {
                 resource_type: r.resource_type,
                 resource_name: r.resource_name.to_string(),
                 replace: true,
                 ops,
-                refused: null_values(&nulls),
+                refused: denied.or_else(|| null_values(&nulls)),
             }
         })
         .collect();
@@ -262,12 +284,13 @@ pub fn incremental_alter(
                     Err(message) => refused = Some(invalid_request(message)),
                 }
             }
+            let denied = config_denial(ctx, operation::ALTER_CONFIGS, r.resource_type, &r.resource_name);
             Alteration {
                 resource_type: r.resource_type,
                 resource_name: r.resource_name.to_string(),
                 replace: false,
                 ops,
-                refused: refused.or_else(|| null_values(&nulls)),
+                refused: denied.or(refused).or_else(|| null_values(&nulls)),
             }
         })
         .collect();

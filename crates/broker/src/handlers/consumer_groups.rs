@@ -21,6 +21,22 @@ pub fn heartbeat(
     ctx: &RequestContext<'_>,
     request: ConsumerGroupHeartbeatRequest,
 ) -> ConsumerGroupHeartbeatResponse {
+    if !super::groups::may_read_group(ctx, &request.group_id) {
+        return ConsumerGroupHeartbeatResponse::default()
+            .with_error_code(ResponseError::GroupAuthorizationFailed.code());
+    }
+    // Subscribing needs DESCRIBE on every topic named (KIP-848).
+    let hidden: Vec<&str> = (request.subscribed_topic_names.iter().flatten())
+        .map(|t| t.0.as_str())
+        .filter(|t| {
+            !ctx.authorize(strom_metadata::acl::operation::DESCRIBE, strom_metadata::acl::resource::TOPIC, t)
+        })
+        .collect();
+    if !hidden.is_empty() {
+        return ConsumerGroupHeartbeatResponse::default()
+            .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+            .with_error_message(Some(str_bytes(&format!("Topics not authorized: {}", hidden.join(", ")))));
+    }
     let owned = request
         .topic_partitions
         .as_ref()
@@ -104,9 +120,19 @@ pub fn describe(
         .group_ids
         .iter()
         .map(|id| {
-            let base = DescribedGroup::default()
-                .with_group_id(id.clone())
-                .with_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED);
+            let operations = match request.include_authorized_operations {
+                true => ctx.authorized_operations(strom_metadata::acl::resource::GROUP, id),
+                false => AUTHORIZED_OPERATIONS_OMITTED,
+            };
+            let base =
+                DescribedGroup::default().with_group_id(id.clone()).with_authorized_operations(operations);
+            if !ctx.authorize(
+                strom_metadata::acl::operation::DESCRIBE,
+                strom_metadata::acl::resource::GROUP,
+                id,
+            ) {
+                return base.with_error_code(ResponseError::GroupAuthorizationFailed.code());
+            }
             if let Err(error) = ctx.broker.groups.check_coordinator(ctx.broker, id) {
                 return base.with_error_code(error.code());
             }

@@ -9,6 +9,7 @@ use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
 use crate::dispatch::RequestContext;
 use crate::error::storage_error;
 use crate::replica::DeleteRecordsError;
+use strom_metadata::acl::{operation, resource};
 
 pub fn handle(ctx: &RequestContext<'_>, request: DeleteRecordsRequest) -> DeleteRecordsResponse {
     let mut moved = false;
@@ -16,12 +17,18 @@ pub fn handle(ctx: &RequestContext<'_>, request: DeleteRecordsRequest) -> Delete
         .topics
         .into_iter()
         .map(|topic| {
+            let denied = !ctx.authorize(operation::DELETE, resource::TOPIC, &topic.name);
             let partitions = topic
                 .partitions
                 .iter()
                 .map(|p| {
                     let result =
                         DeleteRecordsPartitionResult::default().with_partition_index(p.partition_index);
+                    if denied {
+                        return result
+                            .with_low_watermark(-1)
+                            .with_error_code(ResponseError::TopicAuthorizationFailed.code());
+                    }
                     let partition = match ctx.broker.replicas.leader_partition(&topic.name, p.partition_index)
                     {
                         Ok(partition) => partition,

@@ -120,7 +120,8 @@ pub async fn handle(ctx: &RequestContext<'_>, request: FetchRequest) -> FetchRep
     }
     let broker = ctx.broker;
     let by_id = ctx.api_version >= 13;
-    let (hosted, rejected) = requested_targets(broker, &request, by_id);
+    let readable = read_authorization(ctx, &request);
+    let (hosted, rejected) = requested_targets(broker, &request, by_id, &readable);
     let forgotten = forgotten_partitions(&request, by_id);
     let parts = FetchRequestParts {
         session_id: request.session_id,
@@ -234,6 +235,18 @@ fn session_error(error: ResponseError, session_id: i32) -> FetchReply {
     FetchReply { response, splices: Vec::new() }
 }
 
+/// Which topics the request may read: a follower (a replica id set) needs
+/// CLUSTER_ACTION on the cluster, a consumer READ on each topic.
+fn read_authorization<'a>(ctx: &'a RequestContext<'_>, request: &FetchRequest) -> impl Fn(&str) -> bool + 'a {
+    use strom_metadata::acl::{operation, resource};
+    let follower = request.replica_id.0 >= 0 || request.replica_state.replica_id.0 >= 0;
+    let cluster_action = follower && ctx.authorize_cluster(operation::CLUSTER_ACTION);
+    move |topic| match follower {
+        true => cluster_action,
+        false => ctx.authorize(operation::READ, resource::TOPIC, topic),
+    }
+}
+
 /// A request's topic, found among the hosted ones by id (v13+) or name.
 fn hosted_topic(broker: &Broker, by_id: bool, id: Uuid, name: &str) -> Option<Arc<TopicPartitions>> {
     if by_id {
@@ -251,10 +264,15 @@ fn requested_targets(
     broker: &Broker,
     request: &FetchRequest,
     by_id: bool,
+    readable: &dyn Fn(&str) -> bool,
 ) -> (Vec<FetchTarget>, Vec<(FetchTarget, ResponseError)>) {
     let (mut hosted, mut rejected) = (Vec::new(), Vec::new());
     for topic in &request.topics {
         let found = hosted_topic(broker, by_id, topic.topic_id, &topic.topic.0);
+        let denied = match &found {
+            Some(t) => !readable(&t.name),
+            None => !by_id && !readable(&topic.topic.0),
+        };
         let id = if by_id { topic.topic_id } else { Uuid::nil() };
         let name: Arc<str> = match &found {
             Some(t) => t.name.as_str().into(),
@@ -269,6 +287,7 @@ fn requested_targets(
                 partition_max_bytes: p.partition_max_bytes,
             };
             match &found {
+                _ if denied => rejected.push((target, ResponseError::TopicAuthorizationFailed)),
                 Some(t) => match broker.replicas.leader_partition(&t.name, p.partition) {
                     // A stale or future leader epoch is answered, not read (KIP-320).
                     Ok(partition) => match partition.check_current_leader_epoch(p.current_leader_epoch) {

@@ -22,6 +22,7 @@ use crate::dispatch::RequestContext;
 use crate::group::{JoinRequest, SyncRequest, OFFSETS_TOPIC};
 use crate::internal_topic;
 use crate::txn::TRANSACTION_STATE_TOPIC;
+use strom_metadata::acl::{operation, resource};
 
 const KEY_TYPE_GROUP: i8 = 0;
 const KEY_TYPE_TRANSACTION: i8 = 1;
@@ -34,12 +35,31 @@ fn group_id(s: &str) -> GroupId {
     GroupId(str_bytes(s))
 }
 
+const GROUP_DENIED: ResponseError = ResponseError::GroupAuthorizationFailed;
+
+/// Joining, syncing, heartbeating and leaving need READ on the group.
+pub fn may_read_group(ctx: &RequestContext<'_>, group_id: &str) -> bool {
+    ctx.authorize(operation::READ, resource::GROUP, group_id)
+}
+
 pub fn find_coordinator(
     ctx: &RequestContext<'_>,
     request: FindCoordinatorRequest,
 ) -> FindCoordinatorResponse {
     let lookup = |key: &str| -> Coordinator {
         let base = Coordinator::default().with_key(str_bytes(key));
+        let denied = match request.key_type {
+            KEY_TYPE_GROUP if !ctx.authorize(operation::DESCRIBE, resource::GROUP, key) => {
+                Some(ResponseError::GroupAuthorizationFailed)
+            }
+            KEY_TYPE_TRANSACTION if !ctx.authorize(operation::DESCRIBE, resource::TRANSACTIONAL_ID, key) => {
+                Some(ResponseError::TransactionalIdAuthorizationFailed)
+            }
+            _ => None,
+        };
+        if let Some(error) = denied {
+            return base.with_node_id(BrokerId(-1)).with_port(-1).with_error_code(error.code());
+        }
         match coordinator_endpoint(ctx, request.key_type, key) {
             Ok((id, host, port)) => {
                 base.with_node_id(BrokerId(id)).with_host(str_bytes(&host)).with_port(port)
@@ -98,6 +118,9 @@ fn coordinator_endpoint(
 }
 
 pub async fn join(ctx: &RequestContext<'_>, request: JoinGroupRequest) -> JoinGroupResponse {
+    if !may_read_group(ctx, &request.group_id) {
+        return JoinGroupResponse::default().with_error_code(GROUP_DENIED.code());
+    }
     let join = JoinRequest {
         group_id: request.group_id.to_string(),
         member_id: request.member_id.to_string(),
@@ -153,6 +176,9 @@ pub async fn join(ctx: &RequestContext<'_>, request: JoinGroupRequest) -> JoinGr
 }
 
 pub async fn sync(ctx: &RequestContext<'_>, request: SyncGroupRequest) -> SyncGroupResponse {
+    if !may_read_group(ctx, &request.group_id) {
+        return SyncGroupResponse::default().with_error_code(GROUP_DENIED.code());
+    }
     let assignments: HashMap<String, bytes::Bytes> =
         request.assignments.iter().map(|a| (a.member_id.to_string(), a.assignment.clone())).collect();
     let sync = SyncRequest {
@@ -177,6 +203,9 @@ pub async fn sync(ctx: &RequestContext<'_>, request: SyncGroupRequest) -> SyncGr
 }
 
 pub fn heartbeat(ctx: &RequestContext<'_>, request: HeartbeatRequest) -> HeartbeatResponse {
+    if !may_read_group(ctx, &request.group_id) {
+        return HeartbeatResponse::default().with_error_code(GROUP_DENIED.code());
+    }
     if let Err(error) = ctx.broker.groups.check_coordinator(ctx.broker, &request.group_id) {
         return HeartbeatResponse::default().with_error_code(error.code());
     }
@@ -190,6 +219,9 @@ pub fn heartbeat(ctx: &RequestContext<'_>, request: HeartbeatRequest) -> Heartbe
 }
 
 pub fn leave(ctx: &RequestContext<'_>, request: LeaveGroupRequest) -> LeaveGroupResponse {
+    if !may_read_group(ctx, &request.group_id) {
+        return LeaveGroupResponse::default().with_error_code(GROUP_DENIED.code());
+    }
     let leaving: Vec<(String, Option<String>)> = if ctx.api_version >= 3 {
         request
             .members
@@ -228,6 +260,8 @@ pub fn leave(ctx: &RequestContext<'_>, request: LeaveGroupRequest) -> LeaveGroup
 pub fn list(ctx: &RequestContext<'_>, request: ListGroupsRequest) -> ListGroupsResponse {
     let states: Vec<String> = request.states_filter.iter().map(|s| s.to_ascii_lowercase()).collect();
     let types: Vec<String> = request.types_filter.iter().map(|s| s.to_ascii_lowercase()).collect();
+    // Without DESCRIBE on the cluster, only groups the principal may describe are listed.
+    let all_groups = ctx.authorize_cluster(operation::DESCRIBE);
     let groups = ctx
         .broker
         .groups
@@ -235,6 +269,7 @@ pub fn list(ctx: &RequestContext<'_>, request: ListGroupsRequest) -> ListGroupsR
         .into_iter()
         .filter(|(_, _, state, _)| states.is_empty() || states.contains(&state.to_ascii_lowercase()))
         .filter(|(_, _, _, kind)| types.is_empty() || types.iter().any(|t| t == kind))
+        .filter(|(id, ..)| all_groups || ctx.authorize(operation::DESCRIBE, resource::GROUP, id))
         .map(|(id, protocol_type, state, kind)| {
             let listed = ListedGroup::default()
                 .with_group_id(group_id(&id))
@@ -250,12 +285,18 @@ pub fn list(ctx: &RequestContext<'_>, request: ListGroupsRequest) -> ListGroupsR
 }
 
 pub fn describe(ctx: &RequestContext<'_>, request: DescribeGroupsRequest) -> DescribeGroupsResponse {
-    let operations = AUTHORIZED_OPERATIONS_OMITTED;
     let groups = request
         .groups
         .iter()
         .map(|id| {
             let base = DescribedGroup::default().with_group_id(id.clone());
+            if !ctx.authorize(operation::DESCRIBE, resource::GROUP, id) {
+                return base.with_error_code(GROUP_DENIED.code());
+            }
+            let operations = match request.include_authorized_operations {
+                true => ctx.authorized_operations(resource::GROUP, id),
+                false => AUTHORIZED_OPERATIONS_OMITTED,
+            };
             let base = if ctx.api_version >= 3 { base.with_authorized_operations(operations) } else { base };
             if let Err(error) = ctx.broker.groups.check_coordinator(ctx.broker, id) {
                 return base.with_error_code(error.code());
@@ -300,6 +341,11 @@ pub fn delete(ctx: &RequestContext<'_>, request: DeleteGroupsRequest) -> DeleteG
         .groups_names
         .iter()
         .map(|id| {
+            if !ctx.authorize(operation::DELETE, resource::GROUP, id) {
+                return DeletableGroupResult::default()
+                    .with_group_id(id.clone())
+                    .with_error_code(GROUP_DENIED.code());
+            }
             let error = match ctx.broker.groups.check_coordinator(ctx.broker, id) {
                 Ok(()) => ctx.broker.groups.delete_group(ctx.broker, id.as_str()),
                 Err(error) => Some(error),

@@ -22,6 +22,9 @@ pub fn handle(ctx: &RequestContext<'_>, request: InitProducerIdRequest) -> InitP
     if let Some(error) = request_error(&request) {
         return error_response(error);
     }
+    if let Some(error) = denial(ctx, request.transactional_id.as_ref().map(|t| t.as_str())) {
+        return error_response(error);
+    }
     if let Some(transactional_id) = &request.transactional_id {
         let given = request.producer_id.0 != NO_PRODUCER_ID;
         let expected = given.then_some((request.producer_id.0, request.producer_epoch));
@@ -44,6 +47,19 @@ pub fn handle(ctx: &RequestContext<'_>, request: InitProducerIdRequest) -> InitP
             tracing::error!("cannot reserve producer ids: {e}");
             error_response(metadata_error(&e))
         }
+    }
+}
+
+/// A transactional id needs WRITE on it; an idempotent producer needs
+/// IDEMPOTENT_WRITE on the cluster or WRITE on some topic (KIP-679).
+fn denial(ctx: &RequestContext<'_>, transactional_id: Option<&str>) -> Option<ResponseError> {
+    use strom_metadata::acl::{operation, resource};
+    match transactional_id {
+        Some(id) => (!ctx.authorize(operation::WRITE, resource::TRANSACTIONAL_ID, id))
+            .then_some(ResponseError::TransactionalIdAuthorizationFailed),
+        None => (!ctx.authorize_cluster(operation::IDEMPOTENT_WRITE)
+            && !ctx.authorize_any(operation::WRITE, resource::TOPIC))
+        .then_some(ResponseError::ClusterAuthorizationFailed),
     }
 }
 

@@ -19,20 +19,29 @@ use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpoch
 use crate::dispatch::RequestContext;
 use crate::error::storage_error;
 use crate::replica::Partition;
+use strom_metadata::acl::{operation, resource};
 
 pub fn handle(
     ctx: &RequestContext<'_>,
     request: OffsetForLeaderEpochRequest,
 ) -> OffsetForLeaderEpochResponse {
+    // A follower (replica id set) needs CLUSTER_ACTION, a client DESCRIBE on each topic.
+    let follower = request.replica_id.0 >= 0;
+    let cluster_action = follower && ctx.authorize_cluster(operation::CLUSTER_ACTION);
     let topics = request
         .topics
         .into_iter()
         .map(|topic| {
             let name = topic.topic.0.as_str();
+            let denied = match follower {
+                true => !cluster_action,
+                false => !ctx.authorize(operation::DESCRIBE, resource::TOPIC, &topic.topic),
+            };
             let partitions = topic
                 .partitions
                 .iter()
                 .map(|p| match ctx.broker.replicas.leader_partition(name, p.partition) {
+                    _ if denied => failure(p.partition, ResponseError::TopicAuthorizationFailed),
                     Ok(partition) => end_offset(&partition, p),
                     Err(error) => failure(p.partition, error),
                 })

@@ -10,6 +10,7 @@ use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 use crate::dispatch::RequestContext;
 use crate::error::storage_error;
 use crate::replica::Partition;
+use strom_metadata::acl::{operation, resource};
 
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
@@ -28,11 +29,14 @@ pub fn handle(ctx: &RequestContext<'_>, request: ListOffsetsRequest) -> ListOffs
         .into_iter()
         .map(|topic| {
             let name = topic.name.0.as_str();
+            // Listing offsets needs DESCRIBE on the topic.
+            let denied = !ctx.authorize(operation::DESCRIBE, resource::TOPIC, &topic.name);
             let partitions = topic
                 .partitions
                 .iter()
                 .map(|p| {
                     let response = match ctx.broker.replicas.leader_partition(name, p.partition_index) {
+                        _ if denied => failure(p.partition_index, ResponseError::TopicAuthorizationFailed),
                         Ok(partition) => list_partition(&partition, p, read_committed),
                         Err(error) => failure(p.partition_index, error),
                     };

@@ -24,6 +24,10 @@ const UNKNOWN_VOLUME_BYTES: i64 = -1;
 type Wanted = Option<HashMap<String, HashSet<i32>>>;
 
 pub fn describe(ctx: &RequestContext<'_>, request: DescribeLogDirsRequest) -> DescribeLogDirsResponse {
+    if !ctx.authorize_cluster(strom_metadata::acl::operation::DESCRIBE) {
+        return DescribeLogDirsResponse::default()
+            .with_error_code(ResponseError::ClusterAuthorizationFailed.code());
+    }
     let wanted: Wanted = request.topics.map(|topics| {
         let mut wanted: HashMap<String, HashSet<i32>> = HashMap::new();
         for topic in topics {

@@ -6,6 +6,7 @@ use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
 use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse};
+use strom_metadata::acl::{operation, resource, CLUSTER_NAME};
 use strom_metadata::{MetadataError, NewTopic, TopicImage};
 use uuid::Uuid;
 
@@ -29,20 +30,35 @@ pub fn handle(ctx: &RequestContext<'_>, request: MetadataRequest) -> MetadataRes
         AUTHORIZED_OPERATIONS_OMITTED
     };
     let topics: Vec<MetadataResponseTopic> = match &request.topics {
-        None => broker.controller.image().topics().map(|t| describe_topic(broker, t, operations)).collect(),
+        // Topics the principal may not describe are left out, as in Kafka.
+        None => (broker.controller.image().topics())
+            .filter(|t| ctx.authorize(operation::DESCRIBE, resource::TOPIC, &t.name))
+            .map(|t| describe_topic(broker, t, operations))
+            .collect(),
         Some(wanted) => wanted
             .iter()
             .map(|t| match (&t.name, t.topic_id) {
-                (Some(name), _) => lookup_by_name(broker, name, allow_auto_create, operations),
+                (Some(name), _) if !ctx.authorize(operation::DESCRIBE, resource::TOPIC, name) => {
+                    topic_error(name, ResponseError::TopicAuthorizationFailed)
+                }
+                (Some(name), _) => {
+                    let creatable = || may_create(ctx, name);
+                    lookup_by_name(broker, name, allow_auto_create, &creatable, operations)
+                }
                 (None, id) => lookup_by_id(broker, id, operations),
             })
             .collect(),
     };
+    let topics = with_authorization(ctx, topics, request.include_topic_authorized_operations);
     // Topic ids exist from v10 and the cluster id from v2 on.
     let topics = if ctx.api_version >= 10 {
         topics
     } else {
         topics.into_iter().map(|t| t.with_topic_id(Uuid::nil())).collect()
+    };
+    let cluster_operations = match request.include_cluster_authorized_operations {
+        true => ctx.authorized_operations(resource::CLUSTER, CLUSTER_NAME),
+        false => AUTHORIZED_OPERATIONS_OMITTED,
     };
     let cluster_id = (ctx.api_version >= 2).then(|| str_bytes(broker.controller.cluster_id()));
     let brokers = live_endpoints(ctx).map(|(id, endpoint, rack)| {
@@ -57,13 +73,40 @@ pub fn handle(ctx: &RequestContext<'_>, request: MetadataRequest) -> MetadataRes
         .with_cluster_id(cluster_id)
         .with_controller_id(BrokerId(broker.config.node_id))
         .with_topics(topics)
-        .with_cluster_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED)
+        .with_cluster_authorized_operations(cluster_operations)
+}
+
+/// Auto-creation needs CREATE on the cluster or on the topic.
+fn may_create(ctx: &RequestContext<'_>, name: &str) -> bool {
+    ctx.authorize_cluster(operation::CREATE) || ctx.authorize(operation::CREATE, resource::TOPIC, name)
+}
+
+/// Topics by id the principal may not describe are refused, and each
+/// described topic reports the principal's operations (KIP-430) when asked.
+fn with_authorization(
+    ctx: &RequestContext<'_>,
+    mut topics: Vec<MetadataResponseTopic>,
+    include_operations: bool,
+) -> Vec<MetadataResponseTopic> {
+    for topic in topics.iter_mut().filter(|t| t.error_code == 0) {
+        let Some(name) = topic.name.as_ref().map(|n| n.0.to_string()) else { continue };
+        if !ctx.authorize(operation::DESCRIBE, resource::TOPIC, &name) {
+            *topic = MetadataResponseTopic::default()
+                .with_topic_id(topic.topic_id)
+                .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+                .with_topic_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED);
+        } else if include_operations {
+            topic.topic_authorized_operations = ctx.authorized_operations(resource::TOPIC, &name);
+        }
+    }
+    topics
 }
 
 fn lookup_by_name(
     broker: &Broker,
     name: &str,
     allow_auto_create: bool,
+    may_create: &dyn Fn() -> bool,
     operations: i32,
 ) -> MetadataResponseTopic {
     if let Some(topic) = broker.controller.image().topic(name) {
@@ -71,6 +114,9 @@ fn lookup_by_name(
     }
     if !(allow_auto_create && broker.config.auto_create_topics_enable) {
         return topic_error(name, ResponseError::UnknownTopicOrPartition);
+    }
+    if !may_create() {
+        return topic_error(name, ResponseError::TopicAuthorizationFailed);
     }
     match auto_create(broker, name) {
         Ok(Some(topic)) => describe_topic(broker, &topic, operations),

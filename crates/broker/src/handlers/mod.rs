@@ -1,6 +1,7 @@
 //! One module per API family. Handlers take decoded requests and return
 //! response structs; they never touch bytes on the wire.
 
+pub mod acls;
 pub mod api_versions;
 pub mod cluster;
 pub mod configs;

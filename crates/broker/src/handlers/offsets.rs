@@ -22,6 +22,7 @@ use crate::dispatch::RequestContext;
 use crate::group::codec::OffsetValue;
 use crate::group::CommitEntry;
 use crate::server::Broker;
+use strom_metadata::acl::{operation, resource};
 
 fn code(error: Option<ResponseError>) -> i16 {
     error.map_or(0, |e| e.code())
@@ -39,10 +40,20 @@ fn resolve(broker: &Broker, by_id: bool, name: &str, id: Uuid) -> String {
 pub fn commit(ctx: &RequestContext<'_>, request: OffsetCommitRequest) -> OffsetCommitResponse {
     let broker = ctx.broker;
     let by_id = ctx.api_version >= 10;
+    if !super::groups::may_read_group(ctx, &request.group_id) {
+        return OffsetCommitResponse::default().with_topics(commit_refused(&request, by_id));
+    }
     let mut entries = Vec::new();
     let mut shape = Vec::new();
     for topic in &request.topics {
         let name = resolve(broker, by_id, topic.name.as_str(), topic.topic_id);
+        // Committing needs READ on the topic; refused topics commit nothing.
+        let denied = !name.is_empty() && !ctx.authorize(operation::READ, resource::TOPIC, &name);
+        let indexes: Vec<i32> = topic.partitions.iter().map(|p| p.partition_index).collect();
+        shape.push((topic.name.clone(), topic.topic_id, indexes, denied));
+        if denied {
+            continue;
+        }
         for p in &topic.partitions {
             entries.push(CommitEntry {
                 topic: name.clone(),
@@ -52,7 +63,6 @@ pub fn commit(ctx: &RequestContext<'_>, request: OffsetCommitRequest) -> OffsetC
                 metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
             });
         }
-        shape.push((topic.name.clone(), topic.topic_id, topic.partitions.len()));
     }
     let mut outcomes = broker
         .groups
@@ -68,9 +78,15 @@ pub fn commit(ctx: &RequestContext<'_>, request: OffsetCommitRequest) -> OffsetC
     let mut entries = entries.into_iter();
     let topics = shape
         .into_iter()
-        .map(|(name, id, count)| {
-            let partitions = (0..count)
-                .map(|_| {
+        .map(|(name, id, indexes, denied)| {
+            let partitions = indexes
+                .into_iter()
+                .map(|index| {
+                    if denied {
+                        return OffsetCommitResponsePartition::default()
+                            .with_partition_index(index)
+                            .with_error_code(ResponseError::TopicAuthorizationFailed.code());
+                    }
                     let entry = entries.next().expect("one outcome per entry");
                     let error = outcomes.next().flatten();
                     let error = if by_id && entry.topic.is_empty() {
@@ -90,6 +106,24 @@ pub fn commit(ctx: &RequestContext<'_>, request: OffsetCommitRequest) -> OffsetC
         })
         .collect();
     OffsetCommitResponse::default().with_topics(topics)
+}
+
+/// Every partition of the request answered GROUP_AUTHORIZATION_FAILED.
+fn commit_refused(request: &OffsetCommitRequest, by_id: bool) -> Vec<OffsetCommitResponseTopic> {
+    let refused = ResponseError::GroupAuthorizationFailed.code();
+    (request.topics.iter())
+        .map(|t| {
+            let partitions = t.partitions.iter().map(|p| {
+                OffsetCommitResponsePartition::default()
+                    .with_partition_index(p.partition_index)
+                    .with_error_code(refused)
+            });
+            OffsetCommitResponseTopic::default()
+                .with_name(t.name.clone())
+                .with_topic_id(if by_id { t.topic_id } else { Uuid::nil() })
+                .with_partitions(partitions.collect())
+        })
+        .collect()
 }
 
 /// A topic's partitions with their committed offsets, if any.
@@ -117,6 +151,11 @@ fn unstable(broker: &Broker, require_stable: bool, group: &str, topic: &str, par
 pub fn fetch(ctx: &RequestContext<'_>, request: OffsetFetchRequest) -> OffsetFetchResponse {
     let broker = ctx.broker;
     let require_stable = ctx.api_version >= 7 && request.require_stable;
+    let may_describe = |group: &str| ctx.authorize(operation::DESCRIBE, resource::GROUP, group);
+    let group_denied = ResponseError::GroupAuthorizationFailed.code();
+    if ctx.api_version < 8 && !may_describe(&request.group_id) {
+        return OffsetFetchResponse::default().with_error_code(group_denied);
+    }
     if ctx.api_version < 8 {
         if let Err(error) = broker.groups.check_coordinator(broker, &request.group_id) {
             return OffsetFetchResponse::default().with_error_code(error.code());
@@ -150,6 +189,28 @@ pub fn fetch(ctx: &RequestContext<'_>, request: OffsetFetchRequest) -> OffsetFet
                     .collect();
                 OffsetFetchResponseTopic::default().with_name(topic_name(&topic)).with_partitions(partitions)
             })
+            .filter_map(|t: OffsetFetchResponseTopic| {
+                let name = t.name.to_string();
+                let listed = request.topics.is_some();
+                let partitions = t.partitions.iter().map(|p| p.partition_index);
+                match authorized_topic(ctx, &name, listed, partitions) {
+                    None => Some(t),
+                    Some(None) => None,
+                    Some(Some(refused)) => Some(
+                        t.with_partitions(
+                            refused
+                                .into_iter()
+                                .map(|index| {
+                                    OffsetFetchResponsePartition::default()
+                                        .with_partition_index(index)
+                                        .with_committed_offset(-1)
+                                        .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+                                })
+                                .collect(),
+                        ),
+                    ),
+                }
+            })
             .collect();
         return OffsetFetchResponse::default().with_topics(topics);
     }
@@ -158,6 +219,11 @@ pub fn fetch(ctx: &RequestContext<'_>, request: OffsetFetchRequest) -> OffsetFet
         .groups
         .iter()
         .map(|group| {
+            if !may_describe(&group.group_id) {
+                return OffsetFetchResponseGroup::default()
+                    .with_group_id(group.group_id.clone())
+                    .with_error_code(group_denied);
+            }
             if let Err(error) = broker.groups.check_coordinator(broker, &group.group_id) {
                 return OffsetFetchResponseGroup::default()
                     .with_group_id(group.group_id.clone())
@@ -174,8 +240,8 @@ pub fn fetch(ctx: &RequestContext<'_>, request: OffsetFetchRequest) -> OffsetFet
             });
             let topics = fetched(broker, group.group_id.as_str(), wanted)
                 .into_iter()
-                .map(|(topic, partitions)| {
-                    let partitions = partitions
+                .filter_map(|(topic, partitions)| {
+                    let partitions: Vec<OffsetFetchResponsePartitions> = partitions
                         .into_iter()
                         .map(|(index, value)| {
                             if unstable(broker, require_stable, group.group_id.as_str(), &topic, index) {
@@ -198,10 +264,30 @@ pub fn fetch(ctx: &RequestContext<'_>, request: OffsetFetchRequest) -> OffsetFet
                         Uuid::nil()
                     };
                     let name = if by_id { topic_name("") } else { topic_name(&topic) };
-                    OffsetFetchResponseTopics::default()
-                        .with_name(name)
-                        .with_topic_id(id)
-                        .with_partitions(partitions)
+                    let indexes: Vec<i32> = partitions
+                        .iter()
+                        .map(|p: &OffsetFetchResponsePartitions| p.partition_index)
+                        .collect();
+                    let partitions =
+                        match authorized_topic(ctx, &topic, group.topics.is_some(), indexes.into_iter()) {
+                            None => partitions,
+                            Some(None) => return None,
+                            Some(Some(refused)) => refused
+                                .into_iter()
+                                .map(|index| {
+                                    OffsetFetchResponsePartitions::default()
+                                        .with_partition_index(index)
+                                        .with_committed_offset(-1)
+                                        .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+                                })
+                                .collect(),
+                        };
+                    Some(
+                        OffsetFetchResponseTopics::default()
+                            .with_name(name)
+                            .with_topic_id(id)
+                            .with_partitions(partitions),
+                    )
                 })
                 .collect();
             OffsetFetchResponseGroup::default().with_group_id(group.group_id.clone()).with_topics(topics)
@@ -210,15 +296,40 @@ pub fn fetch(ctx: &RequestContext<'_>, request: OffsetFetchRequest) -> OffsetFet
     OffsetFetchResponse::default().with_groups(groups)
 }
 
+/// `None` if the principal may describe `topic`; otherwise, as Kafka
+/// answers, the partitions to refuse when the request listed its topics,
+/// or `Some(None)` to leave the topic out of an all-topics fetch.
+fn authorized_topic(
+    ctx: &RequestContext<'_>,
+    topic: &str,
+    listed: bool,
+    partitions: impl Iterator<Item = i32>,
+) -> Option<Option<Vec<i32>>> {
+    if ctx.authorize(operation::DESCRIBE, resource::TOPIC, topic) {
+        return None;
+    }
+    Some(listed.then(|| partitions.collect()))
+}
+
 /// (offset, leader epoch, metadata), with Kafka's "none committed" values.
 fn unpack(value: Option<OffsetValue>) -> (i64, i32, String) {
     value.map_or((-1, -1, String::new()), |v| (v.offset, v.leader_epoch, v.metadata))
 }
 
 pub fn delete(ctx: &RequestContext<'_>, request: OffsetDeleteRequest) -> OffsetDeleteResponse {
+    if !ctx.authorize(operation::DELETE, resource::GROUP, &request.group_id) {
+        return OffsetDeleteResponse::default()
+            .with_error_code(ResponseError::GroupAuthorizationFailed.code());
+    }
+    // Deleting a topic's offsets needs READ on it; refused topics delete nothing.
+    let denied: Vec<bool> =
+        request.topics.iter().map(|t| !ctx.authorize(operation::READ, resource::TOPIC, &t.name)).collect();
     let partitions: Vec<(String, i32)> = request
         .topics
         .iter()
+        .zip(&denied)
+        .filter(|(_, denied)| !**denied)
+        .map(|(t, _)| t)
         .flat_map(|t| t.partitions.iter().map(|p| (t.name.to_string(), p.partition_index)))
         .collect();
     let deleted =
@@ -232,12 +343,16 @@ pub fn delete(ctx: &RequestContext<'_>, request: OffsetDeleteRequest) -> OffsetD
             let topics = request
                 .topics
                 .iter()
-                .map(|t| {
+                .zip(&denied)
+                .map(|(t, denied)| {
                     let partitions = t
                         .partitions
                         .iter()
                         .map(|p| {
-                            let error = outcomes.next().flatten();
+                            let error = match denied {
+                                true => Some(ResponseError::TopicAuthorizationFailed),
+                                false => outcomes.next().flatten(),
+                            };
                             OffsetDeleteResponsePartition::default()
                                 .with_partition_index(p.partition_index)
                                 .with_error_code(code(error))

@@ -32,7 +32,10 @@ pub fn handle(ctx: &RequestContext<'_>, request: ProduceRequest) -> MaybeReply<P
     let mut responses: Vec<TopicProduceResponse> = request
         .topic_data
         .into_iter()
-        .map(|topic| produce_topic(broker, ctx.api_version, acks, transactional_id.as_deref(), topic))
+        .map(|topic| match produce_denial(ctx, transactional_id.as_deref(), &topic) {
+            Some(denied) => denied_topic(topic, denied),
+            None => produce_topic(broker, ctx.api_version, acks, transactional_id.as_deref(), topic),
+        })
         .collect();
     count_failures(broker, &responses);
     if acks == 0 {
@@ -91,6 +94,38 @@ fn add_leader_hints(ctx: &RequestContext<'_>, response: &mut ProduceResponse) {
                 .with_rack(rack.as_deref().map(str_bytes))
         })
         .collect();
+}
+
+/// Why Kafka refuses to let this request write to `topic`: WRITE on its
+/// transactional id, then WRITE on the topic. A topic id this broker does
+/// not know is left to the unknown-topic answer.
+fn produce_denial(
+    ctx: &RequestContext<'_>,
+    transactional_id: Option<&str>,
+    topic: &TopicProduceData,
+) -> Option<ResponseError> {
+    use strom_metadata::acl::{operation, resource};
+    if let Some(id) = transactional_id {
+        if !ctx.authorize(operation::WRITE, resource::TRANSACTIONAL_ID, id) {
+            return Some(ResponseError::TransactionalIdAuthorizationFailed);
+        }
+    }
+    let name = if ctx.api_version >= 13 {
+        ctx.broker.replicas.topic_by_id(&topic.topic_id)?.name.clone()
+    } else {
+        topic.name.0.to_string()
+    };
+    (!ctx.authorize(operation::WRITE, resource::TOPIC, &name))
+        .then_some(ResponseError::TopicAuthorizationFailed)
+}
+
+fn denied_topic(topic: TopicProduceData, error: ResponseError) -> TopicProduceResponse {
+    let partitions =
+        topic.partition_data.iter().map(|data| error_response(data.index, error, None)).collect();
+    TopicProduceResponse::default()
+        .with_name(topic.name)
+        .with_topic_id(topic.topic_id)
+        .with_partition_responses(partitions)
 }
 
 fn produce_topic(

@@ -33,6 +33,10 @@ const FORWARD_CLIENT_ID: &str = "strom-describe-quorum-forward";
 const FORWARD_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub async fn describe(ctx: &RequestContext<'_>, request: DescribeQuorumRequest) -> DescribeQuorumResponse {
+    if !ctx.authorize_cluster(strom_metadata::acl::operation::DESCRIBE) {
+        return DescribeQuorumResponse::default()
+            .with_error_code(kafka_protocol::error::ResponseError::ClusterAuthorizationFailed.code());
+    }
     if !asks_for_the_metadata_partition(&request) {
         return unknown_partitions(request);
     }

@@ -46,6 +46,10 @@ fn error_code(error: &QuorumError) -> i16 {
 
 /// The quorum's answer, or the error code to answer with instead.
 async fn ask(ctx: &RequestContext<'_>, request: WireRequest) -> Result<WireResponse, i16> {
+    // Quorum traffic is between nodes: Kafka's controller needs CLUSTER_ACTION.
+    if !ctx.authorize_cluster(strom_metadata::acl::operation::CLUSTER_ACTION) {
+        return Err(ResponseError::ClusterAuthorizationFailed.code());
+    }
     let Some(quorum) = ctx.broker.quorum() else {
         return Err(ResponseError::UnsupportedVersion.code());
     };

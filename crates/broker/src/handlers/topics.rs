@@ -20,6 +20,7 @@ use crate::dispatch::RequestContext;
 use crate::error::metadata_error;
 use crate::failpoint;
 use crate::server::Broker;
+use strom_metadata::acl::{operation, resource};
 
 pub fn create(ctx: &RequestContext<'_>, request: CreateTopicsRequest) -> CreateTopicsResponse {
     let duplicates = repeated(request.topics.iter().map(|t| t.name.0.as_str()));
@@ -50,7 +51,15 @@ pub fn create(ctx: &RequestContext<'_>, request: CreateTopicsRequest) -> CreateT
                     "topic appears more than once in the request",
                 );
             }
-            let result = create_one(ctx.broker, topic, request.validate_only);
+            if !may_create(ctx, &name) {
+                return failure(&name, ResponseError::TopicAuthorizationFailed, "Authorization failed.");
+            }
+            let mut result = create_one(ctx.broker, topic, request.validate_only);
+            // The new topic's configs are shown only to who may describe them.
+            if !ctx.authorize(operation::DESCRIBE_CONFIGS, resource::TOPIC, &name) {
+                result.configs = None;
+                result.topic_config_error_code = ResponseError::TopicAuthorizationFailed.code();
+            }
             for_version(result, ctx.api_version)
         })
         .collect();
@@ -183,7 +192,10 @@ pub fn delete(ctx: &RequestContext<'_>, request: DeleteTopicsRequest) -> DeleteT
     let responses = wanted
         .into_iter()
         .map(|(name, id)| {
-            let mut result = delete_one(broker, name, id);
+            let mut result = match delete_denied(ctx, name.as_deref(), id) {
+                Some(denied) => denied,
+                None => delete_one(broker, name, id),
+            };
             // Topic ids are reported from v6, error messages from v5.
             if ctx.api_version < 6 {
                 result.topic_id = Uuid::nil();
@@ -195,6 +207,27 @@ pub fn delete(ctx: &RequestContext<'_>, request: DeleteTopicsRequest) -> DeleteT
         })
         .collect();
     DeleteTopicsResponse::default().with_responses(responses)
+}
+
+/// CreateTopics needs CREATE on the cluster or on the topic.
+fn may_create(ctx: &RequestContext<'_>, name: &str) -> bool {
+    ctx.authorize_cluster(operation::CREATE) || ctx.authorize(operation::CREATE, resource::TOPIC, name)
+}
+
+/// The answer for a topic the principal may not delete (DELETE on it);
+/// an id no topic has is left to the unknown-id answer.
+fn delete_denied(ctx: &RequestContext<'_>, name: Option<&str>, id: Uuid) -> Option<DeletableTopicResult> {
+    let image = ctx.broker.controller.image();
+    let name = match name {
+        Some(name) => name.to_owned(),
+        None => image.topic_by_id(&id)?.name.clone(),
+    };
+    (!ctx.authorize(operation::DELETE, resource::TOPIC, &name)).then(|| {
+        DeletableTopicResult::default()
+            .with_name(Some(topic_name(&name)))
+            .with_topic_id(id)
+            .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+    })
 }
 
 fn delete_one(broker: &Broker, name: Option<String>, id: Uuid) -> DeletableTopicResult {
@@ -258,6 +291,8 @@ pub fn create_partitions(
             let name = topic.name.0.to_string();
             let outcome = if duplicates.contains(&name) {
                 Err((ResponseError::InvalidRequest, "topic appears more than once in the request".to_owned()))
+            } else if !ctx.authorize(operation::ALTER, resource::TOPIC, &name) {
+                Err((ResponseError::TopicAuthorizationFailed, "Authorization failed.".to_owned()))
             } else {
                 // An empty list asks for no particular placement, like null.
                 let assignments: Option<Vec<Vec<i32>>> = topic

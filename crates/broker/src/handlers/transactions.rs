@@ -35,6 +35,7 @@ use crate::group::{CommitEntry, TxnCommit, OFFSETS_TOPIC};
 use crate::server::Broker;
 use crate::txn::state::{TxnPartition, TxnResult, TxnState};
 use crate::txn::write_marker;
+use strom_metadata::acl::{operation, resource};
 use strom_storage::batch::BatchHeader;
 
 fn code(error: Option<ResponseError>) -> i16 {
@@ -114,12 +115,61 @@ fn add_or_verify(
         .collect()
 }
 
+/// A client's AddPartitionsToTxn refused as Kafka refuses it: every
+/// partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED without WRITE on the
+/// transactional id; else, when some topic lacks WRITE, its partitions
+/// TOPIC_AUTHORIZATION_FAILED and the others OPERATION_NOT_ATTEMPTED.
+fn add_denied(
+    ctx: &RequestContext<'_>,
+    transactional_id: &str,
+    topics: &[AddPartitionsToTxnTopic],
+) -> Option<Vec<AddPartitionsToTxnTopicResult>> {
+    let may_write = |topic: &str| ctx.authorize(operation::WRITE, resource::TOPIC, topic);
+    let txn_denied = !ctx.authorize(operation::WRITE, resource::TRANSACTIONAL_ID, transactional_id);
+    if !txn_denied && topics.iter().all(|t| may_write(&t.name)) {
+        return None;
+    }
+    let results = topics.iter().map(|topic| {
+        let error = match () {
+            _ if txn_denied => ResponseError::TransactionalIdAuthorizationFailed,
+            _ if !may_write(&topic.name) => ResponseError::TopicAuthorizationFailed,
+            _ => ResponseError::OperationNotAttempted,
+        };
+        let results = topic.partitions.iter().map(|index| {
+            AddPartitionsToTxnPartitionResult::default()
+                .with_partition_index(*index)
+                .with_partition_error_code(error.code())
+        });
+        AddPartitionsToTxnTopicResult::default()
+            .with_name(topic.name.clone())
+            .with_results_by_partition(results.collect())
+    });
+    Some(results.collect())
+}
+
+/// The error for a transactional client without WRITE on its
+/// transactional id, or then without READ on `group`.
+fn txn_denied(
+    ctx: &RequestContext<'_>,
+    transactional_id: &str,
+    group: Option<&str>,
+) -> Option<ResponseError> {
+    if !ctx.authorize(operation::WRITE, resource::TRANSACTIONAL_ID, transactional_id) {
+        return Some(ResponseError::TransactionalIdAuthorizationFailed);
+    }
+    group.filter(|g| !super::groups::may_read_group(ctx, g)).map(|_| ResponseError::GroupAuthorizationFailed)
+}
+
 pub fn add_partitions(
     ctx: &RequestContext<'_>,
     request: AddPartitionsToTxnRequest,
 ) -> AddPartitionsToTxnResponse {
     let broker = ctx.broker;
     if ctx.api_version < 4 {
+        let txn_id = request.v3_and_below_transactional_id.as_str();
+        if let Some(results) = add_denied(ctx, txn_id, &request.v3_and_below_topics) {
+            return AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(results);
+        }
         let results = add_or_verify(
             broker,
             ctx.api_version,
@@ -132,6 +182,10 @@ pub fn add_partitions(
         return AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(results);
     }
     // v4+: the brokers' batched form, each transaction added or verified.
+    if !ctx.authorize_cluster(operation::CLUSTER_ACTION) {
+        return AddPartitionsToTxnResponse::default()
+            .with_error_code(ResponseError::ClusterAuthorizationFailed.code());
+    }
     let results = request
         .transactions
         .iter()
@@ -155,6 +209,9 @@ pub fn add_partitions(
 
 pub fn add_offsets(ctx: &RequestContext<'_>, request: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse {
     let broker = ctx.broker;
+    if let Some(error) = txn_denied(ctx, &request.transactional_id, Some(&request.group_id)) {
+        return AddOffsetsToTxnResponse::default().with_error_code(error.code());
+    }
     let outcome = broker.groups.ensure_offsets_topic(broker).and_then(|_| {
         let partition = (OFFSETS_TOPIC.to_owned(), broker.groups.partition_for(request.group_id.as_str()));
         broker.transactions.add_partitions(
@@ -171,13 +228,16 @@ pub fn add_offsets(ctx: &RequestContext<'_>, request: AddOffsetsToTxnRequest) ->
 
 pub fn end(ctx: &RequestContext<'_>, request: EndTxnRequest) -> EndTxnResponse {
     let result = if request.committed { TxnResult::Commit } else { TxnResult::Abort };
-    let outcome = ctx.broker.transactions.end_txn(
-        ctx.broker,
-        request.transactional_id.as_str(),
-        request.producer_id.0,
-        request.producer_epoch,
-        result,
-    );
+    let outcome = match txn_denied(ctx, &request.transactional_id, None) {
+        Some(error) => Err(error),
+        None => ctx.broker.transactions.end_txn(
+            ctx.broker,
+            request.transactional_id.as_str(),
+            request.producer_id.0,
+            request.producer_epoch,
+            result,
+        ),
+    };
     let error = outcome.err().map(|e| fenced_for(e, ctx.api_version, 2));
     EndTxnResponse::default()
         .with_error_code(code(error))
@@ -204,7 +264,18 @@ pub fn txn_offset_commit(
         })
         .collect();
     let coordinator = broker.groups.check_coordinator(broker, &request.group_id);
-    let outcomes = if request.group_id.is_empty() {
+    let denied = txn_denied(ctx, &request.transactional_id, Some(&request.group_id));
+    let topic_denied = |topic: &str| !ctx.authorize(operation::READ, resource::TOPIC, topic);
+    let outcomes = if denied.is_some() {
+        vec![denied; entries.len()]
+    } else if entries.iter().any(|e| topic_denied(&e.topic)) {
+        // Kafka commits nothing then: each refused topic's partitions say why.
+        let answer = |e: &CommitEntry| match topic_denied(&e.topic) {
+            true => Some(ResponseError::TopicAuthorizationFailed),
+            false => Some(ResponseError::OperationNotAttempted),
+        };
+        entries.iter().map(answer).collect()
+    } else if request.group_id.is_empty() {
         vec![Some(ResponseError::InvalidGroupId); entries.len()]
     } else if let Err(error) = coordinator {
         vec![Some(error); entries.len()]
@@ -262,6 +333,7 @@ fn verify_offsets_in_txn(broker: &Broker, request: &TxnOffsetCommitRequest) -> R
 /// directly, but the API is served for tools and other brokers' coordinators.
 pub fn write_markers(ctx: &RequestContext<'_>, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse {
     let broker = ctx.broker;
+    let cluster_action = ctx.authorize_cluster(operation::CLUSTER_ACTION);
     let markers = request
         .markers
         .iter()
@@ -276,6 +348,7 @@ pub fn write_markers(ctx: &RequestContext<'_>, request: WriteTxnMarkersRequest) 
                         .iter()
                         .map(|index| {
                             let error = match broker.replicas.leader_partition(topic.name.as_str(), *index) {
+                                _ if !cluster_action => Some(ResponseError::ClusterAuthorizationFailed),
                                 Err(error) => Some(error),
                                 Ok(_) => write_marker(
                                     broker,
@@ -313,11 +386,14 @@ pub fn describe(
         .map(|id| {
             let base =
                 describe_transactions_response::TransactionState::default().with_transactional_id(id.clone());
-            let described = ctx
-                .broker
-                .transactions
-                .check_coordinator(ctx.broker, id)
-                .and_then(|()| ctx.broker.transactions.describe(id.as_str()));
+            let described = match ctx.authorize(operation::DESCRIBE, resource::TRANSACTIONAL_ID, id) {
+                true => ctx
+                    .broker
+                    .transactions
+                    .check_coordinator(ctx.broker, id)
+                    .and_then(|()| ctx.broker.transactions.describe(id.as_str())),
+                false => Err(ResponseError::TransactionalIdAuthorizationFailed),
+            };
             match described {
                 Err(error) => base
                     .with_error_code(error.code())
@@ -374,6 +450,7 @@ pub fn list(ctx: &RequestContext<'_>, request: ListTransactionsRequest) -> ListT
         .list(&states, &producer_ids, min_duration_ms)
         .into_iter()
         .filter(|t| pattern.as_ref().is_none_or(|p| p.matches(&t.transactional_id)))
+        .filter(|t| ctx.authorize(operation::DESCRIBE, resource::TRANSACTIONAL_ID, &t.transactional_id))
         .map(|t| {
             list_transactions_response::TransactionState::default()
                 .with_transactional_id(TransactionalId(str_bytes(&t.transactional_id)))
@@ -436,6 +513,9 @@ pub fn describe_producers(
                 .iter()
                 .map(|index| {
                     let base = PartitionResponse::default().with_partition_index(*index);
+                    if !ctx.authorize(operation::READ, resource::TOPIC, &topic.name) {
+                        return base.with_error_code(ResponseError::TopicAuthorizationFailed.code());
+                    }
                     let partition = match ctx.broker.replicas.leader_partition(topic.name.as_str(), *index) {
                         Ok(partition) => partition,
                         Err(error) => return base.with_error_code(error.code()),

@@ -12,6 +12,9 @@
 //!   any other request (PLAIN, SCRAM-SHA-256/512, OAUTHBEARER), and their
 //!   re-authentication (KIP-368).
 //!
+//! - [`authorizer`] decides each request's actions against the ACLs of
+//!   the metadata image (Kafka's StandardAuthorizer rules).
+//!
 //! [`ListenerSecurity`] is what a listener's accept loop hands each
 //! connection (built once at start, before the disk is touched);
 //! [`Session`] is what a connection knows about its peer, and its
@@ -21,6 +24,7 @@
 //! [`sasl::scram::ScramCredentials`] store, which
 //! [`sasl::SaslConfig::with_scram_credentials`] replaces.
 
+pub mod authorizer;
 pub mod principal;
 pub mod sasl;
 pub mod settings;

@@ -464,3 +464,51 @@ async fn a_follower_refuses_writes_with_not_controller_and_discards_new_logs() {
     assert_eq!(*logs.discarded.lock().unwrap(), vec![("t".to_owned(), 0..2)]);
     assert!(controller.image().topic("t").is_none());
 }
+
+fn topic_acl(name: &str, principal: &str, op: i8) -> Acl {
+    use crate::acl::{pattern, permission, resource};
+    Acl {
+        resource_type: resource::TOPIC,
+        resource_name: name.into(),
+        pattern_type: pattern::LITERAL,
+        principal: principal.into(),
+        host: "*".into(),
+        operation: op,
+        permission: permission::ALLOW,
+    }
+}
+
+#[tokio::test]
+async fn acls_are_created_once_deleted_by_filter_and_survive_a_reopen() {
+    use crate::acl::{operation, pattern, permission, resource};
+    let dir = tempfile::tempdir().unwrap();
+    let node = open(dir.path()).await;
+    let read = topic_acl("orders", "User:alice", operation::READ);
+    let write = topic_acl("orders", "User:bob", operation::WRITE);
+    let mut invalid = read.clone();
+    invalid.principal = "alice".into();
+    let results =
+        node.controller.create_acls(&[read.clone(), write.clone(), invalid, read.clone()]).await.unwrap();
+    assert!(results[0].is_ok() && results[1].is_ok() && results[3].is_ok());
+    assert!(results[2].is_err(), "a principal without a type is refused");
+    assert_eq!(node.controller.image().acls().len(), 2, "a binding is stored once");
+    drop(node);
+
+    let node = open(dir.path()).await;
+    assert_eq!(node.controller.image().acls().len(), 2);
+    let bobs = AclFilter {
+        resource_type: resource::ANY,
+        resource_name: None,
+        pattern_type: pattern::ANY,
+        principal: Some("User:bob".into()),
+        host: None,
+        operation: operation::ANY,
+        permission: permission::ANY,
+    };
+    let removed = node.controller.delete_acls(&[bobs.clone(), bobs]).await.unwrap();
+    assert_eq!(removed[0].as_ref().unwrap(), &vec![write]);
+    assert!(removed[1].as_ref().unwrap().is_empty(), "each binding is removed once");
+    let image = node.controller.image();
+    let left: Vec<&Acl> = image.acls().values().collect();
+    assert_eq!(left, vec![&read]);
+}

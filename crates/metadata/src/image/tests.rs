@@ -84,6 +84,7 @@ fn rich_image() -> MetadataImage {
         config_record(RESOURCE_BROKER, "1", "message.max.bytes", Some("2048")).into(),
         ProducerIdsRecord { broker_id: 1, broker_epoch: 1, next_producer_id: 2000, ..Default::default() }
             .into(),
+        crate::image::acl_record(Uuid::from_u128(5), &reader_acl()).into(),
     ];
     let mut image = MetadataImage::empty();
     for record in records {
@@ -91,6 +92,30 @@ fn rich_image() -> MetadataImage {
         image.last_offset += 1;
     }
     image
+}
+
+fn reader_acl() -> crate::acl::Acl {
+    use crate::acl::{operation, pattern, permission, resource};
+    crate::acl::Acl {
+        resource_type: resource::TOPIC,
+        resource_name: "orders".into(),
+        pattern_type: pattern::LITERAL,
+        principal: "User:alice".into(),
+        host: "*".into(),
+        operation: operation::READ,
+        permission: permission::ALLOW,
+    }
+}
+
+#[test]
+fn acl_records_add_and_remove_entries_by_id() {
+    let mut image = rich_image();
+    assert_eq!(image.acls().get(&Uuid::from_u128(5)), Some(&reader_acl()));
+    image.apply(
+        crate::kraft_records::RemoveAccessControlEntryRecord { id: Uuid::from_u128(5), ..Default::default() }
+            .into(),
+    );
+    assert!(image.acls().is_empty());
 }
 
 #[test]

@@ -338,6 +338,10 @@ pub fn page(page: &Page<'_>) -> Response {
         Ok(query) => query,
         Err(error) => return page.refused(400, "/topics", "/topics", &error),
     };
+    if !page.kafka.may_read_topic(topic) {
+        let reason = format!("TOPIC_AUTHORIZATION_FAILED: not authorized to read topic {topic}");
+        return page.refused(403, "/topics", "/topics", &reason);
+    }
     let image = page.broker().replicas.image();
     let Some(partition_count) = image.topic(topic).map(|t| t.partitions.len() as i32) else {
         return page.refused(
