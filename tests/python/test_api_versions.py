@@ -47,6 +47,10 @@ KAFKA_41 = {
     42: ("DeleteGroups", 0, 2),
     44: ("IncrementalAlterConfigs", 0, 1),
     47: ("OffsetDelete", 0, 0),
+    48: ("DescribeClientQuotas", 0, 1),
+    49: ("AlterClientQuotas", 0, 1),
+    50: ("DescribeUserScramCredentials", 0, 0),
+    51: ("AlterUserScramCredentials", 0, 0),
     55: ("DescribeQuorum", 0, 2),
     60: ("DescribeCluster", 0, 2),
     61: ("DescribeProducers", 0, 0),
@@ -57,9 +61,8 @@ KAFKA_41 = {
 }
 
 OMITTED = {
-    "no authorization, stored SCRAM credentials or delegation tokens yet": {
-        29: "DescribeAcls", 30: "CreateAcls", 31: "DeleteAcls",
-        50: "DescribeUserScramCredentials", 51: "AlterUserScramCredentials", 38: "CreateDelegationToken",
+    "no authorization or delegation tokens yet": {
+        29: "DescribeAcls", 30: "CreateAcls", 31: "DeleteAcls", 38: "CreateDelegationToken",
         39: "RenewDelegationToken", 40: "ExpireDelegationToken", 41: "DescribeDelegationToken",
     },
     "one node, no replication or quorum yet": {
@@ -67,7 +70,6 @@ OMITTED = {
         45: "AlterPartitionReassignments", 46: "ListPartitionReassignments",
         57: "UpdateFeatures", 64: "UnregisterBroker", 80: "AddRaftVoter", 81: "RemoveRaftVoter",
     },
-    "no quotas yet": {48: "DescribeClientQuotas", 49: "AlterClientQuotas"},
     "no client telemetry (KIP-714)": {71: "GetTelemetrySubscriptions", 72: "PushTelemetry", 74: "ListConfigResources"},
     "Metadata answers what DescribeTopicPartitions would (admin clients fall back to it)": {
         75: "DescribeTopicPartitions",

@@ -72,6 +72,42 @@ whole_response!(
     SaslAuthenticateResponse,
 );
 
+impl ResponseErrors for DescribeClientQuotasResponse {
+    fn visit_errors(&self, visit: &mut dyn FnMut(&dyn Display, i16)) {
+        visit(&"", self.error_code);
+    }
+}
+
+impl ResponseErrors for AlterClientQuotasResponse {
+    fn visit_errors(&self, visit: &mut dyn FnMut(&dyn Display, i16)) {
+        for entry in &self.entries {
+            let names: Vec<String> = entry
+                .entity
+                .iter()
+                .map(|e| format!("{}={}", e.entity_type, e.entity_name.as_deref().unwrap_or("<default>")))
+                .collect();
+            visit(&names.join(","), entry.error_code);
+        }
+    }
+}
+
+impl ResponseErrors for DescribeUserScramCredentialsResponse {
+    fn visit_errors(&self, visit: &mut dyn FnMut(&dyn Display, i16)) {
+        visit(&"", self.error_code);
+        for result in &self.results {
+            visit(&format_args!("user {}", result.user), result.error_code);
+        }
+    }
+}
+
+impl ResponseErrors for AlterUserScramCredentialsResponse {
+    fn visit_errors(&self, visit: &mut dyn FnMut(&dyn Display, i16)) {
+        for result in &self.results {
+            visit(&format_args!("user {}", result.user), result.error_code);
+        }
+    }
+}
+
 impl ResponseErrors for ProduceResponse {
     fn visit_errors(&self, visit: &mut dyn FnMut(&dyn Display, i16)) {
         for topic in &self.responses {

@@ -34,6 +34,7 @@ use crate::metrics::{self, GaugeGuard, Metrics};
 use crate::network;
 use crate::producer_ids::ProducerIdManager;
 use crate::replica::ReplicaManager;
+use crate::security::sasl::scram::{ImageScramCredentials, ScramCredentials};
 use crate::security::ListenerSecurity;
 use crate::txn::TransactionCoordinator;
 
@@ -181,12 +182,14 @@ impl Broker {
         let started = std::time::Instant::now();
         // Before anything touches the disk: a listener that cannot be
         // secured as configured stops the start.
-        let listener_security = listener_security(&config)?;
+        let scram = Arc::new(ImageScramCredentials::default());
+        let listener_security = listener_security(&config, scram.clone())?;
         // Lock the log dirs before touching anything in them.
         let logs = LogManager::new(config.log_dirs.clone())?
             .with_threads_per_dir(config.num_recovery_threads_per_data_dir);
         FileCache::shared().set_capacity(config.log_segment_open_files_max);
         let controller = open_controller(&config)?;
+        scram.bind(controller.loader().clone());
         let broker_epoch = register_broker(&config, &controller)?;
         let metadata_ms = started.elapsed().as_millis();
         let replicas = ReplicaManager::open(config.clone(), logs, &controller.image())?;
@@ -249,9 +252,13 @@ impl Broker {
 }
 
 /// Each listener's security, from the config.
-fn listener_security(config: &BrokerConfig) -> Result<Vec<Arc<ListenerSecurity>>, StartError> {
+fn listener_security(
+    config: &BrokerConfig,
+    scram: Arc<ImageScramCredentials>,
+) -> Result<Vec<Arc<ListenerSecurity>>, StartError> {
+    let scram: Arc<dyn ScramCredentials> = scram;
     let secure = |name: &str| {
-        ListenerSecurity::from_config(config, name)
+        ListenerSecurity::from_config(config, name, &scram)
             .map(Arc::new)
             .map_err(|reason| StartError::Config(format!("listener {name}: {reason}")))
     };

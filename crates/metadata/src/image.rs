@@ -15,6 +15,13 @@ use crate::kraft_records::{
     RegisterControllerRecord, TopicRecord,
 };
 
+mod security;
+
+pub use security::{
+    client_quota_record, scram_credential_record, QuotaEntity, ScramCredentialImage, ENTITY_CLIENT_ID,
+    ENTITY_IP, ENTITY_USER,
+};
+
 /// Kafka's `ConfigResource.Type` ids of the resources Strom keeps configs for.
 pub const RESOURCE_TOPIC: i8 = 2;
 pub const RESOURCE_BROKER: i8 = 4;
@@ -133,6 +140,10 @@ pub struct MetadataImage {
     pub last_offset: i64,
     /// The first producer id no broker has been given yet.
     pub next_producer_id: i64,
+    /// SCRAM credentials by user and mechanism id (KIP-554).
+    scram: BTreeMap<String, BTreeMap<i8, ScramCredentialImage>>,
+    /// Client and IP quotas by entity, as `f64` bits so the image stays `Eq`.
+    client_quotas: BTreeMap<QuotaEntity, BTreeMap<String, u64>>,
 }
 
 impl MetadataImage {
@@ -203,8 +214,11 @@ impl MetadataImage {
                     level => self.features.insert(r.name, level),
                 };
             }
-            // Records of features Strom does not have yet (ACLs, quotas,
-            // SCRAM, delegation tokens, ELR) and markers change nothing here.
+            MetadataRecord::UserScramCredential(r) => self.apply_scram_credential(r),
+            MetadataRecord::RemoveUserScramCredential(r) => self.apply_remove_scram_credential(r),
+            MetadataRecord::ClientQuota(r) => self.apply_client_quota(r),
+            // Records of features Strom does not have yet (ACLs, delegation
+            // tokens, ELR) and markers change nothing here.
             other => tracing::debug!(record = other.name(), "metadata record without effect on the image"),
         }
     }
@@ -416,6 +430,7 @@ pub fn snapshot_records(image: &MetadataImage) -> Vec<MetadataRecord> {
                 .map(|(name, value)| config_record(RESOURCE_BROKER, resource, name, Some(value)).into()),
         );
     }
+    records.extend(security::snapshot_records(image));
     if image.next_producer_id > 0 {
         let record = ProducerIdsRecord {
             broker_id: -1,

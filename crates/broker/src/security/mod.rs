@@ -17,9 +17,8 @@
 //! [`Session`] is what a connection knows about its peer, and its
 //! principal (`User:<name>`, `User:ANONYMOUS` when unauthenticated)
 //! reaches every handler as `RequestContext::principal`, for the
-//! authorizer. SCRAM credentials come from a
-//! [`sasl::scram::ScramCredentials`] store, which
-//! [`sasl::SaslConfig::with_scram_credentials`] replaces.
+//! authorizer. SCRAM credentials come from the metadata image through
+//! [`sasl::scram::ImageScramCredentials`], bound once the log is open.
 
 pub mod principal;
 pub mod sasl;
@@ -70,8 +69,13 @@ pub struct ListenerSecurity {
 }
 
 impl ListenerSecurity {
-    /// The security of listener `name`, from the broker's config.
-    pub fn from_config(config: &BrokerConfig, name: &str) -> Result<Self, String> {
+    /// The security of listener `name`, from the broker's config; SASL
+    /// listeners find SCRAM credentials in `scram`.
+    pub fn from_config(
+        config: &BrokerConfig,
+        name: &str,
+        scram: &Arc<dyn sasl::scram::ScramCredentials>,
+    ) -> Result<Self, String> {
         let protocol = config.security_protocol(name).ok_or_else(|| {
             format!("no security protocol defined for listener {name} in listener.security.protocol.map")
         })?;
@@ -83,7 +87,8 @@ impl ListenerSecurity {
         };
         let sasl = if protocol.uses_sasl() {
             let static_jaas = static_jaas_file()?;
-            Some(Arc::new(sasl::SaslConfig::from_settings(&settings, static_jaas.as_ref())?))
+            let sasl = sasl::SaslConfig::from_settings(&settings, static_jaas.as_ref())?;
+            Some(Arc::new(sasl.with_scram_credentials(scram.clone())))
         } else {
             None
         };
