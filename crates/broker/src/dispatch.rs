@@ -36,6 +36,8 @@ pub struct RequestContext<'a> {
     pub listener: std::sync::Arc<str>,
     /// Who the client authenticated as (`User:ANONYMOUS` if it did not).
     pub principal: std::sync::Arc<str>,
+    /// How long the channel is muted after the response (client quotas).
+    pub throttle: crate::quota::Throttle,
 }
 
 /// A handler's result: a response, sent or withheld (a Produce with acks=0).
@@ -184,8 +186,12 @@ pub async fn handle_frame(
     let client_host = format!("/{}", peer.ip());
     let listener = listener.clone();
     let principal = session.principal.clone();
-    let ctx = RequestContext { broker, api_key, api_version, header, client_host, listener, principal };
+    let throttle = crate::quota::Throttle::default();
+    let ctx =
+        RequestContext { broker, api_key, api_version, header, client_host, listener, principal, throttle };
     let answer = apis::route(&ctx, *request).await;
+    crate::quota::record_request_time(&ctx, started.elapsed());
+    session.mute.mute_for(ctx.throttle.get());
     let encoded = answer.send.then(|| encode_response(&ctx, answer.body.as_ref())).transpose();
     let elapsed = started.elapsed();
     broker.metrics.record_request(api_key as i16, elapsed);

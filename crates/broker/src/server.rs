@@ -33,6 +33,8 @@ use crate::meta_properties::{node_dirs, parse_uuid, FormatError, LogDirs};
 use crate::metrics::{self, GaugeGuard, Metrics};
 use crate::network;
 use crate::producer_ids::ProducerIdManager;
+use crate::quota::connections::{ConnectionLimits, Refusal};
+use crate::quota::QuotaManager;
 use crate::replica::ReplicaManager;
 use crate::security::sasl::scram::{ImageScramCredentials, ScramCredentials};
 use crate::security::ListenerSecurity;
@@ -58,6 +60,10 @@ pub struct Broker {
     pub transactions: TransactionCoordinator,
     /// Each listener's TLS and SASL settings, in `listeners` order.
     pub listener_security: Vec<Arc<ListenerSecurity>>,
+    /// Client quota sensors.
+    pub quotas: QuotaManager,
+    /// Open connections and connection rates per client address.
+    pub connection_limits: Arc<ConnectionLimits>,
     /// Flips to true when shutdown begins; delayed operations end early on it.
     stopping: watch::Sender<bool>,
     /// The metadata quorum of a KRaft node, started when the broker binds.
@@ -200,6 +206,9 @@ impl Broker {
         let metrics = Metrics::default();
         let producer_ids = ProducerIdManager::default();
         let transactions = TransactionCoordinator::new(config.transactions.clone());
+        let quotas = QuotaManager::new(config.quota_window);
+        let connection_limits =
+            Arc::new(ConnectionLimits::new(config.connection_limits.clone(), config.quota_window));
         let broker = Self {
             config,
             controller,
@@ -211,6 +220,8 @@ impl Broker {
             producer_ids,
             transactions,
             listener_security,
+            quotas,
+            connection_limits,
             stopping,
             quorum: OnceLock::new(),
         };
@@ -441,11 +452,18 @@ async fn accept_loop(
                     tracing::warn!(%peer, "max.connections reached; closing the new connection");
                     continue;
                 };
+                let ip_permit = match broker.connection_limits.admit(&broker.controller.image(), peer.ip()) {
+                    Ok(ip_permit) => ip_permit,
+                    Err(refusal) => {
+                        connections.spawn(refuse(stream, peer, refusal));
+                        continue;
+                    }
+                };
                 let (broker, security, stop) = (broker.clone(), security.clone(), stop.clone());
                 connections.spawn(async move {
                     let _open = GaugeGuard::new(&broker.metrics.connections);
                     network::serve(broker.clone(), stream, peer, security, stop).await;
-                    drop(permit);
+                    drop((permit, ip_permit));
                 });
             }
             Err(e) => {
@@ -455,6 +473,23 @@ async fn accept_loop(
         }
     }
     connections
+}
+
+/// Closes a connection its address may not open: at once over
+/// `max.connections.per.ip`, after the throttle time over
+/// `connection_creation_rate` (KIP-612), so the client does not reconnect
+/// in a loop.
+async fn refuse(stream: tokio::net::TcpStream, peer: std::net::SocketAddr, refusal: Refusal) {
+    match refusal {
+        Refusal::TooManyConnections { limit } => {
+            tracing::info!(%peer, limit, "max.connections.per.ip reached; closing the new connection");
+        }
+        Refusal::Throttled { delay_ms } => {
+            tracing::info!(%peer, delay_ms, "connection_creation_rate exceeded; closing the new connection");
+            tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+        }
+    }
+    drop(stream);
 }
 
 /// One log cleaner thread (Kafka's `kafka-log-cleaner-thread-<id>`): cleans

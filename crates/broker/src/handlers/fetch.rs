@@ -117,6 +117,8 @@ pub async fn handle(ctx: &RequestContext<'_>, request: FetchRequest) -> FetchRep
         return FetchReply { response, splices: Vec::new() };
     }
     let broker = ctx.broker;
+    // Followers are not clients: replication has no client quota.
+    let from_follower = request.replica_id.0 >= 0 || request.replica_state.replica_id.0 >= 0;
     let by_id = ctx.api_version >= 13;
     let (hosted, rejected) = requested_targets(broker, &request, by_id);
     let forgotten = forgotten_partitions(&request, by_id);
@@ -155,7 +157,12 @@ pub async fn handle(ctx: &RequestContext<'_>, request: FetchRequest) -> FetchRep
     let refused = refused_once(&rejected, &plan);
     let (mut responses, splices) = build_responses(answered.chain(refused), read_committed);
     downgrade_for_version(&mut responses, ctx.api_version);
-    let response = FetchResponse::default().with_session_id(plan.session_id).with_responses(responses);
+    let mut response = FetchResponse::default().with_session_id(plan.session_id).with_responses(responses);
+    if !from_follower {
+        let bytes = response.body_size(ctx.api_version) + splices.iter().map(|s| s.slice.len).sum::<usize>();
+        response.throttle_time_ms =
+            crate::quota::record_request(ctx, crate::quota::QuotaType::Fetch, bytes as f64);
+    }
     FetchReply { response, splices }
 }
 

@@ -20,6 +20,7 @@ use super::str_bytes;
 use super::transactions::verify_transactional_produce;
 use crate::dispatch::{MaybeReply, RequestContext};
 use crate::error::storage_error;
+use crate::quota::QuotaType;
 use crate::replica::{TopicPartitions, VerifiedAppendError};
 use crate::server::Broker;
 use strom_storage::batch::{BatchHeader, Batches};
@@ -29,6 +30,8 @@ pub fn handle(ctx: &RequestContext<'_>, request: ProduceRequest) -> MaybeReply<P
     let broker = ctx.broker;
     let acks = request.acks;
     let transactional_id = request.transactional_id.as_ref().map(|t| t.to_string());
+    let throttle_time_ms =
+        crate::quota::record_request(ctx, QuotaType::Produce, record_bytes(&request) as f64);
     let mut responses: Vec<TopicProduceResponse> = request
         .topic_data
         .into_iter()
@@ -36,6 +39,7 @@ pub fn handle(ctx: &RequestContext<'_>, request: ProduceRequest) -> MaybeReply<P
         .collect();
     count_failures(broker, &responses);
     if acks == 0 {
+        // acks=0 has no response: the mute alone throttles.
         let response = ProduceResponse::default().with_responses(responses);
         return MaybeReply { response, send: false };
     }
@@ -54,7 +58,15 @@ pub fn handle(ctx: &RequestContext<'_>, request: ProduceRequest) -> MaybeReply<P
             partition.error_code = ResponseError::NotLeaderOrFollower.code();
         }
     }
-    MaybeReply { response: ProduceResponse::default().with_responses(responses), send: true }
+    let response =
+        ProduceResponse::default().with_responses(responses).with_throttle_time_ms(throttle_time_ms);
+    MaybeReply { response, send: true }
+}
+
+/// The record bytes a Produce carries: what `producer_byte_rate` counts.
+fn record_bytes(request: &ProduceRequest) -> usize {
+    let partitions = request.topic_data.iter().flat_map(|t| t.partition_data.iter());
+    partitions.map(|p| p.records.as_ref().map_or(0, |r| r.len())).sum()
 }
 
 fn produce_topic(

@@ -131,11 +131,13 @@ pub const ANONYMOUS: &str = "User:ANONYMOUS";
 #[derive(Debug, Clone)]
 pub struct Session {
     pub principal: Arc<str>,
+    /// Set when a quota throttles the client (KIP-219).
+    pub mute: Arc<crate::quota::ChannelMute>,
 }
 
 impl Default for Session {
     fn default() -> Self {
-        Self { principal: Arc::from(ANONYMOUS) }
+        Self { principal: Arc::from(ANONYMOUS), mute: Arc::default() }
     }
 }
 

@@ -41,6 +41,11 @@ impl MetadataImage {
         self.scram.iter()
     }
 
+    /// Whether any client or IP quota is set: the fast path of every request.
+    pub fn has_client_quotas(&self) -> bool {
+        !self.client_quotas.is_empty()
+    }
+
     /// The quotas set on exactly `entity`.
     pub fn client_quotas(&self, entity: &QuotaEntity) -> BTreeMap<String, f64> {
         self.client_quotas.get(entity).map(decode_values).unwrap_or_default()
