@@ -420,7 +420,7 @@ impl Controller {
     pub async fn alter_scram_credentials(
         &self,
         alterations: &[operations::ScramAlteration],
-    ) -> Result<Vec<(String, Result<(), MetadataError>)>, MetadataError> {
+    ) -> Result<Vec<operations::UserOutcome>, MetadataError> {
         let _state = self.state.lock().await;
         let (records, outcomes) = operations::alter_scram_credentials(&self.image(), alterations);
         if !records.is_empty() {

@@ -424,6 +424,12 @@ fn encode_record(record: TestRecord) -> Bytes {
     buf.freeze()
 }
 
+/// Runs an async handler to its answer. Pages render on the blocking pool
+/// (see `console::serve`), where waiting on the runtime is allowed.
+fn wait<T>(handler: impl std::future::Future<Output = T>) -> T {
+    tokio::runtime::Handle::current().block_on(handler)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -437,10 +443,4 @@ mod tests {
         assert_eq!(error_text(36, Some(&message)).unwrap(), "TOPIC_ALREADY_EXISTS: it exists");
         assert_eq!(error_text(0, Some(&message)), None);
     }
-}
-
-/// Runs an async handler to its answer. Pages render on the blocking pool
-/// (see `console::serve`), where waiting on the runtime is allowed.
-fn wait<T>(handler: impl std::future::Future<Output = T>) -> T {
-    tokio::runtime::Handle::current().block_on(handler)
 }

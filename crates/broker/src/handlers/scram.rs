@@ -14,8 +14,8 @@ use kafka_protocol::messages::{
     DescribeUserScramCredentialsResponse,
 };
 use strom_metadata::image::ScramCredentialImage;
-use strom_metadata::operations::ScramAlteration;
-use strom_metadata::{block_on, MetadataError, MetadataImage};
+use strom_metadata::operations::{ScramAlteration, UserOutcome};
+use strom_metadata::{block_on, MetadataImage};
 
 use super::str_bytes;
 use crate::dispatch::RequestContext;
@@ -36,7 +36,7 @@ pub fn alter(
         credential: credential_of(u.mechanism, &u.salted_password, &u.salt, u.iterations),
     });
     let alterations: Vec<ScramAlteration> = deletions.chain(upsertions).collect();
-    let outcomes: Vec<(String, Result<(), MetadataError>)> =
+    let outcomes: Vec<UserOutcome> =
         match block_on(ctx.broker.controller.alter_scram_credentials(&alterations)) {
             Ok(outcomes) => outcomes,
             Err(e) => {

@@ -75,9 +75,11 @@ pub fn applicable_quota(
     if !image.has_client_quotas() {
         return None;
     }
+    // Per entity type: absent, its default (`Some(None)`) or named.
+    type Part = Option<Option<String>>;
     let named = |name: &str| Some(Some(name.to_owned()));
     let default = Some(None);
-    let order: [(Option<Option<String>>, Option<Option<String>>); 8] = [
+    let order: [(Part, Part); 8] = [
         (named(user), named(client_id)),
         (named(user), default.clone()),
         (named(user), None),

@@ -13,7 +13,10 @@ fn entity(pairs: &[(&str, Option<&str>)]) -> QuotaEntity {
     pairs.iter().map(|(t, n)| (t.to_string(), n.map(str::to_owned))).collect()
 }
 
-fn image_with(quotas: &[(&[(&str, Option<&str>)], &str, f64)]) -> MetadataImage {
+/// An entity as (type, name) pairs, `None` for the default.
+type Pairs<'a> = &'a [(&'a str, Option<&'a str>)];
+
+fn image_with(quotas: &[(Pairs<'_>, &str, f64)]) -> MetadataImage {
     let mut image = MetadataImage::empty();
     for (pairs, key, value) in quotas {
         image.apply(client_quota_record(&entity(pairs), key, Some(*value)).into());
@@ -23,7 +26,7 @@ fn image_with(quotas: &[(&[(&str, Option<&str>)], &str, f64)]) -> MetadataImage 
 
 #[test]
 fn the_eight_entity_combinations_apply_in_kafkas_order() {
-    let levels: [&[(&str, Option<&str>)]; 8] = [
+    let levels: [Pairs<'_>; 8] = [
         &[("user", Some("alice")), ("client-id", Some("app"))],
         &[("user", Some("alice")), ("client-id", None)],
         &[("user", Some("alice"))],

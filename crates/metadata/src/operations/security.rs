@@ -47,12 +47,15 @@ impl ScramAlteration {
     }
 }
 
+/// A user's outcome of AlterUserScramCredentials.
+pub type UserOutcome = (String, Result<(), MetadataError>);
+
 /// AlterUserScramCredentials: the records of every user whose changes are
 /// all valid, and each user's outcome, in order of first mention.
 pub fn alter_scram_credentials(
     image: &MetadataImage,
     alterations: &[ScramAlteration],
-) -> (Vec<MetadataRecord>, Vec<(String, Result<(), MetadataError>)>) {
+) -> (Vec<MetadataRecord>, Vec<UserOutcome>) {
     let mut by_user: Vec<(&str, Vec<&ScramAlteration>)> = Vec::new();
     for alteration in alterations {
         match by_user.iter_mut().find(|(user, _)| *user == alteration.user()) {
