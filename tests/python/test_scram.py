@@ -147,3 +147,39 @@ def test_strom_configs_users_round_trip(scram_broker):
     too_few = admin_cli(scram_broker, "configs", "--alter", "--entity-type", "users", "--entity-name", "dave",
                         "--add-config", "SCRAM-SHA-256=[iterations=100,password=x]")
     assert too_few.returncode != 0 and "Too few iterations" in too_few.stderr, too_few.stderr
+
+
+def test_the_console_logs_in_the_brokers_own_sasl_users(broker_factory):
+    from console_client import ConsoleClient
+
+    plain, sasl, console = distinct_free_ports(3)
+    plain_jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+                  'user_erin="erin-secret";')
+    broker = broker_factory({
+        "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": plain_jaas,
+        "console.listener": f"http://127.0.0.1:{console}",
+        "console.auth": "sasl",
+    }, port=plain)
+    set_scram_credentials(broker.bootstrap, {"frank": "frank-secret"}, mechanisms=["SCRAM-SHA-512"])
+    assert ConsoleClient(console).get("/").status == 401
+    assert ConsoleClient(console, ("frank", "wrong")).get("/").status == 401
+    assert ConsoleClient(console, ("nobody", "frank-secret")).get("/").status == 401
+    assert '<span class="user">frank</span>' in ConsoleClient(console, ("frank", "frank-secret")).page("/")
+    assert '<span class="user">erin</span>' in ConsoleClient(console, ("erin", "erin-secret")).page("/")
+    # A credential removed from the metadata log no longer opens the console.
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    futures = admin.alter_user_scram_credentials([UserScramCredentialDeletion("frank", ScramMechanism.SCRAM_SHA_512)])
+    wait_future(futures["frank"])
+    assert ConsoleClient(console, ("frank", "frank-secret")).get("/").status == 401
+
+
+def test_console_sasl_auth_needs_a_sasl_listener(broker_factory):
+    from harness import free_port
+
+    broker = broker_factory({"console.listener": f"http://127.0.0.1:{free_port()}", "console.auth": "sasl"},
+                            start=False)
+    with pytest.raises(AssertionError, match="console.auth=sasl needs a SASL_PLAINTEXT or SASL_SSL listener"):
+        broker.start(timeout_s=20)

@@ -190,6 +190,9 @@ impl Broker {
         // secured as configured stops the start.
         let scram = Arc::new(ImageScramCredentials::default());
         let listener_security = listener_security(&config, scram.clone())?;
+        if let crate::console::auth::Auth::Sasl(users) = &config.console.auth {
+            users.bind(&listener_security).map_err(StartError::Config)?;
+        }
         // Lock the log dirs before touching anything in them.
         let logs = LogManager::new(config.log_dirs.clone())?
             .with_threads_per_dir(config.num_recovery_threads_per_data_dir);

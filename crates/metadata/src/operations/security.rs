@@ -214,3 +214,114 @@ fn validate_quota(entity: &QuotaEntity, key: &str, value: Option<f64>) -> Result
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+
+    use super::*;
+
+    fn upsert(user: &str, mechanism: i8, iterations: i32) -> ScramAlteration {
+        let credential = ScramCredentialImage {
+            salt: Bytes::from_static(b"salt"),
+            stored_key: Bytes::from_static(b"stored"),
+            server_key: Bytes::from_static(b"server"),
+            iterations,
+        };
+        ScramAlteration::Upsert { user: user.into(), mechanism, credential }
+    }
+
+    fn apply(image: &mut MetadataImage, records: Vec<MetadataRecord>) {
+        records.into_iter().for_each(|r| image.apply(r));
+    }
+
+    #[test]
+    fn scram_changes_are_decided_per_user_with_kafkas_errors() {
+        let mut image = MetadataImage::empty();
+        let (records, outcomes) = alter_scram_credentials(
+            &image,
+            &[
+                upsert("ok", 1, 4096),
+                upsert("few", 1, 4095),
+                upsert("many", 2, 16385),
+                upsert("odd", 3, 4096),
+                ScramAlteration::Delete { user: "ghost".into(), mechanism: 1 },
+                upsert("twice", 1, 8192),
+                ScramAlteration::Delete { user: "twice".into(), mechanism: 1 },
+                upsert("", 1, 4096),
+            ],
+        );
+        let errors: Vec<(&str, Option<String>)> =
+            outcomes.iter().map(|(u, r)| (u.as_str(), r.as_ref().err().map(|e| format!("{e:?}")))).collect();
+        assert_eq!(errors[0], ("ok", None));
+        assert!(errors[1].1.as_deref().unwrap().starts_with("UnacceptableCredential(\"Too few"));
+        assert!(errors[2].1.as_deref().unwrap().starts_with("UnacceptableCredential(\"Too many"));
+        assert!(errors[3].1.as_deref().unwrap().starts_with("UnsupportedSaslMechanism"));
+        assert!(errors[4].1.as_deref().unwrap().starts_with("ResourceNotFound"));
+        assert!(errors[5].1.as_deref().unwrap().starts_with("DuplicateResource"));
+        assert!(errors[6].1.as_deref().unwrap().starts_with("UnacceptableCredential(\"Username"));
+        assert_eq!(records.len(), 1, "only the valid user is written");
+        apply(&mut image, records);
+        assert_eq!(image.scram_credential("ok", 1).unwrap().iterations, 4096);
+
+        let (records, _) =
+            alter_scram_credentials(&image, &[ScramAlteration::Delete { user: "ok".into(), mechanism: 1 }]);
+        apply(&mut image, records);
+        assert!(image.scram_credential("ok", 1).is_none());
+        assert_eq!(image.scram_users().count(), 0);
+    }
+
+    fn quota(pairs: &[(&str, Option<&str>)], ops: &[(&str, Option<f64>)]) -> QuotaAlteration {
+        QuotaAlteration {
+            entity: pairs.iter().map(|(t, n)| (t.to_string(), n.map(str::to_owned))).collect(),
+            ops: ops.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+        }
+    }
+
+    #[test]
+    fn client_quotas_follow_kafkas_validation() {
+        let image = MetadataImage::empty();
+        let refused = |a: QuotaAlteration| alter_client_quotas(&image, &a).unwrap_err().to_string();
+        assert!(refused(quota(&[], &[("producer_byte_rate", Some(1.0))])).contains("empty"));
+        assert!(
+            refused(quota(&[("group", Some("g"))], &[("producer_byte_rate", Some(1.0))])).contains("group")
+        );
+        assert!(refused(quota(&[("ip", None), ("user", None)], &[("connection_creation_rate", Some(1.0))]))
+            .contains("combination"));
+        assert!(refused(quota(&[("ip", Some("nope"))], &[("connection_creation_rate", Some(1.0))]))
+            .contains("not a valid IP"));
+        assert!(refused(quota(&[("ip", None)], &[("producer_byte_rate", Some(1.0))]))
+            .contains("Invalid configuration key"));
+        assert!(refused(quota(&[("user", None)], &[("connection_creation_rate", Some(1.0))])).contains("key"));
+        assert!(refused(quota(&[("user", None)], &[("producer_byte_rate", Some(1.5))])).contains("Long"));
+        assert!(refused(quota(&[("user", None)], &[("request_percentage", Some(-1.0))]))
+            .contains("Invalid value"));
+        let fine = quota(&[("user", Some("a")), ("client-id", None)], &[("request_percentage", Some(12.5))]);
+        let mut image = MetadataImage::empty();
+        let records = alter_client_quotas(&image, &fine).unwrap();
+        apply(&mut image, records);
+        assert_eq!(image.client_quotas(&fine.entity)["request_percentage"], 12.5);
+        // Removing what is not set writes nothing; removing the last key drops the entity.
+        assert!(alter_client_quotas(&image, &quota(&[("user", None)], &[("producer_byte_rate", None)]))
+            .unwrap()
+            .is_empty());
+        let removal = quota(&[("user", Some("a")), ("client-id", None)], &[("request_percentage", None)]);
+        let records = alter_client_quotas(&image, &removal).unwrap();
+        apply(&mut image, records);
+        assert!(!image.has_client_quotas());
+    }
+
+    #[test]
+    fn credentials_and_quotas_survive_a_snapshot() {
+        let mut image = MetadataImage::empty();
+        let records = alter_scram_credentials(&image, &[upsert("u", 2, 8192)]).0;
+        apply(&mut image, records);
+        let q = quota(&[("client-id", Some("c"))], &[("consumer_byte_rate", Some(2048.0))]);
+        let records = alter_client_quotas(&image, &q).unwrap();
+        apply(&mut image, records);
+        let mut rebuilt = MetadataImage::empty();
+        apply(&mut rebuilt, crate::image::snapshot_records(&image));
+        assert_eq!(rebuilt.scram_credential("u", 2), image.scram_credential("u", 2));
+        assert_eq!(rebuilt.client_quotas(&q.entity), image.client_quotas(&q.entity));
+    }
+}

@@ -217,6 +217,17 @@ impl SaslConfig {
         }
     }
 
+    /// PLAIN's users, when the listener serves PLAIN.
+    pub fn plain_users(&self) -> Option<Arc<BTreeMap<String, String>>> {
+        self.enabled.contains(&Mechanism::Plain).then(|| self.plain_users.clone())
+    }
+
+    /// The SCRAM mechanisms the listener serves and where their credentials are.
+    pub fn scram(&self) -> (Vec<ScramMechanism>, Arc<dyn ScramCredentials>) {
+        let mechanisms = self.enabled.iter().filter_map(|m| ScramMechanism::of(*m)).collect();
+        (mechanisms, self.scram.clone())
+    }
+
     fn mechanism_names(&self) -> Vec<StrBytes> {
         self.enabled.iter().map(|m| StrBytes::from_static_str(m.name())).collect()
     }

@@ -133,6 +133,17 @@ impl ScramCredential {
     }
 }
 
+impl ScramCredential {
+    /// Whether `password` is the one this credential was made from: its
+    /// stored key, derived again (for logins that send the password, such
+    /// as the console's HTTP Basic).
+    pub fn matches_password(&self, mechanism: ScramMechanism, password: &str) -> bool {
+        let derived = Self::derive(mechanism, password, &self.salt, self.iterations);
+        let diff = derived.stored_key.iter().zip(&self.stored_key).fold(0u8, |d, (a, b)| d | (a ^ b));
+        derived.stored_key.len() == self.stored_key.len() && diff == 0
+    }
+}
+
 /// Where the SCRAM server finds a user's credential.
 pub trait ScramCredentials: Send + Sync {
     fn credential(&self, mechanism: ScramMechanism, user: &str) -> Option<ScramCredential>;
