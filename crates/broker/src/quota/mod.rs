@@ -193,12 +193,18 @@ pub fn record_request(ctx: &crate::dispatch::RequestContext<'_>, quota: QuotaTyp
 
 /// `request_percentage` (KIP-124): the handler time of every request but
 /// those Kafka exempts (the handshake APIs and the cluster's own), as a
-/// percentage of one thread over a second. Returns the throttle.
+/// percentage of one thread over a second. Returns the throttle. Requests
+/// that park (a long-poll Fetch, a rebalance) are not timed: their wall
+/// time is mostly waiting, which Kafka's thread time does not count.
 pub fn record_request_time(ctx: &crate::dispatch::RequestContext<'_>, elapsed: Duration) -> u64 {
     use kafka_protocol::messages::ApiKey;
     let exempt = matches!(
         ctx.api_key,
-        ApiKey::ApiVersions
+        ApiKey::Fetch
+            | ApiKey::JoinGroup
+            | ApiKey::SyncGroup
+            | ApiKey::DescribeQuorum
+            | ApiKey::ApiVersions
             | ApiKey::SaslHandshake
             | ApiKey::SaslAuthenticate
             | ApiKey::Vote
