@@ -162,6 +162,9 @@ def test_quotas_survive_a_restart_and_strom_configs_round_trips(quota_broker):
     set_quota(quota_broker, ["--entity-type", "users", "--entity-name", "alice", "--entity-type", "clients",
                              "--entity-name", "app"], "controller_mutation_rate=10")
     set_quota(quota_broker, ["--entity-type", "ips", "--entity-default"], "connection_creation_rate=100")
+    # Names and defaults pair with the entity types in command-line order.
+    set_quota(quota_broker, ["--entity-type", "users", "--entity-default", "--entity-type", "clients",
+                             "--entity-name", "app"], "consumer_byte_rate=4096")
     quota_broker.restart()
     users = configs(quota_broker, "--describe", "--entity-type", "users", "--entity-name", "alice")
     assert ("Quota configs for user-principal 'alice' are consumer_byte_rate=2048.0, producer_byte_rate=1048576.0, "
@@ -169,6 +172,9 @@ def test_quotas_survive_a_restart_and_strom_configs_round_trips(quota_broker):
     both = configs(quota_broker, "--describe", "--entity-type", "users", "--entity-name", "alice",
                    "--entity-type", "clients", "--entity-name", "app")
     assert "Quota configs for user-principal 'alice', client-id 'app' are controller_mutation_rate=10.0" in both
+    defaults = configs(quota_broker, "--describe", "--entity-type", "users", "--entity-default", "--entity-type",
+                       "clients", "--entity-name", "app")
+    assert "Quota configs for the default user-principal, client-id 'app' are consumer_byte_rate=4096.0" in defaults
     ips = configs(quota_broker, "--describe", "--entity-type", "ips")
     assert "Quota configs for the default ip are connection_creation_rate=100.0" in ips, ips
 

@@ -38,8 +38,9 @@ pub struct ConfigsArgs {
     entity_name: Vec<String>,
     /// The default of the entity type left without a name: the brokers'
     /// cluster-wide configs, or the default user, client id or IP quota.
-    #[arg(long = "entity-default")]
-    entity_default: bool,
+    /// (May be given once per entity type: users and clients.)
+    #[arg(long = "entity-default", action = clap::ArgAction::Count)]
+    entity_default: u8,
     /// Shortcut for --entity-type topics --entity-name TOPIC.
     #[arg(long, conflicts_with_all = ["entity_type", "entity_name", "entity_default", "broker", "broker_defaults"])]
     topic: Option<String>,
@@ -111,8 +112,7 @@ fn run_quotas(args: ConfigsArgs) -> anyhow::Result<()> {
     let config = ClientConfig::from_properties(&args.connect.properties(&[])?)?;
     let quota_args = QuotaArgs {
         entity_types: &args.entity_type,
-        entity_names: &args.entity_name,
-        entity_default: args.entity_default,
+        names: quota_configs::names_in_order(std::env::args()),
         alter: args.alter,
         add_config: args.add_config.as_deref(),
         delete_config: &args.delete_config,
@@ -125,7 +125,11 @@ fn entity(args: &ConfigsArgs) -> anyhow::Result<Entity> {
     if args.entity_type.len() > 1 || args.entity_name.len() > 1 {
         bail!("only users and clients may be combined; give one --entity-type for topics or brokers");
     }
-    if args.entity_default && !args.entity_name.is_empty() {
+    let entity_default = args.entity_default > 0;
+    if args.entity_default > 1 {
+        bail!("--entity-default is given twice; only users and clients may be combined");
+    }
+    if entity_default && !args.entity_name.is_empty() {
         bail!("--entity-default and --entity-name name different entities of one type");
     }
     let entity_name = args.entity_name.first().cloned();
@@ -133,9 +137,9 @@ fn entity(args: &ConfigsArgs) -> anyhow::Result<Entity> {
         (Some(topic), ..) => (ResourceType::Topic, Some(topic.clone())),
         (_, Some(broker), ..) => (ResourceType::Broker, Some(broker.clone())),
         (_, _, true, _) => (ResourceType::Broker, Some(String::new())),
-        (_, _, _, Some("topics")) if args.entity_default => bail!("--entity-default applies to brokers, not topics"),
+        (_, _, _, Some("topics")) if entity_default => bail!("--entity-default applies to brokers, not topics"),
         (_, _, _, Some("topics")) => (ResourceType::Topic, entity_name),
-        (_, _, _, Some(_)) if args.entity_default => (ResourceType::Broker, Some(String::new())),
+        (_, _, _, Some(_)) if entity_default => (ResourceType::Broker, Some(String::new())),
         (_, _, _, Some(_)) => (ResourceType::Broker, entity_name),
         _ => bail!("At least one entity type must be specified: --entity-type, --topic, --broker or --broker-defaults"),
     };

@@ -1,11 +1,12 @@
 //! `strom configs --entity-type users|clients|ips`: client quotas and SCRAM
 //! credentials, as `kafka-configs.sh` alters and describes them.
 //!
-//! Entity types pair with names in order: `--entity-type users
-//! --entity-name alice --entity-type clients --entity-name app` is the
-//! quota of `app` used by `alice`; a type left without a name is its
-//! default with `--entity-default` and, when describing, any entity of the
-//! type otherwise.
+//! Entity types pair with names in order, as kafka-configs.sh pairs them:
+//! the n-th `--entity-type` with the n-th `--entity-name` or
+//! `--entity-default`, whichever comes n-th on the command line. So
+//! `--entity-type users --entity-default --entity-type clients
+//! --entity-name app` is client `app` of the default user; a type left
+//! without a name is, when describing, any entity of the type.
 
 use std::collections::BTreeMap;
 
@@ -29,8 +30,9 @@ pub fn is_quota_type(entity_type: &str) -> bool {
 /// The flags `strom configs` hands over.
 pub struct QuotaArgs<'a> {
     pub entity_types: &'a [String],
-    pub entity_names: &'a [String],
-    pub entity_default: bool,
+    /// Each `--entity-name` (`Some`) and `--entity-default` (`None`), in
+    /// command-line order.
+    pub names: Vec<Option<String>>,
     pub alter: bool,
     pub add_config: Option<&'a str>,
     pub delete_config: &'a [String],
@@ -38,6 +40,7 @@ pub struct QuotaArgs<'a> {
 }
 
 /// One entity type of the command line and what it names.
+#[derive(Debug)]
 struct Component {
     /// `user`, `client-id` or `ip`.
     entity_type: &'static str,
@@ -65,15 +68,15 @@ fn components(args: &QuotaArgs<'_>) -> anyhow::Result<Vec<Component>> {
         if components.iter().any(|c| c.entity_type == entity_type) {
             bail!("--entity-type {plural} is given twice");
         }
-        let matching = match args.entity_names.get(at) {
-            Some(name) => QuotaMatch::Exact(name.clone()),
-            None if args.entity_default => QuotaMatch::Default,
+        let matching = match args.names.get(at) {
+            Some(Some(name)) => QuotaMatch::Exact(name.clone()),
+            Some(None) => QuotaMatch::Default,
             None => QuotaMatch::Any,
         };
         components.push(Component { entity_type, matching });
     }
-    if args.entity_names.len() > components.len() {
-        bail!("there are more --entity-name than --entity-type flags");
+    if args.names.len() > components.len() {
+        bail!("there are more --entity-name and --entity-default than --entity-type flags");
     }
     let has_ip = components.iter().any(|c| c.entity_type == "ip");
     if has_ip && components.len() > 1 {
@@ -86,6 +89,20 @@ fn components(args: &QuotaArgs<'_>) -> anyhow::Result<Vec<Component>> {
         bail!("--alter needs --add-config or --delete-config");
     }
     Ok(components)
+}
+
+/// The `--entity-name` values and `--entity-default` flags of `argv`, in order.
+pub fn names_in_order(argv: impl IntoIterator<Item = String>) -> Vec<Option<String>> {
+    let mut names = Vec::new();
+    let mut argv = argv.into_iter();
+    while let Some(arg) = argv.next() {
+        match arg.as_str() {
+            "--entity-default" => names.push(None),
+            "--entity-name" => names.extend(argv.next().map(Some)),
+            other => names.extend(other.strip_prefix("--entity-name=").map(|n| Some(n.to_owned()))),
+        }
+    }
+    names
 }
 
 // ------------------------------------------------------------------ alter
@@ -259,4 +276,50 @@ fn entity_text(entity: &QuotaEntity) -> String {
         })
         .collect();
     parts.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(text: &str) -> Vec<String> {
+        text.split_whitespace().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn names_and_defaults_pair_with_types_in_command_line_order() {
+        let names = names_in_order(argv(
+            "strom configs --entity-type users --entity-default --entity-type clients --entity-name=app",
+        ));
+        assert_eq!(names, vec![None, Some("app".to_owned())]);
+        let types = ["users".to_owned(), "clients".to_owned()];
+        let args = QuotaArgs {
+            entity_types: &types,
+            names,
+            alter: true,
+            add_config: Some("producer_byte_rate=1"),
+            delete_config: &[],
+            format: Format::Text,
+        };
+        let components = components(&args).unwrap();
+        assert_eq!(components[0].matching, QuotaMatch::Default);
+        assert_eq!(components[1].matching, QuotaMatch::Exact("app".into()));
+    }
+
+    #[test]
+    fn ips_stand_alone_and_alter_needs_every_name() {
+        let types = ["users".to_owned(), "ips".to_owned()];
+        let args = QuotaArgs {
+            entity_types: &types,
+            names: vec![None, None],
+            alter: false,
+            add_config: None,
+            delete_config: &[],
+            format: Format::Text,
+        };
+        assert!(components(&args).is_err());
+        let users = ["users".to_owned()];
+        let unnamed = QuotaArgs { entity_types: &users, names: vec![], alter: true, ..args };
+        assert!(components(&unnamed).unwrap_err().to_string().contains("entity name"));
+    }
 }
