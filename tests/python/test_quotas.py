@@ -264,22 +264,28 @@ def test_connection_creation_rate_closes_connections_beyond_it(quota_broker):
 MUTED_S = 0.5
 
 
-def slowest_round_trip_s(port: int, client_id: str, requests: int = 40) -> float:
-    """The longest Metadata round trip of up to `requests` sent one after
-    another on one connection, stopping at the first that waited a mute out."""
-    slowest = 0.0
+def busy_round_trips(port: int, client_id: str, requests: int = 40) -> tuple[float, int]:
+    """Metadata v4 requests sent one after another on one connection, up to
+    the first whose round trip waited a mute out: the slowest round trip
+    and the largest throttle_time_ms reported."""
+    slowest, reported = 0.0, 0
     with wire.Connection(port, timeout_s=15) as conn:
         for correlation_id in range(requests):
             started = time.monotonic()
-            conn.call(wire.request(3, 1, correlation_id, wire.int32(-1), client_id=client_id), timeout_s=15)
+            body = wire.int32(-1) + b"\x00"  # all topics, no auto-creation
+            payload = conn.call(wire.request(3, 4, correlation_id, body, client_id=client_id), timeout_s=15)
             slowest = max(slowest, time.monotonic() - started)
+            reported = max(reported, wire.response_reader(payload, 3, 4)[1].int32())
             if slowest >= MUTED_S:
                 break
-    return slowest
+    return slowest, reported
 
 
-def test_request_percentage_mutes_a_busy_client_and_not_others(quota_broker):
+def test_request_percentage_throttles_a_busy_client_and_not_others(quota_broker):
     # 0.001% of a thread is about 10 microseconds of handler time a second.
     set_quota(quota_broker, ["--entity-type", "clients", "--entity-name", "busy"], "request_percentage=0.001")
-    assert slowest_round_trip_s(quota_broker.port, "busy") >= MUTED_S, "the busy client's channel was muted"
-    assert slowest_round_trip_s(quota_broker.port, "idle", requests=10) < MUTED_S
+    slowest, reported = busy_round_trips(quota_broker.port, "busy")
+    assert slowest >= MUTED_S, "the busy client's channel was muted"
+    assert reported > 0, "throttle_time_ms reached the client"
+    slowest, reported = busy_round_trips(quota_broker.port, "idle", requests=10)
+    assert slowest < MUTED_S and reported == 0

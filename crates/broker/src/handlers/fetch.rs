@@ -97,6 +97,10 @@ impl EncodeBody for FetchReply {
     fn splices(&self) -> &[Splice] {
         &self.splices
     }
+
+    fn raise_throttle_time_ms(&mut self, ms: i32) {
+        self.response.throttle_time_ms = self.response.throttle_time_ms.max(ms);
+    }
 }
 
 impl Reply for FetchReply {

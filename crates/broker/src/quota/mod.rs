@@ -16,6 +16,7 @@
 
 pub mod connections;
 pub mod rate;
+pub mod throttled;
 
 use std::collections::HashMap;
 use std::sync::Mutex;
