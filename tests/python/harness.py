@@ -409,6 +409,23 @@ def future_error(future, timeout_s: float = ADMIN_TIMEOUT_S) -> KafkaError | Non
     return None
 
 
+def set_scram_credentials(bootstrap: str, users: dict[str, str], mechanisms: Iterable[str] = ("SCRAM-SHA-256", "SCRAM-SHA-512"),
+                          iterations: int = 4096) -> None:
+    """Stores each user's SCRAM credential for every mechanism through
+    AlterUserScramCredentials (KIP-554), as Kafka operators do."""
+    from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+
+    upsertions = [
+        UserScramCredentialUpsertion(user, ScramCredentialInfo(getattr(ScramMechanism, m.replace("-", "_")), iterations),
+                                     password.encode())
+        for user, password in users.items() for m in mechanisms
+    ]
+    admin = admin_client(bootstrap)  # kept alive until the futures resolve
+    futures = admin.alter_user_scram_credentials(upsertions)
+    for future in futures.values():
+        wait_future(future)
+
+
 def new_topic(name: str, partitions: int = 1, config: dict[str, str] | None = None) -> NewTopic:
     return NewTopic(name, num_partitions=partitions, replication_factor=1, config=config or {})
 

@@ -50,6 +50,10 @@ KAFKA_41 = {
     42: ("DeleteGroups", 0, 2),
     44: ("IncrementalAlterConfigs", 0, 1),
     47: ("OffsetDelete", 0, 0),
+    48: ("DescribeClientQuotas", 0, 1),
+    49: ("AlterClientQuotas", 0, 1),
+    50: ("DescribeUserScramCredentials", 0, 0),
+    51: ("AlterUserScramCredentials", 0, 0),
     55: ("DescribeQuorum", 0, 2),
     60: ("DescribeCluster", 0, 2),
     61: ("DescribeProducers", 0, 0),
@@ -68,8 +72,8 @@ BELOW_KAFKA_41 = {
 }
 
 OMITTED = {
-    "no stored SCRAM credentials or delegation tokens yet": {
-        50: "DescribeUserScramCredentials", 51: "AlterUserScramCredentials", 38: "CreateDelegationToken",
+    "no delegation tokens yet": {
+        38: "CreateDelegationToken",
         39: "RenewDelegationToken", 40: "ExpireDelegationToken", 41: "DescribeDelegationToken",
     },
     "one node, no replication or quorum yet": {
@@ -77,7 +81,6 @@ OMITTED = {
         45: "AlterPartitionReassignments", 46: "ListPartitionReassignments",
         57: "UpdateFeatures",
     },
-    "no quotas yet": {48: "DescribeClientQuotas", 49: "AlterClientQuotas"},
     "no client telemetry (KIP-714)": {71: "GetTelemetrySubscriptions", 72: "PushTelemetry", 74: "ListConfigResources"},
     "Metadata answers what DescribeTopicPartitions would (admin clients fall back to it)": {
         75: "DescribeTopicPartitions",

@@ -29,6 +29,7 @@ from harness import (
     kafka_python_producer,
     produce_confluent,
     produce_kafka_python,
+    set_scram_credentials,
     strom_binary,
     wait_until,
 )
@@ -104,14 +105,18 @@ class Secured:
             config[f"listener.name.{listener}.plain.sasl.jaas.config"] = jaas(
                 "org.apache.kafka.common.security.plain.PlainLoginModule", username="alice", password="alice-secret",
                 **user_options())
+            # SCRAM users live in the metadata log (set below); the login
+            # module names only the broker's own client login, as in Kafka.
             for scram in ["scram-sha-256", "scram-sha-512"]:
                 config[f"listener.name.{listener}.{scram}.sasl.jaas.config"] = jaas(
-                    "org.apache.kafka.common.security.scram.ScramLoginModule", **user_options())
+                    "org.apache.kafka.common.security.scram.ScramLoginModule", username="admin",
+                    password="admin-secret")
             config[f"listener.name.{listener}.oauthbearer.sasl.jaas.config"] = jaas(
                 "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule",
                 unsecuredLoginStringClaim_sub="alice")
         config.update(extra)
         self.broker = broker_factory(config, port=self.ports["PLAINTEXT"])
+        set_scram_credentials(self.broker.bootstrap, USERS)
 
     def bootstrap(self, listener: str) -> str:
         return f"127.0.0.1:{self.ports[listener]}"

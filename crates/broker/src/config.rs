@@ -70,6 +70,10 @@ pub struct BrokerConfig {
     /// (beyond one first batch), whatever the request's `max_bytes`.
     pub fetch_max_bytes: i32,
     pub max_connections: usize,
+    /// `max.connections.per.ip` and its overrides.
+    pub connection_limits: crate::quota::connections::ConnectionLimitConfig,
+    /// `quota.window.num` samples of `quota.window.size.seconds`.
+    pub quota_window: crate::quota::QuotaWindow,
     /// `fetch.zero.copy.enable` (Strom's own): fetched records go from the
     /// page cache to the socket with `sendfile`; off, they are copied
     /// through userspace (for comparison, or where sendfile misbehaves).
@@ -492,6 +496,18 @@ impl BrokerConfig {
             )? as usize,
             fetch_max_bytes: p.parse("fetch.max.bytes", 55 << 20, 1024)?,
             max_connections: p.parse("max.connections", 10_000, 1)?,
+            connection_limits: crate::quota::connections::ConnectionLimitConfig {
+                per_ip: p.parse("max.connections.per.ip", i32::MAX as usize, 0)?,
+                overrides: match p.get("max.connections.per.ip.overrides") {
+                    None => Default::default(),
+                    Some(raw) => crate::quota::connections::parse_overrides(raw)
+                        .map_err(|why| Props::error("max.connections.per.ip.overrides", raw, why))?,
+                },
+            },
+            quota_window: crate::quota::QuotaWindow {
+                samples: p.parse("quota.window.num", 11, 1)?,
+                window_ms: p.parse::<u64>("quota.window.size.seconds", 1, 1)? * 1000,
+            },
             zero_copy_fetch: p.bool("fetch.zero.copy.enable", true)?,
             metrics_listener: p.metrics_listener("metrics.listener")?,
             console: crate::console::ConsoleConfig::parse(&provided)?,

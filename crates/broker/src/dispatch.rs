@@ -17,6 +17,7 @@ use crate::apis::{self, Request};
 use crate::error::RequestError;
 use crate::handlers::api_versions;
 use crate::metrics::GaugeGuard;
+use crate::quota::throttled::Throttled;
 use crate::response_errors::{Outcome, ResponseErrors};
 use crate::server::Broker;
 use strom_storage::records::{uvarint_len, write_uvarint};
@@ -36,6 +37,8 @@ pub struct RequestContext<'a> {
     pub listener: std::sync::Arc<str>,
     /// Who the client authenticated as (`User:ANONYMOUS` if it did not).
     pub principal: std::sync::Arc<str>,
+    /// How long the channel is muted after the response (client quotas).
+    pub throttle: crate::quota::Throttle,
 }
 
 impl RequestContext<'_> {
@@ -103,6 +106,8 @@ pub trait EncodeBody: Send + ResponseErrors {
     fn splices(&self) -> &[Splice] {
         &[]
     }
+    /// Raises `throttle_time_ms`, where the response has it (client quotas).
+    fn raise_throttle_time_ms(&mut self, _ms: i32) {}
 }
 
 /// A bytes field of a response that stays in a segment file: the response is
@@ -140,9 +145,13 @@ impl Chunk {
     }
 }
 
-impl<T: Encodable + ResponseErrors + Send + 'static> EncodeBody for T {
+impl<T: Encodable + ResponseErrors + Throttled + Send + 'static> EncodeBody for T {
     fn encode_body(&self, buf: &mut BytesMut, version: i16) -> Result<(), String> {
         self.encode(buf, version).map_err(|e| e.to_string())
+    }
+
+    fn raise_throttle_time_ms(&mut self, ms: i32) {
+        Throttled::raise_throttle_time_ms(self, ms);
     }
 
     fn body_size(&self, version: i16) -> usize {
@@ -150,7 +159,7 @@ impl<T: Encodable + ResponseErrors + Send + 'static> EncodeBody for T {
     }
 }
 
-impl<T: Encodable + ResponseErrors + Send + 'static> Reply for T {
+impl<T: Encodable + ResponseErrors + Throttled + Send + 'static> Reply for T {
     fn into_reply(self) -> Answer {
         Answer { body: Box::new(self), send: true, close: false }
     }
@@ -164,7 +173,7 @@ pub struct MaybeReply<T> {
     pub close: bool,
 }
 
-impl<T: Encodable + ResponseErrors + Send + 'static> Reply for MaybeReply<T> {
+impl<T: Encodable + ResponseErrors + Throttled + Send + 'static> Reply for MaybeReply<T> {
     fn into_reply(self) -> Answer {
         Answer { body: Box::new(self.response), send: self.send, close: self.close }
     }
@@ -231,8 +240,16 @@ pub async fn handle_frame(
     let client_host = format!("/{}", peer.ip());
     let listener = listener.clone();
     let principal = session.principal.clone();
-    let ctx = RequestContext { broker, api_key, api_version, header, client_host, listener, principal };
-    let answer = apis::route(&ctx, *request).await;
+    let throttle = crate::quota::Throttle::default();
+    let ctx =
+        RequestContext { broker, api_key, api_version, header, client_host, listener, principal, throttle };
+    let mut answer = apis::route(&ctx, *request).await;
+    crate::quota::record_request_time(&ctx, started.elapsed());
+    let throttle_ms = ctx.throttle.get();
+    if throttle_ms > 0 {
+        answer.body.raise_throttle_time_ms(throttle_ms.min(i32::MAX as u64) as i32);
+        session.mute.mute_for(throttle_ms);
+    }
     let encoded = answer.send.then(|| encode_response(&ctx, answer.body.as_ref())).transpose();
     let elapsed = started.elapsed();
     broker.metrics.record_request(api_key as i16, elapsed);

@@ -43,6 +43,11 @@ pub fn metadata_error(e: &MetadataError) -> ResponseError {
         MetadataError::DuplicateBrokerRegistration(_) => ResponseError::DuplicateBrokerRegistration,
         MetadataError::InconsistentClusterId(_) => ResponseError::InconsistentClusterId,
         MetadataError::UnsupportedVersion(_) => ResponseError::UnsupportedVersion,
+        MetadataError::InvalidRequest(_) => ResponseError::InvalidRequest,
+        MetadataError::UnsupportedSaslMechanism(_) => ResponseError::UnsupportedSaslMechanism,
+        MetadataError::UnacceptableCredential(_) => ResponseError::UnacceptableCredential,
+        MetadataError::ResourceNotFound(_) => ResponseError::ResourceNotFound,
+        MetadataError::DuplicateResource(_) => ResponseError::DuplicateResource,
         MetadataError::NotController { .. } => ResponseError::NotController,
         MetadataError::Storage(_) => ResponseError::KafkaStorageError,
     }

@@ -37,6 +37,9 @@
 //!   [`internal_topic`] maps ids to the partitions of the coordinators'
 //!   topics and creates those topics on first use.
 //!
+//! [`quota`] holds client quotas (byte rates, request time, controller
+//! mutations), the KIP-219 channel mute and the per-IP connection limits.
+//!
 //! [`console`] serves the web console (`console.listener`) from the same
 //! handlers.
 //!
@@ -77,6 +80,7 @@ pub mod network;
 pub mod open_files;
 pub mod producer_ids;
 pub mod properties;
+pub mod quota;
 pub mod replica;
 pub mod response_errors;
 pub mod security;

@@ -111,7 +111,7 @@ pub async fn serve(
         }
     };
     tracing::debug!(%peer, listener = %security.name, principal, "TLS established");
-    let session = Session { principal: Arc::from(principal) };
+    let session = Session { principal: Arc::from(principal), ..Session::default() };
     let (read_half, write_half) = tokio::io::split(stream);
     serve_stream(broker, read_half, write_half, peer, &security, session, shutdown).await;
 }
@@ -131,6 +131,17 @@ async fn serve_stream<R: AsyncRead + Unpin, W: ResponseWriter>(
     let mut sasl = security.sasl.clone().map(SaslConnection::new);
     let max = broker.config.socket_request_max_bytes;
     loop {
+        if let Some(muted) = session.mute.remaining() {
+            // KIP-219: a throttled client's next request waits in its socket.
+            if writer.flush().await.is_err() {
+                break;
+            }
+            tokio::select! {
+                biased;
+                _ = shutdown.changed() => break,
+                _ = tokio::time::sleep(muted) => {}
+            }
+        }
         let limit = sasl.as_ref().map_or(max, |sasl| sasl.max_frame_bytes(max));
         let frame = tokio::select! {
             biased;

@@ -89,10 +89,46 @@ impl ResponseErrors for CreateAclsResponse {
     }
 }
 
+impl ResponseErrors for DescribeClientQuotasResponse {
+    fn visit_errors(&self, visit: &mut dyn FnMut(&dyn Display, i16)) {
+        visit(&"", self.error_code);
+    }
+}
+
+impl ResponseErrors for AlterClientQuotasResponse {
+    fn visit_errors(&self, visit: &mut dyn FnMut(&dyn Display, i16)) {
+        for entry in &self.entries {
+            let names: Vec<String> = entry
+                .entity
+                .iter()
+                .map(|e| format!("{}={}", e.entity_type, e.entity_name.as_deref().unwrap_or("<default>")))
+                .collect();
+            visit(&names.join(","), entry.error_code);
+        }
+    }
+}
+
 impl ResponseErrors for DeleteAclsResponse {
     fn visit_errors(&self, visit: &mut dyn FnMut(&dyn Display, i16)) {
         for (i, result) in self.filter_results.iter().enumerate() {
             visit(&format_args!("filter {i}"), result.error_code);
+        }
+    }
+}
+
+impl ResponseErrors for DescribeUserScramCredentialsResponse {
+    fn visit_errors(&self, visit: &mut dyn FnMut(&dyn Display, i16)) {
+        visit(&"", self.error_code);
+        for result in &self.results {
+            visit(&format_args!("user {}", result.user), result.error_code);
+        }
+    }
+}
+
+impl ResponseErrors for AlterUserScramCredentialsResponse {
+    fn visit_errors(&self, visit: &mut dyn FnMut(&dyn Display, i16)) {
+        for result in &self.results {
+            visit(&format_args!("user {}", result.user), result.error_code);
         }
     }
 }

@@ -38,6 +38,9 @@ use crate::metrics::{self, GaugeGuard, Metrics};
 use crate::network;
 use crate::producer_ids::ProducerIdManager;
 use crate::replica::{LeadershipChanges, ReplicaManager};
+use crate::quota::connections::{ConnectionLimits, Refusal};
+use crate::quota::QuotaManager;
+use crate::security::sasl::scram::{ImageScramCredentials, ScramCredentials};
 use crate::security::ListenerSecurity;
 use crate::txn::{TransactionCoordinator, TRANSACTION_STATE_TOPIC};
 
@@ -62,6 +65,10 @@ pub struct Broker {
     pub transactions: TransactionCoordinator,
     /// Each listener's TLS and SASL settings, in `listeners` order.
     pub listener_security: Vec<Arc<ListenerSecurity>>,
+    /// Client quota sensors.
+    pub quotas: QuotaManager,
+    /// Open connections and connection rates per client address.
+    pub connection_limits: Arc<ConnectionLimits>,
     /// Flips to true when shutdown begins; delayed operations end early on it.
     stopping: watch::Sender<bool>,
     /// The metadata log of a KRaft node: its quorum, feeding the loader.
@@ -211,10 +218,15 @@ impl Broker {
         let started = std::time::Instant::now();
         // Before anything touches the disk: a listener that cannot be
         // secured as configured stops the start.
-        let listener_security = listener_security(&config)?;
+        let scram = Arc::new(ImageScramCredentials::default());
+        let listener_security = listener_security(&config, scram.clone())?;
+        if let crate::console::auth::Auth::Sasl(users) = &config.console.auth {
+            users.bind(&listener_security).map_err(StartError::Config)?;
+        }
         // Lock the log dirs before touching anything in them.
         let logs = Self::lock_log_dirs(&config)?;
         let controller = open_controller(&config)?;
+        scram.bind(controller.loader().clone());
         let registration = registration(&config, controller.cluster_id())?;
         let broker_epoch = block_on(register_broker(registration, &controller))?;
         tracing::info!(metadata_ms = started.elapsed().as_millis(), "metadata loaded");
@@ -248,6 +260,9 @@ impl Broker {
         let metrics = Metrics::default();
         let producer_ids = ProducerIdManager::default();
         let transactions = TransactionCoordinator::new(config.transactions.clone());
+        let quotas = QuotaManager::new(config.quota_window);
+        let connection_limits =
+            Arc::new(ConnectionLimits::new(config.connection_limits.clone(), config.quota_window));
         let broker = Self {
             config,
             controller,
@@ -259,6 +274,8 @@ impl Broker {
             producer_ids,
             transactions,
             listener_security,
+            quotas,
+            connection_limits,
             stopping,
             metadata_log,
             controller_link,
@@ -379,9 +396,13 @@ impl Broker {
 }
 
 /// Each listener's security, from the config.
-fn listener_security(config: &BrokerConfig) -> Result<Vec<Arc<ListenerSecurity>>, StartError> {
+fn listener_security(
+    config: &BrokerConfig,
+    scram: Arc<ImageScramCredentials>,
+) -> Result<Vec<Arc<ListenerSecurity>>, StartError> {
+    let scram: Arc<dyn ScramCredentials> = scram;
     let secure = |name: &str| {
-        ListenerSecurity::from_config(config, name)
+        ListenerSecurity::from_config(config, name, &scram)
             .map(Arc::new)
             .map_err(|reason| StartError::Config(format!("listener {name}: {reason}")))
     };
@@ -402,12 +423,17 @@ impl KraftStart {
     /// node is a listed controller, an observer otherwise.
     async fn begin(config: BrokerConfig) -> Result<Self, StartError> {
         let config = Arc::new(config);
-        let listener_security = listener_security(&config)?;
+        let scram = Arc::new(ImageScramCredentials::default());
+        let listener_security = listener_security(&config, scram.clone())?;
+        if let crate::console::auth::Auth::Sasl(users) = &config.console.auth {
+            users.bind(&listener_security).map_err(StartError::Config)?;
+        }
         let logs = Broker::lock_log_dirs(&config)?;
         let cluster_id = formatted_cluster_id(&config)?;
         let quorum_config = quorum_config(&config, &cluster_id)?;
         let quorum = Quorum::start(quorum_config).await.map_err(|e| StartError::Config(e.to_string()))?;
         let loader = Arc::new(MetadataLoader::new());
+        scram.bind(loader.clone());
         let metadata_log = Arc::new(QuorumRecordLog::start(quorum, loader, snapshot_policy(&config)));
         Ok(Self { config, listener_security, logs, cluster_id, metadata_log })
     }
@@ -753,11 +779,18 @@ async fn accept_loop(
                     tracing::warn!(%peer, "max.connections reached; closing the new connection");
                     continue;
                 };
+                let ip_permit = match broker.connection_limits.admit(&broker.controller.image(), peer.ip()) {
+                    Ok(ip_permit) => ip_permit,
+                    Err(refusal) => {
+                        connections.spawn(refuse(stream, peer, refusal));
+                        continue;
+                    }
+                };
                 let (broker, security, stop) = (broker.clone(), security.clone(), stop.clone());
                 connections.spawn(async move {
                     let _open = GaugeGuard::new(&broker.metrics.connections);
                     network::serve(broker.clone(), stream, peer, security, stop).await;
-                    drop(permit);
+                    drop((permit, ip_permit));
                 });
             }
             Err(e) => {
@@ -767,6 +800,23 @@ async fn accept_loop(
         }
     }
     connections
+}
+
+/// Closes a connection its address may not open: at once over
+/// `max.connections.per.ip`, after the throttle time over
+/// `connection_creation_rate` (KIP-612), so the client does not reconnect
+/// in a loop.
+async fn refuse(stream: tokio::net::TcpStream, peer: std::net::SocketAddr, refusal: Refusal) {
+    match refusal {
+        Refusal::TooManyConnections { limit } => {
+            tracing::info!(%peer, limit, "max.connections.per.ip reached; closing the new connection");
+        }
+        Refusal::Throttled { delay_ms } => {
+            tracing::info!(%peer, delay_ms, "connection_creation_rate exceeded; closing the new connection");
+            tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+        }
+    }
+    drop(stream);
 }
 
 /// One log cleaner thread (Kafka's `kafka-log-cleaner-thread-<id>`): cleans

@@ -5,6 +5,8 @@
 //! default (the empty name). Describe shows what was set dynamically on it
 //! (or, with `--all`, every config and where its value comes from); alter
 //! sets and deletes keys one by one, leaving the others as they are.
+//! Users, clients and ips (client quotas, SCRAM credentials) are
+//! [`crate::quota_configs`]'s.
 
 use anyhow::{bail, Context};
 use serde_json::{json, Value};
@@ -12,6 +14,7 @@ use strom_client::admin::{config_source_name, AlterConfigOp, ConfigEntry, Resour
 use strom_client::{Admin, ClientConfig};
 
 use crate::client_args::{print_json, runtime, ConnectArgs, Format};
+use crate::quota_configs::{self, is_quota_type, QuotaArgs};
 use crate::specs::add_config_pairs;
 
 #[derive(clap::Args, Debug)]
@@ -25,15 +28,19 @@ pub struct ConfigsArgs {
     /// Change the entity's configs (--add-config, --delete-config).
     #[arg(long)]
     alter: bool,
-    /// `topics` or `brokers`.
-    #[arg(long = "entity-type", value_parser = ["topics", "brokers"])]
-    entity_type: Option<String>,
-    /// A topic name or broker id (describe: all of the type when omitted).
+    /// `topics`, `brokers`, or quota entities `users`, `clients`, `ips`
+    /// (users and clients may both be given, each with its name).
+    #[arg(long = "entity-type", value_parser = ["topics", "brokers", "users", "clients", "ips"])]
+    entity_type: Vec<String>,
+    /// A topic name, broker id, user, client id or IP, in --entity-type
+    /// order (describe: all of the type when omitted).
     #[arg(long = "entity-name")]
-    entity_name: Option<String>,
-    /// The brokers' cluster-wide default (with --entity-type brokers).
-    #[arg(long = "entity-default", conflicts_with = "entity_name")]
-    entity_default: bool,
+    entity_name: Vec<String>,
+    /// The default of the entity type left without a name: the brokers'
+    /// cluster-wide configs, or the default user, client id or IP quota.
+    /// (May be given once per entity type: users and clients.)
+    #[arg(long = "entity-default", action = clap::ArgAction::Count)]
+    entity_default: u8,
     /// Shortcut for --entity-type topics --entity-name TOPIC.
     #[arg(long, conflicts_with_all = ["entity_type", "entity_name", "entity_default", "broker", "broker_defaults"])]
     topic: Option<String>,
@@ -82,6 +89,9 @@ impl Entity {
 }
 
 pub fn run(args: ConfigsArgs) -> anyhow::Result<()> {
+    if args.entity_type.iter().any(|t| is_quota_type(t)) {
+        return run_quotas(args);
+    }
     let entity = entity(&args)?;
     let config = ClientConfig::from_properties(&args.connect.properties(&[])?)?;
     runtime()?.block_on(async {
@@ -94,15 +104,43 @@ pub fn run(args: ConfigsArgs) -> anyhow::Result<()> {
     })
 }
 
+/// Users, clients and ips: client quotas and SCRAM credentials.
+fn run_quotas(args: ConfigsArgs) -> anyhow::Result<()> {
+    if args.topic.is_some() || args.broker.is_some() || args.broker_defaults || args.all {
+        bail!("--topic, --broker, --broker-defaults and --all do not apply to users, clients or ips");
+    }
+    let config = ClientConfig::from_properties(&args.connect.properties(&[])?)?;
+    let quota_args = QuotaArgs {
+        entity_types: &args.entity_type,
+        names: quota_configs::names_in_order(std::env::args()),
+        alter: args.alter,
+        add_config: args.add_config.as_deref(),
+        delete_config: &args.delete_config,
+        format: args.format,
+    };
+    runtime()?.block_on(async { quota_configs::run(&Admin::connect(config).await?, quota_args).await })
+}
+
 fn entity(args: &ConfigsArgs) -> anyhow::Result<Entity> {
-    let (resource, name) = match (&args.topic, &args.broker, args.broker_defaults, args.entity_type.as_deref()) {
+    if args.entity_type.len() > 1 || args.entity_name.len() > 1 {
+        bail!("only users and clients may be combined; give one --entity-type for topics or brokers");
+    }
+    let entity_default = args.entity_default > 0;
+    if args.entity_default > 1 {
+        bail!("--entity-default is given twice; only users and clients may be combined");
+    }
+    if entity_default && !args.entity_name.is_empty() {
+        bail!("--entity-default and --entity-name name different entities of one type");
+    }
+    let entity_name = args.entity_name.first().cloned();
+    let (resource, name) = match (&args.topic, &args.broker, args.broker_defaults, args.entity_type.first().map(String::as_str)) {
         (Some(topic), ..) => (ResourceType::Topic, Some(topic.clone())),
         (_, Some(broker), ..) => (ResourceType::Broker, Some(broker.clone())),
         (_, _, true, _) => (ResourceType::Broker, Some(String::new())),
-        (_, _, _, Some("topics")) if args.entity_default => bail!("--entity-default applies to brokers, not topics"),
-        (_, _, _, Some("topics")) => (ResourceType::Topic, args.entity_name.clone()),
-        (_, _, _, Some(_)) if args.entity_default => (ResourceType::Broker, Some(String::new())),
-        (_, _, _, Some(_)) => (ResourceType::Broker, args.entity_name.clone()),
+        (_, _, _, Some("topics")) if entity_default => bail!("--entity-default applies to brokers, not topics"),
+        (_, _, _, Some("topics")) => (ResourceType::Topic, entity_name),
+        (_, _, _, Some(_)) if entity_default => (ResourceType::Broker, Some(String::new())),
+        (_, _, _, Some(_)) => (ResourceType::Broker, entity_name),
         _ => bail!("At least one entity type must be specified: --entity-type, --topic, --broker or --broker-defaults"),
     };
     if resource == ResourceType::Broker {

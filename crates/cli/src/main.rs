@@ -35,6 +35,7 @@ mod offsets;
 mod perf;
 mod perf_consume;
 mod produce;
+mod quota_configs;
 mod server;
 mod specs;
 mod storage;

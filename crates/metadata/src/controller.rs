@@ -80,6 +80,16 @@ pub enum MetadataError {
     InconsistentClusterId(String),
     #[error("{0}")]
     UnsupportedVersion(String),
+    #[error("{0}")]
+    InvalidRequest(String),
+    #[error("{0}")]
+    UnsupportedSaslMechanism(String),
+    #[error("{0}")]
+    UnacceptableCredential(String),
+    #[error("{0}")]
+    ResourceNotFound(String),
+    #[error("{0}")]
+    DuplicateResource(String),
     /// This node is not the active controller; `leader_id` is, if known.
     #[error("this node is not the active controller")]
     NotController { leader_id: Option<i32> },
@@ -456,6 +466,42 @@ impl Controller {
             self.commit(records).await?;
         }
         Ok(results)
+    }
+
+    /// Alters SCRAM credentials (AlterUserScramCredentials): the users
+    /// whose changes are all valid are written together; each user's outcome
+    /// is returned in order of first mention.
+    pub async fn alter_scram_credentials(
+        &self,
+        alterations: &[operations::ScramAlteration],
+    ) -> Result<Vec<operations::UserOutcome>, MetadataError> {
+        let _state = self.state.lock().await;
+        let (records, outcomes) = operations::alter_scram_credentials(&self.image(), alterations);
+        if !records.is_empty() {
+            self.commit(records).await?;
+        }
+        Ok(outcomes)
+    }
+
+    /// Alters client quotas (AlterClientQuotas), or only checks that it
+    /// could: the valid entries are written together; each entry's outcome
+    /// is returned in request order.
+    pub async fn alter_client_quotas(
+        &self,
+        alterations: &[operations::QuotaAlteration],
+        validate_only: bool,
+    ) -> Result<Vec<Result<(), MetadataError>>, MetadataError> {
+        let _state = self.state.lock().await;
+        let image = self.image();
+        let mut records = Vec::new();
+        let outcomes = alterations
+            .iter()
+            .map(|a| operations::alter_client_quotas(&image, a).map(|mut r| records.append(&mut r)))
+            .collect();
+        if !validate_only && !records.is_empty() {
+            self.commit(records).await?;
+        }
+        Ok(outcomes)
     }
 
     /// Reserves the next block of producer ids for `broker_id` at

@@ -16,6 +16,13 @@ use crate::kraft_records::{
     ProducerIdsRecord, RegisterBrokerRecord, RegisterControllerRecord, TopicRecord,
 };
 
+mod security;
+
+pub use security::{
+    client_quota_record, scram_credential_record, QuotaEntity, ScramCredentialImage, ENTITY_CLIENT_ID,
+    ENTITY_IP, ENTITY_USER,
+};
+
 /// Kafka's `ConfigResource.Type` ids of the resources Strom keeps configs for.
 pub const RESOURCE_TOPIC: i8 = 2;
 pub const RESOURCE_BROKER: i8 = 4;
@@ -136,6 +143,10 @@ pub struct MetadataImage {
     pub next_producer_id: i64,
     /// Access control entries by their ids.
     acls: BTreeMap<Uuid, Acl>,
+    /// SCRAM credentials by user and mechanism id (KIP-554).
+    scram: BTreeMap<String, BTreeMap<i8, ScramCredentialImage>>,
+    /// Client and IP quotas by entity, as `f64` bits so the image stays `Eq`.
+    client_quotas: BTreeMap<QuotaEntity, BTreeMap<String, u64>>,
 }
 
 impl MetadataImage {
@@ -217,8 +228,11 @@ impl MetadataImage {
             MetadataRecord::RemoveAccessControlEntry(r) => {
                 self.acls.remove(&r.id);
             }
-            // Records of features Strom does not have yet (quotas,
-            // SCRAM, delegation tokens, ELR) and markers change nothing here.
+            MetadataRecord::UserScramCredential(r) => self.apply_scram_credential(r),
+            MetadataRecord::RemoveUserScramCredential(r) => self.apply_remove_scram_credential(r),
+            MetadataRecord::ClientQuota(r) => self.apply_client_quota(r),
+            // Records of features Strom does not have yet (delegation
+            // tokens, ELR) and markers change nothing here.
             other => tracing::debug!(record = other.name(), "metadata record without effect on the image"),
         }
     }
@@ -431,6 +445,7 @@ pub fn snapshot_records(image: &MetadataImage) -> Vec<MetadataRecord> {
         );
     }
     records.extend(image.acls.iter().map(|(id, acl)| acl_record(*id, acl).into()));
+    records.extend(security::snapshot_records(image));
     if image.next_producer_id > 0 {
         let record = ProducerIdsRecord {
             broker_id: -1,

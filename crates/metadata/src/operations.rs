@@ -28,6 +28,12 @@ use crate::placement::{
 };
 use crate::topic_config::validate_topic_config;
 
+mod security;
+
+pub use security::{
+    alter_client_quotas, alter_scram_credentials, QuotaAlteration, ScramAlteration, UserOutcome,
+};
+
 const MAX_TOPIC_NAME_LEN: usize = 249;
 /// `PartitionRecord.leader` of a partition without a leader.
 pub const NO_LEADER: i32 = -1;

@@ -7,18 +7,21 @@
 //! own name an attacker rebinds to 127.0.0.1 (DNS rebinding) would otherwise
 //! be same-origin with the console and could read it and post its forms. With
 //! `console.auth=basic` every request carries HTTP Basic credentials that a
-//! [`CredentialStore`] checks; today the store is the configured list, and a
-//! SASL/SCRAM-backed store (the broker's own users) plugs in behind the same
-//! trait once the broker has users.
+//! [`CredentialStore`] checks: the configured list. With
+//! `console.auth=sasl` the store is the broker's own users ([`SaslUsers`]):
+//! the PLAIN users of a SASL listener and the SCRAM credentials of the
+//! metadata log, so one password serves Kafka clients and the console.
 //!
 //! Actions are POSTs carrying a CSRF token (double submit): the token lives in
 //! a `SameSite=Strict` cookie and in a hidden field of every form, and must
 //! match. Another site can make a browser send the cookie with neither
 //! strictness nor the ability to read it into the form.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use super::http::{Request, Response};
+use crate::security::sasl::SaslConfig;
+use crate::security::ListenerSecurity;
 
 /// The cookie holding the CSRF token.
 pub const CSRF_COOKIE: &str = "strom_console_csrf";
@@ -52,23 +55,76 @@ impl CredentialStore for ConfiguredUsers {
     }
 }
 
+/// The users of a SASL listener, bound once the broker's listeners are
+/// secured: its PLAIN users and the SCRAM credentials (for the mechanisms
+/// it serves) of the metadata image.
+pub struct SaslUsers {
+    /// `console.auth.sasl.listener`: the listener whose users log in (the
+    /// first SASL listener when not set).
+    pub listener: Option<String>,
+    bound: OnceLock<Arc<SaslConfig>>,
+}
+
+impl std::fmt::Debug for SaslUsers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SaslUsers").field("listener", &self.listener).finish_non_exhaustive()
+    }
+}
+
+impl SaslUsers {
+    pub fn new(listener: Option<String>) -> Self {
+        Self { listener, bound: OnceLock::new() }
+    }
+
+    /// Binds to the configured listener's SASL settings, or says why not.
+    pub fn bind(&self, listeners: &[Arc<ListenerSecurity>]) -> Result<(), String> {
+        let chosen = listeners.iter().filter(|l| l.sasl.is_some()).find(|l| match &self.listener {
+            Some(name) => l.name.eq_ignore_ascii_case(name),
+            None => true,
+        });
+        let Some(sasl) = chosen.and_then(|l| l.sasl.clone()) else {
+            return Err(match &self.listener {
+                Some(name) => format!("console.auth=sasl: listener {name} is not a SASL listener"),
+                None => "console.auth=sasl needs a SASL_PLAINTEXT or SASL_SSL listener".into(),
+            });
+        };
+        let _ = self.bound.set(sasl);
+        Ok(())
+    }
+}
+
+impl CredentialStore for SaslUsers {
+    fn verify(&self, user: &str, password: &str) -> bool {
+        let Some(sasl) = self.bound.get() else { return false };
+        if let Some(users) = sasl.plain_users() {
+            if let Some(expected) = users.get(user) {
+                return constant_time_eq(expected.as_bytes(), password.as_bytes());
+            }
+        }
+        let (mechanisms, store) = sasl.scram();
+        mechanisms
+            .into_iter()
+            .any(|m| store.credential(m, user).is_some_and(|c| c.matches_password(m, password)))
+    }
+}
+
 /// The console's authentication.
 #[derive(Debug, Clone)]
 pub enum Auth {
     None,
     Basic(Arc<dyn CredentialStore>),
+    /// HTTP Basic checked against a SASL listener's users.
+    Sasl(Arc<SaslUsers>),
 }
 
 impl Auth {
     /// The user a request authenticates as (`ANONYMOUS` without auth), or
     /// the 401 that asks the browser for credentials.
     pub fn authenticate(&self, request: &Request) -> Result<String, Response> {
-        let Auth::Basic(store) = self else {
-            if request.header("host").is_none_or(is_loopback_host) {
-                return Ok("ANONYMOUS".into());
-            }
-            let reason = "without console.auth this console answers only to localhost or a loopback address";
-            return Err(Response::text(403, reason));
+        let store: &dyn CredentialStore = match self {
+            Auth::Basic(store) => store.as_ref(),
+            Auth::Sasl(users) => users.as_ref(),
+            Auth::None => return Self::local_only(request),
         };
         let challenge = || {
             Response::text(401, "authentication required")
@@ -86,6 +142,14 @@ impl Auth {
         } else {
             Err(challenge())
         }
+    }
+
+    fn local_only(request: &Request) -> Result<String, Response> {
+        if request.header("host").is_none_or(is_loopback_host) {
+            return Ok("ANONYMOUS".into());
+        }
+        let reason = "without console.auth this console answers only to localhost or a loopback address";
+        Err(Response::text(403, reason))
     }
 }
 

@@ -2,8 +2,12 @@
 //!
 //! - `console.listener=http://HOST:PORT`: where the console is served; off
 //!   unless set;
-//! - `console.auth=none|basic`: `none` (the default) only on a loopback
-//!   address; `basic` checks HTTP Basic credentials;
+//! - `console.auth=none|basic|sasl`: `none` (the default) only on a
+//!   loopback address; `basic` checks HTTP Basic credentials against
+//!   `console.auth.basic.users`, `sasl` against the broker's own users
+//!   (the PLAIN users and SCRAM credentials of a SASL listener);
+//! - `console.auth.sasl.listener`: that listener (by default the first
+//!   SASL listener);
 //! - `console.auth.basic.users=user:password,...`: the users `basic`
 //!   accepts (a password cannot hold a comma). Never described by
 //!   DescribeConfigs;
@@ -15,16 +19,17 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use super::auth::{Auth, ConfiguredUsers};
+use super::auth::{Auth, ConfiguredUsers, SaslUsers};
 use crate::config::ConfigError;
 
 pub const LISTENER: &str = "console.listener";
 pub const AUTH: &str = "console.auth";
 pub const BASIC_USERS: &str = "console.auth.basic.users";
+pub const SASL_LISTENER: &str = "console.auth.sasl.listener";
 pub const SAMPLE_MS: &str = "console.metrics.sample.ms";
 
 /// Keys this module reads; the config accepts them without a warning.
-pub const KEYS: &[&str] = &[LISTENER, AUTH, BASIC_USERS, SAMPLE_MS];
+pub const KEYS: &[&str] = &[LISTENER, AUTH, BASIC_USERS, SASL_LISTENER, SAMPLE_MS];
 
 const DEFAULT_SAMPLE_MS: u64 = 10_000;
 
@@ -56,7 +61,8 @@ impl ConsoleConfig {
             ("none", _) => Auth::None,
             ("basic", Some(users)) => Auth::Basic(Arc::new(users)),
             ("basic", None) => return Err(error(AUTH, "basic", format!("basic needs {BASIC_USERS}"))),
-            (other, _) => return Err(error(AUTH, other, "expected none or basic")),
+            ("sasl", _) => Auth::Sasl(Arc::new(SaslUsers::new(get(SASL_LISTENER).map(str::to_owned)))),
+            (other, _) => return Err(error(AUTH, other, "expected none, basic or sasl")),
         };
         if let (Some(addr), Auth::None) = (listener, &auth) {
             if !addr.ip().is_loopback() {

@@ -89,6 +89,7 @@ impl<'a> Kafka<'a> {
             client_host: self.client_host.clone(),
             listener: listener.into(),
             principal: self.principal.clone(),
+            throttle: Default::default(),
         }
     }
 

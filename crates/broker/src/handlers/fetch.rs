@@ -99,6 +99,10 @@ impl EncodeBody for FetchReply {
     fn splices(&self) -> &[Splice] {
         &self.splices
     }
+
+    fn raise_throttle_time_ms(&mut self, ms: i32) {
+        self.response.throttle_time_ms = self.response.throttle_time_ms.max(ms);
+    }
 }
 
 impl Reply for FetchReply {
@@ -119,6 +123,8 @@ pub async fn handle(ctx: &RequestContext<'_>, request: FetchRequest) -> FetchRep
         return FetchReply { response, splices: Vec::new() };
     }
     let broker = ctx.broker;
+    // Followers are not clients: replication has no client quota.
+    let from_follower = request.replica_id.0 >= 0 || request.replica_state.replica_id.0 >= 0;
     let by_id = ctx.api_version >= 13;
     let readable = read_authorization(ctx, &request);
     let (hosted, rejected) = requested_targets(broker, &request, by_id, &readable);
@@ -161,6 +167,11 @@ pub async fn handle(ctx: &RequestContext<'_>, request: FetchRequest) -> FetchRep
     let mut response = FetchResponse::default().with_session_id(plan.session_id).with_responses(responses);
     if ctx.api_version >= FIRST_LEADER_HINT_VERSION {
         add_leader_hints(ctx, &mut response);
+    }
+    if !from_follower {
+        let bytes = response.body_size(ctx.api_version) + splices.iter().map(|s| s.slice.len).sum::<usize>();
+        response.throttle_time_ms =
+            crate::quota::record_request(ctx, crate::quota::QuotaType::Fetch, bytes as f64);
     }
     FetchReply { response, splices }
 }

@@ -18,8 +18,10 @@ pub mod metadata;
 pub mod offsets;
 pub mod produce;
 pub mod quorum;
+pub mod quotas;
 pub mod raft;
 pub mod sasl;
+pub mod scram;
 pub mod topics;
 pub mod transactions;
 

@@ -20,6 +20,7 @@ use super::transactions::verify_transactional_produce;
 use super::{str_bytes, LeaderHints};
 use crate::dispatch::{MaybeReply, RequestContext};
 use crate::error::storage_error;
+use crate::quota::QuotaType;
 use crate::replica::{TopicPartitions, VerifiedAppendError};
 use crate::server::Broker;
 use strom_storage::batch::{BatchHeader, Batches};
@@ -29,6 +30,8 @@ pub fn handle(ctx: &RequestContext<'_>, request: ProduceRequest) -> MaybeReply<P
     let broker = ctx.broker;
     let acks = request.acks;
     let transactional_id = request.transactional_id.as_ref().map(|t| t.to_string());
+    let throttle_time_ms =
+        crate::quota::record_request(ctx, QuotaType::Produce, record_bytes(&request) as f64);
     let mut responses: Vec<TopicProduceResponse> = request
         .topic_data
         .into_iter()
@@ -40,7 +43,8 @@ pub fn handle(ctx: &RequestContext<'_>, request: ProduceRequest) -> MaybeReply<P
     count_failures(broker, &responses);
     if acks == 0 {
         // As Kafka: a failed acks=0 request closes the connection, so the
-        // producer refreshes its metadata (a leader may have moved).
+        // producer refreshes its metadata (a leader may have moved). With
+        // no response, the mute alone throttles.
         let failed = responses.iter().flat_map(|t| &t.partition_responses).any(|p| p.error_code != 0);
         let response = ProduceResponse::default().with_responses(responses);
         return MaybeReply { response, send: false, close: failed };
@@ -60,7 +64,8 @@ pub fn handle(ctx: &RequestContext<'_>, request: ProduceRequest) -> MaybeReply<P
             partition.error_code = ResponseError::NotLeaderOrFollower.code();
         }
     }
-    let mut response = ProduceResponse::default().with_responses(responses);
+    let mut response =
+        ProduceResponse::default().with_responses(responses).with_throttle_time_ms(throttle_time_ms);
     if ctx.api_version >= FIRST_LEADER_HINT_VERSION {
         add_leader_hints(ctx, &mut response);
     }
@@ -126,6 +131,13 @@ fn denied_topic(topic: TopicProduceData, error: ResponseError) -> TopicProduceRe
         .with_name(topic.name)
         .with_topic_id(topic.topic_id)
         .with_partition_responses(partitions)
+
+}
+
+/// The record bytes a Produce carries: what `producer_byte_rate` counts.
+fn record_bytes(request: &ProduceRequest) -> usize {
+    let partitions = request.topic_data.iter().flat_map(|t| t.partition_data.iter());
+    partitions.map(|p| p.records.as_ref().map_or(0, |r| r.len())).sum()
 }
 
 fn produce_topic(

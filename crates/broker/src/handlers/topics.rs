@@ -19,6 +19,7 @@ use super::{str_bytes, topic_name};
 use crate::dispatch::RequestContext;
 use crate::error::metadata_error;
 use crate::failpoint;
+use crate::quota::{MutationQuota, THROTTLED_MESSAGE};
 use crate::server::Broker;
 use strom_metadata::acl::{operation, resource};
 
@@ -39,6 +40,7 @@ pub fn create(ctx: &RequestContext<'_>, request: CreateTopicsRequest) -> CreateT
         });
         return CreateTopicsResponse::default().with_topics(refused.collect());
     }
+    let mutations = MutationQuota::new(ctx, 6);
     let topics = request
         .topics
         .into_iter()
@@ -54,7 +56,13 @@ pub fn create(ctx: &RequestContext<'_>, request: CreateTopicsRequest) -> CreateT
             if !may_create(ctx, &name) {
                 return failure(&name, ResponseError::TopicAuthorizationFailed, "Authorization failed.");
             }
+            if mutations.exceeded() {
+                return failure(&name, ResponseError::ThrottlingQuotaExceeded, THROTTLED_MESSAGE);
+            }
             let mut result = create_one(ctx.broker, topic, request.validate_only);
+            if result.error_code == 0 && !request.validate_only {
+                mutations.record(result.num_partitions.max(0) as usize);
+            }
             // The new topic's configs are shown only to who may describe them.
             if !ctx.authorize(operation::DESCRIBE_CONFIGS, resource::TOPIC, &name) {
                 result.configs = None;
@@ -63,7 +71,7 @@ pub fn create(ctx: &RequestContext<'_>, request: CreateTopicsRequest) -> CreateT
             for_version(result, ctx.api_version)
         })
         .collect();
-    CreateTopicsResponse::default().with_topics(topics)
+    CreateTopicsResponse::default().with_topics(topics).with_throttle_time_ms(mutations.throttle_time_ms())
 }
 
 fn create_one(broker: &Broker, topic: CreatableTopic, validate_only: bool) -> CreatableTopicResult {
@@ -189,13 +197,25 @@ pub fn delete(ctx: &RequestContext<'_>, request: DeleteTopicsRequest) -> DeleteT
     } else {
         request.topic_names.iter().map(|n| (Some(n.0.to_string()), Uuid::nil())).collect()
     };
+    let mutations = MutationQuota::new(ctx, 5);
     let responses = wanted
         .into_iter()
         .map(|(name, id)| {
+            if mutations.exceeded() {
+                return DeletableTopicResult::default()
+                    .with_name(name.as_deref().map(topic_name))
+                    .with_topic_id(id)
+                    .with_error_code(ResponseError::ThrottlingQuotaExceeded.code())
+                    .with_error_message((ctx.api_version >= 5).then(|| str_bytes(THROTTLED_MESSAGE)));
+            }
+            let partitions = partition_count(broker, name.as_deref(), id);
             let mut result = match delete_denied(ctx, name.as_deref(), id) {
                 Some(denied) => denied,
                 None => delete_one(broker, name, id),
             };
+            if result.error_code == 0 {
+                mutations.record(partitions);
+            }
             // Topic ids are reported from v6, error messages from v5.
             if ctx.api_version < 6 {
                 result.topic_id = Uuid::nil();
@@ -206,7 +226,19 @@ pub fn delete(ctx: &RequestContext<'_>, request: DeleteTopicsRequest) -> DeleteT
             result
         })
         .collect();
-    DeleteTopicsResponse::default().with_responses(responses)
+    DeleteTopicsResponse::default()
+        .with_responses(responses)
+        .with_throttle_time_ms(mutations.throttle_time_ms())
+}
+
+/// The partitions of a topic named by name or id (0 if unknown).
+fn partition_count(broker: &Broker, name: Option<&str>, id: Uuid) -> usize {
+    let image = broker.controller.image();
+    let topic = match name {
+        Some(name) => image.topic(name),
+        None => image.topic_by_id(&id),
+    };
+    topic.map_or(0, |t| t.partitions.len())
 }
 
 /// CreateTopics needs CREATE on the cluster or on the topic.
@@ -284,15 +316,19 @@ pub fn create_partitions(
         });
         return CreatePartitionsResponse::default().with_results(refused.collect());
     }
+    let mutations = MutationQuota::new(ctx, 3);
     let results = request
         .topics
         .iter()
         .map(|topic| {
             let name = topic.name.0.to_string();
+            let current = image.topic(&name).map_or(0, |t| t.partitions.len());
             let outcome = if duplicates.contains(&name) {
                 Err((ResponseError::InvalidRequest, "topic appears more than once in the request".to_owned()))
             } else if !ctx.authorize(operation::ALTER, resource::TOPIC, &name) {
                 Err((ResponseError::TopicAuthorizationFailed, "Authorization failed.".to_owned()))
+            } else if mutations.exceeded() {
+                Err((ResponseError::ThrottlingQuotaExceeded, THROTTLED_MESSAGE.to_owned()))
             } else {
                 // An empty list asks for no particular placement, like null.
                 let assignments: Option<Vec<Vec<i32>>> = topic
@@ -316,12 +352,19 @@ pub fn create_partitions(
             };
             let result = CreatePartitionsTopicResult::default().with_name(topic.name.clone());
             match outcome {
-                Ok(()) => result,
+                Ok(()) => {
+                    if !request.validate_only {
+                        mutations.record((topic.count.max(0) as usize).saturating_sub(current));
+                    }
+                    result
+                }
                 Err((error, message)) => {
                     result.with_error_code(error.code()).with_error_message(Some(str_bytes(&message)))
                 }
             }
         })
         .collect();
-    CreatePartitionsResponse::default().with_results(results)
+    CreatePartitionsResponse::default()
+        .with_results(results)
+        .with_throttle_time_ms(mutations.throttle_time_ms())
 }

@@ -20,9 +20,8 @@
 //! [`Session`] is what a connection knows about its peer, and its
 //! principal (`User:<name>`, `User:ANONYMOUS` when unauthenticated)
 //! reaches every handler as `RequestContext::principal`, for the
-//! authorizer. SCRAM credentials come from a
-//! [`sasl::scram::ScramCredentials`] store, which
-//! [`sasl::SaslConfig::with_scram_credentials`] replaces.
+//! authorizer. SCRAM credentials come from the metadata image through
+//! [`sasl::scram::ImageScramCredentials`], bound once the log is open.
 
 pub mod authorizer;
 pub mod principal;
@@ -74,8 +73,13 @@ pub struct ListenerSecurity {
 }
 
 impl ListenerSecurity {
-    /// The security of listener `name`, from the broker's config.
-    pub fn from_config(config: &BrokerConfig, name: &str) -> Result<Self, String> {
+    /// The security of listener `name`, from the broker's config; SASL
+    /// listeners find SCRAM credentials in `scram`.
+    pub fn from_config(
+        config: &BrokerConfig,
+        name: &str,
+        scram: &Arc<dyn sasl::scram::ScramCredentials>,
+    ) -> Result<Self, String> {
         let protocol = config.security_protocol(name).ok_or_else(|| {
             format!("no security protocol defined for listener {name} in listener.security.protocol.map")
         })?;
@@ -87,7 +91,8 @@ impl ListenerSecurity {
         };
         let sasl = if protocol.uses_sasl() {
             let static_jaas = static_jaas_file()?;
-            Some(Arc::new(sasl::SaslConfig::from_settings(&settings, static_jaas.as_ref())?))
+            let sasl = sasl::SaslConfig::from_settings(&settings, static_jaas.as_ref())?;
+            Some(Arc::new(sasl.with_scram_credentials(scram.clone())))
         } else {
             None
         };
@@ -130,11 +135,13 @@ pub const ANONYMOUS: &str = "User:ANONYMOUS";
 #[derive(Debug, Clone)]
 pub struct Session {
     pub principal: Arc<str>,
+    /// Set when a quota throttles the client (KIP-219).
+    pub mute: Arc<crate::quota::ChannelMute>,
 }
 
 impl Default for Session {
     fn default() -> Self {
-        Self { principal: Arc::from(ANONYMOUS) }
+        Self { principal: Arc::from(ANONYMOUS), mute: Arc::default() }
     }
 }
 

@@ -8,10 +8,12 @@
 //! failures (no broker, timeout) are the outer `Result`. Retriable failures
 //! are retried up to `default.api.timeout.ms` after refreshing metadata.
 //! Consumer-group administration lives in [`groups`], transactions in
-//! [`transactions`], the metadata quorum in [`quorum`].
+//! [`transactions`], the metadata quorum in [`quorum`], client quotas and
+//! SCRAM credentials in [`quotas`].
 
 pub(crate) mod groups;
 pub(crate) mod quorum;
+pub mod quotas;
 pub(crate) mod transactions;
 
 use std::collections::BTreeMap;

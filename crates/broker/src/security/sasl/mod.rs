@@ -167,7 +167,6 @@ impl SaslConfig {
             max_reauth_ms: BTreeMap::new(),
             max_receive_size: number(settings, "sasl.server.max.receive.size", MAX_RECEIVE_SIZE_DEFAULT)?,
         };
-        let mut scram_store = InMemoryScramCredentials::default();
         for name in &names {
             let mechanism = Mechanism::parse(name).ok_or_else(|| {
                 format!("{}: mechanism {name} is not served", settings.name_of("sasl.enabled.mechanisms"))
@@ -175,9 +174,10 @@ impl SaslConfig {
             let jaas = jaas_entry(settings, mechanism, static_jaas)?;
             match mechanism {
                 Mechanism::Plain => config.plain_users = Arc::new(plain_users(settings, jaas)),
-                Mechanism::ScramSha256 | Mechanism::ScramSha512 => {
-                    add_interim_scram_users(&mut scram_store, mechanism, jaas)
-                }
+                // SCRAM credentials live in the metadata log, as in Kafka:
+                // the login module's options name only the inter-broker
+                // client's own login.
+                Mechanism::ScramSha256 | Mechanism::ScramSha512 => {}
                 Mechanism::OAuthBearer => {
                     let options = jaas.map(|j| j.options).unwrap_or_default();
                     config.oauth = Some(Arc::new(oauth_validator(settings, &options)?));
@@ -192,12 +192,11 @@ impl SaslConfig {
             config.max_reauth_ms.insert(mechanism.name(), reauth_ms);
             config.enabled.push(mechanism);
         }
-        config.scram = Arc::new(scram_store);
         Ok(config)
     }
 
-    /// Replaces where SCRAM credentials come from: the seam for the
-    /// metadata-log store (KIP-554).
+    /// Replaces where SCRAM credentials come from (none until then): the
+    /// broker gives the metadata image's store (KIP-554).
     pub fn with_scram_credentials(mut self, store: Arc<dyn ScramCredentials>) -> Self {
         self.scram = store;
         self
@@ -216,6 +215,17 @@ impl SaslConfig {
                 Box::new(oauth::OAuthServer::new(self.oauth.clone().expect("set when enabled")))
             }
         }
+    }
+
+    /// PLAIN's users, when the listener serves PLAIN.
+    pub fn plain_users(&self) -> Option<Arc<BTreeMap<String, String>>> {
+        self.enabled.contains(&Mechanism::Plain).then(|| self.plain_users.clone())
+    }
+
+    /// The SCRAM mechanisms the listener serves and where their credentials are.
+    pub fn scram(&self) -> (Vec<ScramMechanism>, Arc<dyn ScramCredentials>) {
+        let mechanisms = self.enabled.iter().filter_map(|m| ScramMechanism::of(*m)).collect();
+        (mechanisms, self.scram.clone())
     }
 
     fn mechanism_names(&self) -> Vec<StrBytes> {
@@ -262,26 +272,6 @@ fn plain_users(settings: &ListenerSettings, jaas: Option<jaas::JaasEntry>) -> BT
         );
     }
     users
-}
-
-/// Interim, Strom's own: until SCRAM credentials live in the metadata log,
-/// they are derived at start from the ScramLoginModule's
-/// `user_<name>="<password>"` options.
-fn add_interim_scram_users(
-    store: &mut InMemoryScramCredentials,
-    mechanism: Mechanism,
-    jaas: Option<jaas::JaasEntry>,
-) {
-    let Some(kind) = ScramMechanism::of(mechanism) else { return };
-    let users = jaas.map(|j| j.users()).unwrap_or_default();
-    for (user, password) in &users {
-        store.add_password(kind, user, password);
-    }
-    tracing::info!(
-        mechanism = mechanism.name(),
-        users = users.len(),
-        "SCRAM credentials from sasl.jaas.config user_ options (Strom's interim source until AlterUserScramCredentials)"
-    );
 }
 
 fn number(settings: &ListenerSettings, key: &str, default: usize) -> Result<usize, String> {

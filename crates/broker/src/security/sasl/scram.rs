@@ -3,12 +3,10 @@
 //! server-final, no channel binding.
 //!
 //! Credentials come from a [`ScramCredentials`] store: the salted keys
-//! Kafka keeps per user and mechanism, never the password. The store that
-//! will serve them from the metadata log (AlterUserScramCredentials,
-//! KIP-554) plugs in here; until then [`InMemoryScramCredentials`] holds
-//! credentials derived at start-up from the `user_<name>="<password>"`
-//! options of the listener's ScramLoginModule, an interim source that is
-//! Strom's own.
+//! Kafka keeps per user and mechanism, never the password. The broker's
+//! store is [`ImageScramCredentials`], the credentials of the published
+//! metadata image (AlterUserScramCredentials, KIP-554);
+//! [`InMemoryScramCredentials`] serves tests.
 
 use std::collections::BTreeMap;
 
@@ -37,6 +35,24 @@ impl ScramMechanism {
         match mechanism {
             Mechanism::ScramSha256 => Some(Self::Sha256),
             Mechanism::ScramSha512 => Some(Self::Sha512),
+            _ => None,
+        }
+    }
+
+    /// Kafka's `ScramMechanism` id, as the metadata records and the admin
+    /// APIs carry it.
+    pub fn id(self) -> i8 {
+        match self {
+            Self::Sha256 => 1,
+            Self::Sha512 => 2,
+        }
+    }
+
+    /// The mechanism of a Kafka `ScramMechanism` id.
+    pub fn from_id(id: i8) -> Option<Self> {
+        match id {
+            1 => Some(Self::Sha256),
+            2 => Some(Self::Sha512),
             _ => None,
         }
     }
@@ -71,7 +87,7 @@ impl ScramMechanism {
     }
 
     /// RFC 5802's `Hi`: PBKDF2 with this HMAC.
-    fn salted_password(self, password: &str, salt: &[u8], iterations: u32) -> Vec<u8> {
+    pub fn salted_password(self, password: &str, salt: &[u8], iterations: u32) -> Vec<u8> {
         match self {
             Self::Sha256 => {
                 pbkdf2::pbkdf2_hmac_array::<Sha256, 32>(password.as_bytes(), salt, iterations).to_vec()
@@ -96,13 +112,35 @@ impl ScramCredential {
     /// Derives the credential of `password` with `salt`.
     pub fn derive(mechanism: ScramMechanism, password: &str, salt: &[u8], iterations: u32) -> Self {
         let salted = mechanism.salted_password(password, salt, iterations);
-        let client_key = mechanism.hmac(&salted, b"Client Key");
+        Self::from_salted_password(mechanism, &salted, salt, iterations)
+    }
+
+    /// The credential of a salted password, as AlterUserScramCredentials
+    /// sends it: the server keeps only the keys derived from it.
+    pub fn from_salted_password(
+        mechanism: ScramMechanism,
+        salted: &[u8],
+        salt: &[u8],
+        iterations: u32,
+    ) -> Self {
+        let client_key = mechanism.hmac(salted, b"Client Key");
         Self {
             salt: salt.to_vec(),
             stored_key: mechanism.hash(&client_key),
-            server_key: mechanism.hmac(&salted, b"Server Key"),
+            server_key: mechanism.hmac(salted, b"Server Key"),
             iterations,
         }
+    }
+}
+
+impl ScramCredential {
+    /// Whether `password` is the one this credential was made from: its
+    /// stored key, derived again (for logins that send the password, such
+    /// as the console's HTTP Basic).
+    pub fn matches_password(&self, mechanism: ScramMechanism, password: &str) -> bool {
+        let derived = Self::derive(mechanism, password, &self.salt, self.iterations);
+        let diff = derived.stored_key.iter().zip(&self.stored_key).fold(0u8, |d, (a, b)| d | (a ^ b));
+        derived.stored_key.len() == self.stored_key.len() && diff == 0
     }
 }
 
@@ -130,6 +168,39 @@ impl ScramCredentials for InMemoryScramCredentials {
     fn credential(&self, mechanism: ScramMechanism, user: &str) -> Option<ScramCredential> {
         self.credentials.get(&(mechanism, user.to_owned())).cloned()
     }
+}
+
+/// The credentials of the metadata image the loader last published. The
+/// store exists before the metadata log is opened (listeners are secured
+/// first) and serves nothing until [`Self::bind`].
+#[derive(Default)]
+pub struct ImageScramCredentials {
+    loader: std::sync::OnceLock<std::sync::Arc<strom_metadata::MetadataLoader>>,
+}
+
+impl ImageScramCredentials {
+    /// Serves the images `loader` publishes from now on.
+    pub fn bind(&self, loader: std::sync::Arc<strom_metadata::MetadataLoader>) {
+        let _ = self.loader.set(loader);
+    }
+}
+
+impl ScramCredentials for ImageScramCredentials {
+    fn credential(&self, mechanism: ScramMechanism, user: &str) -> Option<ScramCredential> {
+        let image = self.loader.get()?.image();
+        let c = image.scram_credential(user, mechanism.id())?;
+        Some(ScramCredential {
+            salt: c.salt.to_vec(),
+            stored_key: c.stored_key.to_vec(),
+            server_key: c.server_key.to_vec(),
+            iterations: u32::try_from(c.iterations).ok()?,
+        })
+    }
+}
+
+/// A fresh random salt, as Kafka's tools make one per credential.
+pub fn random_salt() -> Vec<u8> {
+    random_bytes::<24>().to_vec()
 }
 
 fn random_bytes<const N: usize>() -> [u8; N] {

@@ -1,0 +1,316 @@
+//! Client quotas as Kafka enforces them (KIP-13, KIP-55, KIP-219, KIP-599).
+//!
+//! - [`rate`] is the windowed rate every quota is measured with;
+//! - [`QuotaManager`] finds the quota that applies to a request's user and
+//!   client id (Kafka's precedence of the eight entity combinations, read
+//!   from the metadata image), records the request's bytes, time or
+//!   mutations against that quota's sensor, and says how long the client
+//!   must wait;
+//! - [`ChannelMute`] is a connection's side of KIP-219: the response
+//!   carries `throttle_time_ms`, then the connection reads nothing more
+//!   from that client until the time has passed.
+//!
+//! Sensors are shared the way Kafka's metric tags share them: a quota set
+//! for a user is shared by all that user's clients, one set for a client id
+//! (or a default) by every connection of that client id.
+
+pub mod connections;
+pub mod rate;
+pub mod throttled;
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use strom_metadata::image::{QuotaEntity, ENTITY_CLIENT_ID, ENTITY_USER};
+use strom_metadata::MetadataImage;
+
+pub use rate::{QuotaWindow, Rate};
+
+/// Sensors idle this many sampling periods are dropped once there are many.
+const MAX_SENSORS: usize = 10_000;
+
+/// The client quotas, by their Kafka key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum QuotaType {
+    /// `producer_byte_rate`: bytes produced per second.
+    Produce,
+    /// `consumer_byte_rate`: bytes fetched per second.
+    Fetch,
+    /// `request_percentage`: request handler time, in percent of one thread.
+    Request,
+    /// `controller_mutation_rate`: partitions created or deleted per second.
+    ControllerMutation,
+}
+
+impl QuotaType {
+    pub fn key(self) -> &'static str {
+        match self {
+            Self::Produce => "producer_byte_rate",
+            Self::Fetch => "consumer_byte_rate",
+            Self::Request => "request_percentage",
+            Self::ControllerMutation => "controller_mutation_rate",
+        }
+    }
+}
+
+/// Whose sensor a recording goes to: the user and client id the matched
+/// quota entity names (named or default), blank where it names neither.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct SensorKey {
+    quota: QuotaType,
+    user: Option<String>,
+    client_id: Option<String>,
+}
+
+/// The quota that applies to `user` and `client_id`, and the entity it is
+/// set on, in Kafka's order: user and client id, user and default client,
+/// user alone, default user and client id, both defaults, default user,
+/// client id alone, default client.
+pub fn applicable_quota(
+    image: &MetadataImage,
+    quota: QuotaType,
+    user: &str,
+    client_id: &str,
+) -> Option<(f64, QuotaEntity)> {
+    if !image.has_client_quotas() {
+        return None;
+    }
+    // Per entity type: absent, its default (`Some(None)`) or named.
+    type Part = Option<Option<String>>;
+    let named = |name: &str| Some(Some(name.to_owned()));
+    let default = Some(None);
+    let order: [(Part, Part); 8] = [
+        (named(user), named(client_id)),
+        (named(user), default.clone()),
+        (named(user), None),
+        (default.clone(), named(client_id)),
+        (default.clone(), default.clone()),
+        (default.clone(), None),
+        (None, named(client_id)),
+        (None, default),
+    ];
+    order.into_iter().find_map(|(u, c)| {
+        let mut entity = QuotaEntity::new();
+        if let Some(u) = u {
+            entity.insert(ENTITY_USER.to_owned(), u);
+        }
+        if let Some(c) = c {
+            entity.insert(ENTITY_CLIENT_ID.to_owned(), c);
+        }
+        let value = *image.client_quotas(&entity).get(quota.key())?;
+        Some((value, entity))
+    })
+}
+
+/// The broker's quota sensors.
+pub struct QuotaManager {
+    window: QuotaWindow,
+    started: Instant,
+    sensors: Mutex<HashMap<SensorKey, Rate>>,
+}
+
+impl QuotaManager {
+    pub fn new(window: QuotaWindow) -> Self {
+        Self { window, started: Instant::now(), sensors: Mutex::new(HashMap::new()) }
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    /// Records `value` for the client and returns how long it must be
+    /// throttled (0 when it has no quota or is within it).
+    pub fn record(
+        &self,
+        image: &MetadataImage,
+        quota: QuotaType,
+        user: &str,
+        client_id: &str,
+        value: f64,
+    ) -> u64 {
+        let Some((bound, entity)) = applicable_quota(image, quota, user, client_id) else { return 0 };
+        let key = sensor_key(quota, &entity, user, client_id);
+        let now = self.now_ms();
+        let mut sensors = self.sensors.lock().unwrap_or_else(|e| e.into_inner());
+        self.evict_idle(&mut sensors, now);
+        let rate = sensors.entry(key).or_insert_with(|| Rate::new(self.window, now));
+        rate.record(value, now);
+        rate.throttle_ms(bound, now)
+    }
+
+    /// KIP-599's strict check, before a mutation: how long the client must
+    /// wait if it is already over its quota (0 when it may go ahead).
+    pub fn check(&self, image: &MetadataImage, quota: QuotaType, user: &str, client_id: &str) -> u64 {
+        let Some((bound, entity)) = applicable_quota(image, quota, user, client_id) else { return 0 };
+        let key = sensor_key(quota, &entity, user, client_id);
+        let sensors = self.sensors.lock().unwrap_or_else(|e| e.into_inner());
+        sensors.get(&key).map_or(0, |rate| rate.throttle_ms(bound, self.now_ms()))
+    }
+
+    fn evict_idle(&self, sensors: &mut HashMap<SensorKey, Rate>, now: u64) {
+        if sensors.len() < MAX_SENSORS {
+            return;
+        }
+        let idle_ms = self.window.samples as u64 * self.window.window_ms;
+        sensors.retain(|_, rate| now.saturating_sub(rate.last_record_ms) < idle_ms);
+    }
+}
+
+fn sensor_key(quota: QuotaType, entity: &QuotaEntity, user: &str, client_id: &str) -> SensorKey {
+    SensorKey {
+        quota,
+        user: entity.contains_key(ENTITY_USER).then(|| user.to_owned()),
+        client_id: entity.contains_key(ENTITY_CLIENT_ID).then(|| client_id.to_owned()),
+    }
+}
+
+/// The throttle a request's handlers asked for, read by dispatch to mute
+/// the channel once the response is out.
+#[derive(Debug, Default)]
+pub struct Throttle(std::sync::atomic::AtomicU64);
+
+impl Throttle {
+    /// Raises the request's throttle to at least `ms`.
+    pub fn raise(&self, ms: u64) {
+        self.0.fetch_max(ms, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub fn get(&self) -> u64 {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// Records `value` against the requesting client's `quota` and returns the
+/// response's `throttle_time_ms`; the channel is muted that long after the
+/// response (KIP-219).
+pub fn record_request(ctx: &crate::dispatch::RequestContext<'_>, quota: QuotaType, value: f64) -> i32 {
+    let image = ctx.broker.controller.image();
+    let client_id = ctx.header.client_id.as_deref().unwrap_or("");
+    let ms = ctx.broker.quotas.record(&image, quota, quota_user(&ctx.principal), client_id, value);
+    ctx.throttle.raise(ms);
+    ms.min(i32::MAX as u64) as i32
+}
+
+/// `request_percentage` (KIP-124): the handler time of every request but
+/// those Kafka exempts (the handshake APIs and the cluster's own), as a
+/// percentage of one thread over a second. Returns the throttle. Requests
+/// that park (a long-poll Fetch, a rebalance) are not timed: their wall
+/// time is mostly waiting, which Kafka's thread time does not count.
+pub fn record_request_time(ctx: &crate::dispatch::RequestContext<'_>, elapsed: Duration) -> u64 {
+    use kafka_protocol::messages::ApiKey;
+    let exempt = matches!(
+        ctx.api_key,
+        ApiKey::Fetch
+            | ApiKey::JoinGroup
+            | ApiKey::SyncGroup
+            | ApiKey::DescribeQuorum
+            | ApiKey::ApiVersions
+            | ApiKey::SaslHandshake
+            | ApiKey::SaslAuthenticate
+            | ApiKey::Vote
+            | ApiKey::BeginQuorumEpoch
+            | ApiKey::EndQuorumEpoch
+            | ApiKey::FetchSnapshot
+            | ApiKey::WriteTxnMarkers
+    );
+    if exempt {
+        return 0;
+    }
+    let percent_seconds = elapsed.as_secs_f64() * 100.0;
+    let image = ctx.broker.controller.image();
+    let client_id = ctx.header.client_id.as_deref().unwrap_or("");
+    let ms = ctx.broker.quotas.record(
+        &image,
+        QuotaType::Request,
+        quota_user(&ctx.principal),
+        client_id,
+        percent_seconds,
+    );
+    ctx.throttle.raise(ms);
+    ms
+}
+
+/// `controller_mutation_rate` for one request (KIP-599): topics are
+/// refused with THROTTLING_QUOTA_EXCEEDED while the client is over its
+/// quota (from the versions that know the error; older ones are only
+/// throttled), and each accepted topic counts its partitions.
+pub struct MutationQuota<'c, 'a> {
+    ctx: &'c crate::dispatch::RequestContext<'a>,
+    strict: bool,
+}
+
+impl<'c, 'a> MutationQuota<'c, 'a> {
+    /// `strict_from`: the first version of the API that may be refused.
+    pub fn new(ctx: &'c crate::dispatch::RequestContext<'a>, strict_from: i16) -> Self {
+        Self { ctx, strict: ctx.api_version >= strict_from }
+    }
+
+    /// Whether the next topic must be refused.
+    pub fn exceeded(&self) -> bool {
+        if !self.strict {
+            return false;
+        }
+        let image = self.ctx.broker.controller.image();
+        let client_id = self.ctx.header.client_id.as_deref().unwrap_or("");
+        let user = quota_user(&self.ctx.principal);
+        let ms = self.ctx.broker.quotas.check(&image, QuotaType::ControllerMutation, user, client_id);
+        self.ctx.throttle.raise(ms);
+        ms > 0
+    }
+
+    /// Counts `partitions` created or deleted.
+    pub fn record(&self, partitions: usize) {
+        if partitions > 0 {
+            record_request(self.ctx, QuotaType::ControllerMutation, partitions as f64);
+        }
+    }
+
+    /// The response's `throttle_time_ms`.
+    pub fn throttle_time_ms(&self) -> i32 {
+        self.ctx.throttle.get().min(i32::MAX as u64) as i32
+    }
+}
+
+/// Kafka's message for THROTTLING_QUOTA_EXCEEDED.
+pub const THROTTLED_MESSAGE: &str = "The throttling quota has been exceeded.";
+
+/// The user name quotas know a principal by: `User:alice` is `alice`.
+pub fn quota_user(principal: &str) -> &str {
+    principal.strip_prefix("User:").unwrap_or(principal)
+}
+
+/// A connection's mute (KIP-219): set after a throttled response, waited
+/// out before the connection reads its next request.
+#[derive(Debug, Default)]
+pub struct ChannelMute {
+    until: Mutex<Option<Instant>>,
+}
+
+impl ChannelMute {
+    /// Mutes the channel for `throttle_ms` from now (a longer mute already
+    /// set stays).
+    pub fn mute_for(&self, throttle_ms: u64) {
+        if throttle_ms == 0 {
+            return;
+        }
+        let until = Instant::now() + Duration::from_millis(throttle_ms);
+        let mut current = self.until.lock().unwrap_or_else(|e| e.into_inner());
+        if current.is_none_or(|c| c < until) {
+            *current = Some(until);
+        }
+    }
+
+    /// How long the channel stays muted, clearing the mute once it is over.
+    pub fn remaining(&self) -> Option<Duration> {
+        let mut current = self.until.lock().unwrap_or_else(|e| e.into_inner());
+        let left = (*current)?.checked_duration_since(Instant::now()).filter(|d| !d.is_zero());
+        if left.is_none() {
+            *current = None;
+        }
+        left
+    }
+}
+
+#[cfg(test)]
+mod tests;
