@@ -37,9 +37,9 @@ use crate::meta_properties::{node_dirs, parse_uuid, FormatError, LogDirs};
 use crate::metrics::{self, GaugeGuard, Metrics};
 use crate::network;
 use crate::producer_ids::ProducerIdManager;
-use crate::replica::{LeadershipChanges, ReplicaManager};
 use crate::quota::connections::{ConnectionLimits, Refusal};
 use crate::quota::QuotaManager;
+use crate::replica::{LeadershipChanges, ReplicaManager};
 use crate::security::sasl::scram::{ImageScramCredentials, ScramCredentials};
 use crate::security::ListenerSecurity;
 use crate::txn::{TransactionCoordinator, TRANSACTION_STATE_TOPIC};
@@ -466,7 +466,15 @@ impl KraftStart {
         let controller = configured(Controller::new(&self.cluster_id, log, loader), &self.config);
         let link = Arc::new(ControllerLink::new(self.metadata_log.quorum().clone()));
         let security = self.listener_security;
-        Broker::assemble(self.config, security, self.logs, controller, -1, Some(self.metadata_log), Some(link))
+        Broker::assemble(
+            self.config,
+            security,
+            self.logs,
+            controller,
+            -1,
+            Some(self.metadata_log),
+            Some(link),
+        )
     }
 }
 
@@ -525,7 +533,8 @@ impl BoundBroker {
             return Self::bind(Broker::open(config)?).await;
         }
         let start = KraftStart::begin(config).await?;
-        let (listeners, metrics_listener, console_listener) = bind_sockets(&start.config, &start.listener_security).await?;
+        let (listeners, metrics_listener, console_listener) =
+            bind_sockets(&start.config, &start.listener_security).await?;
         // A controller-only node hosts no partitions: it serves at once, as
         // Kafka's controller does, and replays the log meanwhile.
         if start.config.kraft.has_role(ProcessRole::Broker) {

@@ -131,7 +131,6 @@ fn denied_topic(topic: TopicProduceData, error: ResponseError) -> TopicProduceRe
         .with_name(topic.name)
         .with_topic_id(topic.topic_id)
         .with_partition_responses(partitions)
-
 }
 
 /// The record bytes a Produce carries: what `producer_byte_rate` counts.
