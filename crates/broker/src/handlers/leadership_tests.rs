@@ -81,6 +81,8 @@ pub(crate) fn ctx(broker: &Broker, api_key: ApiKey, api_version: i16) -> Request
         header,
         client_host: "/127.0.0.1".into(),
         listener: "PLAINTEXT".into(),
+        principal: "User:ANONYMOUS".into(),
+        throttle: Default::default(),
     }
 }
 
