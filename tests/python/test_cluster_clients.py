@@ -13,6 +13,7 @@ import pytest
 from confluent_kafka import TopicPartition
 
 from cluster import CLUSTER_WAIT_S, Cluster
+from console_client import ConsoleClient
 from harness import (
     ADMIN_TIMEOUT_S,
     OutRecord,
@@ -21,6 +22,7 @@ from harness import (
     confluent_producer,
     consume_confluent,
     create_topic,
+    free_port,
     kafka_python_consumer,
     produce_confluent,
     wait_until,
@@ -229,3 +231,21 @@ def test_a_produce_to_the_wrong_broker_gets_not_leader_with_the_leaders_hint(clu
     finally:
         consumer.close()
     assert tuple(watermarks) == (0, 1)
+
+
+def test_the_console_of_a_broker_that_is_not_the_controller_creates_topics(tmp_path):
+    """The console's admin actions take the Kafka APIs' path: from a broker
+    that is not the active controller they are forwarded to it."""
+    with Cluster(tmp_path, controllers=3, combined=True) as cluster:
+        consoles = {node_id: free_port() for node_id in cluster.nodes}
+        for node_id, node in cluster.nodes.items():
+            node.process.overrides["console.listener"] = f"http://127.0.0.1:{consoles[node_id]}"
+        cluster.start()
+        leader, _ = cluster.wait_for_leader()
+        other = next(node_id for node_id in cluster.nodes if node_id != leader)
+        bootstrap = cluster.nodes[other].bootstrap
+        wait_until(lambda: live_brokers(bootstrap) == BROKERS, CLUSTER_WAIT_S, "every broker live")
+        notice = ConsoleClient(consoles[other]).act("/topics/create", name="from-console", partitions=6)
+        assert notice == "created topic from-console"
+        metadata = admin_client(cluster.nodes[leader].bootstrap).list_topics("from-console", timeout=ADMIN_TIMEOUT_S)
+        assert len(metadata.topics["from-console"].partitions) == 6

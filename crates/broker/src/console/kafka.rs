@@ -209,7 +209,7 @@ impl<'a> Kafka<'a> {
             .with_configs(configs);
         let request =
             CreateTopicsRequest::default().with_topics(vec![topic]).with_timeout_ms(ADMIN_TIMEOUT_MS);
-        let response = handlers::topics::create(&self.ctx(ApiKey::CreateTopics, 7), request);
+        let response = admin(&self.ctx(ApiKey::CreateTopics, 7), request, handlers::topics::create);
         response.topics.first().and_then(|t| error_text(t.error_code, t.error_message.as_ref()))
     }
 
@@ -217,7 +217,7 @@ impl<'a> Kafka<'a> {
         let topic = delete_topics_request::DeleteTopicState::default().with_name(Some(topic_name(name)));
         let request =
             DeleteTopicsRequest::default().with_topics(vec![topic]).with_timeout_ms(ADMIN_TIMEOUT_MS);
-        let response = handlers::topics::delete(&self.ctx(ApiKey::DeleteTopics, 6), request);
+        let response = admin(&self.ctx(ApiKey::DeleteTopics, 6), request, handlers::topics::delete);
         response.responses.first().and_then(|t| error_text(t.error_code, t.error_message.as_ref()))
     }
 
@@ -228,7 +228,8 @@ impl<'a> Kafka<'a> {
             .with_assignments(None);
         let request =
             CreatePartitionsRequest::default().with_topics(vec![topic]).with_timeout_ms(ADMIN_TIMEOUT_MS);
-        let response = handlers::topics::create_partitions(&self.ctx(ApiKey::CreatePartitions, 3), request);
+        let ctx = self.ctx(ApiKey::CreatePartitions, 3);
+        let response = admin(&ctx, request, handlers::topics::create_partitions);
         response.results.first().and_then(|t| error_text(t.error_code, t.error_message.as_ref()))
     }
 
@@ -251,8 +252,8 @@ impl<'a> Kafka<'a> {
             .with_resource_name(str_bytes(resource))
             .with_configs(vec![config]);
         let request = IncrementalAlterConfigsRequest::default().with_resources(vec![resource]);
-        let response =
-            handlers::configs::incremental_alter(&self.ctx(ApiKey::IncrementalAlterConfigs, 1), request);
+        let ctx = self.ctx(ApiKey::IncrementalAlterConfigs, 1);
+        let response = admin(&ctx, request, handlers::configs::incremental_alter);
         response.responses.first().and_then(|r| error_text(r.error_code, r.error_message.as_ref()))
     }
 
@@ -429,6 +430,20 @@ fn encode_record(record: TestRecord) -> Bytes {
     let options = RecordEncodeOptions { version: 2, compression: Compression::None };
     RecordBatchEncoder::encode(&mut buf, &[record], &options).expect("encoding into memory cannot fail");
     buf.freeze()
+}
+
+/// An admin write as the API table serves it: forwarded to the active
+/// controller from a KRaft node that is not it, else answered here.
+fn admin<R, F>(ctx: &RequestContext<'_>, request: R, handler: F) -> R::Response
+where
+    R: kafka_protocol::protocol::Request,
+    R::Response: crate::response_errors::ResponseErrors,
+    F: FnOnce(&RequestContext<'_>, R) -> R::Response,
+{
+    match wait(crate::forwarding::forward(ctx, &request)) {
+        Some(answer) => answer,
+        None => handler(ctx, request),
+    }
 }
 
 /// Runs an async handler to its answer. Pages render on the blocking pool
