@@ -12,8 +12,15 @@ use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::{DefaultPrincipalData, EnvelopeRequest, EnvelopeResponse, ResponseHeader};
+use kafka_protocol::messages::create_acls_response::AclCreationResult;
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+use kafka_protocol::messages::delete_acls_response::DeleteAclsFilterResult;
+use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
+
+use uuid::Uuid;
 
 use crate::dispatch::RequestContext;
 use crate::response_errors::ResponseErrors;
@@ -35,10 +42,11 @@ pub fn is_not_controller(response: &impl ResponseErrors) -> bool {
 /// node that is not the active controller; None to answer it here (a
 /// single node, the active controller, a request to a controller
 /// listener, or no controller found in time,
-/// where the local controller refuses with NOT_CONTROLLER).
+/// where the local controller refuses with NOT_CONTROLLER). An envelope
+/// the controller refuses fails the request with UNKNOWN_SERVER_ERROR.
 pub async fn forward<R>(ctx: &RequestContext<'_>, request: &R) -> Option<R::Response>
 where
-    R: Request,
+    R: Request + FailedForward,
     R::Response: ResponseErrors,
 {
     let link = ctx.broker.controller_link()?;
@@ -59,13 +67,100 @@ where
         r.error_code == ResponseError::NotController.code()
             || unwrap::<R>(r, version).is_ok_and(|inner| is_not_controller(&inner))
     };
-    let answer = link.send(&envelope, ENVELOPE_VERSION, FORWARD_TIMEOUT, not_controller).await;
-    match answer.map_err(|e| e.to_string()).and_then(|r| unwrap::<R>(&r, version)) {
-        Ok(response) => Some(response),
+    let answer = match link.send(&envelope, ENVELOPE_VERSION, FORWARD_TIMEOUT, not_controller).await {
+        Ok(answer) => answer,
         Err(e) => {
             tracing::warn!(api = ?R::KEY, "cannot forward to the active controller: {e}");
-            None
+            return None;
         }
+    };
+    match unwrap::<R>(&answer, version) {
+        Ok(response) => Some(response),
+        // As Kafka's ForwardingManager: a refused envelope is this broker's
+        // fault, not the client's, so the client sees UNKNOWN_SERVER_ERROR.
+        Err(e) => {
+            tracing::warn!(api = ?R::KEY, "the active controller did not serve a forwarded request: {e}");
+            let error = match ResponseError::try_from_code(answer.error_code) {
+                Some(ResponseError::UnsupportedVersion) => ResponseError::UnsupportedVersion,
+                _ => ResponseError::UnknownServerError,
+            };
+            Some(request.failed(error))
+        }
+    }
+}
+
+/// A forwarded request's response failing every item of it with one error.
+pub trait FailedForward: Request {
+    fn failed(&self, error: ResponseError) -> Self::Response;
+}
+
+impl FailedForward for CreateTopicsRequest {
+    fn failed(&self, error: ResponseError) -> CreateTopicsResponse {
+        let topics = self
+            .topics
+            .iter()
+            .map(|t| CreatableTopicResult::default().with_name(t.name.clone()).with_error_code(error.code()));
+        CreateTopicsResponse::default().with_topics(topics.collect())
+    }
+}
+
+impl FailedForward for DeleteTopicsRequest {
+    fn failed(&self, error: ResponseError) -> DeleteTopicsResponse {
+        let by_name = self.topic_names.iter().map(|name| (Some(name.clone()), Uuid::nil()));
+        let by_state = self.topics.iter().map(|t| (t.name.clone(), t.topic_id));
+        let responses = by_name.chain(by_state).map(|(name, id)| {
+            DeletableTopicResult::default().with_name(name).with_topic_id(id).with_error_code(error.code())
+        });
+        DeleteTopicsResponse::default().with_responses(responses.collect())
+    }
+}
+
+impl FailedForward for CreatePartitionsRequest {
+    fn failed(&self, error: ResponseError) -> CreatePartitionsResponse {
+        let results = self.topics.iter().map(|t| {
+            CreatePartitionsTopicResult::default().with_name(t.name.clone()).with_error_code(error.code())
+        });
+        CreatePartitionsResponse::default().with_results(results.collect())
+    }
+}
+
+impl FailedForward for AlterConfigsRequest {
+    fn failed(&self, error: ResponseError) -> AlterConfigsResponse {
+        let responses = self.resources.iter().map(|r| {
+            alter_configs_response::AlterConfigsResourceResponse::default()
+                .with_resource_type(r.resource_type)
+                .with_resource_name(r.resource_name.clone())
+                .with_error_code(error.code())
+        });
+        AlterConfigsResponse::default().with_responses(responses.collect())
+    }
+}
+
+impl FailedForward for IncrementalAlterConfigsRequest {
+    fn failed(&self, error: ResponseError) -> IncrementalAlterConfigsResponse {
+        let responses = self.resources.iter().map(|r| {
+            incremental_alter_configs_response::AlterConfigsResourceResponse::default()
+                .with_resource_type(r.resource_type)
+                .with_resource_name(r.resource_name.clone())
+                .with_error_code(error.code())
+        });
+        IncrementalAlterConfigsResponse::default().with_responses(responses.collect())
+    }
+}
+
+impl FailedForward for CreateAclsRequest {
+    fn failed(&self, error: ResponseError) -> CreateAclsResponse {
+        let results =
+            self.creations.iter().map(|_| AclCreationResult::default().with_error_code(error.code()));
+        CreateAclsResponse::default().with_results(results.collect())
+    }
+}
+
+impl FailedForward for DeleteAclsRequest {
+    fn failed(&self, error: ResponseError) -> DeleteAclsResponse {
+        let results =
+            self.filters.iter().map(|_| DeleteAclsFilterResult::default().with_error_code(error.code()));
+        DeleteAclsResponse::default().with_filter_results(results.collect())
     }
 }
 
@@ -113,4 +208,31 @@ fn unwrap<R: Request>(envelope: &EnvelopeResponse, version: i16) -> Result<R::Re
     let mut data = envelope.response_data.clone().ok_or("the envelope carries no response")?;
     ResponseHeader::decode(&mut data, R::Response::header_version(version)).map_err(|e| e.to_string())?;
     R::Response::decode(&mut data, version).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::handlers::topic_name;
+
+    #[test]
+    fn a_failed_forward_fails_every_item_of_the_request() {
+        let request =
+            DeleteTopicsRequest::default().with_topic_names(vec![topic_name("a")]).with_topics(vec![
+                delete_topics_request::DeleteTopicState::default().with_topic_id(Uuid::from_u128(7)),
+            ]);
+        let response = request.failed(ResponseError::UnknownServerError);
+        let codes: Vec<_> = response.responses.iter().map(|r| r.error_code).collect();
+        assert_eq!(codes, [ResponseError::UnknownServerError.code(); 2]);
+        assert_eq!(response.responses[1].topic_id, Uuid::from_u128(7));
+        let acls = CreateAclsRequest::default().with_creations(vec![Default::default(); 3]);
+        assert_eq!(acls.failed(ResponseError::UnsupportedVersion).results.len(), 3);
+    }
+
+    #[test]
+    fn a_refused_envelope_has_no_inner_response() {
+        let refused =
+            EnvelopeResponse::default().with_error_code(ResponseError::ClusterAuthorizationFailed.code());
+        assert!(unwrap::<CreateTopicsRequest>(&refused, 7).is_err());
+    }
 }
