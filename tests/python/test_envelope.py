@@ -128,3 +128,23 @@ def test_an_envelope_needs_cluster_action_and_a_controller_listener(secured):
     assert envelope_error(port, "admin") == INVALID_REQUEST
     assert ENVELOPE not in wire.api_versions(node.broker_port).versions
     assert wire.api_versions(node.controller_port).versions[ENVELOPE] == (0, 0)
+
+
+def test_scram_credentials_altered_through_a_follower_need_alter_on_the_cluster(secured):
+    from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+
+    follower = secured.follower()
+    upsertion = UserScramCredentialUpsertion("carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096),
+                                             b"carol-secret")
+
+    def alter_error(user: str) -> KafkaError | None:
+        admin = AdminClient(secured.conf(follower, user))
+        futures = admin.alter_user_scram_credentials([upsertion])
+        try:
+            futures["carol"].result(timeout=30)
+        except KafkaException as e:
+            return e.args[0]
+        return None
+
+    assert alter_error("bob").code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+    assert alter_error("admin") is None

@@ -163,9 +163,9 @@ served_apis! {
     ListTransactions(ListTransactionsRequest) 0..=2 => call handlers::transactions::list;
     DescribeProducers(DescribeProducersRequest) 0..=0 => call handlers::transactions::describe_producers;
     DescribeClientQuotas(DescribeClientQuotasRequest) 0..=1 => call handlers::quotas::describe;
-    AlterClientQuotas(AlterClientQuotasRequest) 0..=1 => call handlers::quotas::alter;
+    AlterClientQuotas(AlterClientQuotasRequest) 0..=1 => forward handlers::quotas::alter;
     DescribeUserScramCredentials(DescribeUserScramCredentialsRequest) 0..=0 => call handlers::scram::describe;
-    AlterUserScramCredentials(AlterUserScramCredentialsRequest) 0..=0 => call handlers::scram::alter;
+    AlterUserScramCredentials(AlterUserScramCredentialsRequest) 0..=0 => forward handlers::scram::alter;
     // Kafka 4 removed v0-v1 (KIP-896).
     OffsetForLeaderEpoch(OffsetForLeaderEpochRequest) 2..=4 => call handlers::leader_epochs::handle;
     // The controller's APIs (KIP-631, KIP-919), answered by the active controller.

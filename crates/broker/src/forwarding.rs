@@ -1,7 +1,7 @@
 //! Admin writes a KRaft broker receives go to the active controller, as
 //! Kafka 4's brokers forward them: CreateTopics, DeleteTopics,
-//! CreatePartitions, AlterConfigs, IncrementalAlterConfigs, CreateAcls and
-//! DeleteAcls. Each is wrapped in an Envelope (KIP-590) with its client's
+//! CreatePartitions, AlterConfigs, IncrementalAlterConfigs, CreateAcls,
+//! DeleteAcls, AlterClientQuotas and AlterUserScramCredentials. Each is wrapped in an Envelope (KIP-590) with its client's
 //! principal and address, so the controller authorizes the client, not
 //! this broker, and sent over the node's
 //! [`ControllerLink`](crate::controller_link), which retries at the new
@@ -145,6 +145,18 @@ impl FailedForward for IncrementalAlterConfigsRequest {
                 .with_error_code(error.code())
         });
         IncrementalAlterConfigsResponse::default().with_responses(responses.collect())
+    }
+}
+
+impl FailedForward for AlterUserScramCredentialsRequest {
+    fn failed(&self, error: ResponseError) -> AlterUserScramCredentialsResponse {
+        crate::handlers::scram::failed(self, error)
+    }
+}
+
+impl FailedForward for AlterClientQuotasRequest {
+    fn failed(&self, error: ResponseError) -> AlterClientQuotasResponse {
+        crate::handlers::quotas::failed(self, error)
     }
 }
 
