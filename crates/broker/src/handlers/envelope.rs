@@ -58,7 +58,13 @@ async fn serve_inner(ctx: &RequestContext<'_>, request: EnvelopeRequest) -> Resu
         principal: principal.into(),
         throttle: crate::quota::Throttle::default(),
     };
-    let answer = route_boxed(&inner_ctx, *inner).await;
+    let mut answer = route_boxed(&inner_ctx, *inner).await;
+    // A throttle the inner request earned (controller mutation quotas) is
+    // its client's: it goes back in the inner response.
+    let throttle_ms = inner_ctx.throttle.get();
+    if throttle_ms > 0 {
+        answer.body.raise_throttle_time_ms(throttle_ms.min(i32::MAX as u64) as i32);
+    }
     encode_response_payload(&inner_ctx, answer.body.as_ref()).map_err(|e| {
         tracing::warn!("cannot encode an enveloped {api_key:?} response: {e}");
         ResponseError::UnknownServerError
