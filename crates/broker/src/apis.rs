@@ -43,6 +43,8 @@ macro_rules! served_apis {
     (@first $value:literal $(, $rest:literal)*) => { $value };
     (@call $handler:path, $ctx:ident, $request:ident) => { $handler($ctx, $request).into_reply() };
     (@await $handler:path, $ctx:ident, $request:ident) => { $handler($ctx, $request).await.into_reply() };
+    (@forwarded forward) => { true };
+    (@forwarded $mode:ident) => { false };
     (@forward $handler:path, $ctx:ident, $request:ident) => {
         match crate::forwarding::forward($ctx, &$request).await {
             Some(answer) => answer.into_reply(),
@@ -65,6 +67,15 @@ macro_rules! served_apis {
             match key {
                 $(ApiKey::$key => Some(VersionRange { min: $min, max: $max }),)*
                 _ => None,
+            }
+        }
+
+        /// Whether a KRaft broker forwards `key` to the active controller
+        /// (Kafka's forwardable APIs, the only ones an Envelope may carry).
+        pub fn is_forwarded(key: ApiKey) -> bool {
+            match key {
+                $(ApiKey::$key => served_apis!(@forwarded $mode),)*
+                _ => false,
             }
         }
 
@@ -152,9 +163,9 @@ served_apis! {
     ListTransactions(ListTransactionsRequest) 0..=2 => call handlers::transactions::list;
     DescribeProducers(DescribeProducersRequest) 0..=0 => call handlers::transactions::describe_producers;
     DescribeClientQuotas(DescribeClientQuotasRequest) 0..=1 => call handlers::quotas::describe;
-    AlterClientQuotas(AlterClientQuotasRequest) 0..=1 => call handlers::quotas::alter;
+    AlterClientQuotas(AlterClientQuotasRequest) 0..=1 => forward handlers::quotas::alter;
     DescribeUserScramCredentials(DescribeUserScramCredentialsRequest) 0..=0 => call handlers::scram::describe;
-    AlterUserScramCredentials(AlterUserScramCredentialsRequest) 0..=0 => call handlers::scram::alter;
+    AlterUserScramCredentials(AlterUserScramCredentialsRequest) 0..=0 => forward handlers::scram::alter;
     // Kafka 4 removed v0-v1 (KIP-896).
     OffsetForLeaderEpoch(OffsetForLeaderEpochRequest) 2..=4 => call handlers::leader_epochs::handle;
     // The controller's APIs (KIP-631, KIP-919), answered by the active controller.
@@ -163,6 +174,8 @@ served_apis! {
     UnregisterBroker(UnregisterBrokerRequest) 0..=0 => await handlers::controller::unregister_broker;
     ControllerRegistration(ControllerRegistrationRequest) 0..=0 => await handlers::controller::controller_registration;
     AllocateProducerIds(AllocateProducerIdsRequest) 0..=0 => await handlers::controller::allocate_producer_ids;
+    // KIP-590: a forwarded admin write with its client's principal.
+    Envelope(EnvelopeRequest) 0..=0 => await handlers::envelope::handle;
     DescribeAcls(DescribeAclsRequest) 1..=3 => call handlers::acls::describe;
     CreateAcls(CreateAclsRequest) 1..=3 => forward handlers::acls::create;
     DeleteAcls(DeleteAclsRequest) 1..=3 => forward handlers::acls::delete;

@@ -77,6 +77,12 @@ impl RequestContext<'_> {
         authorizer.authorized_operations(&image, &self.principal, self.client_address(), resource_type, name)
     }
 
+    /// Whether the request came in on a controller listener.
+    pub fn on_controller_listener(&self) -> bool {
+        let names = &self.broker.config.kraft.controller_listener_names;
+        names.iter().any(|name| name.eq_ignore_ascii_case(&self.listener))
+    }
+
     /// The client's IP address as ACL hosts name it (no leading `/`).
     pub fn client_address(&self) -> &str {
         self.client_host.trim_start_matches('/')
@@ -284,6 +290,23 @@ fn log_request(
         outcome,
         "request"
     );
+}
+
+/// Response header and body, as an EnvelopeResponse carries them.
+pub fn encode_response_payload(
+    ctx: &RequestContext<'_>,
+    response: &dyn EncodeBody,
+) -> Result<Bytes, RequestError> {
+    if !response.splices().is_empty() {
+        return Err(RequestError::Encode("a spliced response cannot be enveloped".into()));
+    }
+    let mut payload = BytesMut::new();
+    for chunk in encode_response(ctx, response)? {
+        if let Chunk::Bytes(bytes) = chunk {
+            payload.extend_from_slice(&bytes);
+        }
+    }
+    Ok(payload.freeze().split_off(4))
 }
 
 /// Size prefix, response header, body.

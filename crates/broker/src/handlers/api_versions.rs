@@ -10,7 +10,7 @@ use crate::apis::SERVED;
 use crate::dispatch::RequestContext;
 
 /// The APIs Kafka lists on controller listeners only.
-const CONTROLLER_ONLY: [ApiKey; 9] = [
+const CONTROLLER_ONLY: [ApiKey; 10] = [
     ApiKey::Vote,
     ApiKey::BeginQuorumEpoch,
     ApiKey::EndQuorumEpoch,
@@ -20,6 +20,7 @@ const CONTROLLER_ONLY: [ApiKey; 9] = [
     ApiKey::BrokerHeartbeat,
     ApiKey::ControllerRegistration,
     ApiKey::AllocateProducerIds,
+    ApiKey::Envelope,
 ];
 
 /// The table ApiVersions answers with on a broker listener: each served
@@ -42,8 +43,5 @@ fn listed(controller_listener: bool) -> Vec<ApiVersion> {
 }
 
 pub fn handle(ctx: &RequestContext<'_>, _request: ApiVersionsRequest) -> ApiVersionsResponse {
-    let config = &ctx.broker.config;
-    let controller_listener =
-        config.kraft.controller_listener_names.iter().any(|name| name.eq_ignore_ascii_case(&ctx.listener));
-    ApiVersionsResponse::default().with_api_keys(listed(controller_listener))
+    ApiVersionsResponse::default().with_api_keys(listed(ctx.on_controller_listener()))
 }

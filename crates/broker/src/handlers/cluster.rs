@@ -38,7 +38,7 @@ pub fn describe(ctx: &RequestContext<'_>, request: DescribeClusterRequest) -> De
                 include_fenced,
             ))
         }
-        ENDPOINT_CONTROLLERS if is_controller_listener(ctx) => {
+        ENDPOINT_CONTROLLERS if ctx.on_controller_listener() => {
             let active = broker.quorum().and_then(|q| q.leader().borrow().leader_id).unwrap_or(-1);
             response.with_controller_id(BrokerId(active)).with_brokers(controllers(ctx, &image))
         }
@@ -47,11 +47,6 @@ pub fn describe(ctx: &RequestContext<'_>, request: DescribeClusterRequest) -> De
             .with_error_code(ResponseError::UnsupportedEndpointType.code())
             .with_error_message(Some(str_bytes("the endpoint type is not served on this listener"))),
     }
-}
-
-fn is_controller_listener(ctx: &RequestContext<'_>) -> bool {
-    let names = &ctx.broker.config.kraft.controller_listener_names;
-    names.iter().any(|name| name.eq_ignore_ascii_case(&ctx.listener))
 }
 
 /// This node when it is a live broker, else the first live broker; a

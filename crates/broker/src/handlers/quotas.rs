@@ -94,20 +94,10 @@ fn matches_filter(entity: &QuotaEntity, components: &[ComponentData], strict: bo
 }
 
 pub fn alter(ctx: &RequestContext<'_>, request: AlterClientQuotasRequest) -> AlterClientQuotasResponse {
-    let entities: Vec<Vec<AlteredEntity>> = request
-        .entries
-        .iter()
-        .map(|e| {
-            e.entity
-                .iter()
-                .map(|d| {
-                    AlteredEntity::default()
-                        .with_entity_type(d.entity_type.clone())
-                        .with_entity_name(d.entity_name.clone())
-                })
-                .collect()
-        })
-        .collect();
+    if !ctx.authorize_cluster(strom_metadata::acl::operation::ALTER_CONFIGS) {
+        return failed(&request, ResponseError::ClusterAuthorizationFailed);
+    }
+    let entities = entities_of(&request);
     let parsed: Vec<Result<QuotaAlteration, MetadataError>> =
         request.entries.iter().map(alteration).collect();
     let valid: Vec<QuotaAlteration> = parsed.iter().filter_map(|p| p.as_ref().ok().cloned()).collect();
@@ -132,6 +122,30 @@ pub fn alter(ctx: &RequestContext<'_>, request: AlterClientQuotasRequest) -> Alt
         }
     });
     AlterClientQuotasResponse::default().with_entries(results.collect())
+}
+
+/// Every entry of the request failing with `error`.
+pub fn failed(request: &AlterClientQuotasRequest, error: ResponseError) -> AlterClientQuotasResponse {
+    let entries = entities_of(request).into_iter().map(|entity| entry(entity, error.code(), None));
+    AlterClientQuotasResponse::default().with_entries(entries.collect())
+}
+
+/// Each entry's entity, as the response names it.
+fn entities_of(request: &AlterClientQuotasRequest) -> Vec<Vec<AlteredEntity>> {
+    request
+        .entries
+        .iter()
+        .map(|e| {
+            e.entity
+                .iter()
+                .map(|d| {
+                    AlteredEntity::default()
+                        .with_entity_type(d.entity_type.clone())
+                        .with_entity_name(d.entity_name.clone())
+                })
+                .collect()
+        })
+        .collect()
 }
 
 fn entry(

@@ -26,6 +26,9 @@ pub fn alter(
     ctx: &RequestContext<'_>,
     request: AlterUserScramCredentialsRequest,
 ) -> AlterUserScramCredentialsResponse {
+    if !ctx.authorize_cluster(strom_metadata::acl::operation::ALTER) {
+        return failed(&request, ResponseError::ClusterAuthorizationFailed);
+    }
     let deletions = request
         .deletions
         .into_iter()
@@ -63,6 +66,20 @@ pub fn alter(
                     .with_error_message(Some(str_bytes(&e.to_string())))
             }
         }
+    });
+    AlterUserScramCredentialsResponse::default().with_results(results.collect())
+}
+
+/// Every user of the request failing with `error`.
+pub fn failed(
+    request: &AlterUserScramCredentialsRequest,
+    error: ResponseError,
+) -> AlterUserScramCredentialsResponse {
+    let deleted = request.deletions.iter().map(|d| d.name.to_string());
+    let names = deleted.chain(request.upsertions.iter().map(|u| u.name.to_string()));
+    let mut seen = HashSet::new();
+    let results = names.filter(|name| seen.insert(name.clone())).map(|user| {
+        AlterUserScramCredentialsResult::default().with_user(str_bytes(&user)).with_error_code(error.code())
     });
     AlterUserScramCredentialsResponse::default().with_results(results.collect())
 }

@@ -87,6 +87,7 @@ unthrottled!(
     ControllerRegistrationResponse,
     DescribeQuorumResponse,
     EndQuorumEpochResponse,
+    EnvelopeResponse,
     RemoveRaftVoterResponse,
     SaslAuthenticateResponse,
     SaslHandshakeResponse,
