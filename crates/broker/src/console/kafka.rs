@@ -436,7 +436,7 @@ fn encode_record(record: TestRecord) -> Bytes {
 /// controller from a KRaft node that is not it, else answered here.
 fn admin<R, F>(ctx: &RequestContext<'_>, request: R, handler: F) -> R::Response
 where
-    R: kafka_protocol::protocol::Request,
+    R: kafka_protocol::protocol::Request + crate::forwarding::FailedForward,
     R::Response: crate::response_errors::ResponseErrors,
     F: FnOnce(&RequestContext<'_>, R) -> R::Response,
 {
