@@ -1,0 +1,110 @@
+"""Private networks of Linux network namespaces, whose links a test cuts.
+
+Each member gets a namespace of its own with one veth link to a bridge in
+this (the test's) namespace, and an address in a private /24 that exists
+only on that bridge: members reach each other and the test reaches them,
+nothing else is routed. `cut(member)` blackholes the member's traffic to
+every other member and theirs to it (in both directions, so no half-open
+links), while the test still reaches every member; `heal()` undoes it.
+Needs root (`ip netns add`); `close()` removes every namespace and link,
+also after a failed `create()`.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+
+class NetnsUnavailable(Exception):
+    """This machine cannot create network namespaces (no root, no `ip`)."""
+
+
+def ip(*args: str, netns: str | None = None) -> None:
+    command = ["ip", *(["netns", "exec", netns, "ip"] if netns else []), *args]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=10)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed: {done.stderr.strip()}")
+
+
+class Network:
+    """Members 1..n, each `namespace(i)` with `address(i)`."""
+
+    def __init__(self, members: list[int]):
+        # Unique per test process, so concurrent tests do not collide.
+        tag = f"{os.getpid() % 100000}"
+        self.subnet = f"10.213.{os.getpid() % 250}"
+        self.bridge = f"stbr{tag}"
+        self.members = {member: index + 1 for index, member in enumerate(members)}
+        self.tag = tag
+        self.created: list[str] = []
+        self.bridge_created = False
+        self.cut_routes: list[tuple[str, str]] = []
+
+    def namespace(self, member: int) -> str:
+        return f"strom{self.tag}-{member}"
+
+    def address(self, member: int) -> str:
+        return f"{self.subnet}.{self.members[member]}"
+
+    def create(self) -> None:
+        try:
+            ip("link", "add", self.bridge, "type", "bridge")
+        except (RuntimeError, OSError) as e:
+            raise NetnsUnavailable(str(e)) from e
+        self.bridge_created = True
+        try:
+            ip("addr", "add", f"{self.subnet}.254/24", "dev", self.bridge)
+            ip("link", "set", self.bridge, "up")
+            for member in self.members:
+                self._add(member)
+        except (RuntimeError, OSError) as e:
+            self.close()
+            raise NetnsUnavailable(str(e)) from e
+
+    def _add(self, member: int) -> None:
+        ns, index = self.namespace(member), self.members[member]
+        outer, inner = f"stv{self.tag}o{index}", f"stv{self.tag}i{index}"
+        ip("netns", "add", ns)
+        self.created.append(ns)
+        ip("link", "add", outer, "type", "veth", "peer", "name", inner)
+        ip("link", "set", inner, "netns", ns)
+        ip("link", "set", outer, "master", self.bridge)
+        ip("link", "set", outer, "up")
+        ip("link", "set", "lo", "up", netns=ns)
+        ip("addr", "add", f"{self.address(member)}/24", "dev", inner, netns=ns)
+        ip("link", "set", inner, "up", netns=ns)
+
+    def cut(self, member: int) -> None:
+        """Blackholes every link between `member` and the other members."""
+        for other in self.members:
+            if other != member:
+                self._blackhole(self.namespace(member), self.address(other))
+                self._blackhole(self.namespace(other), self.address(member))
+
+    def _blackhole(self, ns: str, address: str) -> None:
+        ip("route", "add", "blackhole", f"{address}/32", netns=ns)
+        self.cut_routes.append((ns, address))
+
+    def heal(self) -> None:
+        while self.cut_routes:
+            ns, address = self.cut_routes.pop()
+            ip("route", "del", "blackhole", f"{address}/32", netns=ns)
+
+    def close(self) -> None:
+        """Deletes the namespaces (their veth pairs go with them) and the bridge."""
+        errors = []
+        for ns in self.created:
+            try:
+                ip("netns", "del", ns)
+            except (RuntimeError, OSError) as e:
+                errors.append(e)
+        self.created.clear()
+        if self.bridge_created:
+            try:
+                ip("link", "del", self.bridge)
+                self.bridge_created = False
+            except (RuntimeError, OSError) as e:
+                errors.append(e)
+        if errors:
+            raise errors[0]
