@@ -1,9 +1,11 @@
 """Private networks of Linux network namespaces, whose links a test cuts.
 
 Each member gets a namespace of its own with one veth link to a bridge in
-this (the test's) namespace, and an address in a private /24 that exists
-only on that bridge: members reach each other and the test reaches them,
-nothing else is routed. `cut(member)` blackholes the member's traffic to
+a hub namespace, and an address in a private /24 that exists only on that
+bridge; this (the test's) namespace joins the bridge with one more veth.
+Members reach each other and the test reaches them, nothing else is
+routed. The bridge lives in a fresh namespace so that this namespace's
+bridge netfilter rules (br_netfilter) never see the members' traffic. `cut(member)` blackholes the member's traffic to
 every other member and theirs to it (in both directions, so no half-open
 links), while the test still reaches every member; `heal()` undoes it.
 Needs root (`ip netns add`); `close()` removes every namespace and link,
@@ -34,11 +36,13 @@ class Network:
         # Unique per test process, so concurrent tests do not collide.
         tag = f"{os.getpid() % 100000}"
         self.subnet = f"10.213.{os.getpid() % 250}"
-        self.bridge = f"stbr{tag}"
+        self.bridge = "br0"
+        self.hub = f"strom{tag}-hub"
+        self.uplink = f"stv{tag}up"
         self.members = {member: index + 1 for index, member in enumerate(members)}
         self.tag = tag
         self.created: list[str] = []
-        self.bridge_created = False
+        self.uplink_created = False
         self.cut_routes: list[tuple[str, str]] = []
 
     def namespace(self, member: int) -> str:
@@ -49,13 +53,18 @@ class Network:
 
     def create(self) -> None:
         try:
-            ip("link", "add", self.bridge, "type", "bridge")
+            ip("netns", "add", self.hub)
         except (RuntimeError, OSError) as e:
             raise NetnsUnavailable(str(e)) from e
-        self.bridge_created = True
+        self.created.append(self.hub)
         try:
-            ip("addr", "add", f"{self.subnet}.254/24", "dev", self.bridge)
-            ip("link", "set", self.bridge, "up")
+            ip("link", "add", self.bridge, "type", "bridge", netns=self.hub)
+            ip("link", "set", self.bridge, "up", netns=self.hub)
+            ip("link", "add", self.uplink, "type", "veth", "peer", "name", f"{self.uplink}p")
+            self.uplink_created = True
+            self._attach(f"{self.uplink}p")
+            ip("addr", "add", f"{self.subnet}.254/24", "dev", self.uplink)
+            ip("link", "set", self.uplink, "up")
             for member in self.members:
                 self._add(member)
         except (RuntimeError, OSError) as e:
@@ -69,11 +78,16 @@ class Network:
         self.created.append(ns)
         ip("link", "add", outer, "type", "veth", "peer", "name", inner)
         ip("link", "set", inner, "netns", ns)
-        ip("link", "set", outer, "master", self.bridge)
-        ip("link", "set", outer, "up")
+        self._attach(outer)
         ip("link", "set", "lo", "up", netns=ns)
         ip("addr", "add", f"{self.address(member)}/24", "dev", inner, netns=ns)
         ip("link", "set", inner, "up", netns=ns)
+
+    def _attach(self, link: str) -> None:
+        """Moves `link` into the hub and onto its bridge."""
+        ip("link", "set", link, "netns", self.hub)
+        ip("link", "set", link, "master", self.bridge, netns=self.hub)
+        ip("link", "set", link, "up", netns=self.hub)
 
     def cut(self, member: int) -> None:
         """Blackholes every link between `member` and the other members."""
@@ -92,19 +106,20 @@ class Network:
             ip("route", "del", "blackhole", f"{address}/32", netns=ns)
 
     def close(self) -> None:
-        """Deletes the namespaces (their veth pairs go with them) and the bridge."""
+        """Deletes this namespace's end of the uplink, then the namespaces
+        (their veth pairs and the bridge go with them)."""
         errors = []
+        if self.uplink_created:
+            try:
+                ip("link", "del", self.uplink)
+                self.uplink_created = False
+            except (RuntimeError, OSError) as e:
+                errors.append(e)
         for ns in self.created:
             try:
                 ip("netns", "del", ns)
             except (RuntimeError, OSError) as e:
                 errors.append(e)
         self.created.clear()
-        if self.bridge_created:
-            try:
-                ip("link", "del", self.bridge)
-                self.bridge_created = False
-            except (RuntimeError, OSError) as e:
-                errors.append(e)
         if errors:
             raise errors[0]
