@@ -6,7 +6,9 @@ PLAINTEXT listener for brokers, and the static quorum in
 `controller.quorum.voters`. Every node is formatted with `strom storage
 format` before its first start. Nodes can be started, stopped, killed with
 SIGKILL, paused with SIGSTOP, resumed with SIGCONT and restarted on the
-same ports and dirs.
+same ports and dirs. With `netns=True` every node runs in a network
+namespace of its own (see netns.py) and `cut(node_id)` / `heal()` sever
+and restore its links to the other nodes; the test still reaches it.
 
 The layouts cover Kafka's: combined nodes (`broker,controller`),
 controller-only nodes, and broker-only nodes, which follow the quorum as
@@ -24,7 +26,8 @@ import os
 import signal
 from pathlib import Path
 
-from harness import Broker, BrokerError, free_port, strom, wait_until
+from harness import Broker, BrokerError, free_port, skip_unless_ci, strom, wait_until
+from netns import Network, NetnsUnavailable
 from test_storage_format import random_uuid
 import wire
 
@@ -42,7 +45,7 @@ CLUSTER_WAIT_S = 30.0
 class Node:
     """One node of a cluster: its roles, ports and process."""
 
-    def __init__(self, workdir: Path, node_id: int, roles: list[str]):
+    def __init__(self, workdir: Path, node_id: int, roles: list[str], network: Network | None = None):
         self.node_id = node_id
         self.roles = roles
         self.controller_port = free_port() if "controller" in roles else None
@@ -50,6 +53,9 @@ class Node:
         # The harness waits for the process to listen on `port`: the client
         # listener where there is one, else the controller listener.
         self.process = Broker(workdir / f"node-{node_id}", port=self.broker_port or self.controller_port)
+        if network is not None:
+            self.process.host = network.address(node_id)
+            self.process.netns = network.namespace(node_id)
         self.paused = False
 
     @property
@@ -66,8 +72,12 @@ class Node:
         return self.process.port
 
     @property
+    def host(self) -> str:
+        return self.process.host
+
+    @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.broker_port}"
+        return f"{self.host}:{self.broker_port}"
 
     @property
     def data_dir(self) -> Path:
@@ -76,9 +86,9 @@ class Node:
     def listeners(self) -> str:
         listeners = []
         if self.is_broker:
-            listeners.append(f"PLAINTEXT://127.0.0.1:{self.broker_port}")
+            listeners.append(f"PLAINTEXT://{self.host}:{self.broker_port}")
         if self.is_controller:
-            listeners.append(f"CONTROLLER://127.0.0.1:{self.controller_port}")
+            listeners.append(f"CONTROLLER://{self.host}:{self.controller_port}")
         return ",".join(listeners)
 
     def quorum_state(self) -> dict | None:
@@ -118,15 +128,22 @@ class Cluster:
         combined: bool = False,
         overrides: dict[str, str] | None = None,
         cluster_id: str | None = None,
+        netns: bool = False,
     ):
         self.cluster_id = cluster_id or random_uuid()
         controller_roles = ["broker", "controller"] if combined else ["controller"]
+        node_ids = [*range(1, controllers + 1), *range(100, 100 + brokers)]
+        self.network = Network(node_ids) if netns else None
+        if self.network is not None:
+            try:
+                self.network.create()
+            except NetnsUnavailable as e:
+                skip_unless_ci(f"network namespaces unavailable: {e}")
         self.nodes: dict[int, Node] = {}
-        for node_id in range(1, controllers + 1):
-            self.nodes[node_id] = Node(workdir, node_id, controller_roles)
-        for node_id in range(100, 100 + brokers):
-            self.nodes[node_id] = Node(workdir, node_id, ["broker"])
-        voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self.controllers())
+        for node_id in node_ids:
+            roles = controller_roles if node_id < 100 else ["broker"]
+            self.nodes[node_id] = Node(workdir, node_id, roles, self.network)
+        voters = ",".join(f"{n.node_id}@{n.host}:{n.controller_port}" for n in self.controllers())
         for node in self.nodes.values():
             node.process.overrides.update(
                 {
@@ -194,15 +211,26 @@ class Cluster:
             node.process.stop()
         node.process.start()
 
+    def cut(self, node_id: int) -> None:
+        """Severs every link between `node_id` and the other nodes (needs `netns=True`)."""
+        self.network.cut(node_id)
+
+    def heal(self) -> None:
+        self.network.heal()
+
     def close(self) -> None:
         errors = []
-        for node in self.nodes.values():
-            if node.paused and node.alive():
-                node.resume()
-            try:
-                node.process.close()
-            except BrokerError as e:
-                errors.append(e)
+        try:
+            for node in self.nodes.values():
+                if node.paused and node.alive():
+                    node.resume()
+                try:
+                    node.process.close()
+                except BrokerError as e:
+                    errors.append(e)
+        finally:
+            if self.network is not None:
+                self.network.close()
         if errors:
             raise errors[0]
 
@@ -213,7 +241,7 @@ class Cluster:
         candidates = [self.nodes[node_id]] if node_id is not None else self.running()
         for node in candidates:
             try:
-                response = wire.describe_quorum(node.port, version)
+                response = wire.describe_quorum(node.port, version, host=node.host)
             except (OSError, ValueError, AssertionError):
                 continue
             [(_, [partition])] = response.topics

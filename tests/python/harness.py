@@ -100,10 +100,12 @@ def port_is_free(port: int) -> bool:
     return True
 
 
-def listening_socket_inodes(port: int) -> set[str]:
-    """Inodes of the TCP sockets listening on `port`, IPv4 and IPv6, from /proc/net."""
+def listening_socket_inodes(port: int, pid: int | None = None) -> set[str]:
+    """Inodes of the TCP sockets listening on `port`, IPv4 and IPv6, from
+    /proc/net (of process `pid`'s network namespace, if given)."""
     inodes = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+    net = f"/proc/{pid}/net" if pid is not None else "/proc/net"
+    for table in (f"{net}/tcp", f"{net}/tcp6"):
         with open(table) as rows:
             next(rows)
             for row in rows:
@@ -194,6 +196,10 @@ class Broker:
         self.data_dir = workdir / "data"
         self.log_path = workdir / "broker.log"
         self.port = port or free_port()
+        # The address it listens on, and the network namespace it runs in
+        # (None: this one), for clusters whose links a test cuts.
+        self.host = "127.0.0.1"
+        self.netns: str | None = None
         self.overrides = {
             "node.id": "1",
             "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
@@ -215,7 +221,7 @@ class Broker:
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     @property
     def pid(self) -> int:
@@ -227,6 +233,9 @@ class Broker:
             args += ["--override", f"{key}={value}"]
         if self.nofile is not None:
             args = [sys.executable, "-c", _WITH_NOFILE, str(self.nofile), *args]
+        if self.netns is not None:
+            # `ip netns exec` execs the command: the pid stays the server's.
+            args = ["ip", "netns", "exec", self.netns, *args]
         return args
 
     def alive(self) -> bool:
@@ -305,7 +314,7 @@ class Broker:
                 continue
             if target.startswith("socket:["):
                 inodes.add(target[8:-1])
-        return any(inode in inodes for inode in listening_socket_inodes(self.port))
+        return any(inode in inodes for inode in listening_socket_inodes(self.port, self._process.pid))
 
     def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
         """SIGTERM and wait: a clean shutdown must exit 0 within `timeout_s`."""

@@ -216,8 +216,8 @@ class Reaction(NamedTuple):
     closed: bool
 
 
-def connect(port: int, timeout_s: float = 5.0) -> socket.socket:
-    sock = socket.create_connection(("127.0.0.1", port), timeout=timeout_s)
+def connect(port: int, timeout_s: float = 5.0, host: str = "127.0.0.1") -> socket.socket:
+    sock = socket.create_connection((host, port), timeout=timeout_s)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return sock
 
@@ -407,8 +407,8 @@ def api_versions(port: int, correlation_id: int = 1) -> ApiVersionsResponse:
 class Connection:
     """A connection for request/response round trips, read one whole frame at a time."""
 
-    def __init__(self, port: int, timeout_s: float = 5.0):
-        self.sock = connect(port, timeout_s)
+    def __init__(self, port: int, timeout_s: float = 5.0, host: str = "127.0.0.1"):
+        self.sock = connect(port, timeout_s, host)
         self.buffer = bytearray()
 
     def __enter__(self) -> "Connection":
@@ -461,9 +461,9 @@ class Connection:
         return ours.tx_queue + peers.rx_queue
 
 
-def call(port: int, data: bytes, timeout_s: float = 5.0) -> bytes:
+def call(port: int, data: bytes, timeout_s: float = 5.0, host: str = "127.0.0.1") -> bytes:
     """One request on a fresh connection; the response frame."""
-    with Connection(port, timeout_s) as conn:
+    with Connection(port, timeout_s, host) as conn:
         return conn.call(data, timeout_s)
 
 
@@ -1705,7 +1705,9 @@ def parse_describe_quorum(payload: bytes, version: int) -> DescribeQuorumRespons
     return DescribeQuorumResponse(error_code, error_message, topics, nodes)
 
 
-def describe_quorum(port: int, version: int = 2, topics: dict[str, Sequence[int]] | None = None) -> DescribeQuorumResponse:
+def describe_quorum(
+    port: int, version: int = 2, topics: dict[str, Sequence[int]] | None = None, host: str = "127.0.0.1"
+) -> DescribeQuorumResponse:
     """DescribeQuorum of `topics` (by default `__cluster_metadata`-0) on a fresh connection."""
     topics = {"__cluster_metadata": [0]} if topics is None else topics
-    return parse_describe_quorum(call(port, describe_quorum_request(7, version, topics)), version)
+    return parse_describe_quorum(call(port, describe_quorum_request(7, version, topics), host=host), version)

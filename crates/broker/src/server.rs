@@ -714,9 +714,11 @@ fn quorum_config(config: &BrokerConfig, cluster_id: &str) -> Result<strom_quorum
     raft.fetch_timeout_ms = millis(kraft.fetch_timeout_ms);
     raft.request_timeout_ms = millis(kraft.request_timeout_ms);
     raft.election_backoff_max_ms = millis(kraft.election_backoff_max_ms);
-    // Kafka parks a fetch for 500 ms; a fetch timeout below twice that
-    // (tests) must not expire while the fetch is parked.
-    raft.fetch_max_wait_ms = raft.fetch_max_wait_ms.min(raft.fetch_timeout_ms / 2);
+    // Kafka parks a fetch for 500 ms; a fetch or request timeout below
+    // twice that (tests) must not expire while the fetch is parked, or a
+    // follower that is fully caught up never completes a fetch.
+    raft.fetch_max_wait_ms =
+        raft.fetch_max_wait_ms.min(raft.fetch_timeout_ms / 2).min(raft.request_timeout_ms / 2);
     if let Some(name) = kraft.controller_listener_names.first() {
         raft.listener_name = name.clone();
     }

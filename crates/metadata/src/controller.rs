@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::ops::Range;
 use std::path::Path;
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll, Wake, Waker};
 
@@ -202,6 +203,9 @@ pub struct Controller {
     loader: Arc<MetadataLoader>,
     /// Held for a whole operation: decide, append, wait for the commit.
     state: Mutex<ControllerState>,
+    /// The epoch of the last claim, set under `state`: the operation's
+    /// appends name it, so a decision never lands in a later epoch.
+    claimed_epoch: AtomicI32,
 }
 
 impl Controller {
@@ -220,6 +224,7 @@ impl Controller {
                 epoch: None,
                 session_timeout_ms: DEFAULT_BROKER_SESSION_TIMEOUT_MS,
             }),
+            claimed_epoch: AtomicI32::new(0),
         }
     }
 
@@ -283,14 +288,21 @@ impl Controller {
     /// log that has none yet.
     async fn begin(&self) -> Result<(MutexGuard<'_, ControllerState>, Claim), MetadataError> {
         let mut state = self.state.lock().await;
-        let claim = self.log.claim().await?;
+        let claim = self.claim().await?;
         if state.epoch != Some(claim.epoch) {
             state.heartbeats = BrokerHeartbeats::new(state.session_timeout_ms);
             state.epoch = Some(claim.epoch);
             self.write_metadata_version().await?;
-            return Ok((state, self.log.claim().await?));
+            return Ok((state, self.claim().await?));
         }
         Ok((state, claim))
+    }
+
+    /// Claims the log and remembers the epoch the decision is taken in.
+    async fn claim(&self) -> Result<Claim, MetadataError> {
+        let claim = self.log.claim().await?;
+        self.claimed_epoch.store(claim.epoch, Ordering::Release);
+        Ok(claim)
     }
 
     /// Writes `metadata.version` into a log that has none yet.
@@ -315,7 +327,8 @@ impl Controller {
     /// returns the offset of its last record.
     async fn commit(&self, records: Vec<MetadataRecord>) -> Result<u64, MetadataError> {
         let values: Vec<Bytes> = records.iter().map(encode_record).collect();
-        Ok(self.log.append(values).await?)
+        let epoch = self.claimed_epoch.load(Ordering::Acquire);
+        Ok(self.log.append(epoch, values).await?)
     }
 
     /// Creates a topic, or only checks that it could be created.

@@ -134,9 +134,8 @@ impl QuorumRecordLog {
         }
     }
 
-    async fn append_in_epoch(&self, records: Vec<Bytes>) -> Result<u64, AppendError> {
-        let epoch = self.leading_epoch()?;
-        let appended = self.within_epoch(epoch, self.quorum.append(records)).await?;
+    async fn append_in_epoch(&self, epoch: i32, records: Vec<Bytes>) -> Result<u64, AppendError> {
+        let appended = self.within_epoch(epoch, self.quorum.append_in_epoch(epoch, records)).await?;
         let last_offset = appended.map_err(|e| self.quorum_error(e))?;
         self.within_epoch(epoch, self.loader.wait_for_offset(last_offset)).await?;
         // A batch of another leader at that offset means ours was truncated.
@@ -162,8 +161,8 @@ impl RecordLog for QuorumRecordLog {
         Box::pin(self.claim_epoch())
     }
 
-    fn append(&self, records: Vec<Bytes>) -> AppendFuture<'_> {
-        Box::pin(self.append_in_epoch(records))
+    fn append(&self, epoch: i32, records: Vec<Bytes>) -> AppendFuture<'_> {
+        Box::pin(self.append_in_epoch(epoch, records))
     }
 }
 

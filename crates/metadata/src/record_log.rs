@@ -57,9 +57,11 @@ pub trait RecordLog: Send + Sync + 'static {
     fn claim(&self) -> ClaimFuture<'_>;
 
     /// Appends one batch atomically if this node is the active controller
-    /// and returns the offset of its last record once the loader has
-    /// applied it.
-    fn append(&self, records: Vec<Bytes>) -> AppendFuture<'_>;
+    /// in `epoch`, the epoch of the claim the batch was decided under, and
+    /// returns the offset of its last record once the loader has applied
+    /// it. In any later epoch the log may hold records the decision never
+    /// saw: the append is refused (NOT_CONTROLLER) and the client retries.
+    fn append(&self, epoch: i32, records: Vec<Bytes>) -> AppendFuture<'_>;
 }
 
 /// The single-node metadata log: written, fsync'd, and committed at once.
@@ -116,7 +118,7 @@ impl RecordLog for LocalRecordLog {
         Box::pin(std::future::ready(Ok(Claim { epoch: METADATA_LEADER_EPOCH, next_offset })))
     }
 
-    fn append(&self, records: Vec<Bytes>) -> AppendFuture<'_> {
+    fn append(&self, _epoch: i32, records: Vec<Bytes>) -> AppendFuture<'_> {
         let written = self.write(&records).map_err(|e| match e {
             MetadataError::Storage(e) => AppendError::Storage(e),
             // The batch was written but this version cannot apply it: the

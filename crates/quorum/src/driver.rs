@@ -51,6 +51,8 @@ pub(crate) enum Input {
     },
     Failed(QuorumError),
     Append {
+        /// The epoch the caller decided in: refused in any other.
+        epoch: Option<i32>,
         records: Vec<Bytes>,
         reply: oneshot::Sender<Result<u64, QuorumError>>,
     },
@@ -220,7 +222,11 @@ impl Driver {
             Input::Request { request, version, reply } => self.receive_request(now, request, version, reply),
             Input::Response { from, message } => self.node.handle(now, Event::Receive { from, message }),
             Input::Persisted { flush_id } => self.node.handle(now, Event::Persisted { flush_id }),
-            Input::Append { records, reply } => {
+            Input::Append { epoch, records, reply } => {
+                if epoch.is_some_and(|epoch| epoch != self.node.epoch()) {
+                    let _ = reply.send(Err(QuorumError::NotLeader { leader: self.leader_and_epoch() }));
+                    return;
+                }
                 let result = self.node.append(now, records).map_err(|e| match e {
                     AppendError::NotLeader => QuorumError::NotLeader { leader: self.leader_and_epoch() },
                     AppendError::Empty => QuorumError::InvalidRecords("a batch needs at least one record"),

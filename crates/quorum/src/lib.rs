@@ -258,7 +258,15 @@ impl Quorum {
 
     /// This node must lead: appends one batch, returns the offset of its last record once in the leader's log (not yet committed); Err(NotLeader { leader: LeaderAndEpoch }) otherwise.
     pub async fn append(&self, records: Vec<Bytes>) -> Result<u64, QuorumError> {
-        self.ask(|reply| driver::Input::Append { records, reply }).await?
+        self.ask(|reply| driver::Input::Append { epoch: None, records, reply }).await?
+    }
+
+    /// [`Self::append`], only if this node still leads `epoch` (Kafka's
+    /// `scheduleAtomicAppend`): a decision taken in one epoch must not be
+    /// written in a later one, whose log may hold another leader's records
+    /// the decision never saw. Err(NotLeader) otherwise.
+    pub async fn append_in_epoch(&self, epoch: i32, records: Vec<Bytes>) -> Result<u64, QuorumError> {
+        self.ask(|reply| driver::Input::Append { epoch: Some(epoch), records, reply }).await?
     }
 
     /// The log end offset: where the next append lands, unless a new

@@ -384,3 +384,20 @@ async fn a_standalone_voter_adds_an_observer_as_voter_and_removes_it_again() {
     node2.quorum.shutdown().await;
     node1.quorum.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_append_decided_in_an_earlier_epoch_is_refused_after_leadership_returns() {
+    let mut cluster = Cluster::start(1).await;
+    let first = cluster.agreed_leader().await;
+    let decided = cluster.quorum(1).append_in_epoch(first.epoch, vec![Bytes::from_static(b"a")]).await;
+    assert!(decided.is_ok(), "{decided:?}");
+    // The same node leads again, in a later epoch.
+    cluster.stop(1).await;
+    cluster.restart(1).await;
+    let again = cluster.agreed_leader().await;
+    assert!(again.leader_id == first.leader_id && again.epoch > first.epoch, "{first:?} then {again:?}");
+    let stale = cluster.quorum(1).append_in_epoch(first.epoch, vec![Bytes::from_static(b"stale")]).await;
+    assert!(matches!(stale, Err(QuorumError::NotLeader { leader }) if leader == again), "{stale:?}");
+    let current = cluster.quorum(1).append_in_epoch(again.epoch, vec![Bytes::from_static(b"b")]).await;
+    assert!(current.is_ok(), "{current:?}");
+}

@@ -388,7 +388,7 @@ impl RecordLog for SlowQuorum {
         Box::pin(std::future::ready(Ok(crate::record_log::Claim { epoch: 1, next_offset })))
     }
 
-    fn append(&self, records: Vec<Bytes>) -> crate::record_log::AppendFuture<'_> {
+    fn append(&self, _epoch: i32, records: Vec<Bytes>) -> crate::record_log::AppendFuture<'_> {
         if let Some(leader) = self.leader {
             return Box::pin(std::future::ready(Err(AppendError::NotController { leader_id: Some(leader) })));
         }
