@@ -725,6 +725,7 @@ fn set<T: std::str::FromStr>(field: &mut T, value: &str) {
 pub fn is_known_key(key: &str) -> bool {
     crate::config_sources::BROKER_KEYS.iter().any(|k| k.name == key)
         || ACCEPTED_KEYS.contains(&key)
+        || crate::kraft_config::TIMEOUT_KEYS.iter().any(|(name, _)| *name == key)
         || crate::console::config::KEYS.contains(&key)
         || crate::security::is_security_key(key)
         || crate::security::authorizer::KEYS.contains(&key)
