@@ -106,12 +106,15 @@ def listening_socket_inodes(port: int, pid: int | None = None) -> set[str]:
     inodes = set()
     net = f"/proc/{pid}/net" if pid is not None else "/proc/net"
     for table in (f"{net}/tcp", f"{net}/tcp6"):
-        with open(table) as rows:
-            next(rows)
-            for row in rows:
-                fields = row.split()
-                if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
-                    inodes.add(fields[9])
+        try:
+            with open(table) as rows:
+                next(rows)
+                for row in rows:
+                    fields = row.split()
+                    if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
+                        inodes.add(fields[9])
+        except FileNotFoundError:  # the process exited: it listens nowhere
+            return set()
     return inodes
 
 
