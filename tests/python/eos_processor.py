@@ -5,7 +5,11 @@ partition of `output`, and commits the input offsets inside each
 transaction. It exits 0 once every input partition is consumed up to the
 end given on the command line.
 
-    python eos_processor.py BOOTSTRAP INPUT OUTPUT GROUP TRANSACTIONAL_ID END0,END1,...
+With STALL_AT it stops once that many input records are committed: it opens
+one more transaction, writes a batch into it, says "stalled" and waits to be
+killed, so the kill always leaves an open transaction behind.
+
+    python eos_processor.py BOOTSTRAP INPUT OUTPUT GROUP TRANSACTIONAL_ID END0,END1,... [STALL_AT]
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ BATCH = 500
 DEADLINE_S = 240.0
 
 
-def main(bootstrap: str, source: str, sink: str, group: str, transactional_id: str, ends: list[int]) -> int:
+def main(bootstrap: str, source: str, sink: str, group: str, transactional_id: str, ends: list[int], stall_at: int | None) -> int:
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -48,10 +52,16 @@ def main(bootstrap: str, source: str, sink: str, group: str, transactional_id: s
                 print(f"consumer error: {m.error()}", flush=True)
         if not records:
             continue
+        stalling = stall_at is not None and sum(positions.values()) >= stall_at
         producer.begin_transaction()
         for m in records:
             producer.produce(sink, key=m.key(), value=m.value().upper(), partition=m.partition())
             positions[m.partition()] = m.offset() + 1
+        if stalling:
+            producer.flush(60)
+            print("stalled with an open transaction", flush=True)
+            time.sleep(max(deadline - time.monotonic(), 0))
+            return 4
         offsets = [TopicPartition(source, p, offset) for p, offset in positions.items()]
         producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), 60)
         try:
@@ -66,4 +76,5 @@ def main(bootstrap: str, source: str, sink: str, group: str, transactional_id: s
 
 if __name__ == "__main__":
     bootstrap, source, sink, group, transactional_id, ends = sys.argv[1:7]
-    sys.exit(main(bootstrap, source, sink, group, transactional_id, [int(e) for e in ends.split(",")]))
+    stall_at = int(sys.argv[7]) if len(sys.argv) > 7 else None
+    sys.exit(main(bootstrap, source, sink, group, transactional_id, [int(e) for e in ends.split(",")], stall_at))

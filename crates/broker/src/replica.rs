@@ -82,7 +82,7 @@ pub enum Isolation {
 }
 
 impl Partition {
-    fn new(tp: TopicPartition, leader_epoch: i32, log: SharedLog, dir: Arc<LogDir>) -> Self {
+    pub(crate) fn new(tp: TopicPartition, leader_epoch: i32, log: SharedLog, dir: Arc<LogDir>) -> Self {
         let log_end = peek_log(&log).log_end_offset();
         Self {
             tp,

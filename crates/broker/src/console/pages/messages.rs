@@ -101,27 +101,25 @@ pub struct Found {
     pub scanned: usize,
     /// Record batch bytes read from disk.
     pub bytes_read: usize,
-    /// The lowest offset examined.
-    pub lowest: Option<i64>,
     /// The scan stopped at a bound before it found `limit` records.
     pub truncated: bool,
 }
 
 /// Reads records in offset order from `read_from`, keeping those in `keep`,
-/// until `accept` has taken `limit` or a bound is reached. The first batch
-/// read may begin before `read_from`: its records from `keep.start` on are
-/// kept too.
+/// until `accept` has taken `limit`, `max_scanned` records were examined or
+/// the byte bound is reached. The first batch read may begin before
+/// `read_from`: its records from `keep.start` on are kept too.
 fn scan_forward(
     partition: &Partition,
     read_from: i64,
     keep: Range<i64>,
-    limit: usize,
+    (limit, max_scanned): (usize, usize),
     found: &mut Found,
     accept: &dyn Fn(&Record) -> bool,
 ) -> Result<(), String> {
     let mut offset = read_from;
     while offset < keep.end && found.records.len() < limit {
-        if found.scanned >= MAX_SCAN_RECORDS || found.bytes_read >= MAX_SCAN_BYTES {
+        if found.scanned >= max_scanned || found.bytes_read >= MAX_SCAN_BYTES {
             found.truncated = true;
             return Ok(());
         }
@@ -137,12 +135,11 @@ fn scan_forward(
             records.into_iter().filter(|r| r.offset >= keep_from && r.offset < keep.end && !r.control)
         {
             // A chunk holds thousands of small records: the bound holds within it too.
-            if found.scanned >= MAX_SCAN_RECORDS {
+            if found.scanned >= max_scanned {
                 found.truncated = true;
                 return Ok(());
             }
             found.scanned += 1;
-            found.lowest = Some(found.lowest.map_or(record.offset, |lowest| lowest.min(record.offset)));
             if accept(&record) {
                 found.records.push(record);
                 if found.records.len() >= limit {
@@ -173,27 +170,47 @@ pub fn browse(partition: &Partition, query: &Query) -> Result<Found, String> {
     let mut found = Found::default();
     if !query.newest_first {
         let from = anchor.unwrap_or(log_start).max(log_start);
-        scan_forward(partition, from, from..high_watermark, query.limit, &mut found, &accept)?;
+        scan_forward(
+            partition,
+            from,
+            from..high_watermark,
+            (query.limit, MAX_SCAN_RECORDS),
+            &mut found,
+            &accept,
+        )?;
         return Ok(found);
     }
     // Newest first: windows stepping back from the anchor (inclusive) or the
     // end. A window takes in the whole batch it starts in, so that a batch
-    // holding many windows is read once, not once per window.
+    // holding many windows is read once, not once per window; its records
+    // are then examined newest first, so the scan bound cuts off old ones.
     let mut to = anchor.map_or(high_watermark, |a| a.saturating_add(1).min(high_watermark));
     let window = query.limit.max(100) as i64;
     while to > log_start && found.records.len() < query.limit {
         let from = (to - window).max(log_start);
-        let mut chunk = Found { scanned: found.scanned, bytes_read: found.bytes_read, ..Found::default() };
-        scan_forward(partition, from, log_start..to, usize::MAX, &mut chunk, &accept)?;
-        (found.scanned, found.bytes_read) = (chunk.scanned, chunk.bytes_read);
+        let mut chunk = Found { bytes_read: found.bytes_read, ..Found::default() };
+        scan_forward(partition, from, log_start..to, (usize::MAX, usize::MAX), &mut chunk, &|_| true)?;
+        found.bytes_read = chunk.bytes_read;
         if chunk.truncated {
             // A window cut short would leave a gap between the records shown.
             found.truncated = true;
             break;
         }
-        let wanted = query.limit - found.records.len();
-        found.records.extend(chunk.records.into_iter().rev().take(wanted));
-        to = chunk.lowest.map_or(from, |lowest| lowest.min(from));
+        let lowest = chunk.records.first().map_or(from, |r| r.offset.min(from));
+        for record in chunk.records.into_iter().rev() {
+            if found.scanned >= MAX_SCAN_RECORDS {
+                found.truncated = true;
+                return Ok(found);
+            }
+            found.scanned += 1;
+            if accept(&record) {
+                found.records.push(record);
+                if found.records.len() >= query.limit {
+                    return Ok(found);
+                }
+            }
+        }
+        to = lowest;
     }
     Ok(found)
 }
@@ -458,6 +475,52 @@ pub fn produce(page: &Page<'_>) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A partition holding one batch of `hay` records, then one "needle".
+    fn haystack(dir: &std::path::Path, hay: usize) -> Partition {
+        use strom_storage::{LogConfig, LogManager, TopicPartition};
+        let logs = LogManager::new(vec![dir.to_owned()]).unwrap();
+        let tp = TopicPartition::new("haystack", 0);
+        let log = logs.get_or_create(&tp, LogConfig::default(), 0).unwrap();
+        let partition = Partition::new(tp.clone(), 0, log, logs.dir_of(&tp).unwrap());
+        let value = |v: &'static [u8]| (None, Some(Bytes::from_static(v)));
+        let hay = vec![value(b"hay"); hay];
+        for batch in [hay, vec![value(b"needle")]] {
+            partition.append(&strom_storage::batch::encode_batch(&batch, 1), 1).unwrap();
+        }
+        partition
+    }
+
+    fn search(partition: &Partition, needle: &str, newest_first: bool) -> Found {
+        let query = Query {
+            partition: 0,
+            offset: None,
+            timestamp_ms: None,
+            newest_first,
+            limit: DEFAULT_LIMIT,
+            search: needle.into(),
+            format: Format::Auto,
+        };
+        browse(partition, &query).unwrap()
+    }
+
+    #[test]
+    fn newest_first_examines_the_newest_records_of_a_batch_larger_than_the_scan_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let partition = haystack(dir.path(), MAX_SCAN_RECORDS + 50);
+
+        let newest = search(&partition, "needle", true);
+        let offsets: Vec<i64> = newest.records.iter().map(|r| r.offset).collect();
+        assert_eq!(offsets, vec![MAX_SCAN_RECORDS as i64 + 50]);
+
+        let oldest = search(&partition, "needle", false);
+        assert!(oldest.records.is_empty() && oldest.truncated);
+        assert_eq!(oldest.scanned, MAX_SCAN_RECORDS);
+
+        let absent = search(&partition, "absent", true);
+        assert!(absent.records.is_empty() && absent.truncated);
+        assert_eq!(absent.scanned, MAX_SCAN_RECORDS);
+    }
 
     #[test]
     fn values_show_as_json_text_or_hex_and_are_escaped() {
