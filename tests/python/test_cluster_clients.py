@@ -78,7 +78,8 @@ def spread_topic(cluster: Cluster) -> str:
     topic = f"spread-{uuid.uuid4().hex[:8]}"
     create_topic(cluster.nodes[1].bootstrap, topic, PARTITIONS)
     wait_until(
-        lambda: all(leader in BROKERS for leader in leaders(cluster.nodes[1].bootstrap, topic).values()),
+        lambda: [leader in BROKERS for leader in leaders(cluster.nodes[1].bootstrap, topic).values()]
+        == [True] * PARTITIONS,
         CLUSTER_WAIT_S,
         "a leader for every partition",
     )
@@ -154,6 +155,7 @@ def test_a_group_whose_coordinator_is_on_another_broker_commits_and_resumes(clus
             "auto.offset.reset": "earliest",
             "enable.auto.offset.store": True,
             "session.timeout.ms": 6000,
+            "debug": "cgrp",  # printed only when the test fails
         }
         consumer = confluent_consumer(bootstrap_node.bootstrap, **settings)
         got: list[bytes] = []
@@ -182,6 +184,7 @@ def test_a_killed_broker_leaves_its_partitions_leaderless_while_the_rest_serve_t
     before = produce_all_partitions(survivor, topic, "before", 10)
     victim = next(n.node_id for n in cluster.brokers() if n.node_id != cluster.wait_for_leader()[0])
     owned = sorted(p for p, leader in leaders(survivor, topic).items() if leader == victim)
+    assert owned, f"broker {victim} leads no partition of {topic}"
     survivor = next(n.bootstrap for n in cluster.brokers() if n.node_id != victim)
     cluster.kill9(victim)
 
@@ -255,5 +258,10 @@ def test_the_console_of_a_broker_that_is_not_the_controller_creates_topics(tmp_p
         wait_until(lambda: live_brokers(bootstrap) == BROKERS, CLUSTER_WAIT_S, "every broker live")
         notice = ConsoleClient(consoles[other]).act("/topics/create", name="from-console", partitions=6)
         assert notice == "created topic from-console"
-        metadata = admin_client(cluster.nodes[leader].bootstrap).list_topics("from-console", timeout=ADMIN_TIMEOUT_S)
-        assert len(metadata.topics["from-console"].partitions) == 6
+        # Every broker's image follows the controller's commit a moment later.
+        admin = admin_client(cluster.nodes[leader].bootstrap)
+        wait_until(
+            lambda: len(admin.list_topics("from-console", timeout=ADMIN_TIMEOUT_S).topics["from-console"].partitions) == 6,
+            CLUSTER_WAIT_S,
+            "the console's topic with its 6 partitions in the controller's metadata",
+        )

@@ -38,12 +38,14 @@ pub fn coordinator_of(broker: &Broker, topic: &str, partition: i32) -> Result<i3
 }
 
 /// Kafka's `isGroupLocal` / `isCoordinatorFor`: NOT_COORDINATOR unless
-/// this broker leads partition `partition` of internal topic `topic`. A
-/// topic not created yet passes: its first write creates it, on this
-/// broker when it is the only one.
+/// this broker leads partition `partition` of internal topic `topic`. On a
+/// single node a topic not created yet passes: its first write creates it
+/// here. In a cluster it does not: the partition may land on another
+/// broker, and the group state taken in meanwhile would be lost when this
+/// broker's image catches up; the client finds the coordinator again.
 pub fn check_local(broker: &Broker, topic: &str, partition: i32) -> Result<(), ResponseError> {
     if broker.replicas.image().topic(topic).is_none() {
-        return Ok(());
+        return if broker.config.kraft.is_kraft() { Err(ResponseError::NotCoordinator) } else { Ok(()) };
     }
     match broker.replicas.partition(topic, partition) {
         Some(p) if p.is_leader() => Ok(()),

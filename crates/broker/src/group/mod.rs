@@ -226,32 +226,7 @@ impl GroupCoordinator {
             return vec![Some(error); entries.len()];
         }
         let now_ms = strom_storage::now_ms();
-        let mut records = Vec::new();
-        let outcomes: Vec<Option<ResponseError>> = entries
-            .iter()
-            .map(|e| {
-                // The partition may be led by any broker: the metadata says it exists.
-                if !broker.replicas.knows(&e.topic, e.partition) {
-                    return Some(ResponseError::UnknownTopicOrPartition);
-                }
-                if e.metadata.as_ref().is_some_and(|m| m.len() > self.config.offset_metadata_max_bytes) {
-                    return Some(ResponseError::OffsetMetadataTooLarge);
-                }
-                let key = RecordKey::Offset {
-                    group: group_id.to_owned(),
-                    topic: e.topic.clone(),
-                    partition: e.partition,
-                };
-                let value = OffsetValue {
-                    offset: e.offset,
-                    leader_epoch: e.leader_epoch,
-                    metadata: e.metadata.clone().unwrap_or_default(),
-                    commit_timestamp_ms: now_ms,
-                };
-                records.push((key, value));
-                None
-            })
-            .collect();
+        let (outcomes, records) = self.offset_records(broker, group_id, entries, now_ms);
         if records.is_empty() {
             return outcomes;
         }
@@ -635,8 +610,34 @@ impl GroupCoordinator {
             return vec![Some(error); entries.len()];
         }
         let now_ms = strom_storage::now_ms();
+        let (outcomes, records) = self.offset_records(broker, group_id, entries, now_ms);
+        if records.is_empty() {
+            return outcomes;
+        }
+        let encoded: Vec<_> = records.iter().map(|(k, v)| (Some(k.encode()), Some(v.encode()))).collect();
+        if let Err(error) = self.persist(broker, group_id, &encoded) {
+            return outcomes.into_iter().map(|o| o.or(Some(error))).collect();
+        }
+        let group = groups.entry(group_id.to_owned()).or_insert_with(|| Group::new(group_id));
+        for (key, value) in records {
+            if let RecordKey::Offset { topic, partition, .. } = key {
+                group.offsets.insert((topic, partition), value);
+            }
+        }
+        outcomes
+    }
+
+    /// The offset records of a commit's valid entries, and each entry's
+    /// outcome: an error, or None when its record is among those returned.
+    fn offset_records(
+        &self,
+        broker: &Broker,
+        group_id: &str,
+        entries: &[CommitEntry],
+        now_ms: i64,
+    ) -> (Vec<Option<ResponseError>>, Vec<(RecordKey, OffsetValue)>) {
         let mut records = Vec::new();
-        let outcomes: Vec<Option<ResponseError>> = entries
+        let outcomes = entries
             .iter()
             .map(|e| {
                 // The partition may be led by any broker: the metadata says it exists.
@@ -661,20 +662,7 @@ impl GroupCoordinator {
                 None
             })
             .collect();
-        if records.is_empty() {
-            return outcomes;
-        }
-        let encoded: Vec<_> = records.iter().map(|(k, v)| (Some(k.encode()), Some(v.encode()))).collect();
-        if let Err(error) = self.persist(broker, group_id, &encoded) {
-            return outcomes.into_iter().map(|o| o.or(Some(error))).collect();
-        }
-        let group = groups.entry(group_id.to_owned()).or_insert_with(|| Group::new(group_id));
-        for (key, value) in records {
-            if let RecordKey::Offset { topic, partition, .. } = key {
-                group.offsets.insert((topic, partition), value);
-            }
-        }
-        outcomes
+        (outcomes, records)
     }
 
     fn check_committer(
