@@ -5,7 +5,9 @@
 //!   truncates a torn tail, `strom dump-log` reads it), one record batch
 //!   per raft batch ([`crate::codec`]);
 //! - `quorum-state`, Kafka's JSON election state (data_version 0);
-//! - snapshots, `<20-digit end offset>-<10-digit epoch>.checkpoint`.
+//! - snapshots, `<20-digit end offset>-<10-digit epoch>.checkpoint`, in
+//!   Kafka's layout ([`Checkpoint`]), written and served byte for byte as
+//!   the core made or fetched them.
 //!
 //! Every file other than the segments is written to a temporary name,
 //! fsync'd and renamed, and the directory fsync'd. The core runs on a
@@ -17,6 +19,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
 use serde_json::{json, Value};
+use strom_raft::checkpoint::Checkpoint;
 use strom_raft::{Batch, ElectionState, MemoryLog, OffsetAndEpoch, RaftLog};
 use strom_storage::producer_state::AppendOrigin;
 use strom_storage::{Log, LogConfig};
@@ -245,11 +248,14 @@ fn snapshot_ids(dir: &Path) -> Result<Vec<OffsetAndEpoch>, QuorumError> {
     Ok(ids)
 }
 
+/// The latest snapshot, checked whole: a damaged one stops the start
+/// (as Kafka's reader does) rather than load garbage as state.
 fn latest_snapshot(dir: &Path) -> Result<Option<(OffsetAndEpoch, Bytes)>, QuorumError> {
     let Some(id) = snapshot_ids(dir)?.pop() else { return Ok(None) };
-    let content =
-        std::fs::read(dir.join(snapshot_file_name(id))).map_err(|e| storage_error("read a snapshot", e))?;
-    Ok(Some((id, content.into())))
+    let path = dir.join(snapshot_file_name(id));
+    let content = Bytes::from(std::fs::read(&path).map_err(|e| storage_error("read a snapshot", e))?);
+    Checkpoint::decode(&content).map_err(|e| storage_error(&path.display().to_string(), e))?;
+    Ok(Some((id, content)))
 }
 
 fn remove_other_snapshots(dir: &Path, keep: Option<OffsetAndEpoch>) -> Result<(), QuorumError> {
@@ -320,22 +326,61 @@ mod tests {
         assert_eq!(recovered.election, Some(state));
     }
 
+    fn checkpoint(epoch: i32) -> Bytes {
+        let checkpoint = Checkpoint {
+            last_contained_log_timestamp_ms: 1,
+            kraft_version: 0,
+            voters: None,
+            records: vec![Bytes::from_static(b"state")],
+        };
+        checkpoint.encode(epoch, 2)
+    }
+
     #[test]
     fn an_installed_snapshot_replaces_the_log() {
         let tmp = tempfile::tempdir().unwrap();
         let (mut dir, _) = MetadataDir::open(tmp.path()).unwrap();
         dir.append(&[data(0, 1, &["a", "b", "c"])]).unwrap();
         let id = OffsetAndEpoch::new(10, 3);
-        dir.install_snapshot(id, b"state").unwrap();
+        dir.install_snapshot(id, &checkpoint(3)).unwrap();
         dir.append(&[data(10, 3, &["d"])]).unwrap();
         dir.flush().unwrap();
         drop(dir);
         let (dir, recovered) = MetadataDir::open(tmp.path()).unwrap();
-        assert_eq!(
-            recovered.log.snapshot().map(|s| (s.id, s.content.clone())),
-            Some((id, Bytes::from_static(b"state")))
-        );
+        assert_eq!(recovered.log.snapshot().map(|s| (s.id, s.content.clone())), Some((id, checkpoint(3))));
         assert_eq!(recovered.log.batches(), &[data(10, 3, &["d"])]);
-        assert!(dir.path().join("00000000000000000010-0000000003.checkpoint").exists());
+        let file = dir.path().join("00000000000000000010-0000000003.checkpoint");
+        assert_eq!(std::fs::read(file).unwrap(), checkpoint(3), "the file is the checkpoint, byte for byte");
+    }
+
+    #[test]
+    fn a_damaged_snapshot_stops_the_start_with_its_name() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (dir, _) = MetadataDir::open(tmp.path()).unwrap();
+        let id = OffsetAndEpoch::new(10, 3);
+        dir.write_snapshot(id, &checkpoint(3)).unwrap();
+        let file = dir.path().join(snapshot_file_name(id));
+        drop(dir);
+        let whole = std::fs::read(&file).unwrap();
+        let mut flipped = whole.clone();
+        flipped[whole.len() / 2] ^= 0x10;
+        for damaged in [flipped, whole[..whole.len() - 3].to_vec()] {
+            std::fs::write(&file, damaged).unwrap();
+            let error = MetadataDir::open(tmp.path()).unwrap_err().to_string();
+            assert!(error.contains("00000000000000000010-0000000003.checkpoint"), "{error}");
+            assert!(error.contains("invalid snapshot"), "{error}");
+        }
+    }
+
+    #[test]
+    fn a_snapshot_write_a_crash_interrupted_is_never_loaded() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (dir, _) = MetadataDir::open(tmp.path()).unwrap();
+        let part = dir.path().join("00000000000000000010-0000000003.checkpoint.part");
+        std::fs::write(&part, &checkpoint(3)[..20]).unwrap();
+        drop(dir);
+        let (_, recovered) = MetadataDir::open(tmp.path()).unwrap();
+        assert_eq!(recovered.log.snapshot(), None);
+        assert!(!part.exists());
     }
 }

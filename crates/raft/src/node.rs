@@ -139,6 +139,8 @@ pub struct RaftNode<L> {
     transitions: u64,
     /// Diverging epochs refused because they would cut committed records.
     pub(crate) refused_truncations: u64,
+    /// Snapshots fetched from the leader that failed their checks.
+    pub(crate) refused_snapshots: u64,
     persisted: ElectionState,
     pub(crate) requests: Requests,
     actions: Vec<Action>,
@@ -175,6 +177,7 @@ impl<L: RaftLog> RaftNode<L> {
             election_retries: 0,
             transitions: 0,
             refused_truncations: 0,
+            refused_snapshots: 0,
             persisted: stored,
             requests: Requests::default(),
             actions: Vec::new(),
@@ -325,6 +328,12 @@ impl<L: RaftLog> RaftNode<L> {
     /// records and was refused: nonzero means a broken quorum, to alert on.
     pub fn refused_truncations(&self) -> u64 {
         self.refused_truncations
+    }
+
+    /// How many snapshots fetched from the leader were damaged (a CRC, a
+    /// missing footer) and thrown away: nonzero is worth an alert.
+    pub fn refused_snapshots(&self) -> u64 {
+        self.refused_snapshots
     }
 
     /// Whether a snapshot is being pulled from the leader.

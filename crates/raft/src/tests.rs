@@ -40,6 +40,15 @@ fn log_of(epochs: &[i32]) -> MemoryLog {
     log
 }
 
+/// Node `id`'s state machine snapshot below `offset`.
+fn state_below(id: NodeId, offset: u64) -> crate::SnapshotState {
+    crate::SnapshotState {
+        records: vec![Bytes::from(format!("node {id}'s state below {offset}"))],
+        last_contained_log_timestamp_ms: 1_000 + offset as i64,
+        timestamp_ms: 2_000,
+    }
+}
+
 impl Harness {
     /// Voters 1..=count, each with the log whose batch epochs are given.
     fn new(logs: &[&[i32]]) -> Self {
@@ -187,9 +196,9 @@ impl Harness {
     /// Node `id` snapshots at `snapshot_id` and drops its log below it.
     fn snapshot_and_delete(&mut self, id: NodeId, snapshot_id: OffsetAndEpoch) {
         let now = self.clocks[&id];
-        let content = Bytes::from(format!("node {id}'s state below {}", snapshot_id.offset));
+        let state = state_below(id, snapshot_id.offset);
         let node = self.nodes.get_mut(&id).unwrap();
-        node.create_snapshot(now, snapshot_id, content).unwrap();
+        node.create_snapshot(now, snapshot_id, state).unwrap();
         assert!(node.delete_before_snapshot(now));
         self.collect(id);
         assert_eq!(self.node(id).log().start_offset(), snapshot_id.offset);
@@ -592,6 +601,37 @@ fn a_lagging_follower_catches_up_through_the_leaders_snapshot() {
 }
 
 #[test]
+fn a_damaged_snapshot_from_the_leader_is_never_installed() {
+    let mut harness = Harness::new(&[&[1, 1, 1], &[1, 1, 1], &[]]);
+    harness.nodes.get_mut(&3).unwrap().config.fetch_snapshot_max_bytes = 64;
+    harness.tick(1, ELECTION_TIMEOUT_MAX_MS);
+    harness.deliver(&[3]);
+    harness.replicate_until(1, 4, &[3]);
+    let snapshot_id = OffsetAndEpoch::new(4, 2);
+    harness.snapshot_and_delete(1, snapshot_id);
+    let good = harness.node(1).log().snapshot().unwrap().content.clone();
+    let mut damaged = good.to_vec();
+    damaged[good.len() / 2] ^= 0x40;
+    harness.nodes.get_mut(&1).unwrap().log.create_snapshot(snapshot_id, damaged.into());
+    for _ in 0..6 {
+        harness.fetch_round();
+    }
+    let follower = harness.node(3);
+    assert!(follower.refused_snapshots() >= 1);
+    assert_eq!(follower.log().snapshot(), None);
+    assert!(!harness
+        .performed
+        .iter()
+        .any(|(id, action)| *id == 3 && matches!(action, Action::InstallSnapshot { .. })));
+    // Once the leader serves an intact file, the follower installs it.
+    harness.nodes.get_mut(&1).unwrap().log.create_snapshot(snapshot_id, good.clone());
+    for _ in 0..6 {
+        harness.fetch_round();
+    }
+    assert_eq!(harness.node(3).log().snapshot().map(|s| s.content.clone()), Some(good));
+}
+
+#[test]
 fn a_fetch_below_the_log_start_is_answered_with_the_snapshot_id() {
     let mut harness = Harness::new(&[&[1, 1, 1], &[1, 1, 1], &[1, 1, 1]]);
     harness.elect(1);
@@ -701,8 +741,9 @@ fn snapshots_are_taken_only_at_committed_batch_ends() {
     let now = harness.clocks[&1];
     let leader = harness.nodes.get_mut(&1).unwrap();
     leader.append(now, vec![Bytes::from_static(b"a"), Bytes::from_static(b"b")]).unwrap();
-    let mut create =
-        |offset, epoch| leader.create_snapshot(now, OffsetAndEpoch::new(offset, epoch), Bytes::new());
+    let mut create = |offset, epoch| {
+        leader.create_snapshot(now, OffsetAndEpoch::new(offset, epoch), state_below(1, offset))
+    };
     assert_eq!(create(6, 4), Err(SnapshotError::AboveHighWatermark));
     assert_eq!(create(3, 1), Err(SnapshotError::InvalidId), "offset 3 ends an epoch-3 batch");
     assert_eq!(create(2, 3), Err(SnapshotError::InvalidId), "offset 2 ends an epoch-1 batch");
@@ -989,10 +1030,12 @@ fn a_snapshot_carries_the_voter_set_past_the_log_start() {
     let snapshot_id = harness.node(1).log().end_position();
     harness.snapshot_and_delete(1, snapshot_id);
     let snapshot = harness.node(1).log().snapshot().unwrap().content.clone();
-    let (header, state) = crate::snapshot::decode_snapshot(&snapshot);
-    assert_eq!(state, Bytes::from(format!("node 1's state below {}", snapshot_id.offset)));
-    let header = header.expect("a header");
-    assert_eq!((header.kraft_version, header.voters.as_ref()), (1, Some(harness.node(1).voter_set())));
+    let checkpoint = crate::checkpoint::Checkpoint::decode(&snapshot).unwrap();
+    assert_eq!(checkpoint.records, state_below(1, snapshot_id.offset).records);
+    assert_eq!(
+        (checkpoint.kraft_version, checkpoint.voters.as_ref()),
+        (1, Some(harness.node(1).voter_set()))
+    );
     // Restarted from the snapshot alone, node 1 knows voter 4.
     let mut config = QuorumConfig::dynamic(1, directory(1), VoterSet::new((1..=3).map(voter_node)));
     config.endpoints = voter_node(1).endpoints;

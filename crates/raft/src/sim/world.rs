@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
 
-use super::checker::{digest_after, snapshot_content, snapshot_digest, Checker, Violation};
+use super::checker::{digest_after, snapshot_content, snapshot_digest, snapshot_record, Checker, Violation};
 use crate::config::QuorumConfig;
 use crate::log::{MemoryLog, OffsetAndEpoch, RaftLog, Records};
 use crate::message::{Body, ErrorCode, Message};
@@ -743,10 +743,10 @@ impl World {
 
     /// The state machine's snapshot at `offset`: the digest of its latest
     /// snapshot, or of nothing, with the batches up to `offset` applied.
-    fn state_machine_snapshot(log: &MemoryLog, offset: u64) -> bytes::Bytes {
+    fn state_machine_snapshot(log: &MemoryLog, offset: u64) -> crate::SnapshotState {
         let (from, mut digest) = match log.snapshot().filter(|snapshot| snapshot.id.offset <= offset) {
             Some(snapshot) => {
-                let state = crate::snapshot::decode_snapshot(&snapshot.content).1;
+                let state = snapshot_record(&snapshot.content).expect("an intact snapshot");
                 (snapshot.id.offset, snapshot_digest(&state).expect("a digest"))
             }
             None => (0, 0),
@@ -756,7 +756,11 @@ impl World {
         {
             digest = digest_after(digest, batch);
         }
-        snapshot_content(digest)
+        crate::SnapshotState {
+            records: vec![snapshot_content(digest)],
+            last_contained_log_timestamp_ms: offset as i64,
+            timestamp_ms: 0,
+        }
     }
 
     fn isolate(&mut self, id: NodeId) {
