@@ -116,14 +116,15 @@
 //! offset in its epoch (Kafka's `AddVoterHandler`, `RemoveVoterHandler`).
 //! Voter changes come from administrators, not quorum nodes: the `from` of
 //! their [`Event::Receive`] is any id the driver routes the answer back by.
+//! The exception is a follower voter whose entry in the voter set names
+//! other endpoints than it has (it came back on other listeners): it sends
+//! UpdateRaftVoter to the leader itself, as Kafka's `pollFollowerAsVoter`.
 //!
 //! # Seams for what comes next
 //!
 //! Snapshots keep the latest one only, end on batch boundaries, and leave
 //! retention (Kafka's `metadata.max.retention.bytes`/`.ms`, which decide
-//! when `maybeClean` moves the log start) to the caller. A follower voter
-//! whose endpoints changed does not yet send UpdateRaftVoter itself (Kafka's
-//! `pollFollowerAsVoter` does); the leader does not ask a new voter for its
+//! when `maybeClean` moves the log start) to the caller. The leader does not ask a new voter for its
 //! `kraft.version` range with ApiVersions (every Strom node supports 0-1);
 //! `kraft.version` does not move from 0 to 1 on a running quorum; and
 //! `quorum-state` records the vote's id, not its directory id.

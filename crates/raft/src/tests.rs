@@ -19,6 +19,8 @@ const ELECTION_TIMEOUT_MAX_MS: u64 = 2 * 1_000;
 /// Who sends voter changes in these tests (no node has this id).
 const ADMIN: NodeId = 0;
 const FETCH_MAX_WAIT_MS: u64 = 500;
+/// `controller.quorum.fetch.timeout.ms`'s default, which the tests keep.
+const FETCH_TIMEOUT_MS: u64 = 2_000;
 
 struct Harness {
     nodes: BTreeMap<NodeId, RaftNode<MemoryLog>>,
@@ -1018,6 +1020,62 @@ fn update_voter_is_answered_as_soon_as_it_is_appended() {
     assert_eq!(harness.node(1).voter_set().get(2), Some(&moved));
     // Another update waits for that one to commit.
     assert_eq!(error_of(harness.admin(1, body)).0, ErrorCode::RequestTimedOut);
+}
+
+#[test]
+fn a_follower_voter_back_on_other_listeners_tells_the_leader_with_update_raft_voter() {
+    let mut harness = dynamic_quorum(3, 3);
+    let moved = VoterNode {
+        endpoints: vec![Endpoint { listener: "CONTROLLER".into(), host: "127.0.0.9".into(), port: 9999 }],
+        ..voter_node(2)
+    };
+    // Node 2 restarts on a new listener: its entry in the voter set is stale.
+    harness.nodes.get_mut(&2).unwrap().config.endpoints = moved.endpoints.clone();
+    let updates_sent = |harness: &Harness| {
+        harness.sent_by(2).filter(|body| matches!(body, Body::UpdateRaftVoterRequest { .. })).count()
+    };
+    // A few fetch rounds, within the update period, change nothing.
+    harness.fetch_round();
+    assert_eq!(updates_sent(&harness), 0);
+    // Past the update period (three fetch timeouts of fetching), node 2 sends
+    // UpdateRaftVoter in place of a Fetch, and the leader takes it in.
+    for _ in 0..(3 * FETCH_TIMEOUT_MS / FETCH_MAX_WAIT_MS + 2) {
+        harness.fetch_round();
+    }
+    assert_eq!(updates_sent(&harness), 1);
+    let sent = harness.sent_by(2).find(|body| matches!(body, Body::UpdateRaftVoterRequest { .. })).cloned();
+    assert_eq!(
+        sent,
+        Some(Body::UpdateRaftVoterRequest {
+            current_leader_epoch: harness.node(1).epoch(),
+            voter_id: 2,
+            voter_directory_id: Some(directory(2)),
+            listeners: moved.endpoints.clone(),
+            kraft_versions: SUPPORTED_KRAFT_VERSIONS,
+        })
+    );
+    for id in 1..=3 {
+        assert_eq!(harness.node(id).voter_set().get(2), Some(&moved), "node {id}");
+    }
+    // Once the voter set is right, the next periods send nothing more.
+    for _ in 0..(6 * FETCH_TIMEOUT_MS / FETCH_MAX_WAIT_MS) {
+        harness.fetch_round();
+    }
+    assert_eq!(updates_sent(&harness), 1);
+    assert_eq!(harness.node(2).role(), RoleName::Follower);
+}
+
+#[test]
+fn a_voter_whose_entry_is_right_never_sends_update_raft_voter() {
+    let mut harness = dynamic_quorum(3, 3);
+    for _ in 0..(6 * FETCH_TIMEOUT_MS / FETCH_MAX_WAIT_MS) {
+        harness.fetch_round();
+    }
+    let updates = (2..=3)
+        .flat_map(|id| harness.sent_by(id))
+        .filter(|body| matches!(body, Body::UpdateRaftVoterRequest { .. }))
+        .count();
+    assert_eq!(updates, 0);
 }
 
 #[test]
