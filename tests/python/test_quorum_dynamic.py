@@ -86,7 +86,7 @@ def test_controllers_join_as_observers_become_voters_survive_a_kill9_and_leave(t
         segment = cluster.nodes[1].data_dir / "__cluster_metadata-0" / "00000000000000000000.log"
         wait_until(
             lambda: strom_ok("dump-log", "--files", str(segment), "--deep-iteration").count(
-                "controlType: KRAFT_VOTERS(6)"
+                " KRaftVoters {"
             )
             >= 3,
             CLUSTER_WAIT_S,

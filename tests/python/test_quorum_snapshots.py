@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import create_topic, topic_names, wait_until
+from harness import create_topic, strom_ok, topic_names, wait_until
 from test_storage_format import KraftNode, random_uuid, varint
 
 SNAPSHOT_WAIT_S = 30
@@ -89,7 +89,7 @@ def kraft(broker_factory):
     return node
 
 
-def test_a_snapshot_file_is_kafkas_checkpoint_layout_and_rebuilds_the_metadata(kraft):
+def test_a_snapshot_file_is_kafkas_checkpoint_layout_and_rebuilds_the_metadata(kraft, tmp_path):
     create_topic(kraft.broker.bootstrap, "kept-by-snapshot")
     holding = lambda: snapshot_holding(kraft.dirs[0], b"kept-by-snapshot")
     path, content = wait_until(holding, SNAPSHOT_WAIT_S, "a metadata snapshot holding the topic")
@@ -115,6 +115,17 @@ def test_a_snapshot_file_is_kafkas_checkpoint_layout_and_rebuilds_the_metadata(k
     topics = [value for value in data if value[1] == TOPIC_RECORD]
     assert any(b"kept-by-snapshot" in value for value in topics)
     assert end_offset > 0
+
+    # `strom dump-log` reads it as kafka-dump-log.sh does.
+    copy = tmp_path / path.name
+    copy.write_bytes(content)
+    dumped = strom_ok("dump-log", "--files", str(copy), "--cluster-metadata-decoder")
+    assert f"Snapshot end offset: {end_offset}, epoch: {epoch}" in dumped, dumped
+    assert ' SnapshotHeader {"version":0,"lastContainedLogTimestamp":' in dumped, dumped
+    assert ' KRaftVersion {"version":0,"kRaftVersion":1}' in dumped, dumped
+    assert ' KRaftVoters {"version":0,"voters":[{"voterId":1,' in dumped, dumped
+    assert ' SnapshotFooter {"version":0}' in dumped, dumped
+    assert "TopicRecord" in dumped and "kept-by-snapshot" in dumped, dumped
 
     # Restarted, the node rebuilds its metadata from the snapshot.
     kraft.broker.stop()
