@@ -18,12 +18,11 @@ use bytes::Bytes;
 use kafka_protocol::messages::{
     KRaftVersionRecord, SnapshotFooterRecord, SnapshotHeaderRecord, VotersRecord,
 };
-use kafka_protocol::protocol::Decodable;
 use kafka_protocol::records::{Record, RecordBatchDecoder};
 
 use crate::record_batch::{
-    control_batch, control_type, control_value, data_batch, CONTROL_MESSAGE_VERSION, KRAFT_VERSION,
-    KRAFT_VOTERS, SNAPSHOT_FOOTER, SNAPSHOT_HEADER,
+    control_batch, control_type, control_value, data_batch, decode_control_value, CONTROL_MESSAGE_VERSION,
+    KRAFT_VERSION, KRAFT_VOTERS, SNAPSHOT_FOOTER, SNAPSHOT_HEADER,
 };
 use crate::voters::VoterSet;
 
@@ -178,26 +177,26 @@ impl Reader {
         self.read_control(control_type, value)
     }
 
-    fn read_control(&mut self, control_type: i16, mut value: Bytes) -> Result<(), CheckpointError> {
+    fn read_control(&mut self, control_type: i16, value: Bytes) -> Result<(), CheckpointError> {
         match control_type {
             SNAPSHOT_HEADER => {
-                let header = SnapshotHeaderRecord::decode(&mut value, CONTROL_MESSAGE_VERSION)
+                let header = decode_control_value::<SnapshotHeaderRecord>(value)
                     .map_err(|e| bad("SnapshotHeaderRecord", e))?;
                 self.header = Some(header);
             }
             SNAPSHOT_FOOTER => {
-                SnapshotFooterRecord::decode(&mut value, CONTROL_MESSAGE_VERSION)
+                decode_control_value::<SnapshotFooterRecord>(value)
                     .map_err(|e| bad("SnapshotFooterRecord", e))?;
                 self.footer = true;
             }
             KRAFT_VERSION => {
-                let record = KRaftVersionRecord::decode(&mut value, CONTROL_MESSAGE_VERSION)
+                let record = decode_control_value::<KRaftVersionRecord>(value)
                     .map_err(|e| bad("KRaftVersionRecord", e))?;
                 self.kraft_version = record.k_raft_version;
             }
             KRAFT_VOTERS => {
-                let record = VotersRecord::decode(&mut value, CONTROL_MESSAGE_VERSION)
-                    .map_err(|e| bad("VotersRecord", e))?;
+                let record =
+                    decode_control_value::<VotersRecord>(value).map_err(|e| bad("VotersRecord", e))?;
                 let voters = crate::wire::voter_set_from_record(&record)
                     .map_err(|e| invalid(format!("VotersRecord: {e}")))?;
                 self.voters = Some(voters);

@@ -8,7 +8,7 @@
 //! (`MessageUtil.toByteBuffer`, read back by `ControlRecordUtils`).
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use kafka_protocol::protocol::Encodable;
+use kafka_protocol::protocol::{Decodable, Encodable};
 use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
 
 /// `ControlRecordType.LEADER_CHANGE`.
@@ -45,6 +45,16 @@ pub fn control_value(message: &impl Encodable) -> Bytes {
     let mut buf = BytesMut::new();
     message.encode(&mut buf, CONTROL_MESSAGE_VERSION).expect("encoding into memory cannot fail");
     buf.freeze()
+}
+
+/// A control record's message, read at [`CONTROL_MESSAGE_VERSION`]; bytes
+/// left after it mean another layout (or damage), never a message.
+pub fn decode_control_value<M: Decodable>(mut value: Bytes) -> Result<M, String> {
+    let message = M::decode(&mut value, CONTROL_MESSAGE_VERSION).map_err(|e| e.to_string())?;
+    if value.has_remaining() {
+        return Err(format!("{} bytes after the message", value.remaining()));
+    }
+    Ok(message)
 }
 
 /// The control type a control record's key names (None: no valid key).
