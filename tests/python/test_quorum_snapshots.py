@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness import create_topic, strom_ok, topic_names, wait_until
-from test_storage_format import KraftNode, random_uuid, varint
+from test_storage_format import KraftNode, random_uuid, read_meta, varint
 
 SNAPSHOT_WAIT_S = 30
 # Kafka's metadata record types (KIP-631 frame: frame version, type, version).
@@ -145,3 +145,25 @@ def test_a_damaged_snapshot_stops_the_start_naming_the_file(kraft):
         path.write_bytes(damaged)
         reason = kraft.start_refused()
         assert path.name in reason and "invalid snapshot" in reason, reason
+
+
+def test_the_bootstrap_checkpoint_is_what_kafkas_formatter_writes(broker_factory):
+    node = KraftNode(broker_factory(start=False))
+    assert node.format(random_uuid(), "--standalone").returncode == 0
+    path = node.dirs[0] / "__cluster_metadata-0" / "00000000000000000000-0000000000.checkpoint"
+    batches = read_batches(path.read_bytes())
+    # Epoch 0, no metadata records: header, kraft.version 1 and the voter
+    # set in one control batch, the footer in another.
+    assert [batch["epoch"] for batch in batches] == [0, 0]
+    assert all(batch["control"] for batch in batches)
+    offsets = [offset for batch in batches for offset, _, _ in batch["records"]]
+    assert offsets == [0, 1, 2, 3]
+    dumped = strom_ok("dump-log", "--files", str(path), "--deep-iteration")
+    assert "Snapshot end offset: 0, epoch: 0" in dumped, dumped
+    directory_id = read_meta(node.dirs[0])["directory.id"]
+    port = node.broker.overrides["controller.quorum.bootstrap.servers"].rsplit(":", 1)[1]
+    voter = (
+        f'{{"voterId":1,"voterDirectoryId":"{directory_id}","endpoints":[{{"name":"CONTROLLER",'
+        f'"host":"127.0.0.1","port":{port}}}]'
+    )
+    assert f' KRaftVoters {{"version":0,"voters":[{voter}' in dumped, dumped
