@@ -139,6 +139,20 @@ impl MetadataDir {
         Ok(())
     }
 
+    /// When the batch holding `offset` was appended: its max timestamp
+    /// (None when the log no longer holds it).
+    pub fn append_time_ms(&self, offset: u64) -> Option<i64> {
+        /// Base offset, length, epoch, magic, CRC, attributes, last offset
+        /// delta and base timestamp come before it in a v2 batch header.
+        const MAX_TIMESTAMP_AT: usize = 35;
+        let log = self.lock();
+        let slice = log.read(offset as i64, 1, log.log_end_offset(), true).ok()??;
+        let bytes = slice.read().ok()?;
+        let base_offset = i64::from_be_bytes(bytes.get(..8)?.try_into().ok()?);
+        let max_timestamp = bytes.get(MAX_TIMESTAMP_AT..MAX_TIMESTAMP_AT + 8)?;
+        (base_offset <= offset as i64).then(|| i64::from_be_bytes(max_timestamp.try_into().expect("8 bytes")))
+    }
+
     /// Removes the log from `offset` on.
     pub fn truncate(&self, offset: u64) -> Result<(), QuorumError> {
         self.lock().truncate_to(offset as i64).map_err(|e| storage_error("truncate the metadata log", e))?;
@@ -334,6 +348,20 @@ mod tests {
             records: vec![Bytes::from_static(b"state")],
         };
         checkpoint.encode(epoch, 2)
+    }
+
+    #[test]
+    fn a_batch_append_time_is_read_back_from_the_log() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (dir, _) = MetadataDir::open(tmp.path()).unwrap();
+        let before = strom_storage::now_ms();
+        dir.append(&[data(0, 1, &["a", "b"]), data(2, 1, &["c"])]).unwrap();
+        let after = strom_storage::now_ms();
+        for offset in 0..3 {
+            let appended = dir.append_time_ms(offset).unwrap();
+            assert!((before..=after).contains(&appended), "offset {offset}: {appended}");
+        }
+        assert_eq!(dir.append_time_ms(3), None, "past the end");
     }
 
     #[test]

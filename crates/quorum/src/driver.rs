@@ -237,11 +237,14 @@ impl Driver {
             }
             Input::CreateSnapshot { end_offset, epoch, records, reply } => {
                 let id = OffsetAndEpoch::new(end_offset, epoch);
-                // Batches carry no append time here: the header names the
-                // time the snapshot was taken.
+                // The header names when the last record it covers was
+                // appended, as Kafka's controller passes it.
                 let timestamp_ms = wall_clock_ms();
-                let state =
-                    SnapshotState { records, last_contained_log_timestamp_ms: timestamp_ms, timestamp_ms };
+                let last_contained_log_timestamp_ms = end_offset
+                    .checked_sub(1)
+                    .and_then(|last| self.disk.append_time_ms(last))
+                    .unwrap_or(timestamp_ms);
+                let state = SnapshotState { records, last_contained_log_timestamp_ms, timestamp_ms };
                 let result = self.node.create_snapshot(now, id, state);
                 if result.is_ok() {
                     // The metadata log is small: keep only what follows the snapshot.
