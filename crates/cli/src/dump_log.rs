@@ -11,6 +11,9 @@
 //!   `--index-sanity-check` runs the check a broker runs when it loads them.
 //! - `.snapshot` (producer state) and `.txnindex` (aborted transactions), in
 //!   Kafka's formats.
+//! - `.checkpoint`: a KIP-630 metadata snapshot, batches as in a `.log`,
+//!   its header, footer, `kraft.version` and voters control records shown
+//!   as Kafka's JSON.
 //!
 //! Files are read as streams, a batch at a time, and never opened for
 //! writing, so the segments of a running broker can be dumped. What is wrong
@@ -140,6 +143,7 @@ impl<'a, W: Write, E: Write> Dumper<'a, W, E> {
     fn dump_file(&mut self, path: &Path) -> Result<(), Failure> {
         match path.extension().and_then(|e| e.to_str()) {
             Some("log") => self.dump_log(path),
+            Some("checkpoint") => self.dump_snapshot(path),
             Some("index") => self.dump_offset_index(path),
             Some("timeindex") => self.dump_time_index(path),
             Some("snapshot") => self.dump_producer_snapshot(path),
@@ -171,6 +175,27 @@ impl<'a, W: Write, E: Write> Dumper<'a, W, E> {
     fn dump_log(&mut self, path: &Path) -> Result<(), Failure> {
         let base_offset = base_offset_of(path)?;
         writeln!(self.out, "Log starting offset: {base_offset}")?;
+        self.dump_batches(path, base_offset)
+    }
+
+    /// A KIP-630 snapshot, `<end offset>-<epoch>.checkpoint`: batches like a
+    /// segment's from offset 0, under the line Kafka prints for one.
+    fn dump_snapshot(&mut self, path: &Path) -> Result<(), Failure> {
+        let name = path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
+        let id = name.strip_suffix(".checkpoint").and_then(|stem| stem.split_once('-'));
+        let Some((offset, epoch)) =
+            id.and_then(|(o, e)| Some((o.parse::<u64>().ok()?, e.parse::<i32>().ok()?)))
+        else {
+            return Err(Failure::File(format!(
+                "{}: not named <end offset>-<epoch>.checkpoint",
+                path.display()
+            )));
+        };
+        writeln!(self.out, "Snapshot end offset: {offset}, epoch: {epoch}")?;
+        self.dump_batches(path, 0)
+    }
+
+    fn dump_batches(&mut self, path: &Path, base_offset: i64) -> Result<(), Failure> {
         let file = File::open(path).map_err(|e| unreadable(path, e))?;
         let len = file.metadata().map_err(|e| unreadable(path, e))?.len();
         let limit = self.args.max_bytes.map_or(len, |max| max.min(len));
@@ -552,6 +577,9 @@ fn describe_control_record(record: &RecordView<'_>) -> String {
         6 => "KRAFT_VOTERS",
         _ => "UNKNOWN",
     };
+    if let Some(message) = (3..=6).contains(&type_id).then(|| kraft_control_json(type_id, record.value)) {
+        return message;
+    }
     if !(0..=1).contains(&type_id) {
         return format!(" controlType: {name}({type_id})");
     }
@@ -560,6 +588,63 @@ fn describe_control_record(record: &RecordView<'_>) -> String {
         Some(value) => format!(" endTxnMarker: {name} coordinatorEpoch: {}", i32_at(value, 2)),
         None => format!(" endTxnMarker: {name} (malformed marker value)"),
     }
+}
+
+/// A snapshot's control record as Kafka prints it: the message's name and
+/// its JSON, fields in schema order (`*JsonConverter`), read at version 0
+/// as `ControlRecordUtils` reads them.
+fn kraft_control_json(type_id: i16, value: Option<&[u8]>) -> String {
+    use kafka_protocol::messages::{
+        KRaftVersionRecord, SnapshotFooterRecord, SnapshotHeaderRecord, VotersRecord,
+    };
+    use kafka_protocol::protocol::Decodable;
+    let mut bytes: &[u8] = value.unwrap_or_default();
+    let decoded = match type_id {
+        3 => SnapshotHeaderRecord::decode(&mut bytes, 0).map(|r| {
+            let json = format!(
+                r#"{{"version":{},"lastContainedLogTimestamp":{}}}"#,
+                r.version, r.last_contained_log_timestamp
+            );
+            ("SnapshotHeader", json)
+        }),
+        4 => SnapshotFooterRecord::decode(&mut bytes, 0)
+            .map(|r| ("SnapshotFooter", format!(r#"{{"version":{}}}"#, r.version))),
+        5 => KRaftVersionRecord::decode(&mut bytes, 0).map(|r| {
+            ("KRaftVersion", format!(r#"{{"version":{},"kRaftVersion":{}}}"#, r.version, r.k_raft_version))
+        }),
+        _ => VotersRecord::decode(&mut bytes, 0).map(|r| ("KRaftVoters", voters_json(&r))),
+    };
+    match decoded {
+        Ok((name, json)) => format!(" {name} {json}"),
+        Err(e) => format!(" controlType: UNKNOWN({type_id}) (undecodable: {e})"),
+    }
+}
+
+fn voters_json(record: &kafka_protocol::messages::VotersRecord) -> String {
+    let quoted = |text: &str| serde_json::Value::from(text).to_string();
+    let voters: Vec<String> = record
+        .voters
+        .iter()
+        .map(|voter| {
+            let endpoints: Vec<String> = voter
+                .endpoints
+                .iter()
+                .map(|e| {
+                    format!(r#"{{"name":{},"host":{},"port":{}}}"#, quoted(&e.name), quoted(&e.host), e.port)
+                })
+                .collect();
+            let feature = &voter.k_raft_version_feature;
+            format!(
+                r#"{{"voterId":{},"voterDirectoryId":{},"endpoints":[{}],"kRaftVersionFeature":{{"minSupportedVersion":{},"maxSupportedVersion":{}}}}}"#,
+                voter.voter_id.0,
+                quoted(&crate::topics::kafka_uuid(voter.voter_directory_id.as_bytes())),
+                endpoints.join(","),
+                feature.min_supported_version,
+                feature.max_supported_version,
+            )
+        })
+        .collect();
+    format!(r#"{{"version":{},"voters":[{}]}}"#, record.version, voters.join(","))
 }
 
 // ---------------------------------------------------------------- readers

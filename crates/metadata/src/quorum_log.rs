@@ -225,8 +225,7 @@ impl Feeder {
         let Ok(last_offset) = u64::try_from(image.last_offset) else { return false };
         let Some(epoch) = self.loader.batch_epoch(last_offset) else { return false };
         let records = crate::loader::snapshot_content(&image);
-        let content = strom_quorum::snapshot::snapshot_bytes(&records, epoch, strom_storage::now_ms());
-        match self.quorum.create_snapshot(last_offset + 1, epoch, content).await {
+        match self.quorum.create_snapshot(last_offset + 1, epoch, records).await {
             Ok(()) => {
                 tracing::info!(end_offset = last_offset + 1, epoch, "metadata snapshot written");
                 true
@@ -254,8 +253,7 @@ fn apply(loader: &MetadataLoader, event: QuorumEvent) -> Result<Option<u64>, Str
             loader.apply_batch(base_offset, epoch, &records).map_err(|e| e.to_string())?;
             Ok(Some(base_offset + records.len() as u64))
         }
-        QuorumEvent::LoadSnapshot { end_offset, content, .. } => {
-            let records = strom_quorum::snapshot::snapshot_records(content).map_err(|e| e.to_string())?;
+        QuorumEvent::LoadSnapshot { end_offset, records, .. } => {
             loader.load_snapshot(end_offset, &records).map_err(|e| e.to_string())?;
             Ok(Some(end_offset))
         }

@@ -7,26 +7,19 @@
 //! key = control type 2 and value = Kafka's `LeaderChangeMessage` (version
 //! 0), as `MemoryRecords.withLeaderChangeMessage` writes it. KIP-853's
 //! `KRaftVersionRecord` (control type 5) and `VotersRecord` (type 6) are
-//! control batches of one record the same way.
+//! control batches of one record the same way
+//! ([`strom_raft::record_batch`] lays them out).
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use kafka_protocol::messages::leader_change_message::Voter;
 use kafka_protocol::messages::{BrokerId, KRaftVersionRecord, LeaderChangeMessage};
-use kafka_protocol::protocol::{Decodable, Encodable};
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+use kafka_protocol::records::{Record, RecordBatchDecoder};
+use strom_raft::record_batch::{
+    control_batch, control_type, control_value, data_batch, decode_control_value, CONTROL_MESSAGE_VERSION,
+    KRAFT_VERSION, KRAFT_VOTERS, LEADER_CHANGE,
 };
 use strom_raft::wire::{self, RecordsCodec, WireError};
 use strom_raft::{Batch, Records};
-
-/// `ControlRecordType.LEADER_CHANGE`.
-const LEADER_CHANGE_TYPE: i16 = 2;
-/// `ControlRecordUtils.LEADER_CHANGE_CURRENT_VERSION`.
-const LEADER_CHANGE_VERSION: i16 = 0;
-/// `ControlRecordType.KRAFT_VERSION`.
-pub const KRAFT_VERSION_TYPE: i16 = 5;
-/// `ControlRecordType.KRAFT_VOTERS`.
-pub const KRAFT_VOTERS_TYPE: i16 = 6;
 
 /// The codec for Kafka's record batches.
 #[derive(Debug, Clone, Copy, Default)]
@@ -48,92 +41,21 @@ impl RecordsCodec for KafkaRecords {
 
 /// One raft batch as a record batch stamped with `timestamp_ms`.
 pub fn encode_batch(batch: &Batch, timestamp_ms: i64) -> Bytes {
-    let base = batch.base_offset as i64;
-    let record = |offset: i64, key: Option<Bytes>, value: Bytes, control: bool| Record {
-        transactional: false,
-        control,
-        delete_horizon: false,
-        partition_leader_epoch: batch.epoch,
-        producer_id: -1,
-        producer_epoch: -1,
-        timestamp_type: TimestampType::Creation,
-        offset,
-        // The encoder starts a new batch wherever offset minus sequence
-        // changes; this keeps one batch with base sequence -1 (none).
-        sequence: (offset - base) as i32 - 1,
-        timestamp: timestamp_ms,
-        key,
-        value: Some(value),
-        headers: Default::default(),
-    };
-    let records: Vec<Record> = match &batch.records {
-        Records::Data(values) => values
-            .iter()
-            .enumerate()
-            .map(|(i, value)| record(base + i as i64, None, value.clone(), false))
-            .collect(),
+    let (base, epoch) = (batch.base_offset, batch.epoch);
+    let control = |control_type, value| control_batch(base, epoch, &[(control_type, value)], timestamp_ms);
+    match &batch.records {
+        Records::Data(values) => data_batch(base, epoch, values, timestamp_ms),
         Records::LeaderChange { leader_id, voters } => {
-            let key = control_key(LEADER_CHANGE_TYPE);
-            vec![record(base, Some(key), leader_change_value(*leader_id, voters), true)]
+            control(LEADER_CHANGE, control_value(&leader_change_message(*leader_id, voters)))
         }
         Records::KRaftVersion { kraft_version } => {
-            let message = KRaftVersionRecord::default().with_k_raft_version(*kraft_version);
-            let value = control_value(&message, 0);
-            vec![record(base, Some(control_key(KRAFT_VERSION_TYPE)), value, true)]
+            let message = KRaftVersionRecord::default()
+                .with_version(CONTROL_MESSAGE_VERSION)
+                .with_k_raft_version(*kraft_version);
+            control(KRAFT_VERSION, control_value(&message))
         }
-        Records::Voters(voters) => {
-            let mut value = BytesMut::new();
-            value.put_i16(0);
-            value.extend_from_slice(&wire::encode_voters_record(voters));
-            vec![record(base, Some(control_key(KRAFT_VOTERS_TYPE)), value.freeze(), true)]
-        }
-    };
-    let mut buf = BytesMut::new();
-    let options = RecordEncodeOptions { version: 2, compression: Compression::None };
-    RecordBatchEncoder::encode(&mut buf, &records, &options).expect("encoding into memory cannot fail");
-    buf.freeze()
-}
-
-/// A control batch at `base_offset` in `epoch` of `(control type, value)`
-/// records, as Kafka writes KRaft's control records (the value is the
-/// message's version, then the message).
-pub fn encode_control_batch(
-    base_offset: i64,
-    epoch: i32,
-    records: &[(i16, Bytes)],
-    timestamp_ms: i64,
-) -> Bytes {
-    let records: Vec<Record> = records
-        .iter()
-        .enumerate()
-        .map(|(i, (control_type, value))| Record {
-            transactional: false,
-            control: true,
-            delete_horizon: false,
-            partition_leader_epoch: epoch,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: base_offset + i as i64,
-            sequence: i as i32 - 1,
-            timestamp: timestamp_ms,
-            key: Some(control_key(*control_type)),
-            value: Some(value.clone()),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    let options = RecordEncodeOptions { version: 2, compression: Compression::None };
-    RecordBatchEncoder::encode(&mut buf, &records, &options).expect("encoding into memory cannot fail");
-    buf.freeze()
-}
-
-/// A control record's value: the message's version, then the message.
-pub fn control_value(message: &impl Encodable, version: i16) -> Bytes {
-    let mut buf = BytesMut::new();
-    buf.put_i16(version);
-    message.encode(&mut buf, version).expect("encoding into memory cannot fail");
-    buf.freeze()
+        Records::Voters(voters) => control(KRAFT_VOTERS, control_value(&wire::voters_record(voters))),
+    }
 }
 
 /// The batches in `bytes` (whole record batches).
@@ -155,53 +77,32 @@ pub fn decode_batches(mut bytes: Bytes) -> Result<Vec<Batch>, WireError> {
     Ok(batches)
 }
 
-fn control_key(control_type: i16) -> Bytes {
-    let mut key = BytesMut::with_capacity(4);
-    key.put_i16(0);
-    key.put_i16(control_type);
-    key.freeze()
-}
-
-fn leader_change_value(leader_id: i32, voters: &[i32]) -> Bytes {
+fn leader_change_message(leader_id: i32, voters: &[i32]) -> LeaderChangeMessage {
     let voters: Vec<Voter> = voters.iter().map(|id| Voter::default().with_voter_id(*id)).collect();
-    let message = LeaderChangeMessage::default()
-        .with_version(LEADER_CHANGE_VERSION)
+    LeaderChangeMessage::default()
+        .with_version(CONTROL_MESSAGE_VERSION)
         .with_leader_id(BrokerId(leader_id))
         .with_voters(voters.clone())
-        .with_granting_voters(voters);
-    let mut buf = BytesMut::new();
-    buf.put_i16(LEADER_CHANGE_VERSION);
-    message.encode(&mut buf, LEADER_CHANGE_VERSION).expect("encoding into memory cannot fail");
-    buf.freeze()
+        .with_granting_voters(voters)
 }
 
 /// The raft records a control batch's first record stands for.
 fn control_records_from(record: &Record) -> Result<Records, WireError> {
     let bad = |why: &str| WireError::Records(format!("control record: {why}"));
-    let mut key = record.key.clone().ok_or_else(|| bad("no key"))?;
-    if key.len() < 4 {
-        return Err(bad("short key"));
-    }
-    key.advance(2);
-    let control_type = key.get_i16();
-    let mut value = record.value.clone().ok_or_else(|| bad("no value"))?;
-    if value.len() < 2 {
-        return Err(bad("short value"));
-    }
-    let version = value.get_i16();
+    let control_type = control_type(record).ok_or_else(|| bad("no valid key"))?;
+    let value = record.value.clone().ok_or_else(|| bad("no value"))?;
     match control_type {
-        LEADER_CHANGE_TYPE => {
-            let message =
-                LeaderChangeMessage::decode(&mut value, version).map_err(|e| bad(&e.to_string()))?;
+        LEADER_CHANGE => {
+            let message = decode_control_value::<LeaderChangeMessage>(value).map_err(|e| bad(&e))?;
             let voters = message.voters.iter().map(|voter| voter.voter_id).collect();
             Ok(Records::LeaderChange { leader_id: message.leader_id.0, voters })
         }
-        KRAFT_VERSION_TYPE => {
-            let message = KRaftVersionRecord::decode(&mut value, version).map_err(|e| bad(&e.to_string()))?;
+        KRAFT_VERSION => {
+            let message = decode_control_value::<KRaftVersionRecord>(value).map_err(|e| bad(&e))?;
             Ok(Records::KRaftVersion { kraft_version: message.k_raft_version })
         }
-        KRAFT_VOTERS_TYPE if version == 0 => Ok(Records::Voters(wire::decode_voters_record(value)?)),
-        _ => Err(bad(&format!("unknown control type {control_type} (version {version})"))),
+        KRAFT_VOTERS => Ok(Records::Voters(wire::decode_voters_record(value)?)),
+        _ => Err(bad(&format!("unknown control type {control_type}"))),
     }
 }
 
@@ -249,6 +150,33 @@ mod tests {
         let key_type = |set: &kafka_protocol::records::RecordSet| set.records[0].key.as_ref().unwrap()[3];
         assert!(first.records[0].control && second.records[0].control);
         assert_eq!((key_type(&first), key_type(&second)), (5, 6));
+    }
+
+    #[test]
+    fn a_control_value_is_the_message_alone_as_kafka_writes_it() {
+        let batch = Batch {
+            base_offset: 0,
+            epoch: 1,
+            records: Records::LeaderChange { leader_id: 2, voters: vec![2] },
+        };
+        let mut bytes = KafkaRecords.encode(&[batch]);
+        let set = RecordBatchDecoder::decode(&mut bytes).unwrap();
+        let value = set.records[0].value.clone().unwrap();
+        // LeaderChangeMessage v0: Version 0, LeaderId 2, Voters [2] and
+        // GrantingVoters [2] as compact arrays (length + 1) of one voter
+        // with no tags, then no tags; no extra version prefix.
+        let expected = [0, 0, 0, 0, 0, 2, 2, 0, 0, 0, 2, 0, 2, 0, 0, 0, 2, 0, 0];
+        assert_eq!(value.as_ref(), expected);
+    }
+
+    #[test]
+    fn a_control_value_with_bytes_after_the_message_is_refused() {
+        // KRaftVersionRecord v0 behind an extra version prefix: a layout
+        // this codec never writes, refused rather than misread.
+        let value = Bytes::from_static(&[0, 0, 0, 0, 0, 1, 0]);
+        let batch = control_batch(0, 1, &[(KRAFT_VERSION, value)], 0);
+        let error = KafkaRecords.decode(batch).unwrap_err().to_string();
+        assert!(error.contains("2 bytes after the message"), "{error}");
     }
 
     #[test]

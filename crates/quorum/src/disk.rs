@@ -5,7 +5,9 @@
 //!   truncates a torn tail, `strom dump-log` reads it), one record batch
 //!   per raft batch ([`crate::codec`]);
 //! - `quorum-state`, Kafka's JSON election state (data_version 0);
-//! - snapshots, `<20-digit end offset>-<10-digit epoch>.checkpoint`.
+//! - snapshots, `<20-digit end offset>-<10-digit epoch>.checkpoint`, in
+//!   Kafka's layout ([`Checkpoint`]), written and served byte for byte as
+//!   the core made or fetched them.
 //!
 //! Every file other than the segments is written to a temporary name,
 //! fsync'd and renamed, and the directory fsync'd. The core runs on a
@@ -17,6 +19,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
 use serde_json::{json, Value};
+use strom_raft::checkpoint::Checkpoint;
 use strom_raft::{Batch, ElectionState, MemoryLog, OffsetAndEpoch, RaftLog};
 use strom_storage::producer_state::AppendOrigin;
 use strom_storage::{Log, LogConfig};
@@ -136,6 +139,20 @@ impl MetadataDir {
         Ok(())
     }
 
+    /// When the batch holding `offset` was appended: its max timestamp
+    /// (None when the log no longer holds it).
+    pub fn append_time_ms(&self, offset: u64) -> Option<i64> {
+        /// Base offset, length, epoch, magic, CRC, attributes, last offset
+        /// delta and base timestamp come before it in a v2 batch header.
+        const MAX_TIMESTAMP_AT: usize = 35;
+        let log = self.lock();
+        let slice = log.read(offset as i64, 1, log.log_end_offset(), true).ok()??;
+        let bytes = slice.read().ok()?;
+        let base_offset = i64::from_be_bytes(bytes.get(..8)?.try_into().ok()?);
+        let max_timestamp = bytes.get(MAX_TIMESTAMP_AT..MAX_TIMESTAMP_AT + 8)?;
+        (base_offset <= offset as i64).then(|| i64::from_be_bytes(max_timestamp.try_into().expect("8 bytes")))
+    }
+
     /// Removes the log from `offset` on.
     pub fn truncate(&self, offset: u64) -> Result<(), QuorumError> {
         self.lock().truncate_to(offset as i64).map_err(|e| storage_error("truncate the metadata log", e))?;
@@ -245,11 +262,14 @@ fn snapshot_ids(dir: &Path) -> Result<Vec<OffsetAndEpoch>, QuorumError> {
     Ok(ids)
 }
 
+/// The latest snapshot, checked whole: a damaged one stops the start
+/// (as Kafka's reader does) rather than load garbage as state.
 fn latest_snapshot(dir: &Path) -> Result<Option<(OffsetAndEpoch, Bytes)>, QuorumError> {
     let Some(id) = snapshot_ids(dir)?.pop() else { return Ok(None) };
-    let content =
-        std::fs::read(dir.join(snapshot_file_name(id))).map_err(|e| storage_error("read a snapshot", e))?;
-    Ok(Some((id, content.into())))
+    let path = dir.join(snapshot_file_name(id));
+    let content = Bytes::from(std::fs::read(&path).map_err(|e| storage_error("read a snapshot", e))?);
+    Checkpoint::decode(&content).map_err(|e| storage_error(&path.display().to_string(), e))?;
+    Ok(Some((id, content)))
 }
 
 fn remove_other_snapshots(dir: &Path, keep: Option<OffsetAndEpoch>) -> Result<(), QuorumError> {
@@ -320,22 +340,75 @@ mod tests {
         assert_eq!(recovered.election, Some(state));
     }
 
+    fn checkpoint(epoch: i32) -> Bytes {
+        let checkpoint = Checkpoint {
+            last_contained_log_timestamp_ms: 1,
+            kraft_version: 0,
+            voters: None,
+            records: vec![Bytes::from_static(b"state")],
+        };
+        checkpoint.encode(epoch, 2)
+    }
+
+    #[test]
+    fn a_batch_append_time_is_read_back_from_the_log() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (dir, _) = MetadataDir::open(tmp.path()).unwrap();
+        let before = strom_storage::now_ms();
+        dir.append(&[data(0, 1, &["a", "b"]), data(2, 1, &["c"])]).unwrap();
+        let after = strom_storage::now_ms();
+        for offset in 0..3 {
+            let appended = dir.append_time_ms(offset).unwrap();
+            assert!((before..=after).contains(&appended), "offset {offset}: {appended}");
+        }
+        assert_eq!(dir.append_time_ms(3), None, "past the end");
+    }
+
     #[test]
     fn an_installed_snapshot_replaces_the_log() {
         let tmp = tempfile::tempdir().unwrap();
         let (mut dir, _) = MetadataDir::open(tmp.path()).unwrap();
         dir.append(&[data(0, 1, &["a", "b", "c"])]).unwrap();
         let id = OffsetAndEpoch::new(10, 3);
-        dir.install_snapshot(id, b"state").unwrap();
+        dir.install_snapshot(id, &checkpoint(3)).unwrap();
         dir.append(&[data(10, 3, &["d"])]).unwrap();
         dir.flush().unwrap();
         drop(dir);
         let (dir, recovered) = MetadataDir::open(tmp.path()).unwrap();
-        assert_eq!(
-            recovered.log.snapshot().map(|s| (s.id, s.content.clone())),
-            Some((id, Bytes::from_static(b"state")))
-        );
+        assert_eq!(recovered.log.snapshot().map(|s| (s.id, s.content.clone())), Some((id, checkpoint(3))));
         assert_eq!(recovered.log.batches(), &[data(10, 3, &["d"])]);
-        assert!(dir.path().join("00000000000000000010-0000000003.checkpoint").exists());
+        let file = dir.path().join("00000000000000000010-0000000003.checkpoint");
+        assert_eq!(std::fs::read(file).unwrap(), checkpoint(3), "the file is the checkpoint, byte for byte");
+    }
+
+    #[test]
+    fn a_damaged_snapshot_stops_the_start_with_its_name() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (dir, _) = MetadataDir::open(tmp.path()).unwrap();
+        let id = OffsetAndEpoch::new(10, 3);
+        dir.write_snapshot(id, &checkpoint(3)).unwrap();
+        let file = dir.path().join(snapshot_file_name(id));
+        drop(dir);
+        let whole = std::fs::read(&file).unwrap();
+        let mut flipped = whole.clone();
+        flipped[whole.len() / 2] ^= 0x10;
+        for damaged in [flipped, whole[..whole.len() - 3].to_vec()] {
+            std::fs::write(&file, damaged).unwrap();
+            let error = MetadataDir::open(tmp.path()).unwrap_err().to_string();
+            assert!(error.contains("00000000000000000010-0000000003.checkpoint"), "{error}");
+            assert!(error.contains("invalid snapshot"), "{error}");
+        }
+    }
+
+    #[test]
+    fn a_snapshot_write_a_crash_interrupted_is_never_loaded() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (dir, _) = MetadataDir::open(tmp.path()).unwrap();
+        let part = dir.path().join("00000000000000000010-0000000003.checkpoint.part");
+        std::fs::write(&part, &checkpoint(3)[..20]).unwrap();
+        drop(dir);
+        let (_, recovered) = MetadataDir::open(tmp.path()).unwrap();
+        assert_eq!(recovered.log.snapshot(), None);
+        assert!(!part.exists());
     }
 }

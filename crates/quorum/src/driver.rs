@@ -9,10 +9,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use kafka_protocol::messages::{fetch_response, BrokerId};
 use kafka_protocol::protocol::StrBytes;
+use strom_raft::checkpoint::Checkpoint;
 use strom_raft::wire::{self, WireRequest, WireResponse};
 use strom_raft::{
     Action, AppendError, Body, Endpoint, Event, MemoryLog, Message, NodeId, OffsetAndEpoch, RaftLog,
-    RaftNode, Records,
+    RaftNode, Records, SnapshotState,
 };
 use tokio::sync::{mpsc, oneshot};
 
@@ -59,7 +60,7 @@ pub(crate) enum Input {
     CreateSnapshot {
         end_offset: u64,
         epoch: i32,
-        content: Bytes,
+        records: Vec<Bytes>,
         reply: oneshot::Sender<Result<(), QuorumError>>,
     },
     Subscribe(mpsc::UnboundedSender<QuorumEvent>),
@@ -234,9 +235,17 @@ impl Driver {
                 });
                 let _ = reply.send(result);
             }
-            Input::CreateSnapshot { end_offset, epoch, content, reply } => {
+            Input::CreateSnapshot { end_offset, epoch, records, reply } => {
                 let id = OffsetAndEpoch::new(end_offset, epoch);
-                let result = self.node.create_snapshot(now, id, content);
+                // The header names when the last record it covers was
+                // appended, as Kafka's controller passes it.
+                let timestamp_ms = wall_clock_ms();
+                let last_contained_log_timestamp_ms = end_offset
+                    .checked_sub(1)
+                    .and_then(|last| self.disk.append_time_ms(last))
+                    .unwrap_or(timestamp_ms);
+                let state = SnapshotState { records, last_contained_log_timestamp_ms, timestamp_ms };
+                let result = self.node.create_snapshot(now, id, state);
                 if result.is_ok() {
                     // The metadata log is small: keep only what follows the snapshot.
                     self.node.delete_before_snapshot(now);
@@ -457,14 +466,19 @@ impl Driver {
         let log = self.node.log();
         if self.delivered < log.start_offset() {
             if let Some(snapshot) = log.snapshot() {
-                // The core's header (kraft.version, voters) is not the state machine's.
-                let (_, state) = strom_raft::snapshot::decode_snapshot(&snapshot.content);
-                let event = QuorumEvent::LoadSnapshot {
-                    end_offset: snapshot.id.offset,
-                    epoch: snapshot.id.epoch,
-                    content: state,
-                };
-                let _ = subscriber.send(event);
+                // Checked when read from disk or fetched: only the records
+                // are the state machine's.
+                match Checkpoint::decode(&snapshot.content) {
+                    Ok(checkpoint) => {
+                        let event = QuorumEvent::LoadSnapshot {
+                            end_offset: snapshot.id.offset,
+                            epoch: snapshot.id.epoch,
+                            records: checkpoint.records,
+                        };
+                        let _ = subscriber.send(event);
+                    }
+                    Err(e) => tracing::error!("snapshot {:?} not delivered: {e}", snapshot.id),
+                }
             }
             self.delivered = log.start_offset();
         }

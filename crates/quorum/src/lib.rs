@@ -21,7 +21,8 @@
 //!   subscriber and the leader/high watermark are published.
 //! - [`disk`]: `<metadata.log.dir>/__cluster_metadata-0`: the log
 //!   (strom-storage segments, Kafka's batch format), `quorum-state`,
-//!   `<offset>-<epoch>.checkpoint` snapshots.
+//!   `<offset>-<epoch>.checkpoint` snapshots in Kafka's layout
+//!   ([`strom_raft::checkpoint`]), checked whole before they are used.
 //! - [`codec`]: raft batches as Kafka record batches (LeaderChange as a
 //!   control batch), for Fetch and for the segments.
 //! - [`listener`]: a bare listener serving only the KRaft APIs, for tests
@@ -29,8 +30,6 @@
 //! - [`bootstrap`]: the KIP-853 bootstrap checkpoint `strom storage format`
 //!   writes for `--standalone` and `--initial-controllers`, read back at
 //!   start as the dynamic quorum's first voter set.
-//! - [`snapshot`]: the state machine's snapshot content as a Kafka
-//!   checkpoint (header, data batches, footer) and back.
 //!
 //! A dynamic quorum's peers are reached at their endpoints on
 //! `raft.listener_name` in the voter set in force, else at the leader
@@ -46,7 +45,6 @@ pub mod codec;
 pub mod disk;
 mod driver;
 pub mod listener;
-pub mod snapshot;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -113,8 +111,8 @@ pub enum QuorumEvent {
         end_offset: u64,
         /// The epoch of that last record.
         epoch: i32,
-        /// What the state machine handed to [`Quorum::create_snapshot`].
-        content: Bytes,
+        /// The records the state machine handed to [`Quorum::create_snapshot`].
+        records: Vec<Bytes>,
     },
     /// The leader or epoch changed.
     LeaderChange(LeaderAndEpoch),
@@ -293,14 +291,15 @@ impl Quorum {
         *self.shared.high_watermark.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The state machine hands over a snapshot of its state at a committed batch end.
+    /// The state machine hands over a snapshot of its state at a committed
+    /// batch end, as records; the quorum writes them as a Kafka checkpoint.
     pub async fn create_snapshot(
         &self,
         end_offset: u64,
         epoch: i32,
-        content: Bytes,
+        records: Vec<Bytes>,
     ) -> Result<(), QuorumError> {
-        self.ask(|reply| driver::Input::CreateSnapshot { end_offset, epoch, content, reply }).await?
+        self.ask(|reply| driver::Input::CreateSnapshot { end_offset, epoch, records, reply }).await?
     }
 
     /// DescribeQuorum's content: leader, epoch, HW, voters and observers with log end offsets, last fetch and last caught-up times.

@@ -190,9 +190,9 @@ async fn collect(events: &mut UnboundedReceiver<QuorumEvent>, want: usize) -> Ve
             .expect("the quorum is running");
         match event {
             QuorumEvent::Commit { records: batch, .. } => records.extend(batch),
-            QuorumEvent::LoadSnapshot { content, .. } => {
+            QuorumEvent::LoadSnapshot { records: state, .. } => {
                 records.clear();
-                records.push(content);
+                records.extend(state);
             }
             QuorumEvent::LeaderChange(_) => {}
         }
@@ -268,13 +268,20 @@ async fn a_fresh_observer_catches_up_through_the_leaders_snapshot_and_follows() 
     let leader = cluster.agreed_leader().await;
     let leader_quorum = cluster.quorum(leader.leader_id.unwrap()).clone();
     leader_quorum
-        .create_snapshot(last + 1, leader.epoch, Bytes::from_static(b"state-after-e"))
+        .create_snapshot(last + 1, leader.epoch, vec![Bytes::from_static(b"state-after-e")])
         .await
         .unwrap();
     cluster.start_observer(100).await;
     let mut events = cluster.quorum(100).subscribe();
     let snapshot = collect(&mut events, 1).await;
     assert_eq!(snapshot, vec![Bytes::from_static(b"state-after-e")]);
+    // FetchSnapshot served the leader's file as it is.
+    let name =
+        strom_quorum::disk::snapshot_file_name(strom_raft::OffsetAndEpoch::new(last + 1, leader.epoch));
+    let file = |id: i32| std::fs::read(cluster.dirs[&id].join("__cluster_metadata-0").join(&name)).unwrap();
+    assert_eq!(file(100), file(leader.leader_id.unwrap()));
+    let checkpoint = strom_raft::checkpoint::Checkpoint::decode(&file(100).into()).unwrap();
+    assert_eq!(checkpoint.records, snapshot);
     cluster.append_batches("f", 3).await;
     assert_eq!(collect(&mut events, 3).await, expected("f", 3));
     let description = cluster.quorum(cluster.agreed_leader().await.leader_id.unwrap()).describe();

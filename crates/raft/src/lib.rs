@@ -34,10 +34,13 @@
 //!   committed batch end and may then drop the log below it; a fetch the
 //!   leader's log can no longer validate is answered with the snapshot's id,
 //!   and the fetcher pulls it with FetchSnapshot in chunks and installs it
-//!   at once (a half-fetched snapshot lives in memory only). Every
-//!   snapshot the core writes opens with a header, as Kafka's open with
-//!   control records: the `kraft.version` and the voter set in force at
-//!   its end ([`snapshot::decode_snapshot`] splits it from the state).
+//!   at once (a half-fetched snapshot lives in memory only, and one that
+//!   fails its checks is never installed).
+//! - [`checkpoint`]: the snapshot file in Kafka's layout (header, the
+//!   `kraft.version` and voter set in force at its end, the state machine's
+//!   records, footer); the core writes it and reads its voters back.
+//! - [`record_batch`]: Kafka's record batches and KRaft's control records,
+//!   shared by the snapshot file and the metadata log's codec.
 //! - [`state`]: the per-role state and [`ElectionState`], the `quorum-state`.
 //! - [`log`]: [`RaftLog`], the log the core reads, and [`MemoryLog`].
 //! - [`message`]: the KRaft requests and responses. They are an internal
@@ -113,24 +116,27 @@
 //! offset in its epoch (Kafka's `AddVoterHandler`, `RemoveVoterHandler`).
 //! Voter changes come from administrators, not quorum nodes: the `from` of
 //! their [`Event::Receive`] is any id the driver routes the answer back by.
+//! The exception is a follower voter whose entry in the voter set names
+//! other endpoints than it has (it came back on other listeners): it sends
+//! UpdateRaftVoter to the leader itself, as Kafka's `pollFollowerAsVoter`.
 //!
 //! # Seams for what comes next
 //!
 //! Snapshots keep the latest one only, end on batch boundaries, and leave
 //! retention (Kafka's `metadata.max.retention.bytes`/`.ms`, which decide
-//! when `maybeClean` moves the log start) to the caller. A follower voter
-//! whose endpoints changed does not yet send UpdateRaftVoter itself (Kafka's
-//! `pollFollowerAsVoter` does); the leader does not ask a new voter for its
+//! when `maybeClean` moves the log start) to the caller. The leader does not ask a new voter for its
 //! `kraft.version` range with ApiVersions (every Strom node supports 0-1);
 //! `kraft.version` does not move from 0 to 1 on a running quorum; and
 //! `quorum-state` records the vote's id, not its directory id.
 
+pub mod checkpoint;
 pub mod config;
 mod election;
 pub mod log;
 pub mod message;
 pub mod node;
 mod reconfig;
+pub mod record_batch;
 mod replication;
 mod requests;
 pub mod rng;
@@ -150,6 +156,6 @@ pub use config::QuorumConfig;
 pub use log::{Batch, MemoryLog, OffsetAndEpoch, RaftLog, Records};
 pub use message::{Body, ErrorCode, Message};
 pub use node::{Action, AppendError, Event, RaftNode};
-pub use snapshot::SnapshotError;
+pub use snapshot::{SnapshotError, SnapshotState};
 pub use state::{ElectionState, RoleName};
 pub use voters::{Endpoint, ReplicaKey, VersionRange, VoterNode, VoterSet};

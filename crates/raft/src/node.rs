@@ -139,6 +139,8 @@ pub struct RaftNode<L> {
     transitions: u64,
     /// Diverging epochs refused because they would cut committed records.
     pub(crate) refused_truncations: u64,
+    /// Snapshots fetched from the leader that failed their checks.
+    pub(crate) refused_snapshots: u64,
     persisted: ElectionState,
     pub(crate) requests: Requests,
     actions: Vec<Action>,
@@ -175,6 +177,7 @@ impl<L: RaftLog> RaftNode<L> {
             election_retries: 0,
             transitions: 0,
             refused_truncations: 0,
+            refused_snapshots: 0,
             persisted: stored,
             requests: Requests::default(),
             actions: Vec::new(),
@@ -225,6 +228,7 @@ impl<L: RaftLog> RaftNode<L> {
                 fetch_deadline_ms,
                 has_fetched: false,
                 snapshot_fetch: None,
+                update_voter_deadline_ms: Some(self.update_voter_deadline(now)),
             };
             self.set_role(stored.epoch, role);
         } else {
@@ -283,7 +287,9 @@ impl<L: RaftLog> RaftNode<L> {
             Role::Prospective { election_deadline_ms, .. } => *election_deadline_ms,
             Role::Candidate { backoff_until_ms: Some(until), .. } => *until,
             Role::Candidate { election_deadline_ms, .. } => *election_deadline_ms,
-            Role::Follower { fetch_deadline_ms, .. } => *fetch_deadline_ms,
+            Role::Follower { fetch_deadline_ms, update_voter_deadline_ms, .. } => {
+                (*fetch_deadline_ms).min(update_voter_deadline_ms.unwrap_or(u64::MAX))
+            }
             Role::Resigned { election_deadline_ms, .. } => *election_deadline_ms,
             Role::Leader(leader) => {
                 // Asked of every node before each simulated event: kept
@@ -325,6 +331,12 @@ impl<L: RaftLog> RaftNode<L> {
     /// records and was refused: nonzero means a broken quorum, to alert on.
     pub fn refused_truncations(&self) -> u64 {
         self.refused_truncations
+    }
+
+    /// How many snapshots fetched from the leader were damaged (a CRC, a
+    /// missing footer) and thrown away: nonzero is worth an alert.
+    pub fn refused_snapshots(&self) -> u64 {
+        self.refused_snapshots
     }
 
     /// Whether a snapshot is being pulled from the leader.
@@ -507,6 +519,11 @@ impl<L: RaftLog> RaftNode<L> {
                 };
                 self.handle_fetch_response(now, from, response)
             }
+            Body::UpdateRaftVoterResponse { error, leader_epoch, leader_id, .. } => {
+                // Nothing else to learn: the new endpoints arrive with the
+                // VotersRecord (Kafka's `handleUpdateVoterResponse`).
+                self.handle_common_response(now, from, error, leader_epoch, leader_id);
+            }
             Body::FetchSnapshotResponse {
                 error,
                 leader_epoch,
@@ -571,7 +588,9 @@ impl<L: RaftLog> RaftNode<L> {
     fn poll_follower(&mut self, now: u64) {
         let Role::Follower { leader, fetch_deadline_ms, .. } = self.role else { return };
         if now < fetch_deadline_ms {
-            self.maybe_send_fetch(now, leader);
+            if !self.maybe_send_update_voter(now, leader) {
+                self.maybe_send_fetch(now, leader);
+            }
         } else if self.can_campaign() {
             self.become_prospective(now);
         } else {
@@ -671,8 +690,14 @@ impl<L: RaftLog> RaftNode<L> {
         let voted = if epoch == self.epoch { self.voted_in_epoch() } else { None };
         let fetch_deadline_ms = now.saturating_add(self.config.fetch_timeout_ms);
         self.election_retries = 0;
-        let role =
-            Role::Follower { leader, voted, fetch_deadline_ms, has_fetched: false, snapshot_fetch: None };
+        let role = Role::Follower {
+            leader,
+            voted,
+            fetch_deadline_ms,
+            has_fetched: false,
+            snapshot_fetch: None,
+            update_voter_deadline_ms: Some(self.update_voter_deadline(now)),
+        };
         self.set_role(epoch, role);
     }
 

@@ -147,6 +147,71 @@ impl<L: RaftLog> RaftNode<L> {
         Ok(())
     }
 
+    // ---- a follower voter's own entry -------------------------------------
+
+    /// When a follower next checks its entry in the voter set: a few fetch
+    /// rounds from now (Kafka's `FollowerState.updateVoterPeriodMs`, three
+    /// fetch timeouts).
+    pub(crate) fn update_voter_deadline(&self, now: u64) -> u64 {
+        now.saturating_add(self.config.fetch_timeout_ms.saturating_mul(3))
+    }
+
+    /// A follower voter whose entry in the voter set names other endpoints
+    /// or `kraft.version`s than it has (it came back on other listeners)
+    /// sends UpdateRaftVoter to the leader in place of a Fetch once its
+    /// update period is over (Kafka's `pollFollowerAsVoter` with
+    /// `VoterSet.voterNodeNeedsUpdate`). Kafka restarts the period whether
+    /// or not the request could go; here a request that finds a Fetch in
+    /// flight waits for the link rather than for the next period. True
+    /// when the leader link is taken by it (or held for it).
+    pub(crate) fn maybe_send_update_voter(&mut self, now: u64, leader: NodeId) -> bool {
+        let Role::Follower { update_voter_deadline_ms, .. } = self.role else { return false };
+        if update_voter_deadline_ms.is_some_and(|deadline| now < deadline) {
+            return false;
+        }
+        let Some(me) = self.stale_voter_entry() else {
+            self.set_update_voter_deadline(Some(self.update_voter_deadline(now)));
+            return false;
+        };
+        let body = Body::UpdateRaftVoterRequest {
+            current_leader_epoch: self.epoch,
+            voter_id: me.key.id,
+            voter_directory_id: me.key.directory_id,
+            listeners: me.endpoints,
+            kraft_versions: me.kraft_versions,
+        };
+        let next =
+            if self.send_request(now, leader, body) { Some(self.update_voter_deadline(now)) } else { None };
+        self.set_update_voter_deadline(next);
+        true
+    }
+
+    /// This node as the voter set should name it, when the set's entry for
+    /// it differs: a voter of a dynamic quorum, with endpoints on the
+    /// quorum's listener, whose entry has other endpoints or versions.
+    fn stale_voter_entry(&self) -> Option<VoterNode> {
+        if self.kraft_version() == KRAFT_VERSION_STATIC {
+            return None;
+        }
+        let me = VoterNode {
+            key: self.replica_key(),
+            endpoints: self.config.endpoints.clone(),
+            kraft_versions: SUPPORTED_KRAFT_VERSIONS,
+        };
+        me.endpoint(&self.config.listener_name)?;
+        let entry = self.voter_set().get(me.key.id).filter(|entry| entry.is(me.key))?;
+        let same_endpoints = entry.endpoints.len() == me.endpoints.len()
+            && me.endpoints.iter().all(|endpoint| entry.endpoints.contains(endpoint));
+        let stale = entry.key != me.key || !same_endpoints || entry.kraft_versions != me.kraft_versions;
+        stale.then_some(me)
+    }
+
+    fn set_update_voter_deadline(&mut self, deadline: Option<u64>) {
+        if let Role::Follower { update_voter_deadline_ms, .. } = &mut self.role {
+            *update_voter_deadline_ms = deadline;
+        }
+    }
+
     /// The checks every voter change shares, in Kafka's order: none under
     /// way, a high watermark in this epoch, `kraft.version` 1, and the
     /// latest VotersRecord committed.

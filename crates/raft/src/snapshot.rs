@@ -7,7 +7,9 @@
 //! `deleteBeforeSnapshot`) and `KafkaRaftClient` (`handleFetchSnapshotRequest`,
 //! `handleFetchSnapshotResponse`).
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::Bytes;
+
+use crate::checkpoint::Checkpoint;
 
 use crate::config::QuorumConfig;
 use crate::log::{OffsetAndEpoch, RaftLog};
@@ -17,61 +19,6 @@ use crate::state::{Role, SnapshotFetch};
 use crate::voters::{BaseSource, ControlHistory, VoterSet, KRAFT_VERSION_STATIC};
 use crate::NodeId;
 
-/// Marks a snapshot that opens with the quorum's header.
-const HEADER_MAGIC: &[u8; 4] = b"SKRH";
-
-/// What the core writes at the front of every snapshot, as Kafka opens a
-/// snapshot with control records (`SnapshotHeaderRecord`,
-/// `KRaftVersionRecord`, `VotersRecord`): the `kraft.version` and, from
-/// version 1, the voter set in force at the snapshot's end offset.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SnapshotHeader {
-    /// The `kraft.version` in force.
-    pub kraft_version: i16,
-    /// The voter set in force (`kraft.version` 1 only).
-    pub voters: Option<VoterSet>,
-}
-
-/// A snapshot as written: `SKRH`, the header's length (u32), the
-/// `kraft.version` (i16), a `VotersRecord` v0 when it carries voters, then
-/// the state machine's bytes.
-pub fn encode_snapshot(header: &SnapshotHeader, state: &[u8]) -> Bytes {
-    let mut body = BytesMut::new();
-    body.put_i16(header.kraft_version);
-    if let Some(voters) = &header.voters {
-        body.extend_from_slice(&crate::wire::encode_voters_record(voters));
-    }
-    let mut out = BytesMut::with_capacity(8 + body.len() + state.len());
-    out.put_slice(HEADER_MAGIC);
-    out.put_u32(body.len() as u32);
-    out.put_slice(&body);
-    out.put_slice(state);
-    out.freeze()
-}
-
-/// The header and the state machine's bytes of a snapshot; a snapshot
-/// without a header (or with a malformed one) is all state, at
-/// `kraft.version` 0.
-pub fn decode_snapshot(content: &Bytes) -> (Option<SnapshotHeader>, Bytes) {
-    decode_header(content).unwrap_or((None, content.clone()))
-}
-
-fn decode_header(content: &Bytes) -> Option<(Option<SnapshotHeader>, Bytes)> {
-    let mut rest = content.clone();
-    if rest.len() < 8 || &rest[..4] != HEADER_MAGIC {
-        return None;
-    }
-    rest.advance(4);
-    let length = rest.get_u32() as usize;
-    if rest.len() < length || length < 2 {
-        return None;
-    }
-    let mut body = rest.split_to(length);
-    let kraft_version = body.get_i16();
-    let voters = if body.is_empty() { None } else { Some(crate::wire::decode_voters_record(body).ok()?) };
-    Some((Some(SnapshotHeader { kraft_version, voters }), rest))
-}
-
 /// The voter history a node starts with: the latest snapshot's header (or
 /// the configuration) then the control records of the log above it
 /// (Kafka's `KRaftControlRecordStateMachine.updateState`).
@@ -80,7 +27,10 @@ pub(crate) fn recover_history(config: &QuorumConfig, log: &impl RaftLog) -> Cont
     let mut from = log.start_offset();
     if let Some(id) = log.latest_snapshot() {
         if let Some((_, content)) = log.read_snapshot(id, 0, usize::MAX) {
-            history = history_from_snapshot(config, &content);
+            // The driver checked the file before handing the log over.
+            if let Ok(checkpoint) = Checkpoint::decode(&content) {
+                history = history_from_snapshot(config, checkpoint);
+            }
             from = id.offset;
         }
     }
@@ -107,10 +57,10 @@ fn configured_history(config: &QuorumConfig) -> ControlHistory {
 
 /// The history a snapshot starts: its voters, or the configured ones for
 /// a snapshot that carries none.
-fn history_from_snapshot(config: &QuorumConfig, content: &Bytes) -> ControlHistory {
-    match decode_snapshot(content).0 {
-        Some(SnapshotHeader { kraft_version, voters: Some(voters) }) if !voters.is_empty() => {
-            ControlHistory::new(kraft_version, voters, BaseSource::Snapshot)
+fn history_from_snapshot(config: &QuorumConfig, checkpoint: Checkpoint) -> ControlHistory {
+    match checkpoint.voters {
+        Some(voters) if !voters.is_empty() => {
+            ControlHistory::new(checkpoint.kraft_version, voters, BaseSource::Snapshot)
         }
         _ => configured_history(config),
     }
@@ -126,6 +76,18 @@ pub enum SnapshotError {
     NotNewer,
     /// The log has no batch of that epoch ending at that offset.
     InvalidId,
+}
+
+/// What the state machine hands over for a snapshot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotState {
+    /// Its state below the snapshot's end offset, as records.
+    pub records: Vec<Bytes>,
+    /// When the last record it covers was appended (the header's
+    /// `LastContainedLogTimestamp`), wall-clock milliseconds.
+    pub last_contained_log_timestamp_ms: i64,
+    /// Wall-clock milliseconds now, the batches' timestamp.
+    pub timestamp_ms: i64,
 }
 
 /// The fields of a FetchSnapshot request the leader reads.
@@ -154,19 +116,24 @@ pub(crate) struct SnapshotChunk {
 impl<L: RaftLog> RaftNode<L> {
     /// Records a snapshot the state machine took of its state below
     /// `snapshot_id.offset`, the end of a batch of epoch `snapshot_id.epoch`
-    /// at or below the high watermark (Kafka's `createNewSnapshot`).
+    /// at or below the high watermark (Kafka's `createNewSnapshot`), as a
+    /// checkpoint file in Kafka's layout ([`Checkpoint`]).
     pub fn create_snapshot(
         &mut self,
         now: u64,
         snapshot_id: OffsetAndEpoch,
-        content: Bytes,
+        state: SnapshotState,
     ) -> Result<(), SnapshotError> {
-        let result = self.record_snapshot(snapshot_id, content);
+        let result = self.record_snapshot(snapshot_id, state);
         self.poll(now);
         result
     }
 
-    fn record_snapshot(&mut self, snapshot_id: OffsetAndEpoch, content: Bytes) -> Result<(), SnapshotError> {
+    fn record_snapshot(
+        &mut self,
+        snapshot_id: OffsetAndEpoch,
+        state: SnapshotState,
+    ) -> Result<(), SnapshotError> {
         let high_watermark = self.high_watermark.unwrap_or(0);
         if snapshot_id.offset > high_watermark && !self.snapshots_above_high_watermark() {
             return Err(SnapshotError::AboveHighWatermark);
@@ -178,18 +145,24 @@ impl<L: RaftLog> RaftNode<L> {
         if !self.ends_a_batch_of_epoch(snapshot_id) {
             return Err(SnapshotError::InvalidId);
         }
-        let content = self.with_header(snapshot_id.offset, &content);
+        let content = self.checkpoint(snapshot_id, state);
         self.log.create_snapshot(snapshot_id, content.clone());
         self.push_action(Action::WriteSnapshot { snapshot_id, content });
         Ok(())
     }
 
-    /// The state machine's snapshot behind the header of what is in force
-    /// at `offset`.
-    fn with_header(&self, offset: u64, state: &[u8]) -> Bytes {
-        let (kraft_version, voters) = self.history.before(offset);
-        let voters = (kraft_version > KRAFT_VERSION_STATIC).then(|| voters.clone());
-        encode_snapshot(&SnapshotHeader { kraft_version, voters }, state)
+    /// The checkpoint file of `state`, behind the `kraft.version` and
+    /// voters in force at the snapshot's end (Kafka's `createSnapshot`:
+    /// `kraftVersionAtOffset`, `voterSetAtOffset`).
+    fn checkpoint(&self, snapshot_id: OffsetAndEpoch, state: SnapshotState) -> Bytes {
+        let (kraft_version, voters) = self.history.before(snapshot_id.offset);
+        let checkpoint = Checkpoint {
+            last_contained_log_timestamp_ms: state.last_contained_log_timestamp_ms,
+            kraft_version,
+            voters: (kraft_version > KRAFT_VERSION_STATIC).then(|| voters.clone()),
+            records: state.records,
+        };
+        checkpoint.encode(snapshot_id.epoch, state.timestamp_ms)
     }
 
     /// Moves the log start up to the latest snapshot, dropping the batches
@@ -338,7 +311,10 @@ impl<L: RaftLog> RaftNode<L> {
             let id = fetch.id;
             let content = Bytes::from(std::mem::take(&mut fetch.content));
             *snapshot_fetch = None;
-            self.install_snapshot(id, content);
+            if !self.install_snapshot(id, content) {
+                // Pull it again only after a pause, not in a tight loop.
+                self.requests.back_off(from, now, self.config.retry_backoff_ms);
+            }
         }
     }
 
@@ -347,14 +323,20 @@ impl<L: RaftLog> RaftNode<L> {
     /// leader sent it because it could not validate our log, so nothing
     /// past it can be trusted. Committed records are never cut: a snapshot
     /// below our high watermark or log start is refused, as only a broken
-    /// leader can send it.
-    fn install_snapshot(&mut self, id: OffsetAndEpoch, content: Bytes) {
+    /// leader can send it. Returns whether it was installed.
+    fn install_snapshot(&mut self, id: OffsetAndEpoch, content: Bytes) -> bool {
         let floor = self.high_watermark.unwrap_or(0).max(self.log.start_offset());
         if id.offset < floor {
             self.refused_truncations += 1;
-            return;
+            return false;
         }
-        self.history = history_from_snapshot(&self.config, &content);
+        let Ok(checkpoint) = Checkpoint::decode(&content) else {
+            // Damaged on the way or at the leader: never install it; the
+            // next Fetch names the snapshot to pull again.
+            self.refused_snapshots += 1;
+            return false;
+        };
+        self.history = history_from_snapshot(&self.config, checkpoint);
         self.log.install_snapshot(id, content.clone());
         self.push_action(Action::InstallSnapshot { snapshot_id: id, content });
         self.flushed_offset = id.offset;
@@ -364,5 +346,6 @@ impl<L: RaftLog> RaftNode<L> {
         // The snapshot is committed (Kafka's `updateFollowerHighWatermark`
         // after the install).
         self.high_watermark = Some(self.high_watermark.unwrap_or(0).max(id.offset));
+        true
     }
 }

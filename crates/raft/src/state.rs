@@ -148,6 +148,10 @@ pub(crate) enum Role {
         fetch_deadline_ms: u64,
         has_fetched: bool,
         snapshot_fetch: Option<SnapshotFetch>,
+        /// When a voter next checks that the voter set holds its own
+        /// endpoints (Kafka's update voter period); None: an UpdateRaftVoter
+        /// is due and goes out once the link to the leader is free.
+        update_voter_deadline_ms: Option<u64>,
     },
     Resigned {
         unacked: BTreeSet<NodeId>,

@@ -19,6 +19,8 @@ const ELECTION_TIMEOUT_MAX_MS: u64 = 2 * 1_000;
 /// Who sends voter changes in these tests (no node has this id).
 const ADMIN: NodeId = 0;
 const FETCH_MAX_WAIT_MS: u64 = 500;
+/// `controller.quorum.fetch.timeout.ms`'s default, which the tests keep.
+const FETCH_TIMEOUT_MS: u64 = 2_000;
 
 struct Harness {
     nodes: BTreeMap<NodeId, RaftNode<MemoryLog>>,
@@ -38,6 +40,15 @@ fn log_of(epochs: &[i32]) -> MemoryLog {
         log.append(Batch { base_offset: log.end_offset(), epoch: *epoch, records });
     }
     log
+}
+
+/// Node `id`'s state machine snapshot below `offset`.
+fn state_below(id: NodeId, offset: u64) -> crate::SnapshotState {
+    crate::SnapshotState {
+        records: vec![Bytes::from(format!("node {id}'s state below {offset}"))],
+        last_contained_log_timestamp_ms: 1_000 + offset as i64,
+        timestamp_ms: 2_000,
+    }
 }
 
 impl Harness {
@@ -187,9 +198,9 @@ impl Harness {
     /// Node `id` snapshots at `snapshot_id` and drops its log below it.
     fn snapshot_and_delete(&mut self, id: NodeId, snapshot_id: OffsetAndEpoch) {
         let now = self.clocks[&id];
-        let content = Bytes::from(format!("node {id}'s state below {}", snapshot_id.offset));
+        let state = state_below(id, snapshot_id.offset);
         let node = self.nodes.get_mut(&id).unwrap();
-        node.create_snapshot(now, snapshot_id, content).unwrap();
+        node.create_snapshot(now, snapshot_id, state).unwrap();
         assert!(node.delete_before_snapshot(now));
         self.collect(id);
         assert_eq!(self.node(id).log().start_offset(), snapshot_id.offset);
@@ -592,6 +603,37 @@ fn a_lagging_follower_catches_up_through_the_leaders_snapshot() {
 }
 
 #[test]
+fn a_damaged_snapshot_from_the_leader_is_never_installed() {
+    let mut harness = Harness::new(&[&[1, 1, 1], &[1, 1, 1], &[]]);
+    harness.nodes.get_mut(&3).unwrap().config.fetch_snapshot_max_bytes = 64;
+    harness.tick(1, ELECTION_TIMEOUT_MAX_MS);
+    harness.deliver(&[3]);
+    harness.replicate_until(1, 4, &[3]);
+    let snapshot_id = OffsetAndEpoch::new(4, 2);
+    harness.snapshot_and_delete(1, snapshot_id);
+    let good = harness.node(1).log().snapshot().unwrap().content.clone();
+    let mut damaged = good.to_vec();
+    damaged[good.len() / 2] ^= 0x40;
+    harness.nodes.get_mut(&1).unwrap().log.create_snapshot(snapshot_id, damaged.into());
+    for _ in 0..6 {
+        harness.fetch_round();
+    }
+    let follower = harness.node(3);
+    assert!(follower.refused_snapshots() >= 1);
+    assert_eq!(follower.log().snapshot(), None);
+    assert!(!harness
+        .performed
+        .iter()
+        .any(|(id, action)| *id == 3 && matches!(action, Action::InstallSnapshot { .. })));
+    // Once the leader serves an intact file, the follower installs it.
+    harness.nodes.get_mut(&1).unwrap().log.create_snapshot(snapshot_id, good.clone());
+    for _ in 0..6 {
+        harness.fetch_round();
+    }
+    assert_eq!(harness.node(3).log().snapshot().map(|s| s.content.clone()), Some(good));
+}
+
+#[test]
 fn a_fetch_below_the_log_start_is_answered_with_the_snapshot_id() {
     let mut harness = Harness::new(&[&[1, 1, 1], &[1, 1, 1], &[1, 1, 1]]);
     harness.elect(1);
@@ -701,8 +743,9 @@ fn snapshots_are_taken_only_at_committed_batch_ends() {
     let now = harness.clocks[&1];
     let leader = harness.nodes.get_mut(&1).unwrap();
     leader.append(now, vec![Bytes::from_static(b"a"), Bytes::from_static(b"b")]).unwrap();
-    let mut create =
-        |offset, epoch| leader.create_snapshot(now, OffsetAndEpoch::new(offset, epoch), Bytes::new());
+    let mut create = |offset, epoch| {
+        leader.create_snapshot(now, OffsetAndEpoch::new(offset, epoch), state_below(1, offset))
+    };
     assert_eq!(create(6, 4), Err(SnapshotError::AboveHighWatermark));
     assert_eq!(create(3, 1), Err(SnapshotError::InvalidId), "offset 3 ends an epoch-3 batch");
     assert_eq!(create(2, 3), Err(SnapshotError::InvalidId), "offset 2 ends an epoch-1 batch");
@@ -980,6 +1023,62 @@ fn update_voter_is_answered_as_soon_as_it_is_appended() {
 }
 
 #[test]
+fn a_follower_voter_back_on_other_listeners_tells_the_leader_with_update_raft_voter() {
+    let mut harness = dynamic_quorum(3, 3);
+    let moved = VoterNode {
+        endpoints: vec![Endpoint { listener: "CONTROLLER".into(), host: "127.0.0.9".into(), port: 9999 }],
+        ..voter_node(2)
+    };
+    // Node 2 restarts on a new listener: its entry in the voter set is stale.
+    harness.nodes.get_mut(&2).unwrap().config.endpoints = moved.endpoints.clone();
+    let updates_sent = |harness: &Harness| {
+        harness.sent_by(2).filter(|body| matches!(body, Body::UpdateRaftVoterRequest { .. })).count()
+    };
+    // A few fetch rounds, within the update period, change nothing.
+    harness.fetch_round();
+    assert_eq!(updates_sent(&harness), 0);
+    // Past the update period (three fetch timeouts of fetching), node 2 sends
+    // UpdateRaftVoter in place of a Fetch, and the leader takes it in.
+    for _ in 0..(3 * FETCH_TIMEOUT_MS / FETCH_MAX_WAIT_MS + 2) {
+        harness.fetch_round();
+    }
+    assert_eq!(updates_sent(&harness), 1);
+    let sent = harness.sent_by(2).find(|body| matches!(body, Body::UpdateRaftVoterRequest { .. })).cloned();
+    assert_eq!(
+        sent,
+        Some(Body::UpdateRaftVoterRequest {
+            current_leader_epoch: harness.node(1).epoch(),
+            voter_id: 2,
+            voter_directory_id: Some(directory(2)),
+            listeners: moved.endpoints.clone(),
+            kraft_versions: SUPPORTED_KRAFT_VERSIONS,
+        })
+    );
+    for id in 1..=3 {
+        assert_eq!(harness.node(id).voter_set().get(2), Some(&moved), "node {id}");
+    }
+    // Once the voter set is right, the next periods send nothing more.
+    for _ in 0..(6 * FETCH_TIMEOUT_MS / FETCH_MAX_WAIT_MS) {
+        harness.fetch_round();
+    }
+    assert_eq!(updates_sent(&harness), 1);
+    assert_eq!(harness.node(2).role(), RoleName::Follower);
+}
+
+#[test]
+fn a_voter_whose_entry_is_right_never_sends_update_raft_voter() {
+    let mut harness = dynamic_quorum(3, 3);
+    for _ in 0..(6 * FETCH_TIMEOUT_MS / FETCH_MAX_WAIT_MS) {
+        harness.fetch_round();
+    }
+    let updates = (2..=3)
+        .flat_map(|id| harness.sent_by(id))
+        .filter(|body| matches!(body, Body::UpdateRaftVoterRequest { .. }))
+        .count();
+    assert_eq!(updates, 0);
+}
+
+#[test]
 fn a_snapshot_carries_the_voter_set_past_the_log_start() {
     let mut harness = dynamic_quorum(3, 4);
     harness.admin(1, add_voter(4));
@@ -989,10 +1088,12 @@ fn a_snapshot_carries_the_voter_set_past_the_log_start() {
     let snapshot_id = harness.node(1).log().end_position();
     harness.snapshot_and_delete(1, snapshot_id);
     let snapshot = harness.node(1).log().snapshot().unwrap().content.clone();
-    let (header, state) = crate::snapshot::decode_snapshot(&snapshot);
-    assert_eq!(state, Bytes::from(format!("node 1's state below {}", snapshot_id.offset)));
-    let header = header.expect("a header");
-    assert_eq!((header.kraft_version, header.voters.as_ref()), (1, Some(harness.node(1).voter_set())));
+    let checkpoint = crate::checkpoint::Checkpoint::decode(&snapshot).unwrap();
+    assert_eq!(checkpoint.records, state_below(1, snapshot_id.offset).records);
+    assert_eq!(
+        (checkpoint.kraft_version, checkpoint.voters.as_ref()),
+        (1, Some(harness.node(1).voter_set()))
+    );
     // Restarted from the snapshot alone, node 1 knows voter 4.
     let mut config = QuorumConfig::dynamic(1, directory(1), VoterSet::new((1..=3).map(voter_node)));
     config.endpoints = voter_node(1).endpoints;

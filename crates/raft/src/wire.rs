@@ -40,7 +40,7 @@ use kafka_protocol::messages::{
     RemoveRaftVoterRequest, RemoveRaftVoterResponse, TopicName, UpdateRaftVoterRequest,
     UpdateRaftVoterResponse, VoteRequest, VoteResponse, VotersRecord,
 };
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::protocol::{Encodable, StrBytes};
 use uuid::Uuid;
 
 use crate::log::{Batch, OffsetAndEpoch};
@@ -290,8 +290,8 @@ pub fn encode_voters_record(voters: &VoterSet) -> Bytes {
 }
 
 /// A voter set from the bytes of a `VotersRecord` v0.
-pub fn decode_voters_record(mut bytes: Bytes) -> Result<VoterSet, WireError> {
-    let record = VotersRecord::decode(&mut bytes, 0)
+pub fn decode_voters_record(bytes: Bytes) -> Result<VoterSet, WireError> {
+    let record = crate::record_batch::decode_control_value::<VotersRecord>(bytes)
         .map_err(|error| WireError::Records(format!("VotersRecord: {error}")))?;
     voter_set_from_record(&record)
 }

@@ -90,6 +90,11 @@ pub(crate) fn snapshot_content(digest: u64) -> Bytes {
     Bytes::from(format!("{digest:016x}").repeat(4))
 }
 
+/// The state machine's record in a snapshot file (None: a damaged file).
+pub(crate) fn snapshot_record(file: &Bytes) -> Option<Bytes> {
+    crate::checkpoint::Checkpoint::decode(file).ok()?.records.into_iter().next()
+}
+
 /// The digest a snapshot holds.
 pub(crate) fn snapshot_digest(content: &[u8]) -> Option<u64> {
     let hex = std::str::from_utf8(content.get(..16)?).ok()?;
@@ -234,8 +239,8 @@ impl Checker {
                  than the committed batch {batch:?}"
             ));
         }
-        if crate::snapshot::decode_snapshot(&Bytes::copy_from_slice(content)).1
-            != snapshot_content(self.committed_digests[index])
+        if snapshot_record(&Bytes::copy_from_slice(content))
+            != Some(snapshot_content(self.committed_digests[index]))
         {
             return Err(format!(
                 "ConsistentCommittedData: node {id}'s snapshot {snapshot_id:?} does not hold the committed state"
@@ -331,7 +336,7 @@ impl Checker {
             Some(_) => None,
             None => log
                 .snapshot()
-                .and_then(|snapshot| crate::snapshot::decode_snapshot(&snapshot.content).0?.voters),
+                .and_then(|snapshot| crate::checkpoint::Checkpoint::decode(&snapshot.content).ok()?.voters),
         };
         let expected = in_log.as_ref().or(in_snapshot.as_ref()).unwrap_or(bootstrap_voters);
         if node.voter_set() != expected {

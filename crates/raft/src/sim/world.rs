@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
 
-use super::checker::{digest_after, snapshot_content, snapshot_digest, Checker, Violation};
+use super::checker::{digest_after, snapshot_content, snapshot_digest, snapshot_record, Checker, Violation};
 use crate::config::QuorumConfig;
 use crate::log::{MemoryLog, OffsetAndEpoch, RaftLog, Records};
 use crate::message::{Body, ErrorCode, Message};
@@ -92,6 +92,8 @@ pub(crate) struct RunStats {
     pub voter_changes_done: u64,
     /// Disks replaced (a new directory id, an empty log).
     pub disks_replaced: u64,
+    /// UpdateRaftVoter requests voters sent for their own stale entry.
+    pub self_updates: u64,
 }
 
 /// A voter change the administrator is waiting on.
@@ -223,8 +225,11 @@ pub(crate) fn run(seed: u64, config: SimConfig) -> Result<RunStats, Violation> {
             next_append += APPEND_INTERVAL_MS;
         }
     }
-    world.stats.committed_batches = world.checker.committed().len();
     world.stats.recovery_ms = world.now - heal_at;
+    if config.dynamic_voters {
+        world.await_voter_entries_current(config.liveness_bound_ms)?;
+    }
+    world.stats.committed_batches = world.checker.committed().len();
     Ok(world.stats)
 }
 
@@ -508,6 +513,9 @@ impl World {
     }
 
     fn send(&mut self, from: NodeId, to: NodeId, message: Message) {
+        if from != ADMIN && matches!(message.body, Body::UpdateRaftVoterRequest { .. }) {
+            self.stats.self_updates += 1;
+        }
         if self.cut_links.contains(&(from, to)) {
             return;
         }
@@ -743,10 +751,10 @@ impl World {
 
     /// The state machine's snapshot at `offset`: the digest of its latest
     /// snapshot, or of nothing, with the batches up to `offset` applied.
-    fn state_machine_snapshot(log: &MemoryLog, offset: u64) -> bytes::Bytes {
+    fn state_machine_snapshot(log: &MemoryLog, offset: u64) -> crate::SnapshotState {
         let (from, mut digest) = match log.snapshot().filter(|snapshot| snapshot.id.offset <= offset) {
             Some(snapshot) => {
-                let state = crate::snapshot::decode_snapshot(&snapshot.content).1;
+                let state = snapshot_record(&snapshot.content).expect("an intact snapshot");
                 (snapshot.id.offset, snapshot_digest(&state).expect("a digest"))
             }
             None => (0, 0),
@@ -756,7 +764,11 @@ impl World {
         {
             digest = digest_after(digest, batch);
         }
-        snapshot_content(digest)
+        crate::SnapshotState {
+            records: vec![snapshot_content(digest)],
+            last_contained_log_timestamp_ms: offset as i64,
+            timestamp_ms: 0,
+        }
     }
 
     fn isolate(&mut self, id: NodeId) {
@@ -865,6 +877,44 @@ impl World {
             self.restart_if_down(id)?;
         }
         Ok(())
+    }
+
+    /// `VoterEntriesCurrent` (liveness, after healing): every follower voter
+    /// whose entry an administrator moved corrects it with UpdateRaftVoter
+    /// within its update period (three fetch timeouts) and the bound.
+    fn await_voter_entries_current(&mut self, bound_ms: u64) -> Result<(), Violation> {
+        let give_up_at = self.now + 3 * QuorumConfig::new(1, [1]).fetch_timeout_ms + bound_ms;
+        while let Some(stale) = self.stale_voter_entry() {
+            if self.now >= give_up_at {
+                return Err(format!(
+                    "VoterEntriesCurrent: voter {stale}'s entry still names other endpoints than its own \
+                     ({})",
+                    self.describe()
+                ));
+            }
+            self.step_until(give_up_at)?;
+        }
+        Ok(())
+    }
+
+    /// A follower voter (of the leader of the highest epoch) whose entry in
+    /// that leader's voter set is not what the voter itself would write.
+    fn stale_voter_entry(&self) -> Option<NodeId> {
+        let leader = self
+            .nodes
+            .values()
+            .filter_map(|node| node.raft.as_ref())
+            .filter(|raft| raft.role() == RoleName::Leader)
+            .max_by_key(|raft| raft.epoch())?;
+        leader.voter_set().nodes().map(|entry| entry.key.id).find(|id| {
+            let own = self.as_voter(*id);
+            let follows = self.nodes[id]
+                .raft
+                .as_ref()
+                .is_some_and(|raft| raft.role() == RoleName::Follower && raft.epoch() == leader.epoch());
+            let entry = leader.voter_set().get(*id);
+            follows && entry.is_some_and(|entry| entry.key == own.key && *entry != own)
+        })
     }
 
     /// Whether a record appended after healing is below every node's high watermark.
