@@ -40,7 +40,7 @@ pub struct KraftConfig {
     /// `controller.listener.names`, upper-cased.
     pub controller_listener_names: Vec<String>,
     /// `inter.broker.listener.name`, upper-cased; Kafka's default is the
-    /// listener named after the PLAINTEXT protocol.
+    /// listener named after `security.inter.broker.protocol` (PLAINTEXT).
     pub inter_broker_listener_name: String,
     /// `broker.rack`
     pub broker_rack: Option<String>,
@@ -106,6 +106,7 @@ impl KraftConfig {
                 .collect(),
             inter_broker_listener_name: provided
                 .get("inter.broker.listener.name")
+                .or_else(|| provided.get("security.inter.broker.protocol"))
                 .map(|name| name.trim().to_ascii_uppercase())
                 .unwrap_or_else(|| "PLAINTEXT".to_owned()),
             broker_rack: provided.get("broker.rack").map(|rack| rack.trim().to_owned()),
