@@ -14,6 +14,9 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import (
     AclBinding,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
     AclOperation,
     AclPermissionType,
     AdminClient,
@@ -30,6 +33,7 @@ pytestmark = pytest.mark.timeout(240)
 
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 NODE_USER, NODE_PASSWORD = "broker", "broker-secret"
 USERS = {NODE_USER: NODE_PASSWORD, "alice": "alice-secret"}
 
@@ -66,7 +70,11 @@ class SecureCluster:
                               "ssl.principal.mapping.rules": "RULE:^CN=([^,]*),.*$/$1/,DEFAULT"})
         else:
             overrides.update({
-                "sasl.enabled.mechanisms": "PLAIN",
+                # SCRAM users live in the metadata log: a node can switch to
+                # SCRAM once its user's credential is stored.
+                "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+                "listener.name.controller.scram-sha-256.sasl.jaas.config":
+                    f'{SCRAM_MODULE} required username="{NODE_USER}" password="{NODE_PASSWORD}";',
                 "sasl.mechanism.controller.protocol": "PLAIN",
                 "sasl.mechanism.inter.broker.protocol": "PLAIN",
                 "listener.name.controller.plain.sasl.jaas.config": plain_jaas(),
@@ -179,3 +187,37 @@ def test_a_node_with_a_wrong_password_never_joins_and_says_why(tmp_path):
         assert wrong.alive(), "a wrong password must not stop the node"
         assert secure.brokers_seen(secure.cluster.nodes[1]) == {1, 2}
         assert "caught up" not in wrong.process.log_since_start()
+
+
+def has_scram_credential(conf: dict) -> bool:
+    admin = AdminClient(conf)  # kept alive until the future resolves
+    try:
+        return bool(admin.describe_user_scram_credentials([NODE_USER])[NODE_USER].result(timeout=10))
+    except KafkaException:
+        return False
+
+
+def test_a_node_moves_its_links_from_plain_to_scram_and_rejoins(tmp_path):
+    secure = SecureCluster(tmp_path)
+    with secure.cluster:
+        secure.cluster.start()
+        wait_formed(secure, {1, 2, 3})
+        first, moved = secure.cluster.nodes[1], secure.cluster.nodes[3]
+        admin = AdminClient(secure.conf(first))
+        upsertion = UserScramCredentialUpsertion(NODE_USER, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096),
+                                                 NODE_PASSWORD.encode())
+        for future in admin.alter_user_scram_credentials([upsertion]).values():
+            future.result(timeout=30)
+        for node in (first, secure.cluster.nodes[2]):
+            wait_until(lambda node=node: has_scram_credential(secure.conf(node)), CLUSTER_WAIT_S,
+                       f"the SCRAM credential in node {node.node_id}'s image")
+        moved.process.stop()
+        wait_until(lambda: secure.brokers_seen(first) == {1, 2}, CLUSTER_WAIT_S, "node 3 fenced")
+        # Its PLAIN login is now wrong: only SCRAM can bring it back.
+        moved.process.overrides.update({
+            "sasl.mechanism.controller.protocol": "SCRAM-SHA-256",
+            "listener.name.controller.plain.sasl.jaas.config": plain_jaas("not-the-password"),
+        })
+        moved.process.start()
+        wait_formed(secure, {1, 2, 3})
+        assert "authentication to" not in moved.process.log_since_start()
