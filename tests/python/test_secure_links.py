@@ -9,6 +9,7 @@ user is the nodes' own principal: no User:ANONYMOUS anywhere."""
 from __future__ import annotations
 
 import re
+import ssl
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
@@ -26,6 +27,7 @@ from confluent_kafka.admin import (
 )
 
 from cluster import CLUSTER_WAIT_S, Cluster, Node
+import wire
 from harness import wait_until
 from security_material import Authority
 
@@ -221,3 +223,39 @@ def test_a_node_moves_its_links_from_plain_to_scram_and_rejoins(tmp_path):
         moved.process.start()
         wait_formed(secure, {1, 2, 3})
         assert "authentication to" not in moved.process.log_since_start()
+
+
+def quorum_request_answered(port: int, ca_path, cluster_id: str, user: str) -> bool:
+    """Whether a BeginQuorumEpoch sent over SASL_SSL as `user` gets an
+    answer rather than a closed connection."""
+    with wire.Connection(port) as conn:
+        conn.sock = ssl.create_default_context(cafile=str(ca_path)).wrap_socket(conn.sock, server_hostname="127.0.0.1")
+        handshake = conn.call(wire.request(17, 1, 1, wire.int16(5) + b"PLAIN"))
+        assert wire.Reader(handshake).take(">ih")[1] == 0, "SaslHandshake refused"
+        token = f"\0{user}\0{USERS[user]}".encode()
+        answer = conn.call(wire.request(36, 1, 2, wire.int32(len(token)) + token))
+        assert wire.Reader(answer).take(">ih")[1] == 0, "SaslAuthenticate refused"
+        partition = wire.int32(0) + wire.int32(2) + wire.int32(0)  # index, leader id, epoch
+        topic = wire.int16(len(b"__cluster_metadata")) + b"__cluster_metadata" + wire.int32(1) + partition
+        body = wire.nullable_string(cluster_id) + wire.int32(1) + topic
+        try:
+            conn.call(wire.request(53, 0, 3, body))
+        except (AssertionError, OSError):
+            return False
+        return True
+
+
+def test_a_catching_up_node_answers_quorum_requests_of_super_users_only(tmp_path):
+    secure = SecureCluster(tmp_path)
+    with secure.cluster:
+        # Alone of three voters, node 1 never catches up: its controller
+        # listener serves only the quorum, and ACLs are not known yet.
+        secure.cluster.start(1)
+        node = secure.cluster.nodes[1]
+        ask = lambda user: quorum_request_answered(node.controller_port, secure.ca.ca_path,
+                                                   secure.cluster.cluster_id, user)
+        assert not ask("alice")
+        assert ask(NODE_USER)
+        log = node.process.log_since_start()
+        assert "User:alice is not a super user" in log
+        assert "metadata caught up" not in log

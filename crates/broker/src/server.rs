@@ -454,7 +454,9 @@ impl KraftStart {
         let answer_peers = listeners
             .iter()
             .filter(|(security, _)| controller_names.iter().any(|n| n.eq_ignore_ascii_case(&security.name)))
-            .map(|(security, listener)| answer_quorum_peers(listener, security.clone(), quorum.clone()));
+            .map(|(security, listener)| {
+                crate::early_peers::answer(listener, security.clone(), self.config.clone(), quorum.clone())
+            });
         let started = std::time::Instant::now();
         tokio::select! {
             _ = self.metadata_log.catch_up() => {}
@@ -482,68 +484,6 @@ impl KraftStart {
             Some(link),
         )
     }
-}
-
-/// Serves only the KRaft APIs on `listener`'s new connections, until dropped.
-async fn answer_quorum_peers(listener: &TcpListener, security: Arc<ListenerSecurity>, quorum: Quorum) {
-    loop {
-        match listener.accept().await {
-            Ok((stream, peer)) => {
-                let _ = stream.set_nodelay(true);
-                tokio::spawn(answer_quorum_peer(stream, peer, security.clone(), quorum.clone()));
-            }
-            Err(e) => {
-                tracing::warn!("accept failed: {e}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        }
-    }
-}
-
-/// One quorum peer's connection while this node catches up: over TLS and
-/// behind SASL when the controller listener asks for them.
-async fn answer_quorum_peer(
-    stream: tokio::net::TcpStream,
-    peer: std::net::SocketAddr,
-    security: Arc<ListenerSecurity>,
-    quorum: Quorum,
-) {
-    let Some(tls) = &security.tls else {
-        return answer_authenticated_peer(stream, peer, &security, quorum).await;
-    };
-    match tls.accept(stream).await {
-        Ok(stream) => answer_authenticated_peer(stream, peer, &security, quorum).await,
-        Err(e) => tracing::info!(%peer, listener = %security.name, "TLS handshake failed: {e}"),
-    }
-}
-
-async fn answer_authenticated_peer<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
-    stream: S,
-    peer: std::net::SocketAddr,
-    security: &ListenerSecurity,
-    quorum: Quorum,
-) {
-    use crate::security::sasl::{Action, SaslConnection};
-    use strom_quorum::listener::Gate;
-    let Some(sasl) = security.sasl.clone() else {
-        return strom_quorum::listener::serve_connection(stream, quorum).await;
-    };
-    let mut sasl = SaslConnection::new(sasl);
-    let listener = security.name.clone();
-    strom_quorum::listener::serve_gated(stream, quorum, move |frame| match sasl.on_frame(frame) {
-        Action::Dispatch(frame) if sasl.is_authenticated() => Gate::Answer(frame),
-        Action::Dispatch(_) => Gate::Close,
-        Action::Reply(answer) => Gate::Reply(answer),
-        Action::ReplyAndClose(answer, reason) => {
-            tracing::warn!(%peer, %listener, "authentication of a quorum peer failed: {reason}");
-            Gate::ReplyAndClose(answer)
-        }
-        Action::Close(reason) => {
-            tracing::warn!(%peer, %listener, "closing a quorum peer's connection: {reason}");
-            Gate::Close
-        }
-    })
-    .await
 }
 
 /// Runs every future of `futures` to completion, concurrently.
