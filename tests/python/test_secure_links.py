@@ -51,9 +51,9 @@ class SecureCluster:
     SASL_SSL with PLAIN, or both SSL with required client certificates
     (`mtls`), under the StandardAuthorizer."""
 
-    def __init__(self, workdir, mtls: bool = False):
+    def __init__(self, workdir, mtls: bool = False, dns_only: bool = False):
         self.ca = Authority(workdir / "pki", "links-ca")
-        server = self.ca.issue("node", NODE_USER, server=True, client=True)
+        server = self.ca.issue("node", NODE_USER, server=True, client=True, dns_only=dns_only)
         # Server and client both: the nodes' certificate serves and is shown.
         keystore = self.ca.pem_keystore(server, workdir / "pki" / "node.keystore.pem")
         protocol = "SSL" if mtls else "SASL_SSL"
@@ -84,6 +84,7 @@ class SecureCluster:
                 "super.users": f"User:{NODE_USER}",
             })
         self.mtls = mtls
+        self.dns_only = dns_only
         self.cluster = Cluster(workdir, controllers=3, combined=True, overrides=overrides)
         for node in self.cluster.nodes.values():
             node.process.overrides["listeners"] = (
@@ -92,6 +93,8 @@ class SecureCluster:
 
     def conf(self, node: Node, user: str = NODE_USER) -> dict:
         conf = {"bootstrap.servers": node.bootstrap, "ssl.ca.location": str(self.ca.ca_path)}
+        if self.dns_only:
+            conf["ssl.endpoint.identification.algorithm"] = "none"
         if self.mtls:
             return {**conf, "security.protocol": "SSL", "ssl.certificate.location": str(self.client_cert.cert_path),
                     "ssl.key.location": str(self.client_cert.key_path)}
@@ -259,3 +262,18 @@ def test_a_catching_up_node_answers_quorum_requests_of_super_users_only(tmp_path
         log = node.process.log_since_start()
         assert "User:alice is not a super user" in log
         assert "metadata caught up" not in log
+
+
+def test_server_names_are_checked_unless_the_identification_algorithm_is_empty(tmp_path):
+    # The nodes' certificate names localhost, not the 127.0.0.1 they reach each other at.
+    secure = SecureCluster(tmp_path, dns_only=True)
+    for node_id in (1, 2):
+        secure.cluster.nodes[node_id].process.overrides["ssl.endpoint.identification.algorithm"] = ""
+    checking = secure.cluster.nodes[3]  # Kafka's default: https
+    with secure.cluster:
+        secure.cluster.start()
+        wait_formed(secure, {1, 2})
+        wait_until(lambda: "controller link: TLS handshake failed" in checking.process.log_since_start(),
+                   CLUSTER_WAIT_S, "node 3 refusing the others' certificate for its name")
+        assert 'certificate not valid for name "127.0.0.1"' in checking.process.log_since_start()
+        assert secure.brokers_seen(secure.cluster.nodes[1]) == {1, 2}
