@@ -51,7 +51,7 @@ class SecureCluster:
     SASL_SSL with PLAIN, or both SSL with required client certificates
     (`mtls`), under the StandardAuthorizer."""
 
-    def __init__(self, workdir, mtls: bool = False, dns_only: bool = False):
+    def __init__(self, workdir, mtls: bool = False, dns_only: bool = False, combined: bool = True):
         self.ca = Authority(workdir / "pki", "links-ca")
         server = self.ca.issue("node", NODE_USER, server=True, client=True, dns_only=dns_only)
         # Server and client both: the nodes' certificate serves and is shown.
@@ -85,10 +85,12 @@ class SecureCluster:
             })
         self.mtls = mtls
         self.dns_only = dns_only
-        self.cluster = Cluster(workdir, controllers=3, combined=True, overrides=overrides)
+        layout = {"controllers": 3, "combined": True} if combined else {"controllers": 1, "brokers": 2}
+        self.cluster = Cluster(workdir, overrides=overrides, **layout)
         for node in self.cluster.nodes.values():
-            node.process.overrides["listeners"] = (
-                f"BROKER://127.0.0.1:{node.broker_port},CONTROLLER://127.0.0.1:{node.controller_port}")
+            ports = {"BROKER": node.broker_port, "CONTROLLER": node.controller_port}
+            node.process.overrides["listeners"] = ",".join(
+                f"{name}://127.0.0.1:{port}" for name, port in ports.items() if port is not None)
         self.client_cert = None if not mtls else self.ca.issue("client", NODE_USER)
 
     def conf(self, node: Node, user: str = NODE_USER) -> dict:
@@ -109,8 +111,9 @@ class SecureCluster:
             return set()
 
     def follower(self) -> Node:
+        """A broker that is not the active controller: it forwards admin writes."""
         leader, _ = self.cluster.wait_for_leader()
-        return next(n for n in self.cluster.nodes.values() if n.node_id != leader)
+        return next(n for n in self.cluster.brokers() if n.node_id != leader)
 
 
 def create(conf: dict, topic: str, partitions: int) -> None:
@@ -141,11 +144,12 @@ def wait_formed(secure: SecureCluster, node_ids: set[int]) -> None:
                    f"brokers {sorted(node_ids)} unfenced in node {node.node_id}'s metadata")
 
 
-def test_a_sasl_ssl_cluster_forms_forwards_and_serves_without_anonymous(tmp_path):
-    secure = SecureCluster(tmp_path)
+@pytest.mark.parametrize("combined", [True, False], ids=["combined", "separate"])
+def test_a_sasl_ssl_cluster_forms_forwards_and_serves_without_anonymous(tmp_path, combined):
+    secure = SecureCluster(tmp_path, combined=combined)
     with secure.cluster:
         secure.cluster.start()
-        wait_formed(secure, {1, 2, 3})
+        wait_formed(secure, {n.node_id for n in secure.cluster.brokers()})
         follower = secure.follower()
         # CreateAcls as the nodes' super user, through a node that forwards it.
         admin = AdminClient(secure.conf(follower))
