@@ -132,6 +132,8 @@ pub struct Channel {
     pending: Pending,
     next_correlation_id: AtomicI32,
     closed: Arc<AtomicBool>,
+    /// The task reading responses; it holds the stream's read half.
+    reader: tokio::task::AbortHandle,
 }
 
 impl std::fmt::Debug for Channel {
@@ -152,7 +154,7 @@ impl Channel {
         let (reader, writer) = tokio::io::split(stream);
         let pending: Pending = Arc::default();
         let closed = Arc::new(AtomicBool::new(false));
-        tokio::spawn(read_responses(reader, pending.clone(), closed.clone()));
+        let reader = tokio::spawn(read_responses(reader, pending.clone(), closed.clone())).abort_handle();
         Self {
             address: address.to_owned(),
             client_id: StrBytes::from_string(client_id.to_owned()),
@@ -160,6 +162,7 @@ impl Channel {
             pending,
             next_correlation_id: AtomicI32::new(0),
             closed,
+            reader,
         }
     }
 
@@ -237,8 +240,11 @@ impl Channel {
 
 impl Drop for Channel {
     fn drop(&mut self) {
-        // Ends the reader task at its next read.
+        // Nobody waits for an answer any more: ending the reader drops the
+        // stream's last half, which closes the connection (a split stream
+        // is not shut down by dropping its write half alone).
         self.closed.store(true, Ordering::Release);
+        self.reader.abort();
     }
 }
 
@@ -451,6 +457,19 @@ mod tests {
             matches!(&failed, Err(ChannelError::Authentication(_, why)) if why == "refused with 35"),
             "{failed:?}"
         );
+    }
+
+    #[tokio::test]
+    async fn a_dropped_channel_closes_its_connection() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        let channel = Channel::connect(&address, "test", TIMEOUT).await.unwrap();
+        let (mut accepted, _) = listener.accept().await.unwrap();
+        drop(channel);
+        let mut byte = [0u8; 1];
+        let read =
+            tokio::time::timeout(TIMEOUT, accepted.read(&mut byte)).await.expect("the connection stays open");
+        assert_eq!(read.unwrap(), 0, "end of stream");
     }
 
     #[test]
