@@ -29,7 +29,7 @@ from confluent_kafka.admin import (
 from cluster import CLUSTER_WAIT_S, Cluster, Node
 import wire
 from harness import wait_until
-from security_material import Authority
+from security_material import STORE_PASSWORD, Authority
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -47,9 +47,11 @@ def plain_jaas(password: str = NODE_PASSWORD) -> str:
 
 
 class SecureCluster:
-    """Three combined nodes whose BROKER and CONTROLLER listeners are both
-    SASL_SSL with PLAIN, or both SSL with required client certificates
-    (`mtls`), under the StandardAuthorizer."""
+    """Three combined nodes (or, not `combined`, a controller and two
+    brokers) whose BROKER and CONTROLLER listeners are both SASL_SSL with
+    PLAIN, or both SSL with required client certificates (`mtls`, the
+    controller listener with PKCS12 stores of its own), under the
+    StandardAuthorizer."""
 
     def __init__(self, workdir, mtls: bool = False, dns_only: bool = False, combined: bool = True):
         self.ca = Authority(workdir / "pki", "links-ca")
@@ -70,6 +72,16 @@ class SecureCluster:
         if mtls:
             overrides.update({"ssl.client.auth": "required", "super.users": f"User:{NODE_USER}",
                               "ssl.principal.mapping.rules": "RULE:^CN=([^,]*),.*$/$1/,DEFAULT"})
+            # The controller listener's own stores, in PKCS12: the links use them too.
+            controller = "listener.name.controller.ssl"
+            overrides.update({
+                f"{controller}.keystore.type": "PKCS12",
+                f"{controller}.keystore.location": str(self.ca.pkcs12_keystore(server, workdir / "pki" / "node.p12")),
+                f"{controller}.keystore.password": STORE_PASSWORD,
+                f"{controller}.truststore.type": "PKCS12",
+                f"{controller}.truststore.location": str(self.ca.pkcs12_truststore(workdir / "pki" / "trust.p12")),
+                f"{controller}.truststore.password": STORE_PASSWORD,
+            })
         else:
             overrides.update({
                 # SCRAM users live in the metadata log: a node can switch to
