@@ -88,7 +88,11 @@ class Authority:
         self.ca_path = directory / f"{name}.pem"
         self.ca_path.write_bytes(self.cert.public_bytes(serialization.Encoding.PEM))
 
-    def issue(self, file_stem: str, cn: str, ou: str | None = None, server: bool = False) -> Issued:
+    def issue(self, file_stem: str, cn: str, ou: str | None = None, server: bool = False,
+              client: bool = False, dns_only: bool = False) -> Issued:
+        """A certificate for a server (`server`), a client, or (both flags) a
+        node that serves and connects to other nodes. A server's names are
+        localhost and 127.0.0.1, or (`dns_only`) localhost alone."""
         key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.timezone.utc)
         builder = (
@@ -102,9 +106,13 @@ class Authority:
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         )
         if server:
-            names = [x509.DNSName("localhost"), x509.IPAddress(IPv4Address("127.0.0.1"))]
+            names = [x509.DNSName("localhost")]
+            if not dns_only:
+                names.append(x509.IPAddress(IPv4Address("127.0.0.1")))
             builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
             usage = [x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]
+            if client:
+                usage.append(x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH)
         else:
             usage = [x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH]
         builder = builder.add_extension(x509.ExtendedKeyUsage(usage), critical=False)

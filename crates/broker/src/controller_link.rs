@@ -2,7 +2,9 @@
 //! `NodeToControllerChannelManager`): requests go to the quorum leader's
 //! controller endpoint (from `controller.quorum.voters`) and are retried at
 //! the new leader on NOT_CONTROLLER or a lost connection until their
-//! deadline.
+//! deadline. Connections are secured and authenticated as the controller
+//! listener is configured ([`crate::security::client`]); one that cannot
+//! authenticate is logged and retried after a backoff.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -15,7 +17,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::Request;
 use strom_metadata::{MetadataError, NewTopic, ProducerIdBlock};
-use strom_quorum::channel::Channel;
+use strom_quorum::channel::{Channel, ChannelError, Connector, AUTHENTICATION_BACKOFF};
 use strom_quorum::Quorum;
 use tokio::time::Instant;
 
@@ -48,14 +50,20 @@ fn not_controller_error(e: LinkError) -> MetadataError {
 /// The outbound requests of one node to the active controller.
 pub struct ControllerLink {
     quorum: Quorum,
+    connector: Connector,
     channels: Mutex<HashMap<i32, Arc<Channel>>>,
     /// Flips at shutdown: requests in progress give up at once.
     closed: tokio::sync::watch::Sender<bool>,
 }
 
 impl ControllerLink {
-    pub fn new(quorum: Quorum) -> Self {
-        Self { quorum, channels: Mutex::default(), closed: tokio::sync::watch::channel(false).0 }
+    pub fn new(quorum: Quorum, connector: Connector) -> Self {
+        Self { quorum, connector, channels: Mutex::default(), closed: tokio::sync::watch::channel(false).0 }
+    }
+
+    /// Opens connections to controllers, secured as this link's are.
+    pub fn connector(&self) -> &Connector {
+        &self.connector
     }
 
     /// Ends every request in progress and refuses new ones (shutdown).
@@ -186,8 +194,15 @@ impl ControllerLink {
             return Ok(channel);
         }
         let address = self.address_of(leader).ok_or("the leader is not a known voter")?;
-        let channel =
-            Arc::new(Channel::connect(&address, CLIENT_ID, timeout).await.map_err(|e| e.to_string())?);
+        let channel = match self.connector.connect(&address, CLIENT_ID, timeout).await {
+            Ok(channel) => Arc::new(channel),
+            Err(e @ ChannelError::Authentication(..)) => {
+                tracing::error!(link = CLIENT_ID, "{e}; retrying in {AUTHENTICATION_BACKOFF:?}");
+                tokio::time::sleep(AUTHENTICATION_BACKOFF).await;
+                return Err(e.to_string());
+            }
+            Err(e) => return Err(e.to_string()),
+        };
         self.channels.lock().unwrap_or_else(PoisonError::into_inner).insert(leader, channel.clone());
         Ok(channel)
     }

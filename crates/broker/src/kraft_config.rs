@@ -40,7 +40,7 @@ pub struct KraftConfig {
     /// `controller.listener.names`, upper-cased.
     pub controller_listener_names: Vec<String>,
     /// `inter.broker.listener.name`, upper-cased; Kafka's default is the
-    /// listener named after the PLAINTEXT protocol.
+    /// listener named after `security.inter.broker.protocol` (PLAINTEXT).
     pub inter_broker_listener_name: String,
     /// `broker.rack`
     pub broker_rack: Option<String>,
@@ -104,10 +104,7 @@ impl KraftConfig {
                 .iter()
                 .map(|name| name.to_ascii_uppercase())
                 .collect(),
-            inter_broker_listener_name: provided
-                .get("inter.broker.listener.name")
-                .map(|name| name.trim().to_ascii_uppercase())
-                .unwrap_or_else(|| "PLAINTEXT".to_owned()),
+            inter_broker_listener_name: inter_broker_listener_name(provided)?,
             broker_rack: provided.get("broker.rack").map(|rack| rack.trim().to_owned()),
             election_timeout_ms: timeout(0)?,
             fetch_timeout_ms: timeout(1)?,
@@ -310,6 +307,19 @@ fn voters(provided: &BTreeMap<String, String>) -> Result<Vec<Voter>, ConfigError
     Ok(voters)
 }
 
+/// `inter.broker.listener.name`, else the listener named after
+/// `security.inter.broker.protocol`; Kafka refuses both at once.
+fn inter_broker_listener_name(provided: &BTreeMap<String, String>) -> Result<String, ConfigError> {
+    let name = provided.get("inter.broker.listener.name");
+    let protocol = provided.get("security.inter.broker.protocol");
+    if let (Some(name), Some(_)) = (name, protocol) {
+        let reason =
+            "Only one of inter.broker.listener.name and security.inter.broker.protocol should be set.";
+        return Err(error("inter.broker.listener.name", name, reason));
+    }
+    Ok(name.or(protocol).map_or("PLAINTEXT".to_owned(), |name| name.trim().to_ascii_uppercase()))
+}
+
 fn bootstrap_servers(provided: &BTreeMap<String, String>) -> Result<Vec<(String, u16)>, ConfigError> {
     let key = "controller.quorum.bootstrap.servers";
     let raw = provided.get(key).map(String::as_str).unwrap_or("");
@@ -378,6 +388,19 @@ mod tests {
         assert_eq!(kraft.broker_rack.as_deref(), Some("r1"));
         let advertised: Vec<&str> = config.advertised_listeners.iter().map(|l| l.name.as_str()).collect();
         assert_eq!(advertised, ["PLAINTEXT"], "the controller listener is not advertised to clients");
+    }
+
+    #[test]
+    fn the_inter_broker_listener_is_named_once() {
+        let voters = ("controller.quorum.voters", "1@127.0.0.1:9093");
+        let by_protocol = combined(&[voters, ("security.inter.broker.protocol", "plaintext")]).unwrap();
+        assert_eq!(by_protocol.kraft.inter_broker_listener_name, "PLAINTEXT");
+        let both = combined(&[
+            voters,
+            ("security.inter.broker.protocol", "PLAINTEXT"),
+            ("inter.broker.listener.name", "PLAINTEXT"),
+        ]);
+        assert!(both.unwrap_err().reason.contains("Only one of"));
     }
 
     #[test]

@@ -17,7 +17,9 @@
 //!   topics, configs, list_offsets, log_dirs, cluster, api_versions, groups,
 //!   transactions…; `raft` hands the KRaft APIs and the metadata Fetch to
 //!   the node's `strom_quorum::Quorum`, which [`server`] starts on every
-//!   node with `process.roles`);
+//!   node with `process.roles`; until the node has caught up with the
+//!   metadata log, [`early_peers`] answers them on the controller
+//!   listeners instead);
 //! - [`response_errors`] reads each response's error codes, which dispatch
 //!   counts per API and logs per request at debug level;
 //! - [`replica`] is the partition state the handlers act on: the
@@ -63,6 +65,7 @@ pub mod config_sources;
 pub mod console;
 pub mod controller_link;
 pub mod dispatch;
+pub mod early_peers;
 pub mod error;
 pub mod failpoint;
 pub mod fetch_session;

@@ -20,6 +20,7 @@ use strom_metadata::{
     block_on, BrokerHeartbeat, BrokerRegistration, Controller, Endpoint, FeatureRange, HeartbeatReply,
     MetadataError, MetadataImage, MetadataLoader, QuorumRecordLog, SnapshotPolicy,
 };
+use strom_quorum::channel::Connector;
 use strom_quorum::{Quorum, QuorumConfig};
 use strom_storage::file_cache::FileCache;
 use strom_storage::{Context, LogManager, StorageError};
@@ -416,6 +417,8 @@ struct KraftStart {
     logs: LogManager,
     cluster_id: String,
     metadata_log: Arc<QuorumRecordLog>,
+    /// Opens the links to controllers, secured as the controller listener.
+    controller_connector: Connector,
 }
 
 impl KraftStart {
@@ -430,12 +433,14 @@ impl KraftStart {
         }
         let logs = Broker::lock_log_dirs(&config)?;
         let cluster_id = formatted_cluster_id(&config)?;
-        let quorum_config = quorum_config(&config, &cluster_id)?;
+        let controller_connector =
+            crate::security::client::controller_connector(&config).map_err(StartError::Config)?;
+        let quorum_config = quorum_config(&config, &cluster_id, controller_connector.clone())?;
         let quorum = Quorum::start(quorum_config).await.map_err(|e| StartError::Config(e.to_string()))?;
         let loader = Arc::new(MetadataLoader::new());
         scram.bind(loader.clone());
         let metadata_log = Arc::new(QuorumRecordLog::start(quorum, loader, snapshot_policy(&config)));
-        Ok(Self { config, listener_security, logs, cluster_id, metadata_log })
+        Ok(Self { config, listener_security, logs, cluster_id, metadata_log, controller_connector })
     }
 
     /// Waits until the loader has caught up with the high watermark known
@@ -449,7 +454,9 @@ impl KraftStart {
         let answer_peers = listeners
             .iter()
             .filter(|(security, _)| controller_names.iter().any(|n| n.eq_ignore_ascii_case(&security.name)))
-            .map(|(_, listener)| answer_quorum_peers(listener, quorum.clone()));
+            .map(|(security, listener)| {
+                crate::early_peers::answer(listener, security.clone(), self.config.clone(), quorum.clone())
+            });
         let started = std::time::Instant::now();
         tokio::select! {
             _ = self.metadata_log.catch_up() => {}
@@ -464,7 +471,8 @@ impl KraftStart {
         let loader = self.metadata_log.loader().clone();
         let log: Arc<dyn strom_metadata::RecordLog> = self.metadata_log.clone();
         let controller = configured(Controller::new(&self.cluster_id, log, loader), &self.config);
-        let link = Arc::new(ControllerLink::new(self.metadata_log.quorum().clone()));
+        let link =
+            Arc::new(ControllerLink::new(self.metadata_log.quorum().clone(), self.controller_connector));
         let security = self.listener_security;
         Broker::assemble(
             self.config,
@@ -475,22 +483,6 @@ impl KraftStart {
             Some(self.metadata_log),
             Some(link),
         )
-    }
-}
-
-/// Serves only the KRaft APIs on `listener`'s new connections, until dropped.
-async fn answer_quorum_peers(listener: &TcpListener, quorum: Quorum) {
-    loop {
-        match listener.accept().await {
-            Ok((stream, _)) => {
-                let _ = stream.set_nodelay(true);
-                tokio::spawn(strom_quorum::listener::serve_connection(stream, quorum.clone()));
-            }
-            Err(e) => {
-                tracing::warn!("accept failed: {e}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        }
     }
 }
 
@@ -704,7 +696,11 @@ type BoundSockets = (Vec<(Arc<ListenerSecurity>, TcpListener)>, Option<TcpListen
 /// static quorum from `controller.quorum.voters`, else a dynamic (KIP-853)
 /// one whose voters come from the bootstrap checkpoint or the log, found
 /// through `controller.quorum.bootstrap.servers`.
-fn quorum_config(config: &BrokerConfig, cluster_id: &str) -> Result<strom_quorum::Config, StartError> {
+fn quorum_config(
+    config: &BrokerConfig,
+    cluster_id: &str,
+    connector: Connector,
+) -> Result<strom_quorum::Config, StartError> {
     let kraft = &config.kraft;
     let voter_endpoints: BTreeMap<i32, String> =
         kraft.voters.iter().map(|v| (v.id, format!("{}:{}", v.host, v.port))).collect();
@@ -743,6 +739,7 @@ fn quorum_config(config: &BrokerConfig, cluster_id: &str) -> Result<strom_quorum
             .iter()
             .map(|(host, port)| format!("{host}:{port}"))
             .collect(),
+        connector,
     })
 }
 

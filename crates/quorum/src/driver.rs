@@ -17,7 +17,7 @@ use strom_raft::{
 };
 use tokio::sync::{mpsc, oneshot};
 
-use crate::channel::Reconnecting;
+use crate::channel::{Connector, Reconnecting};
 use crate::codec::KafkaRecords;
 use crate::disk::MetadataDir;
 use crate::{
@@ -74,6 +74,7 @@ pub(crate) enum Input {
 struct Peers {
     links: HashMap<NodeId, (String, Arc<Reconnecting>)>,
     client_id: String,
+    connector: Connector,
     backoff: Duration,
     timeout: Duration,
 }
@@ -86,7 +87,13 @@ impl Peers {
                 return link.clone();
             }
         }
-        let link = Arc::new(Reconnecting::new(&address, &self.client_id, self.backoff, self.timeout));
+        let link = Arc::new(Reconnecting::new(
+            &address,
+            &self.client_id,
+            self.connector.clone(),
+            self.backoff,
+            self.timeout,
+        ));
         self.links.insert(id, (address, link.clone()));
         link
     }
@@ -148,7 +155,8 @@ pub(crate) async fn spawn(
     let backoff = Duration::from_millis(config.raft.retry_backoff_ms.max(10));
     let timeout = Duration::from_millis(config.raft.request_timeout_ms);
     let client_id = format!("raft-client-{}", config.raft.node_id);
-    let peers = Peers { links: HashMap::new(), client_id, backoff, timeout };
+    let connector = config.connector.clone();
+    let peers = Peers { links: HashMap::new(), client_id, connector, backoff, timeout };
     let (input_tx, inputs) = mpsc::unbounded_channel();
     let mut driver = Driver {
         node,

@@ -74,6 +74,8 @@ pub struct Config {
     /// `controller.quorum.bootstrap.servers` as `host:port`: where a node
     /// of a dynamic quorum looks for the leader.
     pub bootstrap_servers: Vec<String>,
+    /// Opens the links to peers, secured as the controller listener is.
+    pub connector: channel::Connector,
 }
 
 impl Config {

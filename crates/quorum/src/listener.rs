@@ -6,7 +6,9 @@
 //! through [`Quorum::handle_request`].
 //!
 //! Requests on one connection are answered one at a time, in order, as
-//! Kafka answers them; anything else closes the connection.
+//! Kafka answers them; anything else closes the connection. A [`Gate`]
+//! may see every frame first (the broker's SASL exchange on a secured
+//! controller listener while it catches up).
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
@@ -16,8 +18,8 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
 use strom_raft::wire::{WireRequest, WireResponse};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpListener;
 
 use crate::Quorum;
 
@@ -32,8 +34,29 @@ pub async fn serve(listener: TcpListener, quorum: Quorum) {
     }
 }
 
+/// What a gate lets happen to a request frame.
+pub enum Gate {
+    /// The quorum answers it.
+    Answer(Bytes),
+    /// Write this (size-prefixed) answer instead and read on.
+    Reply(Bytes),
+    /// Write this answer, then close.
+    ReplyAndClose(Bytes),
+    /// Close at once.
+    Close,
+}
+
 /// Answers the KRaft requests of one accepted connection until it closes.
-pub async fn serve_connection(mut stream: TcpStream, quorum: Quorum) {
+pub async fn serve_connection<S: AsyncRead + AsyncWrite + Unpin>(stream: S, quorum: Quorum) {
+    serve_gated(stream, quorum, Gate::Answer).await
+}
+
+/// Answers the KRaft requests `gate` lets through until the connection closes.
+pub async fn serve_gated<S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
+    quorum: Quorum,
+    mut gate: impl FnMut(Bytes) -> Gate,
+) {
     loop {
         let Ok(size) = stream.read_i32().await else { return };
         let Ok(size) = usize::try_from(size) else { return };
@@ -44,8 +67,17 @@ pub async fn serve_connection(mut stream: TcpStream, quorum: Quorum) {
         if stream.read_exact(&mut frame).await.is_err() {
             return;
         }
-        let Some(response) = answer(&quorum, Bytes::from(frame)).await else { return };
-        if stream.write_all(&response).await.is_err() {
+        let (response, close) = match gate(Bytes::from(frame)) {
+            Gate::Answer(frame) => match answer(&quorum, frame).await {
+                Some(response) => (response, false),
+                None => return,
+            },
+            Gate::Reply(response) => (response, false),
+            Gate::ReplyAndClose(response) => (response, true),
+            Gate::Close => return,
+        };
+        if stream.write_all(&response).await.is_err() || close {
+            let _ = stream.shutdown().await;
             return;
         }
     }

@@ -55,6 +55,7 @@ async fn start_node(
         metadata_log_dir: dir.to_owned(),
         voter_endpoints: endpoints.clone(),
         bootstrap_servers: Vec::new(),
+        connector: Default::default(),
     };
     let quorum = Quorum::start(config).await.expect("quorum starts");
     let listener = tokio::spawn(strom_quorum::listener::serve(listener, quorum.clone()));
@@ -305,6 +306,7 @@ async fn start_dynamic(id: i32, dir: &Path, listener: TcpListener, bootstrap: &[
         metadata_log_dir: dir.to_owned(),
         voter_endpoints: BTreeMap::new(),
         bootstrap_servers: bootstrap.to_vec(),
+        connector: Default::default(),
     };
     let quorum = Quorum::start(config).await.expect("quorum starts");
     let listener = tokio::spawn(strom_quorum::listener::serve(listener, quorum.clone()));

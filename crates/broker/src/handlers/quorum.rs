@@ -17,7 +17,6 @@ use kafka_protocol::messages::describe_quorum_response::{
 use kafka_protocol::messages::{BrokerId, DescribeQuorumRequest, DescribeQuorumResponse};
 use std::time::Duration;
 use strom_metadata::controller::METADATA_LEADER_EPOCH;
-use strom_quorum::channel::Channel;
 use strom_quorum::{QuorumDescription, ReplicaDescription};
 use uuid::Uuid;
 
@@ -64,8 +63,9 @@ async fn forward_to_leader(
     description: &QuorumDescription,
 ) -> Result<DescribeQuorumResponse, String> {
     let address = leader_address(ctx, description).ok_or("the leader is not a known voter")?;
+    let connector = ctx.broker.controller_link().ok_or("not a KRaft node")?.connector();
     let channel =
-        Channel::connect(&address, FORWARD_CLIENT_ID, FORWARD_TIMEOUT).await.map_err(|e| e.to_string())?;
+        connector.connect(&address, FORWARD_CLIENT_ID, FORWARD_TIMEOUT).await.map_err(|e| e.to_string())?;
     channel.send(request, ctx.api_version, FORWARD_TIMEOUT).await.map_err(|e| e.to_string())
 }
 

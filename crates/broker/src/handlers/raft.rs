@@ -26,7 +26,6 @@ use kafka_protocol::messages::{
     UpdateRaftVoterResponse, VoteRequest, VoteResponse,
 };
 use kafka_protocol::protocol::Request;
-use strom_quorum::channel::Channel;
 use strom_quorum::{QuorumError, WireError, WireRequest, WireResponse};
 
 use crate::dispatch::RequestContext;
@@ -118,7 +117,8 @@ async fn forward_to_leader<R: Request>(ctx: &RequestContext<'_>, request: &R) ->
         return None;
     }
     let address = super::quorum::leader_address(ctx, &description)?;
-    let channel = Channel::connect(&address, FORWARD_CLIENT_ID, FORWARD_TIMEOUT).await.ok()?;
+    let connector = ctx.broker.controller_link()?.connector();
+    let channel = connector.connect(&address, FORWARD_CLIENT_ID, FORWARD_TIMEOUT).await.ok()?;
     match channel.send(request, ctx.api_version, FORWARD_TIMEOUT).await {
         Ok(response) => Some(response),
         Err(e) => {

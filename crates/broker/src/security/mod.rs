@@ -12,6 +12,9 @@
 //!   any other request (PLAIN, SCRAM-SHA-256/512, OAUTHBEARER), and their
 //!   re-authentication (KIP-368).
 //!
+//! - [`client`] is the other end, for this node's own links to other
+//!   nodes: TLS and SASL as the link's listener is configured.
+//!
 //! - [`authorizer`] decides each request's actions against the ACLs of
 //!   the metadata image (Kafka's StandardAuthorizer rules).
 //!
@@ -24,6 +27,7 @@
 //! [`sasl::scram::ImageScramCredentials`], bound once the log is open.
 
 pub mod authorizer;
+pub mod client;
 pub mod principal;
 pub mod sasl;
 pub mod settings;
@@ -114,7 +118,7 @@ fn tls_settings(protocol: SecurityProtocol, settings: &ListenerSettings) -> List
 /// `-Djava.security.auth.login.config=PATH` in `KAFKA_OPTS`. Its
 /// `KafkaServer` sections serve mechanisms without a
 /// `listener.name.<l>.<mechanism>.sasl.jaas.config`.
-fn static_jaas_file() -> Result<Option<sasl::jaas::JaasFile>, String> {
+pub(crate) fn static_jaas_file() -> Result<Option<sasl::jaas::JaasFile>, String> {
     let Ok(options) = std::env::var("KAFKA_OPTS") else { return Ok(None) };
     let property = "-Djava.security.auth.login.config=";
     let Some(path) = options.split_whitespace().find_map(|option| option.strip_prefix(property)) else {

@@ -49,6 +49,13 @@ impl ListenerSettings {
         value.map(|v| v.trim()).filter(|v| !v.is_empty())
     }
 
+    /// Like [`Self::get`], but an empty value is returned as set: for keys
+    /// where empty means something (`ssl.endpoint.identification.algorithm`).
+    pub fn get_even_empty(&self, key: &str) -> Option<&str> {
+        let scoped = format!("listener.name.{}.{key}", self.listener);
+        self.values.get(&scoped).or_else(|| self.values.get(key)).map(|v| v.trim())
+    }
+
     /// Exactly `key`, no fallback.
     pub fn get_exact(&self, key: &str) -> Option<&str> {
         self.values.get(key).map(|v| v.trim()).filter(|v| !v.is_empty())

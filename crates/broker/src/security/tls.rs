@@ -124,7 +124,7 @@ impl ReloadingAcceptor {
 }
 
 /// Files read to build a config, with their content.
-type Files = Vec<(PathBuf, Vec<u8>)>;
+pub(super) type Files = Vec<(PathBuf, Vec<u8>)>;
 
 /// The server config and the files it was built from.
 fn build(settings: &ListenerSettings) -> Result<(ServerConfig, Files), String> {
@@ -177,8 +177,16 @@ fn store_type(settings: &ListenerSettings, prefix: &str, bytes: Option<&[u8]>) -
 
 type KeyPair = (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>);
 
+/// Whether a key store is configured at all (a link's client side may
+/// have none: it then shows no certificate).
+pub(super) fn has_key_store(settings: &ListenerSettings) -> bool {
+    ["ssl.keystore.location", "ssl.keystore.certificate.chain", "ssl.keystore.key"]
+        .iter()
+        .any(|key| settings.get(key).is_some())
+}
+
 /// The key store: inline PEM, else the `ssl.keystore.location` file.
-fn key_store(settings: &ListenerSettings, files: &mut Files) -> Result<KeyPair, String> {
+pub(super) fn key_store(settings: &ListenerSettings, files: &mut Files) -> Result<KeyPair, String> {
     // An explicit type Strom cannot read is named before any file is read.
     store_type(settings, "ssl.keystore", None)?;
     let key_password = settings.get("ssl.key.password");
@@ -289,7 +297,10 @@ fn pkcs12_key_pair(
 }
 
 /// The CAs client certificates must chain to, if any are configured.
-fn trust_store(settings: &ListenerSettings, files: &mut Files) -> Result<Option<RootCertStore>, String> {
+pub(super) fn trust_store(
+    settings: &ListenerSettings,
+    files: &mut Files,
+) -> Result<Option<RootCertStore>, String> {
     store_type(settings, "ssl.truststore", None)?;
     let certificates = match settings.get("ssl.truststore.certificates") {
         Some(inline) => pem_certificates(inline.as_bytes())?,
@@ -352,7 +363,9 @@ fn client_verifier(
 
 /// `ssl.enabled.protocols`: of Java's names, rustls speaks TLSv1.2 and
 /// TLSv1.3; older ones are skipped with a warning.
-fn protocol_versions(settings: &ListenerSettings) -> Result<Vec<&'static SupportedProtocolVersion>, String> {
+pub(super) fn protocol_versions(
+    settings: &ListenerSettings,
+) -> Result<Vec<&'static SupportedProtocolVersion>, String> {
     let key = "ssl.enabled.protocols";
     let mut names = settings.list(key);
     if names.is_empty() {
@@ -376,7 +389,7 @@ fn protocol_versions(settings: &ListenerSettings) -> Result<Vec<&'static Support
 }
 
 /// The ring provider, its cipher suites narrowed to `ssl.cipher.suites`.
-fn provider(settings: &ListenerSettings) -> Result<CryptoProvider, String> {
+pub(super) fn provider(settings: &ListenerSettings) -> Result<CryptoProvider, String> {
     let key = "ssl.cipher.suites";
     let mut provider = rustls::crypto::ring::default_provider();
     let wanted = settings.list(key);

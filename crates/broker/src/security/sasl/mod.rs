@@ -19,8 +19,10 @@
 //!
 //! Mechanisms: [`plain`], [`scram`] (SCRAM-SHA-256 and SCRAM-SHA-512, their
 //! credentials from a [`scram::ScramCredentials`] store) and [`oauth`]
-//! (OAUTHBEARER); their JAAS options are read by [`jaas`].
+//! (OAUTHBEARER); their JAAS options are read by [`jaas`]. [`client`] is
+//! the other side, for this node's own links to other nodes.
 
+pub mod client;
 pub mod jaas;
 pub mod oauth;
 pub mod plain;
@@ -66,7 +68,7 @@ impl Mechanism {
         }
     }
 
-    fn parse(name: &str) -> Option<Self> {
+    pub(crate) fn parse(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|m| m.name() == name)
     }
 
@@ -239,7 +241,7 @@ impl SaslConfig {
 /// mechanism's module in the static JAAS file's `<l>.KafkaServer` section,
 /// else in its `KafkaServer` section. An unprefixed `sasl.jaas.config` is
 /// ignored with a warning, as Kafka ignores it.
-fn jaas_entry(
+pub(crate) fn jaas_entry(
     settings: &ListenerSettings,
     mechanism: Mechanism,
     static_jaas: Option<&jaas::JaasFile>,

@@ -64,14 +64,14 @@ impl ScramMechanism {
         }
     }
 
-    fn hash(self, data: &[u8]) -> Vec<u8> {
+    pub(crate) fn hash(self, data: &[u8]) -> Vec<u8> {
         match self {
             Self::Sha256 => Sha256::digest(data).to_vec(),
             Self::Sha512 => Sha512::digest(data).to_vec(),
         }
     }
 
-    fn hmac(self, key: &[u8], data: &[u8]) -> Vec<u8> {
+    pub(crate) fn hmac(self, key: &[u8], data: &[u8]) -> Vec<u8> {
         match self {
             Self::Sha256 => {
                 let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes keys of any length");
@@ -203,7 +203,7 @@ pub fn random_salt() -> Vec<u8> {
     random_bytes::<24>().to_vec()
 }
 
-fn random_bytes<const N: usize>() -> [u8; N] {
+pub(crate) fn random_bytes<const N: usize>() -> [u8; N] {
     use ring::rand::SecureRandom;
     let mut bytes = [0u8; N];
     ring::rand::SystemRandom::new().fill(&mut bytes).expect("the system random source works");
