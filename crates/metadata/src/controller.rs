@@ -91,6 +91,24 @@ pub enum MetadataError {
     ResourceNotFound(String),
     #[error("{0}")]
     DuplicateResource(String),
+    #[error("{0}")]
+    FencedLeaderEpoch(String),
+    #[error("{0}")]
+    InvalidUpdateVersion(String),
+    #[error("{0}")]
+    IneligibleReplica(String),
+    #[error("unknown topic id")]
+    UnknownTopicId,
+    /// An AlterPartition's change elected another leader: the sender must
+    /// learn it from the metadata before trying again.
+    #[error("a new leader was elected")]
+    NewLeaderElected,
+    #[error("the partition already has the leader asked for")]
+    ElectionNotNeeded,
+    #[error("{0}")]
+    PreferredLeaderNotAvailable(String),
+    #[error("{0}")]
+    EligibleLeadersNotAvailable(String),
     /// This node is not the active controller; `leader_id` is, if known.
     #[error("this node is not the active controller")]
     NotController { leader_id: Option<i32> },
@@ -589,6 +607,37 @@ impl Controller {
         self.commit(records).await?;
         state.heartbeats.remove(broker_id);
         Ok(())
+    }
+
+    /// AlterPartition: a partition leader's new ISRs; per entry the
+    /// partition after the change, or why it was refused.
+    pub async fn alter_partition(
+        &self,
+        broker_id: i32,
+        broker_epoch: i64,
+        changes: &[operations::IsrChange],
+    ) -> Result<Vec<Result<crate::image::PartitionImage, MetadataError>>, MetadataError> {
+        let _state = self.begin().await?;
+        let (records, results) = operations::alter_partition(&self.image(), broker_id, broker_epoch, changes)?;
+        if !records.is_empty() {
+            self.commit(records).await?;
+        }
+        Ok(results)
+    }
+
+    /// ElectLeaders: preferred or unclean elections of the named partitions
+    /// (all of them when `None`).
+    pub async fn elect_leaders(
+        &self,
+        election_type: i8,
+        partitions: Option<&[(String, Vec<i32>)]>,
+    ) -> Result<Vec<operations::TopicElections>, MetadataError> {
+        let _state = self.begin().await?;
+        let (records, results) = operations::elect_leaders(&self.image(), election_type, partitions)?;
+        if !records.is_empty() {
+            self.commit(records).await?;
+        }
+        Ok(results)
     }
 
     /// ControllerRegistration.

@@ -53,6 +53,6 @@ pub use image::{
     RESOURCE_BROKER, RESOURCE_TOPIC,
 };
 pub use loader::MetadataLoader;
-pub use operations::{BrokerHeartbeat, BrokerRegistration, HeartbeatReply};
+pub use operations::{BrokerHeartbeat, BrokerRegistration, HeartbeatReply, IsrChange, TopicElections};
 pub use quorum_log::{QuorumRecordLog, SnapshotPolicy};
 pub use record_log::{AppendError, Claim, LocalRecordLog, RecordLog};

@@ -18,7 +18,7 @@ use crate::image::{
     TopicImage, RESOURCE_TOPIC,
 };
 use crate::kraft_records::{
-    BrokerRegistrationChangeRecord, MetadataRecord, PartitionChangeRecord, PartitionRecord,
+    BrokerRegistrationChangeRecord, MetadataRecord, PartitionRecord,
     ProducerIdsRecord, RemoveAccessControlEntryRecord, RemoveTopicRecord, TopicRecord,
     UnregisterBrokerRecord,
 };
@@ -28,8 +28,13 @@ use crate::placement::{
 };
 use crate::topic_config::validate_topic_config;
 
+mod election;
 mod security;
 
+pub use election::{
+    alter_partition, elect_leaders, failover_election, lead_leaderless, move_leadership_away, Election, IsrChange,
+    PartitionChange, TopicElections, ELECTION_PREFERRED, ELECTION_UNCLEAN, UNCLEAN_LEADER_ELECTION_ENABLE,
+};
 pub use security::{
     alter_client_quotas, alter_scram_credentials, QuotaAlteration, ScramAlteration, UserOutcome,
 };
@@ -503,8 +508,8 @@ pub fn fence(image: &MetadataImage, broker: &BrokerImage) -> Vec<MetadataRecord>
     records
 }
 
-/// The records that unfence `broker`: its registration, then leadership
-/// of the leaderless partitions whose ISR holds it.
+/// The records that unfence `broker`: its registration, then leaders for
+/// the leaderless partitions it (or anyone) can now lead.
 fn unfence(image: &MetadataImage, broker: &BrokerImage) -> Vec<MetadataRecord> {
     let change = BrokerRegistrationChangeRecord {
         broker_id: broker.id,
@@ -513,55 +518,7 @@ fn unfence(image: &MetadataImage, broker: &BrokerImage) -> Vec<MetadataRecord> {
         ..Default::default()
     };
     let mut records: Vec<MetadataRecord> = vec![change.into()];
-    for topic in image.topics() {
-        for (id, p) in &topic.partitions {
-            if p.leader == NO_LEADER && p.isr.contains(&broker.id) {
-                let change = PartitionChangeRecord {
-                    partition_id: *id,
-                    topic_id: topic.id,
-                    leader: broker.id,
-                    ..Default::default()
-                };
-                records.push(change.into());
-            }
-        }
-    }
-    records
-}
-
-/// PartitionChangeRecords that take `broker` out of every ISR and
-/// leadership. As Kafka (without eligible leader replicas), an ISR is
-/// never emptied: a partition whose only in-sync replica leaves keeps it
-/// in the ISR, without a leader, so it can lead again when it returns.
-fn move_leadership_away(image: &MetadataImage, broker: i32) -> Vec<MetadataRecord> {
-    let mut records = Vec::new();
-    for topic in image.topics() {
-        for (id, p) in &topic.partitions {
-            if !p.isr.contains(&broker) && p.leader != broker {
-                continue;
-            }
-            let shrunk: Vec<i32> = p.isr.iter().copied().filter(|r| *r != broker).collect();
-            let isr = if shrunk.is_empty() { p.isr.clone() } else { shrunk };
-            let leader = match p.leader == broker {
-                true => {
-                    isr.iter().copied().find(|r| *r != broker && is_active(image, *r)).unwrap_or(NO_LEADER)
-                }
-                false => LEADER_UNCHANGED,
-            };
-            if isr == p.isr && leader == LEADER_UNCHANGED {
-                continue;
-            }
-            let isr = (isr != p.isr).then_some(isr);
-            let change = PartitionChangeRecord {
-                partition_id: *id,
-                topic_id: topic.id,
-                isr,
-                leader,
-                ..Default::default()
-            };
-            records.push(change.into());
-        }
-    }
+    records.extend(lead_leaderless(image, broker.id));
     records
 }
 

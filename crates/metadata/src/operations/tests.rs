@@ -1,6 +1,8 @@
 use super::*;
 use crate::placement::SplitMix64;
 
+mod election;
+
 const CLUSTER: &str = "MkU3OEVBNTcwNTJENDM2Qg";
 const SESSION_MS: i64 = 9_000;
 
