@@ -150,10 +150,8 @@ const ACCEPTED_KEYS: &[&str] = &[
     "num.io.threads",
     "socket.send.buffer.bytes",
     "socket.receive.buffer.bytes",
-    "offsets.topic.replication.factor",
     "share.coordinator.state.topic.replication.factor",
     "share.coordinator.state.topic.min.isr",
-    "transaction.state.log.replication.factor",
     "transaction.state.log.min.isr",
     "zookeeper.connect",
     "broker.rack",
@@ -196,6 +194,17 @@ impl Props<'_> {
             return Err(Self::error(key, raw, format!("value must be at least {min}")));
         }
         Ok(value)
+    }
+
+    /// A number that is left unset unless given.
+    fn optional<T>(&self, key: &str, min: T) -> Result<Option<T>, ConfigError>
+    where
+        T: std::str::FromStr + PartialOrd + std::fmt::Display + Copy,
+    {
+        match self.get(key) {
+            None => Ok(None),
+            Some(_) => self.parse(key, min, min).map(Some),
+        }
     }
 
     fn bool(&self, key: &str, default: bool) -> Result<bool, ConfigError> {
@@ -540,6 +549,7 @@ impl BrokerConfig {
             groups: GroupConfig {
                 offsets_topic_partitions: p.parse("offsets.topic.num.partitions", 50, 1)?,
                 offsets_topic_segment_bytes: p.parse("offsets.topic.segment.bytes", 100 << 20, 1)?,
+                offsets_topic_replication_factor: p.optional("offsets.topic.replication.factor", 1)?,
                 min_session_timeout_ms: p.parse("group.min.session.timeout.ms", 6_000, 0)?,
                 max_session_timeout_ms: p.parse("group.max.session.timeout.ms", 1_800_000, 0)?,
                 initial_rebalance_delay_ms: p.parse("group.initial.rebalance.delay.ms", 3_000, 0)?,
@@ -557,6 +567,7 @@ impl BrokerConfig {
             transactions: TxnConfig {
                 state_log_partitions: p.parse("transaction.state.log.num.partitions", 50, 1)?,
                 state_log_segment_bytes: p.parse("transaction.state.log.segment.bytes", 100 << 20, 1)?,
+                state_log_replication_factor: p.optional("transaction.state.log.replication.factor", 1)?,
                 max_timeout_ms: p.parse("transaction.max.timeout.ms", 900_000, 1)?,
                 abort_timed_out_interval_ms: p.parse(
                     "transaction.abort.timed.out.transaction.cleanup.interval.ms",
@@ -665,10 +676,8 @@ const ACCEPTED_INTS: &[(&str, i32)] = &[
 /// Kafka's shorts among the keys Strom accepts without acting on; each
 /// must be at least 1.
 const ACCEPTED_SHORTS: &[&str] = &[
-    "offsets.topic.replication.factor",
     "share.coordinator.state.topic.replication.factor",
     "share.coordinator.state.topic.min.isr",
-    "transaction.state.log.replication.factor",
 ];
 
 fn check_short(value: &str) -> Result<(), String> {

@@ -51,10 +51,26 @@ pub fn check_local(broker: &Broker, topic: &str, partition: i32) -> Result<(), R
     }
 }
 
+/// Kafka's default `offsets.topic.replication.factor` and
+/// `transaction.state.log.replication.factor`.
+pub const DEFAULT_REPLICATION_FACTOR: i16 = 3;
+
 /// Creates the compacted internal topic `name` on first use. Creating it
 /// concurrently is not an error; failing to is the coordinator being
 /// unavailable, as in Kafka.
-pub fn ensure(broker: &Broker, name: &str, partitions: i32, segment_bytes: i64) -> Result<(), ResponseError> {
+///
+/// A configured `replication_factor` is kept to, as Kafka keeps to it:
+/// until that many brokers are registered the topic is not created and
+/// its coordinators are unavailable. Left unset, it is Kafka's default of
+/// 3 capped at the brokers registered, so a single node (which Kafka's
+/// sample `server.properties` configures with 1) works without settings.
+pub fn ensure(
+    broker: &Broker,
+    name: &str,
+    partitions: i32,
+    replication_factor: Option<i16>,
+    segment_bytes: i64,
+) -> Result<(), ResponseError> {
     if broker.controller.image().topic(name).is_some() {
         return Ok(());
     }
@@ -62,8 +78,12 @@ pub fn ensure(broker: &Broker, name: &str, partitions: i32, segment_bytes: i64) 
         ("cleanup.policy".to_owned(), "compact".to_owned()),
         ("segment.bytes".to_owned(), segment_bytes.to_string()),
     ]);
-    let topic =
-        NewTopic { name: name.to_owned(), partitions, replication_factor: 1, configs, ..Default::default() };
+    let image = broker.controller.image();
+    let replication_factor = replication_factor.unwrap_or_else(|| {
+        let usable = image.brokers.values().filter(|b| !b.in_controlled_shutdown).count();
+        DEFAULT_REPLICATION_FACTOR.min(usable.max(1) as i16)
+    });
+    let topic = NewTopic { name: name.to_owned(), partitions, replication_factor, configs, ..Default::default() };
     // Through the active controller; this node's image names the topic
     // (and its coordinators answer) a moment after it is created.
     match broker.create_topic(topic) {

@@ -1,15 +1,18 @@
 //! The controller's own APIs, answered by the active controller (the
 //! quorum leader) and refused with NOT_CONTROLLER elsewhere: broker
-//! registration and heartbeats, UnregisterBroker, ControllerRegistration
-//! and AllocateProducerIds.
+//! registration and heartbeats, UnregisterBroker, ControllerRegistration,
+//! AllocateProducerIds and AlterPartition.
 
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::alter_partition_response::{self, PartitionData};
 use kafka_protocol::messages::{
-    AllocateProducerIdsRequest, AllocateProducerIdsResponse, BrokerHeartbeatRequest, BrokerHeartbeatResponse,
+    AllocateProducerIdsRequest, AlterPartitionRequest, AlterPartitionResponse, BrokerId, AllocateProducerIdsResponse, BrokerHeartbeatRequest, BrokerHeartbeatResponse,
     BrokerRegistrationRequest, BrokerRegistrationResponse, ControllerRegistrationRequest,
     ControllerRegistrationResponse, ProducerId, UnregisterBrokerRequest, UnregisterBrokerResponse,
 };
+use strom_metadata::acl::operation;
 use strom_metadata::{
-    BrokerHeartbeat, BrokerRegistration, ControllerImage, Endpoint, FeatureRange, MetadataError,
+    BrokerHeartbeat, BrokerRegistration, ControllerImage, Endpoint, FeatureRange, IsrChange, MetadataError,
 };
 
 use super::str_bytes;
@@ -134,5 +137,54 @@ pub async fn allocate_producer_ids(
             .with_producer_id_start(ProducerId(block.start))
             .with_producer_id_len((block.end - block.start) as i32),
         Err(_) => response.with_producer_id_start(ProducerId(-1)),
+    }
+}
+
+/// AlterPartition (KIP-497, KIP-903): a partition leader's new ISRs. v2
+/// names each ISR member without its broker epoch (not checked).
+pub async fn alter_partition(ctx: &RequestContext<'_>, request: AlterPartitionRequest) -> AlterPartitionResponse {
+    // Only brokers change ISRs: Kafka's controller asks for CLUSTER_ACTION.
+    if !ctx.authorize_cluster(operation::CLUSTER_ACTION) {
+        return AlterPartitionResponse::default().with_error_code(ResponseError::ClusterAuthorizationFailed.code());
+    }
+    let changes: Vec<IsrChange> = request
+        .topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(move |p| isr_change(t.topic_id, p)))
+        .collect();
+    let controller = &ctx.broker.controller;
+    let results = match controller.alter_partition(request.broker_id.0, request.broker_epoch, &changes).await {
+        Ok(results) => results,
+        Err(e) => return AlterPartitionResponse::default().with_error_code(metadata_error(&e).code()),
+    };
+    let mut results = results.into_iter();
+    let topics = request.topics.iter().map(|t| {
+        let partitions = t.partitions.iter().zip(&mut results).map(|(p, result)| {
+            let answer = PartitionData::default().with_partition_index(p.partition_index);
+            match result {
+                Ok(now) => answer
+                    .with_leader_id(BrokerId(now.leader))
+                    .with_leader_epoch(now.leader_epoch)
+                    .with_isr(now.isr.into_iter().map(BrokerId).collect())
+                    .with_leader_recovery_state(now.leader_recovery_state)
+                    .with_partition_epoch(now.partition_epoch),
+                Err(e) => answer.with_error_code(metadata_error(&e).code()),
+            }
+        });
+        alter_partition_response::TopicData::default().with_topic_id(t.topic_id).with_partitions(partitions.collect())
+    });
+    AlterPartitionResponse::default().with_topics(topics.collect())
+}
+
+fn isr_change(topic_id: uuid::Uuid, p: &kafka_protocol::messages::alter_partition_request::PartitionData) -> IsrChange {
+    let with_epochs = p.new_isr_with_epochs.iter().map(|b| (b.broker_id.0, b.broker_epoch));
+    let without = p.new_isr.iter().map(|b| (b.0, -1));
+    IsrChange {
+        topic_id,
+        partition: p.partition_index,
+        leader_epoch: p.leader_epoch,
+        partition_epoch: p.partition_epoch,
+        new_isr: with_epochs.chain(without).collect(),
+        leader_recovery_state: p.leader_recovery_state,
     }
 }
