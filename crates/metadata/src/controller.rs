@@ -569,6 +569,7 @@ impl Controller {
             epoch,
         )?;
         self.commit(records).await?;
+        state.heartbeats.registered(request.broker_id);
         state.heartbeats.touch(request.broker_id, now_ms);
         Ok(epoch)
     }
@@ -580,10 +581,15 @@ impl Controller {
         now_ms: i64,
     ) -> Result<HeartbeatReply, MetadataError> {
         let (mut state, _) = self.begin().await?;
-        let (records, reply) =
-            operations::broker_heartbeat(&self.image(), &request, &mut state.heartbeats, now_ms)?;
+        let image = self.image();
+        let (records, reply) = operations::broker_heartbeat(&image, &request, &mut state.heartbeats, now_ms)?;
+        let mut last_offset = image.last_offset;
         if !records.is_empty() {
-            self.commit(records).await?;
+            last_offset = self.commit(records).await? as i64;
+        }
+        if request.want_shut_down && !reply.should_shut_down {
+            // Every active broker must see the moved leaderships first.
+            state.heartbeats.note_shutdown_offset(request.broker_id, last_offset);
         }
         Ok(reply)
     }

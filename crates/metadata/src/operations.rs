@@ -458,6 +458,7 @@ pub fn broker_heartbeat(
         )));
     }
     heartbeats.touch(broker.id, now_ms);
+    heartbeats.report_offset(broker.id, request.current_metadata_offset);
     let is_caught_up = request.current_metadata_offset >= broker.epoch;
     let reply = |is_fenced, should_shut_down| HeartbeatReply { is_caught_up, is_fenced, should_shut_down };
     if broker.fenced {
@@ -473,7 +474,6 @@ pub fn broker_heartbeat(
     if !(request.want_shut_down || broker.in_controlled_shutdown) {
         return Ok((Vec::new(), reply(false, false)));
     }
-    let mut records = Vec::new();
     if !broker.in_controlled_shutdown {
         let change = BrokerRegistrationChangeRecord {
             broker_id: broker.id,
@@ -481,12 +481,22 @@ pub fn broker_heartbeat(
             in_controlled_shutdown: 1,
             ..Default::default()
         };
-        records.push(change.into());
+        let mut records: Vec<MetadataRecord> = vec![change.into()];
         records.extend(move_leadership_away(image, broker.id));
+        return Ok((records, reply(false, false)));
     }
-    // It may stop once it leads nothing; the records above moved its
-    // leaderships, so after them it leads nothing.
-    Ok((records, reply(false, true)))
+    // As Kafka's: it may stop once it leads nothing and every active
+    // broker has seen the records that moved its leaderships; it is
+    // fenced as it goes.
+    let seen = heartbeats.shutdown_offset(broker.id).is_some_and(|o| heartbeats.lowest_active_offset(image) >= o);
+    if !seen || leads_any(image, broker.id) {
+        return Ok((Vec::new(), reply(false, false)));
+    }
+    Ok((fence(image, broker), reply(true, true)))
+}
+
+fn leads_any(image: &MetadataImage, broker: i32) -> bool {
+    image.topics().any(|t| t.partitions.values().any(|p| p.leader == broker))
 }
 
 fn registered(image: &MetadataImage, broker_id: i32) -> Result<&BrokerImage, MetadataError> {
@@ -563,12 +573,49 @@ pub fn register_controller(controller: &ControllerImage) -> Vec<MetadataRecord> 
 pub struct BrokerHeartbeats {
     session_timeout_ms: i64,
     last_contact_ms: HashMap<i32, i64>,
+    /// The metadata offset each broker last said it had applied.
+    metadata_offsets: HashMap<i32, i64>,
+    /// Per broker in controlled shutdown, the offset every active broker
+    /// must have applied before it may stop.
+    shutdown_offsets: HashMap<i32, i64>,
 }
 
 impl BrokerHeartbeats {
     /// `broker.session.timeout.ms`
     pub fn new(session_timeout_ms: i64) -> Self {
-        Self { session_timeout_ms, last_contact_ms: HashMap::new() }
+        Self {
+            session_timeout_ms,
+            last_contact_ms: HashMap::new(),
+            metadata_offsets: HashMap::new(),
+            shutdown_offsets: HashMap::new(),
+        }
+    }
+
+    fn report_offset(&mut self, broker: i32, offset: i64) {
+        self.metadata_offsets.insert(broker, offset);
+    }
+
+    /// Notes the offset of the records that put `broker` in controlled
+    /// shutdown, unless one is noted already.
+    pub fn note_shutdown_offset(&mut self, broker: i32, offset: i64) {
+        self.shutdown_offsets.entry(broker).or_insert(offset);
+    }
+
+    fn shutdown_offset(&self, broker: i32) -> Option<i64> {
+        self.shutdown_offsets.get(&broker).copied()
+    }
+
+    /// The least metadata offset the unfenced brokers have applied; one not
+    /// heard from yet holds it at -1.
+    fn lowest_active_offset(&self, image: &MetadataImage) -> i64 {
+        let active = image.brokers.values().filter(|b| !b.fenced);
+        active.map(|b| self.metadata_offsets.get(&b.id).copied().unwrap_or(-1)).min().unwrap_or(i64::MAX)
+    }
+
+    /// Forgets what a previous registration of `broker` left behind.
+    pub fn registered(&mut self, broker: i32) {
+        self.shutdown_offsets.remove(&broker);
+        self.metadata_offsets.remove(&broker);
     }
 
     pub fn touch(&mut self, broker: i32, now_ms: i64) {
@@ -576,6 +623,7 @@ impl BrokerHeartbeats {
     }
 
     pub fn remove(&mut self, broker: i32) {
+        self.registered(broker);
         self.last_contact_ms.remove(&broker);
     }
 

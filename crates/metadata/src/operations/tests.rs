@@ -279,19 +279,19 @@ fn fencing_follows_the_session_timeout_on_a_fake_clock() {
 }
 
 #[test]
-fn controlled_shutdown_moves_leadership_to_another_in_sync_replica() {
+fn controlled_shutdown_moves_leadership_away_then_lets_the_broker_stop_once_the_others_have_seen_it() {
     let mut world = World::new();
     let epochs = world.live_brokers(&[None, None]);
     world.create("t", 4, 2).unwrap();
-    let request = BrokerHeartbeat {
+    let shut_down = |world: &World| BrokerHeartbeat {
         broker_id: 1,
         broker_epoch: epochs[0],
         current_metadata_offset: world.image.last_offset,
         want_fence: false,
         want_shut_down: true,
     };
-    let reply = world.send(request, 1).unwrap();
-    assert!(reply.should_shut_down && !reply.is_fenced);
+    let reply = world.send(shut_down(&world), 1).unwrap();
+    assert!(!reply.should_shut_down && !reply.is_fenced, "{reply:?}");
     assert!(world.image.brokers[&1].in_controlled_shutdown);
     for p in world.image.topic("t").unwrap().partitions.values() {
         assert_eq!(p.leader, 2, "{p:?}");
@@ -300,6 +300,14 @@ fn controlled_shutdown_moves_leadership_to_another_in_sync_replica() {
     assert_eq!(world.image.live_brokers().map(|b| b.id).collect::<Vec<_>>(), vec![2]);
     let refused = world.create("more", 1, 2).unwrap_err();
     assert!(matches!(refused, MetadataError::InvalidReplicationFactor(_)), "{refused}");
+    // The controller notes the offset of the shutdown records; broker 2
+    // has not reported applying them yet.
+    world.heartbeats.note_shutdown_offset(1, world.image.last_offset);
+    assert!(!world.send(shut_down(&world), 2).unwrap().should_shut_down);
+    world.heartbeat(2, epochs[1], 3).unwrap();
+    let reply = world.send(shut_down(&world), 4).unwrap();
+    assert!(reply.should_shut_down && reply.is_fenced, "{reply:?}");
+    assert!(world.image.brokers[&1].fenced);
 }
 
 #[test]
