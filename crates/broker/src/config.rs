@@ -88,6 +88,11 @@ pub struct BrokerConfig {
     pub producer_id_expiration_ms: i64,
     /// `producer.id.expiration.check.interval.ms`
     pub producer_id_expiration_check_interval_ms: u64,
+    /// `auto.leader.rebalance.enable`: the active controller moves
+    /// leadership back to in-sync preferred replicas every
+    /// `leader.imbalance.check.interval.seconds`.
+    pub auto_leader_rebalance_enable: bool,
+    pub leader_imbalance_check_interval_seconds: u64,
     /// `num.recovery.threads.per.data.dir`: threads per log dir loading logs
     /// at start and closing them at shutdown.
     pub num_recovery_threads_per_data_dir: usize,
@@ -524,6 +529,12 @@ impl BrokerConfig {
                 .map_err(|(key, value, reason)| Props::error(&key, &value, reason))?,
             log_retention_check_interval_ms: p.parse("log.retention.check.interval.ms", 300_000, 1)?,
             producer_id_expiration_ms: p.parse("producer.id.expiration.ms", 86_400_000, 1)?,
+            auto_leader_rebalance_enable: p.bool("auto.leader.rebalance.enable", true)?,
+            leader_imbalance_check_interval_seconds: p.parse(
+                "leader.imbalance.check.interval.seconds",
+                300,
+                1,
+            )?,
             producer_id_expiration_check_interval_ms: p.parse(
                 "producer.id.expiration.check.interval.ms",
                 600_000,
@@ -675,10 +686,8 @@ const ACCEPTED_INTS: &[(&str, i32)] = &[
 
 /// Kafka's shorts among the keys Strom accepts without acting on; each
 /// must be at least 1.
-const ACCEPTED_SHORTS: &[&str] = &[
-    "share.coordinator.state.topic.replication.factor",
-    "share.coordinator.state.topic.min.isr",
-];
+const ACCEPTED_SHORTS: &[&str] =
+    &["share.coordinator.state.topic.replication.factor", "share.coordinator.state.topic.min.isr"];
 
 fn check_short(value: &str) -> Result<(), String> {
     match value.trim().parse::<i16>() {

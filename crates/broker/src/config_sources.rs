@@ -91,6 +91,8 @@ pub const BROKER_KEYS: &[BrokerKey] = {
         key("log.cleaner.dedupe.buffer.size", Some("134217728"), LONG),
         key("log.cleaner.io.buffer.size", Some("524288"), INT),
         key("log.cleaner.backoff.ms", Some("15000"), LONG),
+        key("auto.leader.rebalance.enable", Some("true"), BOOLEAN),
+        key("leader.imbalance.check.interval.seconds", Some("300"), LONG),
         key("offsets.topic.num.partitions", Some("50"), INT),
         key("offsets.topic.segment.bytes", Some("104857600"), INT),
         // Unset, it is 3 capped at the registered brokers (see internal_topic).

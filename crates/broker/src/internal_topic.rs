@@ -83,7 +83,8 @@ pub fn ensure(
         let usable = image.brokers.values().filter(|b| !b.in_controlled_shutdown).count();
         DEFAULT_REPLICATION_FACTOR.min(usable.max(1) as i16)
     });
-    let topic = NewTopic { name: name.to_owned(), partitions, replication_factor, configs, ..Default::default() };
+    let topic =
+        NewTopic { name: name.to_owned(), partitions, replication_factor, configs, ..Default::default() };
     // Through the active controller; this node's image names the topic
     // (and its coordinators answer) a moment after it is created.
     match broker.create_topic(topic) {

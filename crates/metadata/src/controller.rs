@@ -622,9 +622,10 @@ impl Controller {
         broker_id: i32,
         broker_epoch: i64,
         changes: &[operations::IsrChange],
-    ) -> Result<Vec<Result<crate::image::PartitionImage, MetadataError>>, MetadataError> {
+    ) -> Result<Vec<operations::IsrOutcome>, MetadataError> {
         let _state = self.begin().await?;
-        let (records, results) = operations::alter_partition(&self.image(), broker_id, broker_epoch, changes)?;
+        let (records, results) =
+            operations::alter_partition(&self.image(), broker_id, broker_epoch, changes)?;
         if !records.is_empty() {
             self.commit(records).await?;
         }
@@ -644,6 +645,18 @@ impl Controller {
             self.commit(records).await?;
         }
         Ok(results)
+    }
+
+    /// Moves leadership back to preferred replicas that are in sync and
+    /// alive (`auto.leader.rebalance.enable`); returns how many moved.
+    pub async fn balance_partition_leaders(&self) -> Result<usize, MetadataError> {
+        let _state = self.begin().await?;
+        let records = operations::balance_partition_leaders(&self.image());
+        let count = records.len();
+        if count > 0 {
+            self.commit(records).await?;
+        }
+        Ok(count)
     }
 
     /// ControllerRegistration.

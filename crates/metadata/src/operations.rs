@@ -18,9 +18,8 @@ use crate::image::{
     TopicImage, RESOURCE_TOPIC,
 };
 use crate::kraft_records::{
-    BrokerRegistrationChangeRecord, MetadataRecord, PartitionRecord,
-    ProducerIdsRecord, RemoveAccessControlEntryRecord, RemoveTopicRecord, TopicRecord,
-    UnregisterBrokerRecord,
+    BrokerRegistrationChangeRecord, MetadataRecord, PartitionRecord, ProducerIdsRecord,
+    RemoveAccessControlEntryRecord, RemoveTopicRecord, TopicRecord, UnregisterBrokerRecord,
 };
 use crate::placement::{
     validate_new_partition_assignments, validate_topic_assignments, BrokerState, RegisteredBroker,
@@ -32,8 +31,9 @@ mod election;
 mod security;
 
 pub use election::{
-    alter_partition, elect_leaders, failover_election, lead_leaderless, move_leadership_away, Election, IsrChange,
-    PartitionChange, TopicElections, ELECTION_PREFERRED, ELECTION_UNCLEAN, UNCLEAN_LEADER_ELECTION_ENABLE,
+    alter_partition, balance_partition_leaders, elect_leaders, failover_election, lead_leaderless,
+    move_leadership_away, Election, IsrChange, IsrOutcome, PartitionChange, TopicElections,
+    ELECTION_PREFERRED, ELECTION_UNCLEAN, UNCLEAN_LEADER_ELECTION_ENABLE,
 };
 pub use security::{
     alter_client_quotas, alter_scram_credentials, QuotaAlteration, ScramAlteration, UserOutcome,
@@ -488,7 +488,8 @@ pub fn broker_heartbeat(
     // As Kafka's: it may stop once it leads nothing and every active
     // broker has seen the records that moved its leaderships; it is
     // fenced as it goes.
-    let seen = heartbeats.shutdown_offset(broker.id).is_some_and(|o| heartbeats.lowest_active_offset(image) >= o);
+    let seen =
+        heartbeats.shutdown_offset(broker.id).is_some_and(|o| heartbeats.lowest_active_offset(image) >= o);
     if !seen || leads_any(image, broker.id) {
         return Ok((Vec::new(), reply(false, false)));
     }

@@ -6,9 +6,10 @@
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::alter_partition_response::{self, PartitionData};
 use kafka_protocol::messages::{
-    AllocateProducerIdsRequest, AlterPartitionRequest, AlterPartitionResponse, BrokerId, AllocateProducerIdsResponse, BrokerHeartbeatRequest, BrokerHeartbeatResponse,
-    BrokerRegistrationRequest, BrokerRegistrationResponse, ControllerRegistrationRequest,
-    ControllerRegistrationResponse, ProducerId, UnregisterBrokerRequest, UnregisterBrokerResponse,
+    AllocateProducerIdsRequest, AllocateProducerIdsResponse, AlterPartitionRequest, AlterPartitionResponse,
+    BrokerHeartbeatRequest, BrokerHeartbeatResponse, BrokerId, BrokerRegistrationRequest,
+    BrokerRegistrationResponse, ControllerRegistrationRequest, ControllerRegistrationResponse, ProducerId,
+    UnregisterBrokerRequest, UnregisterBrokerResponse,
 };
 use strom_metadata::acl::operation;
 use strom_metadata::{
@@ -142,10 +143,14 @@ pub async fn allocate_producer_ids(
 
 /// AlterPartition (KIP-497, KIP-903): a partition leader's new ISRs. v2
 /// names each ISR member without its broker epoch (not checked).
-pub async fn alter_partition(ctx: &RequestContext<'_>, request: AlterPartitionRequest) -> AlterPartitionResponse {
+pub async fn alter_partition(
+    ctx: &RequestContext<'_>,
+    request: AlterPartitionRequest,
+) -> AlterPartitionResponse {
     // Only brokers change ISRs: Kafka's controller asks for CLUSTER_ACTION.
     if !ctx.authorize_cluster(operation::CLUSTER_ACTION) {
-        return AlterPartitionResponse::default().with_error_code(ResponseError::ClusterAuthorizationFailed.code());
+        return AlterPartitionResponse::default()
+            .with_error_code(ResponseError::ClusterAuthorizationFailed.code());
     }
     let changes: Vec<IsrChange> = request
         .topics
@@ -153,7 +158,8 @@ pub async fn alter_partition(ctx: &RequestContext<'_>, request: AlterPartitionRe
         .flat_map(|t| t.partitions.iter().map(move |p| isr_change(t.topic_id, p)))
         .collect();
     let controller = &ctx.broker.controller;
-    let results = match controller.alter_partition(request.broker_id.0, request.broker_epoch, &changes).await {
+    let results = match controller.alter_partition(request.broker_id.0, request.broker_epoch, &changes).await
+    {
         Ok(results) => results,
         Err(e) => return AlterPartitionResponse::default().with_error_code(metadata_error(&e).code()),
     };
@@ -171,12 +177,17 @@ pub async fn alter_partition(ctx: &RequestContext<'_>, request: AlterPartitionRe
                 Err(e) => answer.with_error_code(metadata_error(&e).code()),
             }
         });
-        alter_partition_response::TopicData::default().with_topic_id(t.topic_id).with_partitions(partitions.collect())
+        alter_partition_response::TopicData::default()
+            .with_topic_id(t.topic_id)
+            .with_partitions(partitions.collect())
     });
     AlterPartitionResponse::default().with_topics(topics.collect())
 }
 
-fn isr_change(topic_id: uuid::Uuid, p: &kafka_protocol::messages::alter_partition_request::PartitionData) -> IsrChange {
+fn isr_change(
+    topic_id: uuid::Uuid,
+    p: &kafka_protocol::messages::alter_partition_request::PartitionData,
+) -> IsrChange {
     let with_epochs = p.new_isr_with_epochs.iter().map(|b| (b.broker_id.0, b.broker_epoch));
     let without = p.new_isr.iter().map(|b| (b.0, -1));
     IsrChange {

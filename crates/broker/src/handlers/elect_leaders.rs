@@ -20,7 +20,11 @@ pub fn handle(ctx: &RequestContext<'_>, request: ElectLeadersRequest) -> ElectLe
         return failed(named.as_deref(), ResponseError::ClusterAuthorizationFailed.code());
     }
     // v0 has no election type and asks for preferred leaders.
-    let election_type = if ctx.api_version == 0 { strom_metadata::operations::ELECTION_PREFERRED } else { request.election_type };
+    let election_type = if ctx.api_version == 0 {
+        strom_metadata::operations::ELECTION_PREFERRED
+    } else {
+        request.election_type
+    };
     match block_on(ctx.broker.controller.elect_leaders(election_type, named.as_deref())) {
         Ok(outcomes) => ElectLeadersResponse::default().with_replica_election_results(results(outcomes)),
         Err(e) => failed(named.as_deref(), metadata_error(&e).code()),
@@ -32,7 +36,9 @@ fn results(outcomes: Vec<TopicElections>) -> Vec<ReplicaElectionResult> {
         let result = PartitionResult::default().with_partition_id(id);
         match outcome {
             Ok(()) => result,
-            Err(e) => result.with_error_code(metadata_error(&e).code()).with_error_message(Some(str_bytes(&e.to_string()))),
+            Err(e) => result
+                .with_error_code(metadata_error(&e).code())
+                .with_error_message(Some(str_bytes(&e.to_string()))),
         }
     };
     outcomes
@@ -48,8 +54,11 @@ fn results(outcomes: Vec<TopicElections>) -> Vec<ReplicaElectionResult> {
 /// The whole request refused with `code`, on every partition it names.
 fn failed(named: Option<&[(String, Vec<i32>)]>, code: i16) -> ElectLeadersResponse {
     let outcomes = named.unwrap_or_default().iter().map(|(topic, ids)| {
-        let partitions = ids.iter().map(|id| PartitionResult::default().with_partition_id(*id).with_error_code(code));
-        ReplicaElectionResult::default().with_topic(topic_name(topic)).with_partition_result(partitions.collect())
+        let partitions =
+            ids.iter().map(|id| PartitionResult::default().with_partition_id(*id).with_error_code(code));
+        ReplicaElectionResult::default()
+            .with_topic(topic_name(topic))
+            .with_partition_result(partitions.collect())
     });
     ElectLeadersResponse::default().with_error_code(code).with_replica_election_results(outcomes.collect())
 }

@@ -113,10 +113,13 @@ impl<'a> PartitionChange<'a> {
         if record.isr.is_none() && !self.target_isr.is_empty() && self.target_isr != self.partition.isr {
             record.isr = Some(self.target_isr.clone());
         }
-        if record.leader_recovery_state < 0 && self.target_recovery_state != self.partition.leader_recovery_state {
+        if record.leader_recovery_state < 0
+            && self.target_recovery_state != self.partition.leader_recovery_state
+        {
             record.leader_recovery_state = self.target_recovery_state;
         }
-        let unchanged = record.leader == LEADER_UNCHANGED && record.isr.is_none() && record.leader_recovery_state < 0;
+        let unchanged =
+            record.leader == LEADER_UNCHANGED && record.isr.is_none() && record.leader_recovery_state < 0;
         (!unchanged).then_some(record)
     }
 
@@ -180,6 +183,32 @@ pub fn lead_leaderless(image: &MetadataImage, broker: i32) -> Vec<MetadataRecord
     records
 }
 
+/// The most preferred-leader elections one balancing run makes, as
+/// Kafka's controller bounds them.
+const MAX_ELECTIONS_PER_BALANCE: usize = 1_000;
+
+/// `auto.leader.rebalance.enable`'s periodic run: each partition not led
+/// by its first replica goes back to it when that replica is in the ISR
+/// and can lead.
+pub fn balance_partition_leaders(image: &MetadataImage) -> Vec<MetadataRecord> {
+    let can_lead = |r: i32| is_active(image, r);
+    let mut records = Vec::new();
+    for topic in image.topics() {
+        for (id, p) in &topic.partitions {
+            let Some(&preferred) = p.replicas.first() else { continue };
+            if p.leader == preferred || !p.isr.contains(&preferred) || !can_lead(preferred) {
+                continue;
+            }
+            let change = PartitionChange::new(topic.id, *id, p).with_election(Election::Preferred);
+            records.extend(change.build(can_lead).map(MetadataRecord::from));
+            if records.len() == MAX_ELECTIONS_PER_BALANCE {
+                return records;
+            }
+        }
+    }
+    records
+}
+
 /// One partition's entry of an AlterPartition request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IsrChange {
@@ -192,6 +221,10 @@ pub struct IsrChange {
     pub leader_recovery_state: i8,
 }
 
+/// Per AlterPartition entry, the partition after the change or why the
+/// entry was refused.
+pub type IsrOutcome = Result<PartitionImage, MetadataError>;
+
 /// AlterPartition from `broker_id` at `broker_epoch` (STALE_BROKER_EPOCH
 /// for the whole request otherwise): the records of the accepted changes
 /// and, per entry, the partition as it stands after them or why the entry
@@ -201,7 +234,7 @@ pub fn alter_partition(
     broker_id: i32,
     broker_epoch: i64,
     changes: &[IsrChange],
-) -> Result<(Vec<MetadataRecord>, Vec<Result<PartitionImage, MetadataError>>), MetadataError> {
+) -> Result<(Vec<MetadataRecord>, Vec<IsrOutcome>), MetadataError> {
     super::check_broker_epoch(image, broker_id, broker_epoch)?;
     let mut records = Vec::new();
     let results = changes
@@ -371,4 +404,3 @@ fn elect_leader(
             )),
         })
 }
-

@@ -13,7 +13,8 @@ fn three_replicas(world: &mut World) -> Vec<i64> {
 
 impl World {
     fn create_assigned(&mut self, name: &str, replicas: Vec<i32>, configs: BTreeMap<String, String>) {
-        let topic = NewTopic { name: name.into(), assignments: vec![(0, replicas)], configs, ..Default::default() };
+        let topic =
+            NewTopic { name: name.into(), assignments: vec![(0, replicas)], configs, ..Default::default() };
         let (records, _) = create_topic(&self.image, &topic, &mut self.placer, 10_000).unwrap();
         self.apply(records);
     }
@@ -127,7 +128,8 @@ fn with_unclean_election_enabled_an_out_of_sync_replica_leads_and_recovers() {
 fn the_cluster_wide_default_enables_unclean_election_unless_the_topic_disables_it() {
     let mut world = World::new();
     world.live_brokers(&[None, None]);
-    world.apply(vec![config_record(RESOURCE_BROKER, "", UNCLEAN_LEADER_ELECTION_ENABLE, Some("true")).into()]);
+    world
+        .apply(vec![config_record(RESOURCE_BROKER, "", UNCLEAN_LEADER_ELECTION_ENABLE, Some("true")).into()]);
     world.create_assigned("t", vec![1, 2], BTreeMap::new());
     let off = BTreeMap::from([(UNCLEAN_LEADER_ELECTION_ENABLE.to_owned(), "false".to_owned())]);
     world.create_assigned("safe", vec![1, 2], off);
@@ -266,4 +268,22 @@ fn an_unclean_election_needs_a_leaderless_partition_and_a_live_replica() {
     let p = world.partition("t");
     assert_eq!((p.leader, p.isr.as_slice(), p.leader_recovery_state), (2, &[2][..], 1));
     assert!(matches!(elect_leaders(&world.image, 7, None), Err(MetadataError::InvalidRequest(_))));
+}
+
+#[test]
+fn balancing_returns_leadership_to_in_sync_preferred_replicas_only() {
+    let mut world = World::new();
+    let epochs = three_replicas(&mut world);
+    assert!(balance_partition_leaders(&world.image).is_empty(), "balanced already");
+    world.fence_broker(1);
+    world.unfence_broker(1);
+    assert_eq!(world.partition("t").leader, 2);
+    assert!(balance_partition_leaders(&world.image).is_empty(), "the preferred replica is not in sync");
+    let all = [(1, epochs[0]), (2, epochs[1]), (3, epochs[2])];
+    world.alter(2, epochs[1], isr_change(&world, &all)).unwrap();
+    let records = balance_partition_leaders(&world.image);
+    assert_eq!(records.len(), 1);
+    world.apply(records);
+    let p = world.partition("t");
+    assert_eq!((p.leader, p.leader_epoch, p.isr.as_slice()), (1, 2, &[1, 2, 3][..]));
 }
