@@ -95,8 +95,9 @@ pub const BROKER_KEYS: &[BrokerKey] = {
         key("leader.imbalance.check.interval.seconds", Some("300"), LONG),
         key("offsets.topic.num.partitions", Some("50"), INT),
         key("offsets.topic.segment.bytes", Some("104857600"), INT),
-        // Unset, it is 3 capped at the registered brokers (see internal_topic).
-        key("offsets.topic.replication.factor", Some("3"), SHORT),
+        // Unset, Kafka's 3 capped at the brokers registered (see
+        // internal_topic): no single value to describe.
+        key("offsets.topic.replication.factor", None, SHORT),
         key("offsets.retention.minutes", Some("10080"), INT),
         key("offsets.retention.check.interval.ms", Some("600000"), LONG),
         key("offset.metadata.max.bytes", Some("4096"), INT),
@@ -108,7 +109,7 @@ pub const BROKER_KEYS: &[BrokerKey] = {
         key("group.consumer.heartbeat.interval.ms", Some("5000"), INT),
         key("transaction.state.log.num.partitions", Some("50"), INT),
         key("transaction.state.log.segment.bytes", Some("104857600"), INT),
-        key("transaction.state.log.replication.factor", Some("3"), SHORT),
+        key("transaction.state.log.replication.factor", None, SHORT),
         key("transaction.max.timeout.ms", Some("900000"), INT),
         key("transaction.abort.timed.out.transaction.cleanup.interval.ms", Some("10000"), INT),
         key("transactional.id.expiration.ms", Some("604800000"), INT),
