@@ -122,6 +122,25 @@ def test_a_killed_leader_is_replaced_by_an_in_sync_replica_with_a_higher_epoch_a
     assert error is not None and error.code() == PREFERRED_LEADER_NOT_AVAILABLE, elected
 
 
+def test_a_controlled_shutdown_moves_leadership_before_the_broker_exits(cluster):
+    quorum_leader, _ = cluster.wait_for_leader()
+    victim = next(b for b in sorted(BROKERS) if b != quorum_leader)
+    others = sorted(BROKERS - {victim})
+    survivor = cluster.nodes[others[0]]
+    topic = f"shutdown-{uuid.uuid4().hex[:8]}"
+    assignment = [[victim, *others]]
+    admin = admin_client(survivor.bootstrap)
+    wait_future(admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=assignment)])[topic])
+    wait_until(lambda: partitions(survivor.port, topic).get(0, None) is not None, CLUSTER_WAIT_S, "the topic")
+    before = partitions(survivor.port, topic)[0]
+
+    cluster.stop(victim)  # SIGTERM: the controller grants the shutdown once the others have seen the move
+
+    after = partitions(survivor.port, topic)[0]
+    assert (after.leader, after.leader_epoch, after.isr) == (others[0], before.leader_epoch + 1, others), after
+    assert live_brokers(survivor.bootstrap) == set(others), "the stopped broker is fenced as it goes"
+
+
 def test_elect_leaders_through_a_broker_answers_kafkas_errors(cluster):
     quorum_leader, _ = cluster.wait_for_leader()
     follower = next(cluster.nodes[b] for b in sorted(BROKERS) if b != quorum_leader)
