@@ -23,6 +23,7 @@ BROKERS = {1, 2, 3}
 # Short sessions so fencing is seen within the test, long enough that a
 # busy machine does not fence a live broker.
 SESSIONS = {"broker.session.timeout.ms": "3000", "broker.heartbeat.interval.ms": "300"}
+OVERRIDES = {**SESSIONS, "default.replication.factor": "3", "offsets.topic.num.partitions": "6"}
 FENCED_WAIT_S = 30.0
 ALTER_PARTITION = 56
 NOT_CONTROLLER = 41
@@ -34,7 +35,7 @@ UNKNOWN_TOPIC_OR_PARTITION = 3
 
 @pytest.fixture
 def cluster(tmp_path):
-    with Cluster(tmp_path, controllers=3, combined=True, overrides=SESSIONS) as cluster:
+    with Cluster(tmp_path, controllers=3, combined=True, overrides=OVERRIDES) as cluster:
         cluster.start()
         cluster.wait_for_leader()
         for node in cluster.brokers():
@@ -79,6 +80,23 @@ def test_a_replicated_topic_shows_replicas_isr_and_leader_to_clients(cluster):
     with pytest.raises(KafkaException) as refused:
         wait_future(too_many[f"{topic}-x"])
     assert refused.value.args[0].name() == "INVALID_REPLICATION_FACTOR"
+
+
+def test_the_offsets_topic_and_topics_without_a_replication_factor_get_three_replicas(cluster):
+    node = cluster.nodes[2]
+
+    def coordinator_found():
+        [found] = wire.parse_find_coordinator_v4(wire.call(node.port, wire.find_coordinator_v4_request(3, ["g"])))
+        return found.error_code == 0
+
+    wait_until(coordinator_found, CLUSTER_WAIT_S, "a coordinator for group g")
+    offsets = partitions(node.port, "__consumer_offsets")
+    assert len(offsets) == 6 and all(sorted(p.replicas) == [1, 2, 3] for p in offsets.values()), offsets
+    topic = f"default-rf-{uuid.uuid4().hex[:8]}"
+    admin = admin_client(node.bootstrap)
+    wait_future(admin.create_topics([NewTopic(topic, num_partitions=2, replication_factor=-1)])[topic])
+    wait_until(lambda: len(partitions(node.port, topic)) == 2, CLUSTER_WAIT_S, "the topic")
+    assert all(len(p.replicas) == 3 for p in partitions(node.port, topic).values())
 
 
 def test_a_killed_leader_is_replaced_by_an_in_sync_replica_with_a_higher_epoch_and_rejoins(cluster):
