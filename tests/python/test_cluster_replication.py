@@ -197,3 +197,35 @@ def test_alter_partition_is_the_active_controllers_and_checks_the_broker_epoch(c
 
     assert error_code(quorum_leader) == STALE_BROKER_EPOCH
     assert error_code(follower) == NOT_CONTROLLER
+
+
+def test_with_every_in_sync_replica_down_only_an_unclean_election_lets_a_stale_replica_lead(tmp_path):
+    with Cluster(tmp_path, controllers=1, brokers=2, overrides=SESSIONS) as cluster:
+        cluster.start()
+        cluster.wait_for_leader()
+        first, second = cluster.nodes[100], cluster.nodes[101]
+        wait_until(lambda: live_brokers(first.bootstrap) == {100, 101}, CLUSTER_WAIT_S, "both brokers")
+        admin = admin_client(first.bootstrap)
+        unclean = {"unclean.leader.election.enable": "true"}
+        topics = [NewTopic("unclean", num_partitions=1, replica_assignment=[[100, 101]], config=unclean),
+                  NewTopic("clean", num_partitions=1, replica_assignment=[[100, 101]])]
+        for future in admin.create_topics(topics).values():
+            wait_future(future)
+        wait_until(lambda: len(partitions(first.port, "clean")) == 1, CLUSTER_WAIT_S, "the topics")
+
+        def state(topic: str) -> tuple[int, list[int]]:
+            p = partitions(second.port, topic)[0]
+            return p.leader, p.isr
+
+        cluster.kill9(101)  # the follower: the ISR shrinks to the leader
+        wait_until(lambda: partitions(first.port, "clean")[0].isr == [100], FENCED_WAIT_S, "broker 101 out of the ISR")
+        cluster.kill9(100)  # the last in-sync replica: no leader, and it stays in the ISR
+        cluster.restart(101)
+        wait_until(lambda: partitions(second.port, "unclean").get(0) and state("unclean") == (101, [101]),
+                   FENCED_WAIT_S, "the stale replica leading the topic that allows it")
+        assert state("clean") == (-1, [100]), "a clean topic waits for its last in-sync replica"
+
+        admin = admin_client(second.bootstrap)
+        elected = wait_future(admin.elect_leaders(ElectionType.UNCLEAN, [TopicPartition("clean", 0)]))
+        assert list(elected.values()) == [None], elected
+        wait_until(lambda: state("clean") == (101, [101]), CLUSTER_WAIT_S, "an unclean election by request")
