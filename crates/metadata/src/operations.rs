@@ -540,12 +540,25 @@ pub fn fence_expired_brokers(
     heartbeats: &mut BrokerHeartbeats,
     now_ms: i64,
 ) -> Vec<MetadataRecord> {
+    let expired: Vec<i32> = image
+        .brokers
+        .values()
+        .filter(|b| !b.fenced && heartbeats.session_expired(b.id, now_ms))
+        .map(|b| b.id)
+        .collect();
+    if expired.is_empty() {
+        return Vec::new();
+    }
+    // Each fencing is decided on the image the previous ones left, so a
+    // leadership never moves to a broker fenced in the same batch.
+    let mut working = image.clone();
     let mut records = Vec::new();
-    for broker in image.brokers.values().filter(|b| !b.fenced) {
-        if heartbeats.session_expired(broker.id, now_ms) {
-            tracing::info!(broker = broker.id, "fencing a broker whose session expired");
-            records.extend(fence(image, broker));
-        }
+    for id in expired {
+        tracing::info!(broker = id, "fencing a broker whose session expired");
+        let broker = working.brokers[&id].clone();
+        let fenced = fence(&working, &broker);
+        fenced.iter().cloned().for_each(|r| working.apply(r));
+        records.extend(fenced);
     }
     records
 }

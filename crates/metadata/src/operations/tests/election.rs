@@ -287,3 +287,16 @@ fn balancing_returns_leadership_to_in_sync_preferred_replicas_only() {
     let p = world.partition("t");
     assert_eq!((p.leader, p.leader_epoch, p.isr.as_slice()), (1, 2, &[1, 2, 3][..]));
 }
+
+#[test]
+fn brokers_whose_sessions_expire_together_never_inherit_each_others_leaderships() {
+    let mut world = World::new();
+    let epochs = three_replicas(&mut world);
+    world.heartbeat(3, epochs[2], SESSION_MS + 1).unwrap();
+    let records = fence_expired_brokers(&world.image, &mut world.heartbeats, SESSION_MS + 2);
+    world.apply(records);
+    assert!(world.image.brokers[&1].fenced && world.image.brokers[&2].fenced);
+    // Led by 2 after 1 went, then by 3 after 2 went: never by a fenced broker.
+    let p = world.partition("t");
+    assert_eq!((p.leader, p.isr.as_slice(), p.leader_epoch), (3, &[3][..], 2));
+}
