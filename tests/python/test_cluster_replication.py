@@ -16,7 +16,7 @@ from confluent_kafka import ElectionType, KafkaException, TopicCollection, Topic
 from confluent_kafka.admin import NewTopic
 
 from cluster import CLUSTER_WAIT_S, Cluster
-from harness import ADMIN_TIMEOUT_S, admin_client, wait_future, wait_until
+from harness import ADMIN_TIMEOUT_S, admin_client, strom, wait_future, wait_until
 import wire
 
 BROKERS = {1, 2, 3}
@@ -173,6 +173,17 @@ def test_elect_leaders_through_a_broker_answers_kafkas_errors(cluster):
     assert wait_future(admin.elect_leaders(ElectionType.PREFERRED, None), ADMIN_TIMEOUT_S) == {}, \
         "partitions that need no election are left out of an election of all"
 
+    def cli(*args: str):
+        return strom("leader-election", "--bootstrap-server", follower.bootstrap, *args)
+
+    done = cli("--election-type", "preferred", "--topic", topic, "--partition", "0")
+    assert done.returncode == 0 and done.stdout == f"Valid replica already elected for partitions {topic}-0\n", done
+    done = cli("--election-type", "UNCLEAN", "--topic", topic, "--partition", "7")
+    assert done.returncode != 0 and "UNKNOWN_TOPIC_OR_PARTITION" in done.stdout, done
+    assert "1 replica(s) could not be elected" in done.stderr, done
+    done = cli("--election-type", "sideways", "--all-topic-partitions")
+    assert done.returncode != 0 and "not an election type" in done.stderr, done
+
 
 def alter_partition_v2(broker_id: int, broker_epoch: int) -> bytes:
     """AlterPartition v2 with one topic of no partitions: only the broker's epoch is checked."""
@@ -225,7 +236,7 @@ def test_with_every_in_sync_replica_down_only_an_unclean_election_lets_a_stale_r
                    FENCED_WAIT_S, "the stale replica leading the topic that allows it")
         assert state("clean") == (-1, [100]), "a clean topic waits for its last in-sync replica"
 
-        admin = admin_client(second.bootstrap)
-        elected = wait_future(admin.elect_leaders(ElectionType.UNCLEAN, [TopicPartition("clean", 0)]))
-        assert list(elected.values()) == [None], elected
+        done = strom("leader-election", "--bootstrap-server", second.bootstrap, "--election-type", "unclean",
+                     "--all-topic-partitions")
+        assert (done.returncode, done.stdout) == (0, "Successfully completed leader election (UNCLEAN) for partitions clean-0\n"), done
         wait_until(lambda: state("clean") == (101, [101]), CLUSTER_WAIT_S, "an unclean election by request")
