@@ -9,6 +9,7 @@ copying of records between replicas."""
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import pytest
@@ -159,7 +160,7 @@ def test_a_controlled_shutdown_moves_leadership_before_the_broker_exits(cluster)
     assert live_brokers(survivor.bootstrap) == set(others), "the stopped broker is fenced as it goes"
 
 
-def test_elect_leaders_through_a_broker_answers_kafkas_errors(cluster):
+def test_elect_leaders_through_a_broker_answers_kafkas_errors(cluster, tmp_path):
     quorum_leader, _ = cluster.wait_for_leader()
     follower = next(cluster.nodes[b] for b in sorted(BROKERS) if b != quorum_leader)
     topic = f"elect-{uuid.uuid4().hex[:8]}"
@@ -181,6 +182,13 @@ def test_elect_leaders_through_a_broker_answers_kafkas_errors(cluster):
     done = cli("--election-type", "UNCLEAN", "--topic", topic, "--partition", "7")
     assert done.returncode != 0 and "UNKNOWN_TOPIC_OR_PARTITION" in done.stdout, done
     assert "1 replica(s) could not be elected" in done.stderr, done
+    listed = tmp_path / "election.json"
+    listed.write_text(json.dumps({"partitions": [{"topic": topic, "partition": 1}]}))
+    done = cli("--election-type", "PREFERRED", "--path-to-json-file", str(listed))
+    assert done.returncode == 0 and done.stdout == f"Valid replica already elected for partitions {topic}-1\n", done
+    listed.write_text(json.dumps({"partitions": [{"topic": topic}]}))
+    done = cli("--election-type", "PREFERRED", "--path-to-json-file", str(listed))
+    assert done.returncode != 0 and 'needs a "topic" and a "partition"' in done.stderr, done
     done = cli("--election-type", "sideways", "--all-topic-partitions")
     assert done.returncode != 0 and "not an election type" in done.stderr, done
 
