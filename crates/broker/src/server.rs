@@ -122,9 +122,16 @@ fn open_controller(config: &BrokerConfig) -> Result<Controller, StartError> {
 
 /// The controller settings of `config`.
 fn configured(controller: Controller, config: &BrokerConfig) -> Controller {
+    // The static broker-level default; topic and dynamic configs override it.
+    let unclean = config.provided.get("unclean.leader.election.enable");
+    let defaults = strom_metadata::operations::ElectionDefaults {
+        node_id: config.node_id,
+        unclean_leader_election_enable: unclean.is_some_and(|v| v.trim().eq_ignore_ascii_case("true")),
+    };
     controller
         .with_max_partitions_per_request(config.max_partitions_per_request)
         .with_session_timeout_ms(config.kraft.broker_session_timeout_ms.into())
+        .with_election_defaults(defaults)
 }
 
 /// The cluster id of a KRaft node's formatted log dirs.

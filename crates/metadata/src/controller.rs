@@ -212,6 +212,8 @@ struct ControllerState {
     epoch: Option<i32>,
     /// The broker session timeout, for a new epoch's fresh sessions.
     session_timeout_ms: i64,
+    /// This node's part in choosing elections.
+    election_defaults: operations::ElectionDefaults,
 }
 
 pub struct Controller {
@@ -241,6 +243,7 @@ impl Controller {
                 heartbeats: BrokerHeartbeats::new(DEFAULT_BROKER_SESSION_TIMEOUT_MS),
                 epoch: None,
                 session_timeout_ms: DEFAULT_BROKER_SESSION_TIMEOUT_MS,
+                election_defaults: operations::ElectionDefaults::default(),
             }),
             claimed_epoch: AtomicI32::new(0),
         }
@@ -268,6 +271,13 @@ impl Controller {
         state.heartbeats = BrokerHeartbeats::new(timeout_ms);
         state.session_timeout_ms = timeout_ms;
         drop(state);
+        self
+    }
+
+    /// Sets this node's id and static `unclean.leader.election.enable`,
+    /// which elections fall back to.
+    pub fn with_election_defaults(self, defaults: operations::ElectionDefaults) -> Self {
+        self.state.try_lock().expect("not yet shared").election_defaults = defaults;
         self
     }
 
@@ -582,7 +592,9 @@ impl Controller {
     ) -> Result<HeartbeatReply, MetadataError> {
         let (mut state, _) = self.begin().await?;
         let image = self.image();
-        let (records, reply) = operations::broker_heartbeat(&image, &request, &mut state.heartbeats, now_ms)?;
+        let defaults = state.election_defaults;
+        let (records, reply) =
+            operations::broker_heartbeat(&image, &request, &mut state.heartbeats, now_ms, defaults)?;
         let mut last_offset = image.last_offset;
         if !records.is_empty() {
             last_offset = self.commit(records).await? as i64;
@@ -598,7 +610,9 @@ impl Controller {
     /// records that took.
     pub async fn fence_expired_brokers(&self, now_ms: i64) -> Result<usize, MetadataError> {
         let (mut state, _) = self.begin().await?;
-        let records = operations::fence_expired_brokers(&self.image(), &mut state.heartbeats, now_ms);
+        let defaults = state.election_defaults;
+        let records =
+            operations::fence_expired_brokers(&self.image(), &mut state.heartbeats, now_ms, defaults);
         let count = records.len();
         if count > 0 {
             self.commit(records).await?;
@@ -609,7 +623,7 @@ impl Controller {
     /// UnregisterBroker.
     pub async fn unregister_broker(&self, broker_id: i32) -> Result<(), MetadataError> {
         let (mut state, _) = self.begin().await?;
-        let records = operations::unregister_broker(&self.image(), broker_id)?;
+        let records = operations::unregister_broker(&self.image(), broker_id, state.election_defaults)?;
         self.commit(records).await?;
         state.heartbeats.remove(broker_id);
         Ok(())
@@ -623,9 +637,14 @@ impl Controller {
         broker_epoch: i64,
         changes: &[operations::IsrChange],
     ) -> Result<Vec<operations::IsrOutcome>, MetadataError> {
-        let _state = self.begin().await?;
-        let (records, results) =
-            operations::alter_partition(&self.image(), broker_id, broker_epoch, changes)?;
+        let (state, _) = self.begin().await?;
+        let (records, results) = operations::alter_partition(
+            &self.image(),
+            broker_id,
+            broker_epoch,
+            changes,
+            state.election_defaults,
+        )?;
         if !records.is_empty() {
             self.commit(records).await?;
         }

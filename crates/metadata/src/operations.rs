@@ -32,7 +32,7 @@ mod security;
 
 pub use election::{
     alter_partition, balance_partition_leaders, elect_leaders, failover_election, lead_leaderless,
-    move_leadership_away, Election, IsrChange, IsrOutcome, PartitionChange, TopicElections,
+    move_leadership_away, Election, ElectionDefaults, IsrChange, IsrOutcome, PartitionChange, TopicElections,
     ELECTION_PREFERRED, ELECTION_UNCLEAN, UNCLEAN_LEADER_ELECTION_ENABLE,
 };
 pub use security::{
@@ -449,6 +449,7 @@ pub fn broker_heartbeat(
     request: &BrokerHeartbeat,
     heartbeats: &mut BrokerHeartbeats,
     now_ms: i64,
+    defaults: ElectionDefaults,
 ) -> Result<(Vec<MetadataRecord>, HeartbeatReply), MetadataError> {
     let broker = registered(image, request.broker_id)?;
     if broker.epoch != request.broker_epoch {
@@ -464,12 +465,12 @@ pub fn broker_heartbeat(
     if broker.fenced {
         return Ok(match (request.want_shut_down, request.want_fence, is_caught_up) {
             (true, _, _) => (Vec::new(), reply(true, true)),
-            (false, false, true) => (unfence(image, broker), reply(false, false)),
+            (false, false, true) => (unfence(image, broker, defaults), reply(false, false)),
             _ => (Vec::new(), reply(true, false)),
         });
     }
     if request.want_fence {
-        return Ok((fence(image, broker), reply(true, false)));
+        return Ok((fence(image, broker, defaults), reply(true, false)));
     }
     if !(request.want_shut_down || broker.in_controlled_shutdown) {
         return Ok((Vec::new(), reply(false, false)));
@@ -482,7 +483,7 @@ pub fn broker_heartbeat(
             ..Default::default()
         };
         let mut records: Vec<MetadataRecord> = vec![change.into()];
-        records.extend(move_leadership_away(image, broker.id));
+        records.extend(move_leadership_away(image, broker.id, defaults));
         return Ok((records, reply(false, false)));
     }
     // As Kafka's: it may stop once it leads nothing and every active
@@ -493,7 +494,7 @@ pub fn broker_heartbeat(
     if !seen || leads_any(image, broker.id) {
         return Ok((Vec::new(), reply(false, false)));
     }
-    Ok((fence(image, broker), reply(true, true)))
+    Ok((fence(image, broker, defaults), reply(true, true)))
 }
 
 fn leads_any(image: &MetadataImage, broker: i32) -> bool {
@@ -507,8 +508,8 @@ fn registered(image: &MetadataImage, broker_id: i32) -> Result<&BrokerImage, Met
 /// The records that fence `broker`: its leaderships move to another ISR
 /// member (or to none) and it leaves every ISR, then its registration is
 /// marked fenced.
-pub fn fence(image: &MetadataImage, broker: &BrokerImage) -> Vec<MetadataRecord> {
-    let mut records = move_leadership_away(image, broker.id);
+pub fn fence(image: &MetadataImage, broker: &BrokerImage, defaults: ElectionDefaults) -> Vec<MetadataRecord> {
+    let mut records = move_leadership_away(image, broker.id, defaults);
     let change = BrokerRegistrationChangeRecord {
         broker_id: broker.id,
         broker_epoch: broker.epoch,
@@ -521,7 +522,7 @@ pub fn fence(image: &MetadataImage, broker: &BrokerImage) -> Vec<MetadataRecord>
 
 /// The records that unfence `broker`: its registration, then leaders for
 /// the leaderless partitions it (or anyone) can now lead.
-fn unfence(image: &MetadataImage, broker: &BrokerImage) -> Vec<MetadataRecord> {
+fn unfence(image: &MetadataImage, broker: &BrokerImage, defaults: ElectionDefaults) -> Vec<MetadataRecord> {
     let change = BrokerRegistrationChangeRecord {
         broker_id: broker.id,
         broker_epoch: broker.epoch,
@@ -529,7 +530,7 @@ fn unfence(image: &MetadataImage, broker: &BrokerImage) -> Vec<MetadataRecord> {
         ..Default::default()
     };
     let mut records: Vec<MetadataRecord> = vec![change.into()];
-    records.extend(lead_leaderless(image, broker.id));
+    records.extend(lead_leaderless(image, broker.id, defaults));
     records
 }
 
@@ -539,6 +540,7 @@ pub fn fence_expired_brokers(
     image: &MetadataImage,
     heartbeats: &mut BrokerHeartbeats,
     now_ms: i64,
+    defaults: ElectionDefaults,
 ) -> Vec<MetadataRecord> {
     let expired: Vec<i32> = image
         .brokers
@@ -556,7 +558,7 @@ pub fn fence_expired_brokers(
     for id in expired {
         tracing::info!(broker = id, "fencing a broker whose session expired");
         let broker = working.brokers[&id].clone();
-        let fenced = fence(&working, &broker);
+        let fenced = fence(&working, &broker, defaults);
         fenced.iter().cloned().for_each(|r| working.apply(r));
         records.extend(fenced);
     }
@@ -567,9 +569,10 @@ pub fn fence_expired_brokers(
 pub fn unregister_broker(
     image: &MetadataImage,
     broker_id: i32,
+    defaults: ElectionDefaults,
 ) -> Result<Vec<MetadataRecord>, MetadataError> {
     let broker = registered(image, broker_id)?;
-    let mut records = move_leadership_away(image, broker_id);
+    let mut records = move_leadership_away(image, broker_id, defaults);
     let record = UnregisterBrokerRecord { broker_id, broker_epoch: broker.epoch, ..Default::default() };
     records.push(record.into());
     Ok(records)

@@ -36,15 +36,25 @@ pub enum Election {
     Unclean,
 }
 
-/// The election a topic's partitions get on failures:
-/// `unclean.leader.election.enable` of the topic, else the cluster-wide
-/// dynamic broker default, else off, as Kafka resolves it.
-pub fn failover_election(image: &MetadataImage, topic: &TopicImage) -> Election {
-    let enabled = topic
-        .configs
-        .get(UNCLEAN_LEADER_ELECTION_ENABLE)
-        .or_else(|| image.broker_configs("").get(UNCLEAN_LEADER_ELECTION_ENABLE))
-        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+/// What the controller's own configuration adds to the image when it
+/// picks an election: its node id (for its dynamic broker configs) and
+/// its static `unclean.leader.election.enable`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ElectionDefaults {
+    pub node_id: i32,
+    pub unclean_leader_election_enable: bool,
+}
+
+/// The election a topic's partitions get on failures, from
+/// `unclean.leader.election.enable` as Kafka resolves it: the topic's,
+/// else the controller node's dynamic config, else the cluster-wide
+/// dynamic default, else the controller's static config.
+pub fn failover_election(image: &MetadataImage, topic: &TopicImage, defaults: ElectionDefaults) -> Election {
+    let node = defaults.node_id.to_string();
+    let enabled = [&topic.configs, image.broker_configs(&node), image.broker_configs("")]
+        .into_iter()
+        .find_map(|configs| configs.get(UNCLEAN_LEADER_ELECTION_ENABLE))
+        .map_or(defaults.unclean_leader_election_enable, |v| v.eq_ignore_ascii_case("true"));
     if enabled {
         Election::Unclean
     } else {
@@ -151,11 +161,15 @@ impl<'a> PartitionChange<'a> {
 /// PartitionChangeRecords that take `broker` out of every ISR and
 /// leadership (fencing, controlled shutdown, unregistration): each
 /// partition it led gets the next ISR member that can lead, or none.
-pub fn move_leadership_away(image: &MetadataImage, broker: i32) -> Vec<MetadataRecord> {
+pub fn move_leadership_away(
+    image: &MetadataImage,
+    broker: i32,
+    defaults: ElectionDefaults,
+) -> Vec<MetadataRecord> {
     let can_lead = |r: i32| r != broker && is_active(image, r);
     let mut records = Vec::new();
     for topic in image.topics() {
-        let election = failover_election(image, topic);
+        let election = failover_election(image, topic, defaults);
         for (id, p) in &topic.partitions {
             if !p.isr.contains(&broker) && p.leader != broker {
                 continue;
@@ -170,11 +184,15 @@ pub fn move_leadership_away(image: &MetadataImage, broker: i32) -> Vec<MetadataR
 
 /// PartitionChangeRecords that give leaderless partitions a leader now
 /// that `broker` is unfenced (it is not yet in the image as unfenced).
-pub fn lead_leaderless(image: &MetadataImage, broker: i32) -> Vec<MetadataRecord> {
+pub fn lead_leaderless(
+    image: &MetadataImage,
+    broker: i32,
+    defaults: ElectionDefaults,
+) -> Vec<MetadataRecord> {
     let can_lead = |r: i32| r == broker || is_active(image, r);
     let mut records = Vec::new();
     for topic in image.topics() {
-        let election = failover_election(image, topic);
+        let election = failover_election(image, topic, defaults);
         for (id, p) in topic.partitions.iter().filter(|(_, p)| p.leader == NO_LEADER) {
             let change = PartitionChange::new(topic.id, *id, p).with_election(election);
             records.extend(change.build(can_lead).map(MetadataRecord::from));
@@ -234,6 +252,7 @@ pub fn alter_partition(
     broker_id: i32,
     broker_epoch: i64,
     changes: &[IsrChange],
+    defaults: ElectionDefaults,
 ) -> Result<(Vec<MetadataRecord>, Vec<IsrOutcome>), MetadataError> {
     super::check_broker_epoch(image, broker_id, broker_epoch)?;
     let mut records = Vec::new();
@@ -245,7 +264,7 @@ pub fn alter_partition(
             validate_isr_change(image, broker_id, partition, change)?;
             let isr = change.new_isr.iter().map(|(id, _)| *id).collect();
             let built = PartitionChange::new(topic.id, change.partition, partition)
-                .with_election(failover_election(image, topic))
+                .with_election(failover_election(image, topic, defaults))
                 .with_target_isr(isr)
                 .with_recovery_state(change.leader_recovery_state)
                 .build(|r| is_active(image, r));

@@ -70,7 +70,13 @@ impl World {
     }
 
     fn send(&mut self, request: BrokerHeartbeat, now_ms: i64) -> Result<HeartbeatReply, MetadataError> {
-        let (records, reply) = broker_heartbeat(&self.image, &request, &mut self.heartbeats, now_ms)?;
+        let (records, reply) = broker_heartbeat(
+            &self.image,
+            &request,
+            &mut self.heartbeats,
+            now_ms,
+            ElectionDefaults::default(),
+        )?;
         self.apply(records);
         Ok(reply)
     }
@@ -256,11 +262,17 @@ fn fencing_follows_the_session_timeout_on_a_fake_clock() {
     // Broker 2 keeps heartbeating; broker 1 stops at t=0.
     for now in [3_000, 6_000, SESSION_MS] {
         world.heartbeat(2, epochs[1], now).unwrap();
-        let records = fence_expired_brokers(&world.image, &mut world.heartbeats, now);
+        let records =
+            fence_expired_brokers(&world.image, &mut world.heartbeats, now, ElectionDefaults::default());
         assert!(records.is_empty(), "no session has expired at {now} ms");
     }
     world.heartbeat(2, epochs[1], SESSION_MS + 1).unwrap();
-    let records = fence_expired_brokers(&world.image, &mut world.heartbeats, SESSION_MS + 1);
+    let records = fence_expired_brokers(
+        &world.image,
+        &mut world.heartbeats,
+        SESSION_MS + 1,
+        ElectionDefaults::default(),
+    );
     world.apply(records);
     assert!(world.image.brokers[&1].fenced);
     assert!(!world.image.brokers[&2].fenced);
@@ -329,8 +341,11 @@ fn unregistering_removes_the_broker_and_its_leaderships() {
     let mut world = World::new();
     world.live_brokers(&[None, None]);
     world.create("t", 2, 2).unwrap();
-    assert!(matches!(unregister_broker(&world.image, 9), Err(MetadataError::BrokerIdNotRegistered(9))));
-    let records = unregister_broker(&world.image, 1).unwrap();
+    assert!(matches!(
+        unregister_broker(&world.image, 9, ElectionDefaults::default()),
+        Err(MetadataError::BrokerIdNotRegistered(9))
+    ));
+    let records = unregister_broker(&world.image, 1, ElectionDefaults::default()).unwrap();
     world.apply(records);
     assert!(!world.image.brokers.contains_key(&1));
     for p in world.image.topic("t").unwrap().partitions.values() {

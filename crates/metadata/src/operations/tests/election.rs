@@ -25,18 +25,19 @@ impl World {
 
     fn fence_broker(&mut self, id: i32) {
         let broker = self.image.brokers[&id].clone();
-        let records = fence(&self.image, &broker);
+        let records = fence(&self.image, &broker, ElectionDefaults::default());
         self.apply(records);
     }
 
     fn unfence_broker(&mut self, id: i32) {
         let broker = self.image.brokers[&id].clone();
-        let records = unfence(&self.image, &broker);
+        let records = unfence(&self.image, &broker, ElectionDefaults::default());
         self.apply(records);
     }
 
     fn alter(&mut self, broker: i32, epoch: i64, change: IsrChange) -> Result<PartitionImage, MetadataError> {
-        let (records, mut results) = alter_partition(&self.image, broker, epoch, &[change])?;
+        let (records, mut results) =
+            alter_partition(&self.image, broker, epoch, &[change], ElectionDefaults::default())?;
         self.apply(records);
         results.pop().unwrap()
     }
@@ -293,10 +294,41 @@ fn brokers_whose_sessions_expire_together_never_inherit_each_others_leaderships(
     let mut world = World::new();
     let epochs = three_replicas(&mut world);
     world.heartbeat(3, epochs[2], SESSION_MS + 1).unwrap();
-    let records = fence_expired_brokers(&world.image, &mut world.heartbeats, SESSION_MS + 2);
+    let records = fence_expired_brokers(
+        &world.image,
+        &mut world.heartbeats,
+        SESSION_MS + 2,
+        ElectionDefaults::default(),
+    );
     world.apply(records);
     assert!(world.image.brokers[&1].fenced && world.image.brokers[&2].fenced);
     // Led by 2 after 1 went, then by 3 after 2 went: never by a fenced broker.
     let p = world.partition("t");
     assert_eq!((p.leader, p.isr.as_slice(), p.leader_epoch), (3, &[3][..], 2));
+}
+
+#[test]
+fn unclean_election_is_resolved_from_topic_node_cluster_then_static_config() {
+    let mut world = World::new();
+    world.live_brokers(&[None]);
+    world.create_assigned("t", vec![1], BTreeMap::new());
+    let topic = world.image.topic("t").unwrap().clone();
+    let on = ElectionDefaults { node_id: 7, unclean_leader_election_enable: true };
+    assert_eq!(failover_election(&world.image, &topic, ElectionDefaults::default()), Election::Online);
+    assert_eq!(failover_election(&world.image, &topic, on), Election::Unclean, "the static config");
+    world.apply(vec![
+        config_record(RESOURCE_BROKER, "", UNCLEAN_LEADER_ELECTION_ENABLE, Some("false")).into()
+    ]);
+    assert_eq!(failover_election(&world.image, &topic, on), Election::Online, "the cluster default");
+    world.apply(vec![
+        config_record(RESOURCE_BROKER, "7", UNCLEAN_LEADER_ELECTION_ENABLE, Some("true")).into()
+    ]);
+    assert_eq!(failover_election(&world.image, &topic, on), Election::Unclean, "the controller node's");
+    let other_node = ElectionDefaults { node_id: 8, ..on };
+    assert_eq!(failover_election(&world.image, &topic, other_node), Election::Online);
+    world.apply(vec![
+        config_record(RESOURCE_TOPIC, "t", UNCLEAN_LEADER_ELECTION_ENABLE, Some("false")).into()
+    ]);
+    let topic = world.image.topic("t").unwrap().clone();
+    assert_eq!(failover_election(&world.image, &topic, on), Election::Online, "the topic's");
 }
