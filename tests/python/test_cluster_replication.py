@@ -66,7 +66,8 @@ def test_a_replicated_topic_shows_replicas_isr_and_leader_to_clients(cluster):
     topic = f"rf3-{uuid.uuid4().hex[:8]}"
     admin = admin_client(bootstrap)
     wait_future(admin.create_topics([NewTopic(topic, num_partitions=6, replication_factor=3)])[topic])
-    wait_until(lambda: len(partitions(cluster.nodes[2].port, topic)) == 6, CLUSTER_WAIT_S, "the topic everywhere")
+    wait_until(lambda: all(len(partitions(n.port, topic)) == 6 for n in cluster.brokers()), CLUSTER_WAIT_S,
+               "the topic in every broker's metadata")
     described = wait_future(admin.describe_topics(TopicCollection([topic]))[topic])
     leaders = set()
     for p in described.partitions:
