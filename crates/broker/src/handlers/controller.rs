@@ -199,3 +199,71 @@ fn isr_change(
         leader_recovery_state: p.leader_recovery_state,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use kafka_protocol::messages::alter_partition_request::{BrokerState, PartitionData, TopicData};
+    use kafka_protocol::messages::ApiKey;
+    use strom_metadata::block_on;
+
+    use super::*;
+    use crate::handlers::leadership_tests::{broker_with_another, ctx, OTHER};
+
+    fn request(
+        leader: i32,
+        epoch: i64,
+        topic_id: uuid::Uuid,
+        partition_epoch: i32,
+        isr: &[(i32, i64)],
+    ) -> AlterPartitionRequest {
+        let isr = isr
+            .iter()
+            .map(|(id, e)| BrokerState::default().with_broker_id(BrokerId(*id)).with_broker_epoch(*e));
+        let partition = PartitionData::default()
+            .with_partition_index(0)
+            .with_leader_epoch(0)
+            .with_partition_epoch(partition_epoch)
+            .with_new_isr_with_epochs(isr.collect());
+        let topic = TopicData::default().with_topic_id(topic_id).with_partitions(vec![partition]);
+        AlterPartitionRequest::default()
+            .with_broker_id(BrokerId(leader))
+            .with_broker_epoch(epoch)
+            .with_topics(vec![topic])
+    }
+
+    #[test]
+    fn alter_partition_answers_the_new_isr_and_epochs_or_kafkas_error_per_partition() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = broker_with_another(dir.path());
+        let topic = strom_metadata::NewTopic {
+            name: "t".into(),
+            assignments: vec![(0, vec![1, OTHER])],
+            ..Default::default()
+        };
+        block_on(broker.controller.create_topic(topic, false)).unwrap();
+        let image = broker.controller.image();
+        let (id, epochs) =
+            (image.topic("t").unwrap().id, (image.brokers[&1].epoch, image.brokers[&OTHER].epoch));
+        let ctx = ctx(&broker, ApiKey::AlterPartition, 3);
+        let answer = |r| block_on(alter_partition(&ctx, r));
+
+        let shrunk = answer(request(1, epochs.0, id, 0, &[(1, epochs.0)]));
+        let p = &shrunk.topics[0].partitions[0];
+        assert_eq!((shrunk.error_code, p.error_code), (0, 0));
+        assert_eq!(
+            (p.leader_id, p.isr.as_slice(), p.leader_epoch, p.partition_epoch),
+            (BrokerId(1), &[BrokerId(1)][..], 0, 1)
+        );
+        let code = |r: AlterPartitionResponse| r.topics[0].partitions[0].error_code;
+        let stale = answer(request(1, epochs.0, id, 0, &[(1, epochs.0)]));
+        assert_eq!(code(stale), ResponseError::InvalidUpdateVersion.code());
+        let ineligible = answer(request(1, epochs.0, id, 1, &[(1, epochs.0), (OTHER, epochs.1 + 1)]));
+        assert_eq!(code(ineligible), ResponseError::IneligibleReplica.code());
+        let unknown = answer(request(1, epochs.0, uuid::Uuid::from_u128(5), 1, &[(1, epochs.0)]));
+        assert_eq!(code(unknown), ResponseError::UnknownTopicId.code());
+        let stale_sender = answer(request(1, epochs.0 + 100, id, 1, &[(1, epochs.0)]));
+        assert_eq!(stale_sender.error_code, ResponseError::StaleBrokerEpoch.code());
+        let grown = answer(request(1, epochs.0, id, 1, &[(1, epochs.0), (OTHER, epochs.1)]));
+        assert_eq!(grown.topics[0].partitions[0].isr, vec![BrokerId(1), BrokerId(OTHER)]);
+    }
+}
