@@ -48,6 +48,7 @@ KAFKA_41 = {
     36: ("SaslAuthenticate", 0, 2),
     37: ("CreatePartitions", 0, 3),
     42: ("DeleteGroups", 0, 2),
+    43: ("ElectLeaders", 0, 2),
     44: ("IncrementalAlterConfigs", 0, 1),
     47: ("OffsetDelete", 0, 0),
     48: ("DescribeClientQuotas", 0, 1),
@@ -76,8 +77,8 @@ OMITTED = {
         38: "CreateDelegationToken",
         39: "RenewDelegationToken", 40: "ExpireDelegationToken", 41: "DescribeDelegationToken",
     },
-    "one node, no replication or quorum yet": {
-        34: "AlterReplicaLogDirs", 43: "ElectLeaders",
+    "no reassignment, log dir moves or feature updates yet": {
+        34: "AlterReplicaLogDirs",
         45: "AlterPartitionReassignments", 46: "ListPartitionReassignments",
         57: "UpdateFeatures",
     },

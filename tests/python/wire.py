@@ -75,7 +75,7 @@ FINAL_EPOCH = -1
 # First flexible version of each API Strom serves; earlier versions use request header v1.
 FIRST_FLEXIBLE_VERSION = {0: 9, 1: 12, 2: 6, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 14: 4, 18: 3, 19: 5, 20: 4, 22: 2, 60: 0}
 # AddPartitionsToTxn, EndTxn, DescribeProducers, DescribeTransactions, ListTransactions.
-FIRST_FLEXIBLE_VERSION.update({24: 3, 26: 3, 61: 0, 65: 0, 66: 0})
+FIRST_FLEXIBLE_VERSION.update({24: 3, 26: 3, 56: 0, 61: 0, 65: 0, 66: 0})
 DESCRIBE_QUORUM = 55
 FIRST_FLEXIBLE_VERSION[DESCRIBE_QUORUM] = 0
 

@@ -174,6 +174,9 @@ served_apis! {
     UnregisterBroker(UnregisterBrokerRequest) 0..=0 => await handlers::controller::unregister_broker;
     ControllerRegistration(ControllerRegistrationRequest) 0..=0 => await handlers::controller::controller_registration;
     AllocateProducerIds(AllocateProducerIdsRequest) 0..=0 => await handlers::controller::allocate_producer_ids;
+    // Kafka 4 removed v0-v1 (KIP-896).
+    AlterPartition(AlterPartitionRequest) 2..=3 => await handlers::controller::alter_partition;
+    ElectLeaders(ElectLeadersRequest) 0..=2 => forward handlers::elect_leaders::handle;
     // KIP-590: a forwarded admin write with its client's principal.
     Envelope(EnvelopeRequest) 0..=0 => await handlers::envelope::handle;
     DescribeAcls(DescribeAclsRequest) 1..=3 => call handlers::acls::describe;

@@ -88,6 +88,11 @@ pub struct BrokerConfig {
     pub producer_id_expiration_ms: i64,
     /// `producer.id.expiration.check.interval.ms`
     pub producer_id_expiration_check_interval_ms: u64,
+    /// `auto.leader.rebalance.enable`: the active controller moves
+    /// leadership back to in-sync preferred replicas every
+    /// `leader.imbalance.check.interval.seconds`.
+    pub auto_leader_rebalance_enable: bool,
+    pub leader_imbalance_check_interval_seconds: u64,
     /// `num.recovery.threads.per.data.dir`: threads per log dir loading logs
     /// at start and closing them at shutdown.
     pub num_recovery_threads_per_data_dir: usize,
@@ -150,10 +155,8 @@ const ACCEPTED_KEYS: &[&str] = &[
     "num.io.threads",
     "socket.send.buffer.bytes",
     "socket.receive.buffer.bytes",
-    "offsets.topic.replication.factor",
     "share.coordinator.state.topic.replication.factor",
     "share.coordinator.state.topic.min.isr",
-    "transaction.state.log.replication.factor",
     "transaction.state.log.min.isr",
     "zookeeper.connect",
     "broker.rack",
@@ -196,6 +199,17 @@ impl Props<'_> {
             return Err(Self::error(key, raw, format!("value must be at least {min}")));
         }
         Ok(value)
+    }
+
+    /// A number that is left unset unless given.
+    fn optional<T>(&self, key: &str, min: T) -> Result<Option<T>, ConfigError>
+    where
+        T: std::str::FromStr + PartialOrd + std::fmt::Display + Copy,
+    {
+        match self.get(key) {
+            None => Ok(None),
+            Some(_) => self.parse(key, min, min).map(Some),
+        }
     }
 
     fn bool(&self, key: &str, default: bool) -> Result<bool, ConfigError> {
@@ -515,6 +529,12 @@ impl BrokerConfig {
                 .map_err(|(key, value, reason)| Props::error(&key, &value, reason))?,
             log_retention_check_interval_ms: p.parse("log.retention.check.interval.ms", 300_000, 1)?,
             producer_id_expiration_ms: p.parse("producer.id.expiration.ms", 86_400_000, 1)?,
+            auto_leader_rebalance_enable: p.bool("auto.leader.rebalance.enable", true)?,
+            leader_imbalance_check_interval_seconds: p.parse(
+                "leader.imbalance.check.interval.seconds",
+                300,
+                1,
+            )?,
             producer_id_expiration_check_interval_ms: p.parse(
                 "producer.id.expiration.check.interval.ms",
                 600_000,
@@ -540,6 +560,7 @@ impl BrokerConfig {
             groups: GroupConfig {
                 offsets_topic_partitions: p.parse("offsets.topic.num.partitions", 50, 1)?,
                 offsets_topic_segment_bytes: p.parse("offsets.topic.segment.bytes", 100 << 20, 1)?,
+                offsets_topic_replication_factor: p.optional("offsets.topic.replication.factor", 1)?,
                 min_session_timeout_ms: p.parse("group.min.session.timeout.ms", 6_000, 0)?,
                 max_session_timeout_ms: p.parse("group.max.session.timeout.ms", 1_800_000, 0)?,
                 initial_rebalance_delay_ms: p.parse("group.initial.rebalance.delay.ms", 3_000, 0)?,
@@ -557,6 +578,7 @@ impl BrokerConfig {
             transactions: TxnConfig {
                 state_log_partitions: p.parse("transaction.state.log.num.partitions", 50, 1)?,
                 state_log_segment_bytes: p.parse("transaction.state.log.segment.bytes", 100 << 20, 1)?,
+                state_log_replication_factor: p.optional("transaction.state.log.replication.factor", 1)?,
                 max_timeout_ms: p.parse("transaction.max.timeout.ms", 900_000, 1)?,
                 abort_timed_out_interval_ms: p.parse(
                     "transaction.abort.timed.out.transaction.cleanup.interval.ms",
@@ -664,12 +686,8 @@ const ACCEPTED_INTS: &[(&str, i32)] = &[
 
 /// Kafka's shorts among the keys Strom accepts without acting on; each
 /// must be at least 1.
-const ACCEPTED_SHORTS: &[&str] = &[
-    "offsets.topic.replication.factor",
-    "share.coordinator.state.topic.replication.factor",
-    "share.coordinator.state.topic.min.isr",
-    "transaction.state.log.replication.factor",
-];
+const ACCEPTED_SHORTS: &[&str] =
+    &["share.coordinator.state.topic.replication.factor", "share.coordinator.state.topic.min.isr"];
 
 fn check_short(value: &str) -> Result<(), String> {
     match value.trim().parse::<i16>() {

@@ -25,6 +25,7 @@ pub mod config_type {
     pub const BOOLEAN: i8 = 1;
     pub const STRING: i8 = 2;
     pub const INT: i8 = 3;
+    pub const SHORT: i8 = 4;
     pub const LONG: i8 = 5;
     pub const DOUBLE: i8 = 6;
     pub const LIST: i8 = 7;
@@ -90,8 +91,13 @@ pub const BROKER_KEYS: &[BrokerKey] = {
         key("log.cleaner.dedupe.buffer.size", Some("134217728"), LONG),
         key("log.cleaner.io.buffer.size", Some("524288"), INT),
         key("log.cleaner.backoff.ms", Some("15000"), LONG),
+        key("auto.leader.rebalance.enable", Some("true"), BOOLEAN),
+        key("leader.imbalance.check.interval.seconds", Some("300"), LONG),
         key("offsets.topic.num.partitions", Some("50"), INT),
         key("offsets.topic.segment.bytes", Some("104857600"), INT),
+        // Unset, Kafka's 3 capped at the brokers registered (see
+        // internal_topic): no single value to describe.
+        key("offsets.topic.replication.factor", None, SHORT),
         key("offsets.retention.minutes", Some("10080"), INT),
         key("offsets.retention.check.interval.ms", Some("600000"), LONG),
         key("offset.metadata.max.bytes", Some("4096"), INT),
@@ -103,6 +109,7 @@ pub const BROKER_KEYS: &[BrokerKey] = {
         key("group.consumer.heartbeat.interval.ms", Some("5000"), INT),
         key("transaction.state.log.num.partitions", Some("50"), INT),
         key("transaction.state.log.segment.bytes", Some("104857600"), INT),
+        key("transaction.state.log.replication.factor", None, SHORT),
         key("transaction.max.timeout.ms", Some("900000"), INT),
         key("transaction.abort.timed.out.transaction.cleanup.interval.ms", Some("10000"), INT),
         key("transactional.id.expiration.ms", Some("604800000"), INT),

@@ -49,6 +49,14 @@ pub fn metadata_error(e: &MetadataError) -> ResponseError {
         MetadataError::ResourceNotFound(_) => ResponseError::ResourceNotFound,
         MetadataError::DuplicateResource(_) => ResponseError::DuplicateResource,
         MetadataError::NotController { .. } => ResponseError::NotController,
+        MetadataError::FencedLeaderEpoch(_) => ResponseError::FencedLeaderEpoch,
+        MetadataError::InvalidUpdateVersion(_) => ResponseError::InvalidUpdateVersion,
+        MetadataError::IneligibleReplica(_) => ResponseError::IneligibleReplica,
+        MetadataError::UnknownTopicId => ResponseError::UnknownTopicId,
+        MetadataError::NewLeaderElected => ResponseError::NewLeaderElected,
+        MetadataError::ElectionNotNeeded => ResponseError::ElectionNotNeeded,
+        MetadataError::PreferredLeaderNotAvailable(_) => ResponseError::PreferredLeaderNotAvailable,
+        MetadataError::EligibleLeadersNotAvailable(_) => ResponseError::EligibleLeadersNotAvailable,
         MetadataError::Storage(_) => ResponseError::KafkaStorageError,
     }
 }

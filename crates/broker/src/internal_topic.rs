@@ -53,10 +53,26 @@ pub fn check_local(broker: &Broker, topic: &str, partition: i32) -> Result<(), R
     }
 }
 
+/// Kafka's default `offsets.topic.replication.factor` and
+/// `transaction.state.log.replication.factor`.
+pub const DEFAULT_REPLICATION_FACTOR: i16 = 3;
+
 /// Creates the compacted internal topic `name` on first use. Creating it
 /// concurrently is not an error; failing to is the coordinator being
 /// unavailable, as in Kafka.
-pub fn ensure(broker: &Broker, name: &str, partitions: i32, segment_bytes: i64) -> Result<(), ResponseError> {
+///
+/// A configured `replication_factor` is kept to, as Kafka keeps to it:
+/// until that many brokers are registered the topic is not created and
+/// its coordinators are unavailable. Left unset, it is Kafka's default of
+/// 3 capped at the brokers registered, so a single node (which Kafka's
+/// sample `server.properties` configures with 1) works without settings.
+pub fn ensure(
+    broker: &Broker,
+    name: &str,
+    partitions: i32,
+    replication_factor: Option<i16>,
+    segment_bytes: i64,
+) -> Result<(), ResponseError> {
     if broker.controller.image().topic(name).is_some() {
         return Ok(());
     }
@@ -64,8 +80,13 @@ pub fn ensure(broker: &Broker, name: &str, partitions: i32, segment_bytes: i64) 
         ("cleanup.policy".to_owned(), "compact".to_owned()),
         ("segment.bytes".to_owned(), segment_bytes.to_string()),
     ]);
+    let image = broker.controller.image();
+    let replication_factor = replication_factor.unwrap_or_else(|| {
+        let usable = image.brokers.values().filter(|b| !b.in_controlled_shutdown).count();
+        DEFAULT_REPLICATION_FACTOR.min(usable.max(1) as i16)
+    });
     let topic =
-        NewTopic { name: name.to_owned(), partitions, replication_factor: 1, configs, ..Default::default() };
+        NewTopic { name: name.to_owned(), partitions, replication_factor, configs, ..Default::default() };
     // Through the active controller; this node's image names the topic
     // (and its coordinators answer) a moment after it is created.
     match broker.create_topic(topic) {
@@ -105,12 +126,24 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let overrides = [("log.dirs".to_owned(), dir.path().display().to_string())];
         let broker = Broker::open(BrokerConfig::from_properties("", &overrides).unwrap()).unwrap();
-        ensure(&broker, "__internal", 3, 1 << 20).unwrap();
-        ensure(&broker, "__internal", 3, 1 << 20).unwrap();
+        ensure(&broker, "__internal", 3, None, 1 << 20).unwrap();
+        ensure(&broker, "__internal", 3, None, 1 << 20).unwrap();
         let image = broker.controller.image();
         let topic = image.topic("__internal").expect("created");
         assert_eq!(topic.configs.get("cleanup.policy").map(String::as_str), Some("compact"));
         assert_eq!(topic.configs.get("segment.bytes").map(String::as_str), Some("1048576"));
         assert!((0..3).all(|p| broker.replicas.partition("__internal", p).is_some()));
+        // Unset, the replication factor is capped at the one broker there is.
+        assert!(topic.partitions.values().all(|p| p.replicas.len() == 1));
+    }
+
+    #[test]
+    fn a_configured_replication_factor_above_the_brokers_leaves_the_coordinator_unavailable() {
+        let dir = tempfile::tempdir().unwrap();
+        let overrides = [("log.dirs".to_owned(), dir.path().display().to_string())];
+        let broker = Broker::open(BrokerConfig::from_properties("", &overrides).unwrap()).unwrap();
+        let refused = ensure(&broker, "__internal", 3, Some(3), 1 << 20).unwrap_err();
+        assert_eq!(refused, ResponseError::CoordinatorNotAvailable);
+        assert!(broker.controller.image().topic("__internal").is_none());
     }
 }

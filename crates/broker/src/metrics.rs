@@ -541,6 +541,7 @@ mod tests {
             leader_epoch: 0,
             partition_epoch: 0,
             directories: Vec::new(),
+            leader_recovery_state: 0,
         };
         let partitions = [
             partition(1, &[1], &[1]),

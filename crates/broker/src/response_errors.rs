@@ -281,6 +281,28 @@ impl ResponseErrors for ConsumerGroupDescribeResponse {
     }
 }
 
+impl ResponseErrors for AlterPartitionResponse {
+    fn visit_errors(&self, visit: &mut dyn FnMut(&dyn Display, i16)) {
+        visit(&"", self.error_code);
+        for topic in &self.topics {
+            for p in &topic.partitions {
+                visit(&format_args!("{}-{}", topic.topic_id, p.partition_index), p.error_code);
+            }
+        }
+    }
+}
+
+impl ResponseErrors for ElectLeadersResponse {
+    fn visit_errors(&self, visit: &mut dyn FnMut(&dyn Display, i16)) {
+        visit(&"", self.error_code);
+        for topic in &self.replica_election_results {
+            for p in &topic.partition_result {
+                visit(&format_args!("{}-{}", topic.topic.0, p.partition_id), p.error_code);
+            }
+        }
+    }
+}
+
 impl ResponseErrors for CreateTopicsResponse {
     fn visit_errors(&self, visit: &mut dyn FnMut(&dyn Display, i16)) {
         for topic in &self.topics {

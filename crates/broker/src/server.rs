@@ -123,9 +123,16 @@ fn open_controller(config: &BrokerConfig) -> Result<Controller, StartError> {
 
 /// The controller settings of `config`.
 fn configured(controller: Controller, config: &BrokerConfig) -> Controller {
+    // The static broker-level default; topic and dynamic configs override it.
+    let unclean = config.provided.get("unclean.leader.election.enable");
+    let defaults = strom_metadata::operations::ElectionDefaults {
+        node_id: config.node_id,
+        unclean_leader_election_enable: unclean.is_some_and(|v| v.trim().eq_ignore_ascii_case("true")),
+    };
     controller
         .with_max_partitions_per_request(config.max_partitions_per_request)
         .with_session_timeout_ms(config.kraft.broker_session_timeout_ms.into())
+        .with_election_defaults(defaults)
 }
 
 /// The cluster id of a KRaft node's formatted log dirs.
@@ -901,6 +908,16 @@ async fn keep_session(broker: &Broker) {
     }
 }
 
+/// The active controller's `auto.leader.rebalance.enable` run; other
+/// nodes are refused with NOT_CONTROLLER and skip it.
+async fn balance_leaders(broker: &Broker) {
+    match broker.controller.balance_partition_leaders().await {
+        Ok(0) | Err(MetadataError::NotController { .. }) => {}
+        Ok(moved) => tracing::info!(moved, "moved leadership back to preferred replicas"),
+        Err(e) => tracing::warn!("balancing partition leaders failed: {e}"),
+    }
+}
+
 async fn periodic_duties(broker: Arc<Broker>, mut stop: watch::Receiver<bool>) {
     let config = broker.config.clone();
     let mut flush = tokio::time::interval(Duration::from_millis(config.log_flush_scheduler_interval_ms));
@@ -913,6 +930,9 @@ async fn periodic_duties(broker: Arc<Broker>, mut stop: watch::Receiver<bool>) {
         tokio::time::interval(Duration::from_millis(config.producer_id_expiration_check_interval_ms));
     let heartbeat_ms = config.kraft.broker_heartbeat_interval_ms.max(1) as u64;
     let mut session = tokio::time::interval(Duration::from_millis(heartbeat_ms));
+    let mut leader_balance =
+        tokio::time::interval(Duration::from_secs(config.leader_imbalance_check_interval_seconds));
+    leader_balance.reset();
     loop {
         tokio::select! {
             biased;
@@ -942,6 +962,13 @@ async fn periodic_duties(broker: Arc<Broker>, mut stop: watch::Receiver<bool>) {
                     biased;
                     _ = stop.changed() => return,
                     _ = keep_session(&broker) => {}
+                }
+            }
+            _ = leader_balance.tick(), if config.auto_leader_rebalance_enable => {
+                tokio::select! {
+                    biased;
+                    _ = stop.changed() => return,
+                    _ = balance_leaders(&broker) => {}
                 }
             }
             _ = checkpoint.tick() => {

@@ -30,6 +30,7 @@ mod consume;
 mod delete_records;
 mod dump_log;
 mod groups;
+mod leader_election;
 mod logging;
 mod offsets;
 mod perf;
@@ -76,6 +77,8 @@ enum Command {
     Offsets(offsets::OffsetsArgs),
     /// Delete the records before an offset.
     DeleteRecords(delete_records::DeleteRecordsArgs),
+    /// Elect preferred or unclean leaders of partitions.
+    LeaderElection(leader_election::LeaderElectionArgs),
     /// The cluster's id, controller and brokers, or the brokers' API versions.
     Cluster(cluster::ClusterArgs),
     /// List and describe transactions; find and abort hanging ones.
@@ -107,6 +110,7 @@ fn main() {
         Command::Acls(args) => acls::run(args),
         Command::Offsets(args) => offsets::run(args),
         Command::DeleteRecords(args) => delete_records::run(args),
+        Command::LeaderElection(args) => leader_election::run(args),
         Command::Cluster(args) => cluster::run(args),
         Command::Transactions(args) => transactions::run(args),
         Command::Storage(args) => storage::run(args),

@@ -91,6 +91,24 @@ pub enum MetadataError {
     ResourceNotFound(String),
     #[error("{0}")]
     DuplicateResource(String),
+    #[error("{0}")]
+    FencedLeaderEpoch(String),
+    #[error("{0}")]
+    InvalidUpdateVersion(String),
+    #[error("{0}")]
+    IneligibleReplica(String),
+    #[error("unknown topic id")]
+    UnknownTopicId,
+    /// An AlterPartition's change elected another leader: the sender must
+    /// learn it from the metadata before trying again.
+    #[error("a new leader was elected")]
+    NewLeaderElected,
+    #[error("the partition already has the leader asked for")]
+    ElectionNotNeeded,
+    #[error("{0}")]
+    PreferredLeaderNotAvailable(String),
+    #[error("{0}")]
+    EligibleLeadersNotAvailable(String),
     /// This node is not the active controller; `leader_id` is, if known.
     #[error("this node is not the active controller")]
     NotController { leader_id: Option<i32> },
@@ -194,6 +212,8 @@ struct ControllerState {
     epoch: Option<i32>,
     /// The broker session timeout, for a new epoch's fresh sessions.
     session_timeout_ms: i64,
+    /// This node's part in choosing elections.
+    election_defaults: operations::ElectionDefaults,
 }
 
 pub struct Controller {
@@ -223,6 +243,7 @@ impl Controller {
                 heartbeats: BrokerHeartbeats::new(DEFAULT_BROKER_SESSION_TIMEOUT_MS),
                 epoch: None,
                 session_timeout_ms: DEFAULT_BROKER_SESSION_TIMEOUT_MS,
+                election_defaults: operations::ElectionDefaults::default(),
             }),
             claimed_epoch: AtomicI32::new(0),
         }
@@ -250,6 +271,13 @@ impl Controller {
         state.heartbeats = BrokerHeartbeats::new(timeout_ms);
         state.session_timeout_ms = timeout_ms;
         drop(state);
+        self
+    }
+
+    /// Sets this node's id and static `unclean.leader.election.enable`,
+    /// which elections fall back to.
+    pub fn with_election_defaults(self, defaults: operations::ElectionDefaults) -> Self {
+        self.state.try_lock().expect("not yet shared").election_defaults = defaults;
         self
     }
 
@@ -551,6 +579,7 @@ impl Controller {
             epoch,
         )?;
         self.commit(records).await?;
+        state.heartbeats.registered(request.broker_id);
         state.heartbeats.touch(request.broker_id, now_ms);
         Ok(epoch)
     }
@@ -562,10 +591,17 @@ impl Controller {
         now_ms: i64,
     ) -> Result<HeartbeatReply, MetadataError> {
         let (mut state, _) = self.begin().await?;
+        let image = self.image();
+        let defaults = state.election_defaults;
         let (records, reply) =
-            operations::broker_heartbeat(&self.image(), &request, &mut state.heartbeats, now_ms)?;
+            operations::broker_heartbeat(&image, &request, &mut state.heartbeats, now_ms, defaults)?;
+        let mut last_offset = image.last_offset;
         if !records.is_empty() {
-            self.commit(records).await?;
+            last_offset = self.commit(records).await? as i64;
+        }
+        if request.want_shut_down && !reply.should_shut_down {
+            // Every active broker must see the moved leaderships first.
+            state.heartbeats.note_shutdown_offset(request.broker_id, last_offset);
         }
         Ok(reply)
     }
@@ -574,7 +610,9 @@ impl Controller {
     /// records that took.
     pub async fn fence_expired_brokers(&self, now_ms: i64) -> Result<usize, MetadataError> {
         let (mut state, _) = self.begin().await?;
-        let records = operations::fence_expired_brokers(&self.image(), &mut state.heartbeats, now_ms);
+        let defaults = state.election_defaults;
+        let records =
+            operations::fence_expired_brokers(&self.image(), &mut state.heartbeats, now_ms, defaults);
         let count = records.len();
         if count > 0 {
             self.commit(records).await?;
@@ -585,10 +623,59 @@ impl Controller {
     /// UnregisterBroker.
     pub async fn unregister_broker(&self, broker_id: i32) -> Result<(), MetadataError> {
         let (mut state, _) = self.begin().await?;
-        let records = operations::unregister_broker(&self.image(), broker_id)?;
+        let records = operations::unregister_broker(&self.image(), broker_id, state.election_defaults)?;
         self.commit(records).await?;
         state.heartbeats.remove(broker_id);
         Ok(())
+    }
+
+    /// AlterPartition: a partition leader's new ISRs; per entry the
+    /// partition after the change, or why it was refused.
+    pub async fn alter_partition(
+        &self,
+        broker_id: i32,
+        broker_epoch: i64,
+        changes: &[operations::IsrChange],
+    ) -> Result<Vec<operations::IsrOutcome>, MetadataError> {
+        let (state, _) = self.begin().await?;
+        let (records, results) = operations::alter_partition(
+            &self.image(),
+            broker_id,
+            broker_epoch,
+            changes,
+            state.election_defaults,
+        )?;
+        if !records.is_empty() {
+            self.commit(records).await?;
+        }
+        Ok(results)
+    }
+
+    /// ElectLeaders: preferred or unclean elections of the named partitions
+    /// (all of them when `None`).
+    pub async fn elect_leaders(
+        &self,
+        election_type: i8,
+        partitions: Option<&[(String, Vec<i32>)]>,
+    ) -> Result<Vec<operations::TopicElections>, MetadataError> {
+        let _state = self.begin().await?;
+        let (records, results) = operations::elect_leaders(&self.image(), election_type, partitions)?;
+        if !records.is_empty() {
+            self.commit(records).await?;
+        }
+        Ok(results)
+    }
+
+    /// Moves leadership back to preferred replicas that are in sync and
+    /// alive (`auto.leader.rebalance.enable`); returns how many moved.
+    pub async fn balance_partition_leaders(&self) -> Result<usize, MetadataError> {
+        let _state = self.begin().await?;
+        let records = operations::balance_partition_leaders(&self.image());
+        let count = records.len();
+        if count > 0 {
+            self.commit(records).await?;
+        }
+        Ok(count)
     }
 
     /// ControllerRegistration.

@@ -44,6 +44,9 @@ pub struct PartitionImage {
     pub partition_epoch: i32,
     /// The log directory (its `directory.id`) of each replica, in replica order.
     pub directories: Vec<Uuid>,
+    /// Kafka's `LeaderRecoveryState`: 0 recovered, 1 while a leader chosen
+    /// by an unclean election recovers.
+    pub leader_recovery_state: i8,
 }
 
 impl From<PartitionRecord> for PartitionImage {
@@ -55,7 +58,32 @@ impl From<PartitionRecord> for PartitionImage {
             leader_epoch: r.leader_epoch,
             partition_epoch: r.partition_epoch,
             directories: r.directories,
+            leader_recovery_state: r.leader_recovery_state,
         }
+    }
+}
+
+impl PartitionImage {
+    /// As Kafka's `PartitionRegistration.merge`: a new leader bumps the
+    /// leader epoch, and every change bumps the partition epoch.
+    pub fn merge(&mut self, r: PartitionChangeRecord) {
+        if let Some(isr) = r.isr {
+            self.isr = isr;
+        }
+        if let Some(replicas) = r.replicas {
+            self.replicas = replicas;
+        }
+        if let Some(directories) = r.directories {
+            self.directories = directories;
+        }
+        if r.leader_recovery_state >= 0 {
+            self.leader_recovery_state = r.leader_recovery_state;
+        }
+        if r.leader != LEADER_UNCHANGED {
+            self.leader = r.leader;
+            self.leader_epoch += 1;
+        }
+        self.partition_epoch += 1;
     }
 }
 
@@ -325,28 +353,13 @@ impl MetadataImage {
         topic.partitions.insert(r.partition_id, PartitionImage::from(r));
     }
 
-    /// As Kafka's `PartitionRegistration.merge`: a new leader bumps the
-    /// leader epoch, and every change bumps the partition epoch.
     fn apply_partition_change(&mut self, r: PartitionChangeRecord) {
         let Some(topic) = self.topic_mut(&r.topic_id) else { return };
         let Some(partition) = topic.partitions.get_mut(&r.partition_id) else {
             tracing::warn!(topic_id = %r.topic_id, partition = r.partition_id, "change of an unknown partition ignored");
             return;
         };
-        if let Some(isr) = r.isr {
-            partition.isr = isr;
-        }
-        if let Some(replicas) = r.replicas {
-            partition.replicas = replicas;
-        }
-        if let Some(directories) = r.directories {
-            partition.directories = directories;
-        }
-        if r.leader != LEADER_UNCHANGED {
-            partition.leader = r.leader;
-            partition.leader_epoch += 1;
-        }
-        partition.partition_epoch += 1;
+        partition.merge(r);
     }
 
     fn apply_config(&mut self, r: ConfigRecord) {
@@ -510,7 +523,7 @@ pub fn partition_record(topic_id: Uuid, id: i32, p: &PartitionImage) -> Partitio
         replicas: p.replicas.clone(),
         isr: p.isr.clone(),
         leader: p.leader,
-        leader_recovery_state: 0,
+        leader_recovery_state: p.leader_recovery_state,
         leader_epoch: p.leader_epoch,
         partition_epoch: p.partition_epoch,
         directories: p.directories.clone(),

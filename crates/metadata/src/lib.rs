@@ -13,7 +13,9 @@
 //!   new image, so every reader sees one image whole;
 //! - [`operations`] decides each controller operation as a pure function of
 //!   the image, the request and the time: records to write, or the Kafka
-//!   error that refuses it;
+//!   error that refuses it; its `election` module moves leadership and ISRs
+//!   (fencing, controlled shutdown, AlterPartition, ElectLeaders, leader
+//!   balancing) as Kafka's `PartitionChangeBuilder` does;
 //! - [`record_log`] is where the controller writes: the [`RecordLog`]
 //!   seam, and the single node's fsync'd local log behind it;
 //! - [`quorum_log`] is the record log of a KRaft node: the controller
@@ -53,6 +55,6 @@ pub use image::{
     RESOURCE_BROKER, RESOURCE_TOPIC,
 };
 pub use loader::MetadataLoader;
-pub use operations::{BrokerHeartbeat, BrokerRegistration, HeartbeatReply};
+pub use operations::{BrokerHeartbeat, BrokerRegistration, HeartbeatReply, IsrChange, TopicElections};
 pub use quorum_log::{QuorumRecordLog, SnapshotPolicy};
 pub use record_log::{AppendError, Claim, LocalRecordLog, RecordLog};

@@ -18,9 +18,8 @@ use crate::image::{
     TopicImage, RESOURCE_TOPIC,
 };
 use crate::kraft_records::{
-    BrokerRegistrationChangeRecord, MetadataRecord, PartitionChangeRecord, PartitionRecord,
-    ProducerIdsRecord, RemoveAccessControlEntryRecord, RemoveTopicRecord, TopicRecord,
-    UnregisterBrokerRecord,
+    BrokerRegistrationChangeRecord, MetadataRecord, PartitionRecord, ProducerIdsRecord,
+    RemoveAccessControlEntryRecord, RemoveTopicRecord, TopicRecord, UnregisterBrokerRecord,
 };
 use crate::placement::{
     validate_new_partition_assignments, validate_topic_assignments, BrokerState, RegisteredBroker,
@@ -28,8 +27,14 @@ use crate::placement::{
 };
 use crate::topic_config::validate_topic_config;
 
+mod election;
 mod security;
 
+pub use election::{
+    alter_partition, balance_partition_leaders, elect_leaders, failover_election, lead_leaderless,
+    move_leadership_away, Election, ElectionDefaults, IsrChange, IsrOutcome, PartitionChange, TopicElections,
+    ELECTION_PREFERRED, ELECTION_UNCLEAN, UNCLEAN_LEADER_ELECTION_ENABLE,
+};
 pub use security::{
     alter_client_quotas, alter_scram_credentials, QuotaAlteration, ScramAlteration, UserOutcome,
 };
@@ -444,6 +449,7 @@ pub fn broker_heartbeat(
     request: &BrokerHeartbeat,
     heartbeats: &mut BrokerHeartbeats,
     now_ms: i64,
+    defaults: ElectionDefaults,
 ) -> Result<(Vec<MetadataRecord>, HeartbeatReply), MetadataError> {
     let broker = registered(image, request.broker_id)?;
     if broker.epoch != request.broker_epoch {
@@ -453,22 +459,22 @@ pub fn broker_heartbeat(
         )));
     }
     heartbeats.touch(broker.id, now_ms);
+    heartbeats.report_offset(broker.id, request.current_metadata_offset);
     let is_caught_up = request.current_metadata_offset >= broker.epoch;
     let reply = |is_fenced, should_shut_down| HeartbeatReply { is_caught_up, is_fenced, should_shut_down };
     if broker.fenced {
         return Ok(match (request.want_shut_down, request.want_fence, is_caught_up) {
             (true, _, _) => (Vec::new(), reply(true, true)),
-            (false, false, true) => (unfence(image, broker), reply(false, false)),
+            (false, false, true) => (unfence(image, broker, defaults), reply(false, false)),
             _ => (Vec::new(), reply(true, false)),
         });
     }
     if request.want_fence {
-        return Ok((fence(image, broker), reply(true, false)));
+        return Ok((fence(image, broker, defaults), reply(true, false)));
     }
     if !(request.want_shut_down || broker.in_controlled_shutdown) {
         return Ok((Vec::new(), reply(false, false)));
     }
-    let mut records = Vec::new();
     if !broker.in_controlled_shutdown {
         let change = BrokerRegistrationChangeRecord {
             broker_id: broker.id,
@@ -476,12 +482,23 @@ pub fn broker_heartbeat(
             in_controlled_shutdown: 1,
             ..Default::default()
         };
-        records.push(change.into());
-        records.extend(move_leadership_away(image, broker.id));
+        let mut records: Vec<MetadataRecord> = vec![change.into()];
+        records.extend(move_leadership_away(image, broker.id, defaults));
+        return Ok((records, reply(false, false)));
     }
-    // It may stop once it leads nothing; the records above moved its
-    // leaderships, so after them it leads nothing.
-    Ok((records, reply(false, true)))
+    // As Kafka's: it may stop once it leads nothing and every active
+    // broker has seen the records that moved its leaderships; it is
+    // fenced as it goes.
+    let seen =
+        heartbeats.shutdown_offset(broker.id).is_some_and(|o| heartbeats.lowest_active_offset(image) >= o);
+    if !seen || leads_any(image, broker.id) {
+        return Ok((Vec::new(), reply(false, false)));
+    }
+    Ok((fence(image, broker, defaults), reply(true, true)))
+}
+
+fn leads_any(image: &MetadataImage, broker: i32) -> bool {
+    image.topics().any(|t| t.partitions.values().any(|p| p.leader == broker))
 }
 
 fn registered(image: &MetadataImage, broker_id: i32) -> Result<&BrokerImage, MetadataError> {
@@ -491,8 +508,8 @@ fn registered(image: &MetadataImage, broker_id: i32) -> Result<&BrokerImage, Met
 /// The records that fence `broker`: its leaderships move to another ISR
 /// member (or to none) and it leaves every ISR, then its registration is
 /// marked fenced.
-pub fn fence(image: &MetadataImage, broker: &BrokerImage) -> Vec<MetadataRecord> {
-    let mut records = move_leadership_away(image, broker.id);
+pub fn fence(image: &MetadataImage, broker: &BrokerImage, defaults: ElectionDefaults) -> Vec<MetadataRecord> {
+    let mut records = move_leadership_away(image, broker.id, defaults);
     let change = BrokerRegistrationChangeRecord {
         broker_id: broker.id,
         broker_epoch: broker.epoch,
@@ -503,9 +520,9 @@ pub fn fence(image: &MetadataImage, broker: &BrokerImage) -> Vec<MetadataRecord>
     records
 }
 
-/// The records that unfence `broker`: its registration, then leadership
-/// of the leaderless partitions whose ISR holds it.
-fn unfence(image: &MetadataImage, broker: &BrokerImage) -> Vec<MetadataRecord> {
+/// The records that unfence `broker`: its registration, then leaders for
+/// the leaderless partitions it (or anyone) can now lead.
+fn unfence(image: &MetadataImage, broker: &BrokerImage, defaults: ElectionDefaults) -> Vec<MetadataRecord> {
     let change = BrokerRegistrationChangeRecord {
         broker_id: broker.id,
         broker_epoch: broker.epoch,
@@ -513,55 +530,7 @@ fn unfence(image: &MetadataImage, broker: &BrokerImage) -> Vec<MetadataRecord> {
         ..Default::default()
     };
     let mut records: Vec<MetadataRecord> = vec![change.into()];
-    for topic in image.topics() {
-        for (id, p) in &topic.partitions {
-            if p.leader == NO_LEADER && p.isr.contains(&broker.id) {
-                let change = PartitionChangeRecord {
-                    partition_id: *id,
-                    topic_id: topic.id,
-                    leader: broker.id,
-                    ..Default::default()
-                };
-                records.push(change.into());
-            }
-        }
-    }
-    records
-}
-
-/// PartitionChangeRecords that take `broker` out of every ISR and
-/// leadership. As Kafka (without eligible leader replicas), an ISR is
-/// never emptied: a partition whose only in-sync replica leaves keeps it
-/// in the ISR, without a leader, so it can lead again when it returns.
-fn move_leadership_away(image: &MetadataImage, broker: i32) -> Vec<MetadataRecord> {
-    let mut records = Vec::new();
-    for topic in image.topics() {
-        for (id, p) in &topic.partitions {
-            if !p.isr.contains(&broker) && p.leader != broker {
-                continue;
-            }
-            let shrunk: Vec<i32> = p.isr.iter().copied().filter(|r| *r != broker).collect();
-            let isr = if shrunk.is_empty() { p.isr.clone() } else { shrunk };
-            let leader = match p.leader == broker {
-                true => {
-                    isr.iter().copied().find(|r| *r != broker && is_active(image, *r)).unwrap_or(NO_LEADER)
-                }
-                false => LEADER_UNCHANGED,
-            };
-            if isr == p.isr && leader == LEADER_UNCHANGED {
-                continue;
-            }
-            let isr = (isr != p.isr).then_some(isr);
-            let change = PartitionChangeRecord {
-                partition_id: *id,
-                topic_id: topic.id,
-                isr,
-                leader,
-                ..Default::default()
-            };
-            records.push(change.into());
-        }
-    }
+    records.extend(lead_leaderless(image, broker.id, defaults));
     records
 }
 
@@ -571,13 +540,27 @@ pub fn fence_expired_brokers(
     image: &MetadataImage,
     heartbeats: &mut BrokerHeartbeats,
     now_ms: i64,
+    defaults: ElectionDefaults,
 ) -> Vec<MetadataRecord> {
+    let expired: Vec<i32> = image
+        .brokers
+        .values()
+        .filter(|b| !b.fenced && heartbeats.session_expired(b.id, now_ms))
+        .map(|b| b.id)
+        .collect();
+    if expired.is_empty() {
+        return Vec::new();
+    }
+    // Each fencing is decided on the image the previous ones left, so a
+    // leadership never moves to a broker fenced in the same batch.
+    let mut working = image.clone();
     let mut records = Vec::new();
-    for broker in image.brokers.values().filter(|b| !b.fenced) {
-        if heartbeats.session_expired(broker.id, now_ms) {
-            tracing::info!(broker = broker.id, "fencing a broker whose session expired");
-            records.extend(fence(image, broker));
-        }
+    for id in expired {
+        tracing::info!(broker = id, "fencing a broker whose session expired");
+        let broker = working.brokers[&id].clone();
+        let fenced = fence(&working, &broker, defaults);
+        fenced.iter().cloned().for_each(|r| working.apply(r));
+        records.extend(fenced);
     }
     records
 }
@@ -586,9 +569,10 @@ pub fn fence_expired_brokers(
 pub fn unregister_broker(
     image: &MetadataImage,
     broker_id: i32,
+    defaults: ElectionDefaults,
 ) -> Result<Vec<MetadataRecord>, MetadataError> {
     let broker = registered(image, broker_id)?;
-    let mut records = move_leadership_away(image, broker_id);
+    let mut records = move_leadership_away(image, broker_id, defaults);
     let record = UnregisterBrokerRecord { broker_id, broker_epoch: broker.epoch, ..Default::default() };
     records.push(record.into());
     Ok(records)
@@ -606,12 +590,49 @@ pub fn register_controller(controller: &ControllerImage) -> Vec<MetadataRecord> 
 pub struct BrokerHeartbeats {
     session_timeout_ms: i64,
     last_contact_ms: HashMap<i32, i64>,
+    /// The metadata offset each broker last said it had applied.
+    metadata_offsets: HashMap<i32, i64>,
+    /// Per broker in controlled shutdown, the offset every active broker
+    /// must have applied before it may stop.
+    shutdown_offsets: HashMap<i32, i64>,
 }
 
 impl BrokerHeartbeats {
     /// `broker.session.timeout.ms`
     pub fn new(session_timeout_ms: i64) -> Self {
-        Self { session_timeout_ms, last_contact_ms: HashMap::new() }
+        Self {
+            session_timeout_ms,
+            last_contact_ms: HashMap::new(),
+            metadata_offsets: HashMap::new(),
+            shutdown_offsets: HashMap::new(),
+        }
+    }
+
+    fn report_offset(&mut self, broker: i32, offset: i64) {
+        self.metadata_offsets.insert(broker, offset);
+    }
+
+    /// Notes the offset of the records that put `broker` in controlled
+    /// shutdown, unless one is noted already.
+    pub fn note_shutdown_offset(&mut self, broker: i32, offset: i64) {
+        self.shutdown_offsets.entry(broker).or_insert(offset);
+    }
+
+    fn shutdown_offset(&self, broker: i32) -> Option<i64> {
+        self.shutdown_offsets.get(&broker).copied()
+    }
+
+    /// The least metadata offset the unfenced brokers have applied; one not
+    /// heard from yet holds it at -1.
+    fn lowest_active_offset(&self, image: &MetadataImage) -> i64 {
+        let active = image.brokers.values().filter(|b| !b.fenced);
+        active.map(|b| self.metadata_offsets.get(&b.id).copied().unwrap_or(-1)).min().unwrap_or(i64::MAX)
+    }
+
+    /// Forgets what a previous registration of `broker` left behind.
+    pub fn registered(&mut self, broker: i32) {
+        self.shutdown_offsets.remove(&broker);
+        self.metadata_offsets.remove(&broker);
     }
 
     pub fn touch(&mut self, broker: i32, now_ms: i64) {
@@ -619,6 +640,7 @@ impl BrokerHeartbeats {
     }
 
     pub fn remove(&mut self, broker: i32) {
+        self.registered(broker);
         self.last_contact_ms.remove(&broker);
     }
 

@@ -40,6 +40,8 @@ const TICK: Duration = Duration::from_millis(100);
 pub struct GroupConfig {
     pub offsets_topic_partitions: i32,
     pub offsets_topic_segment_bytes: i64,
+    /// `offsets.topic.replication.factor`, if set (see [`internal_topic::ensure`]).
+    pub offsets_topic_replication_factor: Option<i16>,
     pub min_session_timeout_ms: i32,
     pub max_session_timeout_ms: i32,
     pub initial_rebalance_delay_ms: i32,
@@ -146,6 +148,7 @@ impl GroupCoordinator {
             broker,
             OFFSETS_TOPIC,
             config.offsets_topic_partitions,
+            config.offsets_topic_replication_factor,
             config.offsets_topic_segment_bytes,
         )
     }

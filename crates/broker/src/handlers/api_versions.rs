@@ -10,7 +10,7 @@ use crate::apis::SERVED;
 use crate::dispatch::RequestContext;
 
 /// The APIs Kafka lists on controller listeners only.
-const CONTROLLER_ONLY: [ApiKey; 10] = [
+const CONTROLLER_ONLY: [ApiKey; 11] = [
     ApiKey::Vote,
     ApiKey::BeginQuorumEpoch,
     ApiKey::EndQuorumEpoch,
@@ -20,6 +20,7 @@ const CONTROLLER_ONLY: [ApiKey; 10] = [
     ApiKey::BrokerHeartbeat,
     ApiKey::ControllerRegistration,
     ApiKey::AllocateProducerIds,
+    ApiKey::AlterPartition,
     ApiKey::Envelope,
 ];
 

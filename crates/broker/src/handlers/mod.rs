@@ -8,6 +8,7 @@ pub mod configs;
 pub mod consumer_groups;
 pub mod controller;
 pub mod delete_records;
+pub mod elect_leaders;
 pub mod envelope;
 pub mod fetch;
 pub mod groups;

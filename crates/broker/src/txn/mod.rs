@@ -52,6 +52,8 @@ pub struct TxnConfig {
     pub state_log_partitions: i32,
     /// `transaction.state.log.segment.bytes`
     pub state_log_segment_bytes: i64,
+    /// `transaction.state.log.replication.factor`, if set (see [`internal_topic::ensure`]).
+    pub state_log_replication_factor: Option<i16>,
     /// `transaction.max.timeout.ms`
     pub max_timeout_ms: i32,
     /// `transaction.abort.timed.out.transaction.cleanup.interval.ms`
@@ -141,6 +143,7 @@ impl TransactionCoordinator {
             broker,
             TRANSACTION_STATE_TOPIC,
             config.state_log_partitions,
+            config.state_log_replication_factor,
             config.state_log_segment_bytes,
         )
     }

@@ -23,12 +23,13 @@ use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::delete_records_request::{DeleteRecordsPartition, DeleteRecordsTopic};
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::{
     alter_configs_request, incremental_alter_configs_request, AlterConfigsRequest, ApiKey, BrokerId,
     CreatePartitionsRequest, CreateTopicsRequest, DeleteRecordsRequest, DeleteTopicsRequest,
-    DescribeClusterRequest, DescribeConfigsRequest, IncrementalAlterConfigsRequest, ListOffsetsRequest,
-    TopicName,
+    DescribeClusterRequest, DescribeConfigsRequest, ElectLeadersRequest, IncrementalAlterConfigsRequest,
+    ListOffsetsRequest, TopicName,
 };
 use kafka_protocol::protocol::{Request, StrBytes};
 
@@ -556,6 +557,43 @@ impl Admin {
             }
         }
         Ok(results)
+    }
+
+    /// ElectLeaders (KIP-460): a preferred (`election_type` 0) or unclean
+    /// (1) election of `partitions`, or of every partition that needs one
+    /// when `None`. Per partition, `Ok` once a leader was elected.
+    pub async fn elect_leaders(
+        &self,
+        election_type: i8,
+        partitions: Option<&[(String, i32)]>,
+    ) -> Result<Vec<PartitionResult<()>>> {
+        let named = partitions.map(|partitions| {
+            let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+            for (topic, partition) in partitions {
+                by_topic.entry(topic).or_default().push(*partition);
+            }
+            let topics = by_topic.into_iter();
+            topics
+                .map(|(t, p)| TopicPartitions::default().with_topic(topic_name(t)).with_partitions(p))
+                .collect()
+        });
+        let request = ElectLeadersRequest::default()
+            .with_election_type(election_type)
+            .with_topic_partitions(named)
+            .with_timeout_ms(timeout_ms(&self.cluster));
+        let response = self.to_controller("ElectLeaders", &request).await?;
+        if let Some(e) = Error::from_code(response.error_code, None) {
+            return Err(e);
+        }
+        let results = response.replica_election_results.into_iter().flat_map(|topic| {
+            topic.partition_result.into_iter().map(move |p| PartitionResult {
+                topic: topic.topic.0.to_string(),
+                partition: p.partition_id,
+                result: Error::from_code(p.error_code, p.error_message.as_ref().map(|m| m.as_str()))
+                    .map_or(Ok(()), Err),
+            })
+        });
+        Ok(results.collect())
     }
 
     /// Groups `(topic, partition, payload)` by the partition leader's id.

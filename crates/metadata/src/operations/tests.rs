@@ -1,6 +1,8 @@
 use super::*;
 use crate::placement::SplitMix64;
 
+mod election;
+
 const CLUSTER: &str = "MkU3OEVBNTcwNTJENDM2Qg";
 const SESSION_MS: i64 = 9_000;
 
@@ -68,7 +70,13 @@ impl World {
     }
 
     fn send(&mut self, request: BrokerHeartbeat, now_ms: i64) -> Result<HeartbeatReply, MetadataError> {
-        let (records, reply) = broker_heartbeat(&self.image, &request, &mut self.heartbeats, now_ms)?;
+        let (records, reply) = broker_heartbeat(
+            &self.image,
+            &request,
+            &mut self.heartbeats,
+            now_ms,
+            ElectionDefaults::default(),
+        )?;
         self.apply(records);
         Ok(reply)
     }
@@ -254,11 +262,17 @@ fn fencing_follows_the_session_timeout_on_a_fake_clock() {
     // Broker 2 keeps heartbeating; broker 1 stops at t=0.
     for now in [3_000, 6_000, SESSION_MS] {
         world.heartbeat(2, epochs[1], now).unwrap();
-        let records = fence_expired_brokers(&world.image, &mut world.heartbeats, now);
+        let records =
+            fence_expired_brokers(&world.image, &mut world.heartbeats, now, ElectionDefaults::default());
         assert!(records.is_empty(), "no session has expired at {now} ms");
     }
     world.heartbeat(2, epochs[1], SESSION_MS + 1).unwrap();
-    let records = fence_expired_brokers(&world.image, &mut world.heartbeats, SESSION_MS + 1);
+    let records = fence_expired_brokers(
+        &world.image,
+        &mut world.heartbeats,
+        SESSION_MS + 1,
+        ElectionDefaults::default(),
+    );
     world.apply(records);
     assert!(world.image.brokers[&1].fenced);
     assert!(!world.image.brokers[&2].fenced);
@@ -277,19 +291,19 @@ fn fencing_follows_the_session_timeout_on_a_fake_clock() {
 }
 
 #[test]
-fn controlled_shutdown_moves_leadership_to_another_in_sync_replica() {
+fn controlled_shutdown_moves_leadership_away_then_lets_the_broker_stop_once_the_others_have_seen_it() {
     let mut world = World::new();
     let epochs = world.live_brokers(&[None, None]);
     world.create("t", 4, 2).unwrap();
-    let request = BrokerHeartbeat {
+    let shut_down = |world: &World| BrokerHeartbeat {
         broker_id: 1,
         broker_epoch: epochs[0],
         current_metadata_offset: world.image.last_offset,
         want_fence: false,
         want_shut_down: true,
     };
-    let reply = world.send(request, 1).unwrap();
-    assert!(reply.should_shut_down && !reply.is_fenced);
+    let reply = world.send(shut_down(&world), 1).unwrap();
+    assert!(!reply.should_shut_down && !reply.is_fenced, "{reply:?}");
     assert!(world.image.brokers[&1].in_controlled_shutdown);
     for p in world.image.topic("t").unwrap().partitions.values() {
         assert_eq!(p.leader, 2, "{p:?}");
@@ -298,6 +312,14 @@ fn controlled_shutdown_moves_leadership_to_another_in_sync_replica() {
     assert_eq!(world.image.live_brokers().map(|b| b.id).collect::<Vec<_>>(), vec![2]);
     let refused = world.create("more", 1, 2).unwrap_err();
     assert!(matches!(refused, MetadataError::InvalidReplicationFactor(_)), "{refused}");
+    // The controller notes the offset of the shutdown records; broker 2
+    // has not reported applying them yet.
+    world.heartbeats.note_shutdown_offset(1, world.image.last_offset);
+    assert!(!world.send(shut_down(&world), 2).unwrap().should_shut_down);
+    world.heartbeat(2, epochs[1], 3).unwrap();
+    let reply = world.send(shut_down(&world), 4).unwrap();
+    assert!(reply.should_shut_down && reply.is_fenced, "{reply:?}");
+    assert!(world.image.brokers[&1].fenced);
 }
 
 #[test]
@@ -319,8 +341,11 @@ fn unregistering_removes_the_broker_and_its_leaderships() {
     let mut world = World::new();
     world.live_brokers(&[None, None]);
     world.create("t", 2, 2).unwrap();
-    assert!(matches!(unregister_broker(&world.image, 9), Err(MetadataError::BrokerIdNotRegistered(9))));
-    let records = unregister_broker(&world.image, 1).unwrap();
+    assert!(matches!(
+        unregister_broker(&world.image, 9, ElectionDefaults::default()),
+        Err(MetadataError::BrokerIdNotRegistered(9))
+    ));
+    let records = unregister_broker(&world.image, 1, ElectionDefaults::default()).unwrap();
     world.apply(records);
     assert!(!world.image.brokers.contains_key(&1));
     for p in world.image.topic("t").unwrap().partitions.values() {

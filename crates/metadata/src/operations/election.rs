@@ -1,0 +1,425 @@
+//! Leadership and ISR changes of partitions, decided as Kafka's
+//! `PartitionChangeBuilder` and `ReplicationControlManager` decide them:
+//! fencing, controlled shutdown and unregistration move leadership away
+//! from a broker, unfencing gives leaderless partitions a leader,
+//! AlterPartition (KIP-497, KIP-903) takes a leader's new ISR, and
+//! ElectLeaders runs preferred and unclean elections.
+//!
+//! Without eligible leader replicas (KIP-966) an ISR is never emptied: the
+//! last in-sync replica stays in it while it is away, so the partition can
+//! only be led again by it, unless an unclean election picks another
+//! replica and resets the ISR to that replica.
+
+use uuid::Uuid;
+
+use super::{is_active, LEADER_UNCHANGED, NO_LEADER};
+use crate::controller::MetadataError;
+use crate::image::{MetadataImage, PartitionImage, TopicImage};
+use crate::kraft_records::{MetadataRecord, PartitionChangeRecord};
+
+/// The topic (and broker default) config that allows unclean elections.
+pub const UNCLEAN_LEADER_ELECTION_ENABLE: &str = "unclean.leader.election.enable";
+/// Kafka's `LeaderRecoveryState`.
+const RECOVERED: i8 = 0;
+const RECOVERING: i8 = 1;
+
+/// How a new leader may be chosen (Kafka's `PartitionChangeBuilder.Election`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Election {
+    /// The first replica if it is in the ISR and can lead, else as `Online`.
+    Preferred,
+    /// The current leader while it can lead, else the first replica (in
+    /// replica order) that is in the ISR and can lead.
+    Online,
+    /// As `Online`, then any replica that can lead, the ISR reset to it:
+    /// records it never received are lost.
+    Unclean,
+}
+
+/// What the controller's own configuration adds to the image when it
+/// picks an election: its node id (for its dynamic broker configs) and
+/// its static `unclean.leader.election.enable`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ElectionDefaults {
+    pub node_id: i32,
+    pub unclean_leader_election_enable: bool,
+}
+
+/// The election a topic's partitions get on failures, from
+/// `unclean.leader.election.enable` as Kafka resolves it: the topic's,
+/// else the controller node's dynamic config, else the cluster-wide
+/// dynamic default, else the controller's static config.
+pub fn failover_election(image: &MetadataImage, topic: &TopicImage, defaults: ElectionDefaults) -> Election {
+    let node = defaults.node_id.to_string();
+    let enabled = [&topic.configs, image.broker_configs(&node), image.broker_configs("")]
+        .into_iter()
+        .find_map(|configs| configs.get(UNCLEAN_LEADER_ELECTION_ENABLE))
+        .map_or(defaults.unclean_leader_election_enable, |v| v.eq_ignore_ascii_case("true"));
+    if enabled {
+        Election::Unclean
+    } else {
+        Election::Online
+    }
+}
+
+/// A change to one partition: a target ISR and recovery state, and an
+/// election run over them.
+pub struct PartitionChange<'a> {
+    topic_id: Uuid,
+    partition_id: i32,
+    partition: &'a PartitionImage,
+    target_isr: Vec<i32>,
+    target_recovery_state: i8,
+    election: Election,
+}
+
+impl<'a> PartitionChange<'a> {
+    pub fn new(topic_id: Uuid, partition_id: i32, partition: &'a PartitionImage) -> Self {
+        Self {
+            topic_id,
+            partition_id,
+            partition,
+            target_isr: partition.isr.clone(),
+            target_recovery_state: partition.leader_recovery_state,
+            election: Election::Online,
+        }
+    }
+
+    pub fn with_election(mut self, election: Election) -> Self {
+        self.election = election;
+        self
+    }
+
+    pub fn with_target_isr(mut self, isr: Vec<i32>) -> Self {
+        self.target_isr = isr;
+        self
+    }
+
+    pub fn with_recovery_state(mut self, state: i8) -> Self {
+        self.target_recovery_state = state;
+        self
+    }
+
+    /// The record that carries out the change, or `None` when nothing
+    /// changes. `can_lead` says which brokers may lead now.
+    pub fn build(self, can_lead: impl Fn(i32) -> bool) -> Option<PartitionChangeRecord> {
+        let mut record = PartitionChangeRecord {
+            topic_id: self.topic_id,
+            partition_id: self.partition_id,
+            ..Default::default()
+        };
+        let (leader, unclean) = self.elect(&can_lead);
+        if leader != self.partition.leader {
+            record.leader = leader;
+            if unclean {
+                // Only the new leader's log is known to be whole now.
+                record.isr = Some(vec![leader]);
+                if self.partition.leader_recovery_state != RECOVERING {
+                    record.leader_recovery_state = RECOVERING;
+                }
+            }
+        }
+        // An ISR is never emptied: its last member stays while it is away.
+        if record.isr.is_none() && !self.target_isr.is_empty() && self.target_isr != self.partition.isr {
+            record.isr = Some(self.target_isr.clone());
+        }
+        if record.leader_recovery_state < 0
+            && self.target_recovery_state != self.partition.leader_recovery_state
+        {
+            record.leader_recovery_state = self.target_recovery_state;
+        }
+        let unchanged =
+            record.leader == LEADER_UNCHANGED && record.isr.is_none() && record.leader_recovery_state < 0;
+        (!unchanged).then_some(record)
+    }
+
+    /// The leader the election picks, and whether it was picked from
+    /// outside the ISR.
+    fn elect(&self, can_lead: &impl Fn(i32) -> bool) -> (i32, bool) {
+        let valid = |r: i32| self.target_isr.contains(&r) && can_lead(r);
+        let replicas = &self.partition.replicas;
+        if self.election == Election::Preferred {
+            if let Some(&preferred) = replicas.first().filter(|r| valid(**r)) {
+                return (preferred, false);
+            }
+        }
+        if valid(self.partition.leader) {
+            return (self.partition.leader, false);
+        }
+        if let Some(&leader) = replicas.iter().find(|r| valid(**r)) {
+            return (leader, false);
+        }
+        if self.election == Election::Unclean {
+            if let Some(&leader) = replicas.iter().find(|r| can_lead(**r)) {
+                return (leader, true);
+            }
+        }
+        (NO_LEADER, false)
+    }
+}
+
+/// PartitionChangeRecords that take `broker` out of every ISR and
+/// leadership (fencing, controlled shutdown, unregistration): each
+/// partition it led gets the next ISR member that can lead, or none.
+pub fn move_leadership_away(
+    image: &MetadataImage,
+    broker: i32,
+    defaults: ElectionDefaults,
+) -> Vec<MetadataRecord> {
+    let can_lead = |r: i32| r != broker && is_active(image, r);
+    let mut records = Vec::new();
+    for topic in image.topics() {
+        let election = failover_election(image, topic, defaults);
+        for (id, p) in &topic.partitions {
+            if !p.isr.contains(&broker) && p.leader != broker {
+                continue;
+            }
+            let isr = p.isr.iter().copied().filter(|r| *r != broker).collect();
+            let change = PartitionChange::new(topic.id, *id, p).with_election(election).with_target_isr(isr);
+            records.extend(change.build(can_lead).map(MetadataRecord::from));
+        }
+    }
+    records
+}
+
+/// PartitionChangeRecords that give leaderless partitions a leader now
+/// that `broker` is unfenced (it is not yet in the image as unfenced).
+pub fn lead_leaderless(
+    image: &MetadataImage,
+    broker: i32,
+    defaults: ElectionDefaults,
+) -> Vec<MetadataRecord> {
+    let can_lead = |r: i32| r == broker || is_active(image, r);
+    let mut records = Vec::new();
+    for topic in image.topics() {
+        let election = failover_election(image, topic, defaults);
+        for (id, p) in topic.partitions.iter().filter(|(_, p)| p.leader == NO_LEADER) {
+            let change = PartitionChange::new(topic.id, *id, p).with_election(election);
+            records.extend(change.build(can_lead).map(MetadataRecord::from));
+        }
+    }
+    records
+}
+
+/// The most preferred-leader elections one balancing run makes, as
+/// Kafka's controller bounds them.
+const MAX_ELECTIONS_PER_BALANCE: usize = 1_000;
+
+/// `auto.leader.rebalance.enable`'s periodic run: each partition not led
+/// by its first replica goes back to it when that replica is in the ISR
+/// and can lead.
+pub fn balance_partition_leaders(image: &MetadataImage) -> Vec<MetadataRecord> {
+    let can_lead = |r: i32| is_active(image, r);
+    let mut records = Vec::new();
+    for topic in image.topics() {
+        for (id, p) in &topic.partitions {
+            let Some(&preferred) = p.replicas.first() else { continue };
+            if p.leader == preferred || !p.isr.contains(&preferred) || !can_lead(preferred) {
+                continue;
+            }
+            let change = PartitionChange::new(topic.id, *id, p).with_election(Election::Preferred);
+            records.extend(change.build(can_lead).map(MetadataRecord::from));
+            if records.len() == MAX_ELECTIONS_PER_BALANCE {
+                return records;
+            }
+        }
+    }
+    records
+}
+
+/// One partition's entry of an AlterPartition request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IsrChange {
+    pub topic_id: Uuid,
+    pub partition: i32,
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+    /// The new ISR as (broker id, broker epoch); epoch -1 skips its check.
+    pub new_isr: Vec<(i32, i64)>,
+    pub leader_recovery_state: i8,
+}
+
+/// Per AlterPartition entry, the partition after the change or why the
+/// entry was refused.
+pub type IsrOutcome = Result<PartitionImage, MetadataError>;
+
+/// AlterPartition from `broker_id` at `broker_epoch` (STALE_BROKER_EPOCH
+/// for the whole request otherwise): the records of the accepted changes
+/// and, per entry, the partition as it stands after them or why the entry
+/// was refused.
+pub fn alter_partition(
+    image: &MetadataImage,
+    broker_id: i32,
+    broker_epoch: i64,
+    changes: &[IsrChange],
+    defaults: ElectionDefaults,
+) -> Result<(Vec<MetadataRecord>, Vec<IsrOutcome>), MetadataError> {
+    super::check_broker_epoch(image, broker_id, broker_epoch)?;
+    let mut records = Vec::new();
+    let results = changes
+        .iter()
+        .map(|change| {
+            let topic = image.topic_by_id(&change.topic_id).ok_or(MetadataError::UnknownTopicId)?;
+            let partition = topic.partitions.get(&change.partition).ok_or(MetadataError::UnknownTopic)?;
+            validate_isr_change(image, broker_id, partition, change)?;
+            let isr = change.new_isr.iter().map(|(id, _)| *id).collect();
+            let built = PartitionChange::new(topic.id, change.partition, partition)
+                .with_election(failover_election(image, topic, defaults))
+                .with_target_isr(isr)
+                .with_recovery_state(change.leader_recovery_state)
+                .build(|r| is_active(image, r));
+            let mut after = partition.clone();
+            if let Some(record) = built {
+                let leader = record.leader;
+                after.merge(record.clone());
+                records.push(record.into());
+                if leader != LEADER_UNCHANGED && leader != broker_id {
+                    return Err(MetadataError::NewLeaderElected);
+                }
+            }
+            Ok(after)
+        })
+        .collect();
+    Ok((records, results))
+}
+
+/// Kafka's `validateAlterPartitionData`, in its order.
+fn validate_isr_change(
+    image: &MetadataImage,
+    broker_id: i32,
+    partition: &PartitionImage,
+    change: &IsrChange,
+) -> Result<(), MetadataError> {
+    let invalid = |why: String| Err(MetadataError::InvalidRequest(why));
+    // Epochs ahead of ours: this controller has fallen behind another.
+    if change.leader_epoch > partition.leader_epoch || change.partition_epoch > partition.partition_epoch {
+        return Err(MetadataError::NotController { leader_id: None });
+    }
+    if change.leader_epoch < partition.leader_epoch {
+        return Err(MetadataError::FencedLeaderEpoch(format!(
+            "the leader epoch is {}, not {}",
+            partition.leader_epoch, change.leader_epoch
+        )));
+    }
+    if broker_id != partition.leader {
+        return invalid(format!("the leader is {}, not {broker_id}", partition.leader));
+    }
+    if change.partition_epoch < partition.partition_epoch {
+        return Err(MetadataError::InvalidUpdateVersion(format!(
+            "the partition epoch is {}, not {}",
+            partition.partition_epoch, change.partition_epoch
+        )));
+    }
+    let isr: Vec<i32> = change.new_isr.iter().map(|(id, _)| *id).collect();
+    let duplicated = isr.iter().enumerate().any(|(i, r)| isr[..i].contains(r));
+    if isr.is_empty() || duplicated || !isr.iter().all(|r| partition.replicas.contains(r)) {
+        return invalid(format!("{isr:?} is not a valid ISR of replicas {:?}", partition.replicas));
+    }
+    if !isr.contains(&partition.leader) {
+        return invalid(format!("the ISR {isr:?} does not hold the leader {}", partition.leader));
+    }
+    if change.leader_recovery_state == RECOVERING && isr.len() > 1 {
+        return invalid("a recovering leader's ISR must hold only itself".into());
+    }
+    if partition.leader_recovery_state == RECOVERED && change.leader_recovery_state == RECOVERING {
+        return invalid("the leader recovery state cannot go from RECOVERED to RECOVERING".into());
+    }
+    let ineligible: Vec<String> =
+        change.new_isr.iter().filter_map(|(id, epoch)| ineligible(image, *id, *epoch)).collect();
+    if !ineligible.is_empty() {
+        return Err(MetadataError::IneligibleReplica(format!(
+            "ineligible replicas in the new ISR: {}",
+            ineligible.join(", ")
+        )));
+    }
+    Ok(())
+}
+
+/// Why `broker` at `epoch` may not join an ISR, if it may not.
+fn ineligible(image: &MetadataImage, broker: i32, epoch: i64) -> Option<String> {
+    let why = match image.brokers.get(&broker) {
+        None => "not registered".to_owned(),
+        Some(b) if b.in_controlled_shutdown => "shutting down".to_owned(),
+        Some(b) if b.fenced => "fenced".to_owned(),
+        Some(b) if epoch != -1 && b.epoch != epoch => {
+            format!("broker epoch {epoch}, registered at {}", b.epoch)
+        }
+        Some(_) => return None,
+    };
+    Some(format!("{broker} ({why})"))
+}
+
+/// ElectLeaders' election types.
+pub const ELECTION_PREFERRED: i8 = 0;
+pub const ELECTION_UNCLEAN: i8 = 1;
+
+/// One topic's outcome of ElectLeaders: per partition, `Ok` when a leader
+/// was elected or why not.
+pub type TopicElections = (String, Vec<(i32, Result<(), MetadataError>)>);
+
+/// ElectLeaders (KIP-460): a preferred or unclean election of each named
+/// partition, or of every partition when `partitions` is `None` (then the
+/// partitions that need none are left out of the answer).
+pub fn elect_leaders(
+    image: &MetadataImage,
+    election_type: i8,
+    partitions: Option<&[(String, Vec<i32>)]>,
+) -> Result<(Vec<MetadataRecord>, Vec<TopicElections>), MetadataError> {
+    let election = match election_type {
+        ELECTION_PREFERRED => Election::Preferred,
+        ELECTION_UNCLEAN => Election::Unclean,
+        other => return Err(MetadataError::InvalidRequest(format!("unknown election type {other}"))),
+    };
+    let mut records = Vec::new();
+    let mut elect = |topic: &str, partition: i32| {
+        let record = elect_leader(image, topic, partition, election)?;
+        records.push(record.into());
+        Ok(())
+    };
+    let outcomes = match partitions {
+        Some(named) => named
+            .iter()
+            .map(|(topic, ids)| (topic.clone(), ids.iter().map(|p| (*p, elect(topic, *p))).collect()))
+            .collect(),
+        None => image
+            .topics()
+            .map(|t| {
+                let outcomes = t.partitions.keys().map(|p| (*p, elect(&t.name, *p)));
+                let needed = outcomes.filter(|(_, r)| !matches!(r, Err(MetadataError::ElectionNotNeeded)));
+                (t.name.clone(), needed.collect())
+            })
+            .collect(),
+    };
+    Ok((records, outcomes))
+}
+
+/// Kafka's `electLeader`: the record of one election, or why there is none.
+fn elect_leader(
+    image: &MetadataImage,
+    topic: &str,
+    id: i32,
+    election: Election,
+) -> Result<PartitionChangeRecord, MetadataError> {
+    let topic = image.topic(topic).ok_or(MetadataError::UnknownTopic)?;
+    let partition = topic.partitions.get(&id).ok_or(MetadataError::UnknownTopic)?;
+    let not_needed = match election {
+        Election::Preferred => partition.replicas.first() == Some(&partition.leader),
+        _ => partition.leader != NO_LEADER,
+    };
+    if not_needed {
+        return Err(MetadataError::ElectionNotNeeded);
+    }
+    PartitionChange::new(topic.id, id, partition)
+        .with_election(election)
+        .build(|r| is_active(image, r))
+        .ok_or_else(|| match election {
+            Election::Preferred => MetadataError::PreferredLeaderNotAvailable(format!(
+                "the preferred leader of {}-{id} is not in the ISR or not alive",
+                topic.name
+            )),
+            _ => MetadataError::EligibleLeadersNotAvailable(format!(
+                "no replica of {}-{id} is alive to lead",
+                topic.name
+            )),
+        })
+}
