@@ -394,6 +394,26 @@ impl FetchSessionCache {
         Ok(included)
     }
 
+    /// The session of a fetch answered empty because its client is
+    /// throttled, as Kafka's `getThrottledResponse` leaves it: a session
+    /// the fetch opened is dropped again (the response names none); an
+    /// incremental one keeps the request's changes and its new epoch, its
+    /// partitions' last reported state untouched. Returns the response's
+    /// error (INVALID_FETCH_SESSION_EPOCH if another request of the session
+    /// was served meanwhile) and session id.
+    pub fn throttled(&self, plan: &FetchPlan) -> (Option<ResponseError>, i32) {
+        let Some(session) = &plan.session else { return (None, NO_SESSION) };
+        if !plan.incremental {
+            self.remove(session);
+            return (None, NO_SESSION);
+        }
+        match self.lock_session(session) {
+            Ok(state) if state.epoch == plan.epoch => (None, session.id),
+            Ok(_) => (Some(ResponseError::InvalidFetchSessionEpoch), session.id),
+            Err(error) => (Some(error), session.id),
+        }
+    }
+
     /// Drops sessions unused for longer than the eviction interval, so idle
     /// clients' partitions do not stay in memory until the cache fills.
     pub fn evict_expired(&self) {

@@ -148,6 +148,33 @@ impl QuotaManager {
         sensors.get(&key).map_or(0, |rate| rate.throttle_ms(bound, self.now_ms()))
     }
 
+    /// Takes back a value recorded for a response that was not sent after
+    /// all (Kafka's `unrecordQuotaSensor`: a throttled fetch answers empty).
+    pub fn unrecord(&self, image: &MetadataImage, quota: QuotaType, user: &str, client_id: &str, value: f64) {
+        let Some((_, entity)) = applicable_quota(image, quota, user, client_id) else { return };
+        let key = sensor_key(quota, &entity, user, client_id);
+        let now = self.now_ms();
+        let mut sensors = self.sensors.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(rate) = sensors.get_mut(&key) {
+            rate.record(-value, now);
+        }
+    }
+
+    /// The most the client may record at once without being throttled
+    /// (Kafka's `getMaxValueInQuotaWindow`: the quota over all but one
+    /// sampling window); `None` without a quota.
+    pub fn max_value_in_window(
+        &self,
+        image: &MetadataImage,
+        quota: QuotaType,
+        user: &str,
+        client_id: &str,
+    ) -> Option<f64> {
+        let (bound, _) = applicable_quota(image, quota, user, client_id)?;
+        let full_windows = self.window.samples.saturating_sub(1) as f64;
+        Some(bound * full_windows * self.window.window_ms as f64 / 1000.0)
+    }
+
     fn evict_idle(&self, sensors: &mut HashMap<SensorKey, Rate>, now: u64) {
         if sensors.len() < MAX_SENSORS {
             return;
@@ -190,6 +217,22 @@ pub fn record_request(ctx: &crate::dispatch::RequestContext<'_>, quota: QuotaTyp
     let ms = ctx.broker.quotas.record(&image, quota, quota_user(&ctx.principal), client_id, value);
     ctx.throttle.raise(ms);
     ms.min(i32::MAX as u64) as i32
+}
+
+/// Takes back `value` recorded by [`record_request`] for a response that
+/// is not sent after all.
+pub fn unrecord_request(ctx: &crate::dispatch::RequestContext<'_>, quota: QuotaType, value: f64) {
+    let image = ctx.broker.controller.image();
+    let client_id = ctx.header.client_id.as_deref().unwrap_or("");
+    ctx.broker.quotas.unrecord(&image, quota, quota_user(&ctx.principal), client_id, value);
+}
+
+/// The most the requesting client may record of `quota` at once without
+/// being throttled; `None` when no quota applies to it.
+pub fn max_value_in_window(ctx: &crate::dispatch::RequestContext<'_>, quota: QuotaType) -> Option<f64> {
+    let image = ctx.broker.controller.image();
+    let client_id = ctx.header.client_id.as_deref().unwrap_or("");
+    ctx.broker.quotas.max_value_in_window(&image, quota, quota_user(&ctx.principal), client_id)
 }
 
 /// `request_percentage` (KIP-124): the handler time of every request but
