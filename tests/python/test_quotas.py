@@ -291,11 +291,12 @@ def test_request_percentage_throttles_a_busy_client_and_not_others(quota_broker)
     assert slowest < MUTED_S and reported == 0
 
 
-def fetch_v4(conn: wire.Connection, correlation_id: int, client_id: str, topic: str,
-             offset: int) -> tuple[int, bytes]:
-    """Fetch v4 of partition 0 from `offset` (no wait, up to 8 MB): the
-    response's throttle_time_ms and the partition's records."""
-    body = (wire.int32(-1) + wire.int32(0) + wire.int32(0) + wire.int32(8 * MB) + wire.int8(0)
+def fetch_v4(conn: wire.Connection, correlation_id: int, client_id: str, topic: str, offset: int,
+             max_wait_ms: int = 0) -> tuple[int, bytes]:
+    """Fetch v4 of partition 0 from `offset` (up to 8 MB, waiting up to
+    `max_wait_ms` for a byte): the response's throttle_time_ms and the
+    partition's records."""
+    body = (wire.int32(-1) + wire.int32(max_wait_ms) + wire.int32(1) + wire.int32(8 * MB) + wire.int8(0)
             + wire.int32(1) + wire.nullable_string(topic)
             + wire.int32(1) + wire.int32(0) + wire.int64(offset) + wire.int32(8 * MB))
     payload = conn.call(wire.request(1, 4, correlation_id, body, client_id=client_id), timeout_s=15)
@@ -342,3 +343,27 @@ def test_a_throttled_fetch_is_answered_empty_and_fetches_are_capped_to_the_quota
             offset = batches[-1].last_offset + 1
     assert offset == 100, f"read up to {offset} in {answered} fetches"
     assert throttled_responses > 0, "the consumer went over its quota"
+
+
+def test_request_percentage_counts_fetch_work_but_not_long_poll_waits(quota_broker):
+    create_topic(quota_broker.bootstrap, "quiet")
+    # 1% of a thread: 10 ms of work a second, far less than a parked
+    # fetch's wait but far more than its work.
+    set_quota(quota_broker, ["--entity-type", "clients", "--entity-name", "poller"], "request_percentage=1")
+    with wire.Connection(quota_broker.port, timeout_s=15) as conn:
+        for correlation_id in range(3):
+            started = time.monotonic()
+            throttle_ms, records = fetch_v4(conn, correlation_id, "poller", "quiet", 0, max_wait_ms=700)
+            assert records == b"" and time.monotonic() - started >= 0.6, "the fetch waited for records"
+            assert throttle_ms == 0, "waiting for records is not request time"
+    # Fetch is not exempt: a client fetching busily over a tiny quota is throttled.
+    set_quota(quota_broker, ["--entity-type", "clients", "--entity-name", "busy-fetcher"],
+              "request_percentage=0.001")
+    reported = 0
+    with wire.Connection(quota_broker.port, timeout_s=15) as conn:
+        for correlation_id in range(40):
+            throttle_ms, _ = fetch_v4(conn, correlation_id, "busy-fetcher", "quiet", 0)
+            reported = max(reported, throttle_ms)
+            if reported:
+                break
+    assert reported > 0, "the busy fetcher's request time throttled it"
