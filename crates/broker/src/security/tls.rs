@@ -288,6 +288,27 @@ fn pkcs12_key_pair(
     Ok((certificates, key))
 }
 
+/// The CAs the `ssl.truststore.*` keys of `settings` name, if any.
+pub fn trust_roots(settings: &ListenerSettings) -> Result<Option<RootCertStore>, String> {
+    trust_store(settings, &mut Vec::new())
+}
+
+/// Where Linux distributions keep their CA bundle.
+const SYSTEM_CA_BUNDLES: &[&str] =
+    &["/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt"];
+
+/// The system's trusted CAs, for a client with no trust store configured.
+pub fn system_roots() -> Result<RootCertStore, String> {
+    let bundle = SYSTEM_CA_BUNDLES.iter().find_map(|path| std::fs::read(path).ok());
+    let bundle = bundle.ok_or("no trust store configured and no system CA bundle found")?;
+    let mut roots = RootCertStore::empty();
+    for der in pem_certificates(&bundle)? {
+        // A bundle may hold certificates rustls cannot use: skip them.
+        let _ = roots.add(CertificateDer::from(der));
+    }
+    Ok(roots)
+}
+
 /// The CAs client certificates must chain to, if any are configured.
 fn trust_store(settings: &ListenerSettings, files: &mut Files) -> Result<Option<RootCertStore>, String> {
     store_type(settings, "ssl.truststore", None)?;
