@@ -595,7 +595,10 @@ impl BoundBroker {
             });
         for (security, _) in controller_listeners.iter().chain(&client_listeners) {
             if let Some(tls) = &security.tls {
-                background.spawn(tls.clone().watch(security.name.clone(), stop_rx.clone()));
+                let broker = self.broker.clone();
+                let node = broker.config.node_id.to_string();
+                let dynamic = move || broker.controller.image().broker_configs(&node).clone();
+                background.spawn(tls.clone().watch(security.name.clone(), dynamic, stop_rx.clone()));
             }
         }
         for (security, listener) in controller_listeners {
