@@ -376,6 +376,8 @@ def test_a_key_store_set_by_alter_configs_is_served_without_a_restart(broker_fac
     assert secured.broker.pid == pid
     produce_and_consume({"bootstrap.servers": secured.bootstrap("SSL"), "security.protocol": "SSL",
                          "ssl.ca.location": str(new_ca.ca_path)}, "after-alter-configs", count=5)
+    secured.broker.restart()
+    assert issuer_served(port, new_ca) == new_ca.cert.subject, "the altered store serves from the first connection"
 
 
 def test_enabled_protocols_and_cipher_suites_bound_the_handshake(broker_factory, tmp_path):
