@@ -346,6 +346,15 @@ def alter_broker_configs(bootstrap: str, broker_id: str, **configs: str) -> None
     future.result(timeout=20)
 
 
+def described_broker_configs(bootstrap: str, broker_id: str) -> dict:
+    from confluent_kafka.admin import ConfigResource, ResourceType
+
+    resource = ConfigResource(ResourceType.BROKER, broker_id)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    [future] = admin.describe_configs([resource]).values()
+    return future.result(timeout=20)
+
+
 def issuer_served(port: int, ca: Authority) -> x509.Name | None:
     """The issuer of the certificate a new connection is served, if `ca` trusts it."""
     try:
@@ -370,8 +379,13 @@ def test_a_key_store_set_by_alter_configs_is_served_without_a_restart(broker_fac
     assert_one_line_error(cluster_wide, "broker id must be specified")
     assert issuer_served(port, secured.ca) == secured.ca.cert.subject
 
-    alter_broker_configs(secured.broker.bootstrap, "1", **{key: str(new_store)})
+    trust = "listener.name.ssl.ssl.truststore.certificates"
+    alter_broker_configs(secured.broker.bootstrap, "1",
+                         **{key: str(new_store), trust: joined(new_ca.cert.public_bytes(Encoding.PEM))})
     wait_until(lambda: issuer_served(port, new_ca) == new_ca.cert.subject, 20, "the new store on a new connection")
+    described = described_broker_configs(secured.broker.bootstrap, "1")
+    assert described[key].value == str(new_store) and not described[key].is_sensitive, described[key]
+    assert described[trust].value is None and described[trust].is_sensitive, "key material is not described"
     assert issuer_served(port, secured.ca) is None, "the old certificate is no longer served"
     assert secured.broker.pid == pid
     produce_and_consume({"bootstrap.servers": secured.bootstrap("SSL"), "security.protocol": "SSL",

@@ -32,8 +32,8 @@ use strom_metadata::{
 use super::str_bytes;
 use crate::config::is_known_key;
 use crate::config_sources::{
-    BrokerLevels, ConfigEntry, BROKER_KEYS, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG,
-    DYNAMIC_TOPIC_CONFIG,
+    config_type, BrokerLevels, ConfigEntry, BROKER_KEYS, DYNAMIC_BROKER_CONFIG,
+    DYNAMIC_DEFAULT_BROKER_CONFIG, DYNAMIC_TOPIC_CONFIG,
 };
 use crate::dispatch::RequestContext;
 use crate::error::metadata_error;
@@ -146,7 +146,10 @@ fn describe_resource(
         ConfigResource::Broker(_) => {
             let mut names: Vec<&str> = BROKER_KEYS.iter().map(|k| k.name).filter(|n| wanted(n)).collect();
             names.sort_unstable();
-            Ok(names.into_iter().map(|name| levels.broker_entry(name)).collect())
+            let mut entries: Vec<ConfigEntry> =
+                names.into_iter().map(|name| levels.broker_entry(name)).collect();
+            entries.extend(levels.listener_store_entries().into_iter().filter(|e| wanted(&e.name)));
+            Ok(entries)
         }
     }
 }
@@ -167,13 +170,14 @@ pub fn topic_entries(
 }
 
 fn wire_entry(entry: ConfigEntry, include_synonyms: bool) -> DescribeConfigsResourceResult {
+    let sensitive = entry.config_type == config_type::PASSWORD;
     let synonyms = if include_synonyms { entry.synonyms } else { Vec::new() };
     let synonyms = synonyms
         .into_iter()
         .map(|s| {
             DescribeConfigsSynonym::default()
                 .with_name(str_bytes(&s.name))
-                .with_value(Some(str_bytes(&s.value)))
+                .with_value((!sensitive).then(|| str_bytes(&s.value)))
                 .with_source(s.source)
         })
         .collect();
@@ -182,7 +186,7 @@ fn wire_entry(entry: ConfigEntry, include_synonyms: bool) -> DescribeConfigsReso
         .with_value(entry.value.as_deref().map(str_bytes))
         .with_read_only(entry.read_only)
         .with_config_source(entry.source)
-        .with_is_sensitive(false)
+        .with_is_sensitive(sensitive)
         .with_synonyms(synonyms)
         .with_config_type(entry.config_type)
         .with_documentation(None)
