@@ -532,6 +532,25 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_throttled_fetch_drops_a_new_session_and_leaves_an_incremental_one_unreported() {
+        let cache = FetchSessionCache::new(10);
+        let opened = cache.begin(request(0, 0, targets(2))).unwrap();
+        assert_eq!(cache.throttled(&opened), (None, NO_SESSION), "the empty answer names no session");
+        assert!(cache.is_empty());
+
+        let plan = cache.begin(request(0, 0, targets(2))).unwrap();
+        cache.finish(&plan, &[news(5), news(7)]).unwrap();
+        let throttled = cache.begin(request(plan.session_id, 1, vec![])).unwrap();
+        assert_eq!(cache.throttled(&throttled), (None, plan.session_id));
+        // The next epoch goes on; the news the throttled answer held back
+        // is still news.
+        let next = cache.begin(request(plan.session_id, 2, vec![])).unwrap();
+        assert_eq!(cache.finish(&next, &[news(5), news(9)]).unwrap(), vec![false, true]);
+        let overtaken = cache.throttled(&throttled);
+        assert_eq!(overtaken, (Some(ResponseError::InvalidFetchSessionEpoch), plan.session_id));
+    }
+
     fn with_records(hw: i64) -> Reported {
         Reported { records: true, ..news(hw) }
     }
