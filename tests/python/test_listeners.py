@@ -96,3 +96,23 @@ def test_a_listener_that_is_not_advertised_sends_clients_nowhere(broker_factory)
     error, _, port = find_coordinator(hidden, "a-group")
     assert (error, port) == (15, -1), "COORDINATOR_NOT_AVAILABLE"
     assert find_coordinator(public, "a-group") == (0, "127.0.0.1", public)
+
+
+def test_connections_idle_longer_than_connections_max_idle_ms_are_closed(broker_factory):
+    # The listener's own key wins over the broker-wide one (Kafka's
+    # listener.name.<l>.connections.max.idle.ms).
+    broker = broker_factory({"connections.max.idle.ms": 600_000,
+                             "listener.name.plaintext.connections.max.idle.ms": 1_000})
+    with wire.connect(broker.port) as idle, wire.connect(broker.port) as busy:
+        for sock in (idle, busy):
+            assert wire.send(sock, wire.api_versions_request(0, 1))
+            assert wire.drain(sock, timeout_s=5, until_frames=1).received
+        # The busy connection sends a request every 300 ms for 2.4 s, past
+        # the idle limit, and each is answered.
+        for correlation_id in range(2, 10):
+            reaction = wire.drain(busy, timeout_s=0.3)
+            assert not reaction.closed, "a connection in use was closed"
+            assert wire.send(busy, wire.api_versions_request(0, correlation_id))
+            assert wire.drain(busy, timeout_s=5, until_frames=1).received
+        # By now the idle one has been closed by the broker.
+        assert wire.drain(idle, timeout_s=5).closed, "the idle connection was closed"

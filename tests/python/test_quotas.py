@@ -289,3 +289,81 @@ def test_request_percentage_throttles_a_busy_client_and_not_others(quota_broker)
     assert reported > 0, "throttle_time_ms reached the client"
     slowest, reported = busy_round_trips(quota_broker.port, "idle", requests=10)
     assert slowest < MUTED_S and reported == 0
+
+
+def fetch_v4(conn: wire.Connection, correlation_id: int, client_id: str, topic: str, offset: int,
+             max_wait_ms: int = 0) -> tuple[int, bytes]:
+    """Fetch v4 of partition 0 from `offset` (up to 8 MB, waiting up to
+    `max_wait_ms` for a byte): the response's throttle_time_ms and the
+    partition's records."""
+    body = (wire.int32(-1) + wire.int32(max_wait_ms) + wire.int32(1) + wire.int32(8 * MB) + wire.int8(0)
+            + wire.int32(1) + wire.nullable_string(topic)
+            + wire.int32(1) + wire.int32(0) + wire.int64(offset) + wire.int32(8 * MB))
+    payload = conn.call(wire.request(1, 4, correlation_id, body, client_id=client_id), timeout_s=15)
+    _, reader = wire.response_reader(payload, 1, 4)
+    throttle_ms = reader.int32()
+    records = b""
+    for _ in range(reader.length()):
+        reader.string()
+        for _ in range(reader.length()):
+            reader.int32()
+            assert reader.int16() == 0
+            reader.int64()
+            reader.int64()
+            reader.array(lambda r: (r.int64(), r.int64()))
+            records += reader.nullable_bytes() or b""
+    return throttle_ms, records
+
+
+def test_a_throttled_fetch_is_answered_empty_and_fetches_are_capped_to_the_quota_window(quota_broker):
+    create_topic(quota_broker.bootstrap, "small-batches")
+    producer = Producer({"bootstrap.servers": quota_broker.bootstrap, "batch.size": 30_000, "linger.ms": 5})
+    for _ in range(100):
+        producer.produce("small-batches", VALUE, partition=0)
+    assert producer.flush(15) == 0
+    quota = 100_000
+    set_quota(quota_broker, ["--entity-type", "clients", "--entity-name", "raw"], f"consumer_byte_rate={quota}")
+    offset, throttled_responses, answered = 0, 0, 0
+    deadline = time.monotonic() + 30
+    with wire.Connection(quota_broker.port, timeout_s=15) as conn:
+        for correlation_id in range(60):
+            if offset >= 100 or time.monotonic() > deadline:
+                break
+            throttle_ms, records = fetch_v4(conn, correlation_id, "raw", "small-batches", offset)
+            if throttle_ms > 0:
+                assert records == b"", "a throttled fetch carries no records (KIP-219)"
+                throttled_responses += 1
+                continue
+            answered += 1
+            # Each fetch is capped at the quota's window (one 1 s window
+            # here), so it is never throttled for its own size alone.
+            assert len(records) <= quota + 30_000, len(records)
+            batches = wire.decode_record_batches(records)
+            assert batches and batches[0].base_offset == offset
+            offset = batches[-1].last_offset + 1
+    assert offset == 100, f"read up to {offset} in {answered} fetches"
+    assert throttled_responses > 0, "the consumer went over its quota"
+
+
+def test_request_percentage_counts_fetch_work_but_not_long_poll_waits(quota_broker):
+    create_topic(quota_broker.bootstrap, "quiet")
+    # 1% of a thread: 10 ms of work a second, far less than a parked
+    # fetch's wait but far more than its work.
+    set_quota(quota_broker, ["--entity-type", "clients", "--entity-name", "poller"], "request_percentage=1")
+    with wire.Connection(quota_broker.port, timeout_s=15) as conn:
+        for correlation_id in range(3):
+            started = time.monotonic()
+            throttle_ms, records = fetch_v4(conn, correlation_id, "poller", "quiet", 0, max_wait_ms=700)
+            assert records == b"" and time.monotonic() - started >= 0.6, "the fetch waited for records"
+            assert throttle_ms == 0, "waiting for records is not request time"
+    # Fetch is not exempt: a client fetching busily over a tiny quota is throttled.
+    set_quota(quota_broker, ["--entity-type", "clients", "--entity-name", "busy-fetcher"],
+              "request_percentage=0.001")
+    reported = 0
+    with wire.Connection(quota_broker.port, timeout_s=15) as conn:
+        for correlation_id in range(40):
+            throttle_ms, _ = fetch_v4(conn, correlation_id, "busy-fetcher", "quiet", 0)
+            reported = max(reported, throttle_ms)
+            if reported:
+                break
+    assert reported > 0, "the busy fetcher's request time throttled it"

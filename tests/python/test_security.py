@@ -22,6 +22,8 @@ from confluent_kafka.admin import AdminClient
 import wire
 from harness import (
     OutRecord,
+    admin_cli,
+    assert_one_line_error,
     create_topic,
     distinct_free_ports,
     free_port,
@@ -329,6 +331,67 @@ def test_a_replaced_key_store_is_served_to_new_connections_without_a_restart(bro
     assert secured.broker.pid == pid
     produce_and_consume({"bootstrap.servers": secured.bootstrap("SSL"), "security.protocol": "SSL", **secured.tls()},
                         "after-reload", count=5)
+
+
+def alter_broker_configs(bootstrap: str, broker_id: str, **configs: str) -> None:
+    """IncrementalAlterConfigs SETs on a broker resource, as Kafka's admin
+    client sends them; raises the KafkaException of a refusal."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    entries = [ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+               for name, value in configs.items()]
+    resource = ConfigResource(ResourceType.BROKER, broker_id, incremental_configs=entries)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    [future] = admin.incremental_alter_configs([resource]).values()
+    future.result(timeout=20)
+
+
+def described_broker_configs(bootstrap: str, broker_id: str) -> dict:
+    from confluent_kafka.admin import ConfigResource, ResourceType
+
+    resource = ConfigResource(ResourceType.BROKER, broker_id)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    [future] = admin.describe_configs([resource]).values()
+    return future.result(timeout=20)
+
+
+def issuer_served(port: int, ca: Authority) -> x509.Name | None:
+    """The issuer of the certificate a new connection is served, if `ca` trusts it."""
+    try:
+        return x509.load_der_x509_certificate(served_certificate(port, ca.ca_path)).issuer
+    except (ssl.SSLError, OSError):
+        return None
+
+
+def test_a_key_store_set_by_alter_configs_is_served_without_a_restart(broker_factory, tmp_path):
+    secured = Secured(broker_factory, tmp_path, **{"ssl.reload.check.interval.ms": "100"})
+    pid, port = secured.broker.pid, secured.ports["SSL"]
+    new_ca = Authority(tmp_path / "new-ca", "new-ca")
+    new_store = new_ca.pem_keystore(new_ca.issue("server-new", "localhost", server=True), tmp_path / "new.pem")
+    key = "listener.name.ssl.ssl.keystore.location"
+
+    # A store that does not load, or one set for every broker at once, is refused.
+    with pytest.raises(KafkaException) as refused:
+        alter_broker_configs(secured.broker.bootstrap, "1", **{key: str(tmp_path / "missing.pem")})
+    assert refused.value.args[0].code() == KafkaError.INVALID_CONFIG, refused.value
+    cluster_wide = admin_cli(secured.broker, "configs", "--alter", "--entity-type", "brokers", "--entity-default",
+                             "--add-config", f"{key}={new_store}")
+    assert_one_line_error(cluster_wide, "broker id must be specified")
+    assert issuer_served(port, secured.ca) == secured.ca.cert.subject
+
+    trust = "listener.name.ssl.ssl.truststore.certificates"
+    alter_broker_configs(secured.broker.bootstrap, "1",
+                         **{key: str(new_store), trust: joined(new_ca.cert.public_bytes(Encoding.PEM))})
+    wait_until(lambda: issuer_served(port, new_ca) == new_ca.cert.subject, 20, "the new store on a new connection")
+    described = described_broker_configs(secured.broker.bootstrap, "1")
+    assert described[key].value == str(new_store) and not described[key].is_sensitive, described[key]
+    assert described[trust].value is None and described[trust].is_sensitive, "key material is not described"
+    assert issuer_served(port, secured.ca) is None, "the old certificate is no longer served"
+    assert secured.broker.pid == pid
+    produce_and_consume({"bootstrap.servers": secured.bootstrap("SSL"), "security.protocol": "SSL",
+                         "ssl.ca.location": str(new_ca.ca_path)}, "after-alter-configs", count=5)
+    secured.broker.restart()
+    assert issuer_served(port, new_ca) == new_ca.cert.subject, "the altered store serves from the first connection"
 
 
 def test_enabled_protocols_and_cipher_suites_bound_the_handshake(broker_factory, tmp_path):

@@ -46,7 +46,7 @@ macro_rules! served_apis {
     (@forwarded forward) => { true };
     (@forwarded $mode:ident) => { false };
     (@forward $handler:path, $ctx:ident, $request:ident) => {
-        match crate::forwarding::forward($ctx, &$request).await {
+        match $ctx.throttle.parked(crate::forwarding::forward($ctx, &$request)).await {
             Some(answer) => answer.into_reply(),
             None => $handler($ctx, $request).into_reply(),
         }

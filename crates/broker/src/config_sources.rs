@@ -8,7 +8,9 @@
 
 use std::collections::BTreeMap;
 
-use strom_metadata::topic_config::{broker_synonyms, dynamic_broker_config_kind, Kind, TopicConfigDef};
+use strom_metadata::topic_config::{
+    broker_synonyms, dynamic_broker_config_kind, is_listener_store_key, Kind, TopicConfigDef,
+};
 use strom_storage::batch::TimestampType;
 use strom_storage::LogConfig;
 
@@ -29,6 +31,8 @@ pub mod config_type {
     pub const LONG: i8 = 5;
     pub const DOUBLE: i8 = 6;
     pub const LIST: i8 = 7;
+    /// Described without its value (`is_sensitive`), as Kafka describes secrets.
+    pub const PASSWORD: i8 = 9;
 }
 
 /// A broker config Strom describes: its default as Strom applies it (Kafka's,
@@ -222,6 +226,34 @@ impl BrokerLevels<'_> {
             config_type: broker_key(name).map_or(config_type::UNKNOWN, |k| k.config_type),
             synonyms,
         }
+    }
+
+    /// The listener store keys set on this broker by AlterConfigs
+    /// (`listener.name.<l>.ssl.keystore.location` …): secrets and key
+    /// material without their values, as Kafka describes PASSWORD configs.
+    pub fn listener_store_entries(&self) -> Vec<ConfigEntry> {
+        let stores = self.per_broker.iter().filter(|(name, _)| is_listener_store_key(name));
+        stores
+            .map(|(name, value)| {
+                let secret = ["password", "keystore.key", "certificate.chain", "truststore.certificates"]
+                    .iter()
+                    .any(|suffix| name.ends_with(suffix));
+                let value = (!secret).then(|| value.clone());
+                let synonym = Synonym {
+                    name: name.clone(),
+                    value: value.clone().unwrap_or_default(),
+                    source: DYNAMIC_BROKER_CONFIG,
+                };
+                ConfigEntry {
+                    name: name.clone(),
+                    value,
+                    source: DYNAMIC_BROKER_CONFIG,
+                    read_only: false,
+                    config_type: if secret { config_type::PASSWORD } else { config_type::STRING },
+                    synonyms: vec![synonym],
+                }
+            })
+            .collect()
     }
 
     /// The cluster-wide dynamic defaults, which is all the "" broker

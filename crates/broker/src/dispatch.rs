@@ -235,13 +235,13 @@ pub async fn handle_frame(
     session: &crate::security::Session,
     frame: Bytes,
 ) -> Result<Option<Vec<Chunk>>, RequestError> {
+    let started = std::time::Instant::now();
     let (api_key, api_version, header, request) = match parse_frame(frame)? {
         Parsed::Request { api_key, api_version, header, request } => (api_key, api_version, header, request),
         Parsed::UnsupportedApiVersions { correlation_id } => {
             return Ok(Some(vec![Chunk::Bytes(unsupported_api_versions(correlation_id))]));
         }
     };
-    let started = std::time::Instant::now();
     let _in_flight = GaugeGuard::new(&broker.metrics.requests_in_flight);
     let client_host = format!("/{}", peer.ip());
     let listener = listener.clone();
@@ -256,7 +256,9 @@ pub async fn handle_frame(
         answer.body.raise_throttle_time_ms(throttle_ms.min(i32::MAX as u64) as i32);
         session.mute.mute_for(throttle_ms);
     }
+    let encoding = std::time::Instant::now();
     let encoded = answer.send.then(|| encode_response(&ctx, answer.body.as_ref())).transpose();
+    crate::quota::record_encoding_time(&ctx, encoding.elapsed());
     let elapsed = started.elapsed();
     broker.metrics.record_request(api_key as i16, elapsed);
     let outcome = Outcome::of(answer.body.as_ref(), tracing::enabled!(tracing::Level::DEBUG));

@@ -394,6 +394,26 @@ impl FetchSessionCache {
         Ok(included)
     }
 
+    /// The session of a fetch answered empty because its client is
+    /// throttled, as Kafka's `getThrottledResponse` leaves it: a session
+    /// the fetch opened is dropped again (the response names none); an
+    /// incremental one keeps the request's changes and its new epoch, its
+    /// partitions' last reported state untouched. Returns the response's
+    /// error (INVALID_FETCH_SESSION_EPOCH if another request of the session
+    /// was served meanwhile) and session id.
+    pub fn throttled(&self, plan: &FetchPlan) -> (Option<ResponseError>, i32) {
+        let Some(session) = &plan.session else { return (None, NO_SESSION) };
+        if !plan.incremental {
+            self.remove(session);
+            return (None, NO_SESSION);
+        }
+        match self.lock_session(session) {
+            Ok(state) if state.epoch == plan.epoch => (None, session.id),
+            Ok(_) => (Some(ResponseError::InvalidFetchSessionEpoch), session.id),
+            Err(error) => (Some(error), session.id),
+        }
+    }
+
     /// Drops sessions unused for longer than the eviction interval, so idle
     /// clients' partitions do not stay in memory until the cache fills.
     pub fn evict_expired(&self) {
@@ -510,6 +530,25 @@ mod tests {
             cache.begin(request(12345, 1, vec![])).unwrap_err(),
             ResponseError::FetchSessionIdNotFound
         );
+    }
+
+    #[test]
+    fn a_throttled_fetch_drops_a_new_session_and_leaves_an_incremental_one_unreported() {
+        let cache = FetchSessionCache::new(10);
+        let opened = cache.begin(request(0, 0, targets(2))).unwrap();
+        assert_eq!(cache.throttled(&opened), (None, NO_SESSION), "the empty answer names no session");
+        assert!(cache.is_empty());
+
+        let plan = cache.begin(request(0, 0, targets(2))).unwrap();
+        cache.finish(&plan, &[news(5), news(7)]).unwrap();
+        let throttled = cache.begin(request(plan.session_id, 1, vec![])).unwrap();
+        assert_eq!(cache.throttled(&throttled), (None, plan.session_id));
+        // The next epoch goes on; the news the throttled answer held back
+        // is still news.
+        let next = cache.begin(request(plan.session_id, 2, vec![])).unwrap();
+        assert_eq!(cache.finish(&next, &[news(5), news(9)]).unwrap(), vec![false, true]);
+        let overtaken = cache.throttled(&throttled);
+        assert_eq!(overtaken, (Some(ResponseError::InvalidFetchSessionEpoch), plan.session_id));
     }
 
     fn with_records(hw: i64) -> Reported {

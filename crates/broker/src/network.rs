@@ -94,7 +94,11 @@ pub async fn serve(
     let accepted = tokio::select! {
         biased;
         _ = shutdown.changed() => return,
-        accepted = tls.accept(stream) => accepted,
+        accepted = tokio::time::timeout(security.max_idle, tls.accept(stream)) => accepted,
+    };
+    let Ok(accepted) = accepted else {
+        tracing::info!(%peer, listener = %security.name, "closing connection idle in its TLS handshake");
+        return;
     };
     let stream = match accepted {
         Ok(stream) => stream,
@@ -147,6 +151,12 @@ async fn serve_stream<R: AsyncRead + Unpin, W: ResponseWriter>(
             biased;
             _ = shutdown.changed() => break,
             frame = read_frame(&mut reader, limit) => frame,
+            // Kafka's idle expiry (`connections.max.idle.ms`); a frame
+            // still arriving when the time is up counts as idle too.
+            _ = tokio::time::sleep(security.max_idle) => {
+                tracing::debug!(%peer, listener = %security.name, "closing idle connection");
+                break;
+            }
         };
         let frame = match frame {
             Ok(Some(frame)) => frame,

@@ -594,7 +594,14 @@ impl BoundBroker {
             });
         for (security, _) in controller_listeners.iter().chain(&client_listeners) {
             if let Some(tls) = &security.tls {
-                background.spawn(tls.clone().watch(security.name.clone(), stop_rx.clone()));
+                let broker = self.broker.clone();
+                let node = broker.config.node_id.to_string();
+                let dynamic = move || broker.controller.image().broker_configs(&node).clone();
+                // Stores set by AlterConfigs before a restart serve from the first connection.
+                if let Err(e) = tls.reload_if_changed(&dynamic()) {
+                    tracing::error!(listener = %security.name, "dynamic TLS stores do not load; serving the configured ones: {e}");
+                }
+                background.spawn(tls.clone().watch(security.name.clone(), dynamic, stop_rx.clone()));
             }
         }
         for (security, listener) in controller_listeners {

@@ -13,6 +13,8 @@
 //! The numeric ids are Kafka's (`ResourceType`, `PatternType`,
 //! `AclOperation`, `AclPermissionType`), as the wire and the records hold them.
 
+use std::collections::{BTreeMap, HashMap};
+
 /// Kafka's `ResourceType` ids.
 pub mod resource {
     pub const ANY: i8 = 1;
@@ -201,6 +203,79 @@ pub fn authorize_any<'a>(
         })
     };
     acls.into_iter().filter(|acl| applies(acl, true)).any(|allow| !denied(allow))
+}
+
+/// The ACLs indexed by the resources they cover, so a check reads only
+/// the bindings that may apply instead of every ACL (Kafka's
+/// `StandardAuthorizerData` keeps them sorted for the same reason).
+///
+/// LITERAL bindings are found by (resource type, name) and the type's
+/// wildcard `*`; PREFIXED ones sit in a map sorted by prefix per resource
+/// type, where the prefixes of a name are looked up one length at a time
+/// (at most the name's length lookups, however many ACLs there are).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AclIndex {
+    literal: HashMap<i8, HashMap<String, Vec<Acl>>>,
+    prefixed: HashMap<i8, BTreeMap<String, Vec<Acl>>>,
+}
+
+impl AclIndex {
+    pub fn insert(&mut self, acl: Acl) {
+        let name = acl.resource_name.clone();
+        self.bucket(acl.resource_type, acl.pattern_type, name).push(acl);
+    }
+
+    /// Removes one binding equal to `acl`.
+    pub fn remove(&mut self, acl: &Acl) {
+        let name = acl.resource_name.as_str();
+        if acl.pattern_type == pattern::LITERAL {
+            if let Some(names) = self.literal.get_mut(&acl.resource_type) {
+                if remove_one(names.get_mut(name), acl) {
+                    names.remove(name);
+                }
+            }
+        } else if let Some(names) = self.prefixed.get_mut(&acl.resource_type) {
+            if remove_one(names.get_mut(name), acl) {
+                names.remove(name);
+            }
+        }
+    }
+
+    fn bucket(&mut self, resource_type: i8, pattern_type: i8, name: String) -> &mut Vec<Acl> {
+        match pattern_type {
+            pattern::LITERAL => self.literal.entry(resource_type).or_default().entry(name).or_default(),
+            _ => self.prefixed.entry(resource_type).or_default().entry(name).or_default(),
+        }
+    }
+
+    /// The bindings whose pattern covers resource (`resource_type`, `name`).
+    pub fn covering<'a>(&'a self, resource_type: i8, name: &'a str) -> impl Iterator<Item = &'a Acl> + 'a {
+        let literal = self.literal.get(&resource_type);
+        let exact = literal.and_then(|names| names.get(name));
+        let wildcard = literal.filter(|_| name != WILDCARD).and_then(|names| names.get(WILDCARD));
+        let prefixed = self.prefixed.get(&resource_type).filter(|names| !names.is_empty());
+        let prefixes = prefixed.into_iter().flat_map(move |names| {
+            let lengths = name.char_indices().map(|(at, c)| at + c.len_utf8());
+            lengths.filter_map(move |length| names.get(&name[..length]))
+        });
+        exact.into_iter().chain(wildcard).chain(prefixes).flatten()
+    }
+
+    /// Every binding on resources of `resource_type`.
+    pub fn of_type(&self, resource_type: i8) -> impl Iterator<Item = &Acl> + Clone {
+        let literal = self.literal.get(&resource_type).into_iter().flat_map(|names| names.values());
+        let prefixed = self.prefixed.get(&resource_type).into_iter().flat_map(|names| names.values());
+        literal.chain(prefixed).flatten()
+    }
+}
+
+/// Removes one binding equal to `acl` from `bucket`; whether it is empty now.
+fn remove_one(bucket: Option<&mut Vec<Acl>>, acl: &Acl) -> bool {
+    let Some(bucket) = bucket else { return false };
+    if let Some(at) = bucket.iter().position(|held| held == acl) {
+        bucket.swap_remove(at);
+    }
+    bucket.is_empty()
 }
 
 /// A DescribeAcls or DeleteAcls filter: ANY fields match everything, and the

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use uuid::Uuid;
 
-use crate::acl::Acl;
+use crate::acl::{Acl, AclIndex};
 use crate::kraft_records::{
     AccessControlEntryRecord, BrokerEndpoint, BrokerRegistrationChangeRecord, ConfigRecord,
     ControllerEndpoint, FeatureLevelRecord, MetadataRecord, PartitionChangeRecord, PartitionRecord,
@@ -171,6 +171,8 @@ pub struct MetadataImage {
     pub next_producer_id: i64,
     /// Access control entries by their ids.
     acls: BTreeMap<Uuid, Acl>,
+    /// The same entries, indexed by the resources they cover.
+    acl_index: AclIndex,
     /// SCRAM credentials by user and mechanism id (KIP-554).
     scram: BTreeMap<String, BTreeMap<i8, ScramCredentialImage>>,
     /// Client and IP quotas by entity, as `f64` bits so the image stays `Eq`.
@@ -204,6 +206,11 @@ impl MetadataImage {
     /// The access control entries, with their ids.
     pub fn acls(&self) -> &BTreeMap<Uuid, Acl> {
         &self.acls
+    }
+
+    /// The access control entries, indexed for authorization checks.
+    pub fn acl_index(&self) -> &AclIndex {
+        &self.acl_index
     }
 
     /// The finalized `metadata.version` feature level, 0 before it is written.
@@ -251,10 +258,17 @@ impl MetadataImage {
                 };
             }
             MetadataRecord::AccessControlEntry(r) => {
-                self.acls.insert(r.id, Acl::from(r));
+                let id = r.id;
+                let acl = Acl::from(r);
+                self.acl_index.insert(acl.clone());
+                if let Some(replaced) = self.acls.insert(id, acl) {
+                    self.acl_index.remove(&replaced);
+                }
             }
             MetadataRecord::RemoveAccessControlEntry(r) => {
-                self.acls.remove(&r.id);
+                if let Some(removed) = self.acls.remove(&r.id) {
+                    self.acl_index.remove(&removed);
+                }
             }
             MetadataRecord::UserScramCredential(r) => self.apply_scram_credential(r),
             MetadataRecord::RemoveUserScramCredential(r) => self.apply_remove_scram_credential(r),

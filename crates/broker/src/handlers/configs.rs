@@ -32,8 +32,8 @@ use strom_metadata::{
 use super::str_bytes;
 use crate::config::is_known_key;
 use crate::config_sources::{
-    BrokerLevels, ConfigEntry, BROKER_KEYS, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG,
-    DYNAMIC_TOPIC_CONFIG,
+    config_type, BrokerLevels, ConfigEntry, BROKER_KEYS, DYNAMIC_BROKER_CONFIG,
+    DYNAMIC_DEFAULT_BROKER_CONFIG, DYNAMIC_TOPIC_CONFIG,
 };
 use crate::dispatch::RequestContext;
 use crate::error::metadata_error;
@@ -146,7 +146,10 @@ fn describe_resource(
         ConfigResource::Broker(_) => {
             let mut names: Vec<&str> = BROKER_KEYS.iter().map(|k| k.name).filter(|n| wanted(n)).collect();
             names.sort_unstable();
-            Ok(names.into_iter().map(|name| levels.broker_entry(name)).collect())
+            let mut entries: Vec<ConfigEntry> =
+                names.into_iter().map(|name| levels.broker_entry(name)).collect();
+            entries.extend(levels.listener_store_entries().into_iter().filter(|e| wanted(&e.name)));
+            Ok(entries)
         }
     }
 }
@@ -167,13 +170,14 @@ pub fn topic_entries(
 }
 
 fn wire_entry(entry: ConfigEntry, include_synonyms: bool) -> DescribeConfigsResourceResult {
+    let sensitive = entry.config_type == config_type::PASSWORD;
     let synonyms = if include_synonyms { entry.synonyms } else { Vec::new() };
     let synonyms = synonyms
         .into_iter()
         .map(|s| {
             DescribeConfigsSynonym::default()
                 .with_name(str_bytes(&s.name))
-                .with_value(Some(str_bytes(&s.value)))
+                .with_value((!sensitive).then(|| str_bytes(&s.value)))
                 .with_source(s.source)
         })
         .collect();
@@ -182,7 +186,7 @@ fn wire_entry(entry: ConfigEntry, include_synonyms: bool) -> DescribeConfigsReso
         .with_value(entry.value.as_deref().map(str_bytes))
         .with_read_only(entry.read_only)
         .with_config_source(entry.source)
-        .with_is_sensitive(false)
+        .with_is_sensitive(sensitive)
         .with_synonyms(synonyms)
         .with_config_type(entry.config_type)
         .with_documentation(None)
@@ -357,8 +361,9 @@ fn alter_one(broker: &Broker, alteration: &Alteration, validate_only: bool) -> R
         return Err(invalid_request("Error due to duplicate config keys".into()));
     }
     let resource = config_resource(broker, alteration.resource_type, &alteration.resource_name)?;
-    if let ConfigResource::Broker(_) = resource {
+    if let ConfigResource::Broker(name) = &resource {
         refuse_read_only(&alteration.ops)?;
+        refuse_cluster_wide_stores(name, &alteration.ops)?;
     }
     let node_id = broker.config.node_id.to_string();
     let result = block_on(broker.controller.alter_configs(&resource, validate_only, |image, current| {
@@ -368,6 +373,9 @@ fn alter_one(broker: &Broker, alteration: &Alteration, validate_only: bool) -> R
         let next = apply_ops(&resource, &levels, start, &alteration.ops)?;
         if let ConfigResource::Broker(name) = &resource {
             check_broker_overlay(broker, &levels, name, &next)?;
+            if *name == node_id {
+                check_listener_stores(broker, &next)?;
+            }
         }
         Ok(next)
     }));
@@ -382,12 +390,49 @@ fn alter_one(broker: &Broker, alteration: &Alteration, validate_only: bool) -> R
     }
 }
 
+/// A listener's key and trust stores are set per broker, as Kafka
+/// requires: each broker has its own certificate.
+fn refuse_cluster_wide_stores(resource_name: &str, ops: &[(String, Op)]) -> Result<(), Refusal> {
+    let stores: Vec<&str> = ops
+        .iter()
+        .filter(|(name, op)| op.sets_value() && crate::security::tls::is_dynamic_store_key(name))
+        .map(|(name, _)| name.as_str())
+        .collect();
+    if !resource_name.is_empty() || stores.is_empty() {
+        return Ok(());
+    }
+    Err(invalid_request(format!(
+        "Cannot update these configs at default cluster level, broker id must be specified: {}",
+        stores.join(", ")
+    )))
+}
+
+/// New store keys must give every TLS listener of this broker stores that
+/// load, or the change is refused (as Kafka validates a reconfigured
+/// SslFactory before it takes the change).
+fn check_listener_stores(broker: &Broker, next: &BTreeMap<String, String>) -> Result<(), MetadataError> {
+    for security in &broker.listener_security {
+        if let Some(tls) = &security.tls {
+            tls.validate(next).map_err(|e| {
+                MetadataError::InvalidConfig(format!(
+                    "Validation of dynamic config update of SSLFactory failed for listener {}: {e}",
+                    security.name
+                ))
+            })?;
+        }
+    }
+    Ok(())
+}
+
 /// Kafka refuses to change broker configs that are read at start only.
 fn refuse_read_only(ops: &[(String, Op)]) -> Result<(), Refusal> {
     let read_only: Vec<&str> = ops
         .iter()
         .filter(|(name, op)| {
-            op.sets_value() && dynamic_broker_config_kind(name).is_none() && is_known_key(name)
+            op.sets_value()
+                && dynamic_broker_config_kind(name).is_none()
+                && !crate::security::tls::is_dynamic_store_key(name)
+                && is_known_key(name)
         })
         .map(|(name, _)| name.as_str())
         .collect();

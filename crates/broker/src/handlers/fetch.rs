@@ -32,6 +32,7 @@ use crate::fetch_session::{
     FetchPlan, FetchRequestParts, FetchTarget, PartitionKey, PartitionNews, Reported, TopicKey,
 };
 use crate::metrics::GaugeGuard;
+use crate::quota::QuotaType;
 use crate::replica::{Isolation, Partition, TopicPartitions};
 use crate::response_errors::ResponseErrors;
 use crate::server::Broker;
@@ -118,13 +119,16 @@ impl ResponseErrors for FetchReply {
 }
 
 pub async fn handle(ctx: &RequestContext<'_>, request: FetchRequest) -> FetchReply {
+    // Followers are not clients: replication has no client quota.
+    let from_follower = request.replica_id.0 >= 0 || request.replica_state.replica_id.0 >= 0;
+    if from_follower {
+        ctx.throttle.exempt_from_request_quota();
+    }
     if ctx.broker.quorum().is_some() && super::raft::is_metadata_fetch(&request, ctx.api_version) {
         let response = super::raft::fetch(ctx, request).await;
         return FetchReply { response, splices: Vec::new() };
     }
     let broker = ctx.broker;
-    // Followers are not clients: replication has no client quota.
-    let from_follower = request.replica_id.0 >= 0 || request.replica_state.replica_id.0 >= 0;
     let by_id = ctx.api_version >= 13;
     let readable = read_authorization(ctx, &request);
     let (hosted, rejected) = requested_targets(broker, &request, by_id, &readable);
@@ -147,8 +151,17 @@ pub async fn handle(ctx: &RequestContext<'_>, request: FetchRequest) -> FetchRep
     let read_committed = ctx.api_version >= 4 && request.isolation_level == READ_COMMITTED;
     let isolation = if read_committed { Isolation::ReadCommitted } else { Isolation::ReadUncommitted };
     let missing = if by_id { ResponseError::UnknownTopicId } else { ResponseError::UnknownTopicOrPartition };
-    let limits = Limits::new(&request, broker.config.fetch_max_bytes, isolation, missing);
-    let outcomes = read_with_wait(broker, &plan, &partitions, limits, max_wait).await;
+    let fetch_max_bytes = match from_follower {
+        true => broker.config.fetch_max_bytes,
+        false => consumer_max_bytes(ctx),
+    };
+    let limits = Limits::new(&request, fetch_max_bytes, isolation, missing);
+    let outcomes = read_with_wait(broker, &ctx.throttle, &plan, &partitions, limits, max_wait).await;
+    if !from_follower {
+        if let Some(reply) = throttled_reply(ctx, &plan, &outcomes) {
+            return reply;
+        }
+    }
     count_reads(broker, &plan, &partitions, &outcomes);
     let reported: Vec<Reported> = outcomes.iter().map(Outcome::reported).collect();
     let included = match broker.fetch_sessions.finish(&plan, &reported) {
@@ -168,12 +181,43 @@ pub async fn handle(ctx: &RequestContext<'_>, request: FetchRequest) -> FetchRep
     if ctx.api_version >= FIRST_LEADER_HINT_VERSION {
         add_leader_hints(ctx, &mut response);
     }
-    if !from_follower {
-        let bytes = response.body_size(ctx.api_version) + splices.iter().map(|s| s.slice.len).sum::<usize>();
-        response.throttle_time_ms =
-            crate::quota::record_request(ctx, crate::quota::QuotaType::Fetch, bytes as f64);
-    }
     FetchReply { response, splices }
+}
+
+/// A consumer's `fetch.max.bytes`, capped at what its byte-rate quota lets
+/// it take at once: a larger response would always be throttled and so,
+/// answered empty, never reach it (Kafka caps it the same way).
+fn consumer_max_bytes(ctx: &RequestContext<'_>) -> i32 {
+    let config_max = ctx.broker.config.fetch_max_bytes;
+    match crate::quota::max_value_in_window(ctx, QuotaType::Fetch) {
+        Some(window_bytes) => config_max.min(window_bytes.min(i32::MAX as f64) as i32),
+        None => config_max,
+    }
+}
+
+/// KIP-219 for consumers: the records a fetch read count against the
+/// client's `consumer_byte_rate`, and a fetch that takes the client over
+/// it (or comes from a client over its `request_percentage`) is answered with `throttle_time_ms` and no partitions (the channel
+/// is then muted by dispatch). Its bytes are taken back, as they were not
+/// sent, and its session is left as Kafka's `getThrottledResponse` leaves
+/// it. `None`: the client is within its quota.
+fn throttled_reply(ctx: &RequestContext<'_>, plan: &FetchPlan, outcomes: &[Outcome]) -> Option<FetchReply> {
+    let bytes = outcomes.iter().map(Outcome::bytes).sum::<usize>() as f64;
+    let bandwidth_ms = crate::quota::record_request(ctx, QuotaType::Fetch, bytes);
+    // Over `request_percentage` counts too, as in Kafka; this fetch's own
+    // time is recorded by dispatch once the handler returns.
+    let request_ms = crate::quota::request_time_throttle(ctx).min(i32::MAX as u64) as i32;
+    let throttle_time_ms = bandwidth_ms.max(request_ms);
+    if throttle_time_ms == 0 {
+        return None;
+    }
+    crate::quota::unrecord_request(ctx, QuotaType::Fetch, bytes);
+    let (error, session_id) = ctx.broker.fetch_sessions.throttled(plan);
+    let response = FetchResponse::default()
+        .with_throttle_time_ms(throttle_time_ms)
+        .with_error_code(error.map_or(0, |e| e.code()))
+        .with_session_id(session_id);
+    Some(FetchReply { response, splices: Vec::new() })
 }
 
 /// Fetch v16 is the first to carry KIP-951's leader hints.
@@ -377,9 +421,11 @@ impl Limits {
 }
 
 /// Reads until `min_bytes` are available, an error occurs, `max_wait` passes
-/// or the broker starts shutting down.
+/// or the broker starts shutting down; the waits count as parked on
+/// `throttle`.
 async fn read_with_wait(
     broker: &Broker,
+    throttle: &crate::quota::Throttle,
     plan: &FetchPlan,
     partitions: &[Option<Arc<Partition>>],
     limits: Limits,
@@ -405,11 +451,16 @@ async fn read_with_wait(
             return outcomes;
         }
         let _parked = GaugeGuard::new(&broker.metrics.delayed_fetches);
-        tokio::select! {
-            _ = waiter.notified() => {}
-            _ = stopping.changed() => return read_all(plan, partitions, limits),
-            // Expired: answer with whatever arrived while waiting.
-            _ = tokio::time::sleep_until(deadline) => return read_all(plan, partitions, limits),
+        let woken = throttle.parked(async {
+            tokio::select! {
+                _ = waiter.notified() => true,
+                _ = stopping.changed() => false,
+                // Expired: answer with whatever arrived while waiting.
+                _ = tokio::time::sleep_until(deadline) => false,
+            }
+        });
+        if !woken.await {
+            return read_all(plan, partitions, limits);
         }
     }
 }
@@ -657,8 +708,9 @@ mod tests {
             }
             idle.waiter_count()
         };
+        let throttle = crate::quota::Throttle::default();
         let idle_waiters = tokio::select! {
-            _ = read_with_wait(&broker, &plan, &partitions, limits, Duration::from_secs(30)) => {
+            _ = read_with_wait(&broker, &throttle, &plan, &partitions, limits, Duration::from_secs(30)) => {
                 panic!("the fetch returned short of its min_bytes")
             }
             count = appends => count,

@@ -145,7 +145,7 @@ pub async fn join(ctx: &RequestContext<'_>, request: JoinGroupRequest) -> JoinGr
             .with_generation_id(-1)
             .with_member_id(request.member_id);
     }
-    let result = ctx.broker.groups.join(join, ctx.broker.stopping()).await;
+    let result = ctx.throttle.parked(ctx.broker.groups.join(join, ctx.broker.stopping())).await;
     let members = result
         .members
         .into_iter()
@@ -193,7 +193,7 @@ pub async fn sync(ctx: &RequestContext<'_>, request: SyncGroupRequest) -> SyncGr
     if let Err(error) = ctx.broker.groups.check_coordinator(ctx.broker, &sync.group_id) {
         return SyncGroupResponse::default().with_error_code(error.code());
     }
-    let result = ctx.broker.groups.sync(ctx.broker, sync).await;
+    let result = ctx.throttle.parked(ctx.broker.groups.sync(ctx.broker, sync)).await;
     let response =
         SyncGroupResponse::default().with_error_code(code(result.error)).with_assignment(result.assignment);
     if ctx.api_version >= 5 && result.error.is_none() {

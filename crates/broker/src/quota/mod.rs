@@ -19,6 +19,7 @@ pub mod rate;
 pub mod throttled;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -148,6 +149,33 @@ impl QuotaManager {
         sensors.get(&key).map_or(0, |rate| rate.throttle_ms(bound, self.now_ms()))
     }
 
+    /// Takes back a value recorded for a response that was not sent after
+    /// all (Kafka's `unrecordQuotaSensor`: a throttled fetch answers empty).
+    pub fn unrecord(&self, image: &MetadataImage, quota: QuotaType, user: &str, client_id: &str, value: f64) {
+        let Some((_, entity)) = applicable_quota(image, quota, user, client_id) else { return };
+        let key = sensor_key(quota, &entity, user, client_id);
+        let now = self.now_ms();
+        let mut sensors = self.sensors.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(rate) = sensors.get_mut(&key) {
+            rate.record(-value, now);
+        }
+    }
+
+    /// The most the client may record at once without being throttled
+    /// (Kafka's `getMaxValueInQuotaWindow`: the quota over all but one
+    /// sampling window); `None` without a quota.
+    pub fn max_value_in_window(
+        &self,
+        image: &MetadataImage,
+        quota: QuotaType,
+        user: &str,
+        client_id: &str,
+    ) -> Option<f64> {
+        let (bound, _) = applicable_quota(image, quota, user, client_id)?;
+        let full_windows = self.window.samples.saturating_sub(1) as f64;
+        Some(bound * full_windows * self.window.window_ms as f64 / 1000.0)
+    }
+
     fn evict_idle(&self, sensors: &mut HashMap<SensorKey, Rate>, now: u64) {
         if sensors.len() < MAX_SENSORS {
             return;
@@ -166,18 +194,44 @@ fn sensor_key(quota: QuotaType, entity: &QuotaEntity, user: &str, client_id: &st
 }
 
 /// The throttle a request's handlers asked for, read by dispatch to mute
-/// the channel once the response is out.
+/// the channel once the response is out, and what of the request's time
+/// its `request_percentage` must not count.
 #[derive(Debug, Default)]
-pub struct Throttle(std::sync::atomic::AtomicU64);
+pub struct Throttle {
+    ms: AtomicU64,
+    parked_nanos: AtomicU64,
+    exempt: AtomicBool,
+}
 
 impl Throttle {
     /// Raises the request's throttle to at least `ms`.
     pub fn raise(&self, ms: u64) {
-        self.0.fetch_max(ms, std::sync::atomic::Ordering::Relaxed);
+        self.ms.fetch_max(ms, Ordering::Relaxed);
     }
 
     pub fn get(&self) -> u64 {
-        self.0.load(std::sync::atomic::Ordering::Relaxed)
+        self.ms.load(Ordering::Relaxed)
+    }
+
+    /// Awaits `wait`, a wait for something outside the request (new
+    /// records, other group members, the controller), and keeps its time
+    /// out of the request's handler time, as Kafka's purgatory waits are.
+    pub async fn parked<F: std::future::Future>(&self, wait: F) -> F::Output {
+        let started = Instant::now();
+        let output = wait.await;
+        let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.parked_nanos.fetch_add(nanos, Ordering::Relaxed);
+        output
+    }
+
+    fn parked_time(&self) -> Duration {
+        Duration::from_nanos(self.parked_nanos.load(Ordering::Relaxed))
+    }
+
+    /// Keeps the request out of `request_percentage`, as Kafka exempts
+    /// replication (a follower's Fetch) from it.
+    pub fn exempt_from_request_quota(&self) {
+        self.exempt.store(true, Ordering::Relaxed);
     }
 }
 
@@ -192,43 +246,101 @@ pub fn record_request(ctx: &crate::dispatch::RequestContext<'_>, quota: QuotaTyp
     ms.min(i32::MAX as u64) as i32
 }
 
-/// `request_percentage` (KIP-124): the handler time of every request but
-/// those Kafka exempts (the handshake APIs and the cluster's own), as a
-/// percentage of one thread over a second. Returns the throttle. Requests
-/// that park (a long-poll Fetch, a rebalance) are not timed: their wall
-/// time is mostly waiting, which Kafka's thread time does not count.
-pub fn record_request_time(ctx: &crate::dispatch::RequestContext<'_>, elapsed: Duration) -> u64 {
-    use kafka_protocol::messages::ApiKey;
-    let exempt = matches!(
-        ctx.api_key,
-        ApiKey::Fetch
-            | ApiKey::JoinGroup
-            | ApiKey::SyncGroup
-            | ApiKey::DescribeQuorum
-            | ApiKey::ApiVersions
-            | ApiKey::SaslHandshake
-            | ApiKey::SaslAuthenticate
-            | ApiKey::Vote
-            | ApiKey::BeginQuorumEpoch
-            | ApiKey::EndQuorumEpoch
-            | ApiKey::FetchSnapshot
-            | ApiKey::WriteTxnMarkers
-    );
-    if exempt {
-        return 0;
-    }
-    let percent_seconds = elapsed.as_secs_f64() * 100.0;
+/// Takes back `value` recorded by [`record_request`] for a response that
+/// is not sent after all.
+pub fn unrecord_request(ctx: &crate::dispatch::RequestContext<'_>, quota: QuotaType, value: f64) {
     let image = ctx.broker.controller.image();
     let client_id = ctx.header.client_id.as_deref().unwrap_or("");
-    let ms = ctx.broker.quotas.record(
-        &image,
-        QuotaType::Request,
-        quota_user(&ctx.principal),
-        client_id,
-        percent_seconds,
-    );
+    ctx.broker.quotas.unrecord(&image, quota, quota_user(&ctx.principal), client_id, value);
+}
+
+/// The most the requesting client may record of `quota` at once without
+/// being throttled; `None` when no quota applies to it.
+pub fn max_value_in_window(ctx: &crate::dispatch::RequestContext<'_>, quota: QuotaType) -> Option<f64> {
+    let image = ctx.broker.controller.image();
+    let client_id = ctx.header.client_id.as_deref().unwrap_or("");
+    ctx.broker.quotas.max_value_in_window(&image, quota, quota_user(&ctx.principal), client_id)
+}
+
+/// `request_percentage` (KIP-124): the time the broker works on a
+/// client's requests, as a percentage of one thread over a second.
+///
+/// Kafka counts a request's request-handler thread time (from the moment
+/// a handler takes it off the request queue until the handler is done
+/// with it, so blocking on locks and disk counts but its time in the
+/// queue and in purgatory does not) and the network thread time spent on
+/// it. Strom has no separate thread pools: one connection task decodes,
+/// handles and encodes each request. So the time counted is the request's
+/// time in that task from its frame to its encoded response, minus the
+/// time it was parked waiting on something outside it (a long-poll Fetch
+/// waiting for records, a JoinGroup or SyncGroup waiting for the other
+/// members, a request forwarded to the controller waiting for its answer:
+/// Kafka's purgatories and forwarding). Writing the response to the socket
+/// is not counted: that is waiting on the client's reading, which Kafka's
+/// non-blocking network threads do not spend time on either.
+///
+/// `handled` is the time up to the handler's return, recorded with a
+/// throttle; `encoded` is the encoding's, recorded afterwards without one,
+/// as Kafka records network thread time (it weighs on the next request).
+/// Exempt are the handshake APIs and the cluster's own, as in Kafka.
+pub fn record_request_time(ctx: &crate::dispatch::RequestContext<'_>, handled: Duration) -> u64 {
+    let Some(percent_seconds) = charged_percent_seconds(ctx, handled) else { return 0 };
+    let image = ctx.broker.controller.image();
+    let client_id = ctx.header.client_id.as_deref().unwrap_or("");
+    let user = quota_user(&ctx.principal);
+    let ms = ctx.broker.quotas.record(&image, QuotaType::Request, user, client_id, percent_seconds);
     ctx.throttle.raise(ms);
     ms
+}
+
+/// Records the time spent encoding a response against the client's
+/// `request_percentage`, without throttling this response.
+pub fn record_encoding_time(ctx: &crate::dispatch::RequestContext<'_>, encoded: Duration) {
+    if exempt_from_request_quota(ctx) {
+        return;
+    }
+    let image = ctx.broker.controller.image();
+    let client_id = ctx.header.client_id.as_deref().unwrap_or("");
+    let value = encoded.as_secs_f64() * 100.0;
+    ctx.broker.quotas.record(&image, QuotaType::Request, quota_user(&ctx.principal), client_id, value);
+}
+
+/// How long the client must wait for its `request_percentage` as it
+/// stands, this request's own time not yet recorded.
+pub fn request_time_throttle(ctx: &crate::dispatch::RequestContext<'_>) -> u64 {
+    if exempt_from_request_quota(ctx) {
+        return 0;
+    }
+    let image = ctx.broker.controller.image();
+    let client_id = ctx.header.client_id.as_deref().unwrap_or("");
+    let ms = ctx.broker.quotas.check(&image, QuotaType::Request, quota_user(&ctx.principal), client_id);
+    ctx.throttle.raise(ms);
+    ms
+}
+
+fn charged_percent_seconds(ctx: &crate::dispatch::RequestContext<'_>, handled: Duration) -> Option<f64> {
+    if exempt_from_request_quota(ctx) {
+        return None;
+    }
+    let working = handled.saturating_sub(ctx.throttle.parked_time());
+    Some(working.as_secs_f64() * 100.0)
+}
+
+fn exempt_from_request_quota(ctx: &crate::dispatch::RequestContext<'_>) -> bool {
+    use kafka_protocol::messages::ApiKey;
+    ctx.throttle.exempt.load(Ordering::Relaxed)
+        || matches!(
+            ctx.api_key,
+            ApiKey::DescribeQuorum
+                | ApiKey::ApiVersions
+                | ApiKey::SaslHandshake
+                | ApiKey::SaslAuthenticate
+                | ApiKey::Vote
+                | ApiKey::BeginQuorumEpoch
+                | ApiKey::EndQuorumEpoch
+                | ApiKey::FetchSnapshot
+                | ApiKey::WriteTxnMarkers
+        )
 }
 
 /// `controller_mutation_rate` for one request (KIP-599): topics are

@@ -72,7 +72,8 @@ impl AuthorizerConfig {
             return true;
         }
         let default = self.allow_everyone_if_no_acl_found;
-        acl::authorize(image.acls().values(), principal, host, op, resource_type, name, default)
+        let covering = image.acl_index().covering(resource_type, name);
+        acl::authorize(covering, principal, host, op, resource_type, name, default)
     }
 
     /// Whether `principal` may do `op` on some resource of `resource_type`.
@@ -87,7 +88,7 @@ impl AuthorizerConfig {
         if !self.enabled || self.super_users.contains(principal) {
             return true;
         }
-        acl::authorize_any(image.acls().values(), principal, host, op, resource_type)
+        acl::authorize_any(image.acl_index().of_type(resource_type), principal, host, op, resource_type)
     }
 
     /// KIP-430's bit set of the operations `principal` may do on the

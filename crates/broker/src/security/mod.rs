@@ -74,6 +74,9 @@ pub struct ListenerSecurity {
     pub protocol: SecurityProtocol,
     pub tls: Option<Arc<tls::ReloadingAcceptor>>,
     pub sasl: Option<Arc<sasl::SaslConfig>>,
+    /// `connections.max.idle.ms`: a connection that sends nothing this
+    /// long is closed.
+    pub max_idle: std::time::Duration,
 }
 
 impl ListenerSecurity {
@@ -100,8 +103,20 @@ impl ListenerSecurity {
         } else {
             None
         };
-        Ok(Self { name: Arc::from(name), protocol, tls, sasl })
+        let max_idle = max_idle(&settings)?;
+        Ok(Self { name: Arc::from(name), protocol, tls, sasl, max_idle })
     }
+}
+
+/// Kafka's default `connections.max.idle.ms`: ten minutes.
+const DEFAULT_MAX_IDLE_MS: i64 = 600_000;
+
+/// The listener's `connections.max.idle.ms` (its `listener.name.<l>.`
+/// form first). Kafka takes -1 for "never"; so does any negative value here.
+fn max_idle(settings: &ListenerSettings) -> Result<std::time::Duration, String> {
+    let ms = settings.millis("connections.max.idle.ms", DEFAULT_MAX_IDLE_MS)?;
+    let ms = u64::try_from(ms).unwrap_or(u64::MAX / 4);
+    Ok(std::time::Duration::from_millis(ms))
 }
 
 /// A TLS listener's settings. On `SASL_SSL` only the listener's own
@@ -154,5 +169,8 @@ impl Default for Session {
 pub fn is_security_key(key: &str) -> bool {
     const PREFIXES: &[&str] = &["ssl.", "sasl.", "listener.name."];
     PREFIXES.iter().any(|p| key.starts_with(p))
-        || matches!(key, "connections.max.reauth.ms" | "security.inter.broker.protocol")
+        || matches!(
+            key,
+            "connections.max.reauth.ms" | "connections.max.idle.ms" | "security.inter.broker.protocol"
+        )
 }

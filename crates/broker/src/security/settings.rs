@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 /// The security keys as one listener sees them.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListenerSettings {
     listener: String,
     values: BTreeMap<String, String>,
@@ -35,6 +35,21 @@ impl ListenerSettings {
         let mut narrowed = self.clone();
         narrowed.values.remove(key);
         narrowed
+    }
+
+    /// These settings with the listener's dynamic TLS store keys
+    /// (`listener.name.<l>.ssl.keystore.*` …, set by AlterConfigs) of
+    /// `dynamic` laid over them; other keys of `dynamic` are ignored.
+    pub fn with_dynamic_stores(&self, dynamic: &BTreeMap<String, String>) -> Self {
+        let mut merged = self.clone();
+        let prefix = format!("listener.name.{}.", self.listener);
+        for (key, value) in dynamic {
+            let reconfigurable = key.strip_prefix(&prefix).is_some_and(super::tls::is_reconfigurable);
+            if reconfigurable {
+                merged.values.insert(key.clone(), value.clone());
+            }
+        }
+        merged
     }
 
     pub fn listener(&self) -> &str {

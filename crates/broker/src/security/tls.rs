@@ -15,10 +15,14 @@
 //!   (IANA names, as Java's).
 //!
 //! The stores' files are checked every `ssl.reload.check.interval.ms`
-//! (Strom's own key, 10 s by default); when their content changes the
-//! server config is rebuilt and new connections get it, without a restart.
+//! (Strom's own key, 10 s by default); when their content changes, or
+//! AlterConfigs set new store keys for the listener on this broker
+//! (`listener.name.<l>.ssl.keystore.location` …, as Kafka's dynamic
+//! listener configs), the server config is rebuilt and new connections get
+//! it, without a restart.
 //! A store that no longer loads keeps the previous config and logs why.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -42,9 +46,20 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How often the stores' files are checked for changes, by default.
 const RELOAD_CHECK_INTERVAL_MS: i64 = 10_000;
 
+/// Whether `key` (without its `listener.name.<l>.` prefix) is a store key
+/// AlterConfigs may change.
+pub fn is_reconfigurable(key: &str) -> bool {
+    strom_metadata::topic_config::LISTENER_STORE_KEYS.contains(&key)
+}
+
+pub use strom_metadata::topic_config::is_listener_store_key as is_dynamic_store_key;
+
 /// A listener's TLS acceptor, rebuilt when its stores change.
 pub struct ReloadingAcceptor {
-    settings: ListenerSettings,
+    /// The settings of the broker's config file.
+    base: ListenerSettings,
+    /// The settings the current config was built from (or last tried).
+    settings: Mutex<ListenerSettings>,
     current: RwLock<Arc<ServerConfig>>,
     /// The stores' files and the content the current config was built from.
     watched: Mutex<Files>,
@@ -60,7 +75,8 @@ impl ReloadingAcceptor {
             .map_err(|e| format!("{}: {e}", settings.name_of("ssl.principal.mapping.rules")))?;
         let interval_ms = settings.millis("ssl.reload.check.interval.ms", RELOAD_CHECK_INTERVAL_MS)?.max(10);
         Ok(Self {
-            settings: settings.clone(),
+            base: settings.clone(),
+            settings: Mutex::new(settings.clone()),
             current: RwLock::new(Arc::new(config)),
             watched: Mutex::new(watched),
             mapper,
@@ -88,21 +104,39 @@ impl ReloadingAcceptor {
         Ok(format!("User:{}", self.mapper.map(&dn)?))
     }
 
-    /// Rebuilds the config if a store's file changed; `Ok(true)` when it did.
-    pub fn reload_if_changed(&self) -> Result<bool, String> {
+    /// Rebuilds the config if a store's file changed, or the dynamic store
+    /// keys (`dynamic`, this broker's AlterConfigs keys) did; `Ok(true)`
+    /// when it did. A change that does not load is not tried again.
+    pub fn reload_if_changed(&self, dynamic: &BTreeMap<String, String>) -> Result<bool, String> {
         let mut watched = self.watched.lock().unwrap_or_else(|e| e.into_inner());
+        let wanted = self.base.with_dynamic_stores(dynamic);
+        let mut settings = self.settings.lock().unwrap_or_else(|e| e.into_inner());
+        let reconfigured = *settings != wanted;
         let changed = watched.iter().any(|(path, seen)| std::fs::read(path).is_ok_and(|now| now != *seen));
-        if !changed {
+        if !changed && !reconfigured {
             return Ok(false);
         }
-        let (config, files) = build(&self.settings)?;
+        *settings = wanted;
+        let (config, files) = build(&settings)?;
         *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(config);
         *watched = files;
         Ok(true)
     }
 
-    /// Checks the stores every `reload_interval` until `stop` flips.
-    pub async fn watch(self: Arc<Self>, listener: Arc<str>, mut stop: tokio::sync::watch::Receiver<bool>) {
+    /// Whether the listener's stores would load with `dynamic` laid over
+    /// its settings: AlterConfigs refuses a change that would not.
+    pub fn validate(&self, dynamic: &BTreeMap<String, String>) -> Result<(), String> {
+        build(&self.base.with_dynamic_stores(dynamic)).map(drop)
+    }
+
+    /// Checks the stores, and this broker's dynamic store keys (read by
+    /// `dynamic`), every `reload_interval` until `stop` flips.
+    pub async fn watch(
+        self: Arc<Self>,
+        listener: Arc<str>,
+        dynamic: impl Fn() -> BTreeMap<String, String>,
+        mut stop: tokio::sync::watch::Receiver<bool>,
+    ) {
         let mut tick = tokio::time::interval(self.reload_interval);
         loop {
             tokio::select! {
@@ -110,7 +144,7 @@ impl ReloadingAcceptor {
                 _ = stop.changed() => return,
                 _ = tick.tick() => {}
             }
-            match self.reload_if_changed() {
+            match self.reload_if_changed(&dynamic()) {
                 Ok(true) => {
                     tracing::info!(%listener, "TLS key or trust store changed: new connections use the new one")
                 }
@@ -294,6 +328,27 @@ fn pkcs12_key_pair(
     let certificates = chain.chain().iter().map(|c| CertificateDer::from(c.as_der().to_vec())).collect();
     let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(chain.key().to_vec()));
     Ok((certificates, key))
+}
+
+/// The CAs the `ssl.truststore.*` keys of `settings` name, if any.
+pub fn trust_roots(settings: &ListenerSettings) -> Result<Option<RootCertStore>, String> {
+    trust_store(settings, &mut Vec::new())
+}
+
+/// Where Linux distributions keep their CA bundle.
+const SYSTEM_CA_BUNDLES: &[&str] =
+    &["/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt"];
+
+/// The system's trusted CAs, for a client with no trust store configured.
+pub fn system_roots() -> Result<RootCertStore, String> {
+    let bundle = SYSTEM_CA_BUNDLES.iter().find_map(|path| std::fs::read(path).ok());
+    let bundle = bundle.ok_or("no trust store configured and no system CA bundle found")?;
+    let mut roots = RootCertStore::empty();
+    for der in pem_certificates(&bundle)? {
+        // A bundle may hold certificates rustls cannot use: skip them.
+        let _ = roots.add(CertificateDer::from(der));
+    }
+    Ok(roots)
 }
 
 /// The CAs client certificates must chain to, if any are configured.

@@ -23,14 +23,16 @@
 //! the other side, for this node's own links to other nodes.
 
 pub mod client;
+pub mod http_get;
 pub mod jaas;
+pub mod jwks_endpoint;
 pub mod oauth;
 pub mod plain;
 pub mod scram;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::error::ResponseError;
@@ -41,6 +43,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
 use super::settings::ListenerSettings;
+use rustls::RootCertStore;
 use scram::{InMemoryScramCredentials, ScramCredentials, ScramMechanism};
 
 /// Kafka's bound on a SASL message from a client that has not yet
@@ -283,6 +286,60 @@ fn number(settings: &ListenerSettings, key: &str, default: usize) -> Result<usiz
     }
 }
 
+/// The JWKS `url` names: an HTTP(S) endpoint, fetched now and refreshed,
+/// or a file.
+fn jwks(
+    settings: &ListenerSettings,
+    jaas: &BTreeMap<String, String>,
+    url: &str,
+) -> Result<oauth::Jwks, String> {
+    let Some(endpoint) = http_get::HttpUrl::parse(url) else {
+        let path = url.strip_prefix("file://").or_else(|| url.strip_prefix("file:")).unwrap_or(url);
+        return oauth::Jwks::file(std::path::Path::new(path));
+    };
+    let endpoint = endpoint?;
+    let tls = match endpoint.https {
+        true => Some(http_get::tls_connector(jwks_trust(settings, jaas)?)?),
+        false => None,
+    };
+    let millis = |key: &str, default: i64| -> Result<Duration, String> {
+        let name = format!("sasl.oauthbearer.jwks.endpoint.{key}");
+        let ms = match settings.get_for_mechanism("OAUTHBEARER", &name) {
+            None => default,
+            Some(raw) => raw
+                .parse()
+                .ok()
+                .filter(|ms: &i64| *ms >= 0)
+                .ok_or_else(|| format!("{name}: {raw:?} is not a non-negative number of milliseconds"))?,
+        };
+        Ok(Duration::from_millis(ms as u64))
+    };
+    let policy = jwks_endpoint::RefreshPolicy {
+        refresh: millis("refresh.ms", 3_600_000)?.max(Duration::from_millis(1)),
+        retry_backoff: millis("retry.backoff.ms", 100)?,
+        retry_backoff_max: millis("retry.backoff.max.ms", 10_000)?,
+    };
+    let endpoint = jwks_endpoint::EndpointJwks::start(endpoint, tls, policy)?;
+    Ok(oauth::Jwks::endpoint(endpoint))
+}
+
+/// The CAs an https JWKS endpoint must chain to. Kafka reads them from the
+/// client `ssl.truststore.*` options of the OAUTHBEARER JAAS entry (with
+/// the JVM's default trust store when they are absent); Strom reads the
+/// same options, and without them the system's CA bundle.
+fn jwks_trust(settings: &ListenerSettings, jaas: &BTreeMap<String, String>) -> Result<RootCertStore, String> {
+    let pairs: Vec<(&str, &str)> = jaas
+        .iter()
+        .filter(|(key, _)| key.starts_with("ssl.truststore."))
+        .map(|(key, value)| (key.as_str(), value.as_str()))
+        .collect();
+    let options = ListenerSettings::from_pairs(settings.listener(), &pairs);
+    match crate::security::tls::trust_roots(&options)? {
+        Some(roots) => Ok(roots),
+        None => crate::security::tls::system_roots(),
+    }
+}
+
 /// OAUTHBEARER's validator: signed JWTs when a JWKS is configured, else
 /// unsecured tokens.
 fn oauth_validator(
@@ -293,14 +350,7 @@ fn oauth_validator(
     let Some(url) = key("sasl.oauthbearer.jwks.endpoint.url") else {
         return Ok(oauth::Validator::Unsecured(oauth::UnsecuredOptions::from_jaas(jaas)?));
     };
-    let path = url.strip_prefix("file://").or_else(|| url.strip_prefix("file:")).unwrap_or(url);
-    if path.starts_with("http://") || path.starts_with("https://") {
-        return Err(format!(
-            "sasl.oauthbearer.jwks.endpoint.url: only file JWKS are served so far, not {url}"
-        ));
-    }
-    let keys = oauth::Jwks::file(std::path::Path::new(path))
-        .map_err(|e| format!("sasl.oauthbearer.jwks.endpoint.url: {e}"))?;
+    let keys = jwks(settings, jaas, url).map_err(|e| format!("sasl.oauthbearer.jwks.endpoint.url: {e}"))?;
     let skew_s: i64 = match key("sasl.oauthbearer.clock.skew.seconds") {
         None => 30,
         Some(raw) => raw

@@ -12,9 +12,11 @@
 //!   `unsecuredValidatorPrincipalClaimName`, `unsecuredValidatorScopeClaimName`,
 //!   `unsecuredValidatorRequiredScope`, `unsecuredValidatorAllowableClockSkewMs`;
 //! - signed JWTs (RS256, ES256) checked against a JWKS file (read again
-//!   when it changes), as Kafka's
+//!   when it changes) or HTTP(S) endpoint (refreshed, see
+//!   [`super::jwks_endpoint`]), as Kafka's
 //!   `OAuthBearerValidatorCallbackHandler`, when
-//!   `sasl.oauthbearer.jwks.endpoint.url` names one (`file:` URL or path),
+//!   `sasl.oauthbearer.jwks.endpoint.url` names one (`file:`, `http:` or
+//!   `https:` URL, or a path),
 //!   with `sasl.oauthbearer.expected.audience`, `.expected.issuer`,
 //!   `.scope.claim.name`, `.sub.claim.name` and `.clock.skew.seconds`.
 //!
@@ -100,6 +102,8 @@ pub enum PublicKey {
 /// restart; a file that no longer parses keeps the keys read before).
 #[derive(Debug)]
 pub struct Jwks {
+    /// Set for a JWKS served over HTTP(S): it keeps its own keys.
+    endpoint: Option<Arc<super::jwks_endpoint::EndpointJwks>>,
     path: Option<PathBuf>,
     /// The file's modification time and length when `keys` were read.
     loaded: Mutex<(Option<SystemTime>, u64, Arc<Vec<Jwk>>)>,
@@ -107,7 +111,20 @@ pub struct Jwks {
 
 impl Jwks {
     pub fn fixed(keys: Vec<Jwk>) -> Self {
-        Self { path: None, loaded: Mutex::new((None, 0, Arc::new(keys))) }
+        Self { endpoint: None, path: None, loaded: Mutex::new((None, 0, Arc::new(keys))) }
+    }
+
+    /// The keys of a JWKS endpoint, which refreshes them itself.
+    pub fn endpoint(endpoint: Arc<super::jwks_endpoint::EndpointJwks>) -> Self {
+        Self { endpoint: Some(endpoint), ..Self::fixed(Vec::new()) }
+    }
+
+    /// A token named key id `kid` that no key has: an endpoint is asked
+    /// again (rate limited); a file is read again when it changes anyway.
+    pub fn missing_kid(&self, kid: &str) {
+        if let Some(endpoint) = &self.endpoint {
+            endpoint.missing_kid(kid);
+        }
     }
 
     /// Reads the JWKS file at `path`.
@@ -117,7 +134,7 @@ impl Jwks {
         let text =
             std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         let keys = Arc::new(parse_jwks(&text)?);
-        Ok(Self { path: Some(path.to_owned()), loaded: Mutex::new((modified, len, keys)) })
+        Ok(Self { endpoint: None, path: Some(path.to_owned()), loaded: Mutex::new((modified, len, keys)) })
     }
 
     fn stamp(path: &Path) -> std::io::Result<(Option<SystemTime>, u64)> {
@@ -127,6 +144,9 @@ impl Jwks {
 
     /// The current keys, re-read first if the file changed.
     pub fn keys(&self) -> Arc<Vec<Jwk>> {
+        if let Some(endpoint) = &self.endpoint {
+            return endpoint.keys();
+        }
         let mut loaded = self.loaded.lock().unwrap_or_else(|e| e.into_inner());
         let Some(path) = &self.path else { return loaded.2.clone() };
         let Ok((modified, len)) = Self::stamp(path) else { return loaded.2.clone() };
@@ -302,6 +322,9 @@ fn validate_signed(options: &SignedOptions, token: &str, now_ms: i64) -> Result<
     let keys = options.keys.keys();
     let verified = keys.iter().filter(fits).any(|jwk| verify(&jwk.key, signed_part.as_bytes(), &signature));
     if !verified {
+        if let Some(kid) = kid.filter(|kid| !keys.iter().any(|jwk| jwk.kid.as_deref() == Some(*kid))) {
+            options.keys.missing_kid(kid);
+        }
         return Err(invalid(format!("no key of the JWKS verifies the {alg} signature (kid {kid:?})")));
     }
     if let Some(issuer) = &options.expected_issuer {
