@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 import uuid
-from collections import defaultdict
+from collections import defaultdict, deque
 from functools import partial
 from pathlib import Path
 from typing import Callable, Iterable, NamedTuple
@@ -59,34 +59,34 @@ def strom_binary() -> Path:
     return Path(configured) if configured else REPO_ROOT / "target" / "release" / "strom"
 
 
+# Ports free_port handed out lately: a port is free until its broker binds
+# it, so two calls before that (a node's two listeners) could get the same.
+_handed_out: deque[int] = deque(maxlen=4096)
+
+
 def free_port() -> int:
-    """A free loopback port below the kernel's ephemeral range.
+    """A free loopback port below the kernel's ephemeral range, not handed
+    out lately.
 
     A port the kernel hands out for bind(0) can later become some client's
     outgoing source port, and then a restarted broker could not bind it again.
     """
     ephemeral_low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     candidates = random.sample(range(max(1024, ephemeral_low // 2), ephemeral_low), 50)
-    for port in candidates + [0]:
+    for port in [p for p in candidates if p not in _handed_out] + [0]:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             try:
                 sock.bind(("127.0.0.1", port))
             except OSError:
                 continue
+            _handed_out.append(sock.getsockname()[1])
             return sock.getsockname()[1]
     raise BrokerError("no free loopback port")
 
 
 def distinct_free_ports(count: int) -> list[int]:
-    """`count` free ports, no two alike (free_port alone may repeat one)."""
-    ports: list[int] = []
-    for _ in range(20 * count):
-        if len(ports) == count:
-            return ports
-        port = free_port()
-        if port not in ports:
-            ports.append(port)
-    raise BrokerError(f"no {count} distinct free loopback ports")
+    """`count` free ports, no two alike."""
+    return [free_port() for _ in range(count)]
 
 
 def port_is_free(port: int) -> bool:
