@@ -82,6 +82,7 @@ pub mod producer_ids;
 pub mod properties;
 pub mod quota;
 pub mod replica;
+pub mod replication;
 pub mod response_errors;
 pub mod security;
 pub mod server;

@@ -428,6 +428,22 @@ impl LogManager {
         online.map(|e| (e.dir, e.log.clone())).collect()
     }
 
+    /// The high watermarks of every dir's `replication-offset-checkpoint`,
+    /// as the last checkpoint left them; a missing or damaged file gives
+    /// none (the logs then start from their log end, as on one node).
+    pub fn read_high_watermarks(&self) -> HashMap<TopicPartition, i64> {
+        let mut marks = HashMap::new();
+        for dir in &self.dirs {
+            let path = dir.path().join(HIGH_WATERMARK_CHECKPOINT);
+            match OffsetCheckpoint::new(path.clone()).read() {
+                Ok(entries) => marks.extend(entries),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => tracing::warn!(file = %path.display(), "ignoring an unreadable checkpoint: {e}"),
+            }
+        }
+        marks
+    }
+
     /// Writes the recovery point and log start checkpoints of every online
     /// dir, and the high watermarks given by the replica layer. A dir that
     /// fails goes offline without keeping the others from their checkpoints;

@@ -1,0 +1,116 @@
+"""Replicated partitions on a cluster of three combined nodes: followers
+fetch from the leader and keep byte-identical logs, acks=all waits for the
+ISR (and completes once a stopped follower returns), and acks=all with
+fewer in-sync replicas than `min.insync.replicas` is NOT_ENOUGH_REPLICAS."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from confluent_kafka import KafkaError
+from confluent_kafka.admin import NewTopic
+
+from cluster import CLUSTER_WAIT_S, Cluster
+from harness import (
+    ADMIN_TIMEOUT_S,
+    OutRecord,
+    admin_client,
+    confluent_producer,
+    consume_confluent,
+    produce_confluent,
+    wait_future,
+    wait_until,
+)
+
+BROKERS = {1, 2, 3}
+SEGMENT = "00000000000000000000.log"
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    with Cluster(tmp_path, controllers=3, combined=True) as cluster:
+        cluster.start()
+        cluster.wait_for_leader()
+        for node in cluster.brokers():
+            wait_until(lambda node=node: live_brokers(node.bootstrap) == BROKERS, CLUSTER_WAIT_S, "all brokers")
+        yield cluster
+
+
+def live_brokers(bootstrap: str) -> set[int]:
+    try:
+        return set(admin_client(bootstrap).list_topics(timeout=5).brokers)
+    except Exception:  # noqa: BLE001 - a node still starting answers nothing
+        return set()
+
+
+def replicated_topic(cluster: Cluster, config: dict[str, str] | None = None) -> tuple[str, int]:
+    """A one-partition topic on all three brokers; its name and leader."""
+    topic = f"rf3-{uuid.uuid4().hex[:8]}"
+    admin = admin_client(cluster.bootstrap)
+    new = NewTopic(topic, num_partitions=1, replication_factor=3, config=config or {})
+    wait_future(admin.create_topics([new], operation_timeout=ADMIN_TIMEOUT_S)[topic])
+
+    def leader():
+        meta = admin.list_topics(topic, timeout=5).topics[topic].partitions.get(0)
+        return meta is not None and meta.leader >= 0 and len(meta.replicas) == 3 and meta.leader
+
+    return topic, wait_until(leader, CLUSTER_WAIT_S, f"a leader of {topic}")
+
+
+def records(tag: str, count: int) -> list[OutRecord]:
+    return [OutRecord(f"k{i}".encode(), f"{tag}-{i}".encode(), (), 1_700_000_000_000 + i) for i in range(count)]
+
+
+def segment(cluster: Cluster, node_id: int, topic: str) -> bytes:
+    path = cluster.nodes[node_id].data_dir / f"{topic}-0" / SEGMENT
+    return path.read_bytes() if path.exists() else b""
+
+
+def logs_identical(cluster: Cluster, topic: str, node_ids=BROKERS) -> bytes | None:
+    logs = {node_id: segment(cluster, node_id, topic) for node_id in node_ids}
+    first = logs[min(node_ids)]
+    return first if first and all(log == first for log in logs.values()) else None
+
+
+def test_an_rf3_topic_produced_with_acks_all_has_identical_logs_on_every_broker(cluster):
+    topic, leader = replicated_topic(cluster, {"min.insync.replicas": "2"})
+    producer = confluent_producer(cluster.bootstrap, acks="all", **{"enable.idempotence": True})
+    sent = records("a", 300)
+    deliveries = produce_confluent(producer, topic, sent, partition=0)
+    assert [d.offset for d in deliveries] == list(range(300))
+    # Acknowledged with acks=all: the high watermark covers them all at once.
+    read = consume_confluent(cluster.nodes[leader].bootstrap, topic, {0: 300})
+    assert [r.value for r in read[0]] == [r.value for r in sent]
+    log = wait_until(lambda: logs_identical(cluster, topic), CLUSTER_WAIT_S, "identical replica logs")
+    assert log.count(b"a-299") == 1, "every replica holds the last record once"
+
+
+def test_acks_all_waits_for_a_stopped_follower_in_the_isr_and_completes_when_it_returns(cluster):
+    topic, leader = replicated_topic(cluster)
+    follower = min(BROKERS - {leader})
+    producer = confluent_producer(cluster.bootstrap, acks="all", **{"message.timeout.ms": 60_000})
+    produce_confluent(producer, topic, records("before", 10), partition=0)
+    cluster.stop(follower)
+    delivered = []
+    producer.produce(topic, b"while-down", partition=0, on_delivery=lambda err, msg: delivered.append(err))
+    # Bounded: the follower is still in the ISR, so the write may not be acknowledged.
+    producer.poll(3.0)
+    assert delivered == [], "acks=all answered while an ISR member was down"
+    cluster.restart(follower)
+    wait_until(lambda: producer.poll(0.2) or delivered, CLUSTER_WAIT_S, "the held acks=all write")
+    assert delivered == [None]
+    log = wait_until(lambda: logs_identical(cluster, topic), CLUSTER_WAIT_S, "identical replica logs")
+    assert log.count(b"while-down") == 1
+
+
+def test_acks_all_with_fewer_in_sync_replicas_than_min_insync_is_not_enough_replicas(cluster):
+    topic, _ = replicated_topic(cluster, {"min.insync.replicas": "4"})
+    producer = confluent_producer(cluster.bootstrap, acks="all", **{"message.timeout.ms": 3_000})
+    errors = []
+    producer.produce(topic, b"refused", partition=0, on_delivery=lambda err, msg: errors.append(err))
+    wait_until(lambda: producer.poll(0.2) or errors, 30, "the refused write's report")
+    assert errors[0] is not None and errors[0].code() == KafkaError.NOT_ENOUGH_REPLICAS
+    # acks=1 does not ask the ISR.
+    delivered = produce_confluent(confluent_producer(cluster.bootstrap, acks=1), topic, records("one", 3), partition=0)
+    assert [d.offset for d in delivered] == [0, 1, 2]
