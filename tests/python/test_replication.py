@@ -106,7 +106,8 @@ def test_acks_all_waits_for_a_stopped_follower_in_the_isr_and_completes_when_it_
 
 def test_acks_all_with_fewer_in_sync_replicas_than_min_insync_is_not_enough_replicas(cluster):
     topic, _ = replicated_topic(cluster, {"min.insync.replicas": "4"})
-    producer = confluent_producer(cluster.bootstrap, acks="all", **{"message.timeout.ms": 3_000})
+    # NOT_ENOUGH_REPLICAS is retriable: without retries the client reports it.
+    producer = confluent_producer(cluster.bootstrap, acks="all", retries=0)
     errors = []
     producer.produce(topic, b"refused", partition=0, on_delivery=lambda err, msg: errors.append(err))
     wait_until(lambda: producer.poll(0.2) or errors, 30, "the refused write's report")

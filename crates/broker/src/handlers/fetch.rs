@@ -785,6 +785,7 @@ mod tests {
                     log_start_offset: 0,
                     records: read.slice,
                     aborted: Vec::new(),
+                    diverging: None,
                 };
                 (t, outcome)
             })

@@ -262,7 +262,7 @@ mod tests {
         let mut set = led_by_one(&[1, 2, 3]);
         set.record_fetch(2, 5, 50, 50, 1_000);
         set.record_fetch(3, 5, 40, 50, 1_000);
-        assert_eq!(set.shrunk_isr(50, 1_000 + LAG_MS, LAG_MS), None, "not yet");
+        assert_eq!(set.shrunk_isr(50, LAG_MS, LAG_MS), None, "caught up at the start of leadership (0)");
         set.record_fetch(2, 5, 60, 60, 1_000 + LAG_MS);
         assert_eq!(set.shrunk_isr(60, 2_000 + LAG_MS, LAG_MS), Some(vec![1, 2]));
         set.pending = Some(vec![1, 2]);
