@@ -137,6 +137,11 @@ impl Partition {
         let log_end = peek_log(&self.log).log_end_offset();
         self.replication().apply(state, log_end, strom_storage::now_ms());
         let changed = self.set_leadership(leads, state.leader_epoch);
+        if leads && changed {
+            if let Err(e) = self.with_log(|log| log.assign_leader_epoch_start(state.leader_epoch)) {
+                tracing::error!(partition = %self.tp, "cannot record the start of leader epoch: {e}");
+            }
+        }
         if leads {
             self.maybe_increment_high_watermark(log_end);
         }
@@ -171,7 +176,12 @@ impl Partition {
     /// The leader's side of a follower's fetch from `fetch_offset`: its
     /// progress is recorded and the high watermark moved. Returns the ISR
     /// to propose when the follower has caught up into it, marked pending.
-    pub fn record_follower_fetch(&self, replica_id: i32, broker_epoch: i64, fetch_offset: i64) -> Option<Vec<i32>> {
+    pub fn record_follower_fetch(
+        &self,
+        replica_id: i32,
+        broker_epoch: i64,
+        fetch_offset: i64,
+    ) -> Option<Vec<i32>> {
         let log_end = peek_log(&self.log).log_end_offset();
         let now = strom_storage::now_ms();
         if !self.replication().record_fetch(replica_id, broker_epoch, fetch_offset, log_end, now) {
@@ -200,7 +210,11 @@ impl Partition {
     pub fn take_isr_proposal(&self, local_broker_epoch: i64) -> Option<IsrProposal> {
         let mut replication = self.replication();
         let isr = replication.take_unsent(local_broker_epoch)?;
-        Some(IsrProposal { isr, leader_epoch: replication.leader_epoch, partition_epoch: replication.partition_epoch })
+        Some(IsrProposal {
+            isr,
+            leader_epoch: replication.leader_epoch,
+            partition_epoch: replication.partition_epoch,
+        })
     }
 
     /// Ends the AlterPartition in flight: a committed ISR at
@@ -916,8 +930,14 @@ impl ReplicaManager {
                         let dir = self.logs.dir_of(&tp).expect("a log the manager holds has a dir");
                         let replicas = ReplicaSet::new(self.node_id, config.replica_lag_time_max_ms);
                         let checkpointed = self.checkpointed_high_watermarks.get(&tp).copied();
-                        let partition =
-                            Partition::with_replicas(tp, state.leader_epoch, log, dir, replicas, checkpointed);
+                        let partition = Partition::with_replicas(
+                            tp,
+                            state.leader_epoch,
+                            log,
+                            dir,
+                            replicas,
+                            checkpointed,
+                        );
                         partitions.insert(number, Arc::new(partition));
                     }
                     // Waits offline for the next image.

@@ -91,7 +91,7 @@ impl Outcome {
 
 /// A fetch response whose records stay in the segment files until written.
 pub struct FetchReply {
-    response: FetchResponse,
+    pub(crate) response: FetchResponse,
     splices: Vec<Splice>,
 }
 
@@ -215,6 +215,10 @@ fn record_follower_progress(
 ) {
     for (target, partition) in plan.targets.iter().zip(partitions) {
         let Some(partition) = partition.as_ref().filter(|p| p.is_leader()) else { continue };
+        // A diverged follower's offset says nothing of what it holds.
+        if diverging_epoch(partition, target).is_some() {
+            continue;
+        }
         if partition.record_follower_fetch(replica_id, broker_epoch, target.fetch_offset).is_some() {
             broker.replication.isr_change_proposed();
         }
@@ -510,9 +514,11 @@ fn read_all(plan: &FetchPlan, partitions: &[Option<Arc<Partition>>], limits: Lim
         .collect()
 }
 
-/// KIP-320: a fetcher whose last fetched epoch ends earlier here than its
-/// fetch offset (or is unknown here) holds a suffix this log does not; it
-/// is told where the largest epoch it may share ends, to truncate there.
+/// KIP-320, as Kafka's `readRecords`: a fetcher whose last fetched epoch
+/// ends here before its fetch offset (or is older than every epoch here)
+/// holds a suffix this log does not; it is told where the largest epoch it
+/// may share ends, to truncate there. An epoch this log cannot place, or
+/// an offset below the log start, is OFFSET_OUT_OF_RANGE.
 fn diverging_epoch(partition: &Partition, target: &FetchTarget) -> Option<Outcome> {
     if target.last_fetched_epoch < 0 {
         return None;
@@ -521,6 +527,9 @@ fn diverging_epoch(partition: &Partition, target: &FetchTarget) -> Option<Outcom
         Ok(found) => found,
         Err(e) => return Some(Outcome::failed(storage_error(&e))),
     };
+    if epoch < 0 || end_offset < 0 || target.fetch_offset < partition.log_start_offset() {
+        return Some(Outcome::failed(ResponseError::OffsetOutOfRange));
+    }
     if end_offset >= target.fetch_offset && epoch >= target.last_fetched_epoch {
         return None;
     }

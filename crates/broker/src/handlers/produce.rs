@@ -165,6 +165,9 @@ struct AwaitedAppend {
     partition: Arc<Partition>,
     required_offset: i64,
     min_insync: usize,
+    /// The partition's wake count at registration: only a partition woken
+    /// since (which dropped the registration) is watched again.
+    watched: Option<u64>,
 }
 
 /// Kafka's `DelayedProduce`: waits until every awaited append is
@@ -182,15 +185,19 @@ async fn await_replication(
     let waiter = Arc::new(Notify::new());
     let mut stopping = broker.stopping();
     loop {
-        for (_, wait) in &waits {
-            wait.partition.watch(&waiter);
+        for (_, wait) in &mut waits {
+            if wait.watched != Some(wait.partition.wakes()) {
+                wait.watched = Some(wait.partition.watch(&waiter));
+            }
         }
         waits.retain(|((topic, partition), wait)| {
             let response = &mut responses[*topic].partition_responses[*partition];
             let error = match () {
                 _ if !wait.partition.is_leader() => ResponseError::NotLeaderOrFollower,
                 _ if wait.partition.high_watermark() < wait.required_offset => return true,
-                _ if wait.partition.isr_size() < wait.min_insync => ResponseError::NotEnoughReplicasAfterAppend,
+                _ if wait.partition.isr_size() < wait.min_insync => {
+                    ResponseError::NotEnoughReplicasAfterAppend
+                }
                 _ => return false,
             };
             response.error_code = error.code();
@@ -238,7 +245,8 @@ fn produce_topic(
             None => error_response(data.index, unknown, Some(format!("this broker hosts no {named}"))),
             Some(hosted) => {
                 let mut awaited = None;
-                let response = produce_partition(broker, hosted, version, acks, transactional_id, data, &mut awaited);
+                let response =
+                    produce_partition(broker, hosted, version, acks, transactional_id, data, &mut awaited);
                 waits.extend(awaited.map(|wait| (at, wait)));
                 response
             }
@@ -286,7 +294,8 @@ fn produce_partition(
         min_insync = min_insync_replicas(broker, &hosted.name).max(1) as usize;
         let in_sync = partition.isr_size();
         if in_sync < min_insync {
-            let message = format!("min.insync.replicas is {min_insync} but only {in_sync} replicas are in sync");
+            let message =
+                format!("min.insync.replicas is {min_insync} but only {in_sync} replicas are in sync");
             return error_response(index, ResponseError::NotEnoughReplicas, Some(message));
         }
     }
@@ -321,8 +330,10 @@ fn produce_partition(
             let metrics = broker.metrics.topic(&hosted.name);
             metrics.bytes_in.fetch_add(info.bytes as u64, Ordering::Relaxed);
             metrics.messages_in.fetch_add(info.records, Ordering::Relaxed);
-            if acks == -1 {
-                *awaited = Some(AwaitedAppend { partition, required_offset: info.last_offset + 1, min_insync });
+            // Alone in the ISR, the high watermark has passed the batch already.
+            let required_offset = info.last_offset + 1;
+            if acks == -1 && partition.high_watermark() < required_offset {
+                *awaited = Some(AwaitedAppend { partition, required_offset, min_insync, watched: None });
             }
             PartitionProduceResponse::default()
                 .with_index(index)

@@ -41,7 +41,11 @@ pub async fn send(
             return partition.finish_isr_change(None);
         }
     };
-    let answered = response.topics.iter().flat_map(|t| &t.partitions).find(|p| p.partition_index == partition.tp.partition);
+    let answered = response
+        .topics
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .find(|p| p.partition_index == partition.tp.partition);
     let error = ResponseError::try_from_code(response.error_code)
         .or_else(|| answered.and_then(|p| ResponseError::try_from_code(p.error_code)));
     match (error, answered) {
@@ -51,10 +55,15 @@ pub async fn send(
             partition.finish_isr_change(Some((isr, answer.partition_epoch)));
         }
         // Kafka waits for the metadata that made the proposal stale.
-        (Some(e @ (ResponseError::InvalidUpdateVersion
-        | ResponseError::FencedLeaderEpoch
-        | ResponseError::NewLeaderElected
-        | ResponseError::UnknownTopicOrPartition)), _) => {
+        (
+            Some(
+                e @ (ResponseError::InvalidUpdateVersion
+                | ResponseError::FencedLeaderEpoch
+                | ResponseError::NewLeaderElected
+                | ResponseError::UnknownTopicOrPartition),
+            ),
+            _,
+        ) => {
             tracing::info!(partition = %partition.tp, "ISR change refused ({e:?}): waiting for newer metadata");
         }
         (error, _) => {

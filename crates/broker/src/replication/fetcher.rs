@@ -60,8 +60,10 @@ pub async fn run(
         let now = Instant::now();
         delayed.retain(|_, until| *until > now);
         let followed = assigned.borrow_and_update().clone();
-        let ready: Vec<&Followed> =
-            followed.iter().filter(|f| !delayed.contains_key(&(f.topic_id, f.partition.tp.partition))).collect();
+        let ready: Vec<&Followed> = followed
+            .iter()
+            .filter(|f| !delayed.contains_key(&(f.topic_id, f.partition.tp.partition)))
+            .collect();
         if ready.is_empty() {
             let wake = delayed.values().min().copied().unwrap_or(now + backoff);
             tokio::select! {
@@ -112,7 +114,8 @@ async fn send(
 ) -> Result<FetchResponse, String> {
     if channel.as_ref().is_none_or(Channel::is_closed) {
         let address = leader_address(broker, leader).ok_or("the leader has no inter-broker endpoint")?;
-        let connected = Channel::connect(&address, CLIENT_ID, SOCKET_TIMEOUT).await.map_err(|e| e.to_string())?;
+        let connected =
+            Channel::connect(&address, CLIENT_ID, SOCKET_TIMEOUT).await.map_err(|e| e.to_string())?;
         *channel = Some(connected);
     }
     let timeout = SOCKET_TIMEOUT + Duration::from_millis(config.wait_max_ms.max(0) as u64);
@@ -170,7 +173,9 @@ fn apply_response(followed: &[&Followed], response: FetchResponse) -> Vec<((Uuid
     for topic in response.responses {
         for data in topic.partitions {
             let key = (topic.topic_id, data.partition_index);
-            let Some(f) = followed.iter().find(|f| (f.topic_id, f.partition.tp.partition) == key) else { continue };
+            let Some(f) = followed.iter().find(|f| (f.topic_id, f.partition.tp.partition) == key) else {
+                continue;
+            };
             // An image that moved the partition since the request voids the answer.
             let current = !f.partition.is_leader() && f.partition.leader_epoch() == f.leader_epoch;
             let failed = current && !apply_partition(&f.partition, data);
