@@ -115,3 +115,81 @@ def test_acks_all_with_fewer_in_sync_replicas_than_min_insync_is_not_enough_repl
     # acks=1 does not ask the ISR.
     delivered = produce_confluent(confluent_producer(cluster.bootstrap, acks=1), topic, records("one", 3), partition=0)
     assert [d.offset for d in delivered] == [0, 1, 2]
+
+
+# Broker-only nodes beside one controller, so brokers can die while the
+# metadata quorum lives on.
+BROKER_IDS = {100, 101, 102}
+# Fencing waits out the broker session (9 s) and a heartbeat round or two.
+FENCED_WAIT_S = 40.0
+
+
+@pytest.fixture
+def brokers(tmp_path):
+    with Cluster(tmp_path, controllers=1, brokers=3) as cluster:
+        cluster.start()
+        cluster.wait_for_leader()
+        for node in cluster.brokers():
+            wait_until(lambda node=node: live_brokers(node.bootstrap) == BROKER_IDS, CLUSTER_WAIT_S, "all brokers")
+        yield cluster
+
+
+def partition_state(bootstrap: str, topic: str) -> tuple[int, list[int]]:
+    """The partition's leader and ISR as a live broker's metadata has them."""
+    try:
+        meta = admin_client(bootstrap).list_topics(topic, timeout=5).topics[topic].partitions[0]
+        return meta.leader, sorted(meta.isrs)
+    except Exception:  # noqa: BLE001 - a broker still catching up answers nothing useful
+        return -1, []
+
+
+def test_acks_all_goes_on_with_min_insync_2_after_a_killed_follower_leaves_the_isr(brokers):
+    topic, leader = replicated_topic(brokers, {"min.insync.replicas": "2"})
+    first, second = sorted(BROKER_IDS - {leader})
+    bootstrap = brokers.nodes[leader].bootstrap
+    producer = confluent_producer(bootstrap, acks="all", **{"message.timeout.ms": 60_000})
+    produce_confluent(producer, topic, records("three", 20), partition=0)
+    brokers.kill9(first)
+    wait_until(lambda: partition_state(bootstrap, topic)[1] == sorted([leader, second]), FENCED_WAIT_S, "the ISR without the killed follower")
+    delivered = produce_confluent(producer, topic, records("two", 20), partition=0)
+    assert [d.offset for d in delivered] == list(range(20, 40))
+    assert logs_identical(brokers, topic, {leader, second}) or wait_until(
+        lambda: logs_identical(brokers, topic, {leader, second}), CLUSTER_WAIT_S, "the surviving replicas agree"
+    )
+    brokers.kill9(second)
+    wait_until(lambda: partition_state(bootstrap, topic)[1] == [leader], FENCED_WAIT_S, "the leader alone in the ISR")
+    refusing = confluent_producer(bootstrap, acks="all", retries=0)
+    errors = []
+    refusing.produce(topic, b"one-too-few", partition=0, on_delivery=lambda err, msg: errors.append(err))
+    wait_until(lambda: refusing.poll(0.2) or errors, 30, "the refused write's report")
+    assert errors[0] is not None and errors[0].code() == KafkaError.NOT_ENOUGH_REPLICAS
+
+
+def test_an_old_leader_truncates_its_unreplicated_tail_and_rejoins_identical(brokers):
+    topic, old_leader = replicated_topic(brokers, {"min.insync.replicas": "2"})
+    followers = sorted(BROKER_IDS - {old_leader})
+    producer = confluent_producer(brokers.nodes[old_leader].bootstrap, acks="all")
+    produce_confluent(producer, topic, records("kept", 20), partition=0)
+    # Followers stopped: acks=1 writes reach the old leader alone. A fetch
+    # each follower had parked still carries the first write away.
+    for node_id in followers:
+        brokers.nodes[node_id].pause()
+    lossy = confluent_producer(brokers.nodes[old_leader].bootstrap, acks=1)
+    assert [d.offset for d in produce_confluent(lossy, topic, records("in-flight", 1), partition=0)] == [20]
+    assert [d.offset for d in produce_confluent(lossy, topic, records("unreplicated", 4), partition=0)] == [21, 22, 23, 24]
+    brokers.kill9(old_leader)
+    for node_id in followers:
+        brokers.nodes[node_id].resume()
+    survivor = brokers.nodes[followers[0]].bootstrap
+    new_leader = wait_until(
+        lambda: partition_state(survivor, topic)[0] in followers and partition_state(survivor, topic)[0],
+        FENCED_WAIT_S,
+        "a follower elected leader",
+    )
+    after = confluent_producer(brokers.nodes[new_leader].bootstrap, acks="all", **{"message.timeout.ms": 60_000})
+    offsets = [d.offset for d in produce_confluent(after, topic, records("new", 10), partition=0)]
+    assert offsets[0] in (20, 21) and offsets == list(range(offsets[0], offsets[0] + 10)), offsets
+    brokers.restart(old_leader)
+    log = wait_until(lambda: logs_identical(brokers, topic, BROKER_IDS), CLUSTER_WAIT_S, "the old leader's log agreeing")
+    assert b"unreplicated" not in log, "the old leader's unreplicated tail was truncated"
+    assert log.count(b"new-9") == 1 and log.count(b"kept-19") == 1

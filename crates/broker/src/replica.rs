@@ -133,9 +133,9 @@ impl Partition {
     /// Takes a new image's state of the partition: its replicas, ISR,
     /// leader and epoch. A broker that starts leading moves the high
     /// watermark as its ISR allows at once (a lone leader to its log end).
-    fn apply_image(&self, state: &PartitionImage, leads: bool) -> bool {
+    fn apply_image(&self, state: &PartitionImage, leads: bool, eligible: &dyn Fn(i32) -> bool) -> bool {
         let log_end = peek_log(&self.log).log_end_offset();
-        self.replication().apply(state, log_end, strom_storage::now_ms());
+        self.replication().apply(state, log_end, strom_storage::now_ms(), eligible);
         let changed = self.set_leadership(leads, state.leader_epoch);
         if leads && changed {
             if let Err(e) = self.with_log(|log| log.assign_leader_epoch_start(state.leader_epoch)) {
@@ -961,12 +961,16 @@ impl ReplicaManager {
 
     /// Gives every hosted partition the image's leader and epoch.
     fn apply_leadership(&self, hosted: &Hosted, image: &MetadataImage, changes: &mut LeadershipChanges) {
+        // Kafka's `isReplicaIsrEligible`: a registered broker, neither
+        // fenced nor shutting down.
+        let eligible =
+            |id: i32| image.brokers.get(&id).is_some_and(|b| !b.fenced && !b.in_controlled_shutdown);
         for topic in hosted.by_id.values() {
             let Some(described) = image.topic_by_id(&topic.id) else { continue };
             for (number, partition) in &topic.partitions {
                 let Some(state) = described.partitions.get(number) else { continue };
                 let leads = state.leader == self.node_id;
-                if partition.apply_image(state, leads) {
+                if partition.apply_image(state, leads, &eligible) {
                     let moved = if leads { &mut changes.gained } else { &mut changes.lost };
                     moved.push(partition.tp.clone());
                 }

@@ -54,6 +54,9 @@ pub struct ReplicaSet {
     leader_epoch_start_offset: i64,
     /// `replica.lag.time.max.ms`.
     pub lag_time_max_ms: i64,
+    /// Followers whose brokers may not join the ISR (fenced, shutting
+    /// down or unregistered): Kafka's `isReplicaIsrEligible`.
+    ineligible: Vec<i32>,
 }
 
 impl ReplicaSet {
@@ -70,6 +73,7 @@ impl ReplicaSet {
         image: &strom_metadata::PartitionImage,
         log_end_offset: i64,
         now_ms: i64,
+        eligible: &dyn Fn(i32) -> bool,
     ) -> bool {
         let changed = image.leader != self.leader || image.leader_epoch != self.leader_epoch;
         if image.partition_epoch > self.partition_epoch || changed {
@@ -87,6 +91,7 @@ impl ReplicaSet {
         }
         let followers: Vec<i32> = self.replicas.iter().copied().filter(|r| *r != self.local).collect();
         self.followers.retain(|id, _| followers.contains(id));
+        self.ineligible = followers.iter().copied().filter(|id| !eligible(*id)).collect();
         for id in followers {
             self.followers.entry(id).or_insert_with(|| FollowerProgress::new(now_ms));
         }
@@ -161,7 +166,8 @@ impl ReplicaSet {
     pub fn high_watermark(&self, leader_log_end: i64, now_ms: i64, lag_max_ms: i64) -> i64 {
         let maximal = self.maximal_isr();
         let counted = |id: &i32, p: &FollowerProgress| {
-            maximal.contains(id) || (p.log_end_offset >= 0 && now_ms - p.last_caught_up_ms <= lag_max_ms)
+            let joining = p.log_end_offset >= 0 && now_ms - p.last_caught_up_ms <= lag_max_ms;
+            maximal.contains(id) || (joining && !self.ineligible.contains(id))
         };
         let followers = self.followers.iter().filter(|(id, p)| counted(id, p));
         followers.map(|(_, p)| p.log_end_offset.max(0)).fold(leader_log_end, i64::min)
@@ -179,6 +185,7 @@ impl ReplicaSet {
             .iter()
             .filter(|(id, p)| {
                 !self.isr.contains(id)
+                    && !self.ineligible.contains(id)
                     && p.log_end_offset >= high_watermark
                     && p.log_end_offset >= self.leader_epoch_start_offset
             })
@@ -221,7 +228,7 @@ mod tests {
             partition_epoch: 7,
             directories: Vec::new(),
         };
-        assert!(set.apply(&image, 10, 0));
+        assert!(set.apply(&image, 10, 0, &|_| true));
         set
     }
 
@@ -243,6 +250,25 @@ mod tests {
         set.record_fetch(3, 5, 25, 30, 0);
         assert_eq!(set.high_watermark(30, 0, LAG_MS), 25, "3 was caught up lately");
         assert_eq!(set.high_watermark(30, LAG_MS + 1, LAG_MS), 30, "3 lags: not waited for");
+    }
+
+    #[test]
+    fn a_fenced_follower_outside_the_isr_neither_holds_the_high_watermark_nor_joins() {
+        let mut set = led_by_one(&[1, 2]);
+        set.record_fetch(2, 5, 30, 30, 0);
+        set.record_fetch(3, 5, 25, 30, 0);
+        let image = PartitionImage {
+            replicas: vec![1, 2, 3],
+            isr: vec![1, 2],
+            leader: 1,
+            leader_epoch: 4,
+            partition_epoch: 8,
+            directories: Vec::new(),
+        };
+        set.apply(&image, 30, 0, &|id| id != 3);
+        assert_eq!(set.high_watermark(30, 0, LAG_MS), 30);
+        set.record_fetch(3, 5, 30, 30, 1);
+        assert_eq!(set.expanded_isr(30), None);
     }
 
     #[test]
@@ -293,11 +319,11 @@ mod tests {
             partition_epoch: 8,
             directories: Vec::new(),
         };
-        assert!(!set.apply(&image, 10, 5));
+        assert!(!set.apply(&image, 10, 5, &|_| true));
         assert_eq!((set.isr.clone(), set.pending.clone()), (vec![1, 2], None));
         assert_eq!(set.follower(2).unwrap().log_end_offset, 10);
         image.leader_epoch = 5;
-        assert!(set.apply(&image, 10, 6));
+        assert!(set.apply(&image, 10, 6, &|_| true));
         assert_eq!(set.follower(2).unwrap().log_end_offset, -1);
     }
 }
