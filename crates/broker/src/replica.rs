@@ -255,6 +255,16 @@ impl Partition {
         }
     }
 
+    /// The follower follows its leader's log start offset (moved by
+    /// retention or DeleteRecords) up to its own high watermark, as Kafka's
+    /// `maybeIncrementLogStartOffset` allows.
+    pub fn follow_log_start_offset(&self, leader_log_start: i64) -> Result<(), StorageError> {
+        if leader_log_start <= self.log_start_offset() || leader_log_start > self.high_watermark() {
+            return Ok(());
+        }
+        self.with_log(|log| log.advance_log_start_offset(leader_log_start)).map(drop)
+    }
+
     /// A follower drops its log from `offset` on (where it diverged from
     /// its leader); the high watermark follows it down.
     pub fn truncate_to(&self, offset: i64) -> Result<i64, StorageError> {

@@ -668,6 +668,21 @@ mod tests {
             .collect()
     }
 
+    #[test]
+    fn high_watermarks_are_read_back_from_every_dirs_replication_offset_checkpoint() {
+        let (_root, dirs, manager) = manager(2);
+        create(&manager, "t", 4);
+        let marks: HashMap<TopicPartition, i64> =
+            (0..4).map(|p| (TopicPartition::new("t", p), 10 + i64::from(p))).collect();
+        manager.checkpoint(&marks).unwrap();
+        assert!(dirs.iter().all(|d| d.join(HIGH_WATERMARK_CHECKPOINT).exists()));
+        drop(manager);
+        let reopened = LogManager::new(dirs.clone()).unwrap();
+        assert_eq!(reopened.read_high_watermarks(), marks);
+        std::fs::write(dirs[0].join(HIGH_WATERMARK_CHECKPOINT), "garbage").unwrap();
+        assert!(reopened.read_high_watermarks().len() < 4, "a damaged file gives none of its entries");
+    }
+
     fn counts(manager: &LogManager) -> Vec<usize> {
         (0..manager.dirs().len()).map(|i| manager.logs_in(i).len()).collect()
     }

@@ -4,7 +4,8 @@
 //! epoch and every partition's leader epoch and last fetched epoch. The
 //! follower appends the leader's batches as they are, takes the leader's
 //! high watermark (never past its own log end), and truncates where the
-//! leader says its log diverged (KIP-320). A partition that fails waits
+//! leader says its log diverged (KIP-320); its log start offset follows the
+//! leader's up to its high watermark. A partition that fails waits
 //! `replica.fetch.backoff.ms` before it is fetched again.
 
 use std::collections::HashMap;
@@ -201,6 +202,9 @@ fn apply_partition(partition: &Partition, data: PartitionData) -> bool {
         return false;
     }
     partition.set_follower_high_watermark(data.high_watermark);
+    if let Err(e) = partition.follow_log_start_offset(data.log_start_offset) {
+        tracing::warn!(partition = %partition.tp, "cannot follow the leader's log start offset: {e}");
+    }
     true
 }
 
