@@ -4,10 +4,14 @@
 //! names it, and leads those whose image leader is its node id; each new
 //! image is applied by [`ReplicaManager::sync`], which creates, opens and
 //! deletes logs and moves leadership, reporting the leadership it gained
-//! and lost. Each partition pairs its log with the high watermark and the
-//! waiters of delayed fetches. With one replica the in-sync replica set is
-//! the leader alone, so the high watermark follows the log end offset as
-//! soon as an append returns.
+//! and lost. Each partition pairs its log with the high watermark, the
+//! waiters of delayed operations (fetches and acks=all produces, woken by
+//! appends and high watermark moves) and its replica set
+//! ([`crate::replication::isr`]). A leader's high watermark is the least log
+//! end offset of its ISR, moved by appends and followers' fetches; alone in
+//! the ISR it follows the log end offset as soon as an append returns. A
+//! follower takes its leader's high watermark. High watermarks start from
+//! `replication-offset-checkpoint`.
 //!
 //! Every read or write of a partition's log goes through its [`LogDir`]: once
 //! the dir has failed the partition answers KAFKA_STORAGE_ERROR, and a disk
