@@ -1,6 +1,7 @@
-//! The leader's side of replication on a single node playing a cluster:
-//! broker 2 is registered beside it and follows a partition led here, its
-//! fetches sent to the Fetch handler as a follower's.
+//! Replication on a single node playing a cluster, with broker 2
+//! registered beside it: as leader, broker 2's fetches go to the Fetch
+//! handler as a follower's; as follower, the fetcher's answers are applied
+//! to a partition broker 2 leads.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -129,4 +130,42 @@ async fn acks_all_is_refused_when_the_isr_is_smaller_than_min_insync_replicas() 
     );
     let partition = broker.replicas.partition("r", 0).unwrap();
     assert_eq!(partition.log_end_offset(), 0, "refused before the append");
+}
+
+/// The follower's side: partition `f` led by broker 2 and followed here,
+/// fed answers as the leader would send them.
+#[test]
+fn a_follower_appends_its_leaders_batches_and_truncates_where_they_diverge() {
+    use kafka_protocol::messages::fetch_response::{EpochEndOffset, PartitionData};
+    let dir = tempfile::tempdir().unwrap();
+    let broker = broker_with_another(dir.path());
+    let topic =
+        NewTopic { name: "f".into(), assignments: vec![(0, vec![OTHER, LOCAL])], ..Default::default() };
+    block_on(broker.controller.create_topic_with_logs(topic, false, &broker.replicas)).unwrap();
+    let partition = broker.replicas.partition("f", 0).unwrap();
+    assert!(!partition.is_leader());
+
+    let leader_dir = tempfile::tempdir().unwrap();
+    let config = strom_storage::LogConfig::default();
+    let mut leader = strom_storage::Log::open(leader_dir.path(), config, 0, 0, true, 0).unwrap().0;
+    for epoch in [0, 0, 3] {
+        let batch = strom_storage::batch::encode_batch(&[(None, Some(bytes::Bytes::from_static(b"v")))], 0);
+        leader.append(&batch, epoch, 0).unwrap();
+    }
+    let records = leader.read(0, 1 << 20, 3, true).unwrap().unwrap().read().unwrap();
+
+    let answer = PartitionData::default().with_records(Some(records)).with_high_watermark(2);
+    assert!(crate::replication::fetcher::apply_partition(&partition, answer));
+    assert_eq!((partition.log_end_offset(), partition.high_watermark()), (3, 2));
+    assert_eq!(partition.latest_log_epoch(), 3, "the leader's epochs kept");
+
+    // The leader's epoch 0 ends at 1: everything from 1 on goes.
+    let diverged = PartitionData::default()
+        .with_diverging_epoch(EpochEndOffset::default().with_epoch(0).with_end_offset(1))
+        .with_high_watermark(1);
+    assert!(crate::replication::fetcher::apply_partition(&partition, diverged));
+    assert_eq!(
+        (partition.log_end_offset(), partition.high_watermark(), partition.latest_log_epoch()),
+        (1, 1, 0)
+    );
 }

@@ -187,7 +187,7 @@ fn apply_response(followed: &[&Followed], response: FetchResponse) -> Vec<((Uuid
 }
 
 /// Applies one partition's answer; false when it failed.
-fn apply_partition(partition: &Partition, data: PartitionData) -> bool {
+pub(crate) fn apply_partition(partition: &Partition, data: PartitionData) -> bool {
     if let Some(error) = ResponseError::try_from_code(data.error_code) {
         tracing::debug!(partition = %partition.tp, "replica fetch refused: {error:?}");
         return false;
