@@ -37,7 +37,7 @@ def test_end_offsets_come_from_the_epoch_cache(filled, version):
     cases = {
         (0, -1, 0): (wire.NONE, 0, RECORDS),  # the current epoch ends at the log end
         (0, 0, 0): (wire.NONE, 0, RECORDS),  # the right current epoch passes
-        (1, -1, 0): (wire.NONE, -1, -1),  # an empty log knows no epoch
+        (1, -1, 0): (wire.NONE, 0, 0),  # a leader records its epoch's start before any append, as Kafka's makeLeader
         (0, -1, 1): (wire.NONE, -1, -1),  # an epoch newer than any known
         (0, -1, -1): (wire.NONE, -1, -1),  # the undefined epoch
         (7, -1, 0): (wire.UNKNOWN_TOPIC_OR_PARTITION, -1, -1),

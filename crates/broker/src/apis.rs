@@ -111,7 +111,7 @@ served_apis! {
     // librdkafka releases older than Kafka 4 compress only when Produce is
     // listed from v0 (KAFKA-18659, librdkafka#4956): Kafka 4 advertises
     // v0-v2 and still refuses them, and so does Strom.
-    Produce(ProduceRequest) 3..=13, advertised from 0 => call handlers::produce::handle;
+    Produce(ProduceRequest) 3..=13, advertised from 0 => await handlers::produce::handle;
     Fetch(FetchRequest) 4..=18 => await handlers::fetch::handle;
     ListOffsets(ListOffsetsRequest) 1..=10 => call handlers::list_offsets::handle;
     Metadata(MetadataRequest) 0..=13 => call handlers::metadata::handle;

@@ -64,6 +64,10 @@ pub struct BrokerConfig {
     pub min_insync_replicas: i32,
     pub log_flush_offset_checkpoint_interval_ms: u64,
     pub replica_high_watermark_checkpoint_interval_ms: u64,
+    /// How this broker's followers fetch from their leaders (`num.replica.fetchers`, `replica.fetch.*`).
+    pub replica_fetch: ReplicaFetchConfig,
+    /// `replica.lag.time.max.ms`: a follower not caught up for this long leaves the ISR.
+    pub replica_lag_time_max_ms: i64,
     pub log_flush_scheduler_interval_ms: u64,
     pub max_incremental_fetch_session_cache_slots: usize,
     /// `fetch.max.bytes`: the most record bytes one fetch response carries
@@ -497,6 +501,15 @@ impl BrokerConfig {
                 60_000,
                 1,
             )?,
+            replica_fetch: ReplicaFetchConfig {
+                fetchers: p.parse("num.replica.fetchers", 1, 1)?,
+                max_bytes: p.parse("replica.fetch.max.bytes", 1 << 20, 0)?,
+                response_max_bytes: p.parse("replica.fetch.response.max.bytes", 10 << 20, 0)?,
+                wait_max_ms: p.parse("replica.fetch.wait.max.ms", 500, 0)?,
+                min_bytes: p.parse("replica.fetch.min.bytes", 1, 1)?,
+                backoff_ms: p.parse("replica.fetch.backoff.ms", 1000, 0)?,
+            },
+            replica_lag_time_max_ms: p.parse("replica.lag.time.max.ms", 30_000, 1)?,
             replica_high_watermark_checkpoint_interval_ms: p.parse(
                 "replica.high.watermark.checkpoint.interval.ms",
                 5_000,
@@ -736,6 +749,18 @@ fn set<T: std::str::FromStr>(field: &mut T, value: &str) {
     if let Ok(parsed) = value.parse() {
         *field = parsed;
     }
+}
+
+/// How followers fetch from their leaders: Kafka's `num.replica.fetchers`
+/// and `replica.fetch.*` settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplicaFetchConfig {
+    pub fetchers: i32,
+    pub max_bytes: i32,
+    pub response_max_bytes: i32,
+    pub wait_max_ms: i32,
+    pub min_bytes: i32,
+    pub backoff_ms: u64,
 }
 
 /// Keys Strom reads (the broker keys DescribeConfigs lists), plus the

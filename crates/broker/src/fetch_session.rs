@@ -61,6 +61,9 @@ pub struct FetchTarget {
     pub partition: i32,
     pub fetch_offset: i64,
     pub partition_max_bytes: i32,
+    /// The epoch of the last batch the fetcher holds, -1 for none: the
+    /// leader checks it for divergence (KIP-320).
+    pub last_fetched_epoch: i32,
 }
 
 impl FetchTarget {
@@ -156,6 +159,7 @@ impl Partitions {
         if let Some(cached) = self.get_mut(&target.key()) {
             cached.target.fetch_offset = target.fetch_offset;
             cached.target.partition_max_bytes = target.partition_max_bytes;
+            cached.target.last_fetched_epoch = target.last_fetched_epoch;
             return;
         }
         target.topic = self.shared_name(target.topic);
@@ -483,6 +487,7 @@ mod tests {
             partition,
             fetch_offset: offset,
             partition_max_bytes: 1024,
+            last_fetched_epoch: -1,
         }
     }
 

@@ -29,6 +29,10 @@
 //!   to the coordinators) by a loader publisher, before anyone waiting for
 //!   that image is answered; a partition led elsewhere is answered
 //!   NOT_LEADER_OR_FOLLOWER with KIP-951's leader hint;
+//! - [`replication`] moves partition data between brokers: one fetcher task
+//!   per leader (and `num.replica.fetchers`) copies led logs to followers,
+//!   the leader's ISR rules move the high watermark, and ISR changes go to
+//!   the controller as AlterPartition; acks=all produces wait for it;
 //! - [`fetch_session`] keeps incremental fetch sessions (KIP-227);
 //! - [`producer_ids`] hands out idempotent producers' ids from blocks
 //!   reserved in the metadata log;
@@ -85,6 +89,7 @@ pub mod producer_ids;
 pub mod properties;
 pub mod quota;
 pub mod replica;
+pub mod replication;
 pub mod response_errors;
 pub mod security;
 pub mod server;

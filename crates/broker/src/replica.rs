@@ -4,10 +4,14 @@
 //! names it, and leads those whose image leader is its node id; each new
 //! image is applied by [`ReplicaManager::sync`], which creates, opens and
 //! deletes logs and moves leadership, reporting the leadership it gained
-//! and lost. Each partition pairs its log with the high watermark and the
-//! waiters of delayed fetches. With one replica the in-sync replica set is
-//! the leader alone, so the high watermark follows the log end offset as
-//! soon as an append returns.
+//! and lost. Each partition pairs its log with the high watermark, the
+//! waiters of delayed operations (fetches and acks=all produces, woken by
+//! appends and high watermark moves) and its replica set
+//! ([`crate::replication::isr`]). A leader's high watermark is the least log
+//! end offset of its ISR, moved by appends and followers' fetches; alone in
+//! the ISR it follows the log end offset as soon as an append returns. A
+//! follower takes its leader's high watermark. High watermarks start from
+//! `replication-offset-checkpoint`.
 //!
 //! Every read or write of a partition's log goes through its [`LogDir`]: once
 //! the dir has failed the partition answers KAFKA_STORAGE_ERROR, and a disk
@@ -36,6 +40,7 @@ use uuid::Uuid;
 use crate::config::BrokerConfig;
 use crate::failpoint;
 use crate::open_files;
+use crate::replication::isr::ReplicaSet;
 use crate::verification::{Guard, Verifications};
 
 /// The metadata log lives beside the partition logs, as in Kafka.
@@ -59,6 +64,8 @@ pub struct Partition {
     wakes: AtomicU64,
     /// Set when the topic is deleted, for the fetches that still hold it.
     deleted: AtomicBool,
+    /// The replicas, the ISR and, when leading, each follower's progress.
+    replication: Mutex<ReplicaSet>,
 }
 
 /// What a read found, with the offsets a fetch response reports.
@@ -79,11 +86,28 @@ pub enum Isolation {
     ReadUncommitted,
     /// Up to the last stable offset, with the aborted transactions listed.
     ReadCommitted,
+    /// Up to the log end: a follower replicating the log.
+    LogEnd,
 }
 
 impl Partition {
+    #[cfg(test)]
     pub(crate) fn new(tp: TopicPartition, leader_epoch: i32, log: SharedLog, dir: Arc<LogDir>) -> Self {
+        Self::with_replicas(tp, leader_epoch, log, dir, ReplicaSet::new(-1, DEFAULT_LAG_TIME_MAX_MS), None)
+    }
+
+    /// A partition of `replicas`' local broker whose high watermark was
+    /// last checkpointed at `checkpointed` (never above the log end).
+    fn with_replicas(
+        tp: TopicPartition,
+        leader_epoch: i32,
+        log: SharedLog,
+        dir: Arc<LogDir>,
+        replicas: ReplicaSet,
+        checkpointed: Option<i64>,
+    ) -> Self {
         let log_end = peek_log(&log).log_end_offset();
+        let log_end = checkpointed.map_or(log_end, |hw| hw.min(log_end));
         Self {
             tp,
             leader_epoch: AtomicI32::new(leader_epoch),
@@ -96,7 +120,171 @@ impl Partition {
             verifications: Verifications::default(),
             wakes: AtomicU64::new(0),
             deleted: AtomicBool::new(false),
+            replication: Mutex::new(replicas),
         }
+    }
+
+    /// The replica set, changed one field at a time: usable through a poisoning.
+    fn replication(&self) -> MutexGuard<'_, ReplicaSet> {
+        self.replication.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A copy of the replica set as this broker sees it.
+    pub fn replica_set(&self) -> ReplicaSet {
+        self.replication().clone()
+    }
+
+    /// Takes a new image's state of the partition: its replicas, ISR,
+    /// leader and epoch. A broker that starts leading moves the high
+    /// watermark as its ISR allows at once (a lone leader to its log end).
+    fn apply_image(&self, state: &PartitionImage, leads: bool, eligible: &dyn Fn(i32) -> bool) -> bool {
+        let log_end = peek_log(&self.log).log_end_offset();
+        self.replication().apply(state, log_end, strom_storage::now_ms(), eligible);
+        let changed = self.set_leadership(leads, state.leader_epoch);
+        if leads && changed {
+            if let Err(e) = self.with_log(|log| log.assign_leader_epoch_start(state.leader_epoch)) {
+                tracing::error!(partition = %self.tp, "cannot record the start of leader epoch: {e}");
+            }
+        }
+        if leads {
+            self.maybe_increment_high_watermark(log_end);
+        }
+        changed
+    }
+
+    /// The in-sync replicas (the ISR in force, with a pending change's
+    /// additions): how many acks=all waits for.
+    pub fn isr_size(&self) -> usize {
+        let replication = self.replication();
+        if replication.leader < 0 {
+            return 1;
+        }
+        replication.isr.len()
+    }
+
+    /// Kafka's `maybeIncrementLeaderHW`: raises the high watermark to what
+    /// the ISR holds, waking the waiters when it moves. Never lowers it.
+    fn maybe_increment_high_watermark(&self, log_end: i64) -> bool {
+        let candidate = {
+            let replication = self.replication();
+            replication.high_watermark(log_end, strom_storage::now_ms(), replication.lag_time_max_ms)
+        };
+        let previous = self.high_watermark.fetch_max(candidate.min(log_end), Ordering::AcqRel);
+        let moved = candidate.min(log_end) > previous;
+        if moved {
+            self.wake_waiters();
+        }
+        moved
+    }
+
+    /// The leader's side of a follower's fetch from `fetch_offset`: its
+    /// progress is recorded and the high watermark moved. Returns the ISR
+    /// to propose when the follower has caught up into it, marked pending.
+    pub fn record_follower_fetch(
+        &self,
+        replica_id: i32,
+        broker_epoch: i64,
+        fetch_offset: i64,
+    ) -> Option<Vec<i32>> {
+        let log_end = peek_log(&self.log).log_end_offset();
+        let now = strom_storage::now_ms();
+        if !self.replication().record_fetch(replica_id, broker_epoch, fetch_offset, log_end, now) {
+            return None;
+        }
+        self.maybe_increment_high_watermark(log_end);
+        let mut replication = self.replication();
+        let expanded = replication.expanded_isr(self.high_watermark())?;
+        replication.propose(expanded.clone());
+        Some(expanded)
+    }
+
+    /// The ISR to propose without the followers lagging longer than
+    /// `replica.lag.time.max.ms`, marked pending; `None` when all keep up.
+    pub fn shrink_isr_proposal(&self) -> Option<Vec<i32>> {
+        let log_end = peek_log(&self.log).log_end_offset();
+        let mut replication = self.replication();
+        let lag_max_ms = replication.lag_time_max_ms;
+        let shrunk = replication.shrunk_isr(log_end, strom_storage::now_ms(), lag_max_ms)?;
+        replication.propose(shrunk.clone());
+        Some(shrunk)
+    }
+
+    /// The ISR proposal waiting to be sent, with each member's broker epoch,
+    /// and the leader and partition epochs it builds on.
+    pub fn take_isr_proposal(&self, local_broker_epoch: i64) -> Option<IsrProposal> {
+        let mut replication = self.replication();
+        let isr = replication.take_unsent(local_broker_epoch)?;
+        Some(IsrProposal {
+            isr,
+            leader_epoch: replication.leader_epoch,
+            partition_epoch: replication.partition_epoch,
+        })
+    }
+
+    /// Ends the AlterPartition in flight: a committed ISR at
+    /// `partition_epoch` from the controller's answer, or (with `None`) a
+    /// proposal given up, back to the last ISR committed.
+    pub fn finish_isr_change(&self, committed: Option<(Vec<i32>, i32)>) {
+        let log_end = peek_log(&self.log).log_end_offset();
+        {
+            let mut replication = self.replication();
+            if let Some((isr, partition_epoch)) = committed {
+                if partition_epoch >= replication.partition_epoch {
+                    replication.isr = isr;
+                    replication.partition_epoch = partition_epoch;
+                }
+            }
+            replication.pending = None;
+        }
+        if self.is_leader() {
+            self.maybe_increment_high_watermark(log_end);
+        }
+    }
+
+    /// The follower's side: appends the leader's batches as they are.
+    pub fn append_as_follower(&self, records: &[u8]) -> Result<AppendInfo, StorageError> {
+        let now = strom_storage::now_ms();
+        let appended = self.with_log(|log| log.append_as_follower(records, now))?;
+        self.wake_waiters();
+        Ok(appended)
+    }
+
+    /// The follower takes its leader's high watermark, never past its own
+    /// log end.
+    pub fn set_follower_high_watermark(&self, leader_high_watermark: i64) {
+        let log_end = peek_log(&self.log).log_end_offset();
+        let high_watermark = leader_high_watermark.min(log_end);
+        if self.high_watermark.swap(high_watermark, Ordering::AcqRel) != high_watermark {
+            self.wake_waiters();
+        }
+    }
+
+    /// The follower follows its leader's log start offset (moved by
+    /// retention or DeleteRecords) up to its own high watermark, as Kafka's
+    /// `maybeIncrementLogStartOffset` allows.
+    pub fn follow_log_start_offset(&self, leader_log_start: i64) -> Result<(), StorageError> {
+        if leader_log_start <= self.log_start_offset() || leader_log_start > self.high_watermark() {
+            return Ok(());
+        }
+        self.with_log(|log| log.advance_log_start_offset(leader_log_start)).map(drop)
+    }
+
+    /// A follower drops its log from `offset` on (where it diverged from
+    /// its leader); the high watermark follows it down.
+    pub fn truncate_to(&self, offset: i64) -> Result<i64, StorageError> {
+        let log_end = self.with_log(|log| log.truncate_to(offset))?;
+        self.high_watermark.fetch_min(log_end, Ordering::AcqRel);
+        Ok(log_end)
+    }
+
+    /// The log end offset.
+    pub fn log_end_offset(&self) -> i64 {
+        peek_log(&self.log).log_end_offset()
+    }
+
+    /// The latest leader epoch in the log, -1 for none.
+    pub fn latest_log_epoch(&self) -> i32 {
+        peek_log(&self.log).leader_epochs().latest_epoch().unwrap_or(-1)
     }
 
     /// The partition's leader epoch, as the last image applied gives it.
@@ -261,8 +449,8 @@ impl Partition {
         panic_if_injected(&self.tp);
         let info = log.append_as(records, self.leader_epoch(), now_ms, origin)?;
         self.verifications.appended(records);
-        // One replica in sync: the high watermark is the new log end.
-        self.high_watermark.store(log.log_end_offset(), Ordering::Release);
+        // Alone in the ISR, the high watermark is the new log end.
+        self.maybe_increment_high_watermark(log.log_end_offset());
         Ok((info, log.log_start_offset()))
     }
 
@@ -307,6 +495,7 @@ impl Partition {
             let max_offset = match isolation {
                 Isolation::ReadUncommitted => high_watermark,
                 Isolation::ReadCommitted => last_stable_offset,
+                Isolation::LogEnd => log.log_end_offset(),
             };
             let slice = log.read(offset, max_bytes, max_offset, min_one_batch)?;
             let aborted = match (&slice, isolation) {
@@ -426,6 +615,10 @@ fn panic_if_injected(tp: &TopicPartition) {
     let _ = tp;
 }
 
+/// Kafka's default `replica.lag.time.max.ms`.
+#[cfg(test)]
+const DEFAULT_LAG_TIME_MAX_MS: i64 = 30_000;
+
 /// Kafka's `NO_PARTITION_LEADER_EPOCH`: a request that names no epoch.
 const NO_PARTITION_LEADER_EPOCH: i32 = -1;
 
@@ -441,6 +634,15 @@ pub enum DeleteRecordsError {
     PolicyViolation,
     #[error(transparent)]
     Storage(#[from] StorageError),
+}
+
+/// An ISR change for the controller: the proposed members with their
+/// broker epochs (KIP-903), on top of the leader and partition epochs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IsrProposal {
+    pub isr: Vec<(i32, i64)>,
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
 }
 
 /// Why [`Partition::append_verified`] appended nothing.
@@ -543,6 +745,8 @@ pub struct ReplicaManager {
     /// Their topic id is unknown when the node started before replaying
     /// any metadata.
     unopened: Mutex<HashMap<TopicPartition, (Option<Uuid>, usize)>>,
+    /// The high watermarks `replication-offset-checkpoint` held at start.
+    checkpointed_high_watermarks: HashMap<TopicPartition, i64>,
 }
 
 impl ReplicaManager {
@@ -588,6 +792,7 @@ impl ReplicaManager {
         let fit = open_files::partitions_that_fit(dynamic.log_segment_open_files_max as u64, 0);
         let unopened = wanted.split_off(wanted.len().min(usize::try_from(fit).unwrap_or(usize::MAX)));
         let count = wanted.len();
+        let checkpointed_high_watermarks = logs.read_high_watermarks();
         logs.load_all(wanted, now)?;
         tracing::info!(logs = count, elapsed_ms = started.elapsed().as_millis(), "loaded partition logs");
         let manager = Self {
@@ -597,6 +802,7 @@ impl ReplicaManager {
             logs,
             hosted: RwLock::new(Hosted::default()),
             removals: Mutex::default(),
+            checkpointed_high_watermarks,
             unopened: Mutex::new(
                 unopened
                     .into_iter()
@@ -736,7 +942,17 @@ impl ReplicaManager {
                 match log {
                     Ok(log) => {
                         let dir = self.logs.dir_of(&tp).expect("a log the manager holds has a dir");
-                        partitions.insert(number, Arc::new(Partition::new(tp, state.leader_epoch, log, dir)));
+                        let replicas = ReplicaSet::new(self.node_id, config.replica_lag_time_max_ms);
+                        let checkpointed = self.checkpointed_high_watermarks.get(&tp).copied();
+                        let partition = Partition::with_replicas(
+                            tp,
+                            state.leader_epoch,
+                            log,
+                            dir,
+                            replicas,
+                            checkpointed,
+                        );
+                        partitions.insert(number, Arc::new(partition));
                     }
                     // Waits offline for the next image.
                     Err(e) => offline.note(&topic.name, e),
@@ -759,12 +975,16 @@ impl ReplicaManager {
 
     /// Gives every hosted partition the image's leader and epoch.
     fn apply_leadership(&self, hosted: &Hosted, image: &MetadataImage, changes: &mut LeadershipChanges) {
+        // Kafka's `isReplicaIsrEligible`: a registered broker, neither
+        // fenced nor shutting down.
+        let eligible =
+            |id: i32| image.brokers.get(&id).is_some_and(|b| !b.fenced && !b.in_controlled_shutdown);
         for topic in hosted.by_id.values() {
             let Some(described) = image.topic_by_id(&topic.id) else { continue };
             for (number, partition) in &topic.partitions {
                 let Some(state) = described.partitions.get(number) else { continue };
                 let leads = state.leader == self.node_id;
-                if partition.set_leadership(leads, state.leader_epoch) {
+                if partition.apply_image(state, leads, &eligible) {
                     let moved = if leads { &mut changes.gained } else { &mut changes.lost };
                     moved.push(partition.tp.clone());
                 }
@@ -830,6 +1050,16 @@ impl ReplicaManager {
         let hosted = self.logs.dirs().iter().map(|d| d.partition_count() as u64).sum();
         let cache = self.config().log_segment_open_files_max as u64;
         open_files::partitions_that_fit(cache, hosted)
+    }
+
+    /// Every hosted topic, with its hosted partitions.
+    pub fn topics(&self) -> Vec<Arc<TopicPartitions>> {
+        self.hosted().by_id.values().cloned().collect()
+    }
+
+    /// This broker's node id.
+    pub fn node_id(&self) -> i32 {
+        self.node_id
     }
 
     /// Every hosted partition.

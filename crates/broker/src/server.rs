@@ -76,6 +76,8 @@ pub struct Broker {
     metadata_log: Option<Arc<QuorumRecordLog>>,
     /// A KRaft node's requests to the active controller.
     controller_link: Option<Arc<ControllerLink>>,
+    /// Wakes the replication task (fetchers, ISR changes).
+    pub replication: crate::replication::Replication,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -287,6 +289,7 @@ impl Broker {
             stopping,
             metadata_log,
             controller_link,
+            replication: Default::default(),
         };
         broker.groups.load(&broker)?;
         // After the groups: completing a prepared transaction may commit
@@ -371,7 +374,10 @@ impl Broker {
     /// calls it with every image (a publisher registered in `assemble`).
     pub fn apply_image(&self, image: &Arc<MetadataImage>) {
         match self.replicas.sync(image) {
-            Ok(changes) => self.move_coordinators(&changes),
+            Ok(changes) => {
+                self.replication.image_applied();
+                self.move_coordinators(&changes)
+            }
             Err(e) => tracing::error!(
                 offset = image.last_offset,
                 "applying the metadata to the hosted partitions failed: {e}"
@@ -566,6 +572,7 @@ impl BoundBroker {
             let kraft = &self.broker.config.kraft;
             if kraft.has_role(ProcessRole::Broker) {
                 background.spawn(lifecycle::run_broker(self.broker.clone(), link.clone(), stop_rx.clone()));
+                background.spawn(crate::replication::run(self.broker.clone(), link.clone(), stop_rx.clone()));
             }
             if kraft.has_role(ProcessRole::Controller) {
                 background.spawn(lifecycle::run_controller(

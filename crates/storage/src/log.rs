@@ -22,6 +22,7 @@ use crate::segment::{self, FileSlice, LogSegment, PreparedBatch, RecoveryReport,
 use crate::txn_index::AbortedTxn;
 
 mod epochs;
+mod follower;
 mod producers;
 mod retention;
 #[cfg(test)]

@@ -428,6 +428,22 @@ impl LogManager {
         online.map(|e| (e.dir, e.log.clone())).collect()
     }
 
+    /// The high watermarks of every dir's `replication-offset-checkpoint`,
+    /// as the last checkpoint left them; a missing or damaged file gives
+    /// none (the logs then start from their log end, as on one node).
+    pub fn read_high_watermarks(&self) -> HashMap<TopicPartition, i64> {
+        let mut marks = HashMap::new();
+        for dir in &self.dirs {
+            let path = dir.path().join(HIGH_WATERMARK_CHECKPOINT);
+            match OffsetCheckpoint::new(path.clone()).read() {
+                Ok(entries) => marks.extend(entries),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => tracing::warn!(file = %path.display(), "ignoring an unreadable checkpoint: {e}"),
+            }
+        }
+        marks
+    }
+
     /// Writes the recovery point and log start checkpoints of every online
     /// dir, and the high watermarks given by the replica layer. A dir that
     /// fails goes offline without keeping the others from their checkpoints;
@@ -650,6 +666,21 @@ mod tests {
                 manager.dirs().iter().position(|d| Arc::ptr_eq(d, &dir)).unwrap()
             })
             .collect()
+    }
+
+    #[test]
+    fn high_watermarks_are_read_back_from_every_dirs_replication_offset_checkpoint() {
+        let (_root, dirs, manager) = manager(2);
+        create(&manager, "t", 4);
+        let marks: HashMap<TopicPartition, i64> =
+            (0..4).map(|p| (TopicPartition::new("t", p), 10 + i64::from(p))).collect();
+        manager.checkpoint(&marks).unwrap();
+        assert!(dirs.iter().all(|d| d.join(HIGH_WATERMARK_CHECKPOINT).exists()));
+        drop(manager);
+        let reopened = LogManager::new(dirs.clone()).unwrap();
+        assert_eq!(reopened.read_high_watermarks(), marks);
+        std::fs::write(dirs[0].join(HIGH_WATERMARK_CHECKPOINT), "garbage").unwrap();
+        assert!(reopened.read_high_watermarks().len() < 4, "a damaged file gives none of its entries");
     }
 
     fn counts(manager: &LogManager) -> Vec<usize> {

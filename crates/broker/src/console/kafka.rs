@@ -379,7 +379,7 @@ impl<'a> Kafka<'a> {
             .with_acks(-1)
             .with_timeout_ms(ADMIN_TIMEOUT_MS)
             .with_topic_data(vec![topic_data]);
-        let reply = handlers::produce::handle(&self.ctx(ApiKey::Produce, 12), request);
+        let reply = wait(handlers::produce::handle(&self.ctx(ApiKey::Produce, 12), request));
         let answer = reply.response.responses.first().and_then(|t| t.partition_responses.first());
         match answer {
             Some(p) => match error_text(p.error_code, p.error_message.as_ref()) {

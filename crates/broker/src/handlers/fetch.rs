@@ -18,7 +18,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_response::{
-    FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
+    EpochEndOffset, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
 };
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
 use tokio::sync::Notify;
@@ -53,6 +53,8 @@ struct Outcome {
     log_start_offset: i64,
     records: Option<FileSlice>,
     aborted: Vec<AbortedTxn>,
+    /// Where the fetcher's log diverged from this one, as (epoch, end offset).
+    diverging: Option<(i32, i64)>,
 }
 
 impl Outcome {
@@ -69,7 +71,13 @@ impl Outcome {
             log_start_offset: -1,
             records: None,
             aborted: Vec::new(),
+            diverging: None,
         }
+    }
+
+    /// Whether the fetch must be answered at once, without waiting for data.
+    fn is_final(&self) -> bool {
+        self.error.is_some() || self.diverging.is_some()
     }
 
     fn reported(&self) -> Reported {
@@ -78,13 +86,13 @@ impl Outcome {
             log_start_offset: self.log_start_offset,
             last_stable_offset: self.last_stable_offset,
         };
-        Reported { news, records: self.bytes() > 0, error: self.error.is_some() }
+        Reported { news, records: self.bytes() > 0, error: self.is_final() }
     }
 }
 
 /// A fetch response whose records stay in the segment files until written.
 pub struct FetchReply {
-    response: FetchResponse,
+    pub(crate) response: FetchResponse,
     splices: Vec<Splice>,
 }
 
@@ -120,7 +128,8 @@ impl ResponseErrors for FetchReply {
 
 pub async fn handle(ctx: &RequestContext<'_>, request: FetchRequest) -> FetchReply {
     // Followers are not clients: replication has no client quota.
-    let from_follower = request.replica_id.0 >= 0 || request.replica_state.replica_id.0 >= 0;
+    let follower = follower_of(&request);
+    let from_follower = follower.is_some();
     if from_follower {
         ctx.throttle.exempt_from_request_quota();
     }
@@ -149,7 +158,14 @@ pub async fn handle(ctx: &RequestContext<'_>, request: FetchRequest) -> FetchRep
     let max_wait = Duration::from_millis(request.max_wait_ms.max(0) as u64).min(MAX_WAIT_CAP);
     // read_committed exists from v4 on.
     let read_committed = ctx.api_version >= 4 && request.isolation_level == READ_COMMITTED;
-    let isolation = if read_committed { Isolation::ReadCommitted } else { Isolation::ReadUncommitted };
+    let isolation = match (follower, read_committed) {
+        (Some(_), _) => Isolation::LogEnd,
+        (None, true) => Isolation::ReadCommitted,
+        (None, false) => Isolation::ReadUncommitted,
+    };
+    if let Some((replica_id, broker_epoch)) = follower {
+        record_follower_progress(broker, &plan, &partitions, replica_id, broker_epoch);
+    }
     let missing = if by_id { ResponseError::UnknownTopicId } else { ResponseError::UnknownTopicOrPartition };
     let fetch_max_bytes = match from_follower {
         true => broker.config.fetch_max_bytes,
@@ -218,6 +234,39 @@ fn throttled_reply(ctx: &RequestContext<'_>, plan: &FetchPlan, outcomes: &[Outco
         .with_error_code(error.map_or(0, |e| e.code()))
         .with_session_id(session_id);
     Some(FetchReply { response, splices: Vec::new() })
+}
+
+/// The replica id and broker epoch of a fetching follower: from
+/// `replica_state` (v15+) or the older `replica_id`; `None` for a consumer.
+fn follower_of(request: &FetchRequest) -> Option<(i32, i64)> {
+    let state = &request.replica_state;
+    match (state.replica_id.0, request.replica_id.0) {
+        (id, _) if id >= 0 => Some((id, state.replica_epoch)),
+        (_, id) if id >= 0 => Some((id, -1)),
+        _ => None,
+    }
+}
+
+/// The leader's side of a follower's fetch: each partition led here
+/// records how far the follower holds its log (moving the high watermark),
+/// and an ISR the follower caught up into goes to the controller.
+fn record_follower_progress(
+    broker: &Broker,
+    plan: &FetchPlan,
+    partitions: &[Option<Arc<Partition>>],
+    replica_id: i32,
+    broker_epoch: i64,
+) {
+    for (target, partition) in plan.targets.iter().zip(partitions) {
+        let Some(partition) = partition.as_ref().filter(|p| p.is_leader()) else { continue };
+        // A diverged follower's offset says nothing of what it holds.
+        if diverging_epoch(partition, target).is_some() {
+            continue;
+        }
+        if partition.record_follower_fetch(replica_id, broker_epoch, target.fetch_offset).is_some() {
+            broker.replication.isr_change_proposed();
+        }
+    }
 }
 
 /// Fetch v16 is the first to carry KIP-951's leader hints.
@@ -340,6 +389,7 @@ fn requested_targets(
                 partition: p.partition,
                 fetch_offset: p.fetch_offset,
                 partition_max_bytes: p.partition_max_bytes,
+                last_fetched_epoch: p.last_fetched_epoch,
             };
             match &found {
                 _ if denied => rejected.push((target, ResponseError::TopicAuthorizationFailed)),
@@ -446,7 +496,7 @@ async fn read_with_wait(
         }
         let outcomes = read_all(plan, partitions, limits);
         let bytes: usize = outcomes.iter().map(Outcome::bytes).sum();
-        let satisfied = bytes >= limits.min_bytes || outcomes.iter().any(|o| o.error.is_some());
+        let satisfied = bytes >= limits.min_bytes || outcomes.iter().any(Outcome::is_final);
         if satisfied || Instant::now() >= deadline || *stopping.borrow() {
             return outcomes;
         }
@@ -503,6 +553,9 @@ fn read_all(plan: &FetchPlan, partitions: &[Option<Arc<Partition>>], limits: Lim
             if !partition.is_leader() {
                 return Outcome::failed(ResponseError::NotLeaderOrFollower);
             }
+            if let Some(diverging) = diverging_epoch(partition, target) {
+                return diverging;
+            }
             let limit = (target.partition_max_bytes.max(0) as usize).min(remaining);
             let outcome = read_one(partition, target.fetch_offset, limit, first, limits.isolation);
             remaining = remaining.saturating_sub(outcome.bytes());
@@ -510,6 +563,36 @@ fn read_all(plan: &FetchPlan, partitions: &[Option<Arc<Partition>>], limits: Lim
             outcome
         })
         .collect()
+}
+
+/// KIP-320, as Kafka's `readRecords`: a fetcher whose last fetched epoch
+/// ends here before its fetch offset (or is older than every epoch here)
+/// holds a suffix this log does not; it is told where the largest epoch it
+/// may share ends, to truncate there. An epoch this log cannot place, or
+/// an offset below the log start, is OFFSET_OUT_OF_RANGE.
+fn diverging_epoch(partition: &Partition, target: &FetchTarget) -> Option<Outcome> {
+    if target.last_fetched_epoch < 0 {
+        return None;
+    }
+    let (epoch, end_offset) = match partition.end_offset_for_epoch(target.last_fetched_epoch) {
+        Ok(found) => found,
+        Err(e) => return Some(Outcome::failed(storage_error(&e))),
+    };
+    if epoch < 0 || end_offset < 0 || target.fetch_offset < partition.log_start_offset() {
+        return Some(Outcome::failed(ResponseError::OffsetOutOfRange));
+    }
+    if end_offset >= target.fetch_offset && epoch >= target.last_fetched_epoch {
+        return None;
+    }
+    Some(Outcome {
+        error: None,
+        high_watermark: partition.high_watermark(),
+        last_stable_offset: partition.last_stable_offset(),
+        log_start_offset: partition.log_start_offset(),
+        records: None,
+        aborted: Vec::new(),
+        diverging: Some((epoch, end_offset)),
+    })
 }
 
 fn read_one(
@@ -527,6 +610,7 @@ fn read_one(
             log_start_offset: read.log_start_offset,
             records: read.slice,
             aborted: read.aborted,
+            diverging: None,
         },
         Err(e) => Outcome {
             error: Some(storage_error(&e)),
@@ -535,8 +619,14 @@ fn read_one(
             log_start_offset: partition.log_start_offset(),
             records: None,
             aborted: Vec::new(),
+            diverging: None,
         },
     }
+}
+
+fn diverging_epoch_field(diverging: Option<(i32, i64)>) -> EpochEndOffset {
+    let (epoch, end_offset) = diverging.unwrap_or((-1, -1));
+    EpochEndOffset::default().with_epoch(epoch).with_end_offset(end_offset)
 }
 
 fn aborted_transactions(aborted: &[AbortedTxn]) -> Vec<AbortedTransaction> {
@@ -571,6 +661,7 @@ fn build_responses<'a>(
             .with_last_stable_offset(outcome.last_stable_offset)
             .with_log_start_offset(outcome.log_start_offset)
             .with_aborted_transactions(read_committed.then(|| aborted_transactions(&outcome.aborted)))
+            .with_diverging_epoch(diverging_epoch_field(outcome.diverging))
             .with_records(Some(splice.as_ref().map_or_else(Bytes::new, |s| s.marker.clone())));
         let at = *topic_at.entry((target.topic_id, &target.topic)).or_insert_with(|| {
             responses.push(
@@ -640,6 +731,7 @@ mod tests {
                 partition,
                 fetch_offset: 0,
                 partition_max_bytes: 1 << 20,
+                last_fetched_epoch: -1,
             })
             .collect();
         let parts =
@@ -735,6 +827,7 @@ mod tests {
                 partition,
                 fetch_offset: 0,
                 partition_max_bytes: 1 << 20,
+                last_fetched_epoch: -1,
             }
         };
         // The order an incremental session reaches after rotating a0 to the end.
@@ -753,6 +846,7 @@ mod tests {
                     log_start_offset: 0,
                     records: read.slice,
                     aborted: Vec::new(),
+                    diverging: None,
                 };
                 (t, outcome)
             })

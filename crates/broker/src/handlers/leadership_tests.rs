@@ -91,7 +91,9 @@ fn produce(broker: &Broker, version: i16, partition: i32) -> kafka_protocol::mes
     let data = PartitionProduceData::default().with_index(partition).with_records(Some(batch));
     let topic = TopicProduceData::default().with_name(topic_name("t")).with_partition_data(vec![data]);
     let request = ProduceRequest::default().with_acks(-1).with_timeout_ms(1000).with_topic_data(vec![topic]);
-    super::produce::handle(&ctx(broker, ApiKey::Produce, version), request).response
+    let ctx = ctx(broker, ApiKey::Produce, version);
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(super::produce::handle(&ctx, request)).response
 }
 
 #[test]

@@ -29,6 +29,8 @@ pub mod transactions;
 
 #[cfg(test)]
 mod leadership_tests;
+#[cfg(test)]
+mod replication_tests;
 
 use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::StrBytes;

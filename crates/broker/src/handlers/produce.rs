@@ -1,13 +1,23 @@
 //! Produce: validate and append each partition's record set.
 //!
-//! With one in-sync replica, acks=1 and acks=all are both satisfied when the
-//! append returns; acks=0 gets no response at all. Each partition gets one
+//! acks=1 is answered when the append returns; acks=all waits in a
+//! purgatory until the high watermark passes the batch (at once with one
+//! in-sync replica), or `timeout_ms` passes (REQUEST_TIMED_OUT); acks=0
+//! gets no response at all. acks=all needs `min.insync.replicas` in the
+//! ISR: NOT_ENOUGH_REPLICAS before the append, and
+//! NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below it while the
+//! batch waited. Each partition gets one
 //! batch, as Kafka demands from Produce v3 on; a transactional batch must go
 //! to a partition its transaction added, which the coordinator confirms
 //! before the batch opens the transaction there (KIP-890,
 //! [`crate::verification`]).
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
@@ -21,25 +31,35 @@ use super::{str_bytes, LeaderHints};
 use crate::dispatch::{MaybeReply, RequestContext};
 use crate::error::storage_error;
 use crate::quota::QuotaType;
-use crate::replica::{TopicPartitions, VerifiedAppendError};
+use crate::replica::{Partition, TopicPartitions, VerifiedAppendError};
 use crate::server::Broker;
 use strom_storage::batch::{BatchHeader, Batches};
 use strom_storage::StorageError;
 
-pub fn handle(ctx: &RequestContext<'_>, request: ProduceRequest) -> MaybeReply<ProduceResponse> {
+pub async fn handle(ctx: &RequestContext<'_>, request: ProduceRequest) -> MaybeReply<ProduceResponse> {
     let broker = ctx.broker;
     let acks = request.acks;
     let transactional_id = request.transactional_id.as_ref().map(|t| t.to_string());
     let throttle_time_ms =
         crate::quota::record_request(ctx, QuotaType::Produce, record_bytes(&request) as f64);
+    let mut waits = Vec::new();
     let mut responses: Vec<TopicProduceResponse> = request
         .topic_data
         .into_iter()
-        .map(|topic| match produce_denial(ctx, transactional_id.as_deref(), &topic) {
+        .enumerate()
+        .map(|(at, topic)| match produce_denial(ctx, transactional_id.as_deref(), &topic) {
             Some(denied) => denied_topic(topic, denied),
-            None => produce_topic(broker, ctx.api_version, acks, transactional_id.as_deref(), topic),
+            None => {
+                let (response, waiting) =
+                    produce_topic(broker, ctx.api_version, acks, transactional_id.as_deref(), topic);
+                waits.extend(waiting.into_iter().map(|(index, wait)| ((at, index), wait)));
+                response
+            }
         })
         .collect();
+    if !waits.is_empty() {
+        await_replication(broker, &mut responses, waits, request.timeout_ms).await;
+    }
     count_failures(broker, &responses);
     if acks == 0 {
         // As Kafka: a failed acks=0 request closes the connection, so the
@@ -139,13 +159,75 @@ fn record_bytes(request: &ProduceRequest) -> usize {
     partitions.map(|p| p.records.as_ref().map_or(0, |r| r.len())).sum()
 }
 
+/// An acks=all append waiting for the ISR: the high watermark must pass
+/// `required_offset`.
+struct AwaitedAppend {
+    partition: Arc<Partition>,
+    required_offset: i64,
+    min_insync: usize,
+    /// The partition's wake count at registration: only a partition woken
+    /// since (which dropped the registration) is watched again.
+    watched: Option<u64>,
+}
+
+/// Kafka's `DelayedProduce`: waits until every awaited append is
+/// replicated to the ISR, its partition's leadership moves
+/// (NOT_LEADER_OR_FOLLOWER), or `timeout_ms` passes (REQUEST_TIMED_OUT).
+/// An append replicated while the ISR is below `min.insync.replicas` is
+/// NOT_ENOUGH_REPLICAS_AFTER_APPEND.
+async fn await_replication(
+    broker: &Broker,
+    responses: &mut [TopicProduceResponse],
+    mut waits: Vec<((usize, usize), AwaitedAppend)>,
+    timeout_ms: i32,
+) {
+    let deadline = Instant::now() + Duration::from_millis(timeout_ms.max(0) as u64);
+    let waiter = Arc::new(Notify::new());
+    let mut stopping = broker.stopping();
+    loop {
+        for (_, wait) in &mut waits {
+            if wait.watched != Some(wait.partition.wakes()) {
+                wait.watched = Some(wait.partition.watch(&waiter));
+            }
+        }
+        waits.retain(|((topic, partition), wait)| {
+            let response = &mut responses[*topic].partition_responses[*partition];
+            let error = match () {
+                _ if !wait.partition.is_leader() => ResponseError::NotLeaderOrFollower,
+                _ if wait.partition.high_watermark() < wait.required_offset => return true,
+                _ if wait.partition.isr_size() < wait.min_insync => {
+                    ResponseError::NotEnoughReplicasAfterAppend
+                }
+                _ => return false,
+            };
+            response.error_code = error.code();
+            false
+        });
+        if waits.is_empty() {
+            return;
+        }
+        let timed_out = tokio::select! {
+            _ = waiter.notified() => false,
+            _ = tokio::time::sleep_until(deadline) => true,
+            _ = stopping.changed() => true,
+        };
+        if timed_out {
+            for ((topic, partition), _) in waits {
+                let response = &mut responses[topic].partition_responses[partition];
+                response.error_code = ResponseError::RequestTimedOut.code();
+            }
+            return;
+        }
+    }
+}
+
 fn produce_topic(
     broker: &Broker,
     version: i16,
     acks: i16,
     transactional_id: Option<&str>,
     topic: TopicProduceData,
-) -> TopicProduceResponse {
+) -> (TopicProduceResponse, Vec<(usize, AwaitedAppend)>) {
     // v13 names topics by id; earlier versions by name.
     let (hosted, unknown, named) = if version >= 13 {
         let named = format!("topic id {}", topic.topic_id);
@@ -154,18 +236,27 @@ fn produce_topic(
         let named = format!("topic {}", topic.name.0);
         (broker.replicas.topic(topic.name.0.as_str()), ResponseError::UnknownTopicOrPartition, named)
     };
+    let mut waits = Vec::new();
     let partitions = topic
         .partition_data
         .into_iter()
-        .map(|data| match &hosted {
+        .enumerate()
+        .map(|(at, data)| match &hosted {
             None => error_response(data.index, unknown, Some(format!("this broker hosts no {named}"))),
-            Some(hosted) => produce_partition(broker, hosted, version, acks, transactional_id, data),
+            Some(hosted) => {
+                let mut awaited = None;
+                let response =
+                    produce_partition(broker, hosted, version, acks, transactional_id, data, &mut awaited);
+                waits.extend(awaited.map(|wait| (at, wait)));
+                response
+            }
         })
         .collect();
-    TopicProduceResponse::default()
+    let response = TopicProduceResponse::default()
         .with_name(topic.name)
         .with_topic_id(topic.topic_id)
-        .with_partition_responses(partitions)
+        .with_partition_responses(partitions);
+    (response, waits)
 }
 
 fn produce_partition(
@@ -175,8 +266,10 @@ fn produce_partition(
     acks: i16,
     transactional_id: Option<&str>,
     data: PartitionProduceData,
+    awaited: &mut Option<AwaitedAppend>,
 ) -> PartitionProduceResponse {
     let index = data.index;
+    let mut min_insync = 1;
     let partition = match broker.replicas.leader_partition(&hosted.name, index) {
         Ok(partition) => partition,
         Err(ResponseError::NotLeaderOrFollower) => {
@@ -198,9 +291,11 @@ fn produce_partition(
     }
     // Only acks=all asks for the in-sync count: keep the lookup off acks=1.
     if acks == -1 {
-        let min_insync = min_insync_replicas(broker, &hosted.name);
-        if min_insync > 1 {
-            let message = format!("min.insync.replicas is {min_insync} but only 1 replica is in sync");
+        min_insync = min_insync_replicas(broker, &hosted.name).max(1) as usize;
+        let in_sync = partition.isr_size();
+        if in_sync < min_insync {
+            let message =
+                format!("min.insync.replicas is {min_insync} but only {in_sync} replicas are in sync");
             return error_response(index, ResponseError::NotEnoughReplicas, Some(message));
         }
     }
@@ -235,6 +330,11 @@ fn produce_partition(
             let metrics = broker.metrics.topic(&hosted.name);
             metrics.bytes_in.fetch_add(info.bytes as u64, Ordering::Relaxed);
             metrics.messages_in.fetch_add(info.records, Ordering::Relaxed);
+            // Alone in the ISR, the high watermark has passed the batch already.
+            let required_offset = info.last_offset + 1;
+            if acks == -1 && partition.high_watermark() < required_offset {
+                *awaited = Some(AwaitedAppend { partition, required_offset, min_insync, watched: None });
+            }
             PartitionProduceResponse::default()
                 .with_index(index)
                 .with_base_offset(info.first_offset)

@@ -23,6 +23,17 @@ impl Log {
         self.leader_epochs.end_offset_for(epoch, self.log_end_offset())
     }
 
+    /// Kafka's `maybeAssignEpochStartOffset`: a new leader's epoch begins
+    /// at its log end offset, before it appends anything, so followers
+    /// asking for the end of an earlier epoch find where it ends here.
+    pub fn assign_leader_epoch_start(&mut self, epoch: i32) -> Result<()> {
+        let log_end = self.log_end_offset();
+        if self.leader_epochs.latest_epoch().is_some_and(|latest| latest >= epoch) {
+            return Ok(());
+        }
+        self.leader_epochs.assign(epoch, log_end).map(drop)
+    }
+
     pub(super) fn load_leader_epochs(&mut self) -> Result<()> {
         match LeaderEpochCache::read(&self.dir) {
             Ok(Some(cache)) => {

@@ -1,0 +1,239 @@
+//! Followers fetching from their leaders, as Kafka's `ReplicaFetcherThread`:
+//! one task per (leader, fetcher id) with `num.replica.fetchers` fetchers
+//! per leader, each sending Fetch with this broker's replica id and broker
+//! epoch and every partition's leader epoch and last fetched epoch. The
+//! follower appends the leader's batches as they are, takes the leader's
+//! high watermark (never past its own log end), and truncates where the
+//! leader says its log diverged (KIP-320); its log start offset follows the
+//! leader's up to its high watermark. A partition that fails waits
+//! `replica.fetch.backoff.ms` before it is fetched again.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ReplicaState};
+use kafka_protocol::messages::fetch_response::PartitionData;
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
+use strom_quorum::channel::Channel;
+use strom_storage::batch::Batches;
+use tokio::sync::watch;
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use crate::config::ReplicaFetchConfig;
+use crate::replica::Partition;
+use crate::server::Broker;
+
+/// Fetch v15 carries `replica_state` (KIP-903) and topic ids.
+const FETCH_VERSION: i16 = 15;
+/// Kafka's `replica.socket.timeout.ms` default, beyond the fetch's wait.
+const SOCKET_TIMEOUT: Duration = Duration::from_secs(30);
+const CLIENT_ID: &str = "strom-replica-fetcher";
+
+/// A partition this broker follows, as one fetcher fetches it.
+#[derive(Debug, Clone)]
+pub struct Followed {
+    pub topic_id: Uuid,
+    pub partition: Arc<Partition>,
+    /// The leader epoch the image gave when the fetcher took it.
+    pub leader_epoch: i32,
+}
+
+/// Fetches the partitions `assigned` names from `leader` until the
+/// assignment is dropped or the broker stops.
+pub async fn run(
+    broker: Arc<Broker>,
+    leader: i32,
+    mut assigned: watch::Receiver<Vec<Followed>>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let config = broker.replicas.config().replica_fetch;
+    let backoff = Duration::from_millis(config.backoff_ms);
+    let mut channel: Option<Channel> = None;
+    let mut delayed: HashMap<(Uuid, i32), Instant> = HashMap::new();
+    loop {
+        if *stop.borrow() {
+            return;
+        }
+        let now = Instant::now();
+        delayed.retain(|_, until| *until > now);
+        let followed = assigned.borrow_and_update().clone();
+        let ready: Vec<&Followed> = followed
+            .iter()
+            .filter(|f| !delayed.contains_key(&(f.topic_id, f.partition.tp.partition)))
+            .collect();
+        if ready.is_empty() {
+            let wake = delayed.values().min().copied().unwrap_or(now + backoff);
+            tokio::select! {
+                changed = assigned.changed() => if changed.is_err() { return },
+                _ = tokio::time::sleep_until(wake) => {}
+                _ = stop.changed() => return,
+            }
+            continue;
+        }
+        let request = fetch_request(&broker, &config, &ready);
+        let sent = tokio::select! {
+            sent = send(&broker, leader, &mut channel, &request, &config) => sent,
+            changed = assigned.changed() => match changed {
+                // A new assignment fetches at once, from the new offsets.
+                Ok(()) => continue,
+                Err(_) => return,
+            },
+            _ = stop.changed() => return,
+        };
+        match sent {
+            Ok(response) => {
+                for (key, failed) in apply_response(&ready, response) {
+                    if failed {
+                        delayed.insert(key, Instant::now() + backoff);
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::debug!(leader, "replica fetch failed: {e}");
+                channel = None;
+                tokio::select! {
+                    _ = tokio::time::sleep(backoff) => {}
+                    _ = stop.changed() => return,
+                }
+            }
+        }
+    }
+}
+
+/// Sends `request` to `leader` over its inter-broker listener, connecting
+/// first if need be.
+async fn send(
+    broker: &Broker,
+    leader: i32,
+    channel: &mut Option<Channel>,
+    request: &FetchRequest,
+    config: &ReplicaFetchConfig,
+) -> Result<FetchResponse, String> {
+    if channel.as_ref().is_none_or(Channel::is_closed) {
+        let address = leader_address(broker, leader).ok_or("the leader has no inter-broker endpoint")?;
+        let connected =
+            Channel::connect(&address, CLIENT_ID, SOCKET_TIMEOUT).await.map_err(|e| e.to_string())?;
+        *channel = Some(connected);
+    }
+    let timeout = SOCKET_TIMEOUT + Duration::from_millis(config.wait_max_ms.max(0) as u64);
+    let channel = channel.as_ref().expect("connected above");
+    channel.send(request, FETCH_VERSION, timeout).await.map_err(|e| e.to_string())
+}
+
+fn leader_address(broker: &Broker, leader: i32) -> Option<String> {
+    let image = broker.controller.image();
+    let registered = image.brokers.get(&leader)?;
+    let endpoint = registered.endpoint(&broker.config.kraft.inter_broker_listener_name)?;
+    Some(format!("{}:{}", endpoint.host, endpoint.port))
+}
+
+fn fetch_request(broker: &Broker, config: &ReplicaFetchConfig, followed: &[&Followed]) -> FetchRequest {
+    let mut topics: Vec<FetchTopic> = Vec::new();
+    for f in followed {
+        let p = &f.partition;
+        let partition = FetchPartition::default()
+            .with_partition(p.tp.partition)
+            .with_current_leader_epoch(f.leader_epoch)
+            .with_fetch_offset(p.log_end_offset())
+            .with_last_fetched_epoch(p.latest_log_epoch())
+            .with_log_start_offset(p.log_start_offset())
+            .with_partition_max_bytes(config.max_bytes);
+        match topics.iter_mut().find(|t| t.topic_id == f.topic_id) {
+            Some(topic) => topic.partitions.push(partition),
+            None => {
+                topics.push(FetchTopic::default().with_topic_id(f.topic_id).with_partitions(vec![partition]))
+            }
+        }
+    }
+    let replica = ReplicaState::default()
+        .with_replica_id(BrokerId(broker.config.node_id))
+        .with_replica_epoch(broker.broker_epoch());
+    FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_replica_state(replica)
+        .with_max_wait_ms(config.wait_max_ms)
+        .with_min_bytes(config.min_bytes)
+        .with_max_bytes(config.response_max_bytes)
+        .with_session_id(0)
+        .with_session_epoch(-1)
+        .with_topics(topics)
+}
+
+/// Applies each partition's answer; returns each answered partition with
+/// whether it failed (and waits out the backoff).
+fn apply_response(followed: &[&Followed], response: FetchResponse) -> Vec<((Uuid, i32), bool)> {
+    if let Some(error) = ResponseError::try_from_code(response.error_code) {
+        tracing::debug!("replica fetch refused: {error:?}");
+        return followed.iter().map(|f| ((f.topic_id, f.partition.tp.partition), true)).collect();
+    }
+    let mut results = Vec::new();
+    for topic in response.responses {
+        for data in topic.partitions {
+            let key = (topic.topic_id, data.partition_index);
+            let Some(f) = followed.iter().find(|f| (f.topic_id, f.partition.tp.partition) == key) else {
+                continue;
+            };
+            // An image that moved the partition since the request voids the answer.
+            let current = !f.partition.is_leader() && f.partition.leader_epoch() == f.leader_epoch;
+            let failed = current && !apply_partition(&f.partition, data);
+            results.push((key, failed));
+        }
+    }
+    results
+}
+
+/// Applies one partition's answer; false when it failed.
+pub(crate) fn apply_partition(partition: &Partition, data: PartitionData) -> bool {
+    if let Some(error) = ResponseError::try_from_code(data.error_code) {
+        tracing::debug!(partition = %partition.tp, "replica fetch refused: {error:?}");
+        return false;
+    }
+    let applied = if data.diverging_epoch.epoch >= 0 {
+        truncate_on_divergence(partition, data.diverging_epoch.epoch, data.diverging_epoch.end_offset)
+    } else {
+        append(partition, data.records.unwrap_or_default())
+    };
+    if let Err(e) = applied {
+        tracing::warn!(partition = %partition.tp, "replication failed: {e}");
+        return false;
+    }
+    partition.set_follower_high_watermark(data.high_watermark);
+    if let Err(e) = partition.follow_log_start_offset(data.log_start_offset) {
+        tracing::warn!(partition = %partition.tp, "cannot follow the leader's log start offset: {e}");
+    }
+    true
+}
+
+fn append(partition: &Partition, records: Bytes) -> Result<(), strom_storage::StorageError> {
+    // A leader may cut the last batch short at the size limit.
+    let whole: usize = Batches::new(&records).map_while(Result::ok).map(<[u8]>::len).sum();
+    if whole > 0 {
+        partition.append_as_follower(&records[..whole])?;
+    }
+    Ok(())
+}
+
+/// KIP-320: the leader's log holds `leader_epoch` (the largest epoch it
+/// shares with ours) up to `leader_end`. The follower keeps what both
+/// hold: up to the end of that epoch in both logs; when it does not have
+/// that epoch, up to the end of its own largest earlier one, and the next
+/// fetch checks again from there.
+fn truncate_on_divergence(
+    partition: &Partition,
+    leader_epoch: i32,
+    leader_end: i64,
+) -> Result<(), strom_storage::StorageError> {
+    let (epoch, end) = partition.end_offset_for_epoch(leader_epoch)?;
+    let offset = match epoch {
+        -1 => leader_end,
+        _ => end.min(leader_end),
+    };
+    let offset = offset.max(partition.log_start_offset());
+    tracing::info!(partition = %partition.tp, leader_epoch, leader_end, offset, "truncating where the log diverged from the leader's");
+    partition.truncate_to(offset)?;
+    Ok(())
+}
