@@ -12,7 +12,8 @@
 //!   `strom offsets` (`kafka-get-offsets.sh`), `strom delete-records`
 //!   (`kafka-delete-records.sh`) and `strom cluster` (cluster id, controller,
 //!   brokers, and `kafka-broker-api-versions.sh`), `strom transactions`
-//!   (`kafka-transactions.sh`). Kafka's flags and text
+//!   (`kafka-transactions.sh`), `strom leader-election`
+//!   (`kafka-leader-election.sh`). Kafka's flags and text
 //!   output; `--format json` where a script would parse the output.
 //! - `strom storage format` and `strom storage random-uuid` prepare a KRaft
 //!   node's log dirs, like `kafka-storage.sh`.
@@ -30,6 +31,7 @@ mod consume;
 mod delete_records;
 mod dump_log;
 mod groups;
+mod leader_election;
 mod logging;
 mod offsets;
 mod perf;
@@ -80,6 +82,8 @@ enum Command {
     Cluster(cluster::ClusterArgs),
     /// List and describe transactions; find and abort hanging ones.
     Transactions(transactions::TransactionsArgs),
+    /// Elect preferred or unclean leaders for partitions.
+    LeaderElection(leader_election::LeaderElectionArgs),
     /// Format a KRaft node's log dirs, or print a random UUID.
     Storage(storage::StorageArgs),
     /// Benchmarks.
@@ -109,6 +113,7 @@ fn main() {
         Command::DeleteRecords(args) => delete_records::run(args),
         Command::Cluster(args) => cluster::run(args),
         Command::Transactions(args) => transactions::run(args),
+        Command::LeaderElection(args) => leader_election::run(args),
         Command::Storage(args) => storage::run(args),
         Command::Perf(command) => perf::run(command),
     };

@@ -7,12 +7,13 @@ use kafka_protocol::messages::metadata_response::{
 };
 use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse};
 use strom_metadata::acl::{operation, resource, CLUSTER_NAME};
-use strom_metadata::{MetadataError, NewTopic, TopicImage};
+use strom_metadata::{MetadataError, NewTopic, PartitionImage, TopicImage};
 use uuid::Uuid;
 
 use super::{live_endpoints, str_bytes, topic_name, AUTHORIZED_OPERATIONS_OMITTED};
 use crate::dispatch::RequestContext;
 use crate::error::metadata_error;
+use crate::replica::TopicPartitions;
 use crate::server::Broker;
 
 /// READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS and
@@ -171,40 +172,19 @@ fn topic_error(name: &str, error: ResponseError) -> MetadataResponseTopic {
 
 fn describe_topic(broker: &Broker, topic: &TopicImage, operations: i32) -> MetadataResponseTopic {
     let hosted = broker.replicas.topic(&topic.name);
-    let image = broker.controller.image();
-    let node_id = broker.config.node_id;
     let partitions = topic
         .partitions
         .iter()
         .map(|(index, p)| {
-            // Replicas on brokers that are fenced or not registered.
-            let mut offline: Vec<BrokerId> = p
-                .replicas
-                .iter()
-                .filter(|id| image.brokers.get(id).is_none_or(|b| b.fenced))
-                .copied()
-                .map(BrokerId)
-                .collect();
-            // A replica here whose log could not be opened or went offline
-            // (see ReplicaManager::sync) is offline too, whatever the image says.
-            let local_offline = p.replicas.contains(&node_id)
-                && hosted.as_ref().and_then(|t| t.get(*index)).is_none_or(|partition| !partition.is_online());
-            if local_offline && !offline.contains(&BrokerId(node_id)) {
-                offline.push(BrokerId(node_id));
-            }
-            let leader = match p.leader {
-                leader if leader == node_id && local_offline => -1,
-                leader => leader,
-            };
-            let error = if leader < 0 { ResponseError::LeaderNotAvailable.code() } else { 0 };
+            let state = PartitionState::new(broker, hosted.as_deref(), *index, p);
             MetadataResponsePartition::default()
-                .with_error_code(error)
+                .with_error_code(state.error_code())
                 .with_partition_index(*index)
-                .with_leader_id(BrokerId(leader))
+                .with_leader_id(BrokerId(state.leader))
                 .with_leader_epoch(p.leader_epoch)
-                .with_replica_nodes(p.replicas.iter().copied().map(BrokerId).collect())
-                .with_isr_nodes(p.isr.iter().copied().map(BrokerId).collect())
-                .with_offline_replicas(offline)
+                .with_replica_nodes(broker_ids(&p.replicas))
+                .with_isr_nodes(broker_ids(&p.isr))
+                .with_offline_replicas(broker_ids(&state.offline))
         })
         .collect();
     MetadataResponseTopic::default()
@@ -213,4 +193,45 @@ fn describe_topic(broker: &Broker, topic: &TopicImage, operations: i32) -> Metad
         .with_is_internal(topic.is_internal())
         .with_partitions(partitions)
         .with_topic_authorized_operations(operations)
+}
+
+pub(super) fn broker_ids(ids: &[i32]) -> Vec<BrokerId> {
+    ids.iter().copied().map(BrokerId).collect()
+}
+
+/// What Metadata and DescribeTopicPartitions say of a partition beyond its
+/// image: the leader clients may use and the replicas that are offline.
+pub(super) struct PartitionState {
+    /// The image's leader, or -1 when it is this broker and its log is offline.
+    pub leader: i32,
+    /// Replicas on brokers that are fenced or not registered, and this
+    /// broker's replica when its log could not be opened or went offline.
+    pub offline: Vec<i32>,
+}
+
+impl PartitionState {
+    /// `hosted` is this broker's replicas of the partition's topic.
+    pub fn new(broker: &Broker, hosted: Option<&TopicPartitions>, index: i32, p: &PartitionImage) -> Self {
+        let image = broker.controller.image();
+        let node_id = broker.config.node_id;
+        let mut offline: Vec<i32> =
+            p.replicas.iter().filter(|id| image.brokers.get(id).is_none_or(|b| b.fenced)).copied().collect();
+        // The replica manager knows of a local log gone offline (see
+        // ReplicaManager::sync) before the image does.
+        let local_offline = p.replicas.contains(&node_id)
+            && hosted.and_then(|t| t.get(index)).is_none_or(|partition| !partition.is_online());
+        if local_offline && !offline.contains(&node_id) {
+            offline.push(node_id);
+        }
+        let leader = if p.leader == node_id && local_offline { -1 } else { p.leader };
+        Self { leader, offline }
+    }
+
+    pub fn error_code(&self) -> i16 {
+        if self.leader < 0 {
+            ResponseError::LeaderNotAvailable.code()
+        } else {
+            0
+        }
+    }
 }

@@ -53,6 +53,7 @@ throttled!(
     DescribeGroupsResponse,
     DescribeLogDirsResponse,
     DescribeProducersResponse,
+    DescribeTopicPartitionsResponse,
     DescribeTransactionsResponse,
     DescribeUserScramCredentialsResponse,
     EndTxnResponse,

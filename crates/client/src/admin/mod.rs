@@ -12,6 +12,7 @@
 //! SCRAM credentials in [`quotas`].
 
 pub(crate) mod groups;
+pub(crate) mod partitions;
 pub(crate) mod quorum;
 pub mod quotas;
 pub(crate) mod transactions;
@@ -184,6 +185,9 @@ pub struct Admin {
     cluster: Arc<Cluster>,
 }
 
+pub use partitions::{
+    ElectionResult, ElectionType, PartitionDescription, TopicDescription, ELECTION_NOT_NEEDED,
+};
 pub use groups::{GroupDescription, GroupMember, ListedGroup, MemberDescription};
 pub use quorum::{QuorumEndpoint, QuorumInfo, QuorumReplica, METADATA_TOPIC};
 pub use transactions::{
