@@ -15,6 +15,7 @@ from cluster import CLUSTER_WAIT_S, Cluster
 from harness import (
     ADMIN_TIMEOUT_S,
     admin_cli,
+    admin_client,
     admin_ok,
     assert_one_line_error,
     create_topic,
@@ -210,38 +211,62 @@ def cluster(tmp_path):
     with Cluster(tmp_path, controllers=3, combined=True) as cluster:
         cluster.start()
         cluster.wait_for_leader()
+        wait_until(
+            lambda: live_brokers(cluster.nodes[1].bootstrap) == {1, 2, 3}, CLUSTER_WAIT_S, "all brokers registered"
+        )
         yield cluster
 
 
-def cli(bootstrap: str, *args: str) -> list[str]:
-    done = strom("topics", "--bootstrap-server", bootstrap, *args)
-    assert done.returncode == 0, done.stderr
-    return done.stdout.splitlines()
+def live_brokers(bootstrap: str) -> set[int]:
+    try:
+        return set(admin_client(bootstrap).list_topics(timeout=5).brokers)
+    except Exception:  # noqa: BLE001 - a node still starting answers nothing
+        return set()
 
 
-def leaders_of(bootstrap: str, topic: str) -> dict[int, int]:
-    """Partition -> leader (-1: none) from DescribeTopicPartitions."""
-    admin = kafka_python_admin(bootstrap)
+def report(bootstrap: str, topic: str, flag: str) -> list[str] | None:
+    """`strom topics --describe` lines for `flag`; None while the broker
+    answering does not know the topic yet."""
+    done = strom("topics", "--bootstrap-server", bootstrap, "--describe", "--topic", topic, flag)
+    return done.stdout.splitlines() if done.returncode == 0 else None
+
+
+def described_partitions(bootstrap: str, topic: str) -> dict[int, dict]:
+    """Partition -> its DescribeTopicPartitions description; empty while
+    the topic is unknown or the client reached a broker that is down."""
+    try:
+        admin = kafka_python_admin(bootstrap)
+    except Exception:  # noqa: BLE001 - kafka-python may bootstrap from the killed broker
+        return {}
     try:
         [described] = describe(admin, [topic])["topics"]
+    except Exception:  # noqa: BLE001 - as above, for the request itself
+        return {}
     finally:
         admin.close()
     if described["error_code"] != 0:
         return {}
-    return {p["partition_index"]: p["leader_id"] for p in described["partitions"]}
+    return {p["partition_index"]: p for p in described["partitions"]}
+
+
+def leaders_of(bootstrap: str, topic: str) -> dict[int, int]:
+    """Partition -> leader (-1: none)."""
+    return {index: p["leader_id"] for index, p in described_partitions(bootstrap, topic).items()}
 
 
 def test_a_killed_brokers_partitions_are_unavailable(cluster):
     topic = f"spread-{uuid.uuid4().hex[:8]}"
     bootstrap = cluster.nodes[1].bootstrap
     wait_until(lambda: create_topic(bootstrap, topic, 6) or True, CLUSTER_WAIT_S, "the topic created")
+
+    def all_led() -> dict[int, int] | None:
+        led = leaders_of(bootstrap, topic)
+        return led if len(led) == 6 and min(led.values()) >= 0 else None
+
+    led = wait_until(all_led, CLUSTER_WAIT_S, "every partition led")
     wait_until(
-        lambda: (led := leaders_of(bootstrap, topic)) and len(led) == 6 and min(led.values()) >= 0,
-        CLUSTER_WAIT_S,
-        "every partition led",
+        lambda: report(bootstrap, topic, "--unavailable-partitions") == [], CLUSTER_WAIT_S, "no partition unavailable"
     )
-    assert cli(bootstrap, "--describe", "--topic", topic, "--unavailable-partitions") == []
-    led = leaders_of(bootstrap, topic)
     victim = next(n.node_id for n in cluster.brokers() if n.node_id != cluster.wait_for_leader()[0]
                   and n.node_id in led.values())
     owned = sorted(p for p, leader in led.items() if leader == victim)
@@ -249,21 +274,29 @@ def test_a_killed_brokers_partitions_are_unavailable(cluster):
     cluster.kill9(victim)
 
     wait_until(
-        lambda: all(leaders_of(survivor, topic)[p] == -1 for p in owned),
+        lambda: (led := leaders_of(survivor, topic)) and all(led[p] == -1 for p in owned),
         FENCED_WAIT_S,
         f"partitions of broker {victim} without a leader",
     )
-    unavailable = cli(survivor, "--describe", "--topic", topic, "--unavailable-partitions")
-    assert unavailable == [
+    # Each broker applies the fencing when its metadata catches up: poll.
+    unavailable = [
         f"\tTopic: {topic}\tPartition: {p}\tLeader: none\tReplicas: {victim}\tIsr: {victim}\tElr: \tLastKnownElr: "
         for p in owned
     ]
+    wait_until(
+        lambda: report(survivor, topic, "--unavailable-partitions") == unavailable,
+        CLUSTER_WAIT_S,
+        "the unavailable partitions listed",
+    )
     # RF=1: a leaderless partition is also under its minimum ISR.
-    assert cli(survivor, "--describe", "--topic", topic, "--under-min-isr-partitions") == unavailable
-    admin = kafka_python_admin(survivor)
-    try:
-        [described] = describe(admin, [topic])["topics"]
-    finally:
-        admin.close()
-    offline = {p["partition_index"]: p["offline_replicas"] for p in described["partitions"]}
-    assert offline == {p: ([victim] if p in owned else []) for p in range(6)}
+    wait_until(
+        lambda: report(survivor, topic, "--under-min-isr-partitions") == unavailable,
+        CLUSTER_WAIT_S,
+        "the partitions under min ISR listed",
+    )
+    offline = {p: ([victim] if p in owned else []) for p in range(6)}
+    wait_until(
+        lambda: {i: p["offline_replicas"] for i, p in described_partitions(survivor, topic).items()} == offline,
+        CLUSTER_WAIT_S,
+        f"replicas on broker {victim} offline",
+    )

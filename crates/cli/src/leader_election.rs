@@ -61,7 +61,8 @@ impl Election {
 pub fn run(args: LeaderElectionArgs) -> anyhow::Result<()> {
     let partitions = match (&args.path_to_json_file, &args.topic, args.partition) {
         (Some(path), ..) => {
-            let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+            let text =
+                std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
             Some(election_json(&text)?)
         }
         (None, Some(topic), Some(partition)) => Some(vec![(topic.clone(), partition)]),
@@ -70,7 +71,8 @@ pub fn run(args: LeaderElectionArgs) -> anyhow::Result<()> {
     let config = ClientConfig::from_properties(&args.connect.properties(&[])?)?;
     runtime()?.block_on(async {
         let admin = Admin::connect(config).await?;
-        let results = match admin.elect_leaders(args.election_type.client_type(), partitions.as_deref()).await {
+        let results = match admin.elect_leaders(args.election_type.client_type(), partitions.as_deref()).await
+        {
             Ok(results) => results,
             Err(e) => return Err(whole_failure(e)),
         };
@@ -124,7 +126,9 @@ fn report(election: Election, results: &[ElectionResult]) -> (Vec<String>, usize
         }
     }
     failed.sort_by_key(|(partition, _)| *partition);
-    let list = |set: &BTreeSet<(&str, i32)>| set.iter().map(|(t, p)| format!("{t}-{p}")).collect::<Vec<_>>().join(", ");
+    let list = |set: &BTreeSet<(&str, i32)>| {
+        set.iter().map(|(t, p)| format!("{t}-{p}")).collect::<Vec<_>>().join(", ")
+    };
     let mut lines = Vec::new();
     if !succeeded.is_empty() {
         lines.push(format!(
@@ -166,8 +170,10 @@ fn election_json(text: &str) -> anyhow::Result<Vec<(String, i32)>> {
     if text.trim().is_empty() {
         bail!("Replica election data is empty");
     }
-    let json: serde_json::Value = serde_json::from_str(text).context("The input string is not a valid JSON")?;
-    let partitions = json.get("partitions").context("Replica election data is missing \"partitions\" field")?;
+    let json: serde_json::Value =
+        serde_json::from_str(text).context("The input string is not a valid JSON")?;
+    let partitions =
+        json.get("partitions").context("Replica election data is missing \"partitions\" field")?;
     let partitions = partitions.as_array().context("partitions must be an array")?;
     let mut targets = Vec::with_capacity(partitions.len());
     for entry in partitions {
@@ -227,10 +233,15 @@ mod tests {
 
     #[test]
     fn the_json_file_names_each_partition_once() {
-        let parsed = election_json(r#"{"partitions":[{"topic":"foo","partition":1},{"topic":"bar","partition":2}]}"#);
+        let parsed =
+            election_json(r#"{"partitions":[{"topic":"foo","partition":1},{"topic":"bar","partition":2}]}"#);
         assert_eq!(parsed.unwrap(), [("foo".to_string(), 1), ("bar".to_string(), 2)]);
-        let twice = election_json(r#"{"partitions":[{"topic":"a","partition":0},{"topic":"a","partition":0}]}"#);
-        assert_eq!(twice.unwrap_err().to_string(), "Replica election data contains duplicate partitions: a-0");
+        let twice =
+            election_json(r#"{"partitions":[{"topic":"a","partition":0},{"topic":"a","partition":0}]}"#);
+        assert_eq!(
+            twice.unwrap_err().to_string(),
+            "Replica election data contains duplicate partitions: a-0"
+        );
         let missing = election_json(r#"{"topics":[]}"#).unwrap_err().to_string();
         assert_eq!(missing, "Replica election data is missing \"partitions\" field");
         assert_eq!(election_json(" ").unwrap_err().to_string(), "Replica election data is empty");

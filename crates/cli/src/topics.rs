@@ -199,9 +199,13 @@ async fn describe(admin: &Admin, args: &TopicsArgs) -> anyhow::Result<()> {
     let mut described = Vec::new();
     for topic in topics_to_describe(admin, args).await? {
         let configs = topic_configs(admin, &topic.name).await;
-        let min_isr = configs.iter().find(|e| e.name == MIN_INSYNC_REPLICAS).and_then(|e| e.value.as_deref()?.parse().ok());
+        let min_isr = configs
+            .iter()
+            .find(|e| e.name == MIN_INSYNC_REPLICAS)
+            .and_then(|e| e.value.as_deref()?.parse().ok());
         let partitions: Vec<_> = topic.partitions.iter().filter(|p| reports.shows(p, min_isr)).collect();
-        let overrides: Vec<&ConfigEntry> = configs.iter().filter(|e| !e.is_default() && !e.is_sensitive).collect();
+        let overrides: Vec<&ConfigEntry> =
+            configs.iter().filter(|e| !e.is_default() && !e.is_sensitive).collect();
         if args.format == Format::Json {
             if !reports.any() || !partitions.is_empty() {
                 described.push(topic_json(&topic, &partitions, &overrides));
@@ -259,7 +263,11 @@ fn print_partition_line(topic: &str, p: &PartitionDescription) {
     println!("{}", partition_line(topic, p));
 }
 
-fn topic_json(topic: &TopicDescription, partitions: &[&PartitionDescription], overrides: &[&ConfigEntry]) -> Value {
+fn topic_json(
+    topic: &TopicDescription,
+    partitions: &[&PartitionDescription],
+    overrides: &[&ConfigEntry],
+) -> Value {
     let partitions: Vec<Value> = partitions
         .iter()
         .map(|p| {

@@ -27,7 +27,10 @@ use crate::server::Broker;
 /// one answer carries, whatever the request asks.
 const PARTITION_LIMIT_MAX: i32 = 2000;
 
-pub fn handle(ctx: &RequestContext<'_>, request: DescribeTopicPartitionsRequest) -> DescribeTopicPartitionsResponse {
+pub fn handle(
+    ctx: &RequestContext<'_>,
+    request: DescribeTopicPartitionsRequest,
+) -> DescribeTopicPartitionsResponse {
     match describe(ctx, &request) {
         Ok(response) => response,
         Err(message) => refused(&request, ResponseError::InvalidRequest, &message),
@@ -39,8 +42,10 @@ fn describe(
     request: &DescribeTopicPartitionsRequest,
 ) -> Result<DescribeTopicPartitionsResponse, String> {
     let image = ctx.broker.controller.image();
-    let (cursor_topic, cursor_partition) =
-        request.cursor.as_ref().map_or((String::new(), 0), |c| (c.topic_name.0.to_string(), c.partition_index));
+    let (cursor_topic, cursor_partition) = request
+        .cursor
+        .as_ref()
+        .map_or((String::new(), 0), |c| (c.topic_name.0.to_string(), c.partition_index));
     if cursor_partition < 0 {
         return Err("the cursor's partition index must not be negative".into());
     }
@@ -78,7 +83,8 @@ fn describe(
         remaining -= described.partitions.len();
         response.topics.push(described);
         if let Some(next) = next {
-            response.next_cursor = Some(Cursor::default().with_topic_name(topic_name(&name)).with_partition_index(next));
+            response.next_cursor =
+                Some(Cursor::default().with_topic_name(topic_name(&name)).with_partition_index(next));
             break;
         }
     }
@@ -88,7 +94,8 @@ fn describe(
         }
     }
     if !all_topics {
-        let refused = unauthorized.iter().map(|name| topic_error(name, ResponseError::TopicAuthorizationFailed));
+        let refused =
+            unauthorized.iter().map(|name| topic_error(name, ResponseError::TopicAuthorizationFailed));
         response.topics.extend(refused);
     }
     Ok(response)

@@ -185,10 +185,10 @@ pub struct Admin {
     cluster: Arc<Cluster>,
 }
 
+pub use groups::{GroupDescription, GroupMember, ListedGroup, MemberDescription};
 pub use partitions::{
     ElectionResult, ElectionType, PartitionDescription, TopicDescription, ELECTION_NOT_NEEDED,
 };
-pub use groups::{GroupDescription, GroupMember, ListedGroup, MemberDescription};
 pub use quorum::{QuorumEndpoint, QuorumInfo, QuorumReplica, METADATA_TOPIC};
 pub use transactions::{
     AbortTransactionSpec, ListTransactionsFilter, ProducerState, TransactionDescription, TransactionListing,

@@ -87,7 +87,8 @@ impl Admin {
             return Ok(self.describe_topics(names).await?.into_iter().map(from_metadata).collect());
         }
         let names: BTreeSet<&String> = names.iter().collect();
-        let topics: Vec<TopicRequest> = names.iter().map(|n| TopicRequest::default().with_name(topic_name(n))).collect();
+        let topics: Vec<TopicRequest> =
+            names.iter().map(|n| TopicRequest::default().with_name(topic_name(n))).collect();
         let mut pages = Pages::default();
         let mut cursor: Option<Cursor> = None;
         for _ in 0..PAGES_MAX {
@@ -102,12 +103,15 @@ impl Admin {
                 })
                 .await?;
             let Some(next) = pages.add(response) else { return Ok(pages.items) };
-            let same = |c: &Cursor| c.topic_name == next.topic_name && c.partition_index == next.partition_index;
+            let same =
+                |c: &Cursor| c.topic_name == next.topic_name && c.partition_index == next.partition_index;
             if request.cursor.as_ref().is_some_and(same) {
                 let reason = format!("DescribeTopicPartitions made no progress at {}", next.topic_name.0);
                 return Err(Error::Protocol { addr: connection.addr().to_owned(), reason });
             }
-            cursor = Some(Cursor::default().with_topic_name(next.topic_name).with_partition_index(next.partition_index));
+            cursor = Some(
+                Cursor::default().with_topic_name(next.topic_name).with_partition_index(next.partition_index),
+            );
         }
         let reason = "DescribeTopicPartitions did not finish".to_owned();
         Err(Error::Protocol { addr: connection.addr().to_owned(), reason })
@@ -218,7 +222,9 @@ fn by_topic(partitions: &[(String, i32)]) -> Vec<TopicPartitions> {
     }
     grouped
         .into_iter()
-        .map(|(topic, partitions)| TopicPartitions::default().with_topic(topic_name(topic)).with_partitions(partitions))
+        .map(|(topic, partitions)| {
+            TopicPartitions::default().with_topic(topic_name(topic)).with_partitions(partitions)
+        })
         .collect()
 }
 
@@ -233,7 +239,11 @@ fn election_results(response: ElectLeadersResponse) -> Result<Vec<ElectionResult
         for p in topic.partition_result {
             let message = p.error_message.as_ref().map(|m| m.as_str());
             let result = Error::from_code(p.error_code, message).map_or(Ok(()), Err);
-            results.push(ElectionResult { topic: topic.topic.0.to_string(), partition: p.partition_id, result });
+            results.push(ElectionResult {
+                topic: topic.topic.0.to_string(),
+                partition: p.partition_id,
+                result,
+            });
         }
     }
     Ok(results)
@@ -257,7 +267,10 @@ mod tests {
             .with_last_known_elr(Some(vec![]))
     }
 
-    fn topic(name: &str, partitions: Vec<DescribeTopicPartitionsResponsePartition>) -> DescribeTopicPartitionsResponseTopic {
+    fn topic(
+        name: &str,
+        partitions: Vec<DescribeTopicPartitionsResponsePartition>,
+    ) -> DescribeTopicPartitionsResponseTopic {
         DescribeTopicPartitionsResponseTopic::default()
             .with_name(Some(topic_name(name)))
             .with_partitions(partitions)
@@ -309,13 +322,13 @@ mod tests {
                 .with_error_code(code)
                 .with_error_message(message.map(|m| StrBytes::from_string(m.into())))
         };
-        let response = ElectLeadersResponse::default().with_replica_election_results(vec![ReplicaElectionResult::default()
-            .with_topic(topic_name("t"))
-            .with_partition_result(vec![
+        let response = ElectLeadersResponse::default().with_replica_election_results(vec![
+            ReplicaElectionResult::default().with_topic(topic_name("t")).with_partition_result(vec![
                 result(0, 0, None),
                 result(1, ELECTION_NOT_NEEDED, Some("Leader election not needed")),
                 result(2, 3, None),
-            ])]);
+            ]),
+        ]);
         let results = election_results(response).unwrap();
         assert!(results[0].result.is_ok());
         let code = |i: usize| results[i].result.as_ref().unwrap_err().kafka_code().map(|c| c.code());
