@@ -21,7 +21,6 @@ use uuid::Uuid;
 use super::metadata::{broker_ids, PartitionState};
 use super::{topic_name, AUTHORIZED_OPERATIONS_OMITTED};
 use crate::dispatch::RequestContext;
-use crate::server::Broker;
 
 /// Kafka's `max.request.partition.size.limit` default: the most partitions
 /// one answer carries, whatever the request asks.
@@ -79,7 +78,7 @@ fn describe(
             continue;
         };
         let first = if name == cursor_topic { cursor_partition } else { 0 };
-        let (described, next) = describe_topic(ctx.broker, topic, first, remaining);
+        let (described, next) = describe_topic(ctx, topic, first, remaining);
         remaining -= described.partitions.len();
         response.topics.push(described);
         if let Some(next) = next {
@@ -104,18 +103,19 @@ fn describe(
 /// The topic's partitions from `first` on, at most `limit` of them, and the
 /// index of the next one when some were left out.
 fn describe_topic(
-    broker: &Broker,
+    ctx: &RequestContext<'_>,
     topic: &TopicImage,
     first: i32,
     limit: usize,
 ) -> (DescribeTopicPartitionsResponseTopic, Option<i32>) {
-    let hosted = broker.replicas.topic(&topic.name);
+    let hosted = ctx.broker.replicas.topic(&topic.name);
+    let listener = ctx.listener.to_string();
     let mut wanted = topic.partitions.range(first..);
     let partitions = wanted
         .by_ref()
         .take(limit)
         .map(|(index, p)| {
-            let state = PartitionState::new(broker, hosted.as_deref(), *index, p);
+            let state = PartitionState::new(ctx.broker, hosted.as_deref(), &listener, *index, p);
             DescribeTopicPartitionsResponsePartition::default()
                 .with_error_code(state.error_code())
                 .with_partition_index(*index)
