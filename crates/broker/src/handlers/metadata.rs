@@ -269,3 +269,53 @@ fn replica_offline(image: &MetadataImage, id: i32, dir: Option<&Uuid>, listener:
     };
     broker.fenced || broker.endpoint(listener).is_none() || !dir_online
 }
+
+#[cfg(test)]
+mod tests {
+    use strom_metadata::{BrokerImage, Endpoint};
+
+    use super::*;
+
+    const ONLINE_DIR: Uuid = Uuid::from_u128(0xa);
+    const FAILED_DIR: Uuid = Uuid::from_u128(0xb);
+
+    fn image(fenced: bool, log_dirs: Vec<Uuid>) -> MetadataImage {
+        let endpoint =
+            Endpoint { name: "PLAINTEXT".into(), host: "127.0.0.1".into(), port: 9092, security_protocol: 0 };
+        let broker = BrokerImage {
+            id: 1,
+            epoch: 10,
+            incarnation_id: Uuid::from_u128(1),
+            endpoints: vec![endpoint],
+            features: Vec::new(),
+            rack: None,
+            fenced,
+            in_controlled_shutdown: false,
+            log_dirs,
+        };
+        let mut image = MetadataImage::default();
+        image.brokers.insert(1, broker);
+        image
+    }
+
+    #[test]
+    fn replicas_on_missing_fenced_or_unlistening_brokers_are_offline() {
+        let live = image(false, vec![ONLINE_DIR]);
+        assert!(!replica_offline(&live, 1, Some(&ONLINE_DIR), "PLAINTEXT"));
+        assert!(!replica_offline(&live, 1, None, "plaintext"), "listener names ignore case");
+        assert!(replica_offline(&live, 2, Some(&ONLINE_DIR), "PLAINTEXT"), "not registered");
+        assert!(replica_offline(&live, 1, Some(&ONLINE_DIR), "EXTERNAL"), "no endpoint on the listener");
+        assert!(replica_offline(&image(true, vec![ONLINE_DIR]), 1, Some(&ONLINE_DIR), "PLAINTEXT"));
+    }
+
+    #[test]
+    fn a_replica_in_a_dir_its_broker_no_longer_lists_is_offline() {
+        let live = image(false, vec![ONLINE_DIR]);
+        assert!(replica_offline(&live, 1, Some(&FAILED_DIR), "PLAINTEXT"));
+        assert!(replica_offline(&live, 1, Some(&DIRECTORY_LOST), "PLAINTEXT"));
+        assert!(!replica_offline(&live, 1, Some(&DIRECTORY_UNASSIGNED), "PLAINTEXT"));
+        assert!(!replica_offline(&live, 1, Some(&DIRECTORY_MIGRATING), "PLAINTEXT"));
+        // A registration that names no dirs says nothing about them.
+        assert!(!replica_offline(&image(false, Vec::new()), 1, Some(&FAILED_DIR), "PLAINTEXT"));
+    }
+}
