@@ -63,6 +63,7 @@ KAFKA_41 = {
     66: ("ListTransactions", 0, 2),
     68: ("ConsumerGroupHeartbeat", 0, 1),
     69: ("ConsumerGroupDescribe", 0, 1),
+    75: ("DescribeTopicPartitions", 0, 0),
     80: ("AddRaftVoter", 0, 1),
     81: ("RemoveRaftVoter", 0, 0),
 }
@@ -83,9 +84,6 @@ OMITTED = {
         57: "UpdateFeatures",
     },
     "no client telemetry (KIP-714)": {71: "GetTelemetrySubscriptions", 72: "PushTelemetry", 74: "ListConfigResources"},
-    "Metadata answers what DescribeTopicPartitions would (admin clients fall back to it)": {
-        75: "DescribeTopicPartitions",
-    },
     "no share groups (KIP-932)": {
         76: "ShareGroupHeartbeat", 77: "ShareGroupDescribe", 78: "ShareFetch", 79: "ShareAcknowledge",
         83: "InitializeShareGroupState", 84: "ReadShareGroupState", 85: "WriteShareGroupState",

@@ -87,11 +87,11 @@ def test_list_shows_the_topics_librdkafka_created(broker):
 def test_describe_shows_leader_replicas_and_isr(broker):
     create_topic(broker.bootstrap, "described", partitions=3)
     out = strom_ok("topics", "--bootstrap-server", broker.bootstrap, "--describe", "--topic", "described")
-    lines = out.strip().splitlines()
+    lines = out.splitlines()
     assert lines[0].startswith("Topic: described\tTopicId: ")
     assert "PartitionCount: 3\tReplicationFactor: 1" in lines[0]
     assert lines[1:] == [
-        f"\tTopic: described\tPartition: {p}\tLeader: 1\tReplicas: 1\tIsr: 1" for p in range(3)
+        f"\tTopic: described\tPartition: {p}\tLeader: 1\tReplicas: 1\tIsr: 1\tElr: \tLastKnownElr: " for p in range(3)
     ]
     # A healthy single node has no under-replicated partitions.
     under = strom_ok(

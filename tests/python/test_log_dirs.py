@@ -10,6 +10,7 @@ fails in CI, where it must run).
 from __future__ import annotations
 
 import errno
+import json
 import os
 import re
 import subprocess
@@ -23,6 +24,7 @@ from kafka.admin import KafkaAdminClient
 import wire
 from harness import (
     admin_client,
+    admin_ok,
     confluent_consumer,
     create_topic,
     free_port,
@@ -282,6 +284,12 @@ def test_a_full_log_dir_takes_only_its_partitions_offline(small_tmpfs, broker_fa
         assert (states[p].error_code, states[p].leader, states[p].offline_replicas) == (wire.NONE, 1, [])
     listed = admin_client(broker.bootstrap).list_topics("disk", timeout=10).topics["disk"].partitions
     assert {p for p, meta in listed.items() if meta.leader == -1} == set(on_full)
+    # DescribeTopicPartitions too, through kafka-topics.sh's report of unavailable partitions.
+    [unavailable] = json.loads(
+        admin_ok(broker, "topics", "--describe", "--topic", "disk", "--unavailable-partitions", "--format", "json")
+    )
+    reported = {p["partition"]: (p["leader"], p["offline_replicas"]) for p in unavailable["partitions"]}
+    assert reported == {p: (None, [1]) for p in on_full}
     assert gauge(metrics_port, "kafka_controller_kafkacontroller_offlinepartitionscount") == len(on_full)
     assert gauge(metrics_port, "kafka_log_logmanager_offlinelogdirectorycount") == 1
 

@@ -115,6 +115,7 @@ served_apis! {
     Fetch(FetchRequest) 4..=18 => await handlers::fetch::handle;
     ListOffsets(ListOffsetsRequest) 1..=10 => call handlers::list_offsets::handle;
     Metadata(MetadataRequest) 0..=13 => call handlers::metadata::handle;
+    DescribeTopicPartitions(DescribeTopicPartitionsRequest) 0..=0 => call handlers::topic_partitions::handle;
     ApiVersions(ApiVersionsRequest) 0..=4 => call handlers::api_versions::handle;
     // Served by the connection's SASL exchange; these answer only outside it.
     SaslHandshake(SaslHandshakeRequest) 0..=1 => call handlers::sasl::handshake;

@@ -170,6 +170,19 @@ impl ResponseErrors for MetadataResponse {
     }
 }
 
+impl ResponseErrors for DescribeTopicPartitionsResponse {
+    fn visit_errors(&self, visit: &mut dyn FnMut(&dyn Display, i16)) {
+        for topic in &self.topics {
+            let empty = StrBytes::default();
+            let name = Topic(topic.name.as_ref().map_or(&empty, |n| &n.0), &topic.topic_id);
+            visit(&name, topic.error_code);
+            for p in &topic.partitions {
+                visit(&format_args!("{name}-{}", p.partition_index), p.error_code);
+            }
+        }
+    }
+}
+
 impl ResponseErrors for DescribeQuorumResponse {
     fn visit_errors(&self, visit: &mut dyn FnMut(&dyn Display, i16)) {
         visit(&"", self.error_code);

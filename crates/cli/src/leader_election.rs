@@ -87,7 +87,7 @@ fn partitions_json(path: &PathBuf) -> anyhow::Result<Vec<(String, i32)>> {
     let Some(entries) = json.get("partitions").and_then(Value::as_array) else {
         bail!("{} has no \"partitions\" array", path.display());
     };
-    entries
+    let partitions: Vec<(String, i32)> = entries
         .iter()
         .map(|entry| {
             let topic = entry.get("topic").and_then(Value::as_str);
@@ -98,5 +98,17 @@ fn partitions_json(path: &PathBuf) -> anyhow::Result<Vec<(String, i32)>> {
                 _ => bail!("{entry} in {} needs a \"topic\" and a \"partition\"", path.display()),
             }
         })
-        .collect()
+        .collect::<anyhow::Result<_>>()?;
+    // Kafka refuses a file naming a partition twice.
+    let mut seen = std::collections::BTreeSet::new();
+    let twice: std::collections::BTreeSet<String> =
+        partitions.iter().filter(|tp| !seen.insert(*tp)).map(|(t, p)| format!("{t}-{p}")).collect();
+    if !twice.is_empty() {
+        bail!(
+            "{} names duplicate partitions: {}",
+            path.display(),
+            twice.into_iter().collect::<Vec<_>>().join(", ")
+        );
+    }
+    Ok(partitions)
 }

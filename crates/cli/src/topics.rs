@@ -1,12 +1,12 @@
 //! `strom topics`: create, list, describe, alter and delete topics, like
 //! `kafka-topics.sh`, through `strom-client`'s admin API.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::{bail, Context};
-use strom_client::admin::{AlterConfigOp, ConfigEntry, NewTopic, ResourceType};
-use strom_client::cluster::{PartitionInfo, TopicInfo};
+use strom_client::admin::{
+    AlterConfigOp, ConfigEntry, NewTopic, PartitionDescription, ResourceType, TopicDescription,
+};
 use strom_client::config::parse_pairs;
 use strom_client::{Admin, ClientConfig, Error};
 
@@ -25,7 +25,8 @@ pub struct TopicsArgs {
     /// List topic names.
     #[arg(long)]
     list: bool,
-    /// Show partitions, leaders, replicas, ISR and non-default configs.
+    /// Show partitions, leaders, replicas, ISR, eligible leader replicas and
+    /// non-default configs.
     #[arg(long)]
     describe: bool,
     /// Delete a topic.
@@ -55,6 +56,16 @@ pub struct TopicsArgs {
     /// Describe: only partitions whose ISR is smaller than their replica set.
     #[arg(long = "under-replicated-partitions")]
     under_replicated_partitions: bool,
+    /// Describe: only partitions without a leader or whose leader is not live.
+    #[arg(long = "unavailable-partitions")]
+    unavailable_partitions: bool,
+    /// Describe: only partitions without a leader or whose ISR is smaller than
+    /// `min.insync.replicas`.
+    #[arg(long = "under-min-isr-partitions")]
+    under_min_isr_partitions: bool,
+    /// Describe: only partitions whose ISR is exactly `min.insync.replicas`.
+    #[arg(long = "at-min-isr-partitions")]
+    at_min_isr_partitions: bool,
     /// List and describe: leave out internal topics.
     #[arg(long = "exclude-internal")]
     exclude_internal: bool,
@@ -64,6 +75,15 @@ pub struct TopicsArgs {
 }
 
 pub fn run(args: TopicsArgs) -> anyhow::Result<()> {
+    let reports = [
+        (args.under_replicated_partitions, "--under-replicated-partitions"),
+        (args.unavailable_partitions, "--unavailable-partitions"),
+        (args.under_min_isr_partitions, "--under-min-isr-partitions"),
+        (args.at_min_isr_partitions, "--at-min-isr-partitions"),
+    ];
+    if let Some((_, flag)) = reports.iter().find(|(set, _)| *set && !args.describe) {
+        bail!("{flag} is only allowed with --describe");
+    }
     let config = ClientConfig::from_properties(&args.connect.properties(&[])?)?;
     runtime()?.block_on(async {
         let admin = Admin::connect(config).await?;
@@ -113,10 +133,10 @@ async fn list(admin: &Admin, args: &TopicsArgs) -> anyhow::Result<()> {
 }
 
 /// The topics to describe: the named one, or all.
-async fn topics_to_describe(admin: &Admin, args: &TopicsArgs) -> anyhow::Result<Vec<Arc<TopicInfo>>> {
+async fn topics_to_describe(admin: &Admin, args: &TopicsArgs) -> anyhow::Result<Vec<TopicDescription>> {
     let names: Vec<String> = args.topic.iter().cloned().collect();
     let mut topics = Vec::new();
-    for item in admin.describe_topics(&names).await? {
+    for item in admin.describe_topic_partitions(&names).await? {
         match item.result {
             Ok(topic) if args.exclude_internal && topic.is_internal => {}
             Ok(topic) => topics.push(topic),
@@ -130,42 +150,73 @@ async fn topics_to_describe(admin: &Admin, args: &TopicsArgs) -> anyhow::Result<
     Ok(topics)
 }
 
+/// Which partitions `--describe` prints, as kafka-topics.sh chooses them:
+/// every one, or with report flags those matching any of them (and then
+/// no topic lines).
+struct Reports {
+    under_replicated: bool,
+    unavailable: bool,
+    under_min_isr: bool,
+    at_min_isr: bool,
+    /// Brokers registered and not fenced.
+    live_brokers: BTreeSet<i32>,
+}
+
+impl Reports {
+    fn any(&self) -> bool {
+        self.under_replicated || self.unavailable || self.under_min_isr || self.at_min_isr
+    }
+
+    /// `min_isr` is the topic's `min.insync.replicas`, when known.
+    fn shows(&self, p: &PartitionDescription, min_isr: Option<usize>) -> bool {
+        let under_min_isr = p.leader.is_none() || min_isr.is_some_and(|min| p.isr.len() < min);
+        !self.any()
+            || (self.under_replicated && p.isr.len() < p.replicas.len())
+            || (self.unavailable && p.leader.is_none_or(|leader| !self.live_brokers.contains(&leader)))
+            || (self.under_min_isr && under_min_isr)
+            || (self.at_min_isr && min_isr == Some(p.isr.len()))
+    }
+}
+
+async fn reports(admin: &Admin, args: &TopicsArgs) -> anyhow::Result<Reports> {
+    let mut reports = Reports {
+        under_replicated: args.under_replicated_partitions,
+        unavailable: args.unavailable_partitions,
+        under_min_isr: args.under_min_isr_partitions,
+        at_min_isr: args.at_min_isr_partitions,
+        live_brokers: BTreeSet::new(),
+    };
+    if reports.unavailable {
+        let cluster = admin.describe_cluster().await?;
+        let live = cluster.brokers.iter().map(|b| b.node_id).filter(|id| !cluster.fenced.contains(id));
+        reports.live_brokers = live.collect();
+    }
+    Ok(reports)
+}
+
 async fn describe(admin: &Admin, args: &TopicsArgs) -> anyhow::Result<()> {
+    let reports = reports(admin, args).await?;
     let mut described = Vec::new();
     for topic in topics_to_describe(admin, args).await? {
-        let partitions: Vec<_> = topic
-            .partitions
+        let configs = topic_configs(admin, &topic.name).await;
+        let min_isr = configs
             .iter()
-            .filter(|p| !args.under_replicated_partitions || p.isr.len() < p.replicas.len())
-            .collect();
-        if args.under_replicated_partitions && partitions.is_empty() {
-            continue;
-        }
+            .find(|e| e.name == MIN_INSYNC_REPLICAS)
+            .and_then(|e| e.value.as_deref()?.parse().ok());
+        let partitions: Vec<_> = topic.partitions.iter().filter(|p| reports.shows(p, min_isr)).collect();
+        let overrides: Vec<&ConfigEntry> =
+            configs.iter().filter(|e| !e.is_default() && !e.is_sensitive).collect();
         if args.format == Format::Json {
-            described.push(topic_json(admin, &topic, &partitions).await);
+            if !reports.any() || !partitions.is_empty() {
+                described.push(topic_json(&topic, &partitions, &overrides));
+            }
             continue;
         }
-        if !args.under_replicated_partitions {
-            let configs = non_default_configs(admin, &topic.name).await;
-            let replication = topic.partitions.first().map_or(0, |p| p.replicas.len());
-            println!(
-                "Topic: {}\tTopicId: {}\tPartitionCount: {}\tReplicationFactor: {}\tConfigs: {}",
-                topic.name,
-                kafka_uuid(topic.topic_id.as_bytes()),
-                topic.partitions.len(),
-                replication,
-                configs
-            );
+        if !reports.any() {
+            print_topic_line(&topic, &overrides);
         }
         for p in partitions {
-            println!(
-                "\tTopic: {}\tPartition: {}\tLeader: {}\tReplicas: {}\tIsr: {}",
-                topic.name,
-                p.partition,
-                if p.leader >= 0 { p.leader.to_string() } else { "none".into() },
-                join(&p.replicas),
-                join(&p.isr)
-            );
+            print_partition_line(&topic.name, p);
         }
     }
     if args.format == Format::Json {
@@ -174,41 +225,75 @@ async fn describe(admin: &Admin, args: &TopicsArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn topic_json(admin: &Admin, topic: &TopicInfo, partitions: &[&PartitionInfo]) -> Value {
+const MIN_INSYNC_REPLICAS: &str = "min.insync.replicas";
+
+fn replication_factor(topic: &TopicDescription) -> usize {
+    topic.partitions.first().map_or(0, |p| p.replicas.len())
+}
+
+fn print_topic_line(topic: &TopicDescription, overrides: &[&ConfigEntry]) {
+    let configs: Vec<String> =
+        overrides.iter().map(|e| format!("{}={}", e.name, e.value.as_deref().unwrap_or("null"))).collect();
+    println!(
+        "Topic: {}\tTopicId: {}\tPartitionCount: {}\tReplicationFactor: {}\tConfigs: {}",
+        topic.name,
+        kafka_uuid(topic.topic_id.as_bytes()),
+        topic.partitions.len(),
+        replication_factor(topic),
+        configs.join(",")
+    );
+}
+
+/// A partition as kafka-topics.sh prints it; the eligible leader replicas
+/// are `N/A` when the broker described the partition through Metadata.
+fn partition_line(topic: &str, p: &PartitionDescription) -> String {
+    let elr = |ids: &Option<Vec<i32>>| ids.as_deref().map_or_else(|| "N/A".to_owned(), join);
+    format!(
+        "\tTopic: {topic}\tPartition: {}\tLeader: {}\tReplicas: {}\tIsr: {}\tElr: {}\tLastKnownElr: {}",
+        p.partition,
+        p.leader.map_or_else(|| "none".to_owned(), |l| l.to_string()),
+        join(&p.replicas),
+        join(&p.isr),
+        elr(&p.elr),
+        elr(&p.last_known_elr),
+    )
+}
+
+fn print_partition_line(topic: &str, p: &PartitionDescription) {
+    println!("{}", partition_line(topic, p));
+}
+
+fn topic_json(
+    topic: &TopicDescription,
+    partitions: &[&PartitionDescription],
+    overrides: &[&ConfigEntry],
+) -> Value {
     let partitions: Vec<Value> = partitions
         .iter()
         .map(|p| {
-            let leader = (p.leader >= 0).then_some(p.leader);
-            json!({"partition": p.partition, "leader": leader, "replicas": p.replicas, "isr": p.isr})
+            json!({
+                "partition": p.partition, "leader": p.leader, "leader_epoch": p.leader_epoch,
+                "replicas": p.replicas, "isr": p.isr, "elr": p.elr, "last_known_elr": p.last_known_elr,
+                "offline_replicas": p.offline_replicas,
+            })
         })
         .collect();
     let configs: serde_json::Map<String, Value> =
-        non_default_entries(admin, &topic.name).await.into_iter().map(|e| (e.name, json!(e.value))).collect();
+        overrides.iter().map(|e| (e.name.clone(), json!(e.value))).collect();
     json!({
         "name": topic.name,
         "topic_id": kafka_uuid(topic.topic_id.as_bytes()),
         "internal": topic.is_internal,
-        "replication_factor": topic.partitions.first().map_or(0, |p| p.replicas.len()),
+        "replication_factor": replication_factor(topic),
         "partitions": partitions,
         "configs": configs,
     })
 }
 
-/// `k=v,k=v` of the configs set on the topic; empty when the broker
-/// cannot say (no DescribeConfigs).
-async fn non_default_configs(admin: &Admin, topic: &str) -> String {
-    non_default_entries(admin, topic)
-        .await
-        .iter()
-        .map(|e| format!("{}={}", e.name, e.value.as_deref().unwrap_or("null")))
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
-/// The topic's configs that are not defaults, sensitive ones left out.
-async fn non_default_entries(admin: &Admin, topic: &str) -> Vec<ConfigEntry> {
-    let entries = admin.describe_configs(ResourceType::Topic, topic, &[]).await.unwrap_or_default();
-    entries.into_iter().filter(|e| !e.is_default() && !e.is_sensitive).collect()
+/// The topic's configs, defaults included; none when the broker cannot say
+/// (no DescribeConfigs).
+async fn topic_configs(admin: &Admin, topic: &str) -> Vec<ConfigEntry> {
+    admin.describe_configs(ResourceType::Topic, topic, &[]).await.unwrap_or_default()
 }
 
 fn join(ids: &[i32]) -> String {

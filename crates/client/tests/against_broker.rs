@@ -48,6 +48,19 @@ async fn admin_creates_describes_and_deletes_topics() {
     assert!(orders.partitions.iter().all(|p| p.leader == 1 && p.isr == [1]));
     assert_eq!(described[1].result.as_ref().unwrap_err().kafka_code().unwrap().code(), 3);
 
+    // DescribeTopicPartitions answers in name order, with eligible leader replicas.
+    let described = admin.describe_topic_partitions(&["orders".into(), "ghost".into()]).await.unwrap();
+    assert_eq!(described.iter().map(|d| d.name.as_str()).collect::<Vec<_>>(), ["ghost", "orders"]);
+    assert_eq!(described[0].result.as_ref().unwrap_err().kafka_code().unwrap().code(), 3);
+    let orders = described[1].result.as_ref().unwrap();
+    assert_eq!(orders.partitions.iter().map(|p| p.partition).collect::<Vec<_>>(), [0, 1, 2]);
+    for p in &orders.partitions {
+        assert_eq!((p.leader, &p.replicas, &p.isr), (Some(1), &vec![1], &vec![1]));
+        assert_eq!((&p.elr, &p.last_known_elr), (&Some(vec![]), &Some(vec![])));
+        assert!(p.offline_replicas.is_empty());
+    }
+    assert!(orders.authorized_operations.is_some_and(|ops| ops > 0));
+
     let cluster = admin.describe_cluster().await.unwrap();
     assert_eq!(cluster.brokers.len(), 1);
     assert_eq!(cluster.brokers[0].addr(), broker.bootstrap);

@@ -47,6 +47,7 @@ const LEADER_UNCHANGED: i32 = -2;
 /// Kafka's `DirectoryId.UNASSIGNED`, `LOST` and `MIGRATING`: a replica
 /// whose broker has several log dirs, none, or predates directory ids.
 pub const DIRECTORY_UNASSIGNED: Uuid = Uuid::nil();
+pub const DIRECTORY_LOST: Uuid = Uuid::from_u128(1);
 pub const DIRECTORY_MIGRATING: Uuid = Uuid::from_u128(2);
 
 /// Kafka's topic name rules.

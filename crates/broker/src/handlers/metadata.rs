@@ -7,12 +7,14 @@ use kafka_protocol::messages::metadata_response::{
 };
 use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse};
 use strom_metadata::acl::{operation, resource, CLUSTER_NAME};
-use strom_metadata::{MetadataError, NewTopic, TopicImage};
+use strom_metadata::operations::{DIRECTORY_LOST, DIRECTORY_MIGRATING, DIRECTORY_UNASSIGNED};
+use strom_metadata::{MetadataError, MetadataImage, NewTopic, PartitionImage, TopicImage};
 use uuid::Uuid;
 
 use super::{live_endpoints, str_bytes, topic_name, AUTHORIZED_OPERATIONS_OMITTED};
 use crate::dispatch::RequestContext;
 use crate::error::metadata_error;
+use crate::replica::TopicPartitions;
 use crate::server::Broker;
 
 /// READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS and
@@ -29,11 +31,13 @@ pub fn handle(ctx: &RequestContext<'_>, request: MetadataRequest) -> MetadataRes
     } else {
         AUTHORIZED_OPERATIONS_OMITTED
     };
+    let listener = ctx.listener.to_string();
+    let listener = listener.as_str();
     let topics: Vec<MetadataResponseTopic> = match &request.topics {
         // Topics the principal may not describe are left out, as in Kafka.
         None => (broker.controller.image().topics())
             .filter(|t| ctx.authorize(operation::DESCRIBE, resource::TOPIC, &t.name))
-            .map(|t| describe_topic(broker, t, operations))
+            .map(|t| describe_topic(broker, t, listener, operations))
             .collect(),
         Some(wanted) => wanted
             .iter()
@@ -43,9 +47,9 @@ pub fn handle(ctx: &RequestContext<'_>, request: MetadataRequest) -> MetadataRes
                 }
                 (Some(name), _) => {
                     let creatable = || may_create(ctx, name);
-                    lookup_by_name(broker, name, allow_auto_create, &creatable, operations)
+                    lookup_by_name(broker, name, listener, allow_auto_create, &creatable, operations)
                 }
-                (None, id) => lookup_by_id(broker, id, operations),
+                (None, id) => lookup_by_id(broker, id, listener, operations),
             })
             .collect(),
     };
@@ -105,12 +109,13 @@ fn with_authorization(
 fn lookup_by_name(
     broker: &Broker,
     name: &str,
+    listener: &str,
     allow_auto_create: bool,
     may_create: &dyn Fn() -> bool,
     operations: i32,
 ) -> MetadataResponseTopic {
     if let Some(topic) = broker.controller.image().topic(name) {
-        return describe_topic(broker, topic, operations);
+        return describe_topic(broker, topic, listener, operations);
     }
     if !(allow_auto_create && broker.config.auto_create_topics_enable) {
         return topic_error(name, ResponseError::UnknownTopicOrPartition);
@@ -119,12 +124,12 @@ fn lookup_by_name(
         return topic_error(name, ResponseError::TopicAuthorizationFailed);
     }
     match auto_create(broker, name) {
-        Ok(Some(topic)) => describe_topic(broker, &topic, operations),
+        Ok(Some(topic)) => describe_topic(broker, &topic, listener, operations),
         // Created, not yet in this node's image: the client retries.
         Ok(None) => topic_error(name, ResponseError::LeaderNotAvailable),
         // Another request created it first: describe the winner's topic.
         Err(MetadataError::TopicAlreadyExists(_)) => match broker.controller.image().topic(name) {
-            Some(topic) => describe_topic(broker, topic, operations),
+            Some(topic) => describe_topic(broker, topic, listener, operations),
             None => topic_error(name, ResponseError::LeaderNotAvailable),
         },
         Err(e) => {
@@ -134,9 +139,9 @@ fn lookup_by_name(
     }
 }
 
-fn lookup_by_id(broker: &Broker, id: Uuid, operations: i32) -> MetadataResponseTopic {
+fn lookup_by_id(broker: &Broker, id: Uuid, listener: &str, operations: i32) -> MetadataResponseTopic {
     match broker.controller.image().topic_by_id(&id) {
-        Some(topic) => describe_topic(broker, topic, operations),
+        Some(topic) => describe_topic(broker, topic, listener, operations),
         None => MetadataResponseTopic::default()
             .with_topic_id(id)
             .with_error_code(ResponseError::UnknownTopicId.code())
@@ -169,42 +174,26 @@ fn topic_error(name: &str, error: ResponseError) -> MetadataResponseTopic {
         .with_topic_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED)
 }
 
-fn describe_topic(broker: &Broker, topic: &TopicImage, operations: i32) -> MetadataResponseTopic {
+fn describe_topic(
+    broker: &Broker,
+    topic: &TopicImage,
+    listener: &str,
+    operations: i32,
+) -> MetadataResponseTopic {
     let hosted = broker.replicas.topic(&topic.name);
-    let image = broker.controller.image();
-    let node_id = broker.config.node_id;
     let partitions = topic
         .partitions
         .iter()
         .map(|(index, p)| {
-            // Replicas on brokers that are fenced or not registered.
-            let mut offline: Vec<BrokerId> = p
-                .replicas
-                .iter()
-                .filter(|id| image.brokers.get(id).is_none_or(|b| b.fenced))
-                .copied()
-                .map(BrokerId)
-                .collect();
-            // A replica here whose log could not be opened or went offline
-            // (see ReplicaManager::sync) is offline too, whatever the image says.
-            let local_offline = p.replicas.contains(&node_id)
-                && hosted.as_ref().and_then(|t| t.get(*index)).is_none_or(|partition| !partition.is_online());
-            if local_offline && !offline.contains(&BrokerId(node_id)) {
-                offline.push(BrokerId(node_id));
-            }
-            let leader = match p.leader {
-                leader if leader == node_id && local_offline => -1,
-                leader => leader,
-            };
-            let error = if leader < 0 { ResponseError::LeaderNotAvailable.code() } else { 0 };
+            let state = PartitionState::new(broker, hosted.as_deref(), listener, *index, p);
             MetadataResponsePartition::default()
-                .with_error_code(error)
+                .with_error_code(state.error_code())
                 .with_partition_index(*index)
-                .with_leader_id(BrokerId(leader))
+                .with_leader_id(BrokerId(state.leader))
                 .with_leader_epoch(p.leader_epoch)
-                .with_replica_nodes(p.replicas.iter().copied().map(BrokerId).collect())
-                .with_isr_nodes(p.isr.iter().copied().map(BrokerId).collect())
-                .with_offline_replicas(offline)
+                .with_replica_nodes(broker_ids(&p.replicas))
+                .with_isr_nodes(broker_ids(&p.isr))
+                .with_offline_replicas(broker_ids(&state.offline))
         })
         .collect();
     MetadataResponseTopic::default()
@@ -213,4 +202,120 @@ fn describe_topic(broker: &Broker, topic: &TopicImage, operations: i32) -> Metad
         .with_is_internal(topic.is_internal())
         .with_partitions(partitions)
         .with_topic_authorized_operations(operations)
+}
+
+pub(super) fn broker_ids(ids: &[i32]) -> Vec<BrokerId> {
+    ids.iter().copied().map(BrokerId).collect()
+}
+
+/// What Metadata and DescribeTopicPartitions say of a partition beyond its
+/// image: the leader clients may use and the replicas that are offline.
+pub(super) struct PartitionState {
+    /// The image's leader, or -1 when it is this broker and its log is offline.
+    pub leader: i32,
+    /// Replicas that cannot serve, as Kafka's metadata cache finds them (see
+    /// [`replica_offline`]), and this broker's replica when its log could
+    /// not be opened or went offline.
+    pub offline: Vec<i32>,
+}
+
+impl PartitionState {
+    /// `hosted` is this broker's replicas of the partition's topic;
+    /// `listener` the one the client came in through.
+    pub fn new(
+        broker: &Broker,
+        hosted: Option<&TopicPartitions>,
+        listener: &str,
+        index: i32,
+        p: &PartitionImage,
+    ) -> Self {
+        let image = broker.controller.image();
+        let node_id = broker.config.node_id;
+        let mut offline: Vec<i32> = (p.replicas.iter().enumerate())
+            .filter(|(i, id)| replica_offline(&image, **id, p.directories.get(*i), listener))
+            .map(|(_, id)| *id)
+            .collect();
+        // The replica manager knows of a local log gone offline (see
+        // ReplicaManager::sync) before the image does.
+        let local_offline = p.replicas.contains(&node_id)
+            && hosted.and_then(|t| t.get(index)).is_none_or(|partition| !partition.is_online());
+        if local_offline && !offline.contains(&node_id) {
+            offline.push(node_id);
+        }
+        let leader = if p.leader == node_id && local_offline { -1 } else { p.leader };
+        Self { leader, offline }
+    }
+
+    pub fn error_code(&self) -> i16 {
+        if self.leader < 0 {
+            ResponseError::LeaderNotAvailable.code()
+        } else {
+            0
+        }
+    }
+}
+
+/// As Kafka's metadata cache judges a replica: offline when its broker is
+/// not registered, is fenced, lacks the client's listener, or does not list
+/// the replica's log dir among its online ones (`DirectoryId.isOnline`).
+fn replica_offline(image: &MetadataImage, id: i32, dir: Option<&Uuid>, listener: &str) -> bool {
+    let Some(broker) = image.brokers.get(&id) else { return true };
+    let dir_online = match dir {
+        None => true,
+        Some(d) if *d == DIRECTORY_UNASSIGNED || *d == DIRECTORY_MIGRATING => true,
+        Some(d) if *d == DIRECTORY_LOST => false,
+        // A registration without directories says nothing about them.
+        Some(d) => broker.log_dirs.is_empty() || broker.log_dirs.contains(d),
+    };
+    broker.fenced || broker.endpoint(listener).is_none() || !dir_online
+}
+
+#[cfg(test)]
+mod tests {
+    use strom_metadata::{BrokerImage, Endpoint};
+
+    use super::*;
+
+    const ONLINE_DIR: Uuid = Uuid::from_u128(0xa);
+    const FAILED_DIR: Uuid = Uuid::from_u128(0xb);
+
+    fn image(fenced: bool, log_dirs: Vec<Uuid>) -> MetadataImage {
+        let endpoint =
+            Endpoint { name: "PLAINTEXT".into(), host: "127.0.0.1".into(), port: 9092, security_protocol: 0 };
+        let broker = BrokerImage {
+            id: 1,
+            epoch: 10,
+            incarnation_id: Uuid::from_u128(1),
+            endpoints: vec![endpoint],
+            features: Vec::new(),
+            rack: None,
+            fenced,
+            in_controlled_shutdown: false,
+            log_dirs,
+        };
+        let mut image = MetadataImage::default();
+        image.brokers.insert(1, broker);
+        image
+    }
+
+    #[test]
+    fn replicas_on_missing_fenced_or_unlistening_brokers_are_offline() {
+        let live = image(false, vec![ONLINE_DIR]);
+        assert!(!replica_offline(&live, 1, Some(&ONLINE_DIR), "PLAINTEXT"));
+        assert!(!replica_offline(&live, 1, None, "plaintext"), "listener names ignore case");
+        assert!(replica_offline(&live, 2, Some(&ONLINE_DIR), "PLAINTEXT"), "not registered");
+        assert!(replica_offline(&live, 1, Some(&ONLINE_DIR), "EXTERNAL"), "no endpoint on the listener");
+        assert!(replica_offline(&image(true, vec![ONLINE_DIR]), 1, Some(&ONLINE_DIR), "PLAINTEXT"));
+    }
+
+    #[test]
+    fn a_replica_in_a_dir_its_broker_no_longer_lists_is_offline() {
+        let live = image(false, vec![ONLINE_DIR]);
+        assert!(replica_offline(&live, 1, Some(&FAILED_DIR), "PLAINTEXT"));
+        assert!(replica_offline(&live, 1, Some(&DIRECTORY_LOST), "PLAINTEXT"));
+        assert!(!replica_offline(&live, 1, Some(&DIRECTORY_UNASSIGNED), "PLAINTEXT"));
+        assert!(!replica_offline(&live, 1, Some(&DIRECTORY_MIGRATING), "PLAINTEXT"));
+        // A registration that names no dirs says nothing about them.
+        assert!(!replica_offline(&image(false, Vec::new()), 1, Some(&FAILED_DIR), "PLAINTEXT"));
+    }
 }

@@ -24,6 +24,7 @@ pub mod quotas;
 pub mod raft;
 pub mod sasl;
 pub mod scram;
+pub mod topic_partitions;
 pub mod topics;
 pub mod transactions;
 

@@ -54,6 +54,7 @@ throttled!(
     DescribeGroupsResponse,
     DescribeLogDirsResponse,
     DescribeProducersResponse,
+    DescribeTopicPartitionsResponse,
     DescribeTransactionsResponse,
     DescribeUserScramCredentialsResponse,
     ElectLeadersResponse,

@@ -12,6 +12,7 @@
 //! SCRAM credentials in [`quotas`].
 
 pub(crate) mod groups;
+pub(crate) mod partitions;
 pub(crate) mod quorum;
 pub mod quotas;
 pub(crate) mod transactions;
@@ -186,6 +187,7 @@ pub struct Admin {
 }
 
 pub use groups::{GroupDescription, GroupMember, ListedGroup, MemberDescription};
+pub use partitions::{PartitionDescription, TopicDescription};
 pub use quorum::{QuorumEndpoint, QuorumInfo, QuorumReplica, METADATA_TOPIC};
 pub use transactions::{
     AbortTransactionSpec, ListTransactionsFilter, ProducerState, TransactionDescription, TransactionListing,
