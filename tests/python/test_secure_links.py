@@ -128,9 +128,14 @@ class SecureCluster:
         return next(n for n in self.cluster.brokers() if n.node_id != leader)
 
 
-def create(conf: dict, topic: str, partitions: int) -> None:
+def create(conf: dict, topic: str, partitions: int, replicas: int = 1) -> None:
+    """A topic of `replicas` replicas, every one of them needed in sync: an
+    acks=all write then needs the followers' fetches over the secured
+    inter-broker listener."""
     admin = AdminClient(conf)
-    admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=20)[topic].result(timeout=30)
+    topic_config = {"min.insync.replicas": str(replicas)}
+    new = NewTopic(topic, partitions, replicas, config=topic_config)
+    admin.create_topics([new], operation_timeout=20)[topic].result(timeout=30)
 
 
 def produce_and_consume(conf: dict, topic: str, count: int) -> list[bytes]:
@@ -171,7 +176,7 @@ def test_a_sasl_ssl_cluster_forms_forwards_and_serves_without_anonymous(tmp_path
             future.result(timeout=30)
         # alice's CreateTopics, forwarded in an Envelope and authorized as her.
         alice = secure.conf(follower, "alice")
-        create(alice, "links-topic", partitions=3)
+        create(alice, "links-topic", partitions=3, replicas=len(secure.cluster.brokers()))
         with pytest.raises(KafkaException, match="TOPIC_AUTHORIZATION_FAILED"):
             create(alice, "elsewhere", partitions=1)
         values = produce_and_consume(alice, "links-topic", 30)
@@ -186,7 +191,7 @@ def test_an_mtls_cluster_forms_and_serves_its_clients(tmp_path):
         secure.cluster.start()
         wait_formed(secure, {1, 2, 3})
         conf = secure.conf(secure.follower())
-        create(conf, "mtls-topic", partitions=3)
+        create(conf, "mtls-topic", partitions=3, replicas=3)
         assert len(produce_and_consume(conf, "mtls-topic", 10)) == 10
 
 

@@ -76,6 +76,9 @@ pub struct Broker {
     metadata_log: Option<Arc<QuorumRecordLog>>,
     /// A KRaft node's requests to the active controller.
     controller_link: Option<Arc<ControllerLink>>,
+    /// Opens links to other brokers (replica fetches), secured as the
+    /// inter-broker listener.
+    inter_broker: Connector,
     /// Wakes the replication task (fetchers, ISR changes).
     pub replication: crate::replication::Replication,
 }
@@ -273,6 +276,11 @@ impl Broker {
         let quotas = QuotaManager::new(config.quota_window);
         let connection_limits =
             Arc::new(ConnectionLimits::new(config.connection_limits.clone(), config.quota_window));
+        // A single node links to no other broker.
+        let inter_broker = match config.kraft.is_kraft() {
+            true => crate::security::client::inter_broker_connector(&config).map_err(StartError::Config)?,
+            false => Connector::plaintext(),
+        };
         let broker = Self {
             config,
             controller,
@@ -289,6 +297,7 @@ impl Broker {
             stopping,
             metadata_log,
             controller_link,
+            inter_broker,
             replication: Default::default(),
         };
         broker.groups.load(&broker)?;
@@ -312,6 +321,11 @@ impl Broker {
     }
 
     /// A KRaft node's link to the active controller.
+    /// Opens links to other brokers through the inter-broker listener.
+    pub fn inter_broker_connector(&self) -> &Connector {
+        &self.inter_broker
+    }
+
     pub fn controller_link(&self) -> Option<&Arc<ControllerLink>> {
         self.controller_link.as_ref()
     }

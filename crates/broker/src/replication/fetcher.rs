@@ -115,8 +115,9 @@ async fn send(
 ) -> Result<FetchResponse, String> {
     if channel.as_ref().is_none_or(Channel::is_closed) {
         let address = leader_address(broker, leader).ok_or("the leader has no inter-broker endpoint")?;
+        let connector = broker.inter_broker_connector();
         let connected =
-            Channel::connect(&address, CLIENT_ID, SOCKET_TIMEOUT).await.map_err(|e| e.to_string())?;
+            connector.connect(&address, CLIENT_ID, SOCKET_TIMEOUT).await.map_err(|e| e.to_string())?;
         *channel = Some(connected);
     }
     let timeout = SOCKET_TIMEOUT + Duration::from_millis(config.wait_max_ms.max(0) as u64);
