@@ -329,8 +329,8 @@ fn verify_offsets_in_txn(broker: &Broker, request: &TxnOffsetCommitRequest) -> R
         )
 }
 
-/// WriteTxnMarkers: on one node the coordinator writes its markers
-/// directly, but the API is served for tools and other brokers' coordinators.
+/// WriteTxnMarkers: the markers of transaction coordinators on other
+/// brokers (and of tools) for the partitions this broker leads.
 pub fn write_markers(ctx: &RequestContext<'_>, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse {
     let broker = ctx.broker;
     let cluster_action = ctx.authorize_cluster(operation::CLUSTER_ACTION);
@@ -354,6 +354,7 @@ pub fn write_markers(ctx: &RequestContext<'_>, request: WriteTxnMarkersRequest) 
                                     broker,
                                     marker.producer_id.0,
                                     marker.producer_epoch,
+                                    marker.coordinator_epoch,
                                     result,
                                     topic.name.as_str(),
                                     *index,
