@@ -120,8 +120,12 @@ pub fn outcome(error: Option<ResponseError>) -> MarkerOutcome {
     match error {
         None => MarkerOutcome::Written,
         Some(
-            UnknownTopicOrPartition | NotLeaderOrFollower | NotEnoughReplicas
-            | NotEnoughReplicasAfterAppend | RequestTimedOut | KafkaStorageError,
+            UnknownTopicOrPartition
+            | NotLeaderOrFollower
+            | NotEnoughReplicas
+            | NotEnoughReplicasAfterAppend
+            | RequestTimedOut
+            | KafkaStorageError,
         ) => MarkerOutcome::Retry,
         Some(InvalidProducerEpoch | TransactionCoordinatorFenced) => MarkerOutcome::Fenced,
         Some(UnsupportedForMessageFormat | UnsupportedVersion) => MarkerOutcome::Drop,
@@ -153,8 +157,9 @@ impl MarkerChannels {
             .get_or_init(|| crate::security::client::inter_broker_connector(&broker.config))
             .clone()?;
         let client_id = format!("broker-{}-txn-marker-sender", broker.config.node_id);
-        let channel =
-            Arc::new(connector.connect(address, &client_id, REQUEST_TIMEOUT).await.map_err(|e| e.to_string())?);
+        let channel = Arc::new(
+            connector.connect(address, &client_id, REQUEST_TIMEOUT).await.map_err(|e| e.to_string())?,
+        );
         lock_recovering(&self.open, "marker channels").insert(broker_id, channel.clone());
         Ok(channel)
     }
@@ -168,7 +173,10 @@ pub async fn deliver(broker: Arc<Broker>, job: MarkerJob) {
     let mut pending = job.partitions.clone();
     loop {
         if !broker.transactions.still_sending(&broker, &job) {
-            tracing::info!(transactional_id = id, "transaction moved on; its markers are no longer sent from here");
+            tracing::info!(
+                transactional_id = id,
+                "transaction moved on; its markers are no longer sent from here"
+            );
             return;
         }
         let Some(retry) = send_round(&broker, &job, &pending).await else {
@@ -203,7 +211,11 @@ pub async fn deliver(broker: Arc<Broker>, job: MarkerJob) {
 
 /// One attempt at every pending marker: the partitions to try again, or
 /// None when fenced.
-async fn send_round(broker: &Arc<Broker>, job: &MarkerJob, pending: &[TxnPartition]) -> Option<Vec<TxnPartition>> {
+async fn send_round(
+    broker: &Arc<Broker>,
+    job: &MarkerJob,
+    pending: &[TxnPartition],
+) -> Option<Vec<TxnPartition>> {
     let image = broker.replicas.image();
     let plan = plan(pending, &image, broker.config.node_id);
     let mut answers: Vec<(TxnPartition, MarkerOutcome)> = Vec::new();
@@ -326,7 +338,11 @@ mod tests {
     fn image_with(topic: &str, leaders: &[i32]) -> MetadataImage {
         let mut image = MetadataImage::empty();
         let topic_id = uuid::Uuid::from_u128(7);
-        image.apply(MetadataRecord::Topic(TopicRecord { name: topic.into(), topic_id, ..Default::default() }));
+        image.apply(MetadataRecord::Topic(TopicRecord {
+            name: topic.into(),
+            topic_id,
+            ..Default::default()
+        }));
         for (partition_id, leader) in (0..).zip(leaders) {
             let replicas = vec![*leader];
             let partition =

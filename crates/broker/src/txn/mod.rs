@@ -96,7 +96,8 @@ impl CompletionClaim {
     fn take(completing: &Arc<Mutex<HashSet<String>>>, transactional_id: &str) -> Option<Self> {
         let claimed =
             lock_recovering(completing, "transactions completing").insert(transactional_id.to_owned());
-        claimed.then(|| Self { completing: completing.clone(), transactional_id: transactional_id.to_owned() })
+        claimed
+            .then(|| Self { completing: completing.clone(), transactional_id: transactional_id.to_owned() })
     }
 }
 
@@ -326,6 +327,7 @@ impl TransactionCoordinator {
         let prepared = self.txns().get(transactional_id).cloned();
         let Some(prepared) = prepared.filter(|m| m.state.is_prepared()) else { return Ok(()) };
         let result = prepared.pending_result().expect("prepared");
+        crate::failpoint::reach(crate::failpoint::TXN_PREPARED);
         let coordinator_epoch = self.coordinator_epoch(broker, transactional_id)?;
         let plan = markers::plan(&prepared.partitions, &broker.replicas.image(), broker.config.node_id);
         let (producer_id, producer_epoch) = (prepared.producer_id, prepared.producer_epoch);
@@ -347,7 +349,10 @@ impl TransactionCoordinator {
 
     /// The coordinator epoch markers carry: the leader epoch of the
     /// `__transaction_state` partition of `transactional_id`.
+    /// Asks the image first: one that lacks the topic is too old to say
+    /// which of the transaction's topics are gone.
     fn coordinator_epoch(&self, broker: &Broker, transactional_id: &str) -> Result<i32, ResponseError> {
+        self.check_coordinator(broker, transactional_id)?;
         let partition = broker
             .replicas
             .partition(TRANSACTION_STATE_TOPIC, self.partition_for(transactional_id))
@@ -362,7 +367,9 @@ impl TransactionCoordinator {
     fn still_sending(&self, broker: &Broker, job: &MarkerJob) -> bool {
         let id = &job.transactional_id;
         let same_txn = self.txns().get(id).is_some_and(|m| {
-            m.state.is_prepared() && m.producer_id == job.producer_id && m.producer_epoch == job.producer_epoch
+            m.state.is_prepared()
+                && m.producer_id == job.producer_id
+                && m.producer_epoch == job.producer_epoch
         });
         same_txn && self.coordinator_epoch(broker, id) == Ok(job.coordinator_epoch)
     }
@@ -575,7 +582,8 @@ pub fn write_markers<'a>(
 ) -> Result<(), ResponseError> {
     let mut first_error = None;
     for (topic, index) in partitions {
-        if let Err(error) = write_marker(broker, producer_id, epoch, coordinator_epoch, result, topic, *index) {
+        if let Err(error) = write_marker(broker, producer_id, epoch, coordinator_epoch, result, topic, *index)
+        {
             first_error.get_or_insert(error);
         }
     }
