@@ -330,6 +330,9 @@ impl TransactionCoordinator {
         crate::failpoint::reach(crate::failpoint::TXN_PREPARED);
         let coordinator_epoch = self.coordinator_epoch(broker, transactional_id)?;
         let plan = markers::plan(&prepared.partitions, &broker.replicas.image(), broker.config.node_id);
+        if !plan.gone.is_empty() {
+            tracing::info!(transactional_id, partitions = ?plan.gone, "no markers for partitions of deleted topics");
+        }
         let (producer_id, producer_epoch) = (prepared.producer_id, prepared.producer_epoch);
         write_markers(broker, producer_id, producer_epoch, coordinator_epoch, result, &plan.local)?;
         if plan.is_local() {
