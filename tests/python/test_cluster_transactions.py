@@ -1,6 +1,8 @@
 """Transactions across brokers: a confluent-kafka transactional producer
 whose coordinator is on one broker writes to partitions led by the two
-others; the coordinator's markers reach them through WriteTxnMarkers, so
+others, whose leaders verify each partition with that coordinator
+(AddPartitionsToTxn verify_only); the coordinator's markers reach them
+through WriteTxnMarkers, so
 read_committed consumers see a committed transaction whole and an aborted
 one not at all; transactional offsets land with a group coordinator on
 another broker; and a coordinator killed between PrepareCommit and its
@@ -28,10 +30,6 @@ def start_cluster(tmp_path, env: dict[str, str] | None = None) -> Cluster:
     overrides = {
         "offsets.topic.num.partitions": "12",
         "transaction.state.log.num.partitions": "6",
-        # A partition leader checks a transactional produce with the
-        # transaction's coordinator only when that is itself; no
-        # AddPartitionsToTxn verification goes between brokers yet.
-        "transaction.partition.verification.enable": "false",
     }
     cluster = Cluster(tmp_path, controllers=3, combined=True, overrides=overrides)
     for node in cluster.brokers():

@@ -17,7 +17,7 @@
 //! transaction after a restart or a failover does too.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
@@ -25,19 +25,15 @@ use kafka_protocol::messages::write_txn_markers_request::{WritableTxnMarker, Wri
 use kafka_protocol::messages::{ProducerId, TopicName, WriteTxnMarkersRequest};
 use kafka_protocol::protocol::StrBytes;
 use strom_metadata::MetadataImage;
-use strom_quorum::channel::{Channel, Connector};
 use tokio::time::Instant;
 
+use super::peers::REQUEST_TIMEOUT;
 use super::state::{TxnPartition, TxnResult};
 use super::CompletionClaim;
-use crate::locks::lock_recovering;
 use crate::server::Broker;
 
 /// The WriteTxnMarkers version sent, as Kafka 4's coordinator sends it.
 const WRITE_TXN_MARKERS_VERSION: i16 = 1;
-/// How long one request may wait for its answer (Kafka's
-/// `request.timeout.ms` default).
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// The pause before markers that failed are sent again.
 const RETRY_BACKOFF: Duration = Duration::from_millis(100);
 /// How long one job keeps trying before it leaves the transaction to the
@@ -138,33 +134,6 @@ pub fn outcome(error: Option<ResponseError>) -> MarkerOutcome {
     }
 }
 
-/// The open channels to other brokers, by broker id and address.
-#[derive(Default)]
-pub struct MarkerChannels {
-    connector: OnceLock<Result<Connector, String>>,
-    open: Mutex<HashMap<i32, Arc<Channel>>>,
-}
-
-impl MarkerChannels {
-    /// A channel to `broker_id` at `address`, reusing an open one.
-    async fn channel(&self, broker: &Broker, broker_id: i32, address: &str) -> Result<Arc<Channel>, String> {
-        let cached = lock_recovering(&self.open, "marker channels").get(&broker_id).cloned();
-        if let Some(channel) = cached.filter(|c| !c.is_closed() && c.address() == address) {
-            return Ok(channel);
-        }
-        let connector = self
-            .connector
-            .get_or_init(|| crate::security::client::inter_broker_connector(&broker.config))
-            .clone()?;
-        let client_id = format!("broker-{}-txn-marker-sender", broker.config.node_id);
-        let channel = Arc::new(
-            connector.connect(address, &client_id, REQUEST_TIMEOUT).await.map_err(|e| e.to_string())?,
-        );
-        lock_recovering(&self.open, "marker channels").insert(broker_id, channel.clone());
-        Ok(channel)
-    }
-}
-
 /// Sends `job`'s markers until all are written (then completes the
 /// transaction), the transaction is fenced or moved on, or the deadline.
 pub async fn deliver(broker: Arc<Broker>, job: MarkerJob) {
@@ -234,18 +203,10 @@ async fn send_round(
     answers.extend(plan.leaderless.into_iter().map(|tp| (tp, MarkerOutcome::Retry)));
     let mut sends = tokio::task::JoinSet::new();
     for (leader, partitions) in plan.remote {
-        let address = image
-            .brokers
-            .get(&leader)
-            .and_then(|b| b.endpoint(&broker.config.kraft.inter_broker_listener_name))
-            .map(|e| format!("{}:{}", e.host, e.port));
         let request = request(job, &partitions);
-        let broker = broker.clone();
+        let (broker, image) = (broker.clone(), image.clone());
         sends.spawn(async move {
-            let answered = match address {
-                Some(address) => send(&broker, leader, &address, &request).await,
-                None => Err(format!("broker {leader} has no inter-broker endpoint")),
-            };
+            let answered = send(&broker, &image, leader, &request).await;
             answers_of(leader, partitions, answered)
         });
     }
@@ -282,22 +243,16 @@ fn request(job: &MarkerJob, partitions: &[TxnPartition]) -> WriteTxnMarkersReque
 }
 
 /// Sends `request` to broker `leader`; each partition's error, or why no
-/// answer came. A failed connection is forgotten so the next try reconnects.
+/// answer came.
 async fn send(
     broker: &Broker,
+    image: &MetadataImage,
     leader: i32,
-    address: &str,
     request: &WriteTxnMarkersRequest,
 ) -> Result<HashMap<TxnPartition, Option<ResponseError>>, String> {
-    let channels = &broker.transactions.marker_channels;
-    let channel = channels.channel(broker, leader, address).await?;
-    let response = match channel.send(request, WRITE_TXN_MARKERS_VERSION, REQUEST_TIMEOUT).await {
-        Ok(response) => response,
-        Err(e) => {
-            lock_recovering(&channels.open, "marker channels").remove(&leader);
-            return Err(e.to_string());
-        }
-    };
+    let peers = &broker.transactions.peers;
+    let response =
+        peers.send(broker, image, leader, request, WRITE_TXN_MARKERS_VERSION, REQUEST_TIMEOUT).await?;
     let mut errors = HashMap::new();
     for marker in response.markers {
         for topic in marker.topics {
@@ -394,6 +349,28 @@ mod tests {
         assert_eq!(outcome(Some(TransactionCoordinatorFenced)), MarkerOutcome::Fenced);
         assert_eq!(outcome(Some(InvalidProducerEpoch)), MarkerOutcome::Fenced);
         assert_eq!(outcome(Some(UnsupportedForMessageFormat)), MarkerOutcome::Drop);
+    }
+
+    #[test]
+    fn one_request_per_leader_carries_the_marker_with_its_topics_grouped() {
+        let completing = Arc::default();
+        let job = MarkerJob {
+            transactional_id: "tx".into(),
+            producer_id: 42,
+            producer_epoch: 3,
+            result: TxnResult::Commit,
+            coordinator_epoch: 7,
+            partitions: Vec::new(),
+            claim: CompletionClaim::take(&completing, "tx").unwrap(),
+        };
+        let sent = request(&job, &[tp("b", 1), tp("a", 0), tp("b", 4)]);
+        let [marker] = &sent.markers[..] else { panic!("one marker: {sent:?}") };
+        assert_eq!((marker.producer_id.0, marker.producer_epoch), (42, 3));
+        assert!(marker.transaction_result, "COMMIT");
+        assert_eq!(marker.coordinator_epoch, 7);
+        let topics: Vec<(String, Vec<i32>)> =
+            marker.topics.iter().map(|t| (t.name.to_string(), t.partition_indexes.clone())).collect();
+        assert_eq!(topics, vec![("a".to_owned(), vec![0]), ("b".to_owned(), vec![1, 4])]);
     }
 
     #[test]

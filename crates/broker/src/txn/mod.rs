@@ -20,6 +20,7 @@
 
 pub mod codec;
 pub mod markers;
+pub mod peers;
 pub mod state;
 
 use std::collections::{HashMap, HashSet};
@@ -36,7 +37,8 @@ use crate::internal_topic;
 use crate::locks::lock_recovering;
 use crate::replica::Partition;
 use crate::server::Broker;
-use markers::{MarkerChannels, MarkerJob};
+use markers::MarkerJob;
+use peers::Peers;
 use state::{InitRequest, InitTransition, TxnMetadata, TxnPartition, TxnResult, TxnState};
 
 /// Kafka's internal topic for transaction state.
@@ -81,7 +83,8 @@ pub struct TransactionCoordinator {
     /// jobs at most as transactions (each holds its transaction's claim).
     marker_jobs: tokio::sync::mpsc::UnboundedSender<MarkerJob>,
     marker_queue: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<MarkerJob>>>,
-    marker_channels: MarkerChannels,
+    /// Connections to the other brokers, for markers and verification.
+    peers: Peers,
 }
 
 /// One transaction's markers being written: the id stays claimed until the
@@ -116,7 +119,7 @@ impl TransactionCoordinator {
             completing: Arc::default(),
             marker_jobs,
             marker_queue: Mutex::new(Some(marker_queue)),
-            marker_channels: MarkerChannels::default(),
+            peers: Peers::default(),
         }
     }
 
