@@ -222,3 +222,40 @@ def test_a_coordinator_killed_after_prepare_commit_completes_the_transaction_whe
         finally:
             reader.close()
         assert got == {p: values(f"prepared-p{p}", 10) for p in partitions}
+
+
+def test_markers_for_a_killed_leader_wait_for_it_and_the_transaction_completes_only_then(cluster):
+    layout = Layout(cluster)
+    topic, partitions = layout.topic, layout.partitions
+    victim = layout.others[0]
+    producer = txn_producer(cluster.bootstrap, layout.transactional_id)
+    producer.begin_transaction()
+    produce_in_txn(producer, topic, partitions, "waited")
+    cluster.kill9(victim)
+    producer.commit_transaction(TIMEOUT_S)  # decided once PrepareCommit is written
+
+    # The marker for the surviving leader lands; the other is retried.
+    survivor = cluster.nodes[layout.others[1]].bootstrap
+    reader = confluent_consumer(survivor, **{"isolation.level": "read_committed"})
+    got: list[bytes] = []
+    try:
+        reader.assign([TopicPartition(topic, partitions[1], OFFSET_BEGINNING)])
+        wait_until(
+            lambda: got.extend(m.value() for m in reader.consume(100, 0.5) if not m.error()) or len(got) >= 10,
+            CLUSTER_WAIT_S,
+            "the surviving partition's committed records",
+        )
+    finally:
+        reader.close()
+    assert got == values(f"waited-p{partitions[1]}", 10)
+    port = cluster.nodes[layout.coordinator].broker_port
+    assert describe_transaction(port, layout.transactional_id).state == "PrepareCommit", "a marker is still owed"
+
+    cluster.restart(victim)
+    wait_for_state(cluster, layout, "CompleteCommit", timeout_s=2 * CLUSTER_WAIT_S)
+    producer.begin_transaction()
+    for p in partitions:
+        producer.produce(topic, value=SENTINEL, partition=p)
+    producer.commit_transaction(TIMEOUT_S)
+    committed = read_until_sentinels(cluster.bootstrap, topic, partitions, "read_committed")
+    assert committed == {p: values(f"waited-p{p}", 10) for p in partitions}

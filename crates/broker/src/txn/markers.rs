@@ -187,6 +187,7 @@ async fn send_round(
 ) -> Option<Vec<TxnPartition>> {
     let image = broker.replicas.image();
     let plan = plan(pending, &image, broker.config.node_id);
+    let mut unanswered: Vec<TxnPartition> = plan.elsewhere();
     let mut answers: Vec<(TxnPartition, MarkerOutcome)> = Vec::new();
     for tp in plan.local {
         let written = super::write_marker(
@@ -200,7 +201,6 @@ async fn send_round(
         );
         answers.push((tp, outcome(written.err())));
     }
-    answers.extend(plan.leaderless.into_iter().map(|tp| (tp, MarkerOutcome::Retry)));
     let mut sends = tokio::task::JoinSet::new();
     for (leader, partitions) in plan.remote {
         let request = request(job, &partitions);
@@ -213,6 +213,10 @@ async fn send_round(
     while let Some(sent) = sends.join_next().await {
         answers.extend(sent.unwrap_or_default());
     }
+    // Leaderless partitions, and those of a send that panicked, got no
+    // answer: their markers are owed still.
+    unanswered.retain(|tp| !answers.iter().any(|(answered, _)| answered == tp));
+    answers.extend(unanswered.into_iter().map(|tp| (tp, MarkerOutcome::Retry)));
     if answers.iter().any(|(_, o)| *o == MarkerOutcome::Fenced) {
         return None;
     }
