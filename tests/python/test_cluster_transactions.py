@@ -5,8 +5,10 @@ others, whose leaders verify each partition with that coordinator
 through WriteTxnMarkers, so
 read_committed consumers see a committed transaction whole and an aborted
 one not at all; transactional offsets land with a group coordinator on
-another broker; and a coordinator killed between PrepareCommit and its
-markers finishes the transaction when it returns."""
+another broker; a coordinator killed between PrepareCommit and its
+markers finishes the transaction when it returns; a marker owed to a
+killed leader keeps the transaction prepared until it is written; and
+all of it over a SASL_SSL inter-broker listener."""
 
 from __future__ import annotations
 
@@ -14,11 +16,13 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from cluster import CLUSTER_WAIT_S, Cluster
 from harness import OutRecord, confluent_consumer, confluent_producer, produce_confluent, wait_until
 from test_cluster_clients import BROKERS, coordinator_of, leaders, live_brokers, spread_topic
+from test_secure_links import SecureCluster, create, wait_formed
 from test_transactions import SENTINEL, TIMEOUT_S, committed_offset, describe_transaction, txn_producer
 import wire
 
@@ -259,3 +263,50 @@ def test_markers_for_a_killed_leader_wait_for_it_and_the_transaction_completes_o
     producer.commit_transaction(TIMEOUT_S)
     committed = read_until_sentinels(cluster.bootstrap, topic, partitions, "read_committed")
     assert committed == {p: values(f"waited-p{p}", 10) for p in partitions}
+
+
+@pytest.mark.timeout(240)
+def test_markers_and_verification_travel_the_sasl_ssl_inter_broker_listener(tmp_path):
+    secure = SecureCluster(tmp_path)
+    with secure.cluster:
+        secure.cluster.start()
+        wait_formed(secure, BROKERS)
+        conf = secure.conf(secure.cluster.nodes[1])
+        topic = "secure-txn"
+        create(conf, topic, partitions=6)
+
+        def led() -> dict[int, int]:
+            partitions = AdminClient(conf).list_topics(topic, timeout=10).topics[topic].partitions
+            return {p: meta.leader for p, meta in partitions.items()}
+
+        # One partition led by each broker: whichever coordinates the
+        # transaction, two of its partitions are led elsewhere.
+        wait_until(lambda: set(led().values()) == BROKERS, CLUSTER_WAIT_S, "a partition led by every broker")
+        leaders_now = led()
+        partitions = sorted(min(p for p, leader in leaders_now.items() if leader == b) for b in BROKERS)
+        producer = Producer({**conf, "transactional.id": "secure-tx"})
+        producer.init_transactions(TIMEOUT_S)
+        for tag, commit in (("committed", True), ("aborted", False), ("end", True)):
+            producer.begin_transaction()
+            for p in partitions:
+                for value in [SENTINEL] if tag == "end" else values(f"{tag}-p{p}", 5):
+                    producer.produce(topic, value=value, partition=p)
+            (producer.commit_transaction if commit else producer.abort_transaction)(TIMEOUT_S)
+
+        reader = Consumer({**conf, "group.id": "secure-reader", "isolation.level": "read_committed",
+                           "enable.auto.commit": False})
+        got: dict[int, list[bytes]] = {p: [] for p in partitions}
+        try:
+            reader.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+            wait_until(
+                lambda: [got[m.partition()].append(m.value()) for m in reader.consume(100, 0.5) if not m.error()]
+                is not None
+                and all(v and v[-1] == SENTINEL for v in got.values()),
+                CLUSTER_WAIT_S,
+                "every partition's sentinel through read_committed",
+            )
+        finally:
+            reader.close()
+        assert got == {p: values(f"committed-p{p}", 5) + [SENTINEL] for p in partitions}
+        for node in secure.cluster.nodes.values():
+            assert "authentication to" not in node.process.log_since_start(), f"node {node.node_id} failed to log in"
