@@ -281,8 +281,11 @@ def test_markers_and_verification_travel_the_sasl_ssl_inter_broker_listener(tmp_
 
         # One partition led by each broker: whichever coordinates the
         # transaction, two of its partitions are led elsewhere.
-        wait_until(lambda: set(led().values()) == BROKERS, CLUSTER_WAIT_S, "a partition led by every broker")
-        leaders_now = led()
+        def led_by_every_broker() -> dict[int, int] | None:
+            found = led()
+            return found if set(found.values()) == BROKERS else None
+
+        leaders_now = wait_until(led_by_every_broker, CLUSTER_WAIT_S, "a partition led by every broker")
         partitions = sorted(min(p for p, leader in leaders_now.items() if leader == b) for b in BROKERS)
         producer = Producer({**conf, "transactional.id": "secure-tx"})
         producer.init_transactions(TIMEOUT_S)
