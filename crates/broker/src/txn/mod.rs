@@ -540,8 +540,12 @@ impl TransactionCoordinator {
             }
         }
         for id in stuck {
-            if let Err(error) = self.complete(broker, &id) {
-                tracing::warn!(transactional_id = id, "transaction markers still failing: {error:?}");
+            match self.complete(broker, &id) {
+                // Its markers are on their way to other brokers.
+                Ok(()) | Err(ResponseError::ConcurrentTransactions) => {}
+                Err(error) => {
+                    tracing::warn!(transactional_id = id, "transaction markers still failing: {error:?}")
+                }
             }
         }
     }
