@@ -17,6 +17,7 @@ pub fn storage_error(e: &StorageError) -> ResponseError {
         StorageError::OutOfOrderSequence(_) => ResponseError::OutOfOrderSequenceNumber,
         StorageError::InvalidProducerEpoch(_) => ResponseError::InvalidProducerEpoch,
         StorageError::InvalidTxnState(_) => ResponseError::InvalidTxnState,
+        StorageError::CoordinatorFenced(_) => ResponseError::TransactionCoordinatorFenced,
         StorageError::Io(_)
         | StorageError::IoAt { .. }
         | StorageError::LogDirOffline(_)

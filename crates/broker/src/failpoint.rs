@@ -1,4 +1,5 @@
-//! The broker's test-only crash points, in topic creation and deletion.
+//! The broker's test-only crash points, in topic creation and deletion
+//! and in ending a transaction.
 //! `STROM_FAILPOINTS=name[,name…]` arms them; the mechanism, and the log
 //! cleaner's points, are in [`strom_storage::failpoint`].
 
@@ -14,6 +15,9 @@ pub const PARTITIONS_ADDED: &str = "partitions-added";
 pub const TOPIC_REMOVAL_COMMITTED: &str = "topic-removal-committed";
 /// After the first log of a deleted topic is removed, before the others.
 pub const TOPIC_LOG_REMOVED: &str = "topic-log-removed";
+/// After a transaction's PrepareCommit (PrepareAbort) is written, before
+/// any of its markers.
+pub const TXN_PREPARED: &str = "txn-prepared";
 
 /// Shared with the storage crate, which owns the mechanism and its own points.
 pub use strom_storage::failpoint::reach;

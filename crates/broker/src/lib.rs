@@ -37,7 +37,9 @@
 //! - [`producer_ids`] hands out idempotent producers' ids from blocks
 //!   reserved in the metadata log;
 //! - [`txn`] is the transaction coordinator: `__transaction_state`, the
-//!   transaction state machine and the markers that end transactions;
+//!   transaction state machine and the markers that end transactions
+//!   (WriteTxnMarkers to partitions other brokers lead, `txn::markers`;
+//!   requests to other brokers go through `txn::peers`);
 //!   [`verification`] keeps a transactional batch out of a partition until
 //!   the coordinator has placed the partition in the producer's transaction;
 //!   [`internal_topic`] maps ids to the partitions of the coordinators'

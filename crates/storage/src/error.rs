@@ -40,6 +40,10 @@ pub enum StorageError {
     /// A batch from an older epoch of its producer (INVALID_PRODUCER_EPOCH).
     #[error("invalid producer epoch: {0}")]
     InvalidProducerEpoch(String),
+    /// A transaction marker from an older coordinator than the last one
+    /// the partition heard from (TRANSACTION_COORDINATOR_FENCED).
+    #[error("transaction coordinator fenced: {0}")]
+    CoordinatorFenced(String),
     /// A write that breaks the producer's transaction (INVALID_TXN_STATE).
     #[error("invalid transaction state: {0}")]
     InvalidTxnState(String),

@@ -291,6 +291,7 @@ impl ProducerState {
                 let committed = self.producers.get(&header.producer_id);
                 let entry = pending.entry(header.producer_id, committed);
                 check_epoch(ProducerBatch::of(header), entry)?;
+                check_coordinator_epoch(&marker, entry)?;
                 let completed = CompletedTxn {
                     producer_id: header.producer_id,
                     first_offset: entry.current_txn_first_offset.unwrap_or(batch_first_offset),
@@ -520,6 +521,18 @@ fn check_transactional(header: &BatchHeader, entry: &mut ProducerEntry, first_of
             )))
         }
         _ => {}
+    }
+    Ok(())
+}
+
+/// Kafka's `checkCoordinatorEpoch`: a marker from a coordinator older than
+/// the one that wrote this producer's last marker is refused.
+fn check_coordinator_epoch(marker: &EndTxnMarker, entry: &ProducerEntry) -> Result<()> {
+    if marker.coordinator_epoch < entry.coordinator_epoch {
+        return Err(StorageError::CoordinatorFenced(format!(
+            "marker coordinator epoch {} is older than the last seen {}",
+            marker.coordinator_epoch, entry.coordinator_epoch
+        )));
     }
     Ok(())
 }

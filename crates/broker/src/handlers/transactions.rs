@@ -316,21 +316,20 @@ pub fn txn_offset_commit(
 /// transaction (AddOffsetsToTxn first), as Kafka's verification demands.
 fn verify_offsets_in_txn(broker: &Broker, request: &TxnOffsetCommitRequest) -> Result<(), ResponseError> {
     let partition = (OFFSETS_TOPIC.to_owned(), broker.groups.partition_for(request.group_id.as_str()));
-    broker
-        .transactions
-        .verify_produce(
-            request.transactional_id.as_str(),
-            request.producer_id.0,
-            request.producer_epoch,
-            &partition,
-        )
-        .map_err(
-            |e| if e == ResponseError::TransactionAbortable { ResponseError::InvalidTxnState } else { e },
-        )
+    // Asked with the group lock held, as the append that follows is: one
+    // round trip when the transaction coordinator is another broker.
+    let (producer_id, epoch) = (request.producer_id.0, request.producer_epoch);
+    verify_in_txn(broker, request.transactional_id.as_str(), producer_id, epoch, &partition).map_err(|e| {
+        if e == ResponseError::TransactionAbortable {
+            ResponseError::InvalidTxnState
+        } else {
+            e
+        }
+    })
 }
 
-/// WriteTxnMarkers: on one node the coordinator writes its markers
-/// directly, but the API is served for tools and other brokers' coordinators.
+/// WriteTxnMarkers: the markers of transaction coordinators on other
+/// brokers (and of tools) for the partitions this broker leads.
 pub fn write_markers(ctx: &RequestContext<'_>, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse {
     let broker = ctx.broker;
     let cluster_action = ctx.authorize_cluster(operation::CLUSTER_ACTION);
@@ -354,6 +353,7 @@ pub fn write_markers(ctx: &RequestContext<'_>, request: WriteTxnMarkersRequest) 
                                     broker,
                                     marker.producer_id.0,
                                     marker.producer_epoch,
+                                    marker.coordinator_epoch,
                                     result,
                                     topic.name.as_str(),
                                     *index,
@@ -543,9 +543,28 @@ pub fn describe_producers(
     DescribeProducersResponse::default().with_topics(topics)
 }
 
+/// Whether `partition` is in the ongoing transaction of `transactional_id`,
+/// by this broker's coordinator or, when another broker coordinates the
+/// id, by that one's answer.
+fn verify_in_txn(
+    broker: &Broker,
+    transactional_id: &str,
+    producer_id: i64,
+    epoch: i16,
+    partition: &TxnPartition,
+) -> Result<(), ResponseError> {
+    let coordinator = &broker.transactions;
+    match coordinator.check_coordinator(broker, transactional_id) {
+        Err(ResponseError::NotCoordinator) if coordinator.config().partition_verification => {
+            crate::txn::peers::verify_at_coordinator(broker, transactional_id, producer_id, epoch, partition)
+        }
+        _ => coordinator.verify_produce(transactional_id, producer_id, epoch, partition),
+    }
+}
+
 /// KIP-890 verification of a transactional produce: the coordinator's word
-/// that `partition` belongs to the ongoing transaction of the batch's
-/// producer, with its errors mapped as Kafka's partition leader maps them
+/// (asked over the network when it is another broker) that `partition`
+/// belongs to the ongoing transaction of the batch's producer, with its errors mapped as Kafka's partition leader maps them
 /// for the producer: TRANSACTION_ABORTABLE only from Produce v11 on
 /// (INVALID_TXN_STATE before), and retriable coordinator errors as
 /// NOT_ENOUGH_REPLICAS, which every client retries.
@@ -556,18 +575,16 @@ pub fn verify_transactional_produce(
     batch: &BatchHeader,
     partition: &TxnPartition,
 ) -> Result<(), ResponseError> {
-    broker
-        .transactions
-        .verify_produce(transactional_id, batch.producer_id, batch.producer_epoch, partition)
-        .map_err(|e| match e {
-            ResponseError::TransactionAbortable if produce_version < 11 => ResponseError::InvalidTxnState,
-            ResponseError::ProducerFenced => ResponseError::InvalidProducerEpoch,
-            ResponseError::ConcurrentTransactions
-            | ResponseError::CoordinatorLoadInProgress
-            | ResponseError::CoordinatorNotAvailable
-            | ResponseError::NotCoordinator => ResponseError::NotEnoughReplicas,
-            other => other,
-        })
+    let (producer_id, epoch) = (batch.producer_id, batch.producer_epoch);
+    verify_in_txn(broker, transactional_id, producer_id, epoch, partition).map_err(|e| match e {
+        ResponseError::TransactionAbortable if produce_version < 11 => ResponseError::InvalidTxnState,
+        ResponseError::ProducerFenced => ResponseError::InvalidProducerEpoch,
+        ResponseError::ConcurrentTransactions
+        | ResponseError::CoordinatorLoadInProgress
+        | ResponseError::CoordinatorNotAvailable
+        | ResponseError::NotCoordinator => ResponseError::NotEnoughReplicas,
+        other => other,
+    })
 }
 
 #[cfg(test)]

@@ -11,13 +11,16 @@
 //!
 //! Ending a transaction: PrepareCommit (or PrepareAbort) is written, then a
 //! COMMIT (ABORT) marker goes straight into the log of every partition of
-//! the transaction (one node: no WriteTxnMarkers round trip), then
-//! CompleteCommit (CompleteAbort). A marker in `__consumer_offsets` makes
+//! the transaction this broker leads and, through WriteTxnMarkers
+//! ([`markers`]), to the leaders of the others; once every marker is
+//! written, CompleteCommit (CompleteAbort). A marker in `__consumer_offsets` makes
 //! the transaction's staged offsets the group's (or drops them). A crash
 //! between the steps leaves a Prepare state, which start-up completes; an
 //! Ongoing transaction left behind times out and is aborted.
 
 pub mod codec;
+pub mod markers;
+pub mod peers;
 pub mod state;
 
 use std::collections::{HashMap, HashSet};
@@ -34,13 +37,12 @@ use crate::internal_topic;
 use crate::locks::lock_recovering;
 use crate::replica::Partition;
 use crate::server::Broker;
+use markers::MarkerJob;
+use peers::Peers;
 use state::{InitRequest, InitTransition, TxnMetadata, TxnPartition, TxnResult, TxnState};
 
 /// Kafka's internal topic for transaction state.
 pub const TRANSACTION_STATE_TOPIC: &str = "__transaction_state";
-/// The coordinator epoch the markers carry: the leader epoch of the
-/// `__transaction_state` partition, which one node never changes.
-const COORDINATOR_EPOCH: i32 = 0;
 /// A transaction left in a Prepare state (its markers failed) is retried
 /// after this long.
 const PREPARED_RETRY_MS: i64 = 10_000;
@@ -78,34 +80,49 @@ pub struct TransactionCoordinator {
     config: TxnConfig,
     txns: Mutex<HashMap<String, TxnMetadata>>,
     /// Ids whose markers are being written, so the retry timer leaves them be.
-    completing: Mutex<HashSet<String>>,
+    completing: Arc<Mutex<HashSet<String>>>,
+    /// Markers for other brokers, to the task that sends them; as many
+    /// jobs at most as transactions (each holds its transaction's claim).
+    marker_jobs: tokio::sync::mpsc::UnboundedSender<MarkerJob>,
+    marker_queue: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<MarkerJob>>>,
+    /// Connections to the other brokers, for markers and verification.
+    peers: Peers,
 }
 
 /// One transaction's markers being written: the id stays claimed until the
 /// claim drops, even if the writer panics, so the transaction is never
 /// stuck as "completing".
-struct CompletionClaim<'a> {
-    completing: &'a Mutex<HashSet<String>>,
-    transactional_id: &'a str,
+pub struct CompletionClaim {
+    completing: Arc<Mutex<HashSet<String>>>,
+    transactional_id: String,
 }
 
-impl<'a> CompletionClaim<'a> {
-    fn take(completing: &'a Mutex<HashSet<String>>, transactional_id: &'a str) -> Option<Self> {
+impl CompletionClaim {
+    fn take(completing: &Arc<Mutex<HashSet<String>>>, transactional_id: &str) -> Option<Self> {
         let claimed =
             lock_recovering(completing, "transactions completing").insert(transactional_id.to_owned());
-        claimed.then_some(Self { completing, transactional_id })
+        claimed
+            .then(|| Self { completing: completing.clone(), transactional_id: transactional_id.to_owned() })
     }
 }
 
-impl Drop for CompletionClaim<'_> {
+impl Drop for CompletionClaim {
     fn drop(&mut self) {
-        lock_recovering(self.completing, "transactions completing").remove(self.transactional_id);
+        lock_recovering(&self.completing, "transactions completing").remove(&self.transactional_id);
     }
 }
 
 impl TransactionCoordinator {
     pub fn new(config: TxnConfig) -> Self {
-        Self { config, txns: Mutex::default(), completing: Mutex::default() }
+        let (marker_jobs, marker_queue) = tokio::sync::mpsc::unbounded_channel();
+        Self {
+            config,
+            txns: Mutex::default(),
+            completing: Arc::default(),
+            marker_jobs,
+            marker_queue: Mutex::new(Some(marker_queue)),
+            peers: Peers::default(),
+        }
     }
 
     pub fn config(&self) -> &TxnConfig {
@@ -306,19 +323,68 @@ impl TransactionCoordinator {
         Ok(())
     }
 
-    /// Writes the markers of a prepared transaction, then its Complete state.
+    /// Writes the markers of a prepared transaction this broker leads the
+    /// partitions of, then its Complete state; markers for other brokers'
+    /// partitions are queued for [`markers::deliver`], which completes it.
     fn complete(&self, broker: &Broker, transactional_id: &str) -> Result<(), ResponseError> {
-        let Some(_claim) = CompletionClaim::take(&self.completing, transactional_id) else {
+        let Some(claim) = CompletionClaim::take(&self.completing, transactional_id) else {
             return Err(ResponseError::ConcurrentTransactions);
         };
-        self.complete_claimed(broker, transactional_id)
-    }
-
-    fn complete_claimed(&self, broker: &Broker, transactional_id: &str) -> Result<(), ResponseError> {
         let prepared = self.txns().get(transactional_id).cloned();
         let Some(prepared) = prepared.filter(|m| m.state.is_prepared()) else { return Ok(()) };
         let result = prepared.pending_result().expect("prepared");
-        write_markers(broker, prepared.producer_id, prepared.producer_epoch, result, &prepared.partitions)?;
+        crate::failpoint::reach(crate::failpoint::TXN_PREPARED);
+        let coordinator_epoch = self.coordinator_epoch(broker, transactional_id)?;
+        let plan = markers::plan(&prepared.partitions, &broker.replicas.image(), broker.config.node_id);
+        if !plan.gone.is_empty() {
+            tracing::info!(transactional_id, partitions = ?plan.gone, "no markers for partitions of deleted topics");
+        }
+        let (producer_id, producer_epoch) = (prepared.producer_id, prepared.producer_epoch);
+        write_markers(broker, producer_id, producer_epoch, coordinator_epoch, result, &plan.local)?;
+        if plan.is_local() {
+            return self.finish(broker, transactional_id);
+        }
+        let job = MarkerJob {
+            transactional_id: transactional_id.to_owned(),
+            producer_id,
+            producer_epoch,
+            result,
+            coordinator_epoch,
+            partitions: plan.elsewhere(),
+            claim,
+        };
+        self.marker_jobs.send(job).map_err(|_| ResponseError::CoordinatorNotAvailable)
+    }
+
+    /// The coordinator epoch markers carry: the leader epoch of the
+    /// `__transaction_state` partition of `transactional_id`.
+    /// Asks the image first: one that lacks the topic is too old to say
+    /// which of the transaction's topics are gone.
+    fn coordinator_epoch(&self, broker: &Broker, transactional_id: &str) -> Result<i32, ResponseError> {
+        self.check_coordinator(broker, transactional_id)?;
+        let partition = broker
+            .replicas
+            .partition(TRANSACTION_STATE_TOPIC, self.partition_for(transactional_id))
+            .filter(|p| p.is_leader())
+            .ok_or(ResponseError::NotCoordinator)?;
+        Ok(partition.leader_epoch())
+    }
+
+    /// Whether `job` is still this coordinator's to send: its transaction
+    /// prepared at the same producer epoch and the coordinator epoch
+    /// unchanged (Kafka cancels the markers otherwise).
+    fn still_sending(&self, broker: &Broker, job: &MarkerJob) -> bool {
+        let id = &job.transactional_id;
+        let same_txn = self.txns().get(id).is_some_and(|m| {
+            m.state.is_prepared()
+                && m.producer_id == job.producer_id
+                && m.producer_epoch == job.producer_epoch
+        });
+        same_txn && self.coordinator_epoch(broker, id) == Ok(job.coordinator_epoch)
+    }
+
+    /// Every marker written: the transaction's Complete state.
+    fn finish(&self, broker: &Broker, transactional_id: &str) -> Result<(), ResponseError> {
         let mut txns = self.txns();
         // Nothing else moves a prepared transaction: it is still this one.
         let Some(next) = txns.get(transactional_id).and_then(|m| m.prepare_complete(strom_storage::now_ms()))
@@ -424,11 +490,16 @@ impl TransactionCoordinator {
     pub async fn run_timers(broker: Arc<Broker>) {
         let config = broker.transactions.config.clone();
         let mut stopping = broker.stopping();
+        let taken = lock_recovering(&broker.transactions.marker_queue, "marker queue").take();
+        let Some(mut marker_jobs) = taken else { return };
         let mut abort = tokio::time::interval(Duration::from_millis(config.abort_timed_out_interval_ms));
         let mut expire = tokio::time::interval(Duration::from_millis(config.remove_expired_interval_ms));
         loop {
             tokio::select! {
                 _ = stopping.changed() => return,
+                Some(job) = marker_jobs.recv() => {
+                    tokio::spawn(markers::deliver(broker.clone(), job));
+                }
                 _ = abort.tick() => {
                     let run = broker.clone();
                     let _ = tokio::task::spawn_blocking(move || {
@@ -472,8 +543,12 @@ impl TransactionCoordinator {
             }
         }
         for id in stuck {
-            if let Err(error) = self.complete(broker, &id) {
-                tracing::warn!(transactional_id = id, "transaction markers still failing: {error:?}");
+            match self.complete(broker, &id) {
+                // Its markers are on their way to other brokers.
+                Ok(()) | Err(ResponseError::ConcurrentTransactions) => {}
+                Err(error) => {
+                    tracing::warn!(transactional_id = id, "transaction markers still failing: {error:?}")
+                }
             }
         }
     }
@@ -514,23 +589,28 @@ pub fn write_markers<'a>(
     broker: &Broker,
     producer_id: i64,
     epoch: i16,
+    coordinator_epoch: i32,
     result: TxnResult,
     partitions: impl IntoIterator<Item = &'a TxnPartition>,
 ) -> Result<(), ResponseError> {
     let mut first_error = None;
     for (topic, index) in partitions {
-        if let Err(error) = write_marker(broker, producer_id, epoch, result, topic, *index) {
+        if let Err(error) = write_marker(broker, producer_id, epoch, coordinator_epoch, result, topic, *index)
+        {
             first_error.get_or_insert(error);
         }
     }
     first_error.map_or(Ok(()), Err)
 }
 
-/// One marker; WriteTxnMarkers reports these per partition.
+/// One marker; WriteTxnMarkers reports these per partition. A marker from
+/// an older coordinator than the partition last heard from is refused
+/// (TRANSACTION_COORDINATOR_FENCED).
 pub fn write_marker(
     broker: &Broker,
     producer_id: i64,
     epoch: i16,
+    coordinator_epoch: i32,
     result: TxnResult,
     topic: &str,
     index: i32,
@@ -541,9 +621,7 @@ pub fn write_marker(
             tracing::info!(topic, partition = index, "skipping the marker of a partition that is gone");
             return Ok(());
         }
-        // Led by another broker: markers do not reach it yet (no
-        // WriteTxnMarkers between brokers), so the transaction stays
-        // prepared and the retry timer tries again.
+        // Not (or no longer) led here: the coordinator sends it to the leader.
         Err(error) => return Err(error),
     };
     let control = match result {
@@ -551,7 +629,7 @@ pub fn write_marker(
         TxnResult::Abort => ControlType::Abort,
     };
     let now = strom_storage::now_ms();
-    let marker = encode_marker(control, producer_id, epoch, COORDINATOR_EPOCH, now);
+    let marker = encode_marker(control, producer_id, epoch, coordinator_epoch, now);
     match partition.append_as(&marker, now, AppendOrigin::Coordinator) {
         Ok(_) => {}
         // A newer epoch already ended this producer's transaction here.
@@ -702,7 +780,7 @@ mod tests {
         let partition = broker.replicas.partition(OFFSETS_TOPIC, offsets.1).unwrap();
         let outcomes = broker.groups.txn_commit(&broker, &commit, &[entry], || {
             let verified = coordinator.verify_produce("tx", producer.0, producer.1, &offsets);
-            let marker = encode_marker(ControlType::Abort, producer.0, producer.1, COORDINATOR_EPOCH, 0);
+            let marker = encode_marker(ControlType::Abort, producer.0, producer.1, 0, 0);
             partition.append_as(&marker, 0, AppendOrigin::Coordinator).unwrap();
             verified
         });
@@ -793,7 +871,7 @@ mod tests {
 
     #[test]
     fn a_panic_while_writing_markers_releases_the_transaction() {
-        let completing = Mutex::default();
+        let completing = Arc::default();
         let panicked = std::thread::scope(|s| {
             s.spawn(|| {
                 let _claim = CompletionClaim::take(&completing, "tx").unwrap();

@@ -87,6 +87,22 @@ fn transactional_rules_are_kafkas() {
 }
 
 #[test]
+fn a_marker_from_an_older_coordinator_is_fenced() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path(), true);
+    produce(&mut log, transactional_batch(1, 0, 0, 1));
+    marker(&mut log, ControlType::Commit, 1, 0).unwrap(); // coordinator epoch 3
+    produce(&mut log, transactional_batch(1, 0, 1, 1));
+    let stale = encode_marker(ControlType::Commit, 1, 0, 2, 0);
+    let refused = log.append_as(&stale, 0, 0, AppendOrigin::Coordinator);
+    assert!(matches!(refused, Err(StorageError::CoordinatorFenced(_))), "{refused:?}");
+    assert_eq!(log.last_stable_offset(log.log_end_offset()), 2, "the transaction is still open");
+    let newer = encode_marker(ControlType::Commit, 1, 0, 4, 0);
+    log.append_as(&newer, 0, 0, AppendOrigin::Coordinator).unwrap();
+    assert_eq!(log.producer_state().get(1).unwrap().coordinator_epoch, 4);
+}
+
+#[test]
 fn aborts_are_found_from_the_segment_of_their_data_to_that_of_their_marker() {
     let dir = tempfile::tempdir().unwrap();
     let mut log = open(dir.path(), true);

@@ -1,0 +1,315 @@
+"""Transactions across brokers: a confluent-kafka transactional producer
+whose coordinator is on one broker writes to partitions led by the two
+others, whose leaders verify each partition with that coordinator
+(AddPartitionsToTxn verify_only); the coordinator's markers reach them
+through WriteTxnMarkers, so
+read_committed consumers see a committed transaction whole and an aborted
+one not at all; transactional offsets land with a group coordinator on
+another broker; a coordinator killed between PrepareCommit and its
+markers finishes the transaction when it returns; a marker owed to a
+killed leader keeps the transaction prepared until it is written; and
+all of it over a SASL_SSL inter-broker listener."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from cluster import CLUSTER_WAIT_S, Cluster
+from harness import OutRecord, confluent_consumer, confluent_producer, produce_confluent, wait_until
+from test_cluster_clients import BROKERS, coordinator_of, leaders, live_brokers, spread_topic
+from test_secure_links import SecureCluster, create, wait_formed
+from test_transactions import SENTINEL, TIMEOUT_S, committed_offset, describe_transaction, txn_producer
+import wire
+
+TRANSACTION_KEY = 1
+PREPARED_FAILPOINT = "txn-prepared"
+
+
+def start_cluster(tmp_path, env: dict[str, str] | None = None) -> Cluster:
+    overrides = {
+        "offsets.topic.num.partitions": "12",
+        "transaction.state.log.num.partitions": "6",
+    }
+    cluster = Cluster(tmp_path, controllers=3, combined=True, overrides=overrides)
+    for node in cluster.brokers():
+        node.process.env.update(env or {})
+    cluster.start()
+    cluster.wait_for_leader()
+    for node in cluster.brokers():
+        wait_until(
+            lambda node=node: live_brokers(node.bootstrap) == BROKERS,
+            CLUSTER_WAIT_S,
+            f"all brokers through broker {node.node_id}",
+        )
+    return cluster
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    with start_cluster(tmp_path) as cluster:
+        yield cluster
+
+
+def txn_coordinator_of(node, transactional_id: str) -> int:
+    request = wire.find_coordinator_v4_request(1, [transactional_id], key_type=TRANSACTION_KEY)
+    [found] = wire.parse_find_coordinator_v4(wire.call(node.broker_port, request))
+    return found.node_id if found.error_code == wire.NONE else -1
+
+
+class Layout:
+    """A transactional id coordinated by one broker and, for each of the
+    two other brokers, a partition of `topic` it leads."""
+
+    def __init__(self, cluster: Cluster):
+        self.topic = spread_topic(cluster)
+        node = cluster.nodes[1]
+        self.transactional_id = f"tx-{uuid.uuid4().hex[:8]}"
+        self.coordinator = wait_until(
+            lambda: (c := txn_coordinator_of(node, self.transactional_id)) in BROKERS and c,
+            CLUSTER_WAIT_S,
+            "a transaction coordinator",
+        )
+        led = leaders(node.bootstrap, self.topic)
+        self.others = sorted(BROKERS - {self.coordinator})
+        self.partitions = [min(p for p, leader in led.items() if leader == other) for other in self.others]
+
+
+def read_until_sentinels(bootstrap: str, topic: str, partitions: list[int], isolation: str) -> dict[int, list[bytes]]:
+    """Each partition's values from the beginning up to its SENTINEL (excluded)."""
+    reader = confluent_consumer(bootstrap, **{"isolation.level": isolation})
+    got: dict[int, list[bytes]] = {p: [] for p in partitions}
+    try:
+        reader.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+        deadline = time.monotonic() + TIMEOUT_S
+        while not all(values and values[-1] == SENTINEL for values in got.values()):
+            assert time.monotonic() < deadline, f"no sentinel within {TIMEOUT_S}s: {got}"
+            for msg in reader.consume(num_messages=1000, timeout=0.5):
+                assert msg.error() is None, f"consumer error: {msg.error()}"
+                got[msg.partition()].append(msg.value())
+    finally:
+        reader.close()
+    return {p: values[:-1] for p, values in got.items()}
+
+
+def values(tag: str, count: int) -> list[bytes]:
+    return [f"{tag}-{i}".encode() for i in range(count)]
+
+
+def produce_in_txn(producer, topic: str, partitions: list[int], tag: str, count: int = 10) -> None:
+    for p in partitions:
+        for value in values(f"{tag}-p{p}", count):
+            producer.produce(topic, value=value, partition=p)
+    assert producer.flush(TIMEOUT_S) == 0
+
+
+def wait_for_state(cluster: Cluster, layout: Layout, state: str, timeout_s: float = CLUSTER_WAIT_S) -> None:
+    port = cluster.nodes[layout.coordinator].broker_port
+
+    def reached() -> bool:
+        try:
+            return describe_transaction(port, layout.transactional_id).state == state
+        except (AssertionError, OSError):  # a restarted node answers once it is serving
+            return False
+
+    wait_until(reached, timeout_s, f"{layout.transactional_id} in {state}")
+
+
+def test_a_transaction_over_partitions_of_other_brokers_commits_and_aborts_everywhere(cluster):
+    layout = Layout(cluster)
+    topic, partitions = layout.topic, layout.partitions
+    producer = txn_producer(cluster.bootstrap, layout.transactional_id)
+
+    producer.begin_transaction()
+    produce_in_txn(producer, topic, partitions, "committed")
+    producer.commit_transaction(TIMEOUT_S)
+    wait_for_state(cluster, layout, "CompleteCommit")
+
+    producer.begin_transaction()
+    produce_in_txn(producer, topic, partitions, "aborted")
+    producer.abort_transaction(TIMEOUT_S)
+    wait_for_state(cluster, layout, "CompleteAbort")
+
+    producer.begin_transaction()
+    for p in partitions:
+        producer.produce(topic, value=SENTINEL, partition=p)
+    producer.commit_transaction(TIMEOUT_S)
+
+    committed = read_until_sentinels(cluster.bootstrap, topic, partitions, "read_committed")
+    assert committed == {p: values(f"committed-p{p}", 10) for p in partitions}
+    everything = read_until_sentinels(cluster.bootstrap, topic, partitions, "read_uncommitted")
+    assert everything == {p: values(f"committed-p{p}", 10) + values(f"aborted-p{p}", 10) for p in partitions}
+
+
+def test_offsets_sent_to_a_transaction_land_at_a_group_coordinator_on_another_broker(cluster):
+    layout = Layout(cluster)
+    topic, [source_partition, output_partition] = layout.topic, layout.partitions
+    node = cluster.nodes[1]
+    group = wait_until(
+        lambda: next(
+            (g for g in (f"app-{i}" for i in range(40)) if coordinator_of(node, g) not in {-1, layout.coordinator}),
+            None,
+        ),
+        CLUSTER_WAIT_S,
+        "a group coordinated away from the transaction coordinator",
+    )
+    inputs = [OutRecord(None, f"in-{i}".encode(), (), int(time.time() * 1000)) for i in range(20)]
+    produce_confluent(confluent_producer(cluster.bootstrap, acks="all"), topic, inputs, partition=source_partition)
+    source = confluent_consumer(cluster.bootstrap, **{"group.id": group, "isolation.level": "read_committed"})
+    source.assign([TopicPartition(topic, source_partition, OFFSET_BEGINNING)])
+    producer = txn_producer(cluster.bootstrap, layout.transactional_id)
+
+    def process(commit: bool) -> int:
+        records = []
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(records) < 10:
+            assert time.monotonic() < deadline, "input not consumed"
+            records += [m for m in source.consume(num_messages=10 - len(records), timeout=0.5) if not m.error()]
+        producer.begin_transaction()
+        for m in records:
+            producer.produce(topic, value=m.value().upper(), partition=output_partition)
+        next_offset = records[-1].offset() + 1
+        offsets = [TopicPartition(topic, source_partition, next_offset)]
+        producer.send_offsets_to_transaction(offsets, source.consumer_group_metadata(), TIMEOUT_S)
+        (producer.commit_transaction if commit else producer.abort_transaction)(TIMEOUT_S)
+        return next_offset
+
+    try:
+        assert process(commit=True) == 10
+        assert committed_offset(cluster.bootstrap, group, topic, source_partition) == 10
+        assert process(commit=False) == 20
+        wait_for_state(cluster, layout, "CompleteAbort")
+        assert committed_offset(cluster.bootstrap, group, topic, source_partition) == 10, "aborted offsets never apply"
+    finally:
+        source.close()
+
+
+def test_a_coordinator_killed_after_prepare_commit_completes_the_transaction_when_it_returns(tmp_path):
+    # Every node stops a transaction right after PrepareCommit; the
+    # coordinator is then killed and restarted without the failpoint.
+    with start_cluster(tmp_path, env={"STROM_FAILPOINTS": PREPARED_FAILPOINT}) as cluster:
+        layout = Layout(cluster)
+        topic, partitions = layout.topic, layout.partitions
+        coordinator = cluster.nodes[layout.coordinator]
+        producer = txn_producer(cluster.bootstrap, layout.transactional_id)
+        producer.begin_transaction()
+        produce_in_txn(producer, topic, partitions, "prepared")
+        with pytest.raises(KafkaException):
+            producer.commit_transaction(2)  # answered only after the restart, if at all
+        wait_until(
+            lambda: f"failpoint {PREPARED_FAILPOINT} reached" in coordinator.process.log_since_start(),
+            CLUSTER_WAIT_S,
+            "the coordinator stopped after PrepareCommit",
+        )
+        cluster.kill9(layout.coordinator)
+        coordinator.process.env.pop("STROM_FAILPOINTS")
+        cluster.restart(layout.coordinator)
+
+        # A node back from kill -9 registers again once its old broker
+        # session (9 s) has expired.
+        wait_for_state(cluster, layout, "CompleteCommit", timeout_s=2 * CLUSTER_WAIT_S)
+        reader = confluent_consumer(cluster.bootstrap, **{"isolation.level": "read_committed"})
+        got: dict[int, list[bytes]] = {p: [] for p in partitions}
+        try:
+            reader.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+            wait_until(
+                lambda: [got[m.partition()].append(m.value()) for m in reader.consume(100, 0.5) if not m.error()]
+                is not None
+                and all(len(v) >= 10 for v in got.values()),
+                CLUSTER_WAIT_S,
+                "the committed records through read_committed",
+            )
+        finally:
+            reader.close()
+        assert got == {p: values(f"prepared-p{p}", 10) for p in partitions}
+
+
+def test_markers_for_a_killed_leader_wait_for_it_and_the_transaction_completes_only_then(cluster):
+    layout = Layout(cluster)
+    topic, partitions = layout.topic, layout.partitions
+    victim = layout.others[0]
+    producer = txn_producer(cluster.bootstrap, layout.transactional_id)
+    producer.begin_transaction()
+    produce_in_txn(producer, topic, partitions, "waited")
+    cluster.kill9(victim)
+    producer.commit_transaction(TIMEOUT_S)  # decided once PrepareCommit is written
+
+    # The marker for the surviving leader lands; the other is retried.
+    survivor = cluster.nodes[layout.others[1]].bootstrap
+    reader = confluent_consumer(survivor, **{"isolation.level": "read_committed"})
+    got: list[bytes] = []
+    try:
+        reader.assign([TopicPartition(topic, partitions[1], OFFSET_BEGINNING)])
+        wait_until(
+            lambda: got.extend(m.value() for m in reader.consume(100, 0.5) if not m.error()) or len(got) >= 10,
+            CLUSTER_WAIT_S,
+            "the surviving partition's committed records",
+        )
+    finally:
+        reader.close()
+    assert got == values(f"waited-p{partitions[1]}", 10)
+    port = cluster.nodes[layout.coordinator].broker_port
+    assert describe_transaction(port, layout.transactional_id).state == "PrepareCommit", "a marker is still owed"
+
+    cluster.restart(victim)
+    wait_for_state(cluster, layout, "CompleteCommit", timeout_s=2 * CLUSTER_WAIT_S)
+    producer.begin_transaction()
+    for p in partitions:
+        producer.produce(topic, value=SENTINEL, partition=p)
+    producer.commit_transaction(TIMEOUT_S)
+    committed = read_until_sentinels(cluster.bootstrap, topic, partitions, "read_committed")
+    assert committed == {p: values(f"waited-p{p}", 10) for p in partitions}
+
+
+@pytest.mark.timeout(240)
+def test_markers_and_verification_travel_the_sasl_ssl_inter_broker_listener(tmp_path):
+    secure = SecureCluster(tmp_path)
+    with secure.cluster:
+        secure.cluster.start()
+        wait_formed(secure, BROKERS)
+        conf = secure.conf(secure.cluster.nodes[1])
+        topic = "secure-txn"
+        create(conf, topic, partitions=6)
+
+        def led() -> dict[int, int]:
+            partitions = AdminClient(conf).list_topics(topic, timeout=10).topics[topic].partitions
+            return {p: meta.leader for p, meta in partitions.items()}
+
+        # One partition led by each broker: whichever coordinates the
+        # transaction, two of its partitions are led elsewhere.
+        def led_by_every_broker() -> dict[int, int] | None:
+            found = led()
+            return found if set(found.values()) == BROKERS else None
+
+        leaders_now = wait_until(led_by_every_broker, CLUSTER_WAIT_S, "a partition led by every broker")
+        partitions = sorted(min(p for p, leader in leaders_now.items() if leader == b) for b in BROKERS)
+        producer = Producer({**conf, "transactional.id": "secure-tx"})
+        producer.init_transactions(TIMEOUT_S)
+        for tag, commit in (("committed", True), ("aborted", False), ("end", True)):
+            producer.begin_transaction()
+            for p in partitions:
+                for value in [SENTINEL] if tag == "end" else values(f"{tag}-p{p}", 5):
+                    producer.produce(topic, value=value, partition=p)
+            (producer.commit_transaction if commit else producer.abort_transaction)(TIMEOUT_S)
+
+        reader = Consumer({**conf, "group.id": "secure-reader", "isolation.level": "read_committed",
+                           "enable.auto.commit": False})
+        got: dict[int, list[bytes]] = {p: [] for p in partitions}
+        try:
+            reader.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+            wait_until(
+                lambda: [got[m.partition()].append(m.value()) for m in reader.consume(100, 0.5) if not m.error()]
+                is not None
+                and all(v and v[-1] == SENTINEL for v in got.values()),
+                CLUSTER_WAIT_S,
+                "every partition's sentinel through read_committed",
+            )
+        finally:
+            reader.close()
+        assert got == {p: values(f"committed-p{p}", 5) + [SENTINEL] for p in partitions}
+        for node in secure.cluster.nodes.values():
+            assert "authentication to" not in node.process.log_since_start(), f"node {node.node_id} failed to log in"
