@@ -36,7 +36,7 @@ PARTITIONS = 3
 SESSIONS = {"broker.session.timeout.ms": "3000", "broker.heartbeat.interval.ms": "300"}
 FAULT_WAIT_S = 30.0
 ROUNDS = 3
-MAX_RECORDS = 40_000
+MAX_RECORDS = 100_000
 MAX_PRODUCE_S = 75.0
 
 
@@ -217,9 +217,11 @@ def test_no_acknowledged_write_is_lost_through_kills_pauses_and_controlled_shutd
         wait_until(lambda: len(recorder.acked) >= 100, CLUSTER_WAIT_S, "the first acknowledged writes")
         try:
             faults.run(ROUNDS)
+            throughout = recorder.thread.is_alive()
         finally:
             recorder.finish()
-        context = f"seed {seed}, schedule {faults.log}, sent {recorder.sent}, acked {len(recorder.acked)}"
+        context = (f"seed {seed}, schedule {faults.log}, sent {recorder.sent}, acked {len(recorder.acked)}, "
+                   f"producing through every fault: {throughout}")
         print(context, "failed deliveries:", len(recorder.failed), recorder.failed[:5])
         assert len(recorder.acked) > 1000, f"too few acknowledged writes to prove anything: {context}"
         faults.wait_whole()
