@@ -326,6 +326,12 @@ impl Broker {
         &self.inter_broker
     }
 
+    /// `host:port` of broker `id`'s inter-broker listener, as registered in `image`.
+    pub fn inter_broker_address(&self, image: &MetadataImage, id: i32) -> Option<String> {
+        let endpoint = image.brokers.get(&id)?.endpoint(&self.config.kraft.inter_broker_listener_name)?;
+        Some(format!("{}:{}", endpoint.host, endpoint.port))
+    }
+
     pub fn controller_link(&self) -> Option<&Arc<ControllerLink>> {
         self.controller_link.as_ref()
     }

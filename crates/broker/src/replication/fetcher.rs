@@ -114,7 +114,9 @@ async fn send(
     config: &ReplicaFetchConfig,
 ) -> Result<FetchResponse, String> {
     if channel.as_ref().is_none_or(Channel::is_closed) {
-        let address = leader_address(broker, leader).ok_or("the leader has no inter-broker endpoint")?;
+        let address = broker
+            .inter_broker_address(&broker.controller.image(), leader)
+            .ok_or("the leader has no inter-broker endpoint")?;
         let connector = broker.inter_broker_connector();
         let connected =
             connector.connect(&address, CLIENT_ID, SOCKET_TIMEOUT).await.map_err(|e| e.to_string())?;
@@ -123,13 +125,6 @@ async fn send(
     let timeout = SOCKET_TIMEOUT + Duration::from_millis(config.wait_max_ms.max(0) as u64);
     let channel = channel.as_ref().expect("connected above");
     channel.send(request, FETCH_VERSION, timeout).await.map_err(|e| e.to_string())
-}
-
-fn leader_address(broker: &Broker, leader: i32) -> Option<String> {
-    let image = broker.controller.image();
-    let registered = image.brokers.get(&leader)?;
-    let endpoint = registered.endpoint(&broker.config.kraft.inter_broker_listener_name)?;
-    Some(format!("{}:{}", endpoint.host, endpoint.port))
 }
 
 fn fetch_request(broker: &Broker, config: &ReplicaFetchConfig, followed: &[&Followed]) -> FetchRequest {

@@ -7,7 +7,7 @@
 //! `verify_only`, as Kafka's `AddPartitionsToTxnManager` sends it).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
@@ -17,7 +17,7 @@ use kafka_protocol::messages::add_partitions_to_txn_request::{
 use kafka_protocol::messages::{AddPartitionsToTxnRequest, ProducerId, TopicName, TransactionalId};
 use kafka_protocol::protocol::{Request, StrBytes};
 use strom_metadata::MetadataImage;
-use strom_quorum::channel::{Channel, Connector};
+use strom_quorum::channel::Channel;
 
 use super::state::TxnPartition;
 use super::TRANSACTION_STATE_TOPIC;
@@ -36,7 +36,6 @@ const VERIFY_VERSION: i16 = 5;
 /// The open channels to other brokers, by broker id.
 #[derive(Default)]
 pub struct Peers {
-    connector: OnceLock<Result<Connector, String>>,
     open: Mutex<HashMap<i32, Arc<Channel>>>,
 }
 
@@ -53,11 +52,8 @@ impl Peers {
         version: i16,
         timeout: Duration,
     ) -> Result<R::Response, String> {
-        let address = image
-            .brokers
-            .get(&id)
-            .and_then(|b| b.endpoint(&broker.config.kraft.inter_broker_listener_name))
-            .map(|e| format!("{}:{}", e.host, e.port))
+        let address = broker
+            .inter_broker_address(image, id)
             .ok_or_else(|| format!("broker {id} has no inter-broker endpoint"))?;
         let channel = self.channel(broker, id, &address).await?;
         channel.send(request, version, timeout).await.map_err(|e| {
@@ -72,10 +68,7 @@ impl Peers {
         if let Some(channel) = cached.filter(|c| !c.is_closed() && c.address() == address) {
             return Ok(channel);
         }
-        let connector = self
-            .connector
-            .get_or_init(|| crate::security::client::inter_broker_connector(&broker.config))
-            .clone()?;
+        let connector = broker.inter_broker_connector();
         let client_id = format!("broker-{}-txn", broker.config.node_id);
         let channel = Arc::new(
             connector.connect(address, &client_id, REQUEST_TIMEOUT).await.map_err(|e| e.to_string())?,
