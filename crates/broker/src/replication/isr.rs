@@ -227,6 +227,7 @@ mod tests {
             leader_epoch: 4,
             partition_epoch: 7,
             directories: Vec::new(),
+            leader_recovery_state: 0,
         };
         assert!(set.apply(&image, 10, 0, &|_| true));
         set
@@ -264,6 +265,7 @@ mod tests {
             leader_epoch: 4,
             partition_epoch: 8,
             directories: Vec::new(),
+            leader_recovery_state: 0,
         };
         set.apply(&image, 30, 0, &|id| id != 3);
         assert_eq!(set.high_watermark(30, 0, LAG_MS), 30);
@@ -318,6 +320,7 @@ mod tests {
             leader_epoch: 4,
             partition_epoch: 8,
             directories: Vec::new(),
+            leader_recovery_state: 0,
         };
         assert!(!set.apply(&image, 10, 5, &|_| true));
         assert_eq!((set.isr.clone(), set.pending.clone()), (vec![1, 2], None));

@@ -181,8 +181,6 @@ fn from_metadata(item: ItemResult<std::sync::Arc<TopicInfo>>) -> ItemResult<Topi
 #[cfg(test)]
 mod tests {
     use kafka_protocol::messages::describe_topic_partitions_response::DescribeTopicPartitionsResponsePartition;
-    use kafka_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaElectionResult};
-    use kafka_protocol::protocol::StrBytes;
 
     use super::*;
 
