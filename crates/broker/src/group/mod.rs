@@ -727,8 +727,7 @@ impl GroupCoordinator {
             if records.is_empty() {
                 return outcomes;
             }
-            let encoded: Vec<_> =
-                records.iter().map(|(k, v)| (Some(k.encode()), Some(v.encode()))).collect();
+            let encoded: Vec<_> = records.iter().map(|(k, v)| (Some(k.encode()), Some(v.encode()))).collect();
             match self.persist(broker, group_id, &encoded) {
                 Ok(written) => (outcomes, records, written),
                 Err(error) => return outcomes.into_iter().map(|o| o.or(Some(error))).collect(),

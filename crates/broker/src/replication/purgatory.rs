@@ -86,7 +86,11 @@ pub async fn await_appends<K>(
 }
 
 /// [`await_appends`] of one append.
-pub async fn await_append(broker: &Broker, wait: AwaitedAppend, timeout: Duration) -> Result<(), ResponseError> {
+pub async fn await_append(
+    broker: &Broker,
+    wait: AwaitedAppend,
+    timeout: Duration,
+) -> Result<(), ResponseError> {
     if wait.outcome() == Some(Ok(())) {
         return Ok(());
     }
