@@ -405,7 +405,7 @@ impl GroupCoordinator {
     /// Replays one `__consumer_offsets` partition, when this broker starts
     /// leading it: the offsets and last stored membership of its groups.
     pub fn load_partition(&self, partition: &Partition) -> Result<(), strom_storage::StorageError> {
-        let records = partition.read_records()?;
+        let records = partition.read_records_to_log_end()?;
         // Takes no lock for a new partition: whoever created the topic may
         // hold it while the creation is applied.
         if records.is_empty() {
