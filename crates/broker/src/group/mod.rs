@@ -867,6 +867,7 @@ impl GroupCoordinator {
                 if subscribed.iter().any(|s| s == topic) {
                     return Some(ResponseError::GroupSubscribedToTopic);
                 }
+                group.offset_batches.remove(&(topic.clone(), *partition));
                 if group.offsets.remove(&(topic.clone(), *partition)).is_some() {
                     let key = RecordKey::Offset {
                         group: group_id.to_owned(),
@@ -1043,6 +1044,7 @@ impl GroupCoordinator {
             if self.persist(broker, &group.id, &tombstones).is_ok() {
                 tracing::info!(group = %group.id, expired = expired.len(), "expired committed offsets");
                 for key in expired {
+                    group.offset_batches.remove(&key);
                     group.offsets.remove(&key);
                 }
             }

@@ -589,6 +589,43 @@ mod tests {
     }
 
     #[test]
+    fn an_offset_acknowledged_late_does_not_overwrite_a_later_commit() {
+        let value = |offset| OffsetValue {
+            offset,
+            leader_epoch: -1,
+            metadata: String::new(),
+            commit_timestamp_ms: 0,
+        };
+        let key = ("t".to_owned(), 0);
+        let mut group = Group::new("g");
+        group.apply_offsets(vec![(key.clone(), value(20))], 5);
+        group.apply_offsets(vec![(key.clone(), value(10))], 3);
+        assert_eq!(group.offsets[&key].offset, 20, "the batch at 3 was written before the one at 5");
+        group.apply_offsets(vec![(key.clone(), value(30))], 8);
+        assert_eq!(group.offsets[&key].offset, 30);
+    }
+
+    #[test]
+    fn a_failed_assignment_write_answers_the_waiting_members_and_rebalances() {
+        let now = Instant::now();
+        let mut group = Group::new("g");
+        let (a, _a_rx) = member("a", now);
+        group.add_member(a, "consumer", LIMITS, now);
+        group.maybe_complete_join(now, false);
+        let (tx, mut rx) = oneshot::channel();
+        group.member_mut("a").unwrap().sync_waiter = Some(tx);
+        group.set_assignments(HashMap::from([("a".to_owned(), Bytes::from_static(b"p0"))]));
+        group.fail_sync(ResponseError::CoordinatorNotAvailable, LIMITS, now);
+        let answer = rx.try_recv().unwrap();
+        assert_eq!(
+            (answer.error, answer.assignment),
+            (Some(ResponseError::CoordinatorNotAvailable), Bytes::new())
+        );
+        assert_eq!(group.state, GroupState::PreparingRebalance);
+        assert!(group.member("a").unwrap().assignment.is_empty());
+    }
+
+    #[test]
     fn given_stable_group_when_session_expires_should_rebalance_without_the_member() {
         let now = Instant::now();
         let mut group = Group::new("g");
