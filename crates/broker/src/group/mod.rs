@@ -5,7 +5,11 @@
 //! `String.hashCode` of the id, made non-negative, modulo
 //! `offsets.topic.num.partitions`). Offset commits and the group's membership
 //! after each rebalance are records in that partition, written through the
-//! normal log, and replayed when the broker starts.
+//! normal log, and replayed when the broker starts or comes to lead it.
+//! As Kafka's acks=-1 writes, a commit or a stored assignment is answered
+//! (and takes effect in memory) once the high watermark passes its batch:
+//! appended under the `groups` lock to keep the log in order, awaited in
+//! the produce purgatory with the lock released, then applied under it.
 //!
 //! [`state`] is the pure state machine of one group; this module adds the
 //! locking, the persistence, the timers and the request-level checks.
