@@ -18,7 +18,7 @@ pub mod codec;
 pub mod consumer;
 pub mod state;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -35,6 +35,7 @@ use crate::replication::purgatory::{await_append, AwaitedAppend};
 use crate::server::Broker;
 use codec::{GroupValue, OffsetValue, RecordKey};
 use state::{Group, GroupLimits, GroupState, JoinResult, Member, SyncResult};
+use strom_metadata::MetadataImage;
 
 /// Kafka's internal topic for group state.
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
@@ -137,11 +138,43 @@ type StoredGroup = Result<Written, ResponseError>;
 pub struct GroupCoordinator {
     config: GroupConfig,
     groups: Mutex<HashMap<String, Group>>,
+    /// Offsets partitions whose leadership is being taken: led already,
+    /// not yet replayed.
+    loading: Mutex<HashSet<i32>>,
 }
 
 impl GroupCoordinator {
     pub fn new(config: GroupConfig) -> Self {
-        Self { config, groups: Mutex::new(HashMap::new()) }
+        Self { config, groups: Mutex::new(HashMap::new()), loading: Mutex::new(HashSet::new()) }
+    }
+
+    /// Marks the offsets partitions `image` gives this broker to lead as
+    /// loading, before the leadership is applied; returns them.
+    pub fn start_loading(&self, broker: &Broker, image: &MetadataImage) -> Vec<i32> {
+        let Some(topic) = image.topic(OFFSETS_TOPIC) else { return Vec::new() };
+        let me = broker.replicas.node_id();
+        let gained: Vec<i32> = topic
+            .partitions
+            .iter()
+            .filter(|(number, state)| {
+                state.leader == me
+                    && broker.replicas.partition(OFFSETS_TOPIC, **number).is_some_and(|p| !p.is_leader())
+            })
+            .map(|(number, _)| *number)
+            .collect();
+        lock_recovering(&self.loading, "loading offsets partitions").extend(&gained);
+        gained
+    }
+
+    /// The partitions [`Self::start_loading`] marked are replayed.
+    pub fn finish_loading(&self, loaded: &[i32]) {
+        if loaded.is_empty() {
+            return;
+        }
+        let mut loading = lock_recovering(&self.loading, "loading offsets partitions");
+        for partition in loaded {
+            loading.remove(partition);
+        }
     }
 
     pub fn config(&self) -> &GroupConfig {
@@ -456,9 +489,15 @@ impl GroupCoordinator {
     }
 
     /// NOT_COORDINATOR unless this broker leads the `__consumer_offsets`
-    /// partition of `group_id`.
+    /// partition of `group_id`; COORDINATOR_LOAD_IN_PROGRESS while the
+    /// leadership is being taken and the partition replayed.
     pub fn check_coordinator(&self, broker: &Broker, group_id: &str) -> Result<(), ResponseError> {
-        internal_topic::check_local(broker, OFFSETS_TOPIC, self.partition_for(group_id))
+        let partition = self.partition_for(group_id);
+        internal_topic::check_local(broker, OFFSETS_TOPIC, partition)?;
+        if lock_recovering(&self.loading, "loading offsets partitions").contains(&partition) {
+            return Err(ResponseError::CoordinatorLoadInProgress);
+        }
+        Ok(())
     }
 
     /// ConsumerGroupHeartbeat (KIP-848).
