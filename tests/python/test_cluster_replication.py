@@ -17,7 +17,7 @@ from confluent_kafka import ElectionType, KafkaException, TopicCollection, Topic
 from confluent_kafka.admin import NewTopic
 
 from cluster import CLUSTER_WAIT_S, Cluster
-from harness import ADMIN_TIMEOUT_S, admin_client, strom, wait_future, wait_until
+from harness import ADMIN_TIMEOUT_S, admin_client, confluent_consumer, strom, wait_future, wait_until
 import wire
 
 BROKERS = {1, 2, 3}
@@ -150,6 +150,56 @@ def test_a_killed_leader_is_replaced_by_an_in_sync_replica_with_a_higher_epoch_a
         CLUSTER_WAIT_S,
         f"broker {victim} leading again",
     )
+
+
+def coordinator_of(node, group: str) -> int:
+    """The group's coordinator as `node` answers FindCoordinator; -1 while it has none."""
+    try:
+        [found] = wire.parse_find_coordinator_v4(wire.call(node.port, wire.find_coordinator_v4_request(1, [group])))
+    except OSError:
+        return -1
+    return found.node_id if found.error_code == wire.NONE else -1
+
+
+def test_an_acknowledged_offset_commit_survives_the_kill_of_its_coordinator(cluster):
+    quorum_leader, _ = cluster.wait_for_leader()
+    asker = cluster.nodes[quorum_leader]
+    # A group coordinated by a broker that is not the active controller, so
+    # the kill costs no controller election.
+    candidates = [f"commit-{uuid.uuid4().hex[:8]}-{i}" for i in range(30)]
+    group = wait_until(lambda: next((g for g in candidates if coordinator_of(asker, g) not in (-1, quorum_leader)), None),
+                       CLUSTER_WAIT_S, "a group coordinated away from the active controller")
+    victim = coordinator_of(asker, group)
+    wait_until(lambda: (offsets := partitions(asker.port, "__consumer_offsets"))
+               and all(sorted(p.isr) == sorted(BROKERS) for p in offsets.values()),
+               CLUSTER_WAIT_S, "every __consumer_offsets replica in sync")
+    topic = f"committed-{uuid.uuid4().hex[:8]}"
+    admin = admin_client(asker.bootstrap)
+    wait_future(admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=3)])[topic])
+    wait_until(lambda: len(partitions(asker.port, topic)) == 3, CLUSTER_WAIT_S, "the topic")
+    wanted = [TopicPartition(topic, p, 100 + p) for p in range(3)]
+
+    committer = confluent_consumer(cluster.nodes[victim].bootstrap, **{"group.id": group})
+    try:
+        acknowledged = committer.commit(offsets=wanted, asynchronous=False)
+        cluster.kill9(victim)
+    finally:
+        committer.close()
+    assert [(tp.partition, tp.offset, tp.error) for tp in acknowledged] == [(p, 100 + p, None) for p in range(3)]
+
+    wait_until(lambda: coordinator_of(asker, group) not in (-1, victim), FENCED_WAIT_S, "a new coordinator")
+    reader = confluent_consumer(asker.bootstrap, **{"group.id": group})
+    try:
+        def read_back():
+            try:
+                return reader.committed([TopicPartition(topic, p) for p in range(3)], timeout=5)
+            except KafkaException:
+                return None
+
+        committed = wait_until(read_back, CLUSTER_WAIT_S, "the committed offsets from the new coordinator")
+    finally:
+        reader.close()
+    assert [(tp.partition, tp.offset, tp.error) for tp in committed] == [(p, 100 + p, None) for p in range(3)]
 
 
 def test_a_controlled_shutdown_moves_leadership_before_the_broker_exits(cluster):

@@ -144,7 +144,7 @@ served_apis! {
     DescribeGroups(DescribeGroupsRequest) 0..=6 => call handlers::groups::describe;
     DeleteGroups(DeleteGroupsRequest) 0..=2 => call handlers::groups::delete;
     // v10 is unstable in Kafka 4.1 and not decodable by kafka-protocol 0.18.
-    OffsetCommit(OffsetCommitRequest) 2..=9 => call handlers::offsets::commit;
+    OffsetCommit(OffsetCommitRequest) 2..=9 => await handlers::offsets::commit;
     OffsetFetch(OffsetFetchRequest) 1..=9 => call handlers::offsets::fetch;
     OffsetDelete(OffsetDeleteRequest) 0..=0 => call handlers::offsets::delete;
     ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest) 0..=1 => call handlers::consumer_groups::heartbeat;
@@ -158,7 +158,7 @@ served_apis! {
     AddPartitionsToTxn(AddPartitionsToTxnRequest) 0..=5 => call handlers::transactions::add_partitions;
     AddOffsetsToTxn(AddOffsetsToTxnRequest) 0..=4 => call handlers::transactions::add_offsets;
     EndTxn(EndTxnRequest) 0..=5 => call handlers::transactions::end;
-    TxnOffsetCommit(TxnOffsetCommitRequest) 0..=5 => call handlers::transactions::txn_offset_commit;
+    TxnOffsetCommit(TxnOffsetCommitRequest) 0..=5 => await handlers::transactions::txn_offset_commit;
     WriteTxnMarkers(WriteTxnMarkersRequest) 1..=1 => call handlers::transactions::write_markers;
     DescribeTransactions(DescribeTransactionsRequest) 0..=0 => call handlers::transactions::describe;
     ListTransactions(ListTransactionsRequest) 0..=2 => call handlers::transactions::list;

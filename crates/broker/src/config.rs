@@ -579,6 +579,7 @@ impl BrokerConfig {
                 initial_rebalance_delay_ms: p.parse("group.initial.rebalance.delay.ms", 3_000, 0)?,
                 max_size: p.parse("group.max.size", i32::MAX as usize, 1)?,
                 offset_metadata_max_bytes: p.parse("offset.metadata.max.bytes", 4096, 0)?,
+                offsets_commit_timeout_ms: p.parse("offsets.commit.timeout.ms", 5_000, 1)?,
                 offsets_retention_ms: p.parse("offsets.retention.minutes", 10_080i64, 1)? * 60_000,
                 offsets_retention_check_interval_ms: p.parse(
                     "offsets.retention.check.interval.ms",

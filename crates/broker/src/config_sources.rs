@@ -112,6 +112,7 @@ pub const BROKER_KEYS: &[BrokerKey] = {
         key("offsets.retention.minutes", Some("10080"), INT),
         key("offsets.retention.check.interval.ms", Some("600000"), LONG),
         key("offset.metadata.max.bytes", Some("4096"), INT),
+        key("offsets.commit.timeout.ms", Some("5000"), INT),
         key("group.min.session.timeout.ms", Some("6000"), INT),
         key("group.max.session.timeout.ms", Some("1800000"), INT),
         key("group.initial.rebalance.delay.ms", Some("3000"), INT),

@@ -529,6 +529,14 @@ impl Partition {
         self.with_log(|log| log.read_records(self.high_watermark()))
     }
 
+    /// Every record up to the log end. A new leader's coordinator replays
+    /// this, as Kafka's: its log is the partition's history from now on,
+    /// though its high watermark still waits for the followers' next
+    /// fetches (an acknowledged write may lie above it).
+    pub fn read_records_to_log_end(&self) -> Result<Vec<kafka_protocol::records::Record>, StorageError> {
+        self.with_log(|log| log.read_records(log.log_end_offset()))
+    }
+
     /// Bytes of the partition's segments.
     pub fn size_bytes(&self) -> u64 {
         peek_log(&self.log).size_bytes()

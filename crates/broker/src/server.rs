@@ -393,6 +393,9 @@ impl Broker {
     /// hosts, which of them it leads, and their log configs. The loader
     /// calls it with every image (a publisher registered in `assemble`).
     pub fn apply_image(&self, image: &Arc<MetadataImage>) {
+        // Groups of an offsets partition this image makes us lead are
+        // loading (COORDINATOR_LOAD_IN_PROGRESS) until replayed.
+        let loading = self.groups.start_loading(self, image);
         match self.replicas.sync(image) {
             Ok(changes) => {
                 self.replication.image_applied();
@@ -403,6 +406,7 @@ impl Broker {
                 "applying the metadata to the hosted partitions failed: {e}"
             ),
         }
+        self.groups.finish_loading(&loading);
     }
 
     /// The coordinators unload the state of the internal partitions whose

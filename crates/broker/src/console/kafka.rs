@@ -324,7 +324,7 @@ impl<'a> Kafka<'a> {
             .with_group_id(GroupId(str_bytes(group)))
             .with_generation_id_or_member_epoch(-1)
             .with_topics(topics);
-        let response = handlers::offsets::commit(&self.ctx(ApiKey::OffsetCommit, 9), request);
+        let response = wait(handlers::offsets::commit(&self.ctx(ApiKey::OffsetCommit, 9), request));
         response
             .topics
             .iter()

@@ -5,7 +5,11 @@
 //! `String.hashCode` of the id, made non-negative, modulo
 //! `offsets.topic.num.partitions`). Offset commits and the group's membership
 //! after each rebalance are records in that partition, written through the
-//! normal log, and replayed when the broker starts.
+//! normal log, and replayed when the broker starts or comes to lead it.
+//! As Kafka's acks=-1 writes, a commit or a stored assignment is answered
+//! (and takes effect in memory) once the high watermark passes its batch:
+//! appended under the `groups` lock to keep the log in order, awaited in
+//! the produce purgatory with the lock released, then applied under it.
 //!
 //! [`state`] is the pure state machine of one group; this module adds the
 //! locking, the persistence, the timers and the request-level checks.
@@ -14,7 +18,7 @@ pub mod codec;
 pub mod consumer;
 pub mod state;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -23,12 +27,15 @@ use kafka_protocol::error::ResponseError;
 use tokio::sync::{oneshot, watch};
 use uuid::Uuid;
 
+use crate::handlers::produce::min_insync_replicas;
 use crate::internal_topic;
 use crate::locks::lock_recovering;
 use crate::replica::{Partition, VerifiedAppendError};
+use crate::replication::purgatory::{await_append, AwaitedAppend};
 use crate::server::Broker;
 use codec::{GroupValue, OffsetValue, RecordKey};
 use state::{Group, GroupLimits, GroupState, JoinResult, Member, SyncResult};
+use strom_metadata::MetadataImage;
 
 /// Kafka's internal topic for group state.
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
@@ -47,6 +54,8 @@ pub struct GroupConfig {
     pub initial_rebalance_delay_ms: i32,
     pub max_size: usize,
     pub offset_metadata_max_bytes: usize,
+    /// How long a write to `__consumer_offsets` waits for the ISR.
+    pub offsets_commit_timeout_ms: u64,
     pub offsets_retention_ms: i64,
     pub offsets_retention_check_interval_ms: u64,
     pub consumer_session_timeout_ms: i32,
@@ -109,14 +118,63 @@ pub struct GroupDescription {
     pub members: Vec<(String, Option<String>, String, String, Bytes, Bytes)>,
 }
 
+/// A write to `__consumer_offsets`, to await before answering.
+struct Written {
+    wait: AwaitedAppend,
+    /// Where the batch starts: orders acknowledged offset commits.
+    base_offset: i64,
+}
+
+impl Written {
+    fn new(partition: Arc<Partition>, info: &strom_storage::log::AppendInfo, min_insync: usize) -> Self {
+        let wait = AwaitedAppend::new(partition, info.last_offset + 1, min_insync);
+        Self { wait, base_offset: info.first_offset }
+    }
+}
+
+/// The write of a leader's assignment, or why it failed.
+type StoredGroup = Result<Written, ResponseError>;
+
 pub struct GroupCoordinator {
     config: GroupConfig,
     groups: Mutex<HashMap<String, Group>>,
+    /// Offsets partitions whose leadership is being taken: led already,
+    /// not yet replayed.
+    loading: Mutex<HashSet<i32>>,
 }
 
 impl GroupCoordinator {
     pub fn new(config: GroupConfig) -> Self {
-        Self { config, groups: Mutex::new(HashMap::new()) }
+        Self { config, groups: Mutex::new(HashMap::new()), loading: Mutex::new(HashSet::new()) }
+    }
+
+    /// Marks the offsets partitions `image` gives this broker to lead as
+    /// loading, before the leadership is applied; returns them.
+    pub fn start_loading(&self, broker: &Broker, image: &MetadataImage) -> Vec<i32> {
+        let Some(topic) = image.topic(OFFSETS_TOPIC) else { return Vec::new() };
+        let me = broker.replicas.node_id();
+        let gained: Vec<i32> = topic
+            .partitions
+            .iter()
+            .filter(|(number, state)| {
+                state.leader == me
+                    && broker.replicas.partition(OFFSETS_TOPIC, **number).is_some_and(|p| !p.is_leader())
+            })
+            .map(|(number, _)| *number)
+            .collect();
+        lock_recovering(&self.loading, "loading offsets partitions").extend(&gained);
+        gained
+    }
+
+    /// The partitions [`Self::start_loading`] marked are replayed.
+    pub fn finish_loading(&self, loaded: &[i32]) {
+        if loaded.is_empty() {
+            return;
+        }
+        let mut loading = lock_recovering(&self.loading, "loading offsets partitions");
+        for partition in loaded {
+            loading.remove(partition);
+        }
     }
 
     pub fn config(&self) -> &GroupConfig {
@@ -159,24 +217,56 @@ impl GroupCoordinator {
         broker: &Broker,
         group_id: &str,
         entries: &[(Option<Bytes>, Option<Bytes>)],
-    ) -> Result<(), ResponseError> {
+    ) -> Result<Written, ResponseError> {
         let batch = strom_storage::batch::encode_batch(entries, strom_storage::now_ms());
         self.append(broker, group_id, &batch)
     }
 
-    fn append(&self, broker: &Broker, group_id: &str, batch: &[u8]) -> Result<(), ResponseError> {
+    fn append(&self, broker: &Broker, group_id: &str, batch: &[u8]) -> Result<Written, ResponseError> {
+        let (partition, min_insync) = self.offsets_partition(broker, group_id)?;
+        let origin = strom_storage::producer_state::AppendOrigin::Coordinator;
+        match partition.append_as(batch, strom_storage::now_ms(), origin) {
+            Ok((info, _)) => Ok(Written::new(partition, &info, min_insync)),
+            Err(e) => {
+                tracing::error!(group = group_id, "writing group state failed: {e}");
+                Err(match e {
+                    strom_storage::StorageError::InvalidProducerEpoch(_) => ResponseError::ProducerFenced,
+                    _ => ResponseError::CoordinatorNotAvailable,
+                })
+            }
+        }
+    }
+
+    /// The group's `__consumer_offsets` partition, with its
+    /// `min.insync.replicas`: as Kafka's acks=-1 writes, none below it.
+    fn offsets_partition(
+        &self,
+        broker: &Broker,
+        group_id: &str,
+    ) -> Result<(Arc<Partition>, usize), ResponseError> {
         self.ensure_offsets_topic(broker)?;
         let partition = broker
             .replicas
             .partition(OFFSETS_TOPIC, self.partition_for(group_id))
             .ok_or(ResponseError::CoordinatorNotAvailable)?;
-        let origin = strom_storage::producer_state::AppendOrigin::Coordinator;
-        partition.append_as(batch, strom_storage::now_ms(), origin).map(|_| ()).map_err(|e| {
-            tracing::error!(group = group_id, "writing group state failed: {e}");
-            match e {
-                strom_storage::StorageError::InvalidProducerEpoch(_) => ResponseError::ProducerFenced,
-                _ => ResponseError::CoordinatorNotAvailable,
-            }
+        let min_insync = min_insync_replicas(broker, OFFSETS_TOPIC).max(1) as usize;
+        if partition.isr_size() < min_insync {
+            return Err(ResponseError::CoordinatorNotAvailable);
+        }
+        Ok((partition, min_insync))
+    }
+
+    /// Waits, without the groups lock, until the ISR holds a write
+    /// (`offsets.commit.timeout.ms`), answering failures as Kafka's
+    /// coordinator does.
+    async fn acknowledged(&self, broker: &Broker, written: AwaitedAppend) -> Result<(), ResponseError> {
+        let timeout = Duration::from_millis(self.config.offsets_commit_timeout_ms);
+        await_append(broker, written, timeout).await.map_err(|error| match error {
+            ResponseError::NotLeaderOrFollower => ResponseError::NotCoordinator,
+            ResponseError::RequestTimedOut
+            | ResponseError::NotEnoughReplicas
+            | ResponseError::NotEnoughReplicasAfterAppend => ResponseError::CoordinatorNotAvailable,
+            other => other,
         })
     }
 
@@ -189,16 +279,12 @@ impl GroupCoordinator {
         batch: &[u8],
         producer_id: i64,
         verify: impl FnOnce() -> Result<(), ResponseError>,
-    ) -> Result<(), ResponseError> {
-        self.ensure_offsets_topic(broker)?;
-        let partition = broker
-            .replicas
-            .partition(OFFSETS_TOPIC, self.partition_for(group_id))
-            .ok_or(ResponseError::CoordinatorNotAvailable)?;
+    ) -> Result<Written, ResponseError> {
+        let (partition, min_insync) = self.offsets_partition(broker, group_id)?;
         let origin = strom_storage::producer_state::AppendOrigin::Coordinator;
         let now_ms = strom_storage::now_ms();
         match partition.append_verified_as(batch, now_ms, origin, producer_id, verify) {
-            Ok(_) => Ok(()),
+            Ok((info, _)) => Ok(Written::new(partition, &info, min_insync)),
             Err(VerifiedAppendError::Unverified(error)) => Err(error),
             Err(VerifiedAppendError::Storage(e)) => {
                 tracing::error!(group = group_id, "writing transactional offsets failed: {e}");
@@ -212,10 +298,28 @@ impl GroupCoordinator {
     }
 
     /// TxnOffsetCommit: writes the offsets as part of the producer's
-    /// transaction (a transactional batch of its id and epoch) and stages
-    /// them; the commit marker makes them the group's offsets. `verify`
-    /// must confirm that the group's partition is in the transaction before
-    /// the batch opens it there (KIP-890).
+    /// transaction (a transactional batch of its id and epoch), stages
+    /// them, and answers once the ISR holds the batch; the commit marker
+    /// makes them the group's offsets. `verify` must confirm that the
+    /// group's partition is in the transaction before the batch opens it
+    /// there (KIP-890).
+    pub async fn commit_in_txn(
+        &self,
+        broker: &Broker,
+        commit: &TxnCommit,
+        entries: &[CommitEntry],
+        verify: impl FnOnce() -> Result<(), ResponseError>,
+    ) -> Vec<Option<ResponseError>> {
+        let (outcomes, written) = self.append_txn_offsets(broker, commit, entries, verify);
+        let Some(written) = written else { return outcomes };
+        match self.acknowledged(broker, written.wait).await {
+            Ok(()) => outcomes,
+            Err(error) => outcomes.into_iter().map(|o| o.or(Some(error))).collect(),
+        }
+    }
+
+    /// [`Self::commit_in_txn`] without the wait for the ISR.
+    #[cfg(test)]
     pub fn txn_commit(
         &self,
         broker: &Broker,
@@ -223,22 +327,36 @@ impl GroupCoordinator {
         entries: &[CommitEntry],
         verify: impl FnOnce() -> Result<(), ResponseError>,
     ) -> Vec<Option<ResponseError>> {
+        self.append_txn_offsets(broker, commit, entries, verify).0
+    }
+
+    /// Appends and stages a TxnOffsetCommit's offsets under the groups
+    /// lock. They are staged at once, acknowledged or not: the marker
+    /// commits what the log holds, as a replay would.
+    fn append_txn_offsets(
+        &self,
+        broker: &Broker,
+        commit: &TxnCommit,
+        entries: &[CommitEntry],
+        verify: impl FnOnce() -> Result<(), ResponseError>,
+    ) -> (Vec<Option<ResponseError>>, Option<Written>) {
         let mut groups = self.groups();
         let group_id = commit.group_id.as_str();
         if let Err(error) = check_txn_committer(&groups, commit) {
-            return vec![Some(error); entries.len()];
+            return (vec![Some(error); entries.len()], None);
         }
         let now_ms = strom_storage::now_ms();
         let (outcomes, records) = self.offset_records(broker, group_id, entries, now_ms);
         if records.is_empty() {
-            return outcomes;
+            return (outcomes, None);
         }
         let encoded = records.iter().map(|(k, v)| (Some(k.encode()), Some(v.encode()), now_ms));
         let batch =
             strom_storage::batch::encode_transactional(encoded, commit.producer_id, commit.producer_epoch);
-        if let Err(error) = self.append_in_txn(broker, group_id, &batch, commit.producer_id, verify) {
-            return outcomes.into_iter().map(|o| o.or(Some(error))).collect();
-        }
+        let written = match self.append_in_txn(broker, group_id, &batch, commit.producer_id, verify) {
+            Ok(written) => written,
+            Err(error) => return (outcomes.into_iter().map(|o| o.or(Some(error))).collect(), None),
+        };
         let group = groups.entry(group_id.to_owned()).or_insert_with(|| Group::new(group_id));
         let pending = group.pending_txn_offsets.entry(commit.producer_id).or_default();
         for (key, value) in records {
@@ -246,7 +364,7 @@ impl GroupCoordinator {
                 pending.insert((topic, partition), value);
             }
         }
-        outcomes
+        (outcomes, Some(written))
     }
 
     /// A marker of `producer_id` landed in `__consumer_offsets` partition
@@ -278,15 +396,38 @@ impl GroupCoordinator {
     /// restart does not bring the departed members back.
     fn persist_if_emptied(&self, broker: &Broker, group: &mut Group) {
         if group.state == GroupState::Empty && group.generation != group.persisted_generation {
-            self.persist_group(broker, group);
+            let _ = self.persist_group(broker, group);
             group.persisted_generation = group.generation;
         }
     }
 
-    fn persist_group(&self, broker: &Broker, group: &Group) {
+    fn persist_group(&self, broker: &Broker, group: &Group) -> Result<Written, ResponseError> {
         let key = RecordKey::Group { group: group.id.clone() }.encode();
         let value = group.to_value(strom_storage::now_ms()).encode();
-        let _ = self.persist(broker, &group.id, &[(Some(key), Some(value))]);
+        self.persist(broker, &group.id, &[(Some(key), Some(value))])
+    }
+
+    /// Kafka's `storeGroup` callback: once the leader's assignment is
+    /// acknowledged (or not), the members waiting in SyncGroup get it (or
+    /// the error, and the group rebalances), unless the rebalance moved on
+    /// meanwhile.
+    async fn finish_sync(&self, broker: &Broker, group_id: &str, generation: i32, stored: StoredGroup) {
+        let outcome = match stored {
+            Ok(written) => self.acknowledged(broker, written.wait).await,
+            Err(error) => Err(error),
+        };
+        let mut groups = self.groups();
+        let Some(group) = groups.get_mut(group_id) else { return };
+        if group.generation != generation || group.state != GroupState::CompletingRebalance {
+            return;
+        }
+        match outcome {
+            Ok(()) => {
+                group.complete_sync();
+                group.persisted_generation = generation;
+            }
+            Err(error) => group.fail_sync(error, self.limits(), Instant::now()),
+        }
     }
 
     /// Replays the `__consumer_offsets` partitions this broker leads, at start.
@@ -301,7 +442,7 @@ impl GroupCoordinator {
     /// Replays one `__consumer_offsets` partition, when this broker starts
     /// leading it: the offsets and last stored membership of its groups.
     pub fn load_partition(&self, partition: &Partition) -> Result<(), strom_storage::StorageError> {
-        let records = partition.read_records()?;
+        let records = partition.read_records_to_log_end()?;
         // Takes no lock for a new partition: whoever created the topic may
         // hold it while the creation is applied.
         if records.is_empty() {
@@ -348,9 +489,15 @@ impl GroupCoordinator {
     }
 
     /// NOT_COORDINATOR unless this broker leads the `__consumer_offsets`
-    /// partition of `group_id`.
+    /// partition of `group_id`; COORDINATOR_LOAD_IN_PROGRESS while the
+    /// leadership is being taken and the partition replayed.
     pub fn check_coordinator(&self, broker: &Broker, group_id: &str) -> Result<(), ResponseError> {
-        internal_topic::check_local(broker, OFFSETS_TOPIC, self.partition_for(group_id))
+        let partition = self.partition_for(group_id);
+        internal_topic::check_local(broker, OFFSETS_TOPIC, partition)?;
+        if lock_recovering(&self.loading, "loading offsets partitions").contains(&partition) {
+            return Err(ResponseError::CoordinatorLoadInProgress);
+        }
+        Ok(())
     }
 
     /// ConsumerGroupHeartbeat (KIP-848).
@@ -487,6 +634,7 @@ impl GroupCoordinator {
     pub async fn sync(&self, broker: &Broker, request: SyncRequest) -> SyncResult {
         let fail = |error| SyncResult { error: Some(error), assignment: Bytes::new() };
         let mut stopping = broker.stopping();
+        let mut stored = None;
         let waiter = {
             let mut groups = self.groups();
             let Some(group) = groups.get_mut(&request.group_id) else {
@@ -521,12 +669,14 @@ impl GroupCoordinator {
             let (tx, rx) = oneshot::channel();
             group.member_mut(&request.member_id).expect("checked").sync_waiter = Some(tx);
             if group.leader.as_deref() == Some(request.member_id.as_str()) {
-                group.complete_sync(request.assignments);
-                self.persist_group(broker, group);
-                group.persisted_generation = group.generation;
+                group.set_assignments(request.assignments);
+                stored = Some((group.generation, self.persist_group(broker, group)));
             }
             rx
         };
+        if let Some((generation, written)) = stored {
+            self.finish_sync(broker, &request.group_id, generation, written).await;
+        }
         tokio::select! {
             result = waiter => result.unwrap_or_else(|_| fail(ResponseError::RebalanceInProgress)),
             _ = stopping.wait_for(|stop| *stop) => fail(ResponseError::NotCoordinator),
@@ -595,8 +745,9 @@ impl GroupCoordinator {
     }
 
     /// OffsetCommit: checks the committer against the group, then stores
-    /// every valid partition in one write.
-    pub fn commit(
+    /// every valid partition in one write. The offsets become the group's
+    /// once the ISR holds the write, as Kafka's pending offset commits.
+    pub async fn commit(
         &self,
         broker: &Broker,
         group_id: &str,
@@ -608,25 +759,33 @@ impl GroupCoordinator {
         if let Err(error) = self.check_coordinator(broker, group_id) {
             return vec![Some(error); entries.len()];
         }
-        let mut groups = self.groups();
-        if let Err(error) = self.check_committer(&groups, group_id, generation, member_id, instance_id) {
-            return vec![Some(error); entries.len()];
-        }
-        let now_ms = strom_storage::now_ms();
-        let (outcomes, records) = self.offset_records(broker, group_id, entries, now_ms);
-        if records.is_empty() {
-            return outcomes;
-        }
-        let encoded: Vec<_> = records.iter().map(|(k, v)| (Some(k.encode()), Some(v.encode()))).collect();
-        if let Err(error) = self.persist(broker, group_id, &encoded) {
+        // Appended under the lock, so commits reach the log in the order checked.
+        let (outcomes, records, written) = {
+            let groups = self.groups();
+            if let Err(error) = self.check_committer(&groups, group_id, generation, member_id, instance_id) {
+                return vec![Some(error); entries.len()];
+            }
+            let now_ms = strom_storage::now_ms();
+            let (outcomes, records) = self.offset_records(broker, group_id, entries, now_ms);
+            if records.is_empty() {
+                return outcomes;
+            }
+            let encoded: Vec<_> = records.iter().map(|(k, v)| (Some(k.encode()), Some(v.encode()))).collect();
+            match self.persist(broker, group_id, &encoded) {
+                Ok(written) => (outcomes, records, written),
+                Err(error) => return outcomes.into_iter().map(|o| o.or(Some(error))).collect(),
+            }
+        };
+        if let Err(error) = self.acknowledged(broker, written.wait).await {
             return outcomes.into_iter().map(|o| o.or(Some(error))).collect();
         }
+        let offsets = records.into_iter().filter_map(|(key, value)| match key {
+            RecordKey::Offset { topic, partition, .. } => Some(((topic, partition), value)),
+            RecordKey::Group { .. } => None,
+        });
+        let mut groups = self.groups();
         let group = groups.entry(group_id.to_owned()).or_insert_with(|| Group::new(group_id));
-        for (key, value) in records {
-            if let RecordKey::Offset { topic, partition, .. } = key {
-                group.offsets.insert((topic, partition), value);
-            }
-        }
+        group.apply_offsets(offsets.collect(), written.base_offset);
         outcomes
     }
 
@@ -751,6 +910,7 @@ impl GroupCoordinator {
                 if subscribed.iter().any(|s| s == topic) {
                     return Some(ResponseError::GroupSubscribedToTopic);
                 }
+                group.offset_batches.remove(&(topic.clone(), *partition));
                 if group.offsets.remove(&(topic.clone(), *partition)).is_some() {
                     let key = RecordKey::Offset {
                         group: group_id.to_owned(),
@@ -927,6 +1087,7 @@ impl GroupCoordinator {
             if self.persist(broker, &group.id, &tombstones).is_ok() {
                 tracing::info!(group = %group.id, expired = expired.len(), "expired committed offsets");
                 for key in expired {
+                    group.offset_batches.remove(&key);
                     group.offsets.remove(&key);
                 }
             }

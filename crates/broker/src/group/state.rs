@@ -124,6 +124,10 @@ pub struct Group {
     pub pending: HashSet<String>,
     pub static_members: HashMap<String, String>,
     pub offsets: HashMap<(String, i32), OffsetValue>,
+    /// Where in `__consumer_offsets` the batch that wrote each applied
+    /// offset starts: commits are acknowledged out of order, and an older
+    /// batch must not overwrite a newer one (Kafka's `olderThan`).
+    pub offset_batches: HashMap<(String, i32), i64>,
     /// Offsets committed inside transactions not yet ended, by producer id:
     /// they become offsets when the commit marker is written.
     pub pending_txn_offsets: HashMap<i64, HashMap<(String, i32), OffsetValue>>,
@@ -152,6 +156,7 @@ impl Group {
             pending: HashSet::new(),
             static_members: HashMap::new(),
             offsets: HashMap::new(),
+            offset_batches: HashMap::new(),
             pending_txn_offsets: HashMap::new(),
             phase_deadline: None,
             initial_delay_until: None,
@@ -320,17 +325,49 @@ impl Group {
         votes.into_iter().find(|(_, n)| *n == best).map(|(name, _)| name.clone())
     }
 
-    /// The leader's assignments end the rebalance: every member waiting on
-    /// a sync gets its share.
-    pub fn complete_sync(&mut self, assignments: HashMap<String, Bytes>) {
+    /// The leader's assignments, held until their record is acknowledged
+    /// ([`Self::complete_sync`] then hands them out).
+    pub fn set_assignments(&mut self, assignments: HashMap<String, Bytes>) {
         for member in &mut self.members {
             member.assignment = assignments.get(&member.id).cloned().unwrap_or_default();
+        }
+    }
+
+    /// The stored assignment is acknowledged: every waiting member gets
+    /// its part and the group is stable.
+    pub fn complete_sync(&mut self) {
+        for member in &mut self.members {
             if let Some(waiter) = member.sync_waiter.take() {
                 let _ = waiter.send(SyncResult { error: None, assignment: member.assignment.clone() });
             }
         }
         self.state = GroupState::Stable;
         self.phase_deadline = None;
+    }
+
+    /// The assignment could not be stored: the members waiting for it get
+    /// `error` and the group rebalances (Kafka's
+    /// `resetAndPropagateAssignmentError`).
+    pub fn fail_sync(&mut self, error: ResponseError, limits: GroupLimits, now: Instant) {
+        for member in &mut self.members {
+            member.assignment = Bytes::new();
+            if let Some(waiter) = member.sync_waiter.take() {
+                let _ = waiter.send(SyncResult { error: Some(error), assignment: Bytes::new() });
+            }
+        }
+        self.prepare_rebalance(limits, now);
+    }
+
+    /// Applies acknowledged offsets written by the batch at `batch_offset`,
+    /// skipping any a later batch has already set.
+    pub fn apply_offsets(&mut self, offsets: Vec<((String, i32), OffsetValue)>, batch_offset: i64) {
+        for (key, value) in offsets {
+            if self.offset_batches.get(&key).is_some_and(|applied| *applied > batch_offset) {
+                continue;
+            }
+            self.offset_batches.insert(key.clone(), batch_offset);
+            self.offsets.insert(key, value);
+        }
     }
 
     /// Offsets older than the retention, in a group with no members (a
@@ -544,9 +581,48 @@ mod tests {
 
         let (tx, mut rx) = oneshot::channel();
         group.member_mut("b").unwrap().sync_waiter = Some(tx);
-        group.complete_sync(HashMap::from([("b".to_owned(), Bytes::from_static(b"p0"))]));
+        group.set_assignments(HashMap::from([("b".to_owned(), Bytes::from_static(b"p0"))]));
+        assert!(rx.try_recv().is_err(), "no assignment before its record is acknowledged");
+        group.complete_sync();
         assert_eq!(group.state, GroupState::Stable);
         assert_eq!(rx.try_recv().unwrap().assignment, Bytes::from_static(b"p0"));
+    }
+
+    #[test]
+    fn an_offset_acknowledged_late_does_not_overwrite_a_later_commit() {
+        let value = |offset| OffsetValue {
+            offset,
+            leader_epoch: -1,
+            metadata: String::new(),
+            commit_timestamp_ms: 0,
+        };
+        let key = ("t".to_owned(), 0);
+        let mut group = Group::new("g");
+        group.apply_offsets(vec![(key.clone(), value(20))], 5);
+        group.apply_offsets(vec![(key.clone(), value(10))], 3);
+        assert_eq!(group.offsets[&key].offset, 20, "the batch at 3 was written before the one at 5");
+        group.apply_offsets(vec![(key.clone(), value(30))], 8);
+        assert_eq!(group.offsets[&key].offset, 30);
+    }
+
+    #[test]
+    fn a_failed_assignment_write_answers_the_waiting_members_and_rebalances() {
+        let now = Instant::now();
+        let mut group = Group::new("g");
+        let (a, _a_rx) = member("a", now);
+        group.add_member(a, "consumer", LIMITS, now);
+        group.maybe_complete_join(now, false);
+        let (tx, mut rx) = oneshot::channel();
+        group.member_mut("a").unwrap().sync_waiter = Some(tx);
+        group.set_assignments(HashMap::from([("a".to_owned(), Bytes::from_static(b"p0"))]));
+        group.fail_sync(ResponseError::CoordinatorNotAvailable, LIMITS, now);
+        let answer = rx.try_recv().unwrap();
+        assert_eq!(
+            (answer.error, answer.assignment),
+            (Some(ResponseError::CoordinatorNotAvailable), Bytes::new())
+        );
+        assert_eq!(group.state, GroupState::PreparingRebalance);
+        assert!(group.member("a").unwrap().assignment.is_empty());
     }
 
     #[test]
@@ -558,7 +634,7 @@ mod tests {
         group.add_member(a, "consumer", LIMITS, now);
         group.add_member(b, "consumer", LIMITS, now);
         group.maybe_complete_join(now, false);
-        group.complete_sync(HashMap::new());
+        group.complete_sync();
         group.member_mut("a").unwrap().heartbeat_deadline = now + Duration::from_secs(60);
         let later = now + Duration::from_secs(11);
         assert!(group.tick(LIMITS, later));
@@ -580,7 +656,7 @@ mod tests {
         group.add_member(a, "consumer", LIMITS, now);
         group.add_member(b, "consumer", LIMITS, now);
         group.maybe_complete_join(now, false);
-        group.complete_sync(HashMap::new());
+        group.complete_sync();
         let (c, mut c_rx) = member("c", now);
         group.add_member(c, "consumer", LIMITS, now);
         assert!(!group.maybe_complete_join(now, false), "a and b have not rejoined yet");

@@ -37,7 +37,7 @@ fn resolve(broker: &Broker, by_id: bool, name: &str, id: Uuid) -> String {
     }
 }
 
-pub fn commit(ctx: &RequestContext<'_>, request: OffsetCommitRequest) -> OffsetCommitResponse {
+pub async fn commit(ctx: &RequestContext<'_>, request: OffsetCommitRequest) -> OffsetCommitResponse {
     let broker = ctx.broker;
     let by_id = ctx.api_version >= 10;
     if !super::groups::may_read_group(ctx, &request.group_id) {
@@ -74,6 +74,7 @@ pub fn commit(ctx: &RequestContext<'_>, request: OffsetCommitRequest) -> OffsetC
             request.group_instance_id.as_deref(),
             &entries,
         )
+        .await
         .into_iter();
     let mut entries = entries.into_iter();
     let topics = shape

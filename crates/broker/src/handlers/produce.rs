@@ -13,11 +13,7 @@
 //! [`crate::verification`]).
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 use std::time::Duration;
-
-use tokio::sync::Notify;
-use tokio::time::Instant;
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
@@ -31,7 +27,8 @@ use super::{str_bytes, LeaderHints};
 use crate::dispatch::{MaybeReply, RequestContext};
 use crate::error::storage_error;
 use crate::quota::QuotaType;
-use crate::replica::{Partition, TopicPartitions, VerifiedAppendError};
+use crate::replica::{TopicPartitions, VerifiedAppendError};
+use crate::replication::purgatory::{await_appends, AwaitedAppend};
 use crate::server::Broker;
 use strom_storage::batch::{BatchHeader, Batches};
 use strom_storage::StorageError;
@@ -58,7 +55,10 @@ pub async fn handle(ctx: &RequestContext<'_>, request: ProduceRequest) -> MaybeR
         })
         .collect();
     if !waits.is_empty() {
-        await_replication(broker, &mut responses, waits, request.timeout_ms).await;
+        let timeout = Duration::from_millis(request.timeout_ms.max(0) as u64);
+        for ((topic, partition), error) in await_appends(broker, waits, timeout).await {
+            responses[topic].partition_responses[partition].error_code = error.code();
+        }
     }
     count_failures(broker, &responses);
     if acks == 0 {
@@ -157,68 +157,6 @@ fn denied_topic(topic: TopicProduceData, error: ResponseError) -> TopicProduceRe
 fn record_bytes(request: &ProduceRequest) -> usize {
     let partitions = request.topic_data.iter().flat_map(|t| t.partition_data.iter());
     partitions.map(|p| p.records.as_ref().map_or(0, |r| r.len())).sum()
-}
-
-/// An acks=all append waiting for the ISR: the high watermark must pass
-/// `required_offset`.
-struct AwaitedAppend {
-    partition: Arc<Partition>,
-    required_offset: i64,
-    min_insync: usize,
-    /// The partition's wake count at registration: only a partition woken
-    /// since (which dropped the registration) is watched again.
-    watched: Option<u64>,
-}
-
-/// Kafka's `DelayedProduce`: waits until every awaited append is
-/// replicated to the ISR, its partition's leadership moves
-/// (NOT_LEADER_OR_FOLLOWER), or `timeout_ms` passes (REQUEST_TIMED_OUT).
-/// An append replicated while the ISR is below `min.insync.replicas` is
-/// NOT_ENOUGH_REPLICAS_AFTER_APPEND.
-async fn await_replication(
-    broker: &Broker,
-    responses: &mut [TopicProduceResponse],
-    mut waits: Vec<((usize, usize), AwaitedAppend)>,
-    timeout_ms: i32,
-) {
-    let deadline = Instant::now() + Duration::from_millis(timeout_ms.max(0) as u64);
-    let waiter = Arc::new(Notify::new());
-    let mut stopping = broker.stopping();
-    loop {
-        for (_, wait) in &mut waits {
-            if wait.watched != Some(wait.partition.wakes()) {
-                wait.watched = Some(wait.partition.watch(&waiter));
-            }
-        }
-        waits.retain(|((topic, partition), wait)| {
-            let response = &mut responses[*topic].partition_responses[*partition];
-            let error = match () {
-                _ if !wait.partition.is_leader() => ResponseError::NotLeaderOrFollower,
-                _ if wait.partition.high_watermark() < wait.required_offset => return true,
-                _ if wait.partition.isr_size() < wait.min_insync => {
-                    ResponseError::NotEnoughReplicasAfterAppend
-                }
-                _ => return false,
-            };
-            response.error_code = error.code();
-            false
-        });
-        if waits.is_empty() {
-            return;
-        }
-        let timed_out = tokio::select! {
-            _ = waiter.notified() => false,
-            _ = tokio::time::sleep_until(deadline) => true,
-            _ = stopping.changed() => true,
-        };
-        if timed_out {
-            for ((topic, partition), _) in waits {
-                let response = &mut responses[topic].partition_responses[partition];
-                response.error_code = ResponseError::RequestTimedOut.code();
-            }
-            return;
-        }
-    }
 }
 
 fn produce_topic(
@@ -333,7 +271,7 @@ fn produce_partition(
             // Alone in the ISR, the high watermark has passed the batch already.
             let required_offset = info.last_offset + 1;
             if acks == -1 && partition.high_watermark() < required_offset {
-                *awaited = Some(AwaitedAppend { partition, required_offset, min_insync, watched: None });
+                *awaited = Some(AwaitedAppend::new(partition, required_offset, min_insync));
             }
             PartitionProduceResponse::default()
                 .with_index(index)
@@ -428,7 +366,7 @@ fn count_failures(broker: &Broker, responses: &[TopicProduceResponse]) {
 }
 
 /// The topic's `min.insync.replicas`, else the broker's (dynamic or static).
-fn min_insync_replicas(broker: &Broker, topic: &str) -> i32 {
+pub(crate) fn min_insync_replicas(broker: &Broker, topic: &str) -> i32 {
     let image = broker.controller.image();
     let configured = image.topic(topic).and_then(|t| t.configs.get("min.insync.replicas")?.parse().ok());
     configured.unwrap_or_else(|| broker.replicas.config().min_insync_replicas)

@@ -14,6 +14,7 @@ use strom_metadata::{block_on, NewTopic};
 
 use super::leadership_tests::{broker_with_another, ctx, OTHER};
 use super::topic_name;
+use crate::group::{CommitEntry, OFFSETS_TOPIC};
 use crate::server::Broker;
 
 const LOCAL: i32 = 1;
@@ -47,7 +48,17 @@ async fn produce(broker: &Broker, acks: i16, timeout_ms: i32) -> ProduceResponse
 
 /// A fetch by follower 2 from `offset` whose last batch had `last_fetched_epoch`.
 async fn follower_fetch(broker: &Broker, offset: i64, last_fetched_epoch: i32) -> (i16, i64, i32, i64) {
-    let topic_id = broker.replicas.topic("r").unwrap().id;
+    follower_fetch_from(broker, "r", offset, last_fetched_epoch).await
+}
+
+/// [`follower_fetch`] of partition 0 of `topic`.
+async fn follower_fetch_from(
+    broker: &Broker,
+    topic: &str,
+    offset: i64,
+    last_fetched_epoch: i32,
+) -> (i16, i64, i32, i64) {
+    let topic_id = broker.replicas.topic(topic).unwrap().id;
     let partition = FetchPartition::default()
         .with_partition(0)
         .with_fetch_offset(offset)
@@ -97,6 +108,38 @@ async fn acks_all_waits_until_the_follower_has_fetched_past_the_batch() {
     assert_eq!(answer.responses[0].partition_responses[0].base_offset, 2);
     assert_eq!(fetched.1, 3, "the follower holding 3 moves the high watermark to 3");
     assert_eq!(partition.high_watermark(), 3);
+}
+
+#[tokio::test]
+async fn an_offset_commit_is_answered_and_visible_once_the_follower_has_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = replicated(dir.path());
+    // One `__consumer_offsets` partition (as the test broker is set up),
+    // led here and followed by broker 2.
+    let topic = NewTopic {
+        name: OFFSETS_TOPIC.into(),
+        assignments: vec![(0, vec![LOCAL, OTHER])],
+        ..Default::default()
+    };
+    block_on(broker.controller.create_topic_with_logs(topic, false, &broker.replicas)).unwrap();
+    let offsets = broker.replicas.partition(OFFSETS_TOPIC, 0).unwrap();
+    let committed = || {
+        let offsets = broker.groups.fetch_offsets("g", None).into_iter();
+        offsets.map(|(_, _, v)| v.map(|v| v.offset)).collect::<Vec<_>>()
+    };
+    let entry = CommitEntry { topic: "r".into(), partition: 0, offset: 7, leader_epoch: -1, metadata: None };
+
+    let commit = broker.groups.commit(&broker, "g", -1, "", None, std::slice::from_ref(&entry));
+    tokio::pin!(commit);
+    let early = tokio::time::timeout(Duration::from_millis(50), &mut commit).await;
+    assert!(early.is_err(), "no answer before the follower holds the commit");
+    assert_eq!((offsets.log_end_offset(), offsets.high_watermark()), (1, 0), "appended, not committed");
+    // Reading the group takes the groups lock: the waiting commit does not hold it.
+    assert!(committed().iter().all(Option::is_none), "a commit is invisible until acknowledged");
+
+    assert_eq!(follower_fetch_from(&broker, OFFSETS_TOPIC, 1, 0).await.1, 1);
+    assert_eq!(commit.await, [None]);
+    assert_eq!(committed(), [Some(7)]);
 }
 
 #[tokio::test]

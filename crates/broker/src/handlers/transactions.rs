@@ -245,7 +245,7 @@ pub fn end(ctx: &RequestContext<'_>, request: EndTxnRequest) -> EndTxnResponse {
         .with_producer_epoch(-1)
 }
 
-pub fn txn_offset_commit(
+pub async fn txn_offset_commit(
     ctx: &RequestContext<'_>,
     request: TxnOffsetCommitRequest,
 ) -> TxnOffsetCommitResponse {
@@ -289,7 +289,7 @@ pub fn txn_offset_commit(
             instance_id: request.group_instance_id.as_ref().map(|i| i.to_string()),
         };
         let verify = || verify_offsets_in_txn(broker, &request);
-        let outcomes = broker.groups.txn_commit(broker, &commit, &entries, verify);
+        let outcomes = broker.groups.commit_in_txn(broker, &commit, &entries, verify).await;
         outcomes.into_iter().map(|o| o.map(|e| fenced_for(e, ctx.api_version, 3))).collect()
     };
     let mut outcomes = outcomes.into_iter();

@@ -11,6 +11,7 @@
 pub mod alter_partition;
 pub mod fetcher;
 pub mod isr;
+pub mod purgatory;
 
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
