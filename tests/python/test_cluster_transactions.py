@@ -30,10 +30,11 @@ TRANSACTION_KEY = 1
 PREPARED_FAILPOINT = "txn-prepared"
 
 
-def start_cluster(tmp_path, env: dict[str, str] | None = None) -> Cluster:
+def start_cluster(tmp_path, env: dict[str, str] | None = None, **settings: str) -> Cluster:
     overrides = {
         "offsets.topic.num.partitions": "12",
         "transaction.state.log.num.partitions": "6",
+        **{key.replace("_", "."): value for key, value in settings.items()},
     }
     cluster = Cluster(tmp_path, controllers=3, combined=True, overrides=overrides)
     for node in cluster.brokers():
@@ -190,8 +191,10 @@ def test_offsets_sent_to_a_transaction_land_at_a_group_coordinator_on_another_br
 
 def test_a_coordinator_killed_after_prepare_commit_completes_the_transaction_when_it_returns(tmp_path):
     # Every node stops a transaction right after PrepareCommit; the
-    # coordinator is then killed and restarted without the failpoint.
-    with start_cluster(tmp_path, env={"STROM_FAILPOINTS": PREPARED_FAILPOINT}) as cluster:
+    # coordinator is then killed and restarted without the failpoint. Its
+    # state partition has one replica, so the coordinator stays on it.
+    failpoint = {"STROM_FAILPOINTS": PREPARED_FAILPOINT}
+    with start_cluster(tmp_path, env=failpoint, transaction_state_log_replication_factor="1") as cluster:
         layout = Layout(cluster)
         topic, partitions = layout.topic, layout.partitions
         coordinator = cluster.nodes[layout.coordinator]

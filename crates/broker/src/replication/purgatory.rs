@@ -28,6 +28,11 @@ impl AwaitedAppend {
         Self { partition, required_offset, min_insync, watched: None }
     }
 
+    /// Whether the ISR already holds the append.
+    pub fn is_replicated(&self) -> bool {
+        self.outcome() == Some(Ok(()))
+    }
+
     /// None while the append waits; then whether it was replicated.
     fn outcome(&self) -> Option<Result<(), ResponseError>> {
         match () {
@@ -91,7 +96,7 @@ pub async fn await_append(
     wait: AwaitedAppend,
     timeout: Duration,
 ) -> Result<(), ResponseError> {
-    if wait.outcome() == Some(Ok(())) {
+    if wait.is_replicated() {
         return Ok(());
     }
     match await_appends(broker, vec![((), wait)], timeout).await.pop() {
