@@ -195,9 +195,8 @@ impl TransactionCoordinator {
             ResponseError::NotCoordinator
         })?;
         let written = AwaitedAppend::new(partition, info.last_offset + 1, min_insync);
-        self.replicated(broker, written).map_err(|error| {
+        self.replicated(broker, written).inspect_err(|error| {
             tracing::warn!(transactional_id, ?error, "transaction state not replicated");
-            error
         })
     }
 
