@@ -603,9 +603,12 @@ INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 
 def test_offset_for_leader_epoch_with_extreme_values_is_answered_per_partition(broker):
     create_topic(broker.bootstrap, "edges")
+    # The leader's epoch cache holds epoch 0 from offset 0. As Kafka's
+    # LeaderEpochFileCache.endOffsetFor: an epoch above every known one is
+    # undefined, one below them all ends where the first known one starts.
     for partition, current, epoch, expected in [
         (0, -1, INT32_MAX, (wire.NONE, -1, -1)),
-        (0, -1, INT32_MIN, (wire.NONE, -1, -1)),
+        (0, -1, INT32_MIN, (wire.NONE, INT32_MIN, 0)),
         (0, INT32_MIN, 0, (74, -1, -1)),  # FENCED_LEADER_EPOCH
         (0, INT32_MAX, 0, (75, -1, -1)),  # UNKNOWN_LEADER_EPOCH
         (-1, -1, 0, (wire.UNKNOWN_TOPIC_OR_PARTITION, -1, -1)),
@@ -615,7 +618,8 @@ def test_offset_for_leader_epoch_with_extreme_values_is_answered_per_partition(b
         assert answers == {partition: expected}, (partition, current, epoch)
     many = [(p, -1, 0) for p in range(20_000)]
     answers = offset_for_leader_epoch(broker.port, 4, "edges", many)
-    assert len(answers) == 20_000 and answers[0] == (wire.NONE, -1, -1)
+    # Epoch 0 is the leader's current one: it ends at the log end.
+    assert len(answers) == 20_000 and answers[0] == (wire.NONE, 0, 0)
     assert_healthy(broker)
 
 

@@ -33,11 +33,9 @@ use strom_storage::producer_state::AppendOrigin;
 use strom_storage::StorageError;
 
 use crate::group::OFFSETS_TOPIC;
-use crate::handlers::produce::min_insync_replicas;
 use crate::internal_topic;
 use crate::locks::lock_recovering;
 use crate::replica::Partition;
-use crate::replication::purgatory::{await_append, AwaitedAppend};
 use crate::server::Broker;
 use markers::MarkerJob;
 use peers::Peers;
@@ -48,8 +46,6 @@ pub const TRANSACTION_STATE_TOPIC: &str = "__transaction_state";
 /// A transaction left in a Prepare state (its markers failed) is retried
 /// after this long.
 const PREPARED_RETRY_MS: i64 = 10_000;
-/// How long a transaction state write waits for the ISR.
-const REPLICATION_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Transaction settings from the broker config, Kafka's names.
 #[derive(Debug, Clone)]
@@ -185,40 +181,11 @@ impl TransactionCoordinator {
         let value = metadata.map(codec::encode_value);
         let now = strom_storage::now_ms();
         let batch = strom_storage::batch::encode_batch(&[(Some(key), value)], now);
-        let min_insync = min_insync_replicas(broker, TRANSACTION_STATE_TOPIC).max(1) as usize;
-        // Kafka answers NOT_ENOUGH_REPLICAS of its log as COORDINATOR_NOT_AVAILABLE.
-        if partition.isr_size() < min_insync {
-            return Err(ResponseError::CoordinatorNotAvailable);
-        }
-        let (info, _) = partition.append(&batch, now).map_err(|e| {
+        // Unlike Kafka's acks=-1 coordinator, not yet waiting for the ISR:
+        // a state lost with its leader can undo an answered EndTxn.
+        partition.append(&batch, now).map(|_| ()).map_err(|e| {
             tracing::error!(transactional_id, "writing transaction state failed: {e}");
             ResponseError::NotCoordinator
-        })?;
-        let written = AwaitedAppend::new(partition, info.last_offset + 1, min_insync);
-        self.replicated(broker, written).inspect_err(|error| {
-            tracing::warn!(transactional_id, ?error, "transaction state not replicated");
-        })
-    }
-
-    /// Waits until the ISR holds a transaction state write, as Kafka's
-    /// coordinator writes with acks=-1: a state lost with its leader would
-    /// undo an answered EndTxn. Callers still hold the transactions lock,
-    /// so the wait is short ([`REPLICATION_TIMEOUT`], not Kafka's 30 s
-    /// request timeout). A write already replicated (a single replica)
-    /// returns at once, without a runtime.
-    fn replicated(&self, broker: &Broker, written: AwaitedAppend) -> Result<(), ResponseError> {
-        use tokio::runtime::{Handle, RuntimeFlavor};
-        if written.is_replicated() {
-            return Ok(());
-        }
-        let handle = Handle::try_current()
-            .ok()
-            .filter(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread)
-            .ok_or(ResponseError::CoordinatorNotAvailable)?;
-        let wait = await_append(broker, written, REPLICATION_TIMEOUT);
-        tokio::task::block_in_place(|| handle.block_on(wait)).map_err(|error| match error {
-            ResponseError::NotLeaderOrFollower => ResponseError::NotCoordinator,
-            _ => ResponseError::CoordinatorNotAvailable,
         })
     }
 
