@@ -978,6 +978,143 @@ mod tests {
         assert_eq!(aborted.len(), 1);
     }
 
+    /// The broker, except that its writes reach the ISR only once the test
+    /// says how (and from then on all the same way).
+    struct HeldReplication {
+        broker: Arc<Broker>,
+        outcome: tokio::sync::watch::Sender<Option<Result<(), ResponseError>>>,
+    }
+
+    impl HeldReplication {
+        fn new(broker: &Arc<Broker>) -> Self {
+            Self { broker: broker.clone(), outcome: tokio::sync::watch::Sender::new(None) }
+        }
+
+        fn replicate(&self, outcome: Result<(), ResponseError>) {
+            self.outcome.send_replace(Some(outcome));
+        }
+    }
+
+    impl CoordinatorHost for HeldReplication {
+        fn node_id(&self) -> i32 {
+            self.broker.node_id()
+        }
+        fn replicas(&self) -> &crate::replica::ReplicaManager {
+            &self.broker.replicas
+        }
+        fn metadata_image(&self) -> Arc<strom_metadata::MetadataImage> {
+            self.broker.metadata_image()
+        }
+        fn groups(&self) -> &crate::group::GroupCoordinator {
+            &self.broker.groups
+        }
+        fn transactions(&self) -> &TransactionCoordinator {
+            &self.broker.transactions
+        }
+        fn ensure_internal_topic(
+            &self,
+            name: &str,
+            partitions: i32,
+            rf: Option<i16>,
+            segment: i64,
+        ) -> Result<(), ResponseError> {
+            self.broker.ensure_internal_topic(name, partitions, rf, segment)
+        }
+        fn check_leads(&self, topic: &str, partition: i32) -> Result<(), ResponseError> {
+            self.broker.check_leads(topic, partition)
+        }
+        fn min_insync_replicas(&self, topic: &str) -> usize {
+            CoordinatorHost::min_insync_replicas(&*self.broker, topic)
+        }
+        fn await_append(
+            &self,
+            _wait: AwaitedAppend,
+            _timeout: Duration,
+        ) -> crate::coordinator_host::Replication<'_> {
+            let mut outcome = self.outcome.subscribe();
+            Box::pin(async move {
+                let decided = outcome.wait_for(Option::is_some).await.map(|o| o.clone());
+                decided.ok().flatten().unwrap_or(Err(ResponseError::RequestTimedOut))
+            })
+        }
+        fn stopping(&self) -> tokio::sync::watch::Receiver<bool> {
+            self.broker.stopping()
+        }
+        fn next_producer_id(&self) -> Result<i64, ResponseError> {
+            CoordinatorHost::next_producer_id(&*self.broker)
+        }
+        fn inter_broker_connector(&self) -> &strom_quorum::channel::Connector {
+            self.broker.inter_broker_connector()
+        }
+        fn inter_broker_address(&self, image: &strom_metadata::MetadataImage, id: i32) -> Option<String> {
+            self.broker.inter_broker_address(image, id)
+        }
+    }
+
+    #[test]
+    fn a_state_being_replicated_holds_off_the_id_and_takes_effect_once_replicated() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = open_broker(dir.path());
+        create_topic(&broker, "t", 2);
+        let coordinator = &broker.transactions;
+        let (id, epoch) = block_on(coordinator.init_producer_id(&*broker, "tx", 60_000, None)).unwrap();
+        block_on(coordinator.add_partitions(&*broker, "tx", id, epoch, &[("t".to_owned(), 0)])).unwrap();
+        let held = HeldReplication::new(&broker);
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async {
+            let end = coordinator.end_txn(&held, "tx", id, epoch, TxnResult::Commit);
+            tokio::pin!(end);
+            // Runs the EndTxn up to its wait for the ISR.
+            tokio::select! {
+                biased;
+                answer = &mut end => panic!("answered before replicated: {answer:?}"),
+                _ = tokio::task::yield_now() => {}
+            }
+            let current = coordinator.describe("tx").unwrap();
+            assert_eq!(current.state, TxnState::Ongoing, "PrepareCommit is not current before replicated");
+            assert_eq!(current.pending_state, Some(TxnState::PrepareCommit));
+            let concurrent = ResponseError::ConcurrentTransactions;
+            let more = [("t".to_owned(), 1)];
+            assert_eq!(coordinator.add_partitions(&*broker, "tx", id, epoch, &more).await, Err(concurrent));
+            assert_eq!(
+                coordinator.end_txn(&*broker, "tx", id, epoch, TxnResult::Abort).await,
+                Err(concurrent)
+            );
+            assert_eq!(coordinator.init_producer_id(&*broker, "tx", 60_000, None).await, Err(concurrent));
+            held.replicate(Ok(()));
+            end.await.unwrap();
+        });
+        let completed = coordinator.describe("tx").unwrap();
+        assert_eq!((completed.state, completed.pending_state), (TxnState::CompleteCommit, None));
+        assert!(stable(&broker, "t", 0), "the commit marker is written");
+    }
+
+    #[test]
+    fn a_state_that_does_not_replicate_is_undone_and_the_client_told_to_retry() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = open_broker(dir.path());
+        create_topic(&broker, "t", 1);
+        let coordinator = &broker.transactions;
+        let (id, epoch) = block_on(coordinator.init_producer_id(&*broker, "tx", 60_000, None)).unwrap();
+        block_on(coordinator.add_partitions(&*broker, "tx", id, epoch, &[("t".to_owned(), 0)])).unwrap();
+        let timed_out = HeldReplication::new(&broker);
+        timed_out.replicate(Err(ResponseError::RequestTimedOut));
+        let end = block_on(coordinator.end_txn(&timed_out, "tx", id, epoch, TxnResult::Commit));
+        assert_eq!(end, Err(ResponseError::CoordinatorNotAvailable));
+        let current = coordinator.describe("tx").unwrap();
+        assert_eq!((current.state, current.pending_state), (TxnState::Ongoing, None));
+
+        let moved = HeldReplication::new(&broker);
+        moved.replicate(Err(ResponseError::NotLeaderOrFollower));
+        let init = block_on(coordinator.init_producer_id(&moved, "other", 60_000, None));
+        assert_eq!(init, Err(ResponseError::NotCoordinator));
+        assert_eq!(coordinator.describe("other").unwrap().pending_state, None);
+
+        // The client's retry, replicated this time.
+        block_on(coordinator.end_txn(&*broker, "tx", id, epoch, TxnResult::Commit)).unwrap();
+        assert_eq!(coordinator.describe("tx").unwrap().state, TxnState::CompleteCommit);
+    }
+
     #[test]
     fn invalid_timeouts_and_unknown_ids_get_kafkas_errors() {
         let dir = tempfile::tempdir().unwrap();
