@@ -10,6 +10,10 @@
 //! (and takes effect in memory) once the high watermark passes its batch:
 //! appended under the `groups` lock to keep the log in order, awaited in
 //! the produce purgatory with the lock released, then applied under it.
+//! DeleteGroups is answered, and expired offsets logged, once the ISR
+//! holds their tombstones. Every write goes through one append
+//! (`append`) and one wait (`acknowledged`); the broker is reached through
+//! [`CoordinatorHost`].
 //!
 //! [`state`] is the pure state machine of one group; this module adds the
 //! locking, the persistence, the timers and the request-level checks.

@@ -1033,7 +1033,7 @@ mod tests {
         ) -> crate::coordinator_host::Replication<'_> {
             let mut outcome = self.outcome.subscribe();
             Box::pin(async move {
-                let decided = outcome.wait_for(Option::is_some).await.map(|o| o.clone());
+                let decided = outcome.wait_for(Option::is_some).await.map(|o| *o);
                 decided.ok().flatten().unwrap_or(Err(ResponseError::RequestTimedOut))
             })
         }
