@@ -136,3 +136,82 @@ impl CoordinatorHost for Broker {
         Broker::inter_broker_address(self, image, id)
     }
 }
+
+/// Test stand-ins for the broker.
+#[cfg(test)]
+pub mod testing {
+    use super::*;
+
+    /// The broker, except that its writes reach the ISR only once the test
+    /// says how (and from then on all the same way).
+    pub struct HeldReplication {
+        broker: Arc<Broker>,
+        outcome: tokio::sync::watch::Sender<Option<Result<(), ResponseError>>>,
+    }
+
+    impl HeldReplication {
+        pub fn new(broker: &Arc<Broker>) -> Self {
+            Self { broker: broker.clone(), outcome: tokio::sync::watch::Sender::new(None) }
+        }
+
+        pub fn replicate(&self, outcome: Result<(), ResponseError>) {
+            self.outcome.send_replace(Some(outcome));
+        }
+    }
+
+    impl CoordinatorHost for HeldReplication {
+        fn node_id(&self) -> i32 {
+            self.broker.node_id()
+        }
+        fn replicas(&self) -> &crate::replica::ReplicaManager {
+            &self.broker.replicas
+        }
+        fn metadata_image(&self) -> Arc<strom_metadata::MetadataImage> {
+            self.broker.metadata_image()
+        }
+        fn groups(&self) -> &crate::group::GroupCoordinator {
+            &self.broker.groups
+        }
+        fn transactions(&self) -> &crate::txn::TransactionCoordinator {
+            &self.broker.transactions
+        }
+        fn ensure_internal_topic(
+            &self,
+            name: &str,
+            partitions: i32,
+            rf: Option<i16>,
+            segment: i64,
+        ) -> Result<(), ResponseError> {
+            self.broker.ensure_internal_topic(name, partitions, rf, segment)
+        }
+        fn check_leads(&self, topic: &str, partition: i32) -> Result<(), ResponseError> {
+            self.broker.check_leads(topic, partition)
+        }
+        fn min_insync_replicas(&self, topic: &str) -> usize {
+            CoordinatorHost::min_insync_replicas(&*self.broker, topic)
+        }
+        fn await_append(
+            &self,
+            _wait: AwaitedAppend,
+            _timeout: Duration,
+        ) -> crate::coordinator_host::Replication<'_> {
+            let mut outcome = self.outcome.subscribe();
+            Box::pin(async move {
+                let decided = outcome.wait_for(Option::is_some).await.map(|o| *o);
+                decided.ok().flatten().unwrap_or(Err(ResponseError::RequestTimedOut))
+            })
+        }
+        fn stopping(&self) -> tokio::sync::watch::Receiver<bool> {
+            self.broker.stopping()
+        }
+        fn next_producer_id(&self) -> Result<i64, ResponseError> {
+            CoordinatorHost::next_producer_id(&*self.broker)
+        }
+        fn inter_broker_connector(&self) -> &strom_quorum::channel::Connector {
+            self.broker.inter_broker_connector()
+        }
+        fn inter_broker_address(&self, image: &strom_metadata::MetadataImage, id: i32) -> Option<String> {
+            self.broker.inter_broker_address(image, id)
+        }
+    }
+}

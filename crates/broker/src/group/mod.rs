@@ -1369,6 +1369,50 @@ mod tests {
     }
 
     #[test]
+    fn delete_groups_is_answered_once_its_tombstones_replicate() {
+        use crate::coordinator_host::testing::HeldReplication;
+        use crate::server::Broker;
+        use strom_metadata::{block_on, NewTopic};
+        let dir = tempfile::tempdir().unwrap();
+        let overrides = [("log.dirs".to_owned(), dir.path().display().to_string())];
+        let broker = Broker::open(BrokerConfig::from_properties("", &overrides).unwrap()).unwrap();
+        let topic = NewTopic { name: "t".into(), partitions: 1, replication_factor: 1, ..Default::default() };
+        block_on(broker.controller.create_topic(topic, false)).unwrap();
+        let coordinator = &broker.groups;
+        let commit = |group: &str| {
+            let entry =
+                CommitEntry { topic: "t".into(), partition: 0, offset: 7, leader_epoch: -1, metadata: None };
+            assert_eq!(block_on(coordinator.commit(&*broker, group, -1, "", None, &[entry])), [None]);
+        };
+        commit("kept");
+        commit("gone");
+
+        let timed_out = HeldReplication::new(&broker);
+        timed_out.replicate(Err(ResponseError::RequestTimedOut));
+        let refused = block_on(coordinator.delete_group(&timed_out, "kept"));
+        assert_eq!(refused, Some(ResponseError::CoordinatorNotAvailable), "answered only once replicated");
+
+        let held = HeldReplication::new(&broker);
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async {
+            let delete = coordinator.delete_group(&held, "gone");
+            tokio::pin!(delete);
+            tokio::select! {
+                biased;
+                answer = &mut delete => panic!("answered before replicated: {answer:?}"),
+                _ = tokio::task::yield_now() => {}
+            }
+            held.replicate(Ok(()));
+            assert_eq!(delete.await, None);
+        });
+        assert!(coordinator.fetch_offsets("gone", None).is_empty());
+        assert_eq!(
+            block_on(coordinator.delete_group(&*broker, "gone")),
+            Some(ResponseError::GroupIdNotFound)
+        );
+    }
+
+    #[test]
     fn groups_map_to_kafkas_partitions() {
         let coordinator = GroupCoordinator::new(BrokerConfig::embedded_defaults().groups);
         assert_eq!(coordinator.partition_for("polygenelubricants"), 0);
