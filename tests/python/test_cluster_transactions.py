@@ -7,8 +7,10 @@ read_committed consumers see a committed transaction whole and an aborted
 one not at all; transactional offsets land with a group coordinator on
 another broker; a coordinator killed between PrepareCommit and its
 markers finishes the transaction when it returns; a marker owed to a
-killed leader keeps the transaction prepared until it is written; and
-all of it over a SASL_SSL inter-broker listener."""
+killed leader keeps the transaction prepared until it is written; a
+commit is answered only once the state's followers hold it, and survives
+the kill of its coordinator; and all of it over a SASL_SSL inter-broker
+listener."""
 
 from __future__ import annotations
 
@@ -22,12 +24,17 @@ from confluent_kafka.admin import AdminClient
 from cluster import CLUSTER_WAIT_S, Cluster
 from harness import OutRecord, confluent_consumer, confluent_producer, produce_confluent, wait_until
 from test_cluster_clients import BROKERS, coordinator_of, leaders, live_brokers, spread_topic
+from test_configs import describe_topic, set_topic_configs
 from test_secure_links import SecureCluster, create, wait_formed
 from test_transactions import SENTINEL, TIMEOUT_S, committed_offset, describe_transaction, txn_producer
 import wire
 
 TRANSACTION_KEY = 1
+TRANSACTION_STATE_TOPIC = "__transaction_state"
 PREPARED_FAILPOINT = "txn-prepared"
+# How long a commit is given while the state's followers are stopped: well
+# under the broker session timeout (9 s), so no broker is fenced meanwhile.
+PAUSED_COMMIT_S = 4
 
 
 def start_cluster(tmp_path, env: dict[str, str] | None = None, **settings: str) -> Cluster:
@@ -229,6 +236,78 @@ def test_a_coordinator_killed_after_prepare_commit_completes_the_transaction_whe
         finally:
             reader.close()
         assert got == {p: values(f"prepared-p{p}", 10) for p in partitions}
+
+
+def two_state_replicas_in_sync(cluster: Cluster, layout: Layout) -> None:
+    """min.insync.replicas=2 on __transaction_state (three replicas: the
+    two other brokers follow the coordinator's partition), as Kafka's
+    default transaction.state.log.min.isr; the data topics keep one."""
+    set_topic_configs(cluster.bootstrap, TRANSACTION_STATE_TOPIC, min_insync_replicas="2")
+    coordinator = cluster.nodes[layout.coordinator].bootstrap
+    wait_until(
+        lambda: describe_topic(coordinator, TRANSACTION_STATE_TOPIC)["min.insync.replicas"].value == "2",
+        CLUSTER_WAIT_S,
+        "min.insync.replicas=2 at the coordinator",
+    )
+
+
+def test_a_commit_is_answered_only_once_the_state_followers_hold_it(tmp_path):
+    with start_cluster(tmp_path) as cluster:
+        layout = Layout(cluster)
+        two_state_replicas_in_sync(cluster, layout)
+        topic, partitions = layout.topic, layout.partitions
+        port = cluster.nodes[layout.coordinator].broker_port
+        producer = txn_producer(cluster.bootstrap, layout.transactional_id)
+        producer.begin_transaction()
+        produce_in_txn(producer, topic, partitions, "replicated")
+        for other in layout.others:
+            cluster.nodes[other].pause()
+        try:
+            with pytest.raises(KafkaException) as stalled:
+                producer.commit_transaction(PAUSED_COMMIT_S)
+            assert stalled.value.args[0].retriable(), stalled.value
+            state = describe_transaction(port, layout.transactional_id).state
+            assert state == "Ongoing", "PrepareCommit took effect before its followers held it"
+        finally:
+            for other in layout.others:
+                cluster.nodes[other].resume()
+
+        producer.commit_transaction(TIMEOUT_S)
+        wait_for_state(cluster, layout, "CompleteCommit")
+        producer.begin_transaction()
+        for p in partitions:
+            producer.produce(topic, value=SENTINEL, partition=p)
+        producer.commit_transaction(TIMEOUT_S)
+        committed = read_until_sentinels(cluster.bootstrap, topic, partitions, "read_committed")
+        assert committed == {p: values(f"replicated-p{p}", 10) for p in partitions}
+
+
+def test_a_committed_transaction_survives_the_kill_of_its_coordinator(tmp_path):
+    with start_cluster(tmp_path) as cluster:
+        layout = Layout(cluster)
+        two_state_replicas_in_sync(cluster, layout)
+        topic, partitions = layout.topic, layout.partitions
+        producer = txn_producer(cluster.bootstrap, layout.transactional_id)
+        producer.begin_transaction()
+        produce_in_txn(producer, topic, partitions, "survived")
+        for p in partitions:
+            producer.produce(topic, value=SENTINEL, partition=p)
+        producer.commit_transaction(TIMEOUT_S)
+        cluster.kill9(layout.coordinator)
+
+        survivor = cluster.nodes[layout.others[0]]
+        successor = wait_until(
+            lambda: (c := txn_coordinator_of(survivor, layout.transactional_id)) in layout.others and c,
+            2 * CLUSTER_WAIT_S,
+            "a coordinator on a surviving broker",
+        )
+        layout.coordinator = successor
+        # Answered once the state followers held PrepareCommit: the new
+        # coordinator finishes the commit, never aborts it.
+        wait_for_state(cluster, layout, "CompleteCommit")
+        bootstrap = ",".join(cluster.nodes[other].bootstrap for other in layout.others)
+        committed = read_until_sentinels(bootstrap, topic, partitions, "read_committed")
+        assert committed == {p: values(f"survived-p{p}", 10) for p in partitions}
 
 
 def test_markers_for_a_killed_leader_wait_for_it_and_the_transaction_completes_only_then(cluster):

@@ -142,7 +142,7 @@ served_apis! {
     LeaveGroup(LeaveGroupRequest) 0..=5 => call handlers::groups::leave;
     ListGroups(ListGroupsRequest) 0..=5 => call handlers::groups::list;
     DescribeGroups(DescribeGroupsRequest) 0..=6 => call handlers::groups::describe;
-    DeleteGroups(DeleteGroupsRequest) 0..=2 => call handlers::groups::delete;
+    DeleteGroups(DeleteGroupsRequest) 0..=2 => await handlers::groups::delete;
     // v10 is unstable in Kafka 4.1 and not decodable by kafka-protocol 0.18.
     OffsetCommit(OffsetCommitRequest) 2..=9 => await handlers::offsets::commit;
     OffsetFetch(OffsetFetchRequest) 1..=9 => call handlers::offsets::fetch;
@@ -153,11 +153,11 @@ served_apis! {
     AlterConfigs(AlterConfigsRequest) 0..=2 => forward handlers::configs::alter;
     IncrementalAlterConfigs(IncrementalAlterConfigsRequest) 0..=1 => forward handlers::configs::incremental_alter;
     // v6 (two-phase commit, KIP-939) is unstable in Kafka 4.1.
-    InitProducerId(InitProducerIdRequest) 0..=5 => call handlers::init_producer_id::handle;
+    InitProducerId(InitProducerIdRequest) 0..=5 => await handlers::init_producer_id::handle;
     DescribeLogDirs(DescribeLogDirsRequest) 1..=4 => call handlers::log_dirs::describe;
-    AddPartitionsToTxn(AddPartitionsToTxnRequest) 0..=5 => call handlers::transactions::add_partitions;
-    AddOffsetsToTxn(AddOffsetsToTxnRequest) 0..=4 => call handlers::transactions::add_offsets;
-    EndTxn(EndTxnRequest) 0..=5 => call handlers::transactions::end;
+    AddPartitionsToTxn(AddPartitionsToTxnRequest) 0..=5 => await handlers::transactions::add_partitions;
+    AddOffsetsToTxn(AddOffsetsToTxnRequest) 0..=4 => await handlers::transactions::add_offsets;
+    EndTxn(EndTxnRequest) 0..=5 => await handlers::transactions::end;
     TxnOffsetCommit(TxnOffsetCommitRequest) 0..=5 => await handlers::transactions::txn_offset_commit;
     WriteTxnMarkers(WriteTxnMarkersRequest) 1..=1 => call handlers::transactions::write_markers;
     DescribeTransactions(DescribeTransactionsRequest) 0..=0 => call handlers::transactions::describe;

@@ -606,6 +606,8 @@ impl BrokerConfig {
                     1,
                 )?,
                 partition_verification: p.bool("transaction.partition.verification.enable", true)?,
+                // Kafka's coordinator waits this long for the ISR to hold a state.
+                request_timeout_ms: p.parse("request.timeout.ms", 30_000, 1)?,
             },
             log,
             kraft,

@@ -44,6 +44,8 @@
 //!   the coordinator has placed the partition in the producer's transaction;
 //!   [`internal_topic`] maps ids to the partitions of the coordinators'
 //!   topics and creates those topics on first use.
+//!   [`group`] and [`txn`] see the broker only through
+//!   [`coordinator_host::CoordinatorHost`].
 //!
 //! [`quota`] holds client quotas (byte rates, request time, controller
 //! mutations), the KIP-219 channel mute and the per-IP connection limits.
@@ -70,6 +72,7 @@ pub mod config;
 pub mod config_sources;
 pub mod console;
 pub mod controller_link;
+pub mod coordinator_host;
 pub mod dispatch;
 pub mod early_peers;
 pub mod error;

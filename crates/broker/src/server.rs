@@ -423,7 +423,7 @@ impl Broker {
             let Some(partition) = self.replicas.partition(&tp.topic, tp.partition) else { continue };
             let loaded = match tp.topic.as_str() {
                 OFFSETS_TOPIC => self.groups.load_partition(&partition),
-                TRANSACTION_STATE_TOPIC => self.transactions.load_partition(self, &partition),
+                TRANSACTION_STATE_TOPIC => self.transactions.load_partition(&partition),
                 _ => Ok(()),
             };
             if let Err(e) = loaded {

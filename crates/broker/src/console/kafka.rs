@@ -337,7 +337,7 @@ impl<'a> Kafka<'a> {
 
     pub fn delete_group(&self, id: &str) -> Option<String> {
         let request = DeleteGroupsRequest::default().with_groups_names(vec![GroupId(str_bytes(id))]);
-        let response = handlers::groups::delete(&self.ctx(ApiKey::DeleteGroups, 2), request);
+        let response = wait(handlers::groups::delete(&self.ctx(ApiKey::DeleteGroups, 2), request));
         response.results.first().and_then(|r| error_text(r.error_code, None))
     }
 

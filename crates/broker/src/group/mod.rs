@@ -10,6 +10,10 @@
 //! (and takes effect in memory) once the high watermark passes its batch:
 //! appended under the `groups` lock to keep the log in order, awaited in
 //! the produce purgatory with the lock released, then applied under it.
+//! DeleteGroups is answered, and expired offsets logged, once the ISR
+//! holds their tombstones. Every write goes through one append
+//! (`append`) and one wait (`acknowledged`); the broker is reached through
+//! [`CoordinatorHost`].
 //!
 //! [`state`] is the pure state machine of one group; this module adds the
 //! locking, the persistence, the timers and the request-level checks.
@@ -27,15 +31,17 @@ use kafka_protocol::error::ResponseError;
 use tokio::sync::{oneshot, watch};
 use uuid::Uuid;
 
-use crate::handlers::produce::min_insync_replicas;
+use crate::coordinator_host::{replicated, CoordinatorHost};
 use crate::internal_topic;
 use crate::locks::lock_recovering;
 use crate::replica::{Partition, VerifiedAppendError};
-use crate::replication::purgatory::{await_append, AwaitedAppend};
-use crate::server::Broker;
+use crate::replication::purgatory::AwaitedAppend;
 use codec::{GroupValue, OffsetValue, RecordKey};
 use state::{Group, GroupLimits, GroupState, JoinResult, Member, SyncResult};
 use strom_metadata::MetadataImage;
+use strom_storage::log::AppendInfo;
+use strom_storage::producer_state::AppendOrigin;
+use strom_storage::StorageError;
 
 /// Kafka's internal topic for group state.
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
@@ -150,15 +156,15 @@ impl GroupCoordinator {
 
     /// Marks the offsets partitions `image` gives this broker to lead as
     /// loading, before the leadership is applied; returns them.
-    pub fn start_loading(&self, broker: &Broker, image: &MetadataImage) -> Vec<i32> {
+    pub fn start_loading(&self, host: &dyn CoordinatorHost, image: &MetadataImage) -> Vec<i32> {
         let Some(topic) = image.topic(OFFSETS_TOPIC) else { return Vec::new() };
-        let me = broker.replicas.node_id();
+        let me = host.replicas().node_id();
         let gained: Vec<i32> = topic
             .partitions
             .iter()
             .filter(|(number, state)| {
                 state.leader == me
-                    && broker.replicas.partition(OFFSETS_TOPIC, **number).is_some_and(|p| !p.is_leader())
+                    && host.replicas().partition(OFFSETS_TOPIC, **number).is_some_and(|p| !p.is_leader())
             })
             .map(|(number, _)| *number)
             .collect();
@@ -200,10 +206,9 @@ impl GroupCoordinator {
     }
 
     /// Creates `__consumer_offsets` on first use, with Kafka's settings.
-    pub fn ensure_offsets_topic(&self, broker: &Broker) -> Result<(), ResponseError> {
+    pub fn ensure_offsets_topic(&self, host: &dyn CoordinatorHost) -> Result<(), ResponseError> {
         let config = &self.config;
-        internal_topic::ensure(
-            broker,
+        host.ensure_internal_topic(
             OFFSETS_TOPIC,
             config.offsets_topic_partitions,
             config.offsets_topic_replication_factor,
@@ -211,90 +216,61 @@ impl GroupCoordinator {
         )
     }
 
-    /// Writes records to the group's `__consumer_offsets` partition.
+    /// Writes records to the group's `__consumer_offsets` partition, as
+    /// the coordinator's own batch.
     fn persist(
         &self,
-        broker: &Broker,
+        host: &dyn CoordinatorHost,
         group_id: &str,
         entries: &[(Option<Bytes>, Option<Bytes>)],
     ) -> Result<Written, ResponseError> {
         let batch = strom_storage::batch::encode_batch(entries, strom_storage::now_ms());
-        self.append(broker, group_id, &batch)
+        self.append(host, group_id, |partition, now_ms| {
+            partition
+                .append_as(&batch, now_ms, AppendOrigin::Coordinator)
+                .map_err(VerifiedAppendError::Storage)
+        })
     }
 
-    fn append(&self, broker: &Broker, group_id: &str, batch: &[u8]) -> Result<Written, ResponseError> {
-        let (partition, min_insync) = self.offsets_partition(broker, group_id)?;
-        let origin = strom_storage::producer_state::AppendOrigin::Coordinator;
-        match partition.append_as(batch, strom_storage::now_ms(), origin) {
+    /// Every write to `__consumer_offsets` goes through here: `append`
+    /// puts a batch in the group's partition, as Kafka's acks=-1 writes,
+    /// none while the ISR is below `min.insync.replicas`. The returned
+    /// write is to be [`Self::acknowledged`] with the groups lock released.
+    fn append(
+        &self,
+        host: &dyn CoordinatorHost,
+        group_id: &str,
+        append: impl FnOnce(&Partition, i64) -> Result<(AppendInfo, i64), VerifiedAppendError>,
+    ) -> Result<Written, ResponseError> {
+        self.ensure_offsets_topic(host)?;
+        let partition = host
+            .replicas()
+            .partition(OFFSETS_TOPIC, self.partition_for(group_id))
+            .ok_or(ResponseError::CoordinatorNotAvailable)?;
+        let min_insync = host.min_insync_replicas(OFFSETS_TOPIC);
+        if partition.isr_size() < min_insync {
+            return Err(ResponseError::CoordinatorNotAvailable);
+        }
+        match append(&partition, strom_storage::now_ms()) {
             Ok((info, _)) => Ok(Written::new(partition, &info, min_insync)),
-            Err(e) => {
+            Err(VerifiedAppendError::Unverified(error)) => Err(error),
+            Err(VerifiedAppendError::Storage(e)) => {
                 tracing::error!(group = group_id, "writing group state failed: {e}");
                 Err(match e {
-                    strom_storage::StorageError::InvalidProducerEpoch(_) => ResponseError::ProducerFenced,
+                    StorageError::InvalidProducerEpoch(_) => ResponseError::ProducerFenced,
+                    StorageError::InvalidTxnState(_) => ResponseError::InvalidTxnState,
                     _ => ResponseError::CoordinatorNotAvailable,
                 })
             }
         }
-    }
-
-    /// The group's `__consumer_offsets` partition, with its
-    /// `min.insync.replicas`: as Kafka's acks=-1 writes, none below it.
-    fn offsets_partition(
-        &self,
-        broker: &Broker,
-        group_id: &str,
-    ) -> Result<(Arc<Partition>, usize), ResponseError> {
-        self.ensure_offsets_topic(broker)?;
-        let partition = broker
-            .replicas
-            .partition(OFFSETS_TOPIC, self.partition_for(group_id))
-            .ok_or(ResponseError::CoordinatorNotAvailable)?;
-        let min_insync = min_insync_replicas(broker, OFFSETS_TOPIC).max(1) as usize;
-        if partition.isr_size() < min_insync {
-            return Err(ResponseError::CoordinatorNotAvailable);
-        }
-        Ok((partition, min_insync))
     }
 
     /// Waits, without the groups lock, until the ISR holds a write
     /// (`offsets.commit.timeout.ms`), answering failures as Kafka's
     /// coordinator does.
-    async fn acknowledged(&self, broker: &Broker, written: AwaitedAppend) -> Result<(), ResponseError> {
+    async fn acknowledged(&self, host: &dyn CoordinatorHost, written: Written) -> Result<(), ResponseError> {
         let timeout = Duration::from_millis(self.config.offsets_commit_timeout_ms);
-        await_append(broker, written, timeout).await.map_err(|error| match error {
-            ResponseError::NotLeaderOrFollower => ResponseError::NotCoordinator,
-            ResponseError::RequestTimedOut
-            | ResponseError::NotEnoughReplicas
-            | ResponseError::NotEnoughReplicasAfterAppend => ResponseError::CoordinatorNotAvailable,
-            other => other,
-        })
-    }
-
-    /// [`Self::append`] of a transactional batch of `producer_id`, once
-    /// `verify` allows it to open the transaction in the group's partition.
-    fn append_in_txn(
-        &self,
-        broker: &Broker,
-        group_id: &str,
-        batch: &[u8],
-        producer_id: i64,
-        verify: impl FnOnce() -> Result<(), ResponseError>,
-    ) -> Result<Written, ResponseError> {
-        let (partition, min_insync) = self.offsets_partition(broker, group_id)?;
-        let origin = strom_storage::producer_state::AppendOrigin::Coordinator;
-        let now_ms = strom_storage::now_ms();
-        match partition.append_verified_as(batch, now_ms, origin, producer_id, verify) {
-            Ok((info, _)) => Ok(Written::new(partition, &info, min_insync)),
-            Err(VerifiedAppendError::Unverified(error)) => Err(error),
-            Err(VerifiedAppendError::Storage(e)) => {
-                tracing::error!(group = group_id, "writing transactional offsets failed: {e}");
-                Err(match e {
-                    strom_storage::StorageError::InvalidProducerEpoch(_) => ResponseError::ProducerFenced,
-                    strom_storage::StorageError::InvalidTxnState(_) => ResponseError::InvalidTxnState,
-                    _ => ResponseError::CoordinatorNotAvailable,
-                })
-            }
-        }
+        replicated(host, written.wait, timeout).await
     }
 
     /// TxnOffsetCommit: writes the offsets as part of the producer's
@@ -305,14 +281,14 @@ impl GroupCoordinator {
     /// there (KIP-890).
     pub async fn commit_in_txn(
         &self,
-        broker: &Broker,
+        host: &dyn CoordinatorHost,
         commit: &TxnCommit,
         entries: &[CommitEntry],
         verify: impl FnOnce() -> Result<(), ResponseError>,
     ) -> Vec<Option<ResponseError>> {
-        let (outcomes, written) = self.append_txn_offsets(broker, commit, entries, verify);
+        let (outcomes, written) = self.append_txn_offsets(host, commit, entries, verify);
         let Some(written) = written else { return outcomes };
-        match self.acknowledged(broker, written.wait).await {
+        match self.acknowledged(host, written).await {
             Ok(()) => outcomes,
             Err(error) => outcomes.into_iter().map(|o| o.or(Some(error))).collect(),
         }
@@ -322,12 +298,12 @@ impl GroupCoordinator {
     #[cfg(test)]
     pub fn txn_commit(
         &self,
-        broker: &Broker,
+        host: &dyn CoordinatorHost,
         commit: &TxnCommit,
         entries: &[CommitEntry],
         verify: impl FnOnce() -> Result<(), ResponseError>,
     ) -> Vec<Option<ResponseError>> {
-        self.append_txn_offsets(broker, commit, entries, verify).0
+        self.append_txn_offsets(host, commit, entries, verify).0
     }
 
     /// Appends and stages a TxnOffsetCommit's offsets under the groups
@@ -335,7 +311,7 @@ impl GroupCoordinator {
     /// commits what the log holds, as a replay would.
     fn append_txn_offsets(
         &self,
-        broker: &Broker,
+        host: &dyn CoordinatorHost,
         commit: &TxnCommit,
         entries: &[CommitEntry],
         verify: impl FnOnce() -> Result<(), ResponseError>,
@@ -346,14 +322,19 @@ impl GroupCoordinator {
             return (vec![Some(error); entries.len()], None);
         }
         let now_ms = strom_storage::now_ms();
-        let (outcomes, records) = self.offset_records(broker, group_id, entries, now_ms);
+        let (outcomes, records) = self.offset_records(host, group_id, entries, now_ms);
         if records.is_empty() {
             return (outcomes, None);
         }
         let encoded = records.iter().map(|(k, v)| (Some(k.encode()), Some(v.encode()), now_ms));
         let batch =
             strom_storage::batch::encode_transactional(encoded, commit.producer_id, commit.producer_epoch);
-        let written = match self.append_in_txn(broker, group_id, &batch, commit.producer_id, verify) {
+        let producer_id = commit.producer_id;
+        let written = self.append(host, group_id, |partition, now_ms| {
+            let origin = AppendOrigin::Coordinator;
+            partition.append_verified_as(&batch, now_ms, origin, producer_id, verify)
+        });
+        let written = match written {
             Ok(written) => written,
             Err(error) => return (outcomes.into_iter().map(|o| o.or(Some(error))).collect(), None),
         };
@@ -394,26 +375,32 @@ impl GroupCoordinator {
 
     /// A group that just lost its last member is written as empty, so a
     /// restart does not bring the departed members back.
-    fn persist_if_emptied(&self, broker: &Broker, group: &mut Group) {
+    fn persist_if_emptied(&self, host: &dyn CoordinatorHost, group: &mut Group) {
         if group.state == GroupState::Empty && group.generation != group.persisted_generation {
-            let _ = self.persist_group(broker, group);
+            let _ = self.persist_group(host, group);
             group.persisted_generation = group.generation;
         }
     }
 
-    fn persist_group(&self, broker: &Broker, group: &Group) -> Result<Written, ResponseError> {
+    fn persist_group(&self, host: &dyn CoordinatorHost, group: &Group) -> Result<Written, ResponseError> {
         let key = RecordKey::Group { group: group.id.clone() }.encode();
         let value = group.to_value(strom_storage::now_ms()).encode();
-        self.persist(broker, &group.id, &[(Some(key), Some(value))])
+        self.persist(host, &group.id, &[(Some(key), Some(value))])
     }
 
     /// Kafka's `storeGroup` callback: once the leader's assignment is
     /// acknowledged (or not), the members waiting in SyncGroup get it (or
     /// the error, and the group rebalances), unless the rebalance moved on
     /// meanwhile.
-    async fn finish_sync(&self, broker: &Broker, group_id: &str, generation: i32, stored: StoredGroup) {
+    async fn finish_sync(
+        &self,
+        host: &dyn CoordinatorHost,
+        group_id: &str,
+        generation: i32,
+        stored: StoredGroup,
+    ) {
         let outcome = match stored {
-            Ok(written) => self.acknowledged(broker, written.wait).await,
+            Ok(written) => self.acknowledged(host, written).await,
             Err(error) => Err(error),
         };
         let mut groups = self.groups();
@@ -431,8 +418,8 @@ impl GroupCoordinator {
     }
 
     /// Replays the `__consumer_offsets` partitions this broker leads, at start.
-    pub fn load(&self, broker: &Broker) -> Result<(), strom_storage::StorageError> {
-        let Some(topic) = broker.replicas.topic(OFFSETS_TOPIC) else { return Ok(()) };
+    pub fn load(&self, host: &dyn CoordinatorHost) -> Result<(), strom_storage::StorageError> {
+        let Some(topic) = host.replicas().topic(OFFSETS_TOPIC) else { return Ok(()) };
         for partition in topic.partitions.values().filter(|p| p.is_leader()) {
             self.load_partition(partition)?;
         }
@@ -491,9 +478,9 @@ impl GroupCoordinator {
     /// NOT_COORDINATOR unless this broker leads the `__consumer_offsets`
     /// partition of `group_id`; COORDINATOR_LOAD_IN_PROGRESS while the
     /// leadership is being taken and the partition replayed.
-    pub fn check_coordinator(&self, broker: &Broker, group_id: &str) -> Result<(), ResponseError> {
+    pub fn check_coordinator(&self, host: &dyn CoordinatorHost, group_id: &str) -> Result<(), ResponseError> {
         let partition = self.partition_for(group_id);
-        internal_topic::check_local(broker, OFFSETS_TOPIC, partition)?;
+        host.check_leads(OFFSETS_TOPIC, partition)?;
         if lock_recovering(&self.loading, "loading offsets partitions").contains(&partition) {
             return Err(ResponseError::CoordinatorLoadInProgress);
         }
@@ -503,16 +490,15 @@ impl GroupCoordinator {
     /// ConsumerGroupHeartbeat (KIP-848).
     pub fn consumer_heartbeat(
         &self,
-        broker: &Broker,
+        host: &dyn CoordinatorHost,
         group_id: &str,
         heartbeat: consumer::Heartbeat,
     ) -> Result<consumer::HeartbeatReply, ResponseError> {
         if group_id.is_empty() {
             return Err(ResponseError::InvalidGroupId);
         }
-        let topics: consumer::TopicsView = broker
-            .controller
-            .image()
+        let topics: consumer::TopicsView = host
+            .metadata_image()
             .topics()
             .map(|t| (t.name.clone(), (t.id, t.partitions.len() as i32)))
             .collect();
@@ -631,9 +617,9 @@ impl GroupCoordinator {
     }
 
     /// SyncGroup: the leader's assignment, or a wait for it.
-    pub async fn sync(&self, broker: &Broker, request: SyncRequest) -> SyncResult {
+    pub async fn sync(&self, host: &dyn CoordinatorHost, request: SyncRequest) -> SyncResult {
         let fail = |error| SyncResult { error: Some(error), assignment: Bytes::new() };
-        let mut stopping = broker.stopping();
+        let mut stopping = host.stopping();
         let mut stored = None;
         let waiter = {
             let mut groups = self.groups();
@@ -670,12 +656,12 @@ impl GroupCoordinator {
             group.member_mut(&request.member_id).expect("checked").sync_waiter = Some(tx);
             if group.leader.as_deref() == Some(request.member_id.as_str()) {
                 group.set_assignments(request.assignments);
-                stored = Some((group.generation, self.persist_group(broker, group)));
+                stored = Some((group.generation, self.persist_group(host, group)));
             }
             rx
         };
         if let Some((generation, written)) = stored {
-            self.finish_sync(broker, &request.group_id, generation, written).await;
+            self.finish_sync(host, &request.group_id, generation, written).await;
         }
         tokio::select! {
             result = waiter => result.unwrap_or_else(|_| fail(ResponseError::RebalanceInProgress)),
@@ -716,7 +702,7 @@ impl GroupCoordinator {
     /// LeaveGroup for each (member id, instance id); returns each outcome.
     pub fn leave(
         &self,
-        broker: &Broker,
+        host: &dyn CoordinatorHost,
         group_id: &str,
         leaving: &[(String, Option<String>)],
     ) -> Result<Vec<Option<ResponseError>>, ResponseError> {
@@ -740,7 +726,7 @@ impl GroupCoordinator {
             })
             .collect();
         group.on_members_left(self.limits(), Instant::now());
-        self.persist_if_emptied(broker, group);
+        self.persist_if_emptied(host, group);
         Ok(outcomes)
     }
 
@@ -749,14 +735,14 @@ impl GroupCoordinator {
     /// once the ISR holds the write, as Kafka's pending offset commits.
     pub async fn commit(
         &self,
-        broker: &Broker,
+        host: &dyn CoordinatorHost,
         group_id: &str,
         generation: i32,
         member_id: &str,
         instance_id: Option<&str>,
         entries: &[CommitEntry],
     ) -> Vec<Option<ResponseError>> {
-        if let Err(error) = self.check_coordinator(broker, group_id) {
+        if let Err(error) = self.check_coordinator(host, group_id) {
             return vec![Some(error); entries.len()];
         }
         // Appended under the lock, so commits reach the log in the order checked.
@@ -766,17 +752,18 @@ impl GroupCoordinator {
                 return vec![Some(error); entries.len()];
             }
             let now_ms = strom_storage::now_ms();
-            let (outcomes, records) = self.offset_records(broker, group_id, entries, now_ms);
+            let (outcomes, records) = self.offset_records(host, group_id, entries, now_ms);
             if records.is_empty() {
                 return outcomes;
             }
             let encoded: Vec<_> = records.iter().map(|(k, v)| (Some(k.encode()), Some(v.encode()))).collect();
-            match self.persist(broker, group_id, &encoded) {
+            match self.persist(host, group_id, &encoded) {
                 Ok(written) => (outcomes, records, written),
                 Err(error) => return outcomes.into_iter().map(|o| o.or(Some(error))).collect(),
             }
         };
-        if let Err(error) = self.acknowledged(broker, written.wait).await {
+        let base_offset = written.base_offset;
+        if let Err(error) = self.acknowledged(host, written).await {
             return outcomes.into_iter().map(|o| o.or(Some(error))).collect();
         }
         let offsets = records.into_iter().filter_map(|(key, value)| match key {
@@ -785,7 +772,7 @@ impl GroupCoordinator {
         });
         let mut groups = self.groups();
         let group = groups.entry(group_id.to_owned()).or_insert_with(|| Group::new(group_id));
-        group.apply_offsets(offsets.collect(), written.base_offset);
+        group.apply_offsets(offsets.collect(), base_offset);
         outcomes
     }
 
@@ -793,7 +780,7 @@ impl GroupCoordinator {
     /// outcome: an error, or None when its record is among those returned.
     fn offset_records(
         &self,
-        broker: &Broker,
+        host: &dyn CoordinatorHost,
         group_id: &str,
         entries: &[CommitEntry],
         now_ms: i64,
@@ -803,7 +790,7 @@ impl GroupCoordinator {
             .iter()
             .map(|e| {
                 // The partition may be led by any broker: the metadata says it exists.
-                if !broker.replicas.knows(&e.topic, e.partition) {
+                if !host.replicas().knows(&e.topic, e.partition) {
                     return Some(ResponseError::UnknownTopicOrPartition);
                 }
                 if e.metadata.as_ref().is_some_and(|m| m.len() > self.config.offset_metadata_max_bytes) {
@@ -896,7 +883,7 @@ impl GroupCoordinator {
     /// OffsetDelete: refused for topics the group's members subscribe to.
     pub fn delete_offsets(
         &self,
-        broker: &Broker,
+        host: &dyn CoordinatorHost,
         group_id: &str,
         partitions: &[(String, i32)],
     ) -> Result<Vec<Option<ResponseError>>, ResponseError> {
@@ -923,7 +910,7 @@ impl GroupCoordinator {
             })
             .collect();
         if !tombstones.is_empty() {
-            self.persist(broker, group_id, &tombstones)?;
+            self.persist(host, group_id, &tombstones)?;
         }
         Ok(outcomes)
     }
@@ -1008,31 +995,39 @@ impl GroupCoordinator {
     }
 
     /// DeleteGroups: only groups without members; their offsets go too.
-    pub fn delete_group(&self, broker: &Broker, group_id: &str) -> Option<ResponseError> {
-        let mut groups = self.groups();
-        let Some(group) = groups.get(group_id) else { return Some(ResponseError::GroupIdNotFound) };
-        if !group.is_empty() {
-            return Some(ResponseError::NonEmptyGroup);
-        }
-        let mut tombstones = vec![(Some(RecordKey::Group { group: group_id.to_owned() }.encode()), None)];
-        for (topic, partition) in group.offsets.keys() {
-            let key =
-                RecordKey::Offset { group: group_id.to_owned(), topic: topic.clone(), partition: *partition };
-            tombstones.push((Some(key.encode()), None));
-        }
-        if let Err(error) = self.persist(broker, group_id, &tombstones) {
-            return Some(error);
-        }
-        groups.remove(group_id);
-        None
+    /// The group is gone at once (a join meanwhile starts a new one), and
+    /// the answer waits until the ISR holds its tombstones.
+    pub async fn delete_group(&self, host: &dyn CoordinatorHost, group_id: &str) -> Option<ResponseError> {
+        let written = {
+            let groups = self.groups();
+            let Some(group) = groups.get(group_id) else { return Some(ResponseError::GroupIdNotFound) };
+            if !group.is_empty() {
+                return Some(ResponseError::NonEmptyGroup);
+            }
+            let mut tombstones = vec![(Some(RecordKey::Group { group: group_id.to_owned() }.encode()), None)];
+            for (topic, partition) in group.offsets.keys() {
+                let key = RecordKey::Offset {
+                    group: group_id.to_owned(),
+                    topic: topic.clone(),
+                    partition: *partition,
+                };
+                tombstones.push((Some(key.encode()), None));
+            }
+            match self.persist(host, group_id, &tombstones) {
+                Ok(written) => written,
+                Err(error) => return Some(error),
+            }
+        };
+        self.groups().remove(group_id);
+        self.acknowledged(host, written).await.err()
     }
 
     /// Runs the timers until the broker stops: sessions, rebalance
     /// deadlines, and the expiry of old offsets of empty groups.
-    pub async fn run_timers(broker: Arc<Broker>) {
-        let mut stopping = broker.stopping();
+    pub async fn run_timers(host: Arc<dyn CoordinatorHost>) {
+        let mut stopping = host.stopping();
         let mut tick = tokio::time::interval(TICK);
-        let retention_check = Duration::from_millis(broker.groups.config.offsets_retention_check_interval_ms);
+        let retention_check = Duration::from_millis(host.groups().config.offsets_retention_check_interval_ms);
         let mut last_retention_check = Instant::now();
         loop {
             tokio::select! {
@@ -1040,9 +1035,9 @@ impl GroupCoordinator {
                 _ = tick.tick() => {}
             }
             let now = Instant::now();
-            let limits = broker.groups.limits();
+            let limits = host.groups().limits();
             {
-                let mut groups = broker.groups.groups();
+                let mut groups = host.groups().groups();
                 for group in groups.values_mut() {
                     match &mut group.consumer {
                         Some(consumer) => {
@@ -1050,7 +1045,7 @@ impl GroupCoordinator {
                         }
                         None => {
                             if group.tick(limits, now) {
-                                broker.groups.persist_if_emptied(&broker, group);
+                                host.groups().persist_if_emptied(&*host, group);
                             }
                         }
                     }
@@ -1058,17 +1053,20 @@ impl GroupCoordinator {
             }
             if now - last_retention_check >= retention_check {
                 last_retention_check = now;
-                broker.groups.expire_offsets(&broker);
+                let expiring = host.clone();
+                // Its own task: the tick goes on while the tombstones replicate.
+                tokio::spawn(async move { expiring.groups().expire_offsets(&*expiring).await });
             }
         }
     }
 
     /// Removes offsets older than `offsets.retention.minutes` from groups
-    /// without members, writing tombstones.
-    fn expire_offsets(&self, broker: &Broker) {
+    /// without members, writing tombstones, and waits for the ISR to hold
+    /// them as for every other group write.
+    async fn expire_offsets(&self, host: &dyn CoordinatorHost) {
         let now_ms = strom_storage::now_ms();
-        let mut groups = self.groups();
-        for group in groups.values_mut() {
+        let mut written = Vec::new();
+        for group in self.groups().values_mut() {
             let expired = group.expired_offsets(now_ms, self.config.offsets_retention_ms);
             if expired.is_empty() {
                 continue;
@@ -1084,12 +1082,17 @@ impl GroupCoordinator {
                     (Some(key.encode()), None)
                 })
                 .collect();
-            if self.persist(broker, &group.id, &tombstones).is_ok() {
-                tracing::info!(group = %group.id, expired = expired.len(), "expired committed offsets");
-                for key in expired {
-                    group.offset_batches.remove(&key);
-                    group.offsets.remove(&key);
-                }
+            let Ok(tombstones) = self.persist(host, &group.id, &tombstones) else { continue };
+            written.push((group.id.clone(), expired.len(), tombstones));
+            for key in expired {
+                group.offset_batches.remove(&key);
+                group.offsets.remove(&key);
+            }
+        }
+        for (group, expired, tombstones) in written {
+            match self.acknowledged(host, tombstones).await {
+                Ok(()) => tracing::info!(group, expired, "expired committed offsets"),
+                Err(error) => tracing::warn!(group, ?error, "expired offsets' tombstones not replicated"),
             }
         }
     }
@@ -1363,6 +1366,50 @@ mod tests {
         assert!(check_txn_committer(&groups, &commit("", 5)).is_ok());
         assert_eq!(check_txn_committer(&groups, &commit("", 4)), Err(ResponseError::IllegalGeneration));
         assert_eq!(check_txn_committer(&groups, &commit("m", -1)), Err(ResponseError::UnknownMemberId));
+    }
+
+    #[test]
+    fn delete_groups_is_answered_once_its_tombstones_replicate() {
+        use crate::coordinator_host::testing::HeldReplication;
+        use crate::server::Broker;
+        use strom_metadata::{block_on, NewTopic};
+        let dir = tempfile::tempdir().unwrap();
+        let overrides = [("log.dirs".to_owned(), dir.path().display().to_string())];
+        let broker = Broker::open(BrokerConfig::from_properties("", &overrides).unwrap()).unwrap();
+        let topic = NewTopic { name: "t".into(), partitions: 1, replication_factor: 1, ..Default::default() };
+        block_on(broker.controller.create_topic(topic, false)).unwrap();
+        let coordinator = &broker.groups;
+        let commit = |group: &str| {
+            let entry =
+                CommitEntry { topic: "t".into(), partition: 0, offset: 7, leader_epoch: -1, metadata: None };
+            assert_eq!(block_on(coordinator.commit(&*broker, group, -1, "", None, &[entry])), [None]);
+        };
+        commit("kept");
+        commit("gone");
+
+        let timed_out = HeldReplication::new(&broker);
+        timed_out.replicate(Err(ResponseError::RequestTimedOut));
+        let refused = block_on(coordinator.delete_group(&timed_out, "kept"));
+        assert_eq!(refused, Some(ResponseError::CoordinatorNotAvailable), "answered only once replicated");
+
+        let held = HeldReplication::new(&broker);
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async {
+            let delete = coordinator.delete_group(&held, "gone");
+            tokio::pin!(delete);
+            tokio::select! {
+                biased;
+                answer = &mut delete => panic!("answered before replicated: {answer:?}"),
+                _ = tokio::task::yield_now() => {}
+            }
+            held.replicate(Ok(()));
+            assert_eq!(delete.await, None);
+        });
+        assert!(coordinator.fetch_offsets("gone", None).is_empty());
+        assert_eq!(
+            block_on(coordinator.delete_group(&*broker, "gone")),
+            Some(ResponseError::GroupIdNotFound)
+        );
     }
 
     #[test]

@@ -336,22 +336,18 @@ pub fn describe(ctx: &RequestContext<'_>, request: DescribeGroupsRequest) -> Des
     DescribeGroupsResponse::default().with_groups(groups)
 }
 
-pub fn delete(ctx: &RequestContext<'_>, request: DeleteGroupsRequest) -> DeleteGroupsResponse {
-    let results = request
-        .groups_names
-        .iter()
-        .map(|id| {
-            if !ctx.authorize(operation::DELETE, resource::GROUP, id) {
-                return DeletableGroupResult::default()
-                    .with_group_id(id.clone())
-                    .with_error_code(GROUP_DENIED.code());
-            }
-            let error = match ctx.broker.groups.check_coordinator(ctx.broker, id) {
-                Ok(()) => ctx.broker.groups.delete_group(ctx.broker, id.as_str()),
+pub async fn delete(ctx: &RequestContext<'_>, request: DeleteGroupsRequest) -> DeleteGroupsResponse {
+    let mut results = Vec::with_capacity(request.groups_names.len());
+    for id in &request.groups_names {
+        let error = if !ctx.authorize(operation::DELETE, resource::GROUP, id) {
+            Some(GROUP_DENIED)
+        } else {
+            match ctx.broker.groups.check_coordinator(ctx.broker, id) {
+                Ok(()) => ctx.broker.groups.delete_group(ctx.broker, id.as_str()).await,
                 Err(error) => Some(error),
-            };
-            DeletableGroupResult::default().with_group_id(id.clone()).with_error_code(code(error))
-        })
-        .collect();
+            }
+        };
+        results.push(DeletableGroupResult::default().with_group_id(id.clone()).with_error_code(code(error)));
+    }
     DeleteGroupsResponse::default().with_results(results)
 }

@@ -17,7 +17,7 @@ use crate::error::metadata_error;
 const NO_PRODUCER_ID: i64 = -1;
 const NO_PRODUCER_EPOCH: i16 = -1;
 
-pub fn handle(ctx: &RequestContext<'_>, request: InitProducerIdRequest) -> InitProducerIdResponse {
+pub async fn handle(ctx: &RequestContext<'_>, request: InitProducerIdRequest) -> InitProducerIdResponse {
     let broker = ctx.broker;
     if let Some(error) = request_error(&request) {
         return error_response(error);
@@ -34,7 +34,7 @@ pub fn handle(ctx: &RequestContext<'_>, request: InitProducerIdRequest) -> InitP
             request.transaction_timeout_ms,
             expected,
         );
-        return match outcome {
+        return match outcome.await {
             Ok((id, epoch)) => {
                 InitProducerIdResponse::default().with_producer_id(ProducerId(id)).with_producer_epoch(epoch)
             }

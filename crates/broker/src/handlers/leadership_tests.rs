@@ -192,7 +192,7 @@ fn groups_are_unloaded_when_leadership_moves_away_and_loaded_again_when_it_retur
     place(&broker, OFFSETS_TOPIC, &[node]);
     assert_eq!(find_group_coordinator(&broker, "g").1, node);
     let entry = CommitEntry { topic: "t".into(), partition: 0, offset: 7, leader_epoch: -1, metadata: None };
-    assert_eq!(block_on(broker.groups.commit(&broker, "g", -1, "", None, &[entry])), [None]);
+    assert_eq!(block_on(broker.groups.commit(&*broker, "g", -1, "", None, &[entry])), [None]);
     let committed = |broker: &Broker| {
         broker
             .groups
@@ -223,7 +223,7 @@ fn a_group_commits_offsets_of_partitions_led_by_other_brokers() {
     let entry =
         |partition| CommitEntry { topic: "t".into(), partition, offset: 3, leader_epoch: -1, metadata: None };
 
-    let outcomes = block_on(broker.groups.commit(&broker, "g", -1, "", None, &[entry(0), entry(1)]));
+    let outcomes = block_on(broker.groups.commit(&*broker, "g", -1, "", None, &[entry(0), entry(1)]));
 
     assert_eq!(outcomes, [None, Some(ResponseError::UnknownTopicOrPartition)]);
 }

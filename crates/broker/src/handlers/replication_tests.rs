@@ -129,7 +129,7 @@ async fn an_offset_commit_is_answered_and_visible_once_the_follower_has_it() {
     };
     let entry = CommitEntry { topic: "r".into(), partition: 0, offset: 7, leader_epoch: -1, metadata: None };
 
-    let commit = broker.groups.commit(&broker, "g", -1, "", None, std::slice::from_ref(&entry));
+    let commit = broker.groups.commit(&*broker, "g", -1, "", None, std::slice::from_ref(&entry));
     tokio::pin!(commit);
     let early = tokio::time::timeout(Duration::from_millis(50), &mut commit).await;
     assert!(early.is_err(), "no answer before the follower holds the commit");

@@ -70,7 +70,7 @@ fn resolve(broker: &Broker, topics: &[AddPartitionsToTxnTopic]) -> (Vec<TxnParti
 /// Kafka's per-partition answer to AddPartitionsToTxn: the coordinator's
 /// error for all, or, when some partition is unknown, UNKNOWN_TOPIC_OR_PARTITION
 /// for those and OPERATION_NOT_ATTEMPTED for the rest.
-fn add_or_verify(
+async fn add_or_verify(
     broker: &Broker,
     version: i16,
     transactional_id: &str,
@@ -91,8 +91,10 @@ fn add_or_verify(
     } else if verify_only {
         broker.transactions.verify_partitions(transactional_id, producer_id, epoch, &partitions)
     } else {
-        let outcome =
-            broker.transactions.add_partitions(broker, transactional_id, producer_id, epoch, &partitions);
+        let outcome = broker
+            .transactions
+            .add_partitions(broker, transactional_id, producer_id, epoch, &partitions)
+            .await;
         vec![outcome.err().map(|e| fenced_for(e, version, 2)); partitions.len()]
     };
     let mut errors = errors.into_iter();
@@ -160,7 +162,7 @@ fn txn_denied(
     group.filter(|g| !super::groups::may_read_group(ctx, g)).map(|_| ResponseError::GroupAuthorizationFailed)
 }
 
-pub fn add_partitions(
+pub async fn add_partitions(
     ctx: &RequestContext<'_>,
     request: AddPartitionsToTxnRequest,
 ) -> AddPartitionsToTxnResponse {
@@ -178,7 +180,8 @@ pub fn add_partitions(
             request.v3_and_below_producer_epoch,
             false,
             &request.v3_and_below_topics,
-        );
+        )
+        .await;
         return AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(results);
     }
     // v4+: the brokers' batched form, each transaction added or verified.
@@ -186,57 +189,66 @@ pub fn add_partitions(
         return AddPartitionsToTxnResponse::default()
             .with_error_code(ResponseError::ClusterAuthorizationFailed.code());
     }
-    let results = request
-        .transactions
-        .iter()
-        .map(|txn| {
-            let topic_results = add_or_verify(
-                broker,
-                ctx.api_version,
-                txn.transactional_id.as_str(),
-                txn.producer_id.0,
-                txn.producer_epoch,
-                txn.verify_only,
-                &txn.topics,
-            );
+    let mut results = Vec::with_capacity(request.transactions.len());
+    for txn in &request.transactions {
+        let topic_results = add_or_verify(
+            broker,
+            ctx.api_version,
+            txn.transactional_id.as_str(),
+            txn.producer_id.0,
+            txn.producer_epoch,
+            txn.verify_only,
+            &txn.topics,
+        )
+        .await;
+        results.push(
             AddPartitionsToTxnResult::default()
                 .with_transactional_id(txn.transactional_id.clone())
-                .with_topic_results(topic_results)
-        })
-        .collect();
+                .with_topic_results(topic_results),
+        );
+    }
     AddPartitionsToTxnResponse::default().with_results_by_transaction(results)
 }
 
-pub fn add_offsets(ctx: &RequestContext<'_>, request: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse {
+pub async fn add_offsets(
+    ctx: &RequestContext<'_>,
+    request: AddOffsetsToTxnRequest,
+) -> AddOffsetsToTxnResponse {
     let broker = ctx.broker;
     if let Some(error) = txn_denied(ctx, &request.transactional_id, Some(&request.group_id)) {
         return AddOffsetsToTxnResponse::default().with_error_code(error.code());
     }
-    let outcome = broker.groups.ensure_offsets_topic(broker).and_then(|_| {
-        let partition = (OFFSETS_TOPIC.to_owned(), broker.groups.partition_for(request.group_id.as_str()));
-        broker.transactions.add_partitions(
-            broker,
-            request.transactional_id.as_str(),
-            request.producer_id.0,
-            request.producer_epoch,
-            &[partition],
-        )
-    });
+    let partition = (OFFSETS_TOPIC.to_owned(), broker.groups.partition_for(request.group_id.as_str()));
+    let outcome = match broker.groups.ensure_offsets_topic(broker) {
+        Ok(()) => {
+            let (id, producer) = (request.transactional_id.as_str(), request.producer_id.0);
+            broker
+                .transactions
+                .add_partitions(broker, id, producer, request.producer_epoch, &[partition])
+                .await
+        }
+        Err(error) => Err(error),
+    };
     let error = outcome.err().map(|e| fenced_for(e, ctx.api_version, 2));
     AddOffsetsToTxnResponse::default().with_error_code(code(error))
 }
 
-pub fn end(ctx: &RequestContext<'_>, request: EndTxnRequest) -> EndTxnResponse {
+pub async fn end(ctx: &RequestContext<'_>, request: EndTxnRequest) -> EndTxnResponse {
     let result = if request.committed { TxnResult::Commit } else { TxnResult::Abort };
     let outcome = match txn_denied(ctx, &request.transactional_id, None) {
         Some(error) => Err(error),
-        None => ctx.broker.transactions.end_txn(
-            ctx.broker,
-            request.transactional_id.as_str(),
-            request.producer_id.0,
-            request.producer_epoch,
-            result,
-        ),
+        None => {
+            ctx.broker
+                .transactions
+                .end_txn(
+                    ctx.broker,
+                    request.transactional_id.as_str(),
+                    request.producer_id.0,
+                    request.producer_epoch,
+                    result,
+                )
+                .await
+        }
     };
     let error = outcome.err().map(|e| fenced_for(e, ctx.api_version, 2));
     EndTxnResponse::default()

@@ -99,6 +99,7 @@ pub fn decode_value(transactional_id: &str, mut buf: &[u8]) -> Result<TxnMetadat
         partitions,
         start_timestamp_ms,
         last_update_timestamp_ms,
+        pending_state: None,
     })
 }
 

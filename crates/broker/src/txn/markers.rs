@@ -30,7 +30,7 @@ use tokio::time::Instant;
 use super::peers::REQUEST_TIMEOUT;
 use super::state::{TxnPartition, TxnResult};
 use super::CompletionClaim;
-use crate::server::Broker;
+use crate::coordinator_host::CoordinatorHost;
 
 /// The WriteTxnMarkers version sent, as Kafka 4's coordinator sends it.
 const WRITE_TXN_MARKERS_VERSION: i16 = 1;
@@ -136,31 +136,26 @@ pub fn outcome(error: Option<ResponseError>) -> MarkerOutcome {
 
 /// Sends `job`'s markers until all are written (then completes the
 /// transaction), the transaction is fenced or moved on, or the deadline.
-pub async fn deliver(broker: Arc<Broker>, job: MarkerJob) {
+pub async fn deliver(host: Arc<dyn CoordinatorHost>, job: MarkerJob) {
     let deadline = Instant::now() + DELIVERY_TIMEOUT;
     let id = job.transactional_id.clone();
     let mut pending = job.partitions.clone();
     loop {
-        if !broker.transactions.still_sending(&broker, &job) {
+        if !host.transactions().still_sending(&*host, &job) {
             tracing::info!(
                 transactional_id = id,
                 "transaction moved on; its markers are no longer sent from here"
             );
             return;
         }
-        let Some(retry) = send_round(&broker, &job, &pending).await else {
+        let Some(retry) = send_round(&host, &job, &pending).await else {
             tracing::info!(transactional_id = id, "transaction markers fenced; no longer sent");
             return;
         };
         if retry.is_empty() {
-            let finishing = broker.clone();
-            let finished = tokio::task::spawn_blocking(move || {
-                let finished = finishing.transactions.finish(&finishing, &job.transactional_id);
-                drop(job.claim);
-                finished
-            })
-            .await;
-            if let Ok(Err(error)) = finished {
+            let finished = host.transactions().finish(&*host, &job.transactional_id).await;
+            drop(job.claim);
+            if let Err(error) = finished {
                 tracing::warn!(transactional_id = id, "completing the transaction failed: {error:?}");
             }
             return;
@@ -181,17 +176,17 @@ pub async fn deliver(broker: Arc<Broker>, job: MarkerJob) {
 /// One attempt at every pending marker: the partitions to try again, or
 /// None when fenced.
 async fn send_round(
-    broker: &Arc<Broker>,
+    host: &Arc<dyn CoordinatorHost>,
     job: &MarkerJob,
     pending: &[TxnPartition],
 ) -> Option<Vec<TxnPartition>> {
-    let image = broker.replicas.image();
-    let plan = plan(pending, &image, broker.config.node_id);
+    let image = host.replicas().image();
+    let plan = plan(pending, &image, host.node_id());
     let mut unanswered: Vec<TxnPartition> = plan.elsewhere();
     let mut answers: Vec<(TxnPartition, MarkerOutcome)> = Vec::new();
     for tp in plan.local {
         let written = super::write_marker(
-            broker,
+            &**host,
             job.producer_id,
             job.producer_epoch,
             job.coordinator_epoch,
@@ -204,9 +199,9 @@ async fn send_round(
     let mut sends = tokio::task::JoinSet::new();
     for (leader, partitions) in plan.remote {
         let request = request(job, &partitions);
-        let (broker, image) = (broker.clone(), image.clone());
+        let (host, image) = (host.clone(), image.clone());
         sends.spawn(async move {
-            let answered = send(&broker, &image, leader, &request).await;
+            let answered = send(&*host, &image, leader, &request).await;
             answers_of(leader, partitions, answered)
         });
     }
@@ -249,14 +244,14 @@ fn request(job: &MarkerJob, partitions: &[TxnPartition]) -> WriteTxnMarkersReque
 /// Sends `request` to broker `leader`; each partition's error, or why no
 /// answer came.
 async fn send(
-    broker: &Broker,
+    host: &dyn CoordinatorHost,
     image: &MetadataImage,
     leader: i32,
     request: &WriteTxnMarkersRequest,
 ) -> Result<HashMap<TxnPartition, Option<ResponseError>>, String> {
-    let peers = &broker.transactions.peers;
+    let peers = &host.transactions().peers;
     let response =
-        peers.send(broker, image, leader, request, WRITE_TXN_MARKERS_VERSION, REQUEST_TIMEOUT).await?;
+        peers.send(host, image, leader, request, WRITE_TXN_MARKERS_VERSION, REQUEST_TIMEOUT).await?;
     let mut errors = HashMap::new();
     for marker in response.markers {
         for topic in marker.topics {

@@ -9,6 +9,13 @@
 //! the pure state machine; this module adds the locking, the persistence,
 //! the markers and the timers.
 //!
+//! As Kafka's acks=-1 writes, a state takes effect (and the client is
+//! answered) once the ISR holds it: appended under the `txns` lock, which
+//! keeps each id's writes in order, with the id's `pending_state` set, so
+//! other requests for it get CONCURRENT_TRANSACTIONS; awaited with the
+//! lock released; then made current, or on failure the pending state is
+//! cleared and the client told to retry.
+//!
 //! Ending a transaction: PrepareCommit (or PrepareAbort) is written, then a
 //! COMMIT (ABORT) marker goes straight into the log of every partition of
 //! the transaction this broker leads and, through WriteTxnMarkers
@@ -32,11 +39,12 @@ use strom_storage::batch::{encode_marker, ControlType};
 use strom_storage::producer_state::AppendOrigin;
 use strom_storage::StorageError;
 
+use crate::coordinator_host::{replicated, CoordinatorHost};
 use crate::group::OFFSETS_TOPIC;
 use crate::internal_topic;
 use crate::locks::lock_recovering;
 use crate::replica::Partition;
-use crate::server::Broker;
+use crate::replication::purgatory::AwaitedAppend;
 use markers::MarkerJob;
 use peers::Peers;
 use state::{InitRequest, InitTransition, TxnMetadata, TxnPartition, TxnResult, TxnState};
@@ -67,6 +75,8 @@ pub struct TxnConfig {
     /// `transaction.partition.verification.enable`: a transactional produce
     /// must go to a partition added to the transaction.
     pub partition_verification: bool,
+    /// `request.timeout.ms`: how long a state write waits for the ISR.
+    pub request_timeout_ms: u64,
 }
 
 /// A transaction as ListTransactions reports it.
@@ -87,6 +97,25 @@ pub struct TransactionCoordinator {
     marker_queue: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<MarkerJob>>>,
     /// Connections to the other brokers, for markers and verification.
     peers: Peers,
+    /// Wakes the timers to complete the prepared transactions of a
+    /// partition just loaded.
+    loaded_prepared: tokio::sync::Notify,
+}
+
+/// A state appended to `__transaction_state`, its id pending until the ISR
+/// holds it.
+struct Staged {
+    next: TxnMetadata,
+    wait: AwaitedAppend,
+}
+
+/// How an InitProducerId goes on once its state is staged.
+enum InitStaged {
+    /// Answer with the staged producer id and epoch.
+    Answer(Staged),
+    /// An ongoing transaction is being fenced: abort it, then answer
+    /// CONCURRENT_TRANSACTIONS.
+    Fence(Staged),
 }
 
 /// One transaction's markers being written: the id stays claimed until the
@@ -122,6 +151,7 @@ impl TransactionCoordinator {
             marker_jobs,
             marker_queue: Mutex::new(Some(marker_queue)),
             peers: Peers::default(),
+            loaded_prepared: tokio::sync::Notify::new(),
         }
     }
 
@@ -140,8 +170,12 @@ impl TransactionCoordinator {
 
     /// NOT_COORDINATOR unless this broker leads the `__transaction_state`
     /// partition of `transactional_id`.
-    pub fn check_coordinator(&self, broker: &Broker, transactional_id: &str) -> Result<(), ResponseError> {
-        internal_topic::check_local(broker, TRANSACTION_STATE_TOPIC, self.partition_for(transactional_id))
+    pub fn check_coordinator(
+        &self,
+        host: &dyn CoordinatorHost,
+        transactional_id: &str,
+    ) -> Result<(), ResponseError> {
+        host.check_leads(TRANSACTION_STATE_TOPIC, self.partition_for(transactional_id))
     }
 
     /// Forgets the transactions of a `__transaction_state` partition this
@@ -154,10 +188,9 @@ impl TransactionCoordinator {
     }
 
     /// Creates `__transaction_state` on first use, with Kafka's settings.
-    pub fn ensure_topic(&self, broker: &Broker) -> Result<(), ResponseError> {
+    pub fn ensure_topic(&self, host: &dyn CoordinatorHost) -> Result<(), ResponseError> {
         let config = &self.config;
-        internal_topic::ensure(
-            broker,
+        host.ensure_internal_topic(
             TRANSACTION_STATE_TOPIC,
             config.state_log_partitions,
             config.state_log_replication_factor,
@@ -165,48 +198,85 @@ impl TransactionCoordinator {
         )
     }
 
-    /// Writes `metadata` (or, for `None`, a tombstone of `transactional_id`).
-    fn persist(
+    /// Appends `metadata` (or, for `None`, a tombstone of `transactional_id`)
+    /// as Kafka's acks=-1 write: refused (COORDINATOR_NOT_AVAILABLE) while
+    /// the ISR is below `min.insync.replicas`.
+    fn append_state(
         &self,
-        broker: &Broker,
+        host: &dyn CoordinatorHost,
         transactional_id: &str,
         metadata: Option<&TxnMetadata>,
-    ) -> Result<(), ResponseError> {
-        self.ensure_topic(broker)?;
-        let partition = broker
-            .replicas
+    ) -> Result<AwaitedAppend, ResponseError> {
+        self.ensure_topic(host)?;
+        let partition = host
+            .replicas()
             .partition(TRANSACTION_STATE_TOPIC, self.partition_for(transactional_id))
             .ok_or(ResponseError::CoordinatorNotAvailable)?;
+        let min_insync = host.min_insync_replicas(TRANSACTION_STATE_TOPIC);
+        if partition.isr_size() < min_insync {
+            return Err(ResponseError::CoordinatorNotAvailable);
+        }
         let key = codec::encode_key(transactional_id);
         let value = metadata.map(codec::encode_value);
         let now = strom_storage::now_ms();
         let batch = strom_storage::batch::encode_batch(&[(Some(key), value)], now);
-        // Unlike Kafka's acks=-1 coordinator, not yet waiting for the ISR:
-        // a state lost with its leader can undo an answered EndTxn.
-        partition.append(&batch, now).map(|_| ()).map_err(|e| {
+        let (info, _) = partition.append(&batch, now).map_err(|e| {
             tracing::error!(transactional_id, "writing transaction state failed: {e}");
             ResponseError::NotCoordinator
-        })
+        })?;
+        Ok(AwaitedAppend::new(partition, info.last_offset + 1, min_insync))
     }
 
-    /// Writes `next` and makes it current.
-    fn transition(
+    /// Appends `next` (a tombstone when Dead) and marks its id pending, so
+    /// the id takes no other request until [`Self::settle`]. `next`'s id
+    /// must be in `txns`.
+    fn stage(
         &self,
-        broker: &Broker,
+        host: &dyn CoordinatorHost,
         txns: &mut HashMap<String, TxnMetadata>,
-        next: TxnMetadata,
-    ) -> Result<(), ResponseError> {
-        self.persist(broker, &next.transactional_id, Some(&next))?;
-        txns.insert(next.transactional_id.clone(), next);
+        mut next: TxnMetadata,
+    ) -> Result<Staged, ResponseError> {
+        next.pending_state = None;
+        let value = (next.state != TxnState::Dead).then_some(&next);
+        let wait = self.append_state(host, &next.transactional_id, value)?;
+        if let Some(current) = txns.get_mut(&next.transactional_id) {
+            current.pending_state = Some(next.state);
+        }
+        Ok(Staged { next, wait })
+    }
+
+    /// Waits, without the lock, until the ISR holds a staged state
+    /// (`request.timeout.ms`); then makes it current (a Dead id is
+    /// forgotten), or clears the pending state and returns Kafka's
+    /// retriable error.
+    async fn settle(&self, host: &dyn CoordinatorHost, staged: Staged) -> Result<(), ResponseError> {
+        let timeout = Duration::from_millis(self.config.request_timeout_ms);
+        let outcome = replicated(host, staged.wait, timeout).await;
+        let Staged { next, .. } = staged;
+        let mut txns = self.txns();
+        let id = next.transactional_id.as_str();
+        // Gone or reloaded meanwhile: the partition moved to another coordinator.
+        let Some(current) = txns.get_mut(id).filter(|m| m.pending_state == Some(next.state)) else {
+            return Err(ResponseError::NotCoordinator);
+        };
+        match outcome {
+            Ok(()) if next.state == TxnState::Dead => drop(txns.remove(id)),
+            Ok(()) => *current = next,
+            Err(error) => {
+                current.pending_state = None;
+                tracing::warn!(transactional_id = id, ?error, "transaction state not replicated");
+                return Err(error);
+            }
+        }
         Ok(())
     }
 
     /// InitProducerId with a transactional id: the id's producer id and a
     /// new epoch, fencing older producers of the id. An ongoing transaction
     /// is aborted first and the client told to retry (CONCURRENT_TRANSACTIONS).
-    pub fn init_producer_id(
+    pub async fn init_producer_id(
         &self,
-        broker: &Broker,
+        host: &dyn CoordinatorHost,
         transactional_id: &str,
         timeout_ms: i32,
         expected: Option<(i64, i16)>,
@@ -214,37 +284,55 @@ impl TransactionCoordinator {
         if timeout_ms <= 0 || timeout_ms > self.config.max_timeout_ms {
             return Err(ResponseError::InvalidTransactionTimeout);
         }
-        self.ensure_topic(broker)?;
-        self.check_coordinator(broker, transactional_id)?;
+        self.ensure_topic(host)?;
+        self.check_coordinator(host, transactional_id)?;
+        match self.stage_init(host, transactional_id, timeout_ms, expected)? {
+            InitStaged::Answer(staged) => {
+                let answer = (staged.next.producer_id, staged.next.producer_epoch);
+                self.settle(host, staged).await?;
+                Ok(answer)
+            }
+            InitStaged::Fence(staged) => {
+                self.settle(host, staged).await?;
+                tracing::info!(transactional_id, "fenced the ongoing transaction of an older producer");
+                self.complete(host, transactional_id).await?;
+                Err(ResponseError::ConcurrentTransactions)
+            }
+        }
+    }
+
+    /// InitProducerId's checks and its state, staged under the lock.
+    fn stage_init(
+        &self,
+        host: &dyn CoordinatorHost,
+        transactional_id: &str,
+        timeout_ms: i32,
+        expected: Option<(i64, i16)>,
+    ) -> Result<InitStaged, ResponseError> {
         let now_ms = strom_storage::now_ms();
         let request = InitRequest { timeout_ms, expected, now_ms };
         let mut txns = self.txns();
         let current = match txns.get(transactional_id) {
             Some(current) => current.clone(),
-            None => TxnMetadata::new(transactional_id, next_producer_id(broker)?, timeout_ms, now_ms),
+            None => TxnMetadata::new(transactional_id, host.next_producer_id()?, timeout_ms, now_ms),
         };
-        let next = match current.prepare_init(request)? {
-            InitTransition::Ready(next) => next,
+        let (next, fence) = match current.prepare_init(request)? {
+            InitTransition::Ready(next) => (next, false),
             InitTransition::NeedsNewProducerId => {
-                current.prepare_rotation(next_producer_id(broker)?, request)
+                (current.prepare_rotation(host.next_producer_id()?, request), false)
             }
-            InitTransition::FenceOngoing(fenced) => {
-                self.transition(broker, &mut txns, fenced)?;
-                drop(txns);
-                tracing::info!(transactional_id, "fenced the ongoing transaction of an older producer");
-                self.complete(broker, transactional_id)?;
-                return Err(ResponseError::ConcurrentTransactions);
-            }
+            InitTransition::FenceOngoing(fenced) => (fenced, true),
         };
-        let answer = (next.producer_id, next.producer_epoch);
-        self.transition(broker, &mut txns, next)?;
-        Ok(answer)
+        // As Kafka, a new id is known (Empty, no epoch) from its first write.
+        txns.entry(transactional_id.to_owned()).or_insert(current);
+        let staged = self.stage(host, &mut txns, next)?;
+        Ok(if fence { InitStaged::Fence(staged) } else { InitStaged::Answer(staged) })
     }
 
     /// AddPartitionsToTxn and AddOffsetsToTxn.
-    pub fn add_partitions(
+    pub async fn add_partitions(
         &self,
-        broker: &Broker,
+        host: &dyn CoordinatorHost,
         transactional_id: &str,
         producer_id: i64,
         epoch: i16,
@@ -253,15 +341,17 @@ impl TransactionCoordinator {
         if transactional_id.is_empty() {
             return Err(ResponseError::InvalidRequest);
         }
-        self.check_coordinator(broker, transactional_id)?;
-        let mut txns = self.txns();
-        let current = txns.get(transactional_id).ok_or(ResponseError::InvalidProducerIdMapping)?;
-        match current.prepare_add_partitions(producer_id, epoch, partitions, strom_storage::now_ms())? {
-            Some(next) => self.transition(broker, &mut txns, next),
-            None => Ok(()),
-        }
+        self.check_coordinator(host, transactional_id)?;
+        let staged = {
+            let mut txns = self.txns();
+            let current = txns.get(transactional_id).ok_or(ResponseError::InvalidProducerIdMapping)?;
+            match current.prepare_add_partitions(producer_id, epoch, partitions, strom_storage::now_ms())? {
+                Some(next) => self.stage(host, &mut txns, next)?,
+                None => return Ok(()),
+            }
+        };
+        self.settle(host, staged).await
     }
-
     /// AddPartitionsToTxn v4+ with `verify_only`: one answer per partition.
     pub fn verify_partitions(
         &self,
@@ -296,11 +386,11 @@ impl TransactionCoordinator {
         current.verify_produce(producer_id, epoch, partition)
     }
 
-    /// EndTxn: once PrepareCommit (PrepareAbort) is written the outcome is
-    /// decided and the client is answered; the markers follow at once.
-    pub fn end_txn(
+    /// EndTxn: once the ISR holds PrepareCommit (PrepareAbort) the outcome
+    /// is decided; the markers follow before the client is answered.
+    pub async fn end_txn(
         &self,
-        broker: &Broker,
+        host: &dyn CoordinatorHost,
         transactional_id: &str,
         producer_id: i64,
         epoch: i16,
@@ -309,16 +399,17 @@ impl TransactionCoordinator {
         if transactional_id.is_empty() {
             return Err(ResponseError::InvalidRequest);
         }
-        self.check_coordinator(broker, transactional_id)?;
-        {
+        self.check_coordinator(host, transactional_id)?;
+        let staged = {
             let mut txns = self.txns();
             let current = txns.get(transactional_id).ok_or(ResponseError::InvalidProducerIdMapping)?;
             let Some(next) = current.prepare_end(producer_id, epoch, result, strom_storage::now_ms())? else {
                 return Ok(());
             };
-            self.transition(broker, &mut txns, next)?;
-        }
-        if let Err(error) = self.complete(broker, transactional_id) {
+            self.stage(host, &mut txns, next)?
+        };
+        self.settle(host, staged).await?;
+        if let Err(error) = self.complete(host, transactional_id).await {
             // Decided all the same: the retry timer writes the markers.
             tracing::warn!(transactional_id, "transaction markers not yet written: {error:?}");
         }
@@ -328,23 +419,31 @@ impl TransactionCoordinator {
     /// Writes the markers of a prepared transaction this broker leads the
     /// partitions of, then its Complete state; markers for other brokers'
     /// partitions are queued for [`markers::deliver`], which completes it.
-    fn complete(&self, broker: &Broker, transactional_id: &str) -> Result<(), ResponseError> {
+    async fn complete(
+        &self,
+        host: &dyn CoordinatorHost,
+        transactional_id: &str,
+    ) -> Result<(), ResponseError> {
         let Some(claim) = CompletionClaim::take(&self.completing, transactional_id) else {
             return Err(ResponseError::ConcurrentTransactions);
         };
         let prepared = self.txns().get(transactional_id).cloned();
-        let Some(prepared) = prepared.filter(|m| m.state.is_prepared()) else { return Ok(()) };
+        let Some(prepared) = prepared.filter(|m| m.state.is_prepared() && m.pending_state.is_none()) else {
+            return Ok(());
+        };
         let result = prepared.pending_result().expect("prepared");
         crate::failpoint::reach(crate::failpoint::TXN_PREPARED);
-        let coordinator_epoch = self.coordinator_epoch(broker, transactional_id)?;
-        let plan = markers::plan(&prepared.partitions, &broker.replicas.image(), broker.config.node_id);
+        let coordinator_epoch = self.coordinator_epoch(host, transactional_id)?;
+        let plan = markers::plan(&prepared.partitions, &host.replicas().image(), host.node_id());
         if !plan.gone.is_empty() {
             tracing::info!(transactional_id, partitions = ?plan.gone, "no markers for partitions of deleted topics");
         }
         let (producer_id, producer_epoch) = (prepared.producer_id, prepared.producer_epoch);
-        write_markers(broker, producer_id, producer_epoch, coordinator_epoch, result, &plan.local)?;
+        write_markers(host, producer_id, producer_epoch, coordinator_epoch, result, &plan.local)?;
         if plan.is_local() {
-            return self.finish(broker, transactional_id);
+            let finished = self.finish(host, transactional_id).await;
+            drop(claim);
+            return finished;
         }
         let job = MarkerJob {
             transactional_id: transactional_id.to_owned(),
@@ -362,10 +461,14 @@ impl TransactionCoordinator {
     /// `__transaction_state` partition of `transactional_id`.
     /// Asks the image first: one that lacks the topic is too old to say
     /// which of the transaction's topics are gone.
-    fn coordinator_epoch(&self, broker: &Broker, transactional_id: &str) -> Result<i32, ResponseError> {
-        self.check_coordinator(broker, transactional_id)?;
-        let partition = broker
-            .replicas
+    fn coordinator_epoch(
+        &self,
+        host: &dyn CoordinatorHost,
+        transactional_id: &str,
+    ) -> Result<i32, ResponseError> {
+        self.check_coordinator(host, transactional_id)?;
+        let partition = host
+            .replicas()
             .partition(TRANSACTION_STATE_TOPIC, self.partition_for(transactional_id))
             .filter(|p| p.is_leader())
             .ok_or(ResponseError::NotCoordinator)?;
@@ -375,27 +478,30 @@ impl TransactionCoordinator {
     /// Whether `job` is still this coordinator's to send: its transaction
     /// prepared at the same producer epoch and the coordinator epoch
     /// unchanged (Kafka cancels the markers otherwise).
-    fn still_sending(&self, broker: &Broker, job: &MarkerJob) -> bool {
+    fn still_sending(&self, host: &dyn CoordinatorHost, job: &MarkerJob) -> bool {
         let id = &job.transactional_id;
         let same_txn = self.txns().get(id).is_some_and(|m| {
             m.state.is_prepared()
                 && m.producer_id == job.producer_id
                 && m.producer_epoch == job.producer_epoch
         });
-        same_txn && self.coordinator_epoch(broker, id) == Ok(job.coordinator_epoch)
+        same_txn && self.coordinator_epoch(host, id) == Ok(job.coordinator_epoch)
     }
 
     /// Every marker written: the transaction's Complete state.
-    fn finish(&self, broker: &Broker, transactional_id: &str) -> Result<(), ResponseError> {
-        let mut txns = self.txns();
-        // Nothing else moves a prepared transaction: it is still this one.
-        let Some(next) = txns.get(transactional_id).and_then(|m| m.prepare_complete(strom_storage::now_ms()))
-        else {
-            return Ok(());
+    async fn finish(&self, host: &dyn CoordinatorHost, transactional_id: &str) -> Result<(), ResponseError> {
+        let staged = {
+            let mut txns = self.txns();
+            // Nothing else moves a prepared transaction: it is still this one.
+            let Some(next) =
+                txns.get(transactional_id).and_then(|m| m.prepare_complete(strom_storage::now_ms()))
+            else {
+                return Ok(());
+            };
+            self.stage(host, &mut txns, next)?
         };
-        self.transition(broker, &mut txns, next)
+        self.settle(host, staged).await
     }
-
     /// DescribeTransactions: the metadata of `transactional_id`.
     pub fn describe(&self, transactional_id: &str) -> Result<TxnMetadata, ResponseError> {
         if transactional_id.is_empty() {
@@ -431,18 +537,18 @@ impl TransactionCoordinator {
     }
 
     /// Replays the `__transaction_state` partitions this broker leads, at start.
-    pub fn load(&self, broker: &Broker) -> Result<(), StorageError> {
-        let Some(topic) = broker.replicas.topic(TRANSACTION_STATE_TOPIC) else { return Ok(()) };
+    pub fn load(&self, host: &dyn CoordinatorHost) -> Result<(), StorageError> {
+        let Some(topic) = host.replicas().topic(TRANSACTION_STATE_TOPIC) else { return Ok(()) };
         for partition in topic.partitions.values().filter(|p| p.is_leader()) {
-            self.load_partition(broker, partition)?;
+            self.load_partition(partition)?;
         }
         Ok(())
     }
 
     /// Replays one `__transaction_state` partition, when this broker starts
-    /// leading it, then finishes the transactions it left prepared by
-    /// writing their markers.
-    pub fn load_partition(&self, broker: &Broker, partition: &Partition) -> Result<(), StorageError> {
+    /// leading it; the timers then finish the transactions it left
+    /// prepared ([`Self::complete_prepared`]).
+    pub fn load_partition(&self, partition: &Partition) -> Result<(), StorageError> {
         // To the log end, as Kafka's coordinator loads: a write every
         // replica holds may still be above the high watermark inherited as
         // a follower.
@@ -468,87 +574,28 @@ impl TransactionCoordinator {
             }
         }
         loaded.retain(|_, m| m.state != TxnState::Dead);
-        let prepared: Vec<String> =
-            loaded.values().filter(|m| m.state.is_prepared()).map(|m| m.transactional_id.clone()).collect();
+        let prepared = loaded.values().filter(|m| m.state.is_prepared()).count();
         let number = partition.tp.partition;
-        tracing::info!(
-            partition = number,
-            transactional_ids = loaded.len(),
-            prepared = prepared.len(),
-            "loaded transactions"
-        );
+        tracing::info!(partition = number, transactional_ids = loaded.len(), prepared, "loaded transactions");
         self.txns().extend(loaded);
-        for id in prepared {
-            if let Err(error) = self.complete(broker, &id) {
-                tracing::warn!(
-                    transactional_id = id,
-                    "cannot complete a prepared transaction yet: {error:?}"
-                );
-            }
+        if prepared > 0 {
+            self.loaded_prepared.notify_one();
         }
         Ok(())
     }
 
-    /// Runs until the broker stops: aborts transactions past their timeout,
-    /// retries prepared ones whose markers failed and forgets ids idle past
-    /// `transactional.id.expiration.ms`.
-    pub async fn run_timers(broker: Arc<Broker>) {
-        let config = broker.transactions.config.clone();
-        let mut stopping = broker.stopping();
-        let taken = lock_recovering(&broker.transactions.marker_queue, "marker queue").take();
-        let Some(mut marker_jobs) = taken else { return };
-        let mut abort = tokio::time::interval(Duration::from_millis(config.abort_timed_out_interval_ms));
-        let mut expire = tokio::time::interval(Duration::from_millis(config.remove_expired_interval_ms));
-        loop {
-            tokio::select! {
-                _ = stopping.changed() => return,
-                Some(job) = marker_jobs.recv() => {
-                    tokio::spawn(markers::deliver(broker.clone(), job));
-                }
-                _ = abort.tick() => {
-                    let run = broker.clone();
-                    let _ = tokio::task::spawn_blocking(move || {
-                        run.transactions.abort_timed_out(&run, strom_storage::now_ms())
-                    })
-                    .await;
-                }
-                _ = expire.tick() => {
-                    let run = broker.clone();
-                    let _ = tokio::task::spawn_blocking(move || run.transactions.expire_ids(&run)).await;
-                }
-            }
-        }
-    }
-
-    /// Kafka's `abortTimedOutTransactions`: each ongoing transaction past its
-    /// timeout is fenced (its epoch bumped, so its producer learns of it)
-    /// and aborted; prepared ones left behind get their markers again.
-    pub fn abort_timed_out(&self, broker: &Broker, now_ms: i64) {
-        let (timed_out, stuck): (Vec<String>, Vec<String>) = {
-            let txns = self.txns();
-            let timed_out = txns.values().filter(|m| m.timed_out(now_ms)).map(|m| m.transactional_id.clone());
-            let stuck = txns
-                .values()
-                .filter(|m| m.state.is_prepared() && now_ms - m.last_update_timestamp_ms >= PREPARED_RETRY_MS)
-                .map(|m| m.transactional_id.clone());
-            (timed_out.collect(), stuck.collect())
-        };
-        for id in timed_out {
-            let fenced = {
-                let mut txns = self.txns();
-                let Some(current) = txns.get(&id).filter(|m| m.timed_out(now_ms)) else { continue };
-                let fenced = current.prepare_fence(now_ms);
-                self.transition(broker, &mut txns, fenced)
-            };
-            match fenced.and_then(|_| self.complete(broker, &id)) {
-                Ok(()) => tracing::info!(transactional_id = id, "aborted a transaction past its timeout"),
-                Err(error) => {
-                    tracing::warn!(transactional_id = id, "aborting a timed out transaction: {error:?}")
-                }
-            }
-        }
-        for id in stuck {
-            match self.complete(broker, &id) {
+    /// Writes the markers of every prepared transaction at least
+    /// `min_age_ms` old that is not being completed already.
+    pub async fn complete_prepared(&self, host: &dyn CoordinatorHost, min_age_ms: i64) {
+        let now_ms = strom_storage::now_ms();
+        let prepared: Vec<String> = self
+            .txns()
+            .values()
+            .filter(|m| m.state.is_prepared() && now_ms - m.last_update_timestamp_ms >= min_age_ms)
+            .map(|m| m.transactional_id.clone())
+            .collect();
+        for id in prepared {
+            match self.complete(host, &id).await {
                 // Its markers are on their way to other brokers.
                 Ok(()) | Err(ResponseError::ConcurrentTransactions) => {}
                 Err(error) => {
@@ -558,40 +605,108 @@ impl TransactionCoordinator {
         }
     }
 
-    /// Kafka's transactional id expiration: ids with no transaction running
-    /// and no change for `transactional.id.expiration.ms` are tombstoned.
-    pub fn expire_ids(&self, broker: &Broker) {
-        let now_ms = strom_storage::now_ms();
-        let mut txns = self.txns();
-        let expired: Vec<String> = txns
+    /// Runs until the broker stops: completes loaded prepared transactions,
+    /// aborts transactions past their timeout, retries prepared ones whose
+    /// markers failed and forgets ids idle past
+    /// `transactional.id.expiration.ms`. Each duty runs as its own task, so
+    /// none waits for another's writes to replicate.
+    pub async fn run_timers(host: Arc<dyn CoordinatorHost>) {
+        let coordinator = host.transactions();
+        let config = coordinator.config.clone();
+        let mut stopping = host.stopping();
+        let taken = lock_recovering(&coordinator.marker_queue, "marker queue").take();
+        let Some(mut marker_jobs) = taken else { return };
+        let mut abort = tokio::time::interval(Duration::from_millis(config.abort_timed_out_interval_ms));
+        let mut expire = tokio::time::interval(Duration::from_millis(config.remove_expired_interval_ms));
+        loop {
+            let run = host.clone();
+            tokio::select! {
+                _ = stopping.changed() => return,
+                Some(job) = marker_jobs.recv() => {
+                    tokio::spawn(markers::deliver(run, job));
+                }
+                _ = coordinator.loaded_prepared.notified() => {
+                    tokio::spawn(async move { run.transactions().complete_prepared(&*run, 0).await });
+                }
+                _ = abort.tick() => {
+                    tokio::spawn(async move {
+                        run.transactions().abort_timed_out(&*run, strom_storage::now_ms()).await
+                    });
+                }
+                _ = expire.tick() => {
+                    tokio::spawn(async move { run.transactions().expire_ids(&*run).await });
+                }
+            }
+        }
+    }
+
+    /// Kafka's `abortTimedOutTransactions`: each ongoing transaction past its
+    /// timeout is fenced (its epoch bumped, so its producer learns of it)
+    /// and aborted; prepared ones left behind get their markers again.
+    pub async fn abort_timed_out(&self, host: &dyn CoordinatorHost, now_ms: i64) {
+        let timed_out: Vec<String> = self
+            .txns()
             .values()
-            .filter(|m| {
-                matches!(m.state, TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort)
-            })
-            .filter(|m| now_ms - m.last_update_timestamp_ms >= self.config.id_expiration_ms)
+            .filter(|m| m.timed_out(now_ms))
             .map(|m| m.transactional_id.clone())
             .collect();
-        for id in expired {
-            if self.persist(broker, &id, None).is_ok() {
-                txns.remove(&id);
+        for id in timed_out {
+            let staged = {
+                let mut txns = self.txns();
+                let Some(current) = txns.get(&id).filter(|m| m.timed_out(now_ms)) else { continue };
+                let fenced = current.prepare_fence(now_ms);
+                self.stage(host, &mut txns, fenced)
+            };
+            let aborted = match staged {
+                Ok(staged) => self.settle(host, staged).await,
+                Err(error) => Err(error),
+            };
+            match aborted {
+                Ok(()) => match self.complete(host, &id).await {
+                    Ok(()) => tracing::info!(transactional_id = id, "aborted a transaction past its timeout"),
+                    Err(error) => {
+                        tracing::warn!(transactional_id = id, "aborting a timed out transaction: {error:?}")
+                    }
+                },
+                Err(error) => {
+                    tracing::warn!(transactional_id = id, "fencing a timed out transaction: {error:?}")
+                }
+            }
+        }
+        self.complete_prepared(host, PREPARED_RETRY_MS).await;
+    }
+
+    /// Kafka's transactional id expiration: ids with no transaction running
+    /// and no change for `transactional.id.expiration.ms` are tombstoned.
+    pub async fn expire_ids(&self, host: &dyn CoordinatorHost) {
+        let now_ms = strom_storage::now_ms();
+        let expired: Vec<Staged> = {
+            let mut txns = self.txns();
+            let expired: Vec<TxnMetadata> = txns
+                .values()
+                .filter(|m| m.pending_state.is_none())
+                .filter(|m| {
+                    matches!(m.state, TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort)
+                })
+                .filter(|m| now_ms - m.last_update_timestamp_ms >= self.config.id_expiration_ms)
+                .map(|m| TxnMetadata { state: TxnState::Dead, last_update_timestamp_ms: now_ms, ..m.clone() })
+                .collect();
+            expired.into_iter().filter_map(|dead| self.stage(host, &mut txns, dead).ok()).collect()
+        };
+        for staged in expired {
+            let id = staged.next.transactional_id.clone();
+            if self.settle(host, staged).await.is_ok() {
                 tracing::info!(transactional_id = id, "expired a transactional id");
             }
         }
     }
 }
 
-fn next_producer_id(broker: &Broker) -> Result<i64, ResponseError> {
-    broker.producer_ids.next_id(|| broker.allocate_producer_ids()).map_err(|e| {
-        tracing::error!("cannot reserve producer ids: {e}");
-        crate::error::metadata_error(&e)
-    })
-}
-
 /// Writes a marker of `producer_id` at `epoch` into each partition and,
 /// for `__consumer_offsets`, ends the staged offsets there. Partitions of
 /// deleted topics are skipped, as Kafka does. Returns the first failure.
 pub fn write_markers<'a>(
-    broker: &Broker,
+    host: &dyn CoordinatorHost,
     producer_id: i64,
     epoch: i16,
     coordinator_epoch: i32,
@@ -600,8 +715,7 @@ pub fn write_markers<'a>(
 ) -> Result<(), ResponseError> {
     let mut first_error = None;
     for (topic, index) in partitions {
-        if let Err(error) = write_marker(broker, producer_id, epoch, coordinator_epoch, result, topic, *index)
-        {
+        if let Err(error) = write_marker(host, producer_id, epoch, coordinator_epoch, result, topic, *index) {
             first_error.get_or_insert(error);
         }
     }
@@ -612,7 +726,7 @@ pub fn write_markers<'a>(
 /// an older coordinator than the partition last heard from is refused
 /// (TRANSACTION_COORDINATOR_FENCED).
 pub fn write_marker(
-    broker: &Broker,
+    host: &dyn CoordinatorHost,
     producer_id: i64,
     epoch: i16,
     coordinator_epoch: i32,
@@ -620,7 +734,7 @@ pub fn write_marker(
     topic: &str,
     index: i32,
 ) -> Result<(), ResponseError> {
-    let partition = match broker.replicas.leader_partition(topic, index) {
+    let partition = match host.replicas().leader_partition(topic, index) {
         Ok(partition) => partition,
         Err(ResponseError::UnknownTopicOrPartition) => {
             tracing::info!(topic, partition = index, "skipping the marker of a partition that is gone");
@@ -648,7 +762,7 @@ pub fn write_marker(
         }
     }
     if topic == OFFSETS_TOPIC {
-        broker.groups.complete_txn(producer_id, index, result == TxnResult::Commit);
+        host.groups().complete_txn(producer_id, index, result == TxnResult::Commit);
     }
     Ok(())
 }
@@ -657,8 +771,11 @@ pub fn write_marker(
 mod tests {
     use super::*;
     use crate::config::BrokerConfig;
+    use crate::coordinator_host::testing::HeldReplication;
     use crate::replica::VerifiedAppendError;
+    use crate::server::Broker;
     use std::path::Path;
+    use strom_metadata::block_on;
     use strom_metadata::NewTopic;
 
     fn open_broker(dir: &Path) -> Arc<Broker> {
@@ -705,7 +822,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let broker = open_broker(dir.path());
         create_topic(&broker, "t", 1);
-        let producer = broker.transactions.init_producer_id(&broker, "tx", 60_000, None).unwrap();
+        let producer = block_on(broker.transactions.init_producer_id(&*broker, "tx", 60_000, None)).unwrap();
         let partition = broker.replicas.partition("t", 0).unwrap();
         let batch = client_batch(producer.0, producer.1);
         let refused = partition.append(&batch, 0);
@@ -717,10 +834,14 @@ mod tests {
         ));
         assert_eq!(partition.high_watermark(), 0);
 
-        broker
-            .transactions
-            .add_partitions(&broker, "tx", producer.0, producer.1, &[("t".to_owned(), 0)])
-            .unwrap();
+        block_on(broker.transactions.add_partitions(
+            &*broker,
+            "tx",
+            producer.0,
+            producer.1,
+            &[("t".to_owned(), 0)],
+        ))
+        .unwrap();
         partition.append_verified(&batch, 0, producer.0, || verify(&broker, producer)).unwrap();
         let mut next = client_batch(producer.0, producer.1);
         next[strom_storage::batch::BASE_SEQUENCE + 3] = 1;
@@ -738,15 +859,17 @@ mod tests {
         let broker = open_broker(dir.path());
         create_topic(&broker, "t", 1);
         let coordinator = &broker.transactions;
-        let producer = coordinator.init_producer_id(&broker, "tx", 60_000, None).unwrap();
-        coordinator.add_partitions(&broker, "tx", producer.0, producer.1, &[("t".to_owned(), 0)]).unwrap();
+        let producer = block_on(coordinator.init_producer_id(&*broker, "tx", 60_000, None)).unwrap();
+        block_on(coordinator.add_partitions(&*broker, "tx", producer.0, producer.1, &[("t".to_owned(), 0)]))
+            .unwrap();
         let partition = broker.replicas.partition("t", 0).unwrap();
         // The coordinator vouches for the partition, then the transaction
         // ends (its marker written) before the batch reaches the log.
         let appended =
             partition.append_verified(&client_batch(producer.0, producer.1), 0, producer.0, || {
                 let verified = verify(&broker, producer);
-                coordinator.end_txn(&broker, "tx", producer.0, producer.1, TxnResult::Abort).unwrap();
+                block_on(coordinator.end_txn(&*broker, "tx", producer.0, producer.1, TxnResult::Abort))
+                    .unwrap();
                 verified
             });
         assert!(
@@ -764,12 +887,17 @@ mod tests {
         let broker = open_broker(dir.path());
         create_topic(&broker, "t", 1);
         let coordinator = &broker.transactions;
-        let producer = coordinator.init_producer_id(&broker, "tx", 60_000, None).unwrap();
-        broker.groups.ensure_offsets_topic(&broker).unwrap();
+        let producer = block_on(coordinator.init_producer_id(&*broker, "tx", 60_000, None)).unwrap();
+        broker.groups.ensure_offsets_topic(&*broker).unwrap();
         let offsets = (OFFSETS_TOPIC.to_owned(), broker.groups.partition_for("g"));
-        coordinator
-            .add_partitions(&broker, "tx", producer.0, producer.1, std::slice::from_ref(&offsets))
-            .unwrap();
+        block_on(coordinator.add_partitions(
+            &*broker,
+            "tx",
+            producer.0,
+            producer.1,
+            std::slice::from_ref(&offsets),
+        ))
+        .unwrap();
         let commit = TxnCommit {
             group_id: "g".into(),
             producer_id: producer.0,
@@ -783,7 +911,7 @@ mod tests {
         // Verified, then the transaction's abort marker lands before the
         // offsets do (written here directly: the group lock is held).
         let partition = broker.replicas.partition(OFFSETS_TOPIC, offsets.1).unwrap();
-        let outcomes = broker.groups.txn_commit(&broker, &commit, &[entry], || {
+        let outcomes = broker.groups.txn_commit(&*broker, &commit, &[entry], || {
             let verified = coordinator.verify_produce("tx", producer.0, producer.1, &offsets);
             let marker = encode_marker(ControlType::Abort, producer.0, producer.1, 0, 0);
             partition.append_as(&marker, 0, AppendOrigin::Coordinator).unwrap();
@@ -794,24 +922,28 @@ mod tests {
     }
 
     #[test]
-    fn a_transaction_prepared_before_a_crash_is_completed_at_start() {
+    fn a_transaction_prepared_before_a_crash_is_completed_once_loaded() {
         let dir = tempfile::tempdir().unwrap();
         let broker = open_broker(dir.path());
         create_topic(&broker, "t", 2);
         let coordinator = &broker.transactions;
-        let producer = coordinator.init_producer_id(&broker, "tx", 60_000, None).unwrap();
+        let producer = block_on(coordinator.init_producer_id(&*broker, "tx", 60_000, None)).unwrap();
         let partitions = [("t".to_owned(), 0), ("t".to_owned(), 1)];
-        coordinator.add_partitions(&broker, "tx", producer.0, producer.1, &partitions).unwrap();
+        block_on(coordinator.add_partitions(&*broker, "tx", producer.0, producer.1, &partitions)).unwrap();
         write_in_txn(&broker, "t", 0, producer);
-        {
+        let staged = {
             // The crash comes after PrepareCommit is written, before any marker.
             let mut txns = coordinator.txns.lock().unwrap();
             let prepared = txns["tx"].prepare_end(producer.0, producer.1, TxnResult::Commit, 0).unwrap();
-            coordinator.transition(&broker, &mut txns, prepared.unwrap()).unwrap();
-        }
+            coordinator.stage(&*broker, &mut txns, prepared.unwrap()).unwrap()
+        };
+        block_on(coordinator.settle(&*broker, staged)).unwrap();
         assert!(!stable(&broker, "t", 0));
         drop(broker);
         let broker = open_broker(dir.path());
+        assert_eq!(broker.transactions.describe("tx").unwrap().state, TxnState::PrepareCommit);
+        // What the timers do once woken by the load.
+        block_on(broker.transactions.complete_prepared(&*broker, 0));
         assert_eq!(broker.transactions.describe("tx").unwrap().state, TxnState::CompleteCommit);
         assert!(stable(&broker, "t", 0), "the commit marker was written at start");
         let end = broker.replicas.partition("t", 1).unwrap().high_watermark();
@@ -824,17 +956,18 @@ mod tests {
         let broker = open_broker(dir.path());
         create_topic(&broker, "t", 1);
         let coordinator = &broker.transactions;
-        let producer = coordinator.init_producer_id(&broker, "tx", 1_000, None).unwrap();
-        coordinator.add_partitions(&broker, "tx", producer.0, producer.1, &[("t".to_owned(), 0)]).unwrap();
+        let producer = block_on(coordinator.init_producer_id(&*broker, "tx", 1_000, None)).unwrap();
+        block_on(coordinator.add_partitions(&*broker, "tx", producer.0, producer.1, &[("t".to_owned(), 0)]))
+            .unwrap();
         write_in_txn(&broker, "t", 0, producer);
         let started = coordinator.describe("tx").unwrap().start_timestamp_ms;
-        coordinator.abort_timed_out(&broker, started + 1_000);
+        block_on(coordinator.abort_timed_out(&*broker, started + 1_000));
         assert_eq!(coordinator.describe("tx").unwrap().state, TxnState::Ongoing, "not yet past the timeout");
-        coordinator.abort_timed_out(&broker, started + 1_001);
+        block_on(coordinator.abort_timed_out(&*broker, started + 1_001));
         let aborted = coordinator.describe("tx").unwrap();
         assert_eq!((aborted.state, aborted.producer_epoch), (TxnState::CompleteAbort, producer.1 + 1));
         assert!(stable(&broker, "t", 0));
-        let end = coordinator.end_txn(&broker, "tx", producer.0, producer.1, TxnResult::Commit);
+        let end = block_on(coordinator.end_txn(&*broker, "tx", producer.0, producer.1, TxnResult::Commit));
         assert_eq!(end, Err(ResponseError::ProducerFenced), "the old epoch is fenced");
         let partition = broker.replicas.partition("t", 0).unwrap();
         let aborted = partition
@@ -847,20 +980,84 @@ mod tests {
     }
 
     #[test]
+    fn a_state_being_replicated_holds_off_the_id_and_takes_effect_once_replicated() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = open_broker(dir.path());
+        create_topic(&broker, "t", 2);
+        let coordinator = &broker.transactions;
+        let (id, epoch) = block_on(coordinator.init_producer_id(&*broker, "tx", 60_000, None)).unwrap();
+        block_on(coordinator.add_partitions(&*broker, "tx", id, epoch, &[("t".to_owned(), 0)])).unwrap();
+        let held = HeldReplication::new(&broker);
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async {
+            let end = coordinator.end_txn(&held, "tx", id, epoch, TxnResult::Commit);
+            tokio::pin!(end);
+            // Runs the EndTxn up to its wait for the ISR.
+            tokio::select! {
+                biased;
+                answer = &mut end => panic!("answered before replicated: {answer:?}"),
+                _ = tokio::task::yield_now() => {}
+            }
+            let current = coordinator.describe("tx").unwrap();
+            assert_eq!(current.state, TxnState::Ongoing, "PrepareCommit is not current before replicated");
+            assert_eq!(current.pending_state, Some(TxnState::PrepareCommit));
+            let concurrent = ResponseError::ConcurrentTransactions;
+            let more = [("t".to_owned(), 1)];
+            assert_eq!(coordinator.add_partitions(&*broker, "tx", id, epoch, &more).await, Err(concurrent));
+            assert_eq!(
+                coordinator.end_txn(&*broker, "tx", id, epoch, TxnResult::Abort).await,
+                Err(concurrent)
+            );
+            assert_eq!(coordinator.init_producer_id(&*broker, "tx", 60_000, None).await, Err(concurrent));
+            held.replicate(Ok(()));
+            end.await.unwrap();
+        });
+        let completed = coordinator.describe("tx").unwrap();
+        assert_eq!((completed.state, completed.pending_state), (TxnState::CompleteCommit, None));
+        assert!(stable(&broker, "t", 0), "the commit marker is written");
+    }
+
+    #[test]
+    fn a_state_that_does_not_replicate_is_undone_and_the_client_told_to_retry() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = open_broker(dir.path());
+        create_topic(&broker, "t", 1);
+        let coordinator = &broker.transactions;
+        let (id, epoch) = block_on(coordinator.init_producer_id(&*broker, "tx", 60_000, None)).unwrap();
+        block_on(coordinator.add_partitions(&*broker, "tx", id, epoch, &[("t".to_owned(), 0)])).unwrap();
+        let timed_out = HeldReplication::new(&broker);
+        timed_out.replicate(Err(ResponseError::RequestTimedOut));
+        let end = block_on(coordinator.end_txn(&timed_out, "tx", id, epoch, TxnResult::Commit));
+        assert_eq!(end, Err(ResponseError::CoordinatorNotAvailable));
+        let current = coordinator.describe("tx").unwrap();
+        assert_eq!((current.state, current.pending_state), (TxnState::Ongoing, None));
+
+        let moved = HeldReplication::new(&broker);
+        moved.replicate(Err(ResponseError::NotLeaderOrFollower));
+        let init = block_on(coordinator.init_producer_id(&moved, "other", 60_000, None));
+        assert_eq!(init, Err(ResponseError::NotCoordinator));
+        assert_eq!(coordinator.describe("other").unwrap().pending_state, None);
+
+        // The client's retry, replicated this time.
+        block_on(coordinator.end_txn(&*broker, "tx", id, epoch, TxnResult::Commit)).unwrap();
+        assert_eq!(coordinator.describe("tx").unwrap().state, TxnState::CompleteCommit);
+    }
+
+    #[test]
     fn invalid_timeouts_and_unknown_ids_get_kafkas_errors() {
         let dir = tempfile::tempdir().unwrap();
         let broker = open_broker(dir.path());
         let coordinator = &broker.transactions;
         assert_eq!(
-            coordinator.init_producer_id(&broker, "tx", 0, None),
+            block_on(coordinator.init_producer_id(&*broker, "tx", 0, None)),
             Err(ResponseError::InvalidTransactionTimeout)
         );
         assert_eq!(
-            coordinator.init_producer_id(&broker, "tx", 900_001, None),
+            block_on(coordinator.init_producer_id(&*broker, "tx", 900_001, None)),
             Err(ResponseError::InvalidTransactionTimeout)
         );
         assert_eq!(
-            coordinator.add_partitions(&broker, "nobody", 1, 0, &[]),
+            block_on(coordinator.add_partitions(&*broker, "nobody", 1, 0, &[])),
             Err(ResponseError::InvalidProducerIdMapping)
         );
         assert_eq!(coordinator.describe("nobody").unwrap_err(), ResponseError::TransactionalIdNotFound);

@@ -21,8 +21,8 @@ use strom_quorum::channel::Channel;
 
 use super::state::TxnPartition;
 use super::TRANSACTION_STATE_TOPIC;
+use crate::coordinator_host::CoordinatorHost;
 use crate::locks::lock_recovering;
-use crate::server::Broker;
 
 /// How long one request may wait for its answer (Kafka's
 /// `request.timeout.ms` default).
@@ -45,17 +45,17 @@ impl Peers {
     /// request reconnects.
     pub async fn send<R: Request>(
         &self,
-        broker: &Broker,
+        host: &dyn CoordinatorHost,
         image: &MetadataImage,
         id: i32,
         request: &R,
         version: i16,
         timeout: Duration,
     ) -> Result<R::Response, String> {
-        let address = broker
+        let address = host
             .inter_broker_address(image, id)
             .ok_or_else(|| format!("broker {id} has no inter-broker endpoint"))?;
-        let channel = self.channel(broker, id, &address).await?;
+        let channel = self.channel(host, id, &address).await?;
         channel.send(request, version, timeout).await.map_err(|e| {
             lock_recovering(&self.open, "broker channels").remove(&id);
             e.to_string()
@@ -63,13 +63,18 @@ impl Peers {
     }
 
     /// A channel to broker `id` at `address`, reusing an open one.
-    async fn channel(&self, broker: &Broker, id: i32, address: &str) -> Result<Arc<Channel>, String> {
+    async fn channel(
+        &self,
+        host: &dyn CoordinatorHost,
+        id: i32,
+        address: &str,
+    ) -> Result<Arc<Channel>, String> {
         let cached = lock_recovering(&self.open, "broker channels").get(&id).cloned();
         if let Some(channel) = cached.filter(|c| !c.is_closed() && c.address() == address) {
             return Ok(channel);
         }
-        let connector = broker.inter_broker_connector();
-        let client_id = format!("broker-{}-txn", broker.config.node_id);
+        let connector = host.inter_broker_connector();
+        let client_id = format!("broker-{}-txn", host.node_id());
         let channel = Arc::new(
             connector.connect(address, &client_id, REQUEST_TIMEOUT).await.map_err(|e| e.to_string())?,
         );
@@ -84,7 +89,7 @@ impl Peers {
 /// moves its other tasks away); COORDINATOR_NOT_AVAILABLE when no answer
 /// comes, which the produce answers with a retriable error.
 pub fn verify_at_coordinator(
-    broker: &Broker,
+    host: &dyn CoordinatorHost,
     transactional_id: &str,
     producer_id: i64,
     producer_epoch: i16,
@@ -95,17 +100,17 @@ pub fn verify_at_coordinator(
         .ok()
         .filter(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread)
         .ok_or(ResponseError::CoordinatorNotAvailable)?;
-    let image = broker.replicas.image();
-    let state_partition = broker.transactions.partition_for(transactional_id);
+    let image = host.replicas().image();
+    let state_partition = host.transactions().partition_for(transactional_id);
     let coordinator = image
         .topic(TRANSACTION_STATE_TOPIC)
         .and_then(|t| t.partitions.get(&state_partition))
         .map(|p| p.leader)
-        .filter(|leader| *leader >= 0 && *leader != broker.config.node_id)
+        .filter(|leader| *leader >= 0 && *leader != host.node_id())
         .ok_or(ResponseError::CoordinatorNotAvailable)?;
     let request = verify_request(transactional_id, producer_id, producer_epoch, partition);
-    let peers = &broker.transactions.peers;
-    let sent = peers.send(broker, &image, coordinator, &request, VERIFY_VERSION, VERIFY_TIMEOUT);
+    let peers = &host.transactions().peers;
+    let sent = peers.send(host, &image, coordinator, &request, VERIFY_VERSION, VERIFY_TIMEOUT);
     let response = tokio::task::block_in_place(|| handle.block_on(sent)).map_err(|e| {
         tracing::info!(transactional_id, coordinator, "verifying a transactional produce failed: {e}");
         ResponseError::CoordinatorNotAvailable

@@ -110,6 +110,10 @@ pub struct TxnMetadata {
     pub partitions: BTreeSet<TxnPartition>,
     pub start_timestamp_ms: i64,
     pub last_update_timestamp_ms: i64,
+    /// Kafka's `pendingState`: the state being written to
+    /// `__transaction_state`, not yet replicated. Other requests for the id
+    /// get CONCURRENT_TRANSACTIONS meanwhile; never written itself.
+    pub pending_state: Option<TxnState>,
 }
 
 /// What InitProducerId asks of a known transactional id.
@@ -153,11 +157,13 @@ impl TxnMetadata {
             partitions: BTreeSet::new(),
             start_timestamp_ms: -1,
             last_update_timestamp_ms: now_ms,
+            pending_state: None,
         }
     }
 
     /// Kafka's `prepareInitProducerIdTransit`.
     pub fn prepare_init(&self, request: InitRequest) -> Result<InitTransition, ResponseError> {
+        self.check_not_pending()?;
         if let Some(expected) = request.expected {
             if !self.is_valid_producer_id(expected) {
                 return Err(ResponseError::ProducerFenced);
@@ -245,6 +251,14 @@ impl TxnMetadata {
         Ok(())
     }
 
+    /// CONCURRENT_TRANSACTIONS while a state of this id is being written.
+    pub fn check_not_pending(&self) -> Result<(), ResponseError> {
+        match self.pending_state {
+            Some(_) => Err(ResponseError::ConcurrentTransactions),
+            None => Ok(()),
+        }
+    }
+
     /// AddPartitionsToTxn (and AddOffsetsToTxn): `None` when nothing needs
     /// writing (the partitions are already in the ongoing transaction).
     pub fn prepare_add_partitions(
@@ -255,6 +269,7 @@ impl TxnMetadata {
         now_ms: i64,
     ) -> Result<Option<TxnMetadata>, ResponseError> {
         self.check_producer(producer_id, epoch)?;
+        self.check_not_pending()?;
         match self.state {
             TxnState::PrepareCommit | TxnState::PrepareAbort => Err(ResponseError::ConcurrentTransactions),
             TxnState::Ongoing if partitions.iter().all(|p| self.partitions.contains(p)) => Ok(None),
@@ -282,7 +297,9 @@ impl TxnMetadata {
         partitions: &[TxnPartition],
     ) -> Result<Vec<Option<ResponseError>>, ResponseError> {
         self.check_producer(producer_id, epoch)?;
-        if self.state.is_prepared() {
+        // As Kafka: a transaction about to end takes no more partitions.
+        let ending = self.pending_state.is_some_and(|s| s != TxnState::Ongoing);
+        if self.state.is_prepared() || ending {
             return Err(ResponseError::ConcurrentTransactions);
         }
         Ok(partitions
@@ -315,6 +332,7 @@ impl TxnMetadata {
         now_ms: i64,
     ) -> Result<Option<TxnMetadata>, ResponseError> {
         self.check_producer(producer_id, epoch)?;
+        self.check_not_pending()?;
         let same = |wanted: TxnResult, answer: Result<Option<TxnMetadata>, ResponseError>| {
             if result == wanted {
                 answer
@@ -344,6 +362,9 @@ impl TxnMetadata {
     /// Kafka's `prepareComplete`: once every marker is written, the
     /// transaction is complete and holds no partitions.
     pub fn prepare_complete(&self, now_ms: i64) -> Option<TxnMetadata> {
+        if self.pending_state.is_some() {
+            return None;
+        }
         let state = match self.state {
             TxnState::PrepareCommit => TxnState::CompleteCommit,
             TxnState::PrepareAbort => TxnState::CompleteAbort,
@@ -354,12 +375,15 @@ impl TxnMetadata {
 
     /// Whether an ongoing transaction outlived its timeout.
     pub fn timed_out(&self, now_ms: i64) -> bool {
-        self.state == TxnState::Ongoing && self.start_timestamp_ms + i64::from(self.timeout_ms) < now_ms
+        self.state == TxnState::Ongoing
+            && self.pending_state.is_none()
+            && self.start_timestamp_ms + i64::from(self.timeout_ms) < now_ms
     }
 
     fn clear_transaction(&self, state: TxnState, now_ms: i64) -> TxnMetadata {
         let mut next = self.clone();
         next.state = state;
+        next.pending_state = None;
         next.partitions.clear();
         next.last_update_timestamp_ms = now_ms;
         if state == TxnState::Empty {
@@ -497,6 +521,32 @@ mod tests {
         assert_eq!(meta.prepare_init(init(None)), Ok(InitTransition::NeedsNewProducerId));
         let rotated = meta.prepare_rotation(77, init(None));
         assert_eq!((rotated.producer_id, rotated.producer_epoch, rotated.last_producer_id), (77, 0, 5));
+    }
+
+    #[test]
+    fn a_state_being_written_makes_other_requests_concurrent() {
+        let mut ongoing = initialised().prepare_add_partitions(5, 0, &[tp(0)], 100).unwrap().unwrap();
+        ongoing.pending_state = Some(TxnState::PrepareCommit);
+        let concurrent = ResponseError::ConcurrentTransactions;
+        assert_eq!(ongoing.prepare_end(5, 0, TxnResult::Commit, 110), Err(concurrent));
+        assert_eq!(ongoing.prepare_add_partitions(5, 0, &[tp(1)], 110), Err(concurrent));
+        assert_eq!(ongoing.prepare_init(init(None)), Err(concurrent));
+        assert_eq!(
+            ongoing.verify_produce(5, 0, &tp(0)),
+            Err(concurrent),
+            "no produce into an ending transaction"
+        );
+        assert_eq!(ongoing.prepare_end(5, 1, TxnResult::Commit, 110), Err(ResponseError::ProducerFenced));
+        assert!(!ongoing.timed_out(1 << 40), "the write in flight decides its fate");
+        ongoing.pending_state = Some(TxnState::Ongoing);
+        assert_eq!(ongoing.verify_produce(5, 0, &tp(0)), Ok(()), "partitions being added still verify");
+        ongoing.pending_state = None;
+        let prepared = ongoing.prepare_end(5, 0, TxnResult::Commit, 120).unwrap().unwrap();
+        assert_eq!(prepared.pending_state, None);
+        let mut completing = prepared.clone();
+        completing.pending_state = Some(TxnState::CompleteCommit);
+        assert_eq!(completing.prepare_complete(130), None, "completed once");
+        assert_eq!(prepared.prepare_complete(130).unwrap().state, TxnState::CompleteCommit);
     }
 
     #[test]
