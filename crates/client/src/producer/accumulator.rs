@@ -37,6 +37,9 @@ pub struct ProducerBatch {
     pub base_sequence: i32,
     /// The encoded batch, kept so a retry resends the same bytes.
     pub sealed: Option<Bytes>,
+    /// An attempt ended without saying whether the broker wrote the batch
+    /// (a timeout, a lost connection, a failure after the append).
+    pub maybe_written: bool,
 }
 
 impl ProducerBatch {
@@ -51,6 +54,7 @@ impl ProducerBatch {
             retry_at: None,
             base_sequence: -1,
             sealed: None,
+            maybe_written: false,
         }
     }
 

@@ -247,6 +247,17 @@ impl Sender {
         let idempotent = self.shared.identity().producer_id >= 0;
         let sequence_gap =
             idempotent && error.kafka_code().map(KafkaCode::code) == Some(OUT_OF_ORDER_SEQUENCE_NUMBER);
+        if sequence_gap && !batch.maybe_written && batch.base_sequence >= 0 {
+            // The broker holds none of this batch yet went past its
+            // sequence: a leader with no state of this producer took later
+            // batches first (Kafka accepts any sequence then). Only a new
+            // epoch, numbered from this batch, can write it.
+            self.sequence_gaps
+                .entry((topic.clone(), partition))
+                .and_modify(|gap| *gap = (*gap).min(batch.base_sequence))
+                .or_insert(batch.base_sequence);
+        }
+        batch.maybe_written |= !refused_unwritten(&error) && !refused_before_append(&error);
         let backoff = config.client.backoff(batch.attempts + 1);
         let in_time = batch.created.elapsed() + backoff < config.delivery_timeout;
         if (error.is_retriable() || sequence_gap) && batch.attempts < config.retries && in_time {
@@ -343,6 +354,18 @@ fn refused_unwritten(error: &Error) -> bool {
         if !code.is_retriable() && !matches!(code.code(), INVALID_PRODUCER_EPOCH | PRODUCER_FENCED))
 }
 
+/// Retriable refusals a broker gives before it appends anything: the
+/// partition is not (yet) led there, or the ISR is too small to take it.
+fn refused_before_append(error: &Error) -> bool {
+    use kafka_protocol::error::ResponseError as E;
+    error.kafka_code().is_some_and(|code| {
+        matches!(
+            code.0,
+            E::UnknownTopicOrPartition | E::LeaderNotAvailable | E::NotEnoughReplicas | E::UnknownTopicId
+        )
+    })
+}
+
 fn produce_request(batches: &Batches, acks: i16, timeout: Duration) -> (ProduceRequest, Vec<Splice>) {
     let mut topics: Vec<TopicProduceData> = Vec::new();
     let mut splices = Vec::with_capacity(batches.len());
@@ -372,14 +395,15 @@ mod tests {
     use std::sync::atomic::AtomicUsize;
     use std::sync::Mutex;
 
-    use bytes::{BufMut, BytesMut};
+    use bytes::{BufMut, Bytes, BytesMut};
     use kafka_protocol::messages::api_versions_response::ApiVersion;
     use kafka_protocol::messages::metadata_response::{
         MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
     };
     use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
     use kafka_protocol::messages::{
-        ApiVersionsResponse, BrokerId, MetadataResponse, RequestHeader, ResponseHeader,
+        ApiVersionsResponse, BrokerId, InitProducerIdResponse, MetadataResponse, ProducerId, RequestHeader,
+        ResponseHeader,
     };
     use kafka_protocol::protocol::{Decodable, Encodable};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -390,20 +414,31 @@ mod tests {
 
     /// A one-partition broker whose Produce answers follow `script` (error
     /// codes; 0 means success at offset 42), counting what it is asked.
+    /// Once the script is done, batches of `out_of_order_epoch` are
+    /// refused as out of order, as by a broker that took later sequences.
     struct FakeBroker {
         addr: String,
         script: Mutex<Vec<i16>>,
+        out_of_order_epoch: Option<i16>,
         produces: AtomicUsize,
         metadata_requests: AtomicUsize,
+        /// Each produced batch's producer epoch and base sequence.
+        sequences: Mutex<Vec<(i16, i32)>>,
     }
 
     async fn fake_broker(script: &[i16]) -> Arc<FakeBroker> {
+        fake_broker_refusing(script, None).await
+    }
+
+    async fn fake_broker_refusing(script: &[i16], out_of_order_epoch: Option<i16>) -> Arc<FakeBroker> {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let broker = Arc::new(FakeBroker {
             addr: listener.local_addr().unwrap().to_string(),
             script: Mutex::new(script.iter().rev().copied().collect()),
+            out_of_order_epoch,
             produces: AtomicUsize::new(0),
             metadata_requests: AtomicUsize::new(0),
+            sequences: Mutex::new(Vec::new()),
         });
         let serving = broker.clone();
         tokio::spawn(async move {
@@ -429,7 +464,7 @@ mod tests {
                 .with_correlation_id(header.correlation_id)
                 .encode(&mut out, api.response_header_version(version))
                 .unwrap();
-            broker.answer(api, version, &mut out);
+            broker.answer(api, version, frame, &mut out);
             let mut sized = BytesMut::new();
             sized.put_i32(out.len() as i32);
             sized.extend_from_slice(&out);
@@ -440,10 +475,12 @@ mod tests {
     }
 
     impl FakeBroker {
-        fn answer(&self, api: ApiKey, version: i16, out: &mut BytesMut) {
+        fn answer(&self, api: ApiKey, version: i16, mut body: Bytes, out: &mut BytesMut) {
             match api {
                 ApiKey::ApiVersions => {
-                    let keys = [ApiKey::ApiVersions, ApiKey::Metadata, ApiKey::Produce].map(|k| {
+                    let keys =
+                        [ApiKey::ApiVersions, ApiKey::Metadata, ApiKey::Produce, ApiKey::InitProducerId];
+                    let keys = keys.map(|k| {
                         let range = k.valid_versions();
                         ApiVersion::default()
                             .with_api_key(k as i16)
@@ -456,9 +493,25 @@ mod tests {
                     self.metadata_requests.fetch_add(1, Ordering::SeqCst);
                     self.metadata().encode(out, version).unwrap()
                 }
+                ApiKey::InitProducerId => InitProducerIdResponse::default()
+                    .with_producer_id(ProducerId(7))
+                    .with_producer_epoch(0)
+                    .encode(out, version)
+                    .unwrap(),
                 ApiKey::Produce => {
                     self.produces.fetch_add(1, Ordering::SeqCst);
-                    let code = self.script.lock().unwrap().pop().unwrap_or(0);
+                    let request = ProduceRequest::decode(&mut body, version).unwrap();
+                    let records = request.topic_data[0].partition_data[0].records.clone().unwrap();
+                    // The batch header: producer epoch at byte 51, base sequence at 53.
+                    let epoch = i16::from_be_bytes([records[51], records[52]]);
+                    let sequence = i32::from_be_bytes(records[53..57].try_into().unwrap());
+                    self.sequences.lock().unwrap().push((epoch, sequence));
+                    let scripted = self.script.lock().unwrap().pop();
+                    let code = match scripted {
+                        Some(code) => code,
+                        None if self.out_of_order_epoch == Some(epoch) => OUT_OF_ORDER_SEQUENCE_NUMBER,
+                        None => 0,
+                    };
                     let partition = PartitionProduceResponse::default()
                         .with_index(0)
                         .with_error_code(code)
@@ -530,5 +583,21 @@ mod tests {
         let error = producer.send(ProducerRecord::new("t", b"v")).await.unwrap().wait().await.unwrap_err();
         assert_eq!(error.kafka_code().unwrap().code(), 6);
         assert_eq!(broker.produces.load(Ordering::SeqCst), 3, "one try and two retries");
+    }
+
+    #[tokio::test]
+    async fn a_batch_never_written_yet_passed_by_the_broker_goes_in_under_a_new_epoch() {
+        // UNKNOWN_TOPIC_OR_PARTITION (the leader did not host the partition
+        // yet), then out of order: the broker took later batches meanwhile.
+        let broker = fake_broker_refusing(&[3, 45], Some(0)).await;
+        let mut config = ProducerConfig::new(&broker.addr);
+        config.linger = Duration::ZERO;
+        config.delivery_timeout = Duration::from_secs(5);
+        config.client.retry_backoff = Duration::from_millis(1);
+        let producer = Producer::connect(config).await.unwrap();
+        let delivered = producer.send(ProducerRecord::new("t", b"v")).await.unwrap().wait().await;
+        assert_eq!(delivered.expect("written under the next epoch").offset, 42);
+        assert_eq!(*broker.sequences.lock().unwrap(), [(0, 0), (0, 0), (1, 0)]);
+        assert_eq!(producer.identity().unwrap().producer_epoch, 1);
     }
 }
