@@ -1168,6 +1168,17 @@ impl ReplicaManager {
         self.logs.flush_due(strom_storage::now_ms())
     }
 
+    /// The broker epoch the log dirs' clean shutdown markers record (see
+    /// [`LogManager::broker_epoch`]).
+    pub fn logs_broker_epoch(&self) -> i64 {
+        self.logs.broker_epoch()
+    }
+
+    /// Records the broker's registered epoch for the clean shutdown markers.
+    pub fn set_logs_broker_epoch(&self, epoch: i64) {
+        self.logs.set_broker_epoch(epoch);
+    }
+
     /// Flushes and closes every log and marks the shutdown clean.
     pub fn shutdown(&self) -> Result<(), StorageError> {
         self.logs.shutdown(&self.high_watermarks(), strom_storage::now_ms())
