@@ -756,6 +756,22 @@ mod tests {
     }
 
     #[test]
+    fn a_clean_shutdown_records_the_broker_epoch_for_the_next_start() {
+        let (_root, dirs, first) = manager(2);
+        assert_eq!(first.broker_epoch(), -1, "no marker: not a clean shutdown");
+        first.set_broker_epoch(42);
+        first.shutdown(&HashMap::new(), 0).unwrap();
+        drop(first);
+        let marker = std::fs::read_to_string(dirs[0].join(CLEAN_SHUTDOWN_MARKER)).unwrap();
+        assert_eq!(marker, r#"{"version":0,"brokerEpoch":42}"#);
+        let second = LogManager::new(dirs.clone()).unwrap();
+        assert_eq!(second.broker_epoch(), 42);
+        drop(second);
+        // The markers were consumed: a crash now leaves none.
+        assert_eq!(LogManager::new(dirs).unwrap().broker_epoch(), -1);
+    }
+
+    #[test]
     fn a_failed_dir_takes_no_new_partitions() {
         let (_root, dirs, manager) = manager(3);
         break_dir(&dirs[1]);
