@@ -372,8 +372,10 @@ pub struct BrokerRegistration {
 /// Kafka's `ClusterControlManager.registerBroker` for a new incarnation:
 /// the partition changes that must precede its registration. A broker
 /// whose previous incarnation did not shut down cleanly at its registered
-/// epoch may have lost acknowledged records ([`after_unclean_shutdown`]);
-/// otherwise it only leaves the ISRs and leaderships it still holds.
+/// epoch may have lost acknowledged records ([`after_unclean_shutdown`]).
+/// After a clean one nothing changes here: in a cluster its controlled
+/// shutdown already moved its leaderships, and a single node keeps its
+/// leader epochs across restarts (Kafka would move them away and back).
 pub fn previous_incarnation_shutdown(
     image: &MetadataImage,
     request: &BrokerRegistration,
@@ -385,10 +387,9 @@ pub fn previous_incarnation_shutdown(
     }
     let clean = existing.is_some_and(|b| b.epoch == request.previous_broker_epoch);
     if clean {
-        move_leadership_away(image, request.broker_id, defaults)
-    } else {
-        after_unclean_shutdown(image, request.broker_id, defaults)
+        return Vec::new();
     }
+    after_unclean_shutdown(image, request.broker_id, defaults)
 }
 
 /// BrokerRegistration: a fenced registration whose epoch is `epoch`, the

@@ -74,14 +74,7 @@ async fn topics_survive_a_restart() {
 
     let node = open(dir.path()).await;
     let image = node.controller.image();
-    let orders = image.topic("orders").unwrap();
-    assert_eq!((&orders.name, orders.id, &orders.configs), (&created.name, created.id, &created.configs));
-    for (id, p) in &orders.partitions {
-        let before = &created.partitions[id];
-        assert_eq!((&p.replicas, &p.isr, p.leader), (&before.replicas, &before.isr, before.leader));
-        // The new incarnation's registration moved leadership away, its unfencing back.
-        assert_eq!(p.leader_epoch, before.leader_epoch + 2);
-    }
+    assert_eq!(image.topic("orders"), Some(&created), "a clean restart changes no partition");
     assert_eq!(image.topic("orders").unwrap().configs["retention.ms"], "1000");
     assert!(image.topic("doomed").is_none());
     assert_eq!(image.metadata_version(), METADATA_VERSION_LEVEL);
