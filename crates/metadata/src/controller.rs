@@ -345,12 +345,15 @@ impl Controller {
         Ok(claim)
     }
 
-    /// Writes `metadata.version` into a log that has none yet.
+    /// Writes `metadata.version` (and the other feature levels a new
+    /// cluster starts at) into a log that has none yet.
     pub async fn bootstrap(&self) -> Result<(), MetadataError> {
         let _state = self.begin().await?;
         Ok(())
     }
 
+    /// A new log's feature levels, written in one batch: `metadata.version`
+    /// and `eligible.leader.replicas.version` at the levels Kafka 4.1 formats.
     async fn write_metadata_version(&self) -> Result<(), MetadataError> {
         if self.image().metadata_version() != 0 {
             return Ok(());
