@@ -201,10 +201,11 @@ def test_the_metadata_log_holds_kip631_records_the_decoder_shows(broker_factory)
     assert done.returncode == 0, done.stderr
     payloads = [line.split(" payload: ", 1)[1] for line in done.stdout.splitlines() if " payload: " in line]
     kinds = [p.split("(", 1)[0] for p in payloads]
-    assert kinds[:3] == ["FeatureLevel", "RegisterBroker", "BrokerRegistrationChange"], kinds
+    assert kinds[:4] == ["FeatureLevel", "FeatureLevel", "RegisterBroker", "BrokerRegistrationChange"], kinds
     assert 'name: "metadata.version", feature_level: 27' in payloads[0]
-    assert f"port: {broker.port}" in payloads[1] and "fenced: true" in payloads[1]
-    assert "fenced: -1" in payloads[2], "the broker is unfenced once caught up"
+    assert 'name: "eligible.leader.replicas.version", feature_level: 1' in payloads[1]
+    assert f"port: {broker.port}" in payloads[2] and "fenced: true" in payloads[2]
+    assert "fenced: -1" in payloads[3], "the broker is unfenced once caught up"
     topic = [p for p in payloads if p.startswith("Topic(")]
     assert len(topic) == 1 and 'name: "dump-metadata"' in topic[0], payloads
     assert kinds.count("Partition") == 2, kinds

@@ -278,8 +278,11 @@ def test_a_killed_brokers_partitions_are_unavailable(cluster):
         f"partitions of broker {victim} without a leader",
     )
     # Each broker applies the fencing when its metadata catches up: poll.
+    # With eligible leader replicas the lone replica leaves the ISR for the
+    # ELR, and is remembered as the last known leader.
     unavailable = [
-        f"\tTopic: {topic}\tPartition: {p}\tLeader: none\tReplicas: {victim}\tIsr: {victim}\tElr: \tLastKnownElr: "
+        f"\tTopic: {topic}\tPartition: {p}\tLeader: none\tReplicas: {victim}\tIsr: \tElr: {victim}"
+        f"\tLastKnownElr: {victim}"
         for p in owned
     ]
     wait_until(

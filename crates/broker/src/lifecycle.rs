@@ -62,8 +62,10 @@ fn heartbeat_interval(broker: &Broker) -> Duration {
 }
 
 async fn register(broker: &Broker, link: &ControllerLink, timeout: Duration) -> Result<(), String> {
-    let registration = crate::server::registration(&broker.config, broker.controller.cluster_id())
-        .map_err(|e| e.to_string())?;
+    let previous_epoch = broker.replicas.logs_broker_epoch();
+    let registration =
+        crate::server::registration(&broker.config, broker.controller.cluster_id(), previous_epoch)
+            .map_err(|e| e.to_string())?;
     let request = registration_request(&registration);
     let not_controller = |r: &kafka_protocol::messages::BrokerRegistrationResponse| {
         r.error_code == ResponseError::NotController.code()
@@ -110,7 +112,7 @@ fn registration_request(registration: &BrokerRegistration) -> BrokerRegistration
         .with_features(features)
         .with_rack(registration.rack.as_deref().map(str_bytes))
         .with_log_dirs(registration.log_dirs.clone())
-        .with_previous_broker_epoch(-1)
+        .with_previous_broker_epoch(registration.previous_broker_epoch)
 }
 
 /// One heartbeat; returns whether the controller says this broker may shut down.
@@ -250,13 +252,18 @@ fn controller_registration(broker: &Broker, incarnation_id: uuid::Uuid) -> Contr
                 .with_security_protocol(0)
         })
         .collect();
-    let feature = controller_registration_request::Feature::default()
-        .with_name(str_bytes(strom_metadata::controller::METADATA_VERSION_FEATURE))
-        .with_min_supported_version(strom_metadata::controller::METADATA_VERSION_LEVEL)
-        .with_max_supported_version(strom_metadata::controller::METADATA_VERSION_LEVEL);
+    let features = strom_metadata::controller::SUPPORTED_FEATURES
+        .iter()
+        .map(|(name, min, max)| {
+            controller_registration_request::Feature::default()
+                .with_name(str_bytes(name))
+                .with_min_supported_version(*min)
+                .with_max_supported_version(*max)
+        })
+        .collect();
     ControllerRegistrationRequest::default()
         .with_controller_id(config.node_id)
         .with_incarnation_id(incarnation_id)
         .with_listeners(listeners)
-        .with_features(vec![feature])
+        .with_features(features)
 }

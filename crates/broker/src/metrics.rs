@@ -542,6 +542,7 @@ mod tests {
             partition_epoch: 0,
             directories: Vec::new(),
             leader_recovery_state: 0,
+            ..Default::default()
         };
         let partitions = [
             partition(1, &[1], &[1]),

@@ -137,9 +137,19 @@ impl Partition {
     /// Takes a new image's state of the partition: its replicas, ISR,
     /// leader and epoch. A broker that starts leading moves the high
     /// watermark as its ISR allows at once (a lone leader to its log end).
-    fn apply_image(&self, state: &PartitionImage, leads: bool, eligible: &dyn Fn(i32) -> bool) -> bool {
+    fn apply_image(
+        &self,
+        state: &PartitionImage,
+        leads: bool,
+        eligible: &dyn Fn(i32) -> bool,
+        min_insync_replicas: usize,
+    ) -> bool {
         let log_end = peek_log(&self.log).log_end_offset();
-        self.replication().apply(state, log_end, strom_storage::now_ms(), eligible);
+        {
+            let mut replication = self.replication();
+            replication.apply(state, log_end, strom_storage::now_ms(), eligible);
+            replication.min_insync_replicas = min_insync_replicas;
+        }
         let changed = self.set_leadership(leads, state.leader_epoch);
         if leads && changed {
             if let Err(e) = self.with_log(|log| log.assign_leader_epoch_start(state.leader_epoch)) {
@@ -163,12 +173,14 @@ impl Partition {
     }
 
     /// Kafka's `maybeIncrementLeaderHW`: raises the high watermark to what
-    /// the ISR holds, waking the waiters when it moves. Never lowers it.
+    /// the ISR holds, waking the waiters when it moves. Never lowers it,
+    /// and holds it while the ISR is below min ISR.
     fn maybe_increment_high_watermark(&self, log_end: i64) -> bool {
         let candidate = {
             let replication = self.replication();
             replication.high_watermark(log_end, strom_storage::now_ms(), replication.lag_time_max_ms)
         };
+        let Some(candidate) = candidate else { return false };
         let previous = self.high_watermark.fetch_max(candidate.min(log_end), Ordering::AcqRel);
         let moved = candidate.min(log_end) > previous;
         if moved {
@@ -275,6 +287,16 @@ impl Partition {
         let log_end = self.with_log(|log| log.truncate_to(offset))?;
         self.high_watermark.fetch_min(log_end, Ordering::AcqRel);
         Ok(log_end)
+    }
+
+    /// A follower whose whole log lies below its leader's log start drops
+    /// it and restarts empty at `offset`; the high watermark moves there.
+    pub fn truncate_fully_and_start_at(&self, offset: i64) -> Result<(), StorageError> {
+        let now = strom_storage::now_ms();
+        self.with_log(|log| log.truncate_fully_and_start_at(offset, offset, now))?;
+        self.high_watermark.store(offset, Ordering::Release);
+        self.wake_waiters();
+        Ok(())
     }
 
     /// The log end offset.
@@ -976,23 +998,31 @@ impl ReplicaManager {
             hosted.by_id.insert(topic.id, entry);
         }
         offline.report();
-        self.apply_leadership(&hosted, image, &mut changes);
+        self.apply_leadership(&hosted, image, &config, &mut changes);
         apply_configs(&hosted, &config, image);
         Ok(changes)
     }
 
     /// Gives every hosted partition the image's leader and epoch.
-    fn apply_leadership(&self, hosted: &Hosted, image: &MetadataImage, changes: &mut LeadershipChanges) {
+    fn apply_leadership(
+        &self,
+        hosted: &Hosted,
+        image: &MetadataImage,
+        config: &BrokerConfig,
+        changes: &mut LeadershipChanges,
+    ) {
         // Kafka's `isReplicaIsrEligible`: a registered broker, neither
         // fenced nor shutting down.
         let eligible =
             |id: i32| image.brokers.get(&id).is_some_and(|b| !b.fenced && !b.in_controlled_shutdown);
         for topic in hosted.by_id.values() {
             let Some(described) = image.topic_by_id(&topic.id) else { continue };
+            let min_isr = described.configs.get("min.insync.replicas").and_then(|v| v.parse().ok());
+            let min_isr = min_isr.unwrap_or(config.min_insync_replicas).max(1) as usize;
             for (number, partition) in &topic.partitions {
                 let Some(state) = described.partitions.get(number) else { continue };
                 let leads = state.leader == self.node_id;
-                if partition.apply_image(state, leads, &eligible) {
+                if partition.apply_image(state, leads, &eligible, min_isr) {
                     let moved = if leads { &mut changes.gained } else { &mut changes.lost };
                     moved.push(partition.tp.clone());
                 }
@@ -1166,6 +1196,17 @@ impl ReplicaManager {
     /// Flushes the logs whose `flush.ms` has passed.
     pub fn flush_due(&self) -> Result<(), StorageError> {
         self.logs.flush_due(strom_storage::now_ms())
+    }
+
+    /// The broker epoch the log dirs' clean shutdown markers record (see
+    /// [`LogManager::broker_epoch`]).
+    pub fn logs_broker_epoch(&self) -> i64 {
+        self.logs.broker_epoch()
+    }
+
+    /// Records the broker's registered epoch for the clean shutdown markers.
+    pub fn set_logs_broker_epoch(&self, epoch: i64) {
+        self.logs.set_broker_epoch(epoch);
     }
 
     /// Flushes and closes every log and marks the shutdown clean.

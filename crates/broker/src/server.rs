@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use strom_metadata::controller::{METADATA_LOG_DIR, METADATA_VERSION_FEATURE, METADATA_VERSION_LEVEL};
+use strom_metadata::controller::{METADATA_LOG_DIR, SUPPORTED_FEATURES};
 use strom_metadata::{
     block_on, BrokerHeartbeat, BrokerRegistration, Controller, Endpoint, FeatureRange, HeartbeatReply,
     MetadataError, MetadataImage, MetadataLoader, QuorumRecordLog, SnapshotPolicy,
@@ -133,6 +133,7 @@ fn configured(controller: Controller, config: &BrokerConfig) -> Controller {
     let defaults = strom_metadata::operations::ElectionDefaults {
         node_id: config.node_id,
         unclean_leader_election_enable: unclean.is_some_and(|v| v.trim().eq_ignore_ascii_case("true")),
+        min_insync_replicas: config.min_insync_replicas,
     };
     controller
         .with_max_partitions_per_request(config.max_partitions_per_request)
@@ -161,6 +162,7 @@ fn snapshot_policy(config: &BrokerConfig) -> SnapshotPolicy {
 pub(crate) fn registration(
     config: &BrokerConfig,
     cluster_id: &str,
+    previous_broker_epoch: i64,
 ) -> Result<BrokerRegistration, StartError> {
     let endpoints = config
         .advertised_listeners
@@ -180,13 +182,13 @@ pub(crate) fn registration(
         cluster_id: cluster_id.to_owned(),
         incarnation_id: uuid::Uuid::new_v4(),
         endpoints,
-        features: vec![FeatureRange {
-            name: METADATA_VERSION_FEATURE.into(),
-            min: METADATA_VERSION_LEVEL,
-            max: METADATA_VERSION_LEVEL,
-        }],
+        features: SUPPORTED_FEATURES
+            .iter()
+            .map(|(name, min, max)| FeatureRange { name: (*name).into(), min: *min, max: *max })
+            .collect(),
         rack: config.kraft.broker_rack.clone(),
         log_dirs,
+        previous_broker_epoch,
     })
 }
 
@@ -240,7 +242,7 @@ impl Broker {
         let logs = Self::lock_log_dirs(&config)?;
         let controller = open_controller(&config)?;
         scram.bind(controller.loader().clone());
-        let registration = registration(&config, controller.cluster_id())?;
+        let registration = registration(&config, controller.cluster_id(), logs.broker_epoch())?;
         let broker_epoch = block_on(register_broker(registration, &controller))?;
         tracing::info!(metadata_ms = started.elapsed().as_millis(), "metadata loaded");
         Self::assemble(config, listener_security, logs, controller, broker_epoch, None, None)
@@ -265,6 +267,9 @@ impl Broker {
         controller_link: Option<Arc<ControllerLink>>,
     ) -> Result<Arc<Self>, StartError> {
         let started = std::time::Instant::now();
+        if broker_epoch >= 0 {
+            logs.set_broker_epoch(broker_epoch);
+        }
         let replicas = ReplicaManager::open(config.clone(), logs, &controller.image())?;
         let logs_ms = started.elapsed().as_millis();
         let fetch_sessions = FetchSessionCache::new(config.max_incremental_fetch_session_cache_slots);
@@ -360,6 +365,9 @@ impl Broker {
     /// Records the broker epoch the controller gave this broker (-1: none).
     pub fn set_broker_epoch(&self, epoch: i64) {
         self.broker_epoch.store(epoch, Ordering::Release);
+        if epoch >= 0 {
+            self.replicas.set_logs_broker_epoch(epoch);
+        }
     }
 
     /// This broker's epoch (the offset of its registration record), -1
@@ -920,10 +928,11 @@ async fn keep_session(broker: &Broker) {
     // A KRaft broker's lifecycle manager heartbeats to the active controller.
     let heartbeat = match epoch {
         _ if config.kraft.is_kraft() => Ok(()),
-        -1 => match registration(config, broker.controller.cluster_id()) {
+        -1 => match registration(config, broker.controller.cluster_id(), broker.replicas.logs_broker_epoch())
+        {
             Ok(request) => register_broker(request, &broker.controller).await.map(|epoch| {
                 tracing::info!(broker_epoch = epoch, "registered with the controller");
-                broker.broker_epoch.store(epoch, Ordering::Release);
+                broker.set_broker_epoch(epoch);
             }),
             Err(e) => {
                 tracing::warn!("cannot build the broker registration: {e}");

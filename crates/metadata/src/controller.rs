@@ -49,6 +49,18 @@ pub const METADATA_VERSION_FEATURE: &str = "metadata.version";
 /// The `metadata.version` a new log starts at: Kafka 4.1's latest
 /// production level, 4.1-IV1.
 pub const METADATA_VERSION_LEVEL: i16 = 27;
+/// The feature that turns on eligible leader replicas (KIP-966).
+pub const ELIGIBLE_LEADER_REPLICAS_FEATURE: &str = "eligible.leader.replicas.version";
+/// Its level on a new cluster: Kafka 4.1 enables ELR on newly formatted
+/// clusters.
+pub const ELIGIBLE_LEADER_REPLICAS_LEVEL: i16 = 1;
+
+/// The feature levels a Strom node supports, as (name, min, max): what it
+/// registers with and what a new log is finalized at (the max).
+pub const SUPPORTED_FEATURES: [(&str, i16, i16); 2] = [
+    (METADATA_VERSION_FEATURE, METADATA_VERSION_LEVEL, METADATA_VERSION_LEVEL),
+    (ELIGIBLE_LEADER_REPLICAS_FEATURE, 0, ELIGIBLE_LEADER_REPLICAS_LEVEL),
+];
 
 /// Why a metadata change was refused; each maps to one Kafka error code.
 #[derive(Debug, thiserror::Error)]
@@ -333,22 +345,27 @@ impl Controller {
         Ok(claim)
     }
 
-    /// Writes `metadata.version` into a log that has none yet.
+    /// Writes `metadata.version` (and the other feature levels a new
+    /// cluster starts at) into a log that has none yet.
     pub async fn bootstrap(&self) -> Result<(), MetadataError> {
         let _state = self.begin().await?;
         Ok(())
     }
 
+    /// A new log's feature levels, written in one batch: `metadata.version`
+    /// and `eligible.leader.replicas.version` at the levels Kafka 4.1 formats.
     async fn write_metadata_version(&self) -> Result<(), MetadataError> {
         if self.image().metadata_version() != 0 {
             return Ok(());
         }
-        let record = FeatureLevelRecord {
-            name: METADATA_VERSION_FEATURE.into(),
-            feature_level: METADATA_VERSION_LEVEL,
-            ..Default::default()
-        };
-        self.commit(vec![record.into()]).await.map(drop)
+        let records = SUPPORTED_FEATURES
+            .iter()
+            .map(|(name, _, level)| {
+                FeatureLevelRecord { name: (*name).into(), feature_level: *level, ..Default::default() }
+                    .into()
+            })
+            .collect();
+        self.commit(records).await.map(drop)
     }
 
     /// Appends `records` as one batch and waits until it is applied;
@@ -568,16 +585,19 @@ impl Controller {
     ) -> Result<i64, MetadataError> {
         let (mut state, claim) = self.begin().await?;
         let image = self.image();
-        // Kafka's broker epoch is the offset the record is written at.
-        let epoch = claim.next_offset as i64;
-        let records = operations::register_broker(
+        let mut records =
+            operations::previous_incarnation_shutdown(&image, &request, state.election_defaults);
+        // Kafka's broker epoch is the offset the registration is written
+        // at, after the partition changes its previous incarnation left.
+        let epoch = (claim.next_offset + records.len() as u64) as i64;
+        records.extend(operations::register_broker(
             &image,
             &self.cluster_id,
             &request,
             &state.heartbeats,
             now_ms,
             epoch,
-        )?;
+        )?);
         self.commit(records).await?;
         state.heartbeats.registered(request.broker_id);
         state.heartbeats.touch(request.broker_id, now_ms);
@@ -658,8 +678,9 @@ impl Controller {
         election_type: i8,
         partitions: Option<&[(String, Vec<i32>)]>,
     ) -> Result<Vec<operations::TopicElections>, MetadataError> {
-        let _state = self.begin().await?;
-        let (records, results) = operations::elect_leaders(&self.image(), election_type, partitions)?;
+        let (state, _) = self.begin().await?;
+        let (records, results) =
+            operations::elect_leaders(&self.image(), election_type, partitions, state.election_defaults)?;
         if !records.is_empty() {
             self.commit(records).await?;
         }
@@ -669,8 +690,8 @@ impl Controller {
     /// Moves leadership back to preferred replicas that are in sync and
     /// alive (`auto.leader.rebalance.enable`); returns how many moved.
     pub async fn balance_partition_leaders(&self) -> Result<usize, MetadataError> {
-        let _state = self.begin().await?;
-        let records = operations::balance_partition_leaders(&self.image());
+        let (state, _) = self.begin().await?;
+        let records = operations::balance_partition_leaders(&self.image(), state.election_defaults);
         let count = records.len();
         if count > 0 {
             self.commit(records).await?;

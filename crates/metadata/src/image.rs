@@ -33,7 +33,7 @@ const LEADER_UNCHANGED: i32 = -2;
 static NO_CONFIGS: BTreeMap<String, String> = BTreeMap::new();
 
 /// One partition's assignment and leadership.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PartitionImage {
     pub replicas: Vec<i32>,
     pub isr: Vec<i32>,
@@ -47,6 +47,12 @@ pub struct PartitionImage {
     /// Kafka's `LeaderRecoveryState`: 0 recovered, 1 while a leader chosen
     /// by an unclean election recovers.
     pub leader_recovery_state: i8,
+    /// Eligible leader replicas (KIP-966): replicas out of the ISR since it
+    /// fell below min ISR, whose logs still hold every committed record.
+    pub elr: Vec<i32>,
+    /// Replicas that were eligible or in the ISR when the partition lost
+    /// them all; with the ISR and ELR empty, the last known leader.
+    pub last_known_elr: Vec<i32>,
 }
 
 impl From<PartitionRecord> for PartitionImage {
@@ -59,6 +65,8 @@ impl From<PartitionRecord> for PartitionImage {
             partition_epoch: r.partition_epoch,
             directories: r.directories,
             leader_recovery_state: r.leader_recovery_state,
+            elr: r.eligible_leader_replicas.unwrap_or_default(),
+            last_known_elr: r.last_known_elr.unwrap_or_default(),
         }
     }
 }
@@ -78,6 +86,12 @@ impl PartitionImage {
         }
         if r.leader_recovery_state >= 0 {
             self.leader_recovery_state = r.leader_recovery_state;
+        }
+        if let Some(elr) = r.eligible_leader_replicas {
+            self.elr = elr;
+        }
+        if let Some(last_known_elr) = r.last_known_elr {
+            self.last_known_elr = last_known_elr;
         }
         if r.leader != LEADER_UNCHANGED {
             self.leader = r.leader;
@@ -213,6 +227,12 @@ impl MetadataImage {
         &self.acl_index
     }
 
+    /// Whether the controller keeps eligible leader replicas (KIP-966): the
+    /// `eligible.leader.replicas.version` feature is finalized at 1 or above.
+    pub fn elr_enabled(&self) -> bool {
+        self.features.get(crate::controller::ELIGIBLE_LEADER_REPLICAS_FEATURE).is_some_and(|l| *l >= 1)
+    }
+
     /// The finalized `metadata.version` feature level, 0 before it is written.
     pub fn metadata_version(&self) -> i16 {
         self.features.get(crate::controller::METADATA_VERSION_FEATURE).copied().unwrap_or(0)
@@ -241,6 +261,7 @@ impl MetadataImage {
             MetadataRecord::Topic(r) => self.apply_topic(r),
             MetadataRecord::Partition(r) => self.apply_partition(r),
             MetadataRecord::PartitionChange(r) => self.apply_partition_change(r),
+            MetadataRecord::ClearElr(r) => self.apply_clear_elr(&r.topic_name),
             MetadataRecord::Config(r) => self.apply_config(r),
             MetadataRecord::RemoveTopic(r) => {
                 if let Some(name) = self.names_by_id.remove(&r.topic_id) {
@@ -274,7 +295,7 @@ impl MetadataImage {
             MetadataRecord::RemoveUserScramCredential(r) => self.apply_remove_scram_credential(r),
             MetadataRecord::ClientQuota(r) => self.apply_client_quota(r),
             // Records of features Strom does not have yet (delegation
-            // tokens, ELR) and markers change nothing here.
+            // tokens) and markers change nothing here.
             other => tracing::debug!(record = other.name(), "metadata record without effect on the image"),
         }
     }
@@ -374,6 +395,24 @@ impl MetadataImage {
             return;
         };
         partition.merge(r);
+    }
+
+    /// Empties the ELR and last known ELR of one topic's partitions, or of
+    /// every topic's when `topic` is empty, each as a partition change.
+    fn apply_clear_elr(&mut self, topic: &str) {
+        for t in self.topics.values_mut().filter(|t| topic.is_empty() || t.name == topic) {
+            for (id, p) in
+                t.partitions.iter_mut().filter(|(_, p)| !p.elr.is_empty() || !p.last_known_elr.is_empty())
+            {
+                p.merge(PartitionChangeRecord {
+                    topic_id: t.id,
+                    partition_id: *id,
+                    eligible_leader_replicas: Some(Vec::new()),
+                    last_known_elr: Some(Vec::new()),
+                    ..Default::default()
+                });
+            }
+        }
     }
 
     fn apply_config(&mut self, r: ConfigRecord) {
@@ -541,6 +580,8 @@ pub fn partition_record(topic_id: Uuid, id: i32, p: &PartitionImage) -> Partitio
         leader_epoch: p.leader_epoch,
         partition_epoch: p.partition_epoch,
         directories: p.directories.clone(),
+        eligible_leader_replicas: (!p.elr.is_empty()).then(|| p.elr.clone()),
+        last_known_elr: (!p.last_known_elr.is_empty()).then(|| p.last_known_elr.clone()),
         ..Default::default()
     }
 }

@@ -23,11 +23,11 @@ use crate::image::{snapshot_records, MetadataImage};
 use crate::kraft_records::{DecodeError, MetadataRecord};
 
 /// Encodes one record as a metadata log value: frame version 1, Kafka's
-/// type id, and the record version Kafka 4 writes (the partition records at
-/// version 1, as Kafka does without eligible leader replicas).
+/// type id, and the record version Kafka 4.1 writes (the partition records
+/// at version 2, which carries eligible leader replicas).
 pub fn encode_record(record: &MetadataRecord) -> Bytes {
     let version = match record {
-        MetadataRecord::Partition(_) | MetadataRecord::PartitionChange(_) => 1,
+        MetadataRecord::Partition(_) | MetadataRecord::PartitionChange(_) => 2,
         other => other.versions().1,
     };
     let mut out = BytesMut::new();

@@ -31,9 +31,10 @@ mod election;
 mod security;
 
 pub use election::{
-    alter_partition, balance_partition_leaders, elect_leaders, failover_election, lead_leaderless,
-    move_leadership_away, Election, ElectionDefaults, IsrChange, IsrOutcome, PartitionChange, TopicElections,
-    ELECTION_PREFERRED, ELECTION_UNCLEAN, UNCLEAN_LEADER_ELECTION_ENABLE,
+    after_unclean_shutdown, alter_partition, balance_partition_leaders, elect_leaders, failover_election,
+    lead_leaderless, move_leadership_away, Election, ElectionDefaults, IsrChange, IsrOutcome,
+    PartitionChange, TopicElections, ELECTION_PREFERRED, ELECTION_UNCLEAN, MIN_INSYNC_REPLICAS,
+    UNCLEAN_LEADER_ELECTION_ENABLE,
 };
 pub use security::{
     alter_client_quotas, alter_scram_credentials, QuotaAlteration, ScramAlteration, UserOutcome,
@@ -363,6 +364,32 @@ pub struct BrokerRegistration {
     pub rack: Option<String>,
     /// The `directory.id` of each available log dir.
     pub log_dirs: Vec<Uuid>,
+    /// The broker epoch its previous incarnation shut down cleanly at,
+    /// -1 when it did not.
+    pub previous_broker_epoch: i64,
+}
+
+/// Kafka's `ClusterControlManager.registerBroker` for a new incarnation:
+/// the partition changes that must precede its registration. A broker
+/// whose previous incarnation did not shut down cleanly at its registered
+/// epoch may have lost acknowledged records ([`after_unclean_shutdown`]).
+/// After a clean one nothing changes here: in a cluster its controlled
+/// shutdown already moved its leaderships, and a single node keeps its
+/// leader epochs across restarts (Kafka would move them away and back).
+pub fn previous_incarnation_shutdown(
+    image: &MetadataImage,
+    request: &BrokerRegistration,
+    defaults: ElectionDefaults,
+) -> Vec<MetadataRecord> {
+    let existing = image.brokers.get(&request.broker_id);
+    if existing.is_some_and(|b| b.incarnation_id == request.incarnation_id) {
+        return Vec::new();
+    }
+    let clean = existing.is_some_and(|b| b.epoch == request.previous_broker_epoch);
+    if clean {
+        return Vec::new();
+    }
+    after_unclean_shutdown(image, request.broker_id, defaults)
 }
 
 /// BrokerRegistration: a fenced registration whose epoch is `epoch`, the

@@ -14,7 +14,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Display;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::checkpoint::OffsetCheckpoint;
@@ -138,6 +138,10 @@ pub struct LogManager {
     /// Threads per dir loading logs at start and closing them at shutdown
     /// (`num.recovery.threads.per.data.dir`).
     threads_per_dir: usize,
+    /// The broker epoch a clean shutdown records: the one every marker of
+    /// the previous process held (-1 when any dir was unclean) until the
+    /// broker registers, then its own.
+    broker_epoch: AtomicI64,
 }
 
 /// `<topic>-<partition>` back to its parts; topic names may contain `-`.
@@ -190,13 +194,17 @@ impl LogManager {
     pub fn new(dirs: Vec<PathBuf>) -> Result<Self> {
         let mut clean = Vec::with_capacity(dirs.len());
         let mut locks = Vec::with_capacity(dirs.len());
+        let mut epochs = Vec::with_capacity(dirs.len());
         for dir in &dirs {
             std::fs::create_dir_all(dir).at("create log dir", dir)?;
             locks.push(lock_dir(dir)?);
             let marker = dir.join(CLEAN_SHUTDOWN_MARKER);
             clean.push(marker.exists());
             if marker.exists() {
+                epochs.push(std::fs::read_to_string(&marker).ok().and_then(|s| marker_broker_epoch(&s)));
                 std::fs::remove_file(&marker).at("remove", &marker)?;
+            } else {
+                epochs.push(None);
             }
             remove_deleted_logs(dir).at("remove deleted logs in", dir)?;
         }
@@ -205,7 +213,21 @@ impl LogManager {
         let cleaner = CleanerManager::new(&dirs);
         let logs = RwLock::new(HashMap::new());
         let threads_per_dir = DEFAULT_THREADS_PER_DIR;
-        Ok(Self { dirs, _locks: locks, logs, clean, checkpoints, cleaner, threads_per_dir })
+        let agreed = epochs.first().copied().flatten().filter(|e| epochs.iter().all(|o| *o == Some(*e)));
+        let broker_epoch = AtomicI64::new(agreed.unwrap_or(-1));
+        Ok(Self { dirs, _locks: locks, logs, clean, checkpoints, cleaner, threads_per_dir, broker_epoch })
+    }
+
+    /// The broker epoch the next clean shutdown records; before the broker
+    /// registers, the epoch its previous incarnation shut down cleanly at
+    /// (Kafka's `PreviousBrokerEpoch`), -1 when it did not.
+    pub fn broker_epoch(&self) -> i64 {
+        self.broker_epoch.load(Ordering::Acquire)
+    }
+
+    /// Records the broker epoch the controller registered this broker at.
+    pub fn set_broker_epoch(&self, epoch: i64) {
+        self.broker_epoch.store(epoch, Ordering::Release);
     }
 
     /// Sets `num.recovery.threads.per.data.dir`.
@@ -563,7 +585,9 @@ impl LogManager {
             unclean[dir] |= log.is_poisoned();
         }
         for (dir, _) in self.dirs.iter().zip(unclean).filter(|(_, unclean)| !unclean) {
-            let marked = crate::checkpoint::write_atomically(&dir.path().join(CLEAN_SHUTDOWN_MARKER), b"");
+            let marker = clean_shutdown_marker(self.broker_epoch());
+            let marked =
+                crate::checkpoint::write_atomically(&dir.path().join(CLEAN_SHUTDOWN_MARKER), &marker);
             if let Err(e) = dir.guard(marked.map_err(StorageError::from)) {
                 first_error.get_or_insert(e);
             }
@@ -573,6 +597,20 @@ impl LogManager {
         }
         first_error.map_or(Ok(()), Err)
     }
+}
+
+/// Kafka's clean shutdown file: JSON with the broker epoch, so the
+/// controller can tell a clean restart from a crash (KIP-966).
+fn clean_shutdown_marker(broker_epoch: i64) -> Vec<u8> {
+    format!("{{\"version\":0,\"brokerEpoch\":{broker_epoch}}}").into_bytes()
+}
+
+/// The broker epoch a clean shutdown marker holds, if it holds one.
+fn marker_broker_epoch(marker: &str) -> Option<i64> {
+    let (_, rest) = marker.split_once("\"brokerEpoch\"")?;
+    let value = rest.trim_start().strip_prefix(':')?.trim_start();
+    let end = value.find(|c: char| !(c.is_ascii_digit() || c == '-')).unwrap_or(value.len());
+    value[..end].parse().ok().filter(|e: &i64| *e >= 0)
 }
 
 /// A checkpoint that cannot be read means recovery from offset 0 and the
@@ -715,6 +753,22 @@ mod tests {
         assert_eq!(create(&manager, "new", 8), vec![1, 2, 1, 2, 1, 2, 1, 2]);
         assert_eq!(create(&manager, "more", 3), vec![0, 1, 2], "ties go to the first dir");
         assert_eq!(counts(&manager), vec![5, 5, 5]);
+    }
+
+    #[test]
+    fn a_clean_shutdown_records_the_broker_epoch_for_the_next_start() {
+        let (_root, dirs, first) = manager(2);
+        assert_eq!(first.broker_epoch(), -1, "no marker: not a clean shutdown");
+        first.set_broker_epoch(42);
+        first.shutdown(&HashMap::new(), 0).unwrap();
+        drop(first);
+        let marker = std::fs::read_to_string(dirs[0].join(CLEAN_SHUTDOWN_MARKER)).unwrap();
+        assert_eq!(marker, r#"{"version":0,"brokerEpoch":42}"#);
+        let second = LogManager::new(dirs.clone()).unwrap();
+        assert_eq!(second.broker_epoch(), 42);
+        drop(second);
+        // The markers were consumed: a crash now leaves none.
+        assert_eq!(LogManager::new(dirs).unwrap().broker_epoch(), -1);
     }
 
     #[test]

@@ -57,6 +57,7 @@ pub async fn broker_registration(
             .collect(),
         rack: request.rack.as_ref().map(ToString::to_string),
         log_dirs: request.log_dirs.clone(),
+        previous_broker_epoch: request.previous_broker_epoch,
     };
     let result = ctx.broker.controller.register_broker(registration, strom_storage::now_ms()).await;
     BrokerRegistrationResponse::default()

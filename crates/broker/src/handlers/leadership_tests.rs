@@ -10,7 +10,7 @@ use kafka_protocol::messages::{
     ApiKey, FindCoordinatorRequest, GroupId, MetadataRequest, OffsetFetchRequest, ProduceRequest,
     RequestHeader,
 };
-use strom_metadata::controller::{METADATA_VERSION_FEATURE, METADATA_VERSION_LEVEL};
+use strom_metadata::controller::SUPPORTED_FEATURES;
 use strom_metadata::{block_on, BrokerHeartbeat, BrokerRegistration, Endpoint, FeatureRange, NewTopic};
 
 use super::{str_bytes, topic_name};
@@ -39,13 +39,13 @@ pub(crate) fn broker_with_another(dir: &std::path::Path) -> Arc<Broker> {
             port: OTHER_PORT,
             security_protocol: 0,
         }],
-        features: vec![FeatureRange {
-            name: METADATA_VERSION_FEATURE.into(),
-            min: METADATA_VERSION_LEVEL,
-            max: METADATA_VERSION_LEVEL,
-        }],
+        features: SUPPORTED_FEATURES
+            .iter()
+            .map(|(name, min, max)| FeatureRange { name: (*name).into(), min: *min, max: *max })
+            .collect(),
         rack: None,
         log_dirs: Vec::new(),
+        previous_broker_epoch: -1,
     };
     let now = strom_storage::now_ms();
     let epoch = block_on(broker.controller.register_broker(registration, now)).unwrap();

@@ -22,8 +22,21 @@ const LATEST_TIERED: i64 = -6;
 /// ListOffsets' `isolation_level` (v2+): read_committed sees up to the last stable offset.
 const READ_COMMITTED: i8 = 1;
 
+/// Which offsets a LATEST lookup may see.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Isolation {
+    /// A replica (replica id 0 or above) sees the log end, as in Kafka.
+    Replica,
+    ReadUncommitted,
+    ReadCommitted,
+}
+
 pub fn handle(ctx: &RequestContext<'_>, request: ListOffsetsRequest) -> ListOffsetsResponse {
-    let read_committed = ctx.api_version >= 2 && request.isolation_level == READ_COMMITTED;
+    let isolation = match () {
+        _ if request.replica_id.0 >= 0 => Isolation::Replica,
+        _ if ctx.api_version >= 2 && request.isolation_level == READ_COMMITTED => Isolation::ReadCommitted,
+        _ => Isolation::ReadUncommitted,
+    };
     let topics = request
         .topics
         .into_iter()
@@ -37,7 +50,7 @@ pub fn handle(ctx: &RequestContext<'_>, request: ListOffsetsRequest) -> ListOffs
                 .map(|p| {
                     let response = match ctx.broker.replicas.leader_partition(name, p.partition_index) {
                         _ if denied => failure(p.partition_index, ResponseError::TopicAuthorizationFailed),
-                        Ok(partition) => list_partition(&partition, p, read_committed),
+                        Ok(partition) => list_partition(&partition, p, isolation),
                         Err(error) => failure(p.partition_index, error),
                     };
                     // The leader epoch is reported from v4 on.
@@ -57,7 +70,7 @@ pub fn handle(ctx: &RequestContext<'_>, request: ListOffsetsRequest) -> ListOffs
 fn list_partition(
     partition: &Partition,
     request: &ListOffsetsPartition,
-    read_committed: bool,
+    isolation: Isolation,
 ) -> ListOffsetsPartitionResponse {
     let response = ListOffsetsPartitionResponse::default()
         .with_partition_index(request.partition_index)
@@ -69,8 +82,14 @@ fn list_partition(
         return failure(request.partition_index, error);
     }
     let found = match request.timestamp {
-        LATEST if read_committed => Ok(Some((-1, partition.last_stable_offset()))),
-        LATEST => Ok(Some((-1, partition.high_watermark()))),
+        LATEST => Ok(Some((
+            -1,
+            match isolation {
+                Isolation::Replica => partition.log_end_offset(),
+                Isolation::ReadCommitted => partition.last_stable_offset(),
+                Isolation::ReadUncommitted => partition.high_watermark(),
+            },
+        ))),
         EARLIEST | EARLIEST_LOCAL => Ok(Some((-1, partition.log_start_offset()))),
         EARLIEST_PENDING_UPLOAD | LATEST_TIERED => Ok(Some((-1, -1))),
         MAX_TIMESTAMP => partition.offset_of_max_timestamp(),

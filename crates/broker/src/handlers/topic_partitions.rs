@@ -123,10 +123,8 @@ fn describe_topic(
                 .with_leader_epoch(p.leader_epoch)
                 .with_replica_nodes(broker_ids(&p.replicas))
                 .with_isr_nodes(broker_ids(&p.isr))
-                // The image holds no eligible leader replicas: the
-                // controller does not elect from them yet.
-                .with_eligible_leader_replicas(Some(Vec::new()))
-                .with_last_known_elr(Some(Vec::new()))
+                .with_eligible_leader_replicas(Some(broker_ids(&p.elr)))
+                .with_last_known_elr(Some(broker_ids(&p.last_known_elr)))
                 .with_offline_replicas(broker_ids(&state.offline))
         })
         .collect();

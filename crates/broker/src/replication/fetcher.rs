@@ -5,7 +5,10 @@
 //! follower appends the leader's batches as they are, takes the leader's
 //! high watermark (never past its own log end), and truncates where the
 //! leader says its log diverged (KIP-320); its log start offset follows the
-//! leader's up to its high watermark. A partition that fails waits
+//! leader's up to its high watermark. On OFFSET_OUT_OF_RANGE it asks the
+//! leader's log end and start with ListOffsets and truncates to the end,
+//! or restarts its log empty at the start when its whole log lies below it
+//! (Kafka's `fetchOffsetAndTruncate`). A partition that fails waits
 //! `replica.fetch.backoff.ms` before it is fetched again.
 
 use std::collections::HashMap;
@@ -16,7 +19,9 @@ use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ReplicaState};
 use kafka_protocol::messages::fetch_response::PartitionData;
-use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ListOffsetsRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
 use strom_quorum::channel::Channel;
 use strom_storage::batch::Batches;
 use tokio::sync::watch;
@@ -29,6 +34,11 @@ use crate::server::Broker;
 
 /// Fetch v15 carries `replica_state` (KIP-903) and topic ids.
 const FETCH_VERSION: i16 = 15;
+/// ListOffsets v4 carries the current leader epoch.
+const LIST_OFFSETS_VERSION: i16 = 4;
+/// ListOffsets' timestamps for the log end and the log start.
+const LATEST: i64 = -1;
+const EARLIEST: i64 = -2;
 /// Kafka's `replica.socket.timeout.ms` default, beyond the fetch's wait.
 const SOCKET_TIMEOUT: Duration = Duration::from_secs(30);
 const CLIENT_ID: &str = "strom-replica-fetcher";
@@ -86,9 +96,24 @@ pub async fn run(
         };
         match sent {
             Ok(response) => {
-                for (key, failed) in apply_response(&ready, response) {
-                    if failed {
-                        delayed.insert(key, Instant::now() + backoff);
+                let mut out_of_range = Vec::new();
+                for (key, applied) in apply_response(&ready, response) {
+                    match applied {
+                        Applied::Done => {}
+                        Applied::Failed => drop(delayed.insert(key, Instant::now() + backoff)),
+                        Applied::OutOfRange => out_of_range.push(key),
+                    }
+                }
+                for f in
+                    ready.iter().filter(|f| out_of_range.contains(&(f.topic_id, f.partition.tp.partition)))
+                {
+                    let reset = tokio::select! {
+                        reset = fetch_offset_and_truncate(&broker, leader, &mut channel, f, &config) => reset,
+                        _ = stop.changed() => return,
+                    };
+                    if let Err(e) = reset {
+                        tracing::warn!(partition = %f.partition.tp, "cannot reset the fetch offset: {e}");
+                        delayed.insert((f.topic_id, f.partition.tp.partition), Instant::now() + backoff);
                     }
                 }
             }
@@ -113,6 +138,17 @@ async fn send(
     request: &FetchRequest,
     config: &ReplicaFetchConfig,
 ) -> Result<FetchResponse, String> {
+    let timeout = SOCKET_TIMEOUT + Duration::from_millis(config.wait_max_ms.max(0) as u64);
+    let channel = connected(broker, leader, channel).await?;
+    channel.send(request, FETCH_VERSION, timeout).await.map_err(|e| e.to_string())
+}
+
+/// The channel to `leader`, connected first if need be.
+async fn connected<'c>(
+    broker: &Broker,
+    leader: i32,
+    channel: &'c mut Option<Channel>,
+) -> Result<&'c Channel, String> {
     if channel.as_ref().is_none_or(Channel::is_closed) {
         let address = broker
             .inter_broker_address(&broker.controller.image(), leader)
@@ -122,9 +158,71 @@ async fn send(
             connector.connect(&address, CLIENT_ID, SOCKET_TIMEOUT).await.map_err(|e| e.to_string())?;
         *channel = Some(connected);
     }
+    Ok(channel.as_ref().expect("connected above"))
+}
+
+/// Kafka's `fetchOffsetAndTruncate`, after OFFSET_OUT_OF_RANGE: a follower
+/// past its leader's log end truncates to it; one whose whole log lies
+/// below the leader's log start (retention or DeleteRecords ran while it
+/// was away) restarts its log empty there. The next fetch goes on from
+/// the new log end.
+async fn fetch_offset_and_truncate(
+    broker: &Broker,
+    leader: i32,
+    channel: &mut Option<Channel>,
+    followed: &Followed,
+    config: &ReplicaFetchConfig,
+) -> Result<(), String> {
+    let partition = &followed.partition;
+    let log_end = partition.log_end_offset();
+    let leader_end = leader_offset(broker, leader, channel, followed, LATEST, config).await?;
+    let restart_at = if leader_end < log_end {
+        if leader_end >= partition.log_start_offset() {
+            tracing::info!(partition = %partition.tp, log_end, leader_end, "truncating to the leader's log end");
+            partition.truncate_to(leader_end).map_err(|e| e.to_string())?;
+            return Ok(());
+        }
+        leader_end
+    } else {
+        let leader_start = leader_offset(broker, leader, channel, followed, EARLIEST, config).await?;
+        if leader_start <= log_end {
+            return Ok(());
+        }
+        leader_start
+    };
+    tracing::info!(partition = %partition.tp, log_end, restart_at, "the log lies outside the leader's: restarting it empty");
+    partition.truncate_fully_and_start_at(restart_at).map_err(|e| e.to_string())
+}
+
+/// The leader's offset for `timestamp` (LATEST: its log end, as a replica
+/// asks; EARLIEST: its log start).
+async fn leader_offset(
+    broker: &Broker,
+    leader: i32,
+    channel: &mut Option<Channel>,
+    followed: &Followed,
+    timestamp: i64,
+    config: &ReplicaFetchConfig,
+) -> Result<i64, String> {
+    let tp = &followed.partition.tp;
+    let partition = ListOffsetsPartition::default()
+        .with_partition_index(tp.partition)
+        .with_current_leader_epoch(followed.leader_epoch)
+        .with_timestamp(timestamp);
+    let topic = ListOffsetsTopic::default()
+        .with_name(TopicName(StrBytes::from_string(tp.topic.clone())))
+        .with_partitions(vec![partition]);
+    let request = ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(broker.config.node_id))
+        .with_topics(vec![topic]);
     let timeout = SOCKET_TIMEOUT + Duration::from_millis(config.wait_max_ms.max(0) as u64);
-    let channel = channel.as_ref().expect("connected above");
-    channel.send(request, FETCH_VERSION, timeout).await.map_err(|e| e.to_string())
+    let channel = connected(broker, leader, channel).await?;
+    let response = channel.send(&request, LIST_OFFSETS_VERSION, timeout).await.map_err(|e| e.to_string())?;
+    let answer = response.topics.first().and_then(|t| t.partitions.first()).ok_or("an empty answer")?;
+    match ResponseError::try_from_code(answer.error_code) {
+        Some(error) => Err(format!("ListOffsets refused: {error:?}")),
+        None => Ok(answer.offset),
+    }
 }
 
 fn fetch_request(broker: &Broker, config: &ReplicaFetchConfig, followed: &[&Followed]) -> FetchRequest {
@@ -159,12 +257,21 @@ fn fetch_request(broker: &Broker, config: &ReplicaFetchConfig, followed: &[&Foll
         .with_topics(topics)
 }
 
-/// Applies each partition's answer; returns each answered partition with
-/// whether it failed (and waits out the backoff).
-fn apply_response(followed: &[&Followed], response: FetchResponse) -> Vec<((Uuid, i32), bool)> {
+/// What became of one partition's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Applied {
+    Done,
+    /// It waits out the backoff.
+    Failed,
+    /// OFFSET_OUT_OF_RANGE: the fetch offset must be reset.
+    OutOfRange,
+}
+
+/// Applies each partition's answer; returns what became of each.
+fn apply_response(followed: &[&Followed], response: FetchResponse) -> Vec<((Uuid, i32), Applied)> {
     if let Some(error) = ResponseError::try_from_code(response.error_code) {
         tracing::debug!("replica fetch refused: {error:?}");
-        return followed.iter().map(|f| ((f.topic_id, f.partition.tp.partition), true)).collect();
+        return followed.iter().map(|f| ((f.topic_id, f.partition.tp.partition), Applied::Failed)).collect();
     }
     let mut results = Vec::new();
     for topic in response.responses {
@@ -175,8 +282,13 @@ fn apply_response(followed: &[&Followed], response: FetchResponse) -> Vec<((Uuid
             };
             // An image that moved the partition since the request voids the answer.
             let current = !f.partition.is_leader() && f.partition.leader_epoch() == f.leader_epoch;
-            let failed = current && !apply_partition(&f.partition, data);
-            results.push((key, failed));
+            let applied = match () {
+                _ if !current => Applied::Done,
+                _ if data.error_code == ResponseError::OffsetOutOfRange.code() => Applied::OutOfRange,
+                _ if apply_partition(&f.partition, data) => Applied::Done,
+                _ => Applied::Failed,
+            };
+            results.push((key, applied));
         }
     }
     results

@@ -57,6 +57,8 @@ pub struct ReplicaSet {
     /// Followers whose brokers may not join the ISR (fenced, shutting
     /// down or unregistered): Kafka's `isReplicaIsrEligible`.
     ineligible: Vec<i32>,
+    /// The topic's `min.insync.replicas` (0 until an image gives it).
+    pub min_insync_replicas: usize,
 }
 
 impl ReplicaSet {
@@ -159,18 +161,30 @@ impl ReplicaSet {
         true
     }
 
+    /// Kafka's `isUnderMinIsr`: the committed ISR is smaller than
+    /// `min.insync.replicas`, capped at the replication factor.
+    pub fn is_under_min_isr(&self) -> bool {
+        self.isr.len() < self.min_insync_replicas.min(self.replicas.len())
+    }
+
     /// Kafka's `maybeIncrementLeaderHW`: the least log end offset among the
     /// leader and the followers of the maximal ISR, and among followers
     /// caught up lately and about to join it (so the high watermark does
-    /// not pass a replica the ISR is taking in).
-    pub fn high_watermark(&self, leader_log_end: i64, now_ms: i64, lag_max_ms: i64) -> i64 {
+    /// not pass a replica the ISR is taking in). `None` under min ISR
+    /// (KIP-966's strict min ISR): the high watermark stays, so every
+    /// replica that leaves the ISR from then on holds all committed records
+    /// and may lead as an eligible leader replica.
+    pub fn high_watermark(&self, leader_log_end: i64, now_ms: i64, lag_max_ms: i64) -> Option<i64> {
+        if self.is_under_min_isr() {
+            return None;
+        }
         let maximal = self.maximal_isr();
         let counted = |id: &i32, p: &FollowerProgress| {
             let joining = p.log_end_offset >= 0 && now_ms - p.last_caught_up_ms <= lag_max_ms;
             maximal.contains(id) || (joining && !self.ineligible.contains(id))
         };
         let followers = self.followers.iter().filter(|(id, p)| counted(id, p));
-        followers.map(|(_, p)| p.log_end_offset.max(0)).fold(leader_log_end, i64::min)
+        Some(followers.map(|(_, p)| p.log_end_offset.max(0)).fold(leader_log_end, i64::min))
     }
 
     /// Kafka's `maybeExpandIsr`: the ISR with the followers that hold
@@ -228,6 +242,7 @@ mod tests {
             partition_epoch: 7,
             directories: Vec::new(),
             leader_recovery_state: 0,
+            ..Default::default()
         };
         assert!(set.apply(&image, 10, 0, &|_| true));
         set
@@ -236,12 +251,27 @@ mod tests {
     #[test]
     fn the_high_watermark_is_the_least_log_end_of_the_isr() {
         let mut set = led_by_one(&[1, 2, 3]);
-        assert_eq!(set.high_watermark(20, 0, LAG_MS), 0, "followers not heard from hold it");
+        assert_eq!(set.high_watermark(20, 0, LAG_MS), Some(0), "followers not heard from hold it");
         set.record_fetch(2, 5, 20, 20, 1);
         set.record_fetch(3, 5, 15, 20, 1);
-        assert_eq!(set.high_watermark(20, 1, LAG_MS), 15);
+        assert_eq!(set.high_watermark(20, 1, LAG_MS), Some(15));
         set.record_fetch(3, 5, 20, 20, 2);
-        assert_eq!(set.high_watermark(25, 2, LAG_MS), 20);
+        assert_eq!(set.high_watermark(25, 2, LAG_MS), Some(20));
+    }
+
+    #[test]
+    fn the_high_watermark_stays_while_the_isr_is_below_min_isr() {
+        let mut set = led_by_one(&[1, 2]);
+        set.min_insync_replicas = 2;
+        set.record_fetch(2, 5, 20, 20, 0);
+        assert_eq!(set.high_watermark(20, 0, LAG_MS), Some(20));
+        set.isr = vec![1];
+        assert!(set.is_under_min_isr());
+        assert_eq!(set.high_watermark(30, 0, LAG_MS), None);
+        // Capped at the replication factor: three replicas, min ISR 5.
+        set.isr = vec![1, 2, 3];
+        set.min_insync_replicas = 5;
+        assert!(!set.is_under_min_isr());
     }
 
     #[test]
@@ -249,8 +279,8 @@ mod tests {
         let mut set = led_by_one(&[1, 2]);
         set.record_fetch(2, 5, 30, 30, 0);
         set.record_fetch(3, 5, 25, 30, 0);
-        assert_eq!(set.high_watermark(30, 0, LAG_MS), 25, "3 was caught up lately");
-        assert_eq!(set.high_watermark(30, LAG_MS + 1, LAG_MS), 30, "3 lags: not waited for");
+        assert_eq!(set.high_watermark(30, 0, LAG_MS), Some(25), "3 was caught up lately");
+        assert_eq!(set.high_watermark(30, LAG_MS + 1, LAG_MS), Some(30), "3 lags: not waited for");
     }
 
     #[test]
@@ -266,9 +296,10 @@ mod tests {
             partition_epoch: 8,
             directories: Vec::new(),
             leader_recovery_state: 0,
+            ..Default::default()
         };
         set.apply(&image, 30, 0, &|id| id != 3);
-        assert_eq!(set.high_watermark(30, 0, LAG_MS), 30);
+        assert_eq!(set.high_watermark(30, 0, LAG_MS), Some(30));
         set.record_fetch(3, 5, 30, 30, 1);
         assert_eq!(set.expanded_isr(30), None);
     }
@@ -321,6 +352,7 @@ mod tests {
             partition_epoch: 8,
             directories: Vec::new(),
             leader_recovery_state: 0,
+            ..Default::default()
         };
         assert!(!set.apply(&image, 10, 5, &|_| true));
         assert_eq!((set.isr.clone(), set.pending.clone()), (vec![1, 2], None));

@@ -39,13 +39,14 @@ async fn register(controller: &Controller, id: i32) -> i64 {
             port: 9092,
             security_protocol: 0,
         }],
-        features: vec![FeatureRange {
-            name: METADATA_VERSION_FEATURE.into(),
-            min: METADATA_VERSION_LEVEL,
-            max: METADATA_VERSION_LEVEL,
-        }],
+        features: SUPPORTED_FEATURES
+            .iter()
+            .map(|(name, min, max)| FeatureRange { name: (*name).into(), min: *min, max: *max })
+            .collect(),
         rack: None,
         log_dirs: vec![Uuid::from_u128(1)],
+        // A restart here follows a clean shutdown.
+        previous_broker_epoch: controller.image().brokers.get(&id).map_or(-1, |b| b.epoch),
     };
     let epoch = controller.register_broker(request, 0).await.unwrap();
     let heartbeat = BrokerHeartbeat {
@@ -73,7 +74,7 @@ async fn topics_survive_a_restart() {
 
     let node = open(dir.path()).await;
     let image = node.controller.image();
-    assert_eq!(image.topic("orders"), Some(&created));
+    assert_eq!(image.topic("orders"), Some(&created), "a clean restart changes no partition");
     assert_eq!(image.topic("orders").unwrap().configs["retention.ms"], "1000");
     assert!(image.topic("doomed").is_none());
     assert_eq!(image.metadata_version(), METADATA_VERSION_LEVEL);
@@ -85,10 +86,11 @@ async fn metadata_version_is_written_once_at_first_start() {
     let dir = tempfile::tempdir().unwrap();
     let controller = Controller::open_local(dir.path(), CLUSTER).unwrap();
     assert_eq!(controller.image().metadata_version(), METADATA_VERSION_LEVEL);
-    assert_eq!(controller.image().last_offset, 0);
+    assert!(controller.image().elr_enabled(), "a new cluster keeps eligible leader replicas");
+    assert_eq!(controller.image().last_offset, 1);
     drop(controller);
     let controller = Controller::open_local(dir.path(), CLUSTER).unwrap();
-    assert_eq!(controller.image().last_offset, 0, "nothing written at the second start");
+    assert_eq!(controller.image().last_offset, 1, "nothing written at the second start");
 }
 
 #[tokio::test]

@@ -9,6 +9,15 @@
 //! last in-sync replica stays in it while it is away, so the partition can
 //! only be led again by it, unless an unclean election picks another
 //! replica and resets the ISR to that replica.
+//!
+//! With them (`eligible.leader.replicas.version` 1, on for new clusters as
+//! in Kafka 4.1), replicas that leave an ISR already below min ISR become
+//! eligible leaders: the leader's high watermark stops below min ISR, so
+//! their logs hold every committed record. The ISR may then empty; an
+//! eligible replica that can lead is elected and leads alone, and with
+//! both sets empty the last known leader may lead again.
+
+use std::collections::BTreeSet;
 
 use uuid::Uuid;
 
@@ -19,6 +28,8 @@ use crate::kraft_records::{MetadataRecord, PartitionChangeRecord};
 
 /// The topic (and broker default) config that allows unclean elections.
 pub const UNCLEAN_LEADER_ELECTION_ENABLE: &str = "unclean.leader.election.enable";
+/// The topic (and broker default) config below which the ISR keeps eligible leader replicas.
+pub const MIN_INSYNC_REPLICAS: &str = "min.insync.replicas";
 /// Kafka's `LeaderRecoveryState`.
 const RECOVERED: i8 = 0;
 const RECOVERING: i8 = 1;
@@ -37,23 +48,40 @@ pub enum Election {
 }
 
 /// What the controller's own configuration adds to the image when it
-/// picks an election: its node id (for its dynamic broker configs) and
-/// its static `unclean.leader.election.enable`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// picks an election: its node id (for its dynamic broker configs), its
+/// static `unclean.leader.election.enable` and `min.insync.replicas`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ElectionDefaults {
     pub node_id: i32,
     pub unclean_leader_election_enable: bool,
+    pub min_insync_replicas: i32,
+}
+
+impl Default for ElectionDefaults {
+    fn default() -> Self {
+        Self { node_id: 0, unclean_leader_election_enable: false, min_insync_replicas: 1 }
+    }
+}
+
+/// A topic config as Kafka resolves it: the topic's, else the controller
+/// node's dynamic config, else the cluster-wide dynamic default.
+fn resolved_config<'a>(
+    image: &'a MetadataImage,
+    topic: &'a TopicImage,
+    node_id: i32,
+    name: &str,
+) -> Option<&'a String> {
+    let node = node_id.to_string();
+    [&topic.configs, image.broker_configs(&node), image.broker_configs("")]
+        .into_iter()
+        .find_map(|configs| configs.get(name))
 }
 
 /// The election a topic's partitions get on failures, from
-/// `unclean.leader.election.enable` as Kafka resolves it: the topic's,
-/// else the controller node's dynamic config, else the cluster-wide
-/// dynamic default, else the controller's static config.
+/// `unclean.leader.election.enable` as Kafka resolves it, else the
+/// controller's static config.
 pub fn failover_election(image: &MetadataImage, topic: &TopicImage, defaults: ElectionDefaults) -> Election {
-    let node = defaults.node_id.to_string();
-    let enabled = [&topic.configs, image.broker_configs(&node), image.broker_configs("")]
-        .into_iter()
-        .find_map(|configs| configs.get(UNCLEAN_LEADER_ELECTION_ENABLE))
+    let enabled = resolved_config(image, topic, defaults.node_id, UNCLEAN_LEADER_ELECTION_ENABLE)
         .map_or(defaults.unclean_leader_election_enable, |v| v.eq_ignore_ascii_case("true"));
     if enabled {
         Election::Unclean
@@ -62,15 +90,37 @@ pub fn failover_election(image: &MetadataImage, topic: &TopicImage, defaults: El
     }
 }
 
+/// Kafka's `getTopicEffectiveMinIsr`: the topic's `min.insync.replicas`
+/// as resolved, capped at its replication factor.
+fn effective_min_isr(
+    image: &MetadataImage,
+    topic: &TopicImage,
+    partition: &PartitionImage,
+    defaults: ElectionDefaults,
+) -> usize {
+    let configured = resolved_config(image, topic, defaults.node_id, MIN_INSYNC_REPLICAS)
+        .and_then(|v| v.trim().parse::<i32>().ok())
+        .unwrap_or(defaults.min_insync_replicas);
+    usize::try_from(configured).unwrap_or(1).min(partition.replicas.len())
+}
+
 /// A change to one partition: a target ISR and recovery state, and an
-/// election run over them.
+/// election run over them; with eligible leader replicas on, the ELR and
+/// last known ELR follow the ISR as Kafka's `PartitionChangeBuilder` keeps
+/// them.
 pub struct PartitionChange<'a> {
     topic_id: Uuid,
     partition_id: i32,
     partition: &'a PartitionImage,
     target_isr: Vec<i32>,
+    target_elr: Vec<i32>,
     target_recovery_state: i8,
     election: Election,
+    /// The effective min ISR when eligible leader replicas are on.
+    elr_min_isr: Option<usize>,
+    /// A broker that restarted without a clean shutdown: its log may miss
+    /// acknowledged records, so it leaves the ISR and ELR.
+    unclean_shutdown: Option<i32>,
 }
 
 impl<'a> PartitionChange<'a> {
@@ -80,8 +130,30 @@ impl<'a> PartitionChange<'a> {
             partition_id,
             partition,
             target_isr: partition.isr.clone(),
+            target_elr: partition.elr.clone(),
             target_recovery_state: partition.leader_recovery_state,
             election: Election::Online,
+            elr_min_isr: None,
+            unclean_shutdown: None,
+        }
+    }
+
+    /// The change as the controller makes it for a partition of `topic`:
+    /// its failover election, and eligible leader replicas when the
+    /// feature is on.
+    pub fn for_topic(
+        image: &MetadataImage,
+        topic: &TopicImage,
+        partition_id: i32,
+        partition: &'a PartitionImage,
+        defaults: ElectionDefaults,
+    ) -> Self {
+        let change = Self::new(topic.id, partition_id, partition)
+            .with_election(failover_election(image, topic, defaults));
+        if image.elr_enabled() {
+            change.with_eligible_leader_replicas(effective_min_isr(image, topic, partition, defaults))
+        } else {
+            change
         }
     }
 
@@ -100,16 +172,35 @@ impl<'a> PartitionChange<'a> {
         self
     }
 
+    /// Turns on eligible leader replicas for a topic whose effective min
+    /// ISR is `min_isr`.
+    pub fn with_eligible_leader_replicas(mut self, min_isr: usize) -> Self {
+        self.elr_min_isr = Some(min_isr);
+        self
+    }
+
+    /// Marks `broker` as restarted after an unclean shutdown.
+    pub fn with_unclean_shutdown(mut self, broker: i32) -> Self {
+        self.unclean_shutdown = Some(broker);
+        self
+    }
+
     /// The record that carries out the change, or `None` when nothing
     /// changes. `can_lead` says which brokers may lead now.
-    pub fn build(self, can_lead: impl Fn(i32) -> bool) -> Option<PartitionChangeRecord> {
+    pub fn build(mut self, can_lead: impl Fn(i32) -> bool) -> Option<PartitionChangeRecord> {
         let mut record = PartitionChangeRecord {
             topic_id: self.topic_id,
             partition_id: self.partition_id,
             ..Default::default()
         };
+        self.populate_target_elr();
         let (leader, unclean) = self.elect(&can_lead);
         if leader != self.partition.leader {
+            if self.target_elr.contains(&leader) {
+                // An eligible replica leads alone: it holds every committed record.
+                self.target_isr = vec![leader];
+                self.target_elr.retain(|r| *r != leader);
+            }
             record.leader = leader;
             if unclean {
                 // Only the new leader's log is known to be whole now.
@@ -119,24 +210,77 @@ impl<'a> PartitionChange<'a> {
                 }
             }
         }
-        // An ISR is never emptied: its last member stays while it is away.
-        if record.isr.is_none() && !self.target_isr.is_empty() && self.target_isr != self.partition.isr {
+        self.set_record_elr(&mut record);
+        // Without ELR an ISR is never emptied: its last member stays while it is away.
+        let may_empty = self.elr_min_isr.is_some();
+        if record.isr.is_none()
+            && (may_empty || !self.target_isr.is_empty())
+            && self.target_isr != self.partition.isr
+        {
             record.isr = Some(self.target_isr.clone());
         }
+        self.set_last_known_leader(&mut record);
         if record.leader_recovery_state < 0
             && self.target_recovery_state != self.partition.leader_recovery_state
         {
             record.leader_recovery_state = self.target_recovery_state;
         }
-        let unchanged =
-            record.leader == LEADER_UNCHANGED && record.isr.is_none() && record.leader_recovery_state < 0;
+        let unchanged = record.leader == LEADER_UNCHANGED
+            && record.isr.is_none()
+            && record.leader_recovery_state < 0
+            && record.eligible_leader_replicas.is_none()
+            && record.last_known_elr.is_none();
         (!unchanged).then_some(record)
     }
 
+    /// Kafka's `maybePopulateTargetElr`: while the target ISR is below min
+    /// ISR, the members it loses (and those already eligible) are eligible
+    /// leaders, except a broker back from an unclean shutdown.
+    fn populate_target_elr(&mut self) {
+        let Some(min_isr) = self.elr_min_isr else { return };
+        if self.target_isr.len() >= min_isr {
+            self.target_elr.clear();
+            return;
+        }
+        let candidates: BTreeSet<i32> = self.target_elr.iter().chain(&self.partition.isr).copied().collect();
+        self.target_elr = candidates
+            .into_iter()
+            .filter(|r| !self.target_isr.contains(r) && self.unclean_shutdown != Some(*r))
+            .collect();
+    }
+
+    /// Kafka's `maybeUpdateRecordElr`: an unclean election, or ELR turned
+    /// off, empties the ELR.
+    fn set_record_elr(&mut self, record: &mut PartitionChangeRecord) {
+        if record.isr.is_some() || self.elr_min_isr.is_none() {
+            self.target_elr.clear();
+        }
+        if self.target_elr != self.partition.elr {
+            record.eligible_leader_replicas = Some(self.target_elr.clone());
+        }
+    }
+
+    /// Kafka's `maybeUpdateLastKnownLeader`: the leader is remembered when
+    /// the ISR first becomes empty, and forgotten once there is a leader.
+    fn set_last_known_leader(&self, record: &mut PartitionChangeRecord) {
+        if self.elr_min_isr.is_none() {
+            return;
+        }
+        let old_leader = self.partition.leader;
+        let emptied = record.isr.as_ref().is_some_and(Vec::is_empty);
+        if emptied && old_leader != NO_LEADER && self.partition.last_known_elr != [old_leader] {
+            record.last_known_elr = Some(vec![old_leader]);
+        } else if (record.leader >= 0 || (old_leader != NO_LEADER && record.leader != NO_LEADER))
+            && !self.partition.last_known_elr.is_empty()
+        {
+            record.last_known_elr = Some(Vec::new());
+        }
+    }
+
     /// The leader the election picks, and whether it was picked from
-    /// outside the ISR.
+    /// outside the ISR and ELR.
     fn elect(&self, can_lead: &impl Fn(i32) -> bool) -> (i32, bool) {
-        let valid = |r: i32| self.target_isr.contains(&r) && can_lead(r);
+        let valid = |r: i32| self.may_lead_cleanly(r) && can_lead(r);
         let replicas = &self.partition.replicas;
         if self.election == Election::Preferred {
             if let Some(&preferred) = replicas.first().filter(|r| valid(**r)) {
@@ -149,12 +293,32 @@ impl<'a> PartitionChange<'a> {
         if let Some(&leader) = replicas.iter().find(|r| valid(**r)) {
             return (leader, false);
         }
+        if let Some(leader) = self.last_known_leader(can_lead) {
+            return (leader, true);
+        }
         if self.election == Election::Unclean {
             if let Some(&leader) = replicas.iter().find(|r| can_lead(**r)) {
                 return (leader, true);
             }
         }
         (NO_LEADER, false)
+    }
+
+    /// An ISR member, or an eligible leader replica once the ISR is empty.
+    fn may_lead_cleanly(&self, replica: i32) -> bool {
+        self.target_isr.contains(&replica)
+            || (self.target_isr.is_empty() && self.target_elr.contains(&replica))
+    }
+
+    /// Kafka's balanced recovery: with the ISR and ELR both empty, the last
+    /// known leader may lead again once it can.
+    fn last_known_leader(&self, can_lead: &impl Fn(i32) -> bool) -> Option<i32> {
+        let no_clean_choice =
+            self.elr_min_isr.is_some() && self.target_isr.is_empty() && self.target_elr.is_empty();
+        match self.partition.last_known_elr.as_slice() {
+            [leader] if no_clean_choice && can_lead(*leader) => Some(*leader),
+            _ => None,
+        }
     }
 }
 
@@ -169,13 +333,41 @@ pub fn move_leadership_away(
     let can_lead = |r: i32| r != broker && is_active(image, r);
     let mut records = Vec::new();
     for topic in image.topics() {
-        let election = failover_election(image, topic, defaults);
         for (id, p) in &topic.partitions {
             if !p.isr.contains(&broker) && p.leader != broker {
                 continue;
             }
             let isr = p.isr.iter().copied().filter(|r| *r != broker).collect();
-            let change = PartitionChange::new(topic.id, *id, p).with_election(election).with_target_isr(isr);
+            let change = PartitionChange::for_topic(image, topic, *id, p, defaults).with_target_isr(isr);
+            records.extend(change.build(can_lead).map(MetadataRecord::from));
+        }
+    }
+    records
+}
+
+/// PartitionChangeRecords for a broker registering again after an unclean
+/// shutdown (KIP-966): its log may have lost acknowledged records, so it
+/// leaves every ISR and ELR and leads nothing. Without ELR, it only leaves
+/// the ISRs and leaderships, as after a fencing.
+pub fn after_unclean_shutdown(
+    image: &MetadataImage,
+    broker: i32,
+    defaults: ElectionDefaults,
+) -> Vec<MetadataRecord> {
+    if !image.elr_enabled() {
+        return move_leadership_away(image, broker, defaults);
+    }
+    let can_lead = |r: i32| r != broker && is_active(image, r);
+    let mut records = Vec::new();
+    for topic in image.topics() {
+        for (id, p) in &topic.partitions {
+            if !p.isr.contains(&broker) && !p.elr.contains(&broker) {
+                continue;
+            }
+            let isr = p.isr.iter().copied().filter(|r| *r != broker).collect();
+            let change = PartitionChange::for_topic(image, topic, *id, p, defaults)
+                .with_target_isr(isr)
+                .with_unclean_shutdown(broker);
             records.extend(change.build(can_lead).map(MetadataRecord::from));
         }
     }
@@ -192,9 +384,8 @@ pub fn lead_leaderless(
     let can_lead = |r: i32| r == broker || is_active(image, r);
     let mut records = Vec::new();
     for topic in image.topics() {
-        let election = failover_election(image, topic, defaults);
         for (id, p) in topic.partitions.iter().filter(|(_, p)| p.leader == NO_LEADER) {
-            let change = PartitionChange::new(topic.id, *id, p).with_election(election);
+            let change = PartitionChange::for_topic(image, topic, *id, p, defaults);
             records.extend(change.build(can_lead).map(MetadataRecord::from));
         }
     }
@@ -208,7 +399,7 @@ const MAX_ELECTIONS_PER_BALANCE: usize = 1_000;
 /// `auto.leader.rebalance.enable`'s periodic run: each partition not led
 /// by its first replica goes back to it when that replica is in the ISR
 /// and can lead.
-pub fn balance_partition_leaders(image: &MetadataImage) -> Vec<MetadataRecord> {
+pub fn balance_partition_leaders(image: &MetadataImage, defaults: ElectionDefaults) -> Vec<MetadataRecord> {
     let can_lead = |r: i32| is_active(image, r);
     let mut records = Vec::new();
     for topic in image.topics() {
@@ -217,7 +408,8 @@ pub fn balance_partition_leaders(image: &MetadataImage) -> Vec<MetadataRecord> {
             if p.leader == preferred || !p.isr.contains(&preferred) || !can_lead(preferred) {
                 continue;
             }
-            let change = PartitionChange::new(topic.id, *id, p).with_election(Election::Preferred);
+            let change =
+                PartitionChange::for_topic(image, topic, *id, p, defaults).with_election(Election::Preferred);
             records.extend(change.build(can_lead).map(MetadataRecord::from));
             if records.len() == MAX_ELECTIONS_PER_BALANCE {
                 return records;
@@ -263,8 +455,7 @@ pub fn alter_partition(
             let partition = topic.partitions.get(&change.partition).ok_or(MetadataError::UnknownTopic)?;
             validate_isr_change(image, broker_id, partition, change)?;
             let isr = change.new_isr.iter().map(|(id, _)| *id).collect();
-            let built = PartitionChange::new(topic.id, change.partition, partition)
-                .with_election(failover_election(image, topic, defaults))
+            let built = PartitionChange::for_topic(image, topic, change.partition, partition, defaults)
                 .with_target_isr(isr)
                 .with_recovery_state(change.leader_recovery_state)
                 .build(|r| is_active(image, r));
@@ -364,6 +555,7 @@ pub fn elect_leaders(
     image: &MetadataImage,
     election_type: i8,
     partitions: Option<&[(String, Vec<i32>)]>,
+    defaults: ElectionDefaults,
 ) -> Result<(Vec<MetadataRecord>, Vec<TopicElections>), MetadataError> {
     let election = match election_type {
         ELECTION_PREFERRED => Election::Preferred,
@@ -372,7 +564,7 @@ pub fn elect_leaders(
     };
     let mut records = Vec::new();
     let mut elect = |topic: &str, partition: i32| {
-        let record = elect_leader(image, topic, partition, election)?;
+        let record = elect_leader(image, topic, partition, election, defaults)?;
         records.push(record.into());
         Ok(())
     };
@@ -399,6 +591,7 @@ fn elect_leader(
     topic: &str,
     id: i32,
     election: Election,
+    defaults: ElectionDefaults,
 ) -> Result<PartitionChangeRecord, MetadataError> {
     let topic = image.topic(topic).ok_or(MetadataError::UnknownTopic)?;
     let partition = topic.partitions.get(&id).ok_or(MetadataError::UnknownTopic)?;
@@ -409,7 +602,7 @@ fn elect_leader(
     if not_needed {
         return Err(MetadataError::ElectionNotNeeded);
     }
-    PartitionChange::new(topic.id, id, partition)
+    PartitionChange::for_topic(image, topic, id, partition, defaults)
         .with_election(election)
         .build(|r| is_active(image, r))
         .ok_or_else(|| match election {

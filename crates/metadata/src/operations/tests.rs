@@ -2,6 +2,7 @@ use super::*;
 use crate::placement::SplitMix64;
 
 mod election;
+mod elr;
 
 const CLUSTER: &str = "MkU3OEVBNTcwNTJENDM2Qg";
 const SESSION_MS: i64 = 9_000;
@@ -43,9 +44,13 @@ impl World {
                 port: 9092,
                 security_protocol: 0,
             }],
-            features: vec![FeatureRange { name: "metadata.version".into(), min: 20, max: 27 }],
+            features: vec![
+                FeatureRange { name: "metadata.version".into(), min: 20, max: 27 },
+                FeatureRange { name: "eligible.leader.replicas.version".into(), min: 0, max: 1 },
+            ],
             rack: rack.map(str::to_owned),
             log_dirs: vec![Uuid::from_u128(id as u128 + 1000)],
+            previous_broker_epoch: -1,
         }
     }
 

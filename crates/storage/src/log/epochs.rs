@@ -9,6 +9,7 @@
 use super::Log;
 use crate::error::{Result, StorageError};
 use crate::leader_epoch::LeaderEpochCache;
+use crate::segment::LogSegment;
 
 impl Log {
     /// The leader epochs of this log.
@@ -97,6 +98,32 @@ impl Log {
         self.leader_epochs.truncate_from_end(new_end)?;
         tracing::info!(dir = %self.dir.display(), offset, log_end = new_end, "truncated the log");
         Ok(new_end)
+    }
+
+    /// Kafka's `truncateFullyAndStartAt`: drops every record and restarts
+    /// the log empty at `offset`, with its log start at `log_start_offset`
+    /// (not below `offset`). A follower does this when its whole log lies
+    /// below its leader's log start (retention or DeleteRecords ran while
+    /// it was away).
+    pub fn truncate_fully_and_start_at(
+        &mut self,
+        offset: i64,
+        log_start_offset: i64,
+        now_ms: i64,
+    ) -> Result<()> {
+        for (_, segment) in std::mem::take(&mut self.segments) {
+            segment.delete()?;
+        }
+        let segment = LogSegment::create(&self.dir, offset, self.config.segment_config(), now_ms)?;
+        self.segments.insert(offset, segment);
+        self.active_mut().activate()?;
+        self.log_start_offset = log_start_offset.max(offset);
+        self.recovery_point = offset;
+        self.reset_producer_state()?;
+        // Every epoch starts at or above 0: none is kept.
+        self.leader_epochs.truncate_from_end(0)?;
+        tracing::info!(dir = %self.dir.display(), offset, "truncated the whole log and restarted it");
+        Ok(())
     }
 }
 
@@ -251,5 +278,22 @@ mod tests {
         assert_eq!(log.append(&batch(2, 0, Compression::None), 9, 0).unwrap().first_offset, 0);
         log.advance_log_start_offset(1).unwrap();
         assert!(matches!(log.truncate_to(0), Err(StorageError::OffsetOutOfRange { .. })));
+    }
+
+    #[test]
+    fn truncating_fully_restarts_an_empty_log_at_the_given_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = log_with_three_epochs(dir.path());
+        log.truncate_fully_and_start_at(500, 500, 0).unwrap();
+        assert_eq!((log.log_start_offset(), log.log_end_offset(), log.segments().count()), (500, 500, 1));
+        assert!(pairs(&log).is_empty(), "no epoch survives");
+        assert!(log.read(500, 1 << 20, 600, true).unwrap().is_none(), "nothing to read");
+        let appended = log.append(&batch(2, 1_000, Compression::None), 7, 0).unwrap();
+        assert_eq!(appended.first_offset, 500);
+        assert_eq!(pairs(&log), [(7, 500)]);
+        log.close(0).unwrap();
+        drop(log);
+        let log = Log::open(dir.path(), config(), 502, 500, true, 0).unwrap().0;
+        assert_eq!((log.log_start_offset(), log.log_end_offset(), log.segments().count()), (500, 502, 1));
     }
 }

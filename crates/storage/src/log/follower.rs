@@ -22,6 +22,13 @@ impl Log {
             return Err(StorageError::CorruptRecord("empty record set".into()));
         };
         let log_end = self.log_end_offset();
+        if self.log_start_offset == log_end && first.base_offset < log_end && first.last_offset() >= log_end {
+            // An empty log starting inside the leader's first batch (its log
+            // start moved into the batch): as Kafka does, the log restarts
+            // at the batch, its log start kept.
+            self.truncate_fully_and_start_at(first.base_offset, log_end, now_ms)?;
+        }
+        let log_end = self.log_end_offset();
         if first.base_offset < log_end {
             return Err(StorageError::InvalidRecord(format!(
                 "replicated batches start at offset {} below the log end offset {log_end}",
@@ -127,5 +134,22 @@ mod tests {
         // Going back is refused and writes nothing.
         assert!(follower.append_as_follower(&bytes, 0).is_err());
         assert_eq!(follower.log_end_offset(), 12);
+    }
+
+    #[test]
+    fn an_empty_follower_starting_inside_the_leaders_first_batch_restarts_at_the_batch() {
+        let (leader_dir, follower_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let mut leader = open(leader_dir.path());
+        leader.append(&idempotent_batch(9, 0, 0, 3), 1, 0).unwrap();
+        leader.append(&idempotent_batch(9, 0, 3, 3), 1, 0).unwrap();
+        // DeleteRecords to offset 4, inside the second batch (3..=5).
+        leader.advance_log_start_offset(4).unwrap();
+        let mut follower = open(follower_dir.path());
+        follower.truncate_fully_and_start_at(4, 4, 0).unwrap();
+        let slice = leader.read(4, 1 << 20, leader.log_end_offset(), true).unwrap().unwrap();
+        let info = follower.append_as_follower(&slice.read().unwrap(), 0).unwrap();
+        assert_eq!((info.first_offset, info.last_offset), (3, 5));
+        assert_eq!((follower.log_start_offset(), follower.log_end_offset()), (4, 6));
+        assert_eq!(follower.segments().next().unwrap().base_offset(), 3);
     }
 }

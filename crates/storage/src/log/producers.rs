@@ -66,6 +66,16 @@ impl Log {
         &self.producers.state
     }
 
+    /// Forgets every producer and snapshot, for a log that restarts empty
+    /// (Kafka's `ProducerStateManager.truncateFullyAndStartAt`).
+    pub(super) fn reset_producer_state(&mut self) -> Result<()> {
+        for offset in list_snapshots(&self.dir)? {
+            remove_snapshot(&self.dir, offset)?;
+        }
+        self.producers = Default::default();
+        Ok(())
+    }
+
     /// Builds the producer state at open: the newest readable snapshot at or
     /// below `durable_offset`, then the batches after it.
     pub(super) fn load_producer_state(&mut self, durable_offset: i64) -> Result<()> {

@@ -43,7 +43,8 @@ impl World {
     }
 
     fn elect(&mut self, election: i8, named: Option<&[(String, Vec<i32>)]>) -> Vec<TopicElections> {
-        let (records, outcomes) = elect_leaders(&self.image, election, named).unwrap();
+        let (records, outcomes) =
+            elect_leaders(&self.image, election, named, ElectionDefaults::default()).unwrap();
         self.apply(records);
         outcomes
     }
@@ -268,21 +269,30 @@ fn an_unclean_election_needs_a_leaderless_partition_and_a_live_replica() {
     assert!(matches!(outcome[0].1[0], (0, Ok(()))), "{outcome:?}");
     let p = world.partition("t");
     assert_eq!((p.leader, p.isr.as_slice(), p.leader_recovery_state), (2, &[2][..], 1));
-    assert!(matches!(elect_leaders(&world.image, 7, None), Err(MetadataError::InvalidRequest(_))));
+    assert!(matches!(
+        elect_leaders(&world.image, 7, None, ElectionDefaults::default()),
+        Err(MetadataError::InvalidRequest(_))
+    ));
 }
 
 #[test]
 fn balancing_returns_leadership_to_in_sync_preferred_replicas_only() {
     let mut world = World::new();
     let epochs = three_replicas(&mut world);
-    assert!(balance_partition_leaders(&world.image).is_empty(), "balanced already");
+    assert!(
+        balance_partition_leaders(&world.image, ElectionDefaults::default()).is_empty(),
+        "balanced already"
+    );
     world.fence_broker(1);
     world.unfence_broker(1);
     assert_eq!(world.partition("t").leader, 2);
-    assert!(balance_partition_leaders(&world.image).is_empty(), "the preferred replica is not in sync");
+    assert!(
+        balance_partition_leaders(&world.image, ElectionDefaults::default()).is_empty(),
+        "the preferred replica is not in sync"
+    );
     let all = [(1, epochs[0]), (2, epochs[1]), (3, epochs[2])];
     world.alter(2, epochs[1], isr_change(&world, &all)).unwrap();
-    let records = balance_partition_leaders(&world.image);
+    let records = balance_partition_leaders(&world.image, ElectionDefaults::default());
     assert_eq!(records.len(), 1);
     world.apply(records);
     let p = world.partition("t");
@@ -313,7 +323,7 @@ fn unclean_election_is_resolved_from_topic_node_cluster_then_static_config() {
     world.live_brokers(&[None]);
     world.create_assigned("t", vec![1], BTreeMap::new());
     let topic = world.image.topic("t").unwrap().clone();
-    let on = ElectionDefaults { node_id: 7, unclean_leader_election_enable: true };
+    let on = ElectionDefaults { node_id: 7, unclean_leader_election_enable: true, min_insync_replicas: 1 };
     assert_eq!(failover_election(&world.image, &topic, ElectionDefaults::default()), Election::Online);
     assert_eq!(failover_election(&world.image, &topic, on), Election::Unclean, "the static config");
     world.apply(vec![
