@@ -7,6 +7,12 @@
 //! leader says its log diverged (KIP-320); its log start offset follows the
 //! leader's up to its high watermark. A partition that fails waits
 //! `replica.fetch.backoff.ms` before it is fetched again.
+//!
+//! Replication throttles (KIP-73): the bytes of partitions a topic's
+//! `follower.replication.throttled.replicas` names for this broker count
+//! against `follower.replication.throttled.rate`; while over it, those of
+//! them not caught up with the leader are left out of the fetch (Kafka's
+//! `shouldFollowerThrottle`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -54,6 +60,7 @@ pub async fn run(
     let backoff = Duration::from_millis(config.backoff_ms);
     let mut channel: Option<Channel> = None;
     let mut delayed: HashMap<(Uuid, i32), Instant> = HashMap::new();
+    let mut lags = Lags::default();
     loop {
         if *stop.borrow() {
             return;
@@ -61,9 +68,11 @@ pub async fn run(
         let now = Instant::now();
         delayed.retain(|_, until| *until > now);
         let followed = assigned.borrow_and_update().clone();
+        let throttle = FollowerThrottle::now(&broker);
         let ready: Vec<&Followed> = followed
             .iter()
-            .filter(|f| !delayed.contains_key(&(f.topic_id, f.partition.tp.partition)))
+            .filter(|f| !delayed.contains_key(&key_of(f)))
+            .filter(|f| !throttle.holds_back(f, &lags))
             .collect();
         if ready.is_empty() {
             let wake = delayed.values().min().copied().unwrap_or(now + backoff);
@@ -86,11 +95,17 @@ pub async fn run(
         };
         match sent {
             Ok(response) => {
-                for (key, failed) in apply_response(&ready, response) {
-                    if failed {
-                        delayed.insert(key, Instant::now() + backoff);
+                let mut throttled_bytes = 0;
+                for applied in apply_response(&ready, response) {
+                    if applied.failed {
+                        delayed.insert(applied.key, Instant::now() + backoff);
                     }
+                    if throttle.covers(&applied.key) {
+                        throttled_bytes += applied.bytes;
+                    }
+                    lags.update(&applied);
                 }
+                broker.quotas.follower_replication.record(throttled_bytes, throttle.window);
             }
             Err(e) => {
                 tracing::debug!(leader, "replica fetch failed: {e}");
@@ -101,6 +116,67 @@ pub async fn run(
                 }
             }
         }
+    }
+}
+
+fn key_of(followed: &Followed) -> (Uuid, i32) {
+    (followed.topic_id, followed.partition.tp.partition)
+}
+
+/// Each partition's lag behind its leader's high watermark after its last
+/// fetch that brought records (Kafka's `PartitionFetchState.lag`).
+#[derive(Default)]
+struct Lags(HashMap<(Uuid, i32), i64>);
+
+impl Lags {
+    fn update(&mut self, applied: &Applied) {
+        let Some(lag) = applied.lag else { return };
+        if applied.bytes > 0 || !self.0.contains_key(&applied.key) {
+            self.0.insert(applied.key, lag);
+        }
+    }
+
+    /// Kafka's `isReplicaInSync`: a known lag of nothing.
+    fn in_sync(&self, key: &(Uuid, i32)) -> bool {
+        self.0.get(key).is_some_and(|lag| *lag <= 0)
+    }
+}
+
+/// The follower's side of KIP-73 for one round of fetching.
+struct FollowerThrottle {
+    /// The followed partitions named by `follower.replication.throttled.replicas`.
+    listed: std::collections::HashSet<(Uuid, i32)>,
+    over_quota: bool,
+    window: crate::quota::QuotaWindow,
+}
+
+impl FollowerThrottle {
+    fn now(broker: &Broker) -> Self {
+        use crate::quota::replication::is_throttled;
+        use strom_metadata::topic_config::FOLLOWER_THROTTLED_REPLICAS;
+        let config = broker.replicas.config();
+        let throttle = config.replication_throttle;
+        let image = broker.controller.image();
+        let listed = image
+            .topics()
+            .filter(|t| t.configs.contains_key(FOLLOWER_THROTTLED_REPLICAS))
+            .flat_map(|t| {
+                let listed = |p: &&i32| is_throttled(&image, FOLLOWER_THROTTLED_REPLICAS, &t.name, **p, config.node_id);
+                t.partitions.keys().filter(listed).map(|p| (t.id, *p)).collect::<Vec<_>>()
+            })
+            .collect();
+        let over_quota = broker.quotas.follower_replication.is_exceeded(throttle.follower_rate);
+        Self { listed, over_quota, window: throttle.window }
+    }
+
+    fn covers(&self, key: &(Uuid, i32)) -> bool {
+        self.listed.contains(key)
+    }
+
+    /// Kafka's `shouldFollowerThrottle`: listed, lagging, and over the rate.
+    fn holds_back(&self, followed: &Followed, lags: &Lags) -> bool {
+        let key = key_of(followed);
+        self.over_quota && self.covers(&key) && !lags.in_sync(&key)
     }
 }
 
@@ -159,24 +235,38 @@ fn fetch_request(broker: &Broker, config: &ReplicaFetchConfig, followed: &[&Foll
         .with_topics(topics)
 }
 
-/// Applies each partition's answer; returns each answered partition with
-/// whether it failed (and waits out the backoff).
-fn apply_response(followed: &[&Followed], response: FetchResponse) -> Vec<((Uuid, i32), bool)> {
+/// What a fetch response did to one followed partition.
+struct Applied {
+    key: (Uuid, i32),
+    /// It failed, and waits out the backoff.
+    failed: bool,
+    /// Record bytes the leader sent.
+    bytes: usize,
+    /// The leader's high watermark less this log's end, once applied.
+    lag: Option<i64>,
+}
+
+/// Applies each partition's answer.
+fn apply_response(followed: &[&Followed], response: FetchResponse) -> Vec<Applied> {
     if let Some(error) = ResponseError::try_from_code(response.error_code) {
         tracing::debug!("replica fetch refused: {error:?}");
-        return followed.iter().map(|f| ((f.topic_id, f.partition.tp.partition), true)).collect();
+        let failed = |f: &&Followed| Applied { key: key_of(f), failed: true, bytes: 0, lag: None };
+        return followed.iter().map(failed).collect();
     }
     let mut results = Vec::new();
     for topic in response.responses {
         for data in topic.partitions {
             let key = (topic.topic_id, data.partition_index);
-            let Some(f) = followed.iter().find(|f| (f.topic_id, f.partition.tp.partition) == key) else {
+            let Some(f) = followed.iter().find(|f| key_of(f) == key) else {
                 continue;
             };
+            let bytes = data.records.as_ref().map_or(0, Bytes::len);
+            let leader_high_watermark = data.high_watermark;
             // An image that moved the partition since the request voids the answer.
             let current = !f.partition.is_leader() && f.partition.leader_epoch() == f.leader_epoch;
             let failed = current && !apply_partition(&f.partition, data);
-            results.push((key, failed));
+            let lag = (current && !failed).then(|| leader_high_watermark - f.partition.log_end_offset());
+            results.push(Applied { key, failed, bytes, lag });
         }
     }
     results
