@@ -926,6 +926,60 @@ mod tests {
         assert_eq!(endpoints, [(OTHER, i32::from(OTHER_PORT))]);
     }
 
+    #[tokio::test]
+    async fn a_follower_serves_consumers_from_v11_up_to_its_log_and_refuses_older_fetches() {
+        use crate::handlers::leadership_tests::{broker_with_another, ctx, OTHER};
+        use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+        use kafka_protocol::messages::ApiKey;
+
+        let dir = tempfile::tempdir().unwrap();
+        let broker = broker_with_another(dir.path());
+        let assignments = [(0, vec![OTHER, broker.config.node_id])].into_iter().collect();
+        let topic = NewTopic { name: "t".into(), assignments, ..Default::default() };
+        strom_metadata::block_on(broker.controller.create_topic_with_logs(topic, false, &broker.replicas))
+            .unwrap();
+        let fetch = |version: i16, offset: i64| {
+            let partition =
+                FetchPartition::default().with_partition(0).with_fetch_offset(offset).with_partition_max_bytes(1024);
+            let topic = FetchTopic::default().with_topic(topic_name("t")).with_partitions(vec![partition]);
+            let request =
+                FetchRequest::default().with_max_bytes(1024).with_session_epoch(-1).with_topics(vec![topic]);
+            let broker = &broker;
+            async move {
+                let reply = handle(&ctx(broker, ApiKey::Fetch, version), request).await;
+                reply.response.responses[0].partitions[0].error_code
+            }
+        };
+
+        assert_eq!(fetch(10, 0).await, ResponseError::NotLeaderOrFollower.code(), "v10 reads only leaders");
+        assert_eq!(fetch(11, 0).await, 0, "v11 reads the follower");
+        assert_eq!(fetch(11, 5).await, ResponseError::OffsetOutOfRange.code(), "past the follower's log end");
+    }
+
+    #[test]
+    fn the_rack_aware_selector_picks_the_most_caught_up_in_sync_replica_in_the_client_rack() {
+        use crate::replication::isr::ReplicaSet;
+        let mut set = ReplicaSet::new(1, 30_000);
+        let image = strom_metadata::PartitionImage {
+            replicas: vec![1, 2, 3, 4],
+            isr: vec![1, 2, 3],
+            leader: 1,
+            leader_epoch: 0,
+            partition_epoch: 0,
+            directories: Vec::new(),
+            leader_recovery_state: 0,
+        };
+        set.apply(&image, 100, 0, &|_| true);
+        set.record_fetch(2, 1, 90, 100, 1);
+        set.record_fetch(3, 1, 100, 100, 1);
+        set.record_fetch(4, 1, 100, 100, 1);
+
+        assert_eq!(rack_aware_replica(&set, 1, 50, &|id| [2, 3, 4].contains(id)), Some(3));
+        assert_eq!(rack_aware_replica(&set, 1, 95, &|id| *id == 2), None, "2 does not hold offset 95");
+        assert_eq!(rack_aware_replica(&set, 1, 50, &|id| *id == 4), None, "4 is not in sync");
+        assert_eq!(rack_aware_replica(&set, 1, 50, &|_| false), None, "no replica in the client's rack");
+    }
+
     fn open_broker(dir: &std::path::Path) -> Arc<Broker> {
         let overrides = [("log.dirs".to_owned(), dir.display().to_string())];
         Broker::open(BrokerConfig::from_properties("", &overrides).unwrap()).unwrap()
@@ -1011,8 +1065,9 @@ mod tests {
             idle.waiter_count()
         };
         let throttle = crate::quota::Throttle::default();
+        let routing = Routing::default();
         let idle_waiters = tokio::select! {
-            _ = read_with_wait(&broker, &throttle, &plan, &partitions, limits, &Routing::default(), Duration::from_secs(30)) => {
+            _ = read_with_wait(&broker, &throttle, &plan, &partitions, limits, &routing, Duration::from_secs(30)) => {
                 panic!("the fetch returned short of its min_bytes")
             }
             count = appends => count,
