@@ -514,8 +514,9 @@ impl BrokerConfig {
                 backoff_ms: p.parse("replica.fetch.backoff.ms", 1000, 0)?,
             },
             replica_lag_time_max_ms: p.parse("replica.lag.time.max.ms", 30_000, 1)?,
-            replica_selector: ReplicaSelector::parse(p.get("replica.selector.class"))
-                .map_err(|reason| Props::error("replica.selector.class", p.get("replica.selector.class").unwrap_or(""), reason))?,
+            replica_selector: ReplicaSelector::parse(p.get("replica.selector.class")).map_err(|reason| {
+                Props::error("replica.selector.class", p.get("replica.selector.class").unwrap_or(""), reason)
+            })?,
             replication_throttle: ReplicationThrottleConfig {
                 leader_rate: p.parse(strom_metadata::topic_config::LEADER_THROTTLED_RATE, i64::MAX, 0)?,
                 follower_rate: p.parse(strom_metadata::topic_config::FOLLOWER_THROTTLED_RATE, i64::MAX, 0)?,
@@ -796,7 +797,9 @@ impl ReplicaSelector {
         match class.map(str::trim) {
             None | Some("") => Ok(Self::LeaderOnly),
             Some(Self::RACK_AWARE_CLASS) => Ok(Self::RackAware),
-            Some(other) => Err(format!("Class {other} cannot be found (Strom knows {})", Self::RACK_AWARE_CLASS)),
+            Some(other) => {
+                Err(format!("Class {other} cannot be found (Strom knows {})", Self::RACK_AWARE_CLASS))
+            }
         }
     }
 }

@@ -33,13 +33,13 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::{str_bytes, topic_name, LeaderHints};
+use crate::config::ReplicaSelector;
 use crate::dispatch::{Answer, EncodeBody, Reply, RequestContext, Splice};
 use crate::error::storage_error;
 use crate::fetch_session::{
     FetchPlan, FetchRequestParts, FetchTarget, PartitionKey, PartitionNews, Reported, TopicKey,
 };
 use crate::metrics::GaugeGuard;
-use crate::config::ReplicaSelector;
 use crate::quota::QuotaType;
 use crate::replica::{Isolation, Partition, TopicPartitions};
 use crate::response_errors::ResponseErrors;
@@ -205,7 +205,8 @@ pub async fn handle(ctx: &RequestContext<'_>, request: FetchRequest) -> FetchRep
         (None, true) => Routing::for_consumer(ctx, &plan, &partitions, &request.rack_id),
         (None, false) => Routing::default(),
     };
-    let outcomes = read_with_wait(broker, &ctx.throttle, &plan, &partitions, limits, &routing, max_wait).await;
+    let outcomes =
+        read_with_wait(broker, &ctx.throttle, &plan, &partitions, limits, &routing, max_wait).await;
     if from_follower {
         routing.record_leader_throttled(broker, &outcomes);
     } else {
@@ -595,7 +596,8 @@ impl Routing {
         }
         let racks: HashMap<i32, Option<String>> =
             super::live_endpoints(ctx).map(|(id, _, rack)| (id, rack)).collect();
-        let in_client_rack = |id: &i32| racks.get(id).is_some_and(|rack| rack.as_deref() == Some(client_rack));
+        let in_client_rack =
+            |id: &i32| racks.get(id).is_some_and(|rack| rack.as_deref() == Some(client_rack));
         let me = config.node_id;
         let preferred_read_replica = plan
             .targets
@@ -623,8 +625,12 @@ impl Routing {
     /// Kafka's `sizeOfThrottledPartitions`: what a follower was sent of the
     /// throttled partitions counts against the leader's rate.
     fn record_leader_throttled(&self, broker: &Broker, outcomes: &[Outcome]) {
-        let bytes: usize =
-            outcomes.iter().zip(&self.throttle_listed).filter(|(_, listed)| **listed).map(|(o, _)| o.bytes()).sum();
+        let bytes: usize = outcomes
+            .iter()
+            .zip(&self.throttle_listed)
+            .filter(|(_, listed)| **listed)
+            .map(|(o, _)| o.bytes())
+            .sum();
         let window = broker.replicas.config().replication_throttle.window;
         broker.quotas.leader_replication.record(bytes, window);
     }
@@ -756,7 +762,10 @@ fn read_all(
                 return diverging;
             }
             if let Some(replica) = routing.preferred(index) {
-                return Outcome { preferred_read_replica: Some(replica), ..Outcome::without_records(partition) };
+                return Outcome {
+                    preferred_read_replica: Some(replica),
+                    ..Outcome::without_records(partition)
+                };
             }
             if over_quota && routing.holds_back(index) {
                 return Outcome::without_records(partition);
@@ -939,8 +948,10 @@ mod tests {
         strom_metadata::block_on(broker.controller.create_topic_with_logs(topic, false, &broker.replicas))
             .unwrap();
         let fetch = |version: i16, offset: i64| {
-            let partition =
-                FetchPartition::default().with_partition(0).with_fetch_offset(offset).with_partition_max_bytes(1024);
+            let partition = FetchPartition::default()
+                .with_partition(0)
+                .with_fetch_offset(offset)
+                .with_partition_max_bytes(1024);
             let topic = FetchTopic::default().with_topic(topic_name("t")).with_partitions(vec![partition]);
             let request =
                 FetchRequest::default().with_max_bytes(1024).with_session_epoch(-1).with_topics(vec![topic]);

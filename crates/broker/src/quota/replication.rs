@@ -66,7 +66,13 @@ impl ReplicationQuota {
 
 /// Whether `topic`'s `list_config` (`leader.replication.throttled.replicas`
 /// or `follower.…`) throttles `partition` on broker `node_id`.
-pub fn is_throttled(image: &MetadataImage, list_config: &str, topic: &str, partition: i32, node_id: i32) -> bool {
+pub fn is_throttled(
+    image: &MetadataImage,
+    list_config: &str,
+    topic: &str,
+    partition: i32,
+    node_id: i32,
+) -> bool {
     let Some(value) = image.topic(topic).and_then(|t| t.configs.get(list_config)) else { return false };
     throttled_replicas(value).is_some_and(|list| list.contains(partition, node_id))
 }

@@ -161,7 +161,9 @@ impl FollowerThrottle {
             .topics()
             .filter(|t| t.configs.contains_key(FOLLOWER_THROTTLED_REPLICAS))
             .flat_map(|t| {
-                let listed = |p: &&i32| is_throttled(&image, FOLLOWER_THROTTLED_REPLICAS, &t.name, **p, config.node_id);
+                let listed = |p: &&i32| {
+                    is_throttled(&image, FOLLOWER_THROTTLED_REPLICAS, &t.name, **p, config.node_id)
+                };
                 t.partitions.keys().filter(listed).map(|p| (t.id, *p)).collect::<Vec<_>>()
             })
             .collect();
