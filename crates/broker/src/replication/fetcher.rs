@@ -68,7 +68,7 @@ pub async fn run(
         let now = Instant::now();
         delayed.retain(|_, until| *until > now);
         let followed = assigned.borrow_and_update().clone();
-        let throttle = FollowerThrottle::now(&broker);
+        let throttle = FollowerThrottle::now(&broker, &followed);
         let ready: Vec<&Followed> = followed
             .iter()
             .filter(|f| !delayed.contains_key(&key_of(f)))
@@ -151,21 +151,19 @@ struct FollowerThrottle {
 }
 
 impl FollowerThrottle {
-    fn now(broker: &Broker) -> Self {
+    fn now(broker: &Broker, followed: &[Followed]) -> Self {
         use crate::quota::replication::is_throttled;
         use strom_metadata::topic_config::FOLLOWER_THROTTLED_REPLICAS;
         let config = broker.replicas.config();
         let throttle = config.replication_throttle;
         let image = broker.controller.image();
-        let listed = image
-            .topics()
-            .filter(|t| t.configs.contains_key(FOLLOWER_THROTTLED_REPLICAS))
-            .flat_map(|t| {
-                let listed = |p: &&i32| {
-                    is_throttled(&image, FOLLOWER_THROTTLED_REPLICAS, &t.name, **p, config.node_id)
-                };
-                t.partitions.keys().filter(listed).map(|p| (t.id, *p)).collect::<Vec<_>>()
+        let listed = followed
+            .iter()
+            .filter(|f| {
+                let tp = &f.partition.tp;
+                is_throttled(&image, FOLLOWER_THROTTLED_REPLICAS, &tp.topic, tp.partition, config.node_id)
             })
+            .map(key_of)
             .collect();
         let over_quota = broker.quotas.follower_replication.is_exceeded(throttle.follower_rate);
         Self { listed, over_quota, window: throttle.window }
