@@ -968,6 +968,45 @@ mod tests {
     }
 
     #[test]
+    fn a_leader_holds_back_throttled_partitions_from_followers_outside_the_isr_while_over_its_rate() {
+        use crate::handlers::leadership_tests::{broker_with_another, OTHER};
+        use strom_metadata::topic_config::LEADER_THROTTLED_REPLICAS;
+
+        let dir = tempfile::tempdir().unwrap();
+        let broker = broker_with_another(dir.path());
+        let me = broker.config.node_id;
+        let configs = [(LEADER_THROTTLED_REPLICAS.to_owned(), format!("0:{me}"))].into_iter().collect();
+        let assignments = vec![(0, vec![me, OTHER]), (1, vec![me, OTHER])];
+        let topic = NewTopic { name: "t".into(), configs, assignments, ..Default::default() };
+        strom_metadata::block_on(broker.controller.create_topic_with_logs(topic, false, &broker.replicas))
+            .unwrap();
+        let plan = sessionless_plan(&broker, "t", 2);
+        let partitions = hosted_partitions(&broker, &plan.targets);
+        let batch = strom_storage::batch::encode_batch(&[(None, Some(Bytes::from_static(b"v")))], 0);
+        for partition in partitions.iter().flatten() {
+            partition.append(&batch, 0).unwrap();
+        }
+        let limits = Limits {
+            max_bytes: 1 << 20,
+            min_bytes: 1,
+            isolation: Isolation::LogEnd,
+            missing: ResponseError::UnknownTopicId,
+            follower_reads: false,
+        };
+        let sent = |routing: &Routing, over_quota| -> Vec<bool> {
+            read_all(&plan, &partitions, limits, routing, over_quota).iter().map(|o| o.bytes() > 0).collect()
+        };
+
+        let in_sync = Routing::for_follower(&broker, &plan, &partitions, OTHER);
+        let outside = Routing::for_follower(&broker, &plan, &partitions, OTHER + 1);
+
+        assert_eq!(in_sync.throttle_listed, [true, false], "only 0:{me} is listed");
+        assert_eq!(sent(&in_sync, true), [true, true], "an in-sync follower is never held back");
+        assert_eq!(sent(&outside, true), [false, true], "the listed partition is held back");
+        assert_eq!(sent(&outside, false), [true, true], "within the rate nothing is held back");
+    }
+
+    #[test]
     fn the_rack_aware_selector_picks_the_most_caught_up_in_sync_replica_in_the_client_rack() {
         use crate::replication::isr::ReplicaSet;
         let mut set = ReplicaSet::new(1, 30_000);
