@@ -909,6 +909,21 @@ mod tests {
     }
 
     #[test]
+    fn the_replica_selector_and_replication_throttles_take_kafkas_names_and_defaults() {
+        let defaults = BrokerConfig::from_properties("", &[]).unwrap();
+        assert_eq!(defaults.replica_selector, ReplicaSelector::LeaderOnly);
+        assert_eq!(defaults.replication_throttle.leader_rate, i64::MAX);
+        assert_eq!(defaults.replication_throttle.window, crate::quota::QuotaWindow::default());
+        let class = "org.apache.kafka.common.replica.RackAwareReplicaSelector";
+        let overrides = [("replica.selector.class".into(), class.into())];
+        let config = BrokerConfig::from_properties("", &overrides).unwrap();
+        assert_eq!(config.replica_selector, ReplicaSelector::RackAware);
+        let dynamic = map(&[("follower.replication.throttled.rate", "1024")]);
+        let config = defaults.with_dynamic(&dynamic, &map(&[])).unwrap();
+        assert_eq!(config.replication_throttle.follower_rate, 1024);
+    }
+
+    #[test]
     fn invalid_values_name_their_key() {
         for (key, value) in [
             ("num.partitions", "zero"),
@@ -916,6 +931,8 @@ mod tests {
             ("auto.create.topics.enable", "maybe"),
             ("listeners", "localhost:9092"),
             ("log.message.timestamp.type", "Whenever"),
+            ("replica.selector.class", "com.example.NearestReplicaSelector"),
+            ("leader.replication.throttled.rate", "-1"),
         ] {
             let err = BrokerConfig::from_properties("", &[(key.into(), value.into())]).unwrap_err();
             assert_eq!(err.key, key);
