@@ -68,6 +68,7 @@ pub async fn run(
         let now = Instant::now();
         delayed.retain(|_, until| *until > now);
         let followed = assigned.borrow_and_update().clone();
+        lags.keep_only(&followed);
         let throttle = FollowerThrottle::now(&broker, &followed);
         let ready: Vec<&Followed> = followed
             .iter()
@@ -133,6 +134,14 @@ impl Lags {
         let Some(lag) = applied.lag else { return };
         if applied.bytes > 0 || !self.0.contains_key(&applied.key) {
             self.0.insert(applied.key, lag);
+        }
+    }
+
+    /// Forgets the partitions no longer followed.
+    fn keep_only(&mut self, followed: &[Followed]) {
+        if self.0.len() > followed.len() {
+            let keys: std::collections::HashSet<_> = followed.iter().map(key_of).collect();
+            self.0.retain(|key, _| keys.contains(key));
         }
     }
 
