@@ -618,6 +618,12 @@ impl Routing {
         self.preferred_read_replica.get(index).copied().flatten()
     }
 
+    /// Whether the leader's replication rate is over its bound, asked only
+    /// when a partition could be held back.
+    fn leader_over_quota(&self, broker: &Broker) -> bool {
+        self.throttle_holds.contains(&true) && broker.quotas.leader_replication.is_exceeded(self.leader_rate)
+    }
+
     fn holds_back(&self, index: usize) -> bool {
         self.throttle_holds.get(index).copied().unwrap_or(false)
     }
@@ -669,10 +675,7 @@ async fn read_with_wait(
 ) -> Vec<Outcome> {
     // Held back partitions do not count towards `min_bytes`, as in Kafka's
     // DelayedFetch: a throttled follower waits out its max wait.
-    let read = || {
-        let over_quota = broker.quotas.leader_replication.is_exceeded(routing.leader_rate);
-        read_all(plan, partitions, limits, routing, over_quota)
-    };
+    let read = || read_all(plan, partitions, limits, routing, routing.leader_over_quota(broker));
     let mut stopping = broker.stopping();
     let deadline = Instant::now() + max_wait;
     let waiter = Arc::new(Notify::new());
