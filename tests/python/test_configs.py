@@ -320,6 +320,43 @@ def test_broker_config_errors(broker):
     assert describe(bootstrap, ResourceType.BROKER, str(NODE_ID))["log.segment.bytes"].source == DEFAULT
 
 
+def test_replication_throttles_are_validated_and_described_as_kafka_does(broker):
+    """KIP-73's configs: the rates are dynamic broker longs of at least 0
+    (default Long.MAX_VALUE), the replica lists topic lists of `*` or
+    `partition:broker` pairs (default empty); anything else is INVALID_CONFIG."""
+    create_topic(broker.bootstrap, "throttled")
+    bootstrap = broker.bootstrap
+
+    def alter_topic(key, value, op=AlterConfigOpType.SET):
+        return incremental_alter(bootstrap, ResourceType.TOPIC, "throttled", [(key, value, op)])
+
+    def alter_broker(name, key, value):
+        return incremental_alter(bootstrap, ResourceType.BROKER, name, [(key, value, AlterConfigOpType.SET)])
+
+    for bad in ["0", "0:a", "*,0:1", "all", "-1:1"]:
+        assert_error(alter_topic("leader.replication.throttled.replicas", bad), KafkaError.INVALID_CONFIG,
+                     mentions="leader.replication.throttled.replicas")
+    topic = describe_topic(bootstrap, "throttled")
+    assert source_and_value(topic, "follower.replication.throttled.replicas") == (DEFAULT, "")
+    assert alter_topic("follower.replication.throttled.replicas", "0:1,1:2") is None
+    assert alter_topic("follower.replication.throttled.replicas", "2:3", AlterConfigOpType.APPEND) is None
+    topic = describe_topic(bootstrap, "throttled")
+    assert source_and_value(topic, "follower.replication.throttled.replicas") == (DYNAMIC_TOPIC, "0:1,1:2,2:3")
+    assert alter_topic("leader.replication.throttled.replicas", "*") is None
+
+    [(error_code, _)] = incremental_alter_v1(broker.port, [(BROKER, "", [("leader.replication.throttled.rate", SET, "-1")])])
+    assert error_code == INVALID_CONFIG
+    assert_error(alter_broker(str(NODE_ID), "follower.replication.throttled.rate", "fast"), KafkaError.INVALID_CONFIG,
+                 mentions="follower.replication.throttled.rate")
+    rate = describe(bootstrap, ResourceType.BROKER, str(NODE_ID))["leader.replication.throttled.rate"]
+    assert (rate.source, rate.value, rate.is_read_only) == (DEFAULT, str(2**63 - 1), False)
+    set_cluster_default(broker.port, "leader.replication.throttled.rate", "1048576")
+    assert alter_broker(str(NODE_ID), "follower.replication.throttled.rate", "2048") is None
+    described = describe(bootstrap, ResourceType.BROKER, str(NODE_ID))
+    assert source_and_value(described, "leader.replication.throttled.rate") == (DYNAMIC_DEFAULT_BROKER, "1048576")
+    assert source_and_value(described, "follower.replication.throttled.rate") == (DYNAMIC_BROKER, "2048")
+
+
 def test_validate_only_changes_nothing(broker):
     create_topic(broker.bootstrap, "dry-run")
     bootstrap = broker.bootstrap

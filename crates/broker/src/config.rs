@@ -68,6 +68,10 @@ pub struct BrokerConfig {
     pub replica_fetch: ReplicaFetchConfig,
     /// `replica.lag.time.max.ms`: a follower not caught up for this long leaves the ISR.
     pub replica_lag_time_max_ms: i64,
+    /// `replica.selector.class` (KIP-392): which replica consumers are sent to.
+    pub replica_selector: ReplicaSelector,
+    /// The replication throttles (KIP-73): rates and their sampling.
+    pub replication_throttle: ReplicationThrottleConfig,
     pub log_flush_scheduler_interval_ms: u64,
     pub max_incremental_fetch_session_cache_slots: usize,
     /// `fetch.max.bytes`: the most record bytes one fetch response carries
@@ -510,6 +514,17 @@ impl BrokerConfig {
                 backoff_ms: p.parse("replica.fetch.backoff.ms", 1000, 0)?,
             },
             replica_lag_time_max_ms: p.parse("replica.lag.time.max.ms", 30_000, 1)?,
+            replica_selector: ReplicaSelector::parse(p.get("replica.selector.class")).map_err(|reason| {
+                Props::error("replica.selector.class", p.get("replica.selector.class").unwrap_or(""), reason)
+            })?,
+            replication_throttle: ReplicationThrottleConfig {
+                leader_rate: p.parse(strom_metadata::topic_config::LEADER_THROTTLED_RATE, i64::MAX, 0)?,
+                follower_rate: p.parse(strom_metadata::topic_config::FOLLOWER_THROTTLED_RATE, i64::MAX, 0)?,
+                window: crate::quota::QuotaWindow {
+                    samples: p.parse("replication.quota.window.num", 11, 1)?,
+                    window_ms: p.parse::<u64>("replication.quota.window.size.seconds", 1, 1)? * 1000,
+                },
+            },
             replica_high_watermark_checkpoint_interval_ms: p.parse(
                 "replica.high.watermark.checkpoint.interval.ms",
                 5_000,
@@ -766,6 +781,42 @@ pub struct ReplicaFetchConfig {
     pub backoff_ms: u64,
 }
 
+/// Kafka's `replica.selector.class`: the leader answers consumers alone
+/// unless a selector is named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplicaSelector {
+    /// Unset: consumers fetch from the leader.
+    LeaderOnly,
+    /// `org.apache.kafka.common.replica.RackAwareReplicaSelector`: a
+    /// consumer is sent to an in-sync replica in its `client.rack`.
+    RackAware,
+}
+
+impl ReplicaSelector {
+    const RACK_AWARE_CLASS: &str = "org.apache.kafka.common.replica.RackAwareReplicaSelector";
+
+    fn parse(class: Option<&str>) -> Result<Self, String> {
+        match class.map(str::trim) {
+            None | Some("") => Ok(Self::LeaderOnly),
+            Some(Self::RACK_AWARE_CLASS) => Ok(Self::RackAware),
+            Some(other) => {
+                Err(format!("Class {other} cannot be found (Strom knows {})", Self::RACK_AWARE_CLASS))
+            }
+        }
+    }
+}
+
+/// KIP-73's replication throttles: `leader.replication.throttled.rate`
+/// and `follower.replication.throttled.rate` (bytes/s), measured over
+/// `replication.quota.window.num` windows of
+/// `replication.quota.window.size.seconds`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplicationThrottleConfig {
+    pub leader_rate: i64,
+    pub follower_rate: i64,
+    pub window: crate::quota::QuotaWindow,
+}
+
 /// Keys Strom reads (the broker keys DescribeConfigs lists), plus the
 /// standard ones it accepts without acting on.
 pub fn is_known_key(key: &str) -> bool {
@@ -860,6 +911,21 @@ mod tests {
     }
 
     #[test]
+    fn the_replica_selector_and_replication_throttles_take_kafkas_names_and_defaults() {
+        let defaults = BrokerConfig::from_properties("", &[]).unwrap();
+        assert_eq!(defaults.replica_selector, ReplicaSelector::LeaderOnly);
+        assert_eq!(defaults.replication_throttle.leader_rate, i64::MAX);
+        assert_eq!(defaults.replication_throttle.window, crate::quota::QuotaWindow::default());
+        let class = "org.apache.kafka.common.replica.RackAwareReplicaSelector";
+        let overrides = [("replica.selector.class".into(), class.into())];
+        let config = BrokerConfig::from_properties("", &overrides).unwrap();
+        assert_eq!(config.replica_selector, ReplicaSelector::RackAware);
+        let dynamic = map(&[("follower.replication.throttled.rate", "1024")]);
+        let config = defaults.with_dynamic(&dynamic, &map(&[])).unwrap();
+        assert_eq!(config.replication_throttle.follower_rate, 1024);
+    }
+
+    #[test]
     fn invalid_values_name_their_key() {
         for (key, value) in [
             ("num.partitions", "zero"),
@@ -867,6 +933,8 @@ mod tests {
             ("auto.create.topics.enable", "maybe"),
             ("listeners", "localhost:9092"),
             ("log.message.timestamp.type", "Whenever"),
+            ("replica.selector.class", "com.example.NearestReplicaSelector"),
+            ("leader.replication.throttled.rate", "-1"),
         ] {
             let err = BrokerConfig::from_properties("", &[(key.into(), value.into())]).unwrap_err();
             assert_eq!(err.key, key);

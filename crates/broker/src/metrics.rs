@@ -43,6 +43,8 @@ struct ApiMetrics {
 pub struct TopicMetrics {
     pub bytes_in: AtomicU64,
     pub bytes_out: AtomicU64,
+    /// Record bytes sent to followers (Kafka's `ReplicationBytesOutPerSec`).
+    pub replication_bytes_out: AtomicU64,
     pub messages_in: AtomicU64,
     pub failed_produce_requests: AtomicU64,
     pub failed_fetch_requests: AtomicU64,
@@ -206,9 +208,12 @@ impl Metrics {
         let topics = self.topics.read().unwrap_or_else(PoisonError::into_inner);
         let mut names: Vec<&String> = topics.keys().collect();
         names.sort();
-        let series: [Series<TopicMetrics, u64>; 5] = [
+        let series: [Series<TopicMetrics, u64>; 6] = [
             ("bytesin", "Bytes appended by producers.", |t| t.bytes_in.load(Ordering::Relaxed)),
             ("bytesout", "Record bytes sent to consumers.", |t| t.bytes_out.load(Ordering::Relaxed)),
+            ("replicationbytesout", "Record bytes sent to followers.", |t| {
+                t.replication_bytes_out.load(Ordering::Relaxed)
+            }),
             ("messagesin", "Records appended.", |t| t.messages_in.load(Ordering::Relaxed)),
             ("failedproducerequests", "Partition appends refused.", |t| {
                 t.failed_produce_requests.load(Ordering::Relaxed)

@@ -20,6 +20,9 @@ pub enum Kind {
     Choice(&'static [&'static str]),
     /// A comma-separated list drawn from the listed values.
     List(&'static [&'static str]),
+    /// Replicas to throttle (KIP-73): `*`, or `partition:broker` pairs
+    /// separated by commas (empty for none).
+    ReplicaList,
 }
 
 /// One topic config.
@@ -27,7 +30,8 @@ pub enum Kind {
 pub struct TopicConfigDef {
     pub name: &'static str,
     pub kind: Kind,
-    /// The broker config whose value is the default.
+    /// The broker config whose value is the default; empty for a topic
+    /// config no broker config supplies (its default is empty).
     pub broker_synonym: &'static str,
 }
 
@@ -45,7 +49,9 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
     def("file.delete.delay.ms", Kind::Long { min: 0 }, "log.segment.delete.delay.ms"),
     def("flush.messages", Kind::Long { min: 1 }, "log.flush.interval.messages"),
     def("flush.ms", Kind::Long { min: 0 }, "log.flush.interval.ms"),
+    def(FOLLOWER_THROTTLED_REPLICAS, Kind::ReplicaList, ""),
     def("index.interval.bytes", Kind::Int { min: 0 }, "log.index.interval.bytes"),
+    def(LEADER_THROTTLED_REPLICAS, Kind::ReplicaList, ""),
     def("max.compaction.lag.ms", Kind::Long { min: 1 }, "log.cleaner.max.compaction.lag.ms"),
     def("max.message.bytes", Kind::Int { min: 0 }, "message.max.bytes"),
     def(
@@ -67,6 +73,11 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
     def("segment.ms", Kind::Long { min: 1 }, "log.roll.ms"),
     def("unclean.leader.election.enable", Kind::Bool, "unclean.leader.election.enable"),
 ];
+
+/// The partitions whose replication the leader throttles (KIP-73).
+pub const LEADER_THROTTLED_REPLICAS: &str = "leader.replication.throttled.replicas";
+/// The partitions whose replication the follower throttles (KIP-73).
+pub const FOLLOWER_THROTTLED_REPLICAS: &str = "follower.replication.throttled.replicas";
 
 pub fn topic_config_def(name: &str) -> Option<&'static TopicConfigDef> {
     TOPIC_CONFIGS.iter().find(|d| d.name == name)
@@ -104,7 +115,53 @@ pub fn check_value(kind: Kind, value: &str) -> Result<(), String> {
                 Err(format!("expected a list of {}", choices.join(", ")))
             }
         }
+        Kind::ReplicaList => match throttled_replicas(value) {
+            Some(_) => Ok(()),
+            None => Err("must be the literal '*' or a list of replicas in the following format: \
+                 [partitionId]:[brokerId],[partitionId]:[brokerId],..."
+                .into()),
+        },
     }
+}
+
+/// A parsed `*.replication.throttled.replicas` value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ThrottledReplicas {
+    /// `*`: every replica of the topic.
+    All,
+    /// `partition:broker` pairs.
+    Listed(Vec<(i32, i32)>),
+}
+
+impl ThrottledReplicas {
+    /// Whether `partition`'s replica on `broker` is throttled.
+    pub fn contains(&self, partition: i32, broker: i32) -> bool {
+        match self {
+            Self::All => true,
+            Self::Listed(pairs) => pairs.contains(&(partition, broker)),
+        }
+    }
+}
+
+/// Parses a throttled replica list as Kafka's `ThrottledReplicaListValidator`
+/// accepts it: `*`, or items each empty or `digits:digits`; `None` if invalid.
+pub fn throttled_replicas(value: &str) -> Option<ThrottledReplicas> {
+    let items: Vec<&str> = value.split(',').map(str::trim).collect();
+    if items.concat() == "*" {
+        return Some(ThrottledReplicas::All);
+    }
+    let pair = |item: &str| -> Option<(i32, i32)> {
+        let (partition, broker) = item.split_once(':')?;
+        let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+        if !digits(partition) || !digits(broker) {
+            return None;
+        }
+        // Kafka's pattern takes any digits; ids beyond i32 name no replica.
+        Some((partition.parse().unwrap_or(-1), broker.parse().unwrap_or(-1)))
+    };
+    let pairs: Option<Vec<(i32, i32)>> =
+        items.iter().filter(|item| !item.is_empty()).map(|item| pair(item)).collect();
+    pairs.map(ThrottledReplicas::Listed)
 }
 
 /// Broker configs that are one setting in several units, finest first: the
@@ -132,14 +189,31 @@ pub fn broker_synonyms(name: &str) -> Vec<&str> {
     }
 }
 
+/// `leader.replication.throttled.rate`: bytes/s the leader sends to
+/// throttled followers (KIP-73).
+pub const LEADER_THROTTLED_RATE: &str = "leader.replication.throttled.rate";
+/// `follower.replication.throttled.rate`: bytes/s a follower fetches for
+/// its throttled replicas.
+pub const FOLLOWER_THROTTLED_RATE: &str = "follower.replication.throttled.rate";
+
+/// Dynamic broker configs that are no topic's default (Kafka's
+/// `DynamicConfig.Broker` quota configs).
+const BROKER_ONLY_DYNAMIC: &[(&str, Kind)] =
+    &[(LEADER_THROTTLED_RATE, Kind::Long { min: 0 }), (FOLLOWER_THROTTLED_RATE, Kind::Long { min: 0 })];
+
 /// The kind of a broker config that may change at run time, or `None` if
 /// it may not.
 pub fn dynamic_broker_config_kind(name: &str) -> Option<Kind> {
+    if name.is_empty() {
+        return None;
+    }
+    let named = |list: &[(&str, Kind)]| list.iter().find(|(n, _)| *n == name).map(|(_, kind)| *kind);
     TOPIC_CONFIGS
         .iter()
         .find(|d| d.broker_synonym == name)
         .map(|d| d.kind)
-        .or_else(|| COARSE_BROKER_SYNONYMS.iter().find(|(n, _)| *n == name).map(|(_, kind)| *kind))
+        .or_else(|| named(COARSE_BROKER_SYNONYMS))
+        .or_else(|| named(BROKER_ONLY_DYNAMIC))
 }
 
 /// The TLS store keys a broker takes dynamically for one listener, as
@@ -198,7 +272,7 @@ mod tests {
 
     #[test]
     fn broker_synonyms_of_topic_configs_are_dynamic() {
-        for def in TOPIC_CONFIGS {
+        for def in TOPIC_CONFIGS.iter().filter(|d| !d.broker_synonym.is_empty()) {
             assert!(dynamic_broker_config_kind(def.broker_synonym).is_some(), "{}", def.broker_synonym);
         }
         assert!(validate_dynamic_broker_config("log.retention.hours", "-1").is_ok());
@@ -209,6 +283,23 @@ mod tests {
         assert!(err.contains("log.segment.bytes"), "{err}");
         assert!(validate_dynamic_broker_config("log.dirs", "/tmp").is_err());
         assert!(validate_dynamic_broker_config("node.id", "2").is_err());
+        assert!(validate_dynamic_broker_config("", "1").is_err());
+        assert!(validate_dynamic_broker_config(LEADER_THROTTLED_RATE, "1000").is_ok());
+        assert!(validate_dynamic_broker_config(FOLLOWER_THROTTLED_RATE, "-1").is_err());
+    }
+
+    #[test]
+    fn throttled_replica_lists_are_kafkas() {
+        use ThrottledReplicas::{All, Listed};
+        assert_eq!(throttled_replicas("*"), Some(All));
+        assert_eq!(throttled_replicas(""), Some(Listed(vec![])));
+        assert_eq!(throttled_replicas("0:1, 1:2"), Some(Listed(vec![(0, 1), (1, 2)])));
+        for bad in ["*,0:1", "0", "0:a", "-1:1", "0:1:2", "all"] {
+            assert!(validate_topic_config(LEADER_THROTTLED_REPLICAS, bad).is_err(), "{bad}");
+        }
+        assert!(Listed(vec![(0, 1)]).contains(0, 1));
+        assert!(!Listed(vec![(0, 1)]).contains(0, 2));
+        assert!(All.contains(7, 9));
     }
 
     #[test]

@@ -462,7 +462,7 @@ fn apply_ops(
             }
             Op::Append(values) | Op::Subtract(values) => {
                 let (kind, synonyms, level) = list_key(resource, name)?;
-                if !matches!(kind, Kind::List(_)) {
+                if !matches!(kind, Kind::List(_) | Kind::ReplicaList) {
                     let verb = if matches!(op, Op::Append(_)) { "APPEND to" } else { "SUBTRACT from" };
                     return Err(MetadataError::InvalidConfig(format!(
                         "Can't {verb} key {name} because its type is not LIST."

@@ -9,6 +9,13 @@
 //! their error and never reach the session cache. A response carries at most
 //! `fetch.max.bytes` of records (beyond one first batch), whatever the
 //! request's `max_bytes`.
+//!
+//! Consumers may read from followers (KIP-392, Fetch v11+), up to the high
+//! watermark the follower has from its leader; with a
+//! `replica.selector.class` the leader sends a consumer to an in-sync
+//! replica in its `client.rack` (`preferred_read_replica`, no records).
+//! Followers' fetches of throttled partitions are held back while the
+//! leader's replication rate is over its bound (KIP-73).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
@@ -26,6 +33,7 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::{str_bytes, topic_name, LeaderHints};
+use crate::config::ReplicaSelector;
 use crate::dispatch::{Answer, EncodeBody, Reply, RequestContext, Splice};
 use crate::error::storage_error;
 use crate::fetch_session::{
@@ -55,6 +63,8 @@ struct Outcome {
     aborted: Vec<AbortedTxn>,
     /// Where the fetcher's log diverged from this one, as (epoch, end offset).
     diverging: Option<(i32, i64)>,
+    /// KIP-392: the replica the consumer should fetch this partition from.
+    preferred_read_replica: Option<i32>,
 }
 
 impl Outcome {
@@ -72,12 +82,27 @@ impl Outcome {
             records: None,
             aborted: Vec::new(),
             diverging: None,
+            preferred_read_replica: None,
+        }
+    }
+
+    /// A partition answered with its offsets and no records.
+    fn without_records(partition: &Partition) -> Self {
+        Self {
+            error: None,
+            high_watermark: partition.high_watermark(),
+            last_stable_offset: partition.last_stable_offset(),
+            log_start_offset: partition.log_start_offset(),
+            records: None,
+            aborted: Vec::new(),
+            diverging: None,
+            preferred_read_replica: None,
         }
     }
 
     /// Whether the fetch must be answered at once, without waiting for data.
     fn is_final(&self) -> bool {
-        self.error.is_some() || self.diverging.is_some()
+        self.error.is_some() || self.diverging.is_some() || self.preferred_read_replica.is_some()
     }
 
     fn reported(&self) -> Reported {
@@ -139,8 +164,11 @@ pub async fn handle(ctx: &RequestContext<'_>, request: FetchRequest) -> FetchRep
     }
     let broker = ctx.broker;
     let by_id = ctx.api_version >= 13;
+    // Kafka's `fetchOnlyLeader`: consumers with client metadata (v11+) may
+    // read from followers.
+    let follower_reads = !from_follower && ctx.api_version >= FIRST_CLIENT_RACK_VERSION;
     let readable = read_authorization(ctx, &request);
-    let (hosted, rejected) = requested_targets(broker, &request, by_id, &readable);
+    let (hosted, rejected) = requested_targets(broker, &request, by_id, follower_reads, &readable);
     let forgotten = forgotten_partitions(&request, by_id);
     let parts = FetchRequestParts {
         session_id: request.session_id,
@@ -171,14 +199,22 @@ pub async fn handle(ctx: &RequestContext<'_>, request: FetchRequest) -> FetchRep
         true => broker.config.fetch_max_bytes,
         false => consumer_max_bytes(ctx),
     };
-    let limits = Limits::new(&request, fetch_max_bytes, isolation, missing);
-    let outcomes = read_with_wait(broker, &ctx.throttle, &plan, &partitions, limits, max_wait).await;
-    if !from_follower {
+    let limits = Limits::new(&request, fetch_max_bytes, isolation, missing, follower_reads);
+    let routing = match (follower, follower_reads) {
+        (Some((replica_id, _)), _) => Routing::for_follower(broker, &plan, &partitions, replica_id),
+        (None, true) => Routing::for_consumer(ctx, &plan, &partitions, &request.rack_id),
+        (None, false) => Routing::default(),
+    };
+    let outcomes =
+        read_with_wait(broker, &ctx.throttle, &plan, &partitions, limits, &routing, max_wait).await;
+    if from_follower {
+        routing.record_leader_throttled(broker, &outcomes);
+    } else {
         if let Some(reply) = throttled_reply(ctx, &plan, &outcomes) {
             return reply;
         }
     }
-    count_reads(broker, &plan, &partitions, &outcomes);
+    count_reads(broker, &plan, &partitions, &outcomes, from_follower);
     let reported: Vec<Reported> = outcomes.iter().map(Outcome::reported).collect();
     let included = match broker.fetch_sessions.finish(&plan, &reported) {
         Ok(included) => included,
@@ -271,6 +307,8 @@ fn record_follower_progress(
 
 /// Fetch v16 is the first to carry KIP-951's leader hints.
 const FIRST_LEADER_HINT_VERSION: i16 = 16;
+/// Fetch v11 is the first to carry the consumer's `rack_id` (KIP-392).
+const FIRST_CLIENT_RACK_VERSION: i16 = 11;
 
 /// Names the leader of each partition refused with NOT_LEADER_OR_FOLLOWER,
 /// so the consumer moves there without a metadata round trip (KIP-951).
@@ -368,6 +406,7 @@ fn requested_targets(
     broker: &Broker,
     request: &FetchRequest,
     by_id: bool,
+    follower_reads: bool,
     readable: &dyn Fn(&str) -> bool,
 ) -> (Vec<FetchTarget>, Vec<(FetchTarget, ResponseError)>) {
     let (mut hosted, mut rejected) = (Vec::new(), Vec::new());
@@ -393,7 +432,7 @@ fn requested_targets(
             };
             match &found {
                 _ if denied => rejected.push((target, ResponseError::TopicAuthorizationFailed)),
-                Some(t) => match broker.replicas.leader_partition(&t.name, p.partition) {
+                Some(t) => match readable_partition(broker, &t.name, p.partition, follower_reads) {
                     // A stale or future leader epoch is answered, not read (KIP-320).
                     Ok(partition) => match partition.check_current_leader_epoch(p.current_leader_epoch) {
                         Ok(()) => hosted.push(target),
@@ -407,6 +446,27 @@ fn requested_targets(
         }
     }
     (hosted, rejected)
+}
+
+/// The partition a fetch may read: one led here or, when `follower_reads`,
+/// one followed here from a live leader; else Kafka's error for it.
+fn readable_partition(
+    broker: &Broker,
+    topic: &str,
+    partition: i32,
+    follower_reads: bool,
+) -> Result<Arc<Partition>, ResponseError> {
+    let followed = follower_reads.then(|| broker.replicas.partition(topic, partition)).flatten();
+    match followed {
+        Some(p) if serves_consumers_as_follower(&p) => Ok(p),
+        _ => broker.replicas.leader_partition(topic, partition),
+    }
+}
+
+/// A follower serves consumers while it follows a leader; a replica with
+/// no leader (offline) or one being deleted answers NOT_LEADER_OR_FOLLOWER.
+fn serves_consumers_as_follower(partition: &Partition) -> bool {
+    !partition.is_leader() && !partition.is_deleted() && partition.replica_set().leader >= 0
 }
 
 /// The partitions a request forgets, keyed as its session keys them. Hosted
@@ -455,6 +515,8 @@ struct Limits {
     isolation: Isolation,
     /// The error for a cached partition whose topic is gone.
     missing: ResponseError,
+    /// Whether followed partitions may be read (a consumer's v11+ fetch).
+    follower_reads: bool,
 }
 
 impl Limits {
@@ -463,11 +525,140 @@ impl Limits {
         fetch_max_bytes: i32,
         isolation: Isolation,
         missing: ResponseError,
+        follower_reads: bool,
     ) -> Self {
         let max_bytes = request.max_bytes.clamp(0, fetch_max_bytes) as usize;
         let min_bytes = (request.min_bytes.max(0) as usize).min(max_bytes);
-        Self { max_bytes, min_bytes, isolation, missing }
+        Self { max_bytes, min_bytes, isolation, missing, follower_reads }
     }
+}
+
+/// Where each target of a fetch is read from and whether it is held back,
+/// decided once per request, in the order of the plan's targets.
+#[derive(Default)]
+struct Routing {
+    /// KIP-392: a replica the consumer should read the partition from.
+    preferred_read_replica: Vec<Option<i32>>,
+    /// KIP-73: partitions named by `leader.replication.throttled.replicas`
+    /// for this broker (their bytes count against the leader's rate).
+    throttle_listed: Vec<bool>,
+    /// Of those, the ones held back while the rate is over its bound:
+    /// the fetching follower is outside the ISR.
+    throttle_holds: Vec<bool>,
+    /// `leader.replication.throttled.rate`.
+    leader_rate: i64,
+}
+
+impl Routing {
+    /// A follower's fetch: which partitions the leader throttle covers.
+    fn for_follower(
+        broker: &Broker,
+        plan: &FetchPlan,
+        partitions: &[Option<Arc<Partition>>],
+        replica_id: i32,
+    ) -> Self {
+        use crate::quota::replication::is_throttled;
+        use strom_metadata::topic_config::LEADER_THROTTLED_REPLICAS;
+        let config = broker.replicas.config();
+        let image = broker.controller.image();
+        let me = config.node_id;
+        let throttle_listed: Vec<bool> = plan
+            .targets
+            .iter()
+            .map(|t| is_throttled(&image, LEADER_THROTTLED_REPLICAS, &t.topic, t.partition, me))
+            .collect();
+        let throttle_holds = throttle_listed
+            .iter()
+            .zip(partitions)
+            .map(|(listed, partition)| {
+                *listed && partition.as_ref().is_some_and(|p| !p.replica_set().isr.contains(&replica_id))
+            })
+            .collect();
+        Self {
+            preferred_read_replica: Vec::new(),
+            throttle_listed,
+            throttle_holds,
+            leader_rate: config.replication_throttle.leader_rate,
+        }
+    }
+
+    /// A consumer's fetch (v11+): with the rack-aware selector and a
+    /// `client.rack`, the replica each led partition is better read from.
+    fn for_consumer(
+        ctx: &RequestContext<'_>,
+        plan: &FetchPlan,
+        partitions: &[Option<Arc<Partition>>],
+        client_rack: &str,
+    ) -> Self {
+        let config = ctx.broker.replicas.config();
+        if config.replica_selector != ReplicaSelector::RackAware || client_rack.is_empty() {
+            return Self::default();
+        }
+        let racks: HashMap<i32, Option<String>> =
+            super::live_endpoints(ctx).map(|(id, _, rack)| (id, rack)).collect();
+        let in_client_rack =
+            |id: &i32| racks.get(id).is_some_and(|rack| rack.as_deref() == Some(client_rack));
+        let me = config.node_id;
+        let preferred_read_replica = plan
+            .targets
+            .iter()
+            .zip(partitions)
+            .map(|(target, partition)| {
+                let partition = partition.as_ref().filter(|p| p.is_leader())?;
+                if in_client_rack(&me) {
+                    return None;
+                }
+                rack_aware_replica(&partition.replica_set(), me, target.fetch_offset, &in_client_rack)
+            })
+            .collect();
+        Self { preferred_read_replica, ..Self::default() }
+    }
+
+    fn preferred(&self, index: usize) -> Option<i32> {
+        self.preferred_read_replica.get(index).copied().flatten()
+    }
+
+    /// Whether the leader's replication rate is over its bound, asked only
+    /// when a partition could be held back.
+    fn leader_over_quota(&self, broker: &Broker) -> bool {
+        self.throttle_holds.contains(&true) && broker.quotas.leader_replication.is_exceeded(self.leader_rate)
+    }
+
+    fn holds_back(&self, index: usize) -> bool {
+        self.throttle_holds.get(index).copied().unwrap_or(false)
+    }
+
+    /// Kafka's `sizeOfThrottledPartitions`: what a follower was sent of the
+    /// throttled partitions counts against the leader's rate.
+    fn record_leader_throttled(&self, broker: &Broker, outcomes: &[Outcome]) {
+        let bytes: usize = outcomes
+            .iter()
+            .zip(&self.throttle_listed)
+            .filter(|(_, listed)| **listed)
+            .map(|(o, _)| o.bytes())
+            .sum();
+        let window = broker.replicas.config().replication_throttle.window;
+        broker.quotas.leader_replication.record(bytes, window);
+    }
+}
+
+/// Kafka's `RackAwareReplicaSelector` over the replicas Kafka's
+/// `findPreferredReadReplica` offers it: in-sync followers holding
+/// `fetch_offset`, in the client's rack; the most caught up wins (the
+/// largest log end, then the most recently caught up). `None`: the leader.
+fn rack_aware_replica(
+    set: &crate::replication::isr::ReplicaSet,
+    me: i32,
+    fetch_offset: i64,
+    in_client_rack: &dyn Fn(&i32) -> bool,
+) -> Option<i32> {
+    set.isr
+        .iter()
+        .filter(|id| **id != me && in_client_rack(id))
+        .filter_map(|id| Some((*id, set.follower(*id)?)))
+        .filter(|(_, progress)| progress.log_end_offset >= fetch_offset)
+        .max_by_key(|(_, progress)| (progress.log_end_offset, progress.last_caught_up_ms))
+        .map(|(id, _)| id)
 }
 
 /// Reads until `min_bytes` are available, an error occurs, `max_wait` passes
@@ -479,8 +670,12 @@ async fn read_with_wait(
     plan: &FetchPlan,
     partitions: &[Option<Arc<Partition>>],
     limits: Limits,
+    routing: &Routing,
     max_wait: Duration,
 ) -> Vec<Outcome> {
+    // Held back partitions do not count towards `min_bytes`, as in Kafka's
+    // DelayedFetch: a throttled follower waits out its max wait.
+    let read = || read_all(plan, partitions, limits, routing, routing.leader_over_quota(broker));
     let mut stopping = broker.stopping();
     let deadline = Instant::now() + max_wait;
     let waiter = Arc::new(Notify::new());
@@ -494,7 +689,7 @@ async fn read_with_wait(
                 _ => {}
             }
         }
-        let outcomes = read_all(plan, partitions, limits);
+        let outcomes = read();
         let bytes: usize = outcomes.iter().map(Outcome::bytes).sum();
         let satisfied = bytes >= limits.min_bytes || outcomes.iter().any(Outcome::is_final);
         if satisfied || Instant::now() >= deadline || *stopping.borrow() {
@@ -510,18 +705,20 @@ async fn read_with_wait(
             }
         });
         if !woken.await {
-            return read_all(plan, partitions, limits);
+            return read();
         }
     }
 }
 
-/// Counts the record bytes going out, per hosted topic. Error codes are
+/// Counts the record bytes going out, per hosted topic: to consumers, or
+/// to followers (Kafka's `ReplicationBytesOutPerSec`). Error codes are
 /// counted from the response by dispatch.
 fn count_reads(
     broker: &Broker,
     plan: &FetchPlan,
     partitions: &[Option<Arc<Partition>>],
     outcomes: &[Outcome],
+    to_follower: bool,
 ) {
     for ((target, partition), outcome) in plan.targets.iter().zip(partitions).zip(outcomes) {
         let counted = if outcome.error.is_some() { partition.is_some() } else { outcome.bytes() > 0 };
@@ -531,6 +728,9 @@ fn count_reads(
         let metrics = broker.metrics.topic(&target.topic);
         match outcome.error {
             Some(_) => metrics.failed_fetch_requests.fetch_add(1, Ordering::Relaxed),
+            None if to_follower => {
+                metrics.replication_bytes_out.fetch_add(outcome.bytes() as u64, Ordering::Relaxed)
+            }
             None => metrics.bytes_out.fetch_add(outcome.bytes() as u64, Ordering::Relaxed),
         };
     }
@@ -539,22 +739,39 @@ fn count_reads(
 /// Kafka's read limits: each partition up to its `partition_max_bytes`, the
 /// whole response up to `max_bytes`, but the first batch found is returned
 /// whole even when larger, so a big batch can never stall a consumer.
-fn read_all(plan: &FetchPlan, partitions: &[Option<Arc<Partition>>], limits: Limits) -> Vec<Outcome> {
+fn read_all(
+    plan: &FetchPlan,
+    partitions: &[Option<Arc<Partition>>],
+    limits: Limits,
+    routing: &Routing,
+    over_quota: bool,
+) -> Vec<Outcome> {
     let mut remaining = limits.max_bytes;
     let mut first = true;
     plan.targets
         .iter()
         .zip(partitions)
-        .map(|(target, partition)| {
+        .enumerate()
+        .map(|(index, (target, partition))| {
             let Some(partition) = partition.as_ref().filter(|p| !p.is_deleted()) else {
                 return Outcome::failed(limits.missing);
             };
             // A session may hold a partition whose leadership has moved since.
-            if !partition.is_leader() {
+            let as_follower = limits.follower_reads && serves_consumers_as_follower(partition);
+            if !partition.is_leader() && !as_follower {
                 return Outcome::failed(ResponseError::NotLeaderOrFollower);
             }
             if let Some(diverging) = diverging_epoch(partition, target) {
                 return diverging;
+            }
+            if let Some(replica) = routing.preferred(index) {
+                return Outcome {
+                    preferred_read_replica: Some(replica),
+                    ..Outcome::without_records(partition)
+                };
+            }
+            if over_quota && routing.holds_back(index) {
+                return Outcome::without_records(partition);
             }
             let limit = (target.partition_max_bytes.max(0) as usize).min(remaining);
             let outcome = read_one(partition, target.fetch_offset, limit, first, limits.isolation);
@@ -592,6 +809,7 @@ fn diverging_epoch(partition: &Partition, target: &FetchTarget) -> Option<Outcom
         records: None,
         aborted: Vec::new(),
         diverging: Some((epoch, end_offset)),
+        preferred_read_replica: None,
     })
 }
 
@@ -611,6 +829,7 @@ fn read_one(
             records: read.slice,
             aborted: read.aborted,
             diverging: None,
+            preferred_read_replica: None,
         },
         Err(e) => Outcome {
             error: Some(storage_error(&e)),
@@ -620,6 +839,7 @@ fn read_one(
             records: None,
             aborted: Vec::new(),
             diverging: None,
+            preferred_read_replica: None,
         },
     }
 }
@@ -662,6 +882,7 @@ fn build_responses<'a>(
             .with_log_start_offset(outcome.log_start_offset)
             .with_aborted_transactions(read_committed.then(|| aborted_transactions(&outcome.aborted)))
             .with_diverging_epoch(diverging_epoch_field(outcome.diverging))
+            .with_preferred_read_replica(BrokerId(outcome.preferred_read_replica.unwrap_or(-1)))
             .with_records(Some(splice.as_ref().map_or_else(Bytes::new, |s| s.marker.clone())));
         let at = *topic_at.entry((target.topic_id, &target.topic)).or_insert_with(|| {
             responses.push(
@@ -715,6 +936,101 @@ mod tests {
         let endpoints: Vec<(i32, i32)> =
             reply.response.node_endpoints.iter().map(|e| (e.node_id.0, e.port)).collect();
         assert_eq!(endpoints, [(OTHER, i32::from(OTHER_PORT))]);
+    }
+
+    #[tokio::test]
+    async fn a_follower_serves_consumers_from_v11_up_to_its_log_and_refuses_older_fetches() {
+        use crate::handlers::leadership_tests::{broker_with_another, ctx, OTHER};
+        use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+        use kafka_protocol::messages::ApiKey;
+
+        let dir = tempfile::tempdir().unwrap();
+        let broker = broker_with_another(dir.path());
+        let assignments = [(0, vec![OTHER, broker.config.node_id])].into_iter().collect();
+        let topic = NewTopic { name: "t".into(), assignments, ..Default::default() };
+        strom_metadata::block_on(broker.controller.create_topic_with_logs(topic, false, &broker.replicas))
+            .unwrap();
+        let fetch = |version: i16, offset: i64| {
+            let partition = FetchPartition::default()
+                .with_partition(0)
+                .with_fetch_offset(offset)
+                .with_partition_max_bytes(1024);
+            let topic = FetchTopic::default().with_topic(topic_name("t")).with_partitions(vec![partition]);
+            let request =
+                FetchRequest::default().with_max_bytes(1024).with_session_epoch(-1).with_topics(vec![topic]);
+            let broker = &broker;
+            async move {
+                let reply = handle(&ctx(broker, ApiKey::Fetch, version), request).await;
+                reply.response.responses[0].partitions[0].error_code
+            }
+        };
+
+        assert_eq!(fetch(10, 0).await, ResponseError::NotLeaderOrFollower.code(), "v10 reads only leaders");
+        assert_eq!(fetch(11, 0).await, 0, "v11 reads the follower");
+        assert_eq!(fetch(11, 5).await, ResponseError::OffsetOutOfRange.code(), "past the follower's log end");
+    }
+
+    #[test]
+    fn a_leader_holds_back_throttled_partitions_from_followers_outside_the_isr_while_over_its_rate() {
+        use crate::handlers::leadership_tests::{broker_with_another, OTHER};
+        use strom_metadata::topic_config::LEADER_THROTTLED_REPLICAS;
+
+        let dir = tempfile::tempdir().unwrap();
+        let broker = broker_with_another(dir.path());
+        let me = broker.config.node_id;
+        let configs = [(LEADER_THROTTLED_REPLICAS.to_owned(), format!("0:{me}"))].into_iter().collect();
+        let assignments = vec![(0, vec![me, OTHER]), (1, vec![me, OTHER])];
+        let topic = NewTopic { name: "t".into(), configs, assignments, ..Default::default() };
+        strom_metadata::block_on(broker.controller.create_topic_with_logs(topic, false, &broker.replicas))
+            .unwrap();
+        let plan = sessionless_plan(&broker, "t", 2);
+        let partitions = hosted_partitions(&broker, &plan.targets);
+        let batch = strom_storage::batch::encode_batch(&[(None, Some(Bytes::from_static(b"v")))], 0);
+        for partition in partitions.iter().flatten() {
+            partition.append(&batch, 0).unwrap();
+        }
+        let limits = Limits {
+            max_bytes: 1 << 20,
+            min_bytes: 1,
+            isolation: Isolation::LogEnd,
+            missing: ResponseError::UnknownTopicId,
+            follower_reads: false,
+        };
+        let sent = |routing: &Routing, over_quota| -> Vec<bool> {
+            read_all(&plan, &partitions, limits, routing, over_quota).iter().map(|o| o.bytes() > 0).collect()
+        };
+
+        let in_sync = Routing::for_follower(&broker, &plan, &partitions, OTHER);
+        let outside = Routing::for_follower(&broker, &plan, &partitions, OTHER + 1);
+
+        assert_eq!(in_sync.throttle_listed, [true, false], "only 0:{me} is listed");
+        assert_eq!(sent(&in_sync, true), [true, true], "an in-sync follower is never held back");
+        assert_eq!(sent(&outside, true), [false, true], "the listed partition is held back");
+        assert_eq!(sent(&outside, false), [true, true], "within the rate nothing is held back");
+    }
+
+    #[test]
+    fn the_rack_aware_selector_picks_the_most_caught_up_in_sync_replica_in_the_client_rack() {
+        use crate::replication::isr::ReplicaSet;
+        let mut set = ReplicaSet::new(1, 30_000);
+        let image = strom_metadata::PartitionImage {
+            replicas: vec![1, 2, 3, 4],
+            isr: vec![1, 2, 3],
+            leader: 1,
+            leader_epoch: 0,
+            partition_epoch: 0,
+            directories: Vec::new(),
+            leader_recovery_state: 0,
+        };
+        set.apply(&image, 100, 0, &|_| true);
+        set.record_fetch(2, 1, 90, 100, 1);
+        set.record_fetch(3, 1, 100, 100, 1);
+        set.record_fetch(4, 1, 100, 100, 1);
+
+        assert_eq!(rack_aware_replica(&set, 1, 50, &|id| [2, 3, 4].contains(id)), Some(3));
+        assert_eq!(rack_aware_replica(&set, 1, 95, &|id| *id == 2), None, "2 does not hold offset 95");
+        assert_eq!(rack_aware_replica(&set, 1, 50, &|id| *id == 4), None, "4 is not in sync");
+        assert_eq!(rack_aware_replica(&set, 1, 50, &|_| false), None, "no replica in the client's rack");
     }
 
     fn open_broker(dir: &std::path::Path) -> Arc<Broker> {
@@ -789,6 +1105,7 @@ mod tests {
             min_bytes: 1 << 20,
             isolation: Isolation::ReadUncommitted,
             missing: ResponseError::UnknownTopicId,
+            follower_reads: false,
         };
         let batch = strom_storage::batch::encode_batch(&[(None, Some(Bytes::from_static(b"v")))], 0);
 
@@ -801,8 +1118,9 @@ mod tests {
             idle.waiter_count()
         };
         let throttle = crate::quota::Throttle::default();
+        let routing = Routing::default();
         let idle_waiters = tokio::select! {
-            _ = read_with_wait(&broker, &throttle, &plan, &partitions, limits, Duration::from_secs(30)) => {
+            _ = read_with_wait(&broker, &throttle, &plan, &partitions, limits, &routing, Duration::from_secs(30)) => {
                 panic!("the fetch returned short of its min_bytes")
             }
             count = appends => count,
@@ -847,6 +1165,7 @@ mod tests {
                     records: read.slice,
                     aborted: Vec::new(),
                     diverging: None,
+                    preferred_read_replica: None,
                 };
                 (t, outcome)
             })

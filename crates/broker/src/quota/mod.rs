@@ -6,6 +6,8 @@
 //!   from the metadata image), records the request's bytes, time or
 //!   mutations against that quota's sensor, and says how long the client
 //!   must wait;
+//! - [`replication`] holds the replication throttles of KIP-73, which
+//!   leaders and follower fetchers consult for partitions a topic names;
 //! - [`ChannelMute`] is a connection's side of KIP-219: the response
 //!   carries `throttle_time_ms`, then the connection reads nothing more
 //!   from that client until the time has passed.
@@ -16,6 +18,7 @@
 
 pub mod connections;
 pub mod rate;
+pub mod replication;
 pub mod throttled;
 
 use std::collections::HashMap;
@@ -109,11 +112,21 @@ pub struct QuotaManager {
     window: QuotaWindow,
     started: Instant,
     sensors: Mutex<HashMap<SensorKey, Rate>>,
+    /// What this broker sends to throttled followers (KIP-73).
+    pub leader_replication: replication::ReplicationQuota,
+    /// What this broker's fetchers take for throttled replicas.
+    pub follower_replication: replication::ReplicationQuota,
 }
 
 impl QuotaManager {
     pub fn new(window: QuotaWindow) -> Self {
-        Self { window, started: Instant::now(), sensors: Mutex::new(HashMap::new()) }
+        Self {
+            window,
+            started: Instant::now(),
+            sensors: Mutex::new(HashMap::new()),
+            leader_replication: Default::default(),
+            follower_replication: Default::default(),
+        }
     }
 
     fn now_ms(&self) -> u64 {

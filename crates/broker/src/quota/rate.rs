@@ -30,12 +30,22 @@ pub struct Rate {
     current: usize,
     /// When the last value was recorded: idle sensors are dropped.
     pub last_record_ms: u64,
+    /// The least span a rate is measured over, in windows.
+    min_windows: u64,
 }
 
 impl Rate {
     pub fn new(window: QuotaWindow, now_ms: u64) -> Self {
         let samples = vec![Sample { start_ms: now_ms, value: 0.0 }];
-        Self { window, samples, current: 0, last_record_ms: now_ms }
+        let min_windows = window.samples.max(1) as u64 - 1;
+        Self { window, samples, current: 0, last_record_ms: now_ms, min_windows }
+    }
+
+    /// Kafka's `SimpleRate`, which replication quotas use: measured over
+    /// at least one window (not all but one), so a throttle takes hold
+    /// within a window of the first bytes.
+    pub fn simple(window: QuotaWindow, now_ms: u64) -> Self {
+        Self { min_windows: 1, ..Self::new(window, now_ms) }
     }
 
     /// Adds `value` at `now_ms`, starting a new sample when the current one
@@ -65,7 +75,7 @@ impl Rate {
     }
 
     /// Kafka's `Rate.windowSize`: from the oldest live sample to now, but
-    /// never less than `samples - 1` whole windows.
+    /// never less than `samples - 1` whole windows (one for a simple rate).
     pub fn window_size_ms(&self, now_ms: u64) -> u64 {
         let total = self.total_window_ms();
         let oldest = self
@@ -76,7 +86,7 @@ impl Rate {
             .min()
             .unwrap_or(now_ms);
         let elapsed = now_ms.saturating_sub(oldest);
-        let min_full = (self.window.samples.max(1) as u64 - 1) * self.window.window_ms;
+        let min_full = self.min_windows * self.window.window_ms;
         elapsed.max(min_full).max(1)
     }
 
@@ -132,6 +142,14 @@ mod tests {
         assert_eq!(rate.throttle_ms(1000.0, 0), 10_000);
         assert_eq!(rate.throttle_ms(2000.0, 0), 0);
         assert_eq!(rate.throttle_ms(4000.0, 0), 0);
+    }
+
+    #[test]
+    fn a_simple_rate_spreads_a_first_burst_over_one_window() {
+        let mut rate = Rate::simple(WINDOW, 0);
+        rate.record(5_000.0, 0);
+        assert_eq!(rate.measure(10), 5_000.0);
+        assert_eq!(rate.measure(2_000), 2_500.0);
     }
 
     #[test]

@@ -10,6 +10,12 @@
 //! or restarts its log empty at the start when its whole log lies below it
 //! (Kafka's `fetchOffsetAndTruncate`). A partition that fails waits
 //! `replica.fetch.backoff.ms` before it is fetched again.
+//!
+//! Replication throttles (KIP-73): the bytes of partitions a topic's
+//! `follower.replication.throttled.replicas` names for this broker count
+//! against `follower.replication.throttled.rate`; while over it, those of
+//! them not caught up with the leader are left out of the fetch (Kafka's
+//! `shouldFollowerThrottle`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -64,6 +70,7 @@ pub async fn run(
     let backoff = Duration::from_millis(config.backoff_ms);
     let mut channel: Option<Channel> = None;
     let mut delayed: HashMap<(Uuid, i32), Instant> = HashMap::new();
+    let mut lags = Lags::default();
     loop {
         if *stop.borrow() {
             return;
@@ -71,9 +78,12 @@ pub async fn run(
         let now = Instant::now();
         delayed.retain(|_, until| *until > now);
         let followed = assigned.borrow_and_update().clone();
+        lags.keep_only(&followed);
+        let throttle = FollowerThrottle::now(&broker, &followed);
         let ready: Vec<&Followed> = followed
             .iter()
-            .filter(|f| !delayed.contains_key(&(f.topic_id, f.partition.tp.partition)))
+            .filter(|f| !delayed.contains_key(&key_of(f)))
+            .filter(|f| !throttle.holds_back(f, &lags))
             .collect();
         if ready.is_empty() {
             let wake = delayed.values().min().copied().unwrap_or(now + backoff);
@@ -96,24 +106,28 @@ pub async fn run(
         };
         match sent {
             Ok(response) => {
+                let mut throttled_bytes = 0;
                 let mut out_of_range = Vec::new();
-                for (key, applied) in apply_response(&ready, response) {
-                    match applied {
-                        Applied::Done => {}
-                        Applied::Failed => drop(delayed.insert(key, Instant::now() + backoff)),
-                        Applied::OutOfRange => out_of_range.push(key),
+                for applied in apply_response(&ready, response) {
+                    match applied.outcome {
+                        Outcome::Done => {}
+                        Outcome::Failed => drop(delayed.insert(applied.key, Instant::now() + backoff)),
+                        Outcome::OutOfRange => out_of_range.push(applied.key),
                     }
+                    if throttle.covers(&applied.key) {
+                        throttled_bytes += applied.bytes;
+                    }
+                    lags.update(&applied);
                 }
-                for f in
-                    ready.iter().filter(|f| out_of_range.contains(&(f.topic_id, f.partition.tp.partition)))
-                {
+                broker.quotas.follower_replication.record(throttled_bytes, throttle.window);
+                for f in ready.iter().filter(|f| out_of_range.contains(&key_of(f))) {
                     let reset = tokio::select! {
                         reset = fetch_offset_and_truncate(&broker, leader, &mut channel, f, &config) => reset,
                         _ = stop.changed() => return,
                     };
                     if let Err(e) = reset {
                         tracing::warn!(partition = %f.partition.tp, "cannot reset the fetch offset: {e}");
-                        delayed.insert((f.topic_id, f.partition.tp.partition), Instant::now() + backoff);
+                        delayed.insert(key_of(f), Instant::now() + backoff);
                     }
                 }
             }
@@ -126,6 +140,75 @@ pub async fn run(
                 }
             }
         }
+    }
+}
+
+fn key_of(followed: &Followed) -> (Uuid, i32) {
+    (followed.topic_id, followed.partition.tp.partition)
+}
+
+/// Each partition's lag behind its leader's high watermark after its last
+/// fetch that brought records (Kafka's `PartitionFetchState.lag`).
+#[derive(Default)]
+struct Lags(HashMap<(Uuid, i32), i64>);
+
+impl Lags {
+    fn update(&mut self, applied: &Applied) {
+        let Some(lag) = applied.lag else { return };
+        if applied.bytes > 0 || !self.0.contains_key(&applied.key) {
+            self.0.insert(applied.key, lag);
+        }
+    }
+
+    /// Forgets the partitions no longer followed.
+    fn keep_only(&mut self, followed: &[Followed]) {
+        if self.0.len() > followed.len() {
+            let keys: std::collections::HashSet<_> = followed.iter().map(key_of).collect();
+            self.0.retain(|key, _| keys.contains(key));
+        }
+    }
+
+    /// Kafka's `isReplicaInSync`: a known lag of nothing.
+    fn in_sync(&self, key: &(Uuid, i32)) -> bool {
+        self.0.get(key).is_some_and(|lag| *lag <= 0)
+    }
+}
+
+/// The follower's side of KIP-73 for one round of fetching.
+struct FollowerThrottle {
+    /// The followed partitions named by `follower.replication.throttled.replicas`.
+    listed: std::collections::HashSet<(Uuid, i32)>,
+    over_quota: bool,
+    window: crate::quota::QuotaWindow,
+}
+
+impl FollowerThrottle {
+    fn now(broker: &Broker, followed: &[Followed]) -> Self {
+        use crate::quota::replication::is_throttled;
+        use strom_metadata::topic_config::FOLLOWER_THROTTLED_REPLICAS;
+        let config = broker.replicas.config();
+        let throttle = config.replication_throttle;
+        let image = broker.controller.image();
+        let listed = followed
+            .iter()
+            .filter(|f| {
+                let tp = &f.partition.tp;
+                is_throttled(&image, FOLLOWER_THROTTLED_REPLICAS, &tp.topic, tp.partition, config.node_id)
+            })
+            .map(key_of)
+            .collect();
+        let over_quota = broker.quotas.follower_replication.is_exceeded(throttle.follower_rate);
+        Self { listed, over_quota, window: throttle.window }
+    }
+
+    fn covers(&self, key: &(Uuid, i32)) -> bool {
+        self.listed.contains(key)
+    }
+
+    /// Kafka's `shouldFollowerThrottle`: listed, lagging, and over the rate.
+    fn holds_back(&self, followed: &Followed, lags: &Lags) -> bool {
+        let key = key_of(followed);
+        self.over_quota && self.covers(&key) && !lags.in_sync(&key)
     }
 }
 
@@ -259,7 +342,7 @@ fn fetch_request(broker: &Broker, config: &ReplicaFetchConfig, followed: &[&Foll
 
 /// What became of one partition's answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Applied {
+enum Outcome {
     Done,
     /// It waits out the backoff.
     Failed,
@@ -267,28 +350,43 @@ enum Applied {
     OutOfRange,
 }
 
-/// Applies each partition's answer; returns what became of each.
-fn apply_response(followed: &[&Followed], response: FetchResponse) -> Vec<((Uuid, i32), Applied)> {
+/// What a fetch response did to one followed partition.
+struct Applied {
+    key: (Uuid, i32),
+    outcome: Outcome,
+    /// Record bytes the leader sent.
+    bytes: usize,
+    /// The leader's high watermark less this log's end, once applied.
+    lag: Option<i64>,
+}
+
+/// Applies each partition's answer.
+fn apply_response(followed: &[&Followed], response: FetchResponse) -> Vec<Applied> {
     if let Some(error) = ResponseError::try_from_code(response.error_code) {
         tracing::debug!("replica fetch refused: {error:?}");
-        return followed.iter().map(|f| ((f.topic_id, f.partition.tp.partition), Applied::Failed)).collect();
+        let failed = |f: &&Followed| Applied { key: key_of(f), outcome: Outcome::Failed, bytes: 0, lag: None };
+        return followed.iter().map(failed).collect();
     }
     let mut results = Vec::new();
     for topic in response.responses {
         for data in topic.partitions {
             let key = (topic.topic_id, data.partition_index);
-            let Some(f) = followed.iter().find(|f| (f.topic_id, f.partition.tp.partition) == key) else {
+            let Some(f) = followed.iter().find(|f| key_of(f) == key) else {
                 continue;
             };
+            let bytes = data.records.as_ref().map_or(0, Bytes::len);
+            let leader_high_watermark = data.high_watermark;
             // An image that moved the partition since the request voids the answer.
             let current = !f.partition.is_leader() && f.partition.leader_epoch() == f.leader_epoch;
-            let applied = match () {
-                _ if !current => Applied::Done,
-                _ if data.error_code == ResponseError::OffsetOutOfRange.code() => Applied::OutOfRange,
-                _ if apply_partition(&f.partition, data) => Applied::Done,
-                _ => Applied::Failed,
+            let outcome = match () {
+                _ if !current => Outcome::Done,
+                _ if data.error_code == ResponseError::OffsetOutOfRange.code() => Outcome::OutOfRange,
+                _ if apply_partition(&f.partition, data) => Outcome::Done,
+                _ => Outcome::Failed,
             };
-            results.push((key, applied));
+            let applied = current && outcome == Outcome::Done;
+            let lag = applied.then(|| leader_high_watermark - f.partition.log_end_offset());
+            results.push(Applied { key, outcome, bytes, lag });
         }
     }
     results
