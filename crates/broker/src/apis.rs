@@ -13,7 +13,9 @@
 //! `mode` is `call` for a handler that answers at once, `await` for one
 //! that waits (a fetch for data, a join for its rebalance) and `forward`
 //! for an admin write a KRaft broker sends to the active controller
-//! ([`crate::forwarding`]), answering it here only as the active controller. The versions are
+//! ([`crate::forwarding`]), answering it here only as the active controller
+//! (or a single node): its handler is async too, awaiting the controller's
+//! commit without holding a runtime worker. The versions are
 //! Kafka 4.1's, capped where `kafka-protocol` cannot decode a newer one;
 //! `advertised from n` lowers the advertised minimum below the served one.
 
@@ -48,7 +50,7 @@ macro_rules! served_apis {
     (@forward $handler:path, $ctx:ident, $request:ident) => {
         match $ctx.throttle.parked(crate::forwarding::forward($ctx, &$request)).await {
             Some(answer) => answer.into_reply(),
-            None => $handler($ctx, $request).into_reply(),
+            None => $handler($ctx, $request).await.into_reply(),
         }
     };
     ($(

@@ -25,9 +25,7 @@ use strom_metadata::controller::validate_topic_name;
 use strom_metadata::topic_config::{
     broker_synonyms, dynamic_broker_config_kind, topic_config_def, Kind, TOPIC_CONFIGS,
 };
-use strom_metadata::{
-    block_on, ConfigResource, MetadataError, MetadataImage, RESOURCE_BROKER, RESOURCE_TOPIC,
-};
+use strom_metadata::{ConfigResource, MetadataError, MetadataImage, RESOURCE_BROKER, RESOURCE_TOPIC};
 
 use super::str_bytes;
 use crate::config::is_known_key;
@@ -234,7 +232,7 @@ struct Alteration {
     refused: Option<Refusal>,
 }
 
-pub fn alter(ctx: &RequestContext<'_>, request: AlterConfigsRequest) -> AlterConfigsResponse {
+pub async fn alter(ctx: &RequestContext<'_>, request: AlterConfigsRequest) -> AlterConfigsResponse {
     let alterations = request
         .resources
         .into_iter()
@@ -257,6 +255,7 @@ pub fn alter(ctx: &RequestContext<'_>, request: AlterConfigsRequest) -> AlterCon
         })
         .collect();
     let responses = alter_all(ctx.broker, alterations, request.validate_only)
+        .await
         .into_iter()
         .map(|(alteration, refusal)| {
             let (code, message) = wire_refusal(refusal);
@@ -270,7 +269,7 @@ pub fn alter(ctx: &RequestContext<'_>, request: AlterConfigsRequest) -> AlterCon
     AlterConfigsResponse::default().with_responses(responses)
 }
 
-pub fn incremental_alter(
+pub async fn incremental_alter(
     ctx: &RequestContext<'_>,
     request: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
@@ -299,6 +298,7 @@ pub fn incremental_alter(
         })
         .collect();
     let responses = alter_all(ctx.broker, alterations, request.validate_only)
+        .await
         .into_iter()
         .map(|(alteration, refusal)| {
             let (code, message) = wire_refusal(refusal);
@@ -326,7 +326,7 @@ fn null_values(names: &[String]) -> Option<Refusal> {
 }
 
 /// Applies each alteration, then brings the hosted logs in line at once.
-fn alter_all(
+async fn alter_all(
     broker: &Broker,
     alterations: Vec<Alteration>,
     validate_only: bool,
@@ -337,22 +337,19 @@ fn alter_all(
         .map(|a| (a.resource_type, a.resource_name.clone()))
         .filter(|key| !seen.insert(key.clone()))
         .collect();
-    let results: Vec<_> = alterations
-        .into_iter()
-        .map(|alteration| {
-            let refusal = if repeated.contains(&(alteration.resource_type, alteration.resource_name.clone()))
-            {
-                Some(invalid_request("Each resource must appear at most once.".into()))
-            } else {
-                alter_one(broker, &alteration, validate_only).err()
-            };
-            (alteration, refusal)
-        })
-        .collect();
+    let mut results = Vec::with_capacity(alterations.len());
+    for alteration in alterations {
+        let refusal = if repeated.contains(&(alteration.resource_type, alteration.resource_name.clone())) {
+            Some(invalid_request("Each resource must appear at most once.".into()))
+        } else {
+            alter_one(broker, &alteration, validate_only).await.err()
+        };
+        results.push((alteration, refusal));
+    }
     results
 }
 
-fn alter_one(broker: &Broker, alteration: &Alteration, validate_only: bool) -> Result<(), Refusal> {
+async fn alter_one(broker: &Broker, alteration: &Alteration, validate_only: bool) -> Result<(), Refusal> {
     if let Some(refusal) = &alteration.refused {
         return Err(refusal.clone());
     }
@@ -366,19 +363,22 @@ fn alter_one(broker: &Broker, alteration: &Alteration, validate_only: bool) -> R
         refuse_cluster_wide_stores(name, &alteration.ops)?;
     }
     let node_id = broker.config.node_id.to_string();
-    let result = block_on(broker.controller.alter_configs(&resource, validate_only, |image, current| {
-        let levels = levels(broker, image, &node_id);
-        // AlterConfigs replaces the whole set: its SETs apply to nothing.
-        let start = if alteration.replace { &BTreeMap::new() } else { current };
-        let next = apply_ops(&resource, &levels, start, &alteration.ops)?;
-        if let ConfigResource::Broker(name) = &resource {
-            check_broker_overlay(broker, &levels, name, &next)?;
-            if *name == node_id {
-                check_listener_stores(broker, &next)?;
+    let result = broker
+        .controller
+        .alter_configs(&resource, validate_only, |image, current| {
+            let levels = levels(broker, image, &node_id);
+            // AlterConfigs replaces the whole set: its SETs apply to nothing.
+            let start = if alteration.replace { &BTreeMap::new() } else { current };
+            let next = apply_ops(&resource, &levels, start, &alteration.ops)?;
+            if let ConfigResource::Broker(name) = &resource {
+                check_broker_overlay(broker, &levels, name, &next)?;
+                if *name == node_id {
+                    check_listener_stores(broker, &next)?;
+                }
             }
-        }
-        Ok(next)
-    }));
+            Ok(next)
+        })
+        .await;
     match result {
         Ok(()) => {
             if !validate_only {
