@@ -116,7 +116,7 @@ served_apis! {
     Produce(ProduceRequest) 3..=13, advertised from 0 => await handlers::produce::handle;
     Fetch(FetchRequest) 4..=18 => await handlers::fetch::handle;
     ListOffsets(ListOffsetsRequest) 1..=10 => call handlers::list_offsets::handle;
-    Metadata(MetadataRequest) 0..=13 => call handlers::metadata::handle;
+    Metadata(MetadataRequest) 0..=13 => await handlers::metadata::handle;
     DescribeTopicPartitions(DescribeTopicPartitionsRequest) 0..=0 => call handlers::topic_partitions::handle;
     ApiVersions(ApiVersionsRequest) 0..=4 => call handlers::api_versions::handle;
     // Served by the connection's SASL exchange; these answer only outside it.
@@ -137,7 +137,7 @@ served_apis! {
     AddRaftVoter(AddRaftVoterRequest) 0..=0 => await handlers::raft::add_raft_voter;
     RemoveRaftVoter(RemoveRaftVoterRequest) 0..=0 => await handlers::raft::remove_raft_voter;
     UpdateRaftVoter(UpdateRaftVoterRequest) 0..=0 => await handlers::raft::update_raft_voter;
-    FindCoordinator(FindCoordinatorRequest) 0..=6 => call handlers::groups::find_coordinator;
+    FindCoordinator(FindCoordinatorRequest) 0..=6 => await handlers::groups::find_coordinator;
     JoinGroup(JoinGroupRequest) 0..=9 => await handlers::groups::join;
     SyncGroup(SyncGroupRequest) 0..=5 => await handlers::groups::sync;
     Heartbeat(HeartbeatRequest) 0..=4 => call handlers::groups::heartbeat;
@@ -155,7 +155,7 @@ served_apis! {
     AlterConfigs(AlterConfigsRequest) 0..=2 => forward handlers::configs::alter;
     IncrementalAlterConfigs(IncrementalAlterConfigsRequest) 0..=1 => forward handlers::configs::incremental_alter;
     // v6 (two-phase commit, KIP-939) is unstable in Kafka 4.1.
-    InitProducerId(InitProducerIdRequest) 0..=5 => call handlers::init_producer_id::handle;
+    InitProducerId(InitProducerIdRequest) 0..=5 => await handlers::init_producer_id::handle;
     DescribeLogDirs(DescribeLogDirsRequest) 1..=4 => call handlers::log_dirs::describe;
     AddPartitionsToTxn(AddPartitionsToTxnRequest) 0..=5 => call handlers::transactions::add_partitions;
     AddOffsetsToTxn(AddOffsetsToTxnRequest) 0..=4 => call handlers::transactions::add_offsets;

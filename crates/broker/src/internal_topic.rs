@@ -66,6 +66,22 @@ pub const DEFAULT_REPLICATION_FACTOR: i16 = 3;
 /// its coordinators are unavailable. Left unset, it is Kafka's default of
 /// 3 capped at the brokers registered, so a single node (which Kafka's
 /// sample `server.properties` configures with 1) works without settings.
+pub async fn create(
+    broker: &Broker,
+    name: &str,
+    partitions: i32,
+    replication_factor: Option<i16>,
+    segment_bytes: i64,
+) -> Result<(), ResponseError> {
+    match missing(broker, name, partitions, replication_factor, segment_bytes) {
+        Some(topic) => created(name, broker.create_topic(topic).await),
+        None => Ok(()),
+    }
+}
+
+/// [`create`] for the coordinators' synchronous write paths, which reach
+/// it only when no FindCoordinator created the topic first; it parks the
+/// runtime worker while the controller commits.
 pub fn ensure(
     broker: &Broker,
     name: &str,
@@ -73,23 +89,40 @@ pub fn ensure(
     replication_factor: Option<i16>,
     segment_bytes: i64,
 ) -> Result<(), ResponseError> {
-    if broker.controller.image().topic(name).is_some() {
-        return Ok(());
+    match missing(broker, name, partitions, replication_factor, segment_bytes) {
+        Some(topic) => created(name, broker.create_topic_blocking(topic)),
+        None => Ok(()),
+    }
+}
+
+/// The topic to create, unless the image already names it.
+fn missing(
+    broker: &Broker,
+    name: &str,
+    partitions: i32,
+    replication_factor: Option<i16>,
+    segment_bytes: i64,
+) -> Option<NewTopic> {
+    let image = broker.controller.image();
+    if image.topic(name).is_some() {
+        return None;
     }
     let configs = BTreeMap::from([
         ("cleanup.policy".to_owned(), "compact".to_owned()),
         ("segment.bytes".to_owned(), segment_bytes.to_string()),
     ]);
-    let image = broker.controller.image();
     let replication_factor = replication_factor.unwrap_or_else(|| {
         let usable = image.brokers.values().filter(|b| !b.in_controlled_shutdown).count();
         DEFAULT_REPLICATION_FACTOR.min(usable.max(1) as i16)
     });
-    let topic =
-        NewTopic { name: name.to_owned(), partitions, replication_factor, configs, ..Default::default() };
-    // Through the active controller; this node's image names the topic
-    // (and its coordinators answer) a moment after it is created.
-    match broker.create_topic(topic) {
+    Some(NewTopic { name: name.to_owned(), partitions, replication_factor, configs, ..Default::default() })
+}
+
+/// The coordinator's view of creating `name`: through the active
+/// controller, so this node's image names the topic (and its coordinators
+/// answer) a moment after it is created.
+fn created(name: &str, result: Result<(), MetadataError>) -> Result<(), ResponseError> {
+    match result {
         Ok(()) | Err(MetadataError::TopicAlreadyExists(_)) => Ok(()),
         Err(e) => {
             tracing::error!("cannot create {name}: {e}");

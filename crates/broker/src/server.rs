@@ -339,22 +339,36 @@ impl Broker {
     /// A block of producer ids from the active controller: this node's
     /// own controller when it is the active one (or a single node), else
     /// over the controller link.
-    pub fn allocate_producer_ids(&self) -> Result<strom_metadata::ProducerIdBlock, MetadataError> {
+    pub async fn allocate_producer_ids(&self) -> Result<strom_metadata::ProducerIdBlock, MetadataError> {
         let (broker_id, epoch) = (self.config.node_id, self.broker_epoch());
         match self.controller_link.as_ref().filter(|link| !link.is_active()) {
-            Some(link) => block_on(link.allocate_producer_ids(broker_id, epoch)),
-            None => block_on(self.controller.allocate_producer_ids(broker_id, epoch)),
+            Some(link) => link.allocate_producer_ids(broker_id, epoch).await,
+            None => self.controller.allocate_producer_ids(broker_id, epoch).await,
         }
+    }
+
+    /// [`Self::allocate_producer_ids`] for the transaction coordinator's
+    /// synchronous write path: it parks the worker (`block_in_place`) until
+    /// that path awaits instead.
+    pub fn allocate_producer_ids_blocking(&self) -> Result<strom_metadata::ProducerIdBlock, MetadataError> {
+        block_on(self.allocate_producer_ids())
     }
 
     /// Creates `topic` through the active controller (this node's own
     /// when it is the active one), then opens the logs it places here.
-    pub fn create_topic(&self, topic: strom_metadata::NewTopic) -> Result<(), MetadataError> {
+    pub async fn create_topic(&self, topic: strom_metadata::NewTopic) -> Result<(), MetadataError> {
         match self.controller_link.as_ref().filter(|link| !link.is_active()) {
-            Some(link) => block_on(link.create_topic(&topic))?,
-            None => drop(block_on(self.controller.create_topic_with_logs(topic, false, &self.replicas))?),
+            Some(link) => link.create_topic(&topic).await?,
+            None => drop(self.controller.create_topic_with_logs(topic, false, &self.replicas).await?),
         }
         Ok(())
+    }
+
+    /// [`Self::create_topic`] for the coordinators' synchronous write
+    /// paths (an internal topic written before any FindCoordinator made
+    /// it): it parks the worker (`block_in_place`) until those paths await.
+    pub fn create_topic_blocking(&self, topic: strom_metadata::NewTopic) -> Result<(), MetadataError> {
+        block_on(self.create_topic(topic))
     }
 
     /// Records the broker epoch the controller gave this broker (-1: none).

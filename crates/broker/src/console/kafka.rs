@@ -102,7 +102,7 @@ impl<'a> Kafka<'a> {
 
     pub fn metadata(&self) -> MetadataResponse {
         let request = MetadataRequest::default().with_topics(None).with_allow_auto_topic_creation(false);
-        handlers::metadata::handle(&self.ctx(ApiKey::Metadata, 12), request)
+        wait(handlers::metadata::handle(&self.ctx(ApiKey::Metadata, 12), request))
     }
 
     pub fn describe_cluster(&self) -> DescribeClusterResponse {

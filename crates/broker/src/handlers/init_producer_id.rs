@@ -17,7 +17,7 @@ use crate::error::metadata_error;
 const NO_PRODUCER_ID: i64 = -1;
 const NO_PRODUCER_EPOCH: i16 = -1;
 
-pub fn handle(ctx: &RequestContext<'_>, request: InitProducerIdRequest) -> InitProducerIdResponse {
+pub async fn handle(ctx: &RequestContext<'_>, request: InitProducerIdRequest) -> InitProducerIdResponse {
     let broker = ctx.broker;
     if let Some(error) = request_error(&request) {
         return error_response(error);
@@ -41,7 +41,7 @@ pub fn handle(ctx: &RequestContext<'_>, request: InitProducerIdRequest) -> InitP
             Err(error) => error_response(super::transactions::fenced_for(error, ctx.api_version, 4)),
         };
     }
-    match broker.producer_ids.next_id(|| broker.allocate_producer_ids()) {
+    match broker.producer_ids.next_id_async(|| broker.allocate_producer_ids()).await {
         Ok(id) => InitProducerIdResponse::default().with_producer_id(ProducerId(id)).with_producer_epoch(0),
         Err(e) => {
             tracing::error!("cannot reserve producer ids: {e}");

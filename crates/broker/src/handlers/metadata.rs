@@ -22,7 +22,7 @@ use crate::server::Broker;
 const ALL_TOPIC_OPERATIONS: i32 =
     (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 10) | (1 << 11);
 
-pub fn handle(ctx: &RequestContext<'_>, request: MetadataRequest) -> MetadataResponse {
+pub async fn handle(ctx: &RequestContext<'_>, request: MetadataRequest) -> MetadataResponse {
     let broker = ctx.broker;
     // Versions before 4 have no flag: they always ask for auto-creation.
     let allow_auto_create = ctx.api_version < 4 || request.allow_auto_topic_creation;
@@ -39,19 +39,19 @@ pub fn handle(ctx: &RequestContext<'_>, request: MetadataRequest) -> MetadataRes
             .filter(|t| ctx.authorize(operation::DESCRIBE, resource::TOPIC, &t.name))
             .map(|t| describe_topic(broker, t, listener, operations))
             .collect(),
-        Some(wanted) => wanted
-            .iter()
-            .map(|t| match (&t.name, t.topic_id) {
-                (Some(name), _) if !ctx.authorize(operation::DESCRIBE, resource::TOPIC, name) => {
-                    topic_error(name, ResponseError::TopicAuthorizationFailed)
-                }
-                (Some(name), _) => {
-                    let creatable = || may_create(ctx, name);
-                    lookup_by_name(broker, name, listener, allow_auto_create, &creatable, operations)
-                }
-                (None, id) => lookup_by_id(broker, id, listener, operations),
-            })
-            .collect(),
+        Some(wanted) => {
+            let mut topics = Vec::with_capacity(wanted.len());
+            for t in wanted {
+                topics.push(match (&t.name, t.topic_id) {
+                    (Some(name), _) if !ctx.authorize(operation::DESCRIBE, resource::TOPIC, name) => {
+                        topic_error(name, ResponseError::TopicAuthorizationFailed)
+                    }
+                    (Some(name), _) => lookup_by_name(ctx, name, allow_auto_create, operations).await,
+                    (None, id) => lookup_by_id(broker, id, listener, operations),
+                });
+            }
+            topics
+        }
     };
     let topics = with_authorization(ctx, topics, request.include_topic_authorized_operations);
     // Topic ids exist from v10 and the cluster id from v2 on.
@@ -106,24 +106,23 @@ fn with_authorization(
     topics
 }
 
-fn lookup_by_name(
-    broker: &Broker,
+async fn lookup_by_name(
+    ctx: &RequestContext<'_>,
     name: &str,
-    listener: &str,
     allow_auto_create: bool,
-    may_create: &dyn Fn() -> bool,
     operations: i32,
 ) -> MetadataResponseTopic {
+    let (broker, listener) = (ctx.broker, &*ctx.listener);
     if let Some(topic) = broker.controller.image().topic(name) {
         return describe_topic(broker, topic, listener, operations);
     }
     if !(allow_auto_create && broker.config.auto_create_topics_enable) {
         return topic_error(name, ResponseError::UnknownTopicOrPartition);
     }
-    if !may_create() {
+    if !may_create(ctx, name) {
         return topic_error(name, ResponseError::TopicAuthorizationFailed);
     }
-    match auto_create(broker, name) {
+    match auto_create(broker, name).await {
         Ok(Some(topic)) => describe_topic(broker, &topic, listener, operations),
         // Created, not yet in this node's image: the client retries.
         Ok(None) => topic_error(name, ResponseError::LeaderNotAvailable),
@@ -152,14 +151,14 @@ fn lookup_by_id(broker: &Broker, id: Uuid, listener: &str, operations: i32) -> M
 /// Creates `name` with the broker's defaults through the active
 /// controller: the topic once this node's image names it, `None` while it
 /// does not yet (the client retries).
-pub fn auto_create(broker: &Broker, name: &str) -> Result<Option<TopicImage>, MetadataError> {
+pub async fn auto_create(broker: &Broker, name: &str) -> Result<Option<TopicImage>, MetadataError> {
     let new_topic = NewTopic {
         name: name.to_owned(),
         partitions: broker.config.num_partitions,
         replication_factor: broker.config.default_replication_factor,
         ..Default::default()
     };
-    broker.create_topic(new_topic)?;
+    broker.create_topic(new_topic).await?;
     let topic = broker.controller.image().topic(name).cloned();
     if let Some(topic) = &topic {
         tracing::info!(topic = name, partitions = topic.partitions.len(), "auto-created topic");
