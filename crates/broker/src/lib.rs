@@ -69,6 +69,7 @@ pub mod apis;
 pub mod config;
 pub mod config_sources;
 pub mod console;
+pub mod controller_channel;
 pub mod controller_link;
 pub mod dispatch;
 pub mod early_peers;

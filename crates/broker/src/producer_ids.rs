@@ -89,7 +89,9 @@ mod tests {
         let manager = ProducerIdManager::default();
         let mut first = Vec::new();
         for _ in 0..PRODUCER_ID_BLOCK_SIZE + 2 {
-            first.push(manager.next_id_async(|| broker.allocate_producer_ids()).await.unwrap());
+            first.push(
+                manager.next_id_async(|| broker.controller.allocate_producer_ids_at_active()).await.unwrap(),
+            );
         }
         assert_eq!(first, (0..PRODUCER_ID_BLOCK_SIZE + 2).collect::<Vec<_>>());
         let allocate_stale = || broker.controller.allocate_producer_ids(1, broker.broker_epoch() + 1);
@@ -97,7 +99,8 @@ mod tests {
         assert!(matches!(stale, Err(MetadataError::StaleBrokerEpoch(_))), "{stale:?}");
         drop(broker);
         let broker = open();
-        let after_restart = ProducerIdManager::default().next_id(|| broker.allocate_producer_ids_blocking());
+        let after_restart =
+            ProducerIdManager::default().next_id(|| broker.controller.allocate_producer_ids_blocking());
         assert_eq!(
             after_restart.unwrap(),
             2 * PRODUCER_ID_BLOCK_SIZE,

@@ -158,7 +158,7 @@ pub async fn auto_create(broker: &Broker, name: &str) -> Result<Option<TopicImag
         replication_factor: broker.config.default_replication_factor,
         ..Default::default()
     };
-    broker.create_topic(new_topic).await?;
+    broker.controller.create_topic_at_active(new_topic, &broker.replicas).await?;
     let topic = broker.controller.image().topic(name).cloned();
     if let Some(topic) = &topic {
         tracing::info!(topic = name, partitions = topic.partitions.len(), "auto-created topic");

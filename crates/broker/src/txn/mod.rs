@@ -581,7 +581,7 @@ impl TransactionCoordinator {
 }
 
 fn next_producer_id(broker: &Broker) -> Result<i64, ResponseError> {
-    broker.producer_ids.next_id(|| broker.allocate_producer_ids_blocking()).map_err(|e| {
+    broker.producer_ids.next_id(|| broker.controller.allocate_producer_ids_blocking()).map_err(|e| {
         tracing::error!("cannot reserve producer ids: {e}");
         crate::error::metadata_error(&e)
     })
