@@ -25,7 +25,7 @@ const NO_AUTHORIZER: &str = "No Authorizer is configured.";
 /// SECURITY_DISABLED when no authorizer is configured, as in Kafka; then
 /// CLUSTER_AUTHORIZATION_FAILED without `op` on the cluster.
 fn refusal(ctx: &RequestContext<'_>, op: i8) -> Option<(i16, Option<String>)> {
-    if !ctx.broker.config.authorizer.enabled {
+    if !ctx.config().authorizer.enabled {
         return Some((ResponseError::SecurityDisabled.code(), Some(NO_AUTHORIZER.to_owned())));
     }
     (!ctx.authorize_cluster(op)).then_some((CLUSTER_DENIED.code(), None))
@@ -54,7 +54,7 @@ pub async fn create(ctx: &RequestContext<'_>, request: CreateAclsRequest) -> Cre
                 permission: c.permission_type,
             })
             .collect();
-        match ctx.broker.controller.create_acls(&acls).await {
+        match ctx.controller().create_acls(&acls).await {
             Ok(results) => results
                 .into_iter()
                 .map(|result| match result {
@@ -89,7 +89,7 @@ pub fn describe(ctx: &RequestContext<'_>, request: DescribeAclsRequest) -> Descr
             .with_error_code(ResponseError::InvalidRequest.code())
             .with_error_message(Some(StrBytes::from(why)));
     }
-    let image = ctx.broker.controller.image();
+    let image = ctx.controller().image();
     let mut matched: Vec<&Acl> = image.acls().values().filter(|acl| filter.matches(acl)).collect();
     matched.sort();
     let mut resources: Vec<DescribeAclsResource> = Vec::new();
@@ -142,7 +142,7 @@ pub async fn delete(ctx: &RequestContext<'_>, request: DeleteAclsRequest) -> Del
                 permission: f.permission_type,
             })
             .collect();
-        match ctx.broker.controller.delete_acls(&filters).await {
+        match ctx.controller().delete_acls(&filters).await {
             Ok(results) => results.into_iter().map(filter_result).collect(),
             Err(e) => failed(metadata_error(&e).code(), Some(e.to_string())),
         }

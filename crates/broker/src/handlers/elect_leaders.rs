@@ -25,7 +25,7 @@ pub async fn handle(ctx: &RequestContext<'_>, request: ElectLeadersRequest) -> E
     } else {
         request.election_type
     };
-    match ctx.broker.controller.elect_leaders(election_type, named.as_deref()).await {
+    match ctx.controller().elect_leaders(election_type, named.as_deref()).await {
         Ok(outcomes) => ElectLeadersResponse::default().with_replica_election_results(results(outcomes)),
         Err(e) => failed(named.as_deref(), metadata_error(&e).code()),
     }

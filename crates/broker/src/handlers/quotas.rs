@@ -34,7 +34,7 @@ pub fn describe(
             .with_error_code(ResponseError::InvalidRequest.code())
             .with_error_message(Some(str_bytes(&message)));
     }
-    let image = ctx.broker.controller.image();
+    let image = ctx.controller().image();
     let entries = image
         .all_client_quotas()
         .filter(|(entity, _)| matches_filter(entity, &request.components, request.strict))
@@ -101,7 +101,7 @@ pub async fn alter(ctx: &RequestContext<'_>, request: AlterClientQuotasRequest) 
     let parsed: Vec<Result<QuotaAlteration, MetadataError>> =
         request.entries.iter().map(alteration).collect();
     let valid: Vec<QuotaAlteration> = parsed.iter().filter_map(|p| p.as_ref().ok().cloned()).collect();
-    let mut outcomes = match ctx.broker.controller.alter_client_quotas(&valid, request.validate_only).await {
+    let mut outcomes = match ctx.controller().alter_client_quotas(&valid, request.validate_only).await {
         Ok(outcomes) => outcomes.into_iter(),
         Err(e) => {
             let (code, message) = (metadata_error(&e).code(), e.to_string());

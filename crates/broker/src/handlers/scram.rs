@@ -39,7 +39,7 @@ pub async fn alter(
         credential: credential_of(u.mechanism, &u.salted_password, &u.salt, u.iterations),
     });
     let alterations: Vec<ScramAlteration> = deletions.chain(upsertions).collect();
-    let outcomes: Vec<UserOutcome> = match ctx.broker.controller.alter_scram_credentials(&alterations).await {
+    let outcomes: Vec<UserOutcome> = match ctx.controller().alter_scram_credentials(&alterations).await {
         Ok(outcomes) => outcomes,
         Err(e) => {
             // The write failed: every user gets its error.
@@ -129,7 +129,7 @@ pub fn describe(
     ctx: &RequestContext<'_>,
     request: DescribeUserScramCredentialsRequest,
 ) -> DescribeUserScramCredentialsResponse {
-    let image = ctx.broker.controller.image();
+    let image = ctx.controller().image();
     let results = match request.users {
         // Null or empty: every user with a credential.
         None => all_users(&image),

@@ -17,11 +17,12 @@ use uuid::Uuid;
 
 use super::configs::topic_entries;
 use super::{str_bytes, topic_name};
+use crate::config::BrokerConfig;
+use crate::controller_channel::ControllerChannel;
 use crate::dispatch::RequestContext;
 use crate::error::metadata_error;
 use crate::failpoint;
 use crate::quota::{MutationQuota, THROTTLED_MESSAGE};
-use crate::server::Broker;
 use strom_metadata::acl::{operation, resource};
 
 pub async fn create(ctx: &RequestContext<'_>, request: CreateTopicsRequest) -> CreateTopicsResponse {
@@ -30,11 +31,11 @@ pub async fn create(ctx: &RequestContext<'_>, request: CreateTopicsRequest) -> C
         .topics
         .iter()
         .filter(|t| !duplicates.contains(t.name.0.as_str()))
-        .map(|t| requested_partitions(ctx.broker, t))
+        .map(|t| requested_partitions(ctx.config(), t))
         .sum();
     // Like Kafka's bound on the records of one operation: the whole request
     // is refused, so no topic of it is half way to the limit.
-    if let Err(e) = ctx.broker.controller.check_partitions_per_request(requested) {
+    if let Err(e) = ctx.controller().check_partitions_per_request(requested) {
         tracing::info!("create topics refused: {e}");
         let refused = request.topics.iter().map(|t| {
             for_version(failure(t.name.0.as_str(), metadata_error(&e), &e.to_string()), ctx.api_version)
@@ -69,7 +70,7 @@ async fn create_checked(
     if mutations.exceeded() {
         return failure(&name, ResponseError::ThrottlingQuotaExceeded, THROTTLED_MESSAGE);
     }
-    let mut result = create_one(ctx.broker, topic, validate_only).await;
+    let mut result = create_one(ctx, topic, validate_only).await;
     if result.error_code == 0 && !validate_only {
         mutations.record(result.num_partitions.max(0) as usize);
     }
@@ -81,21 +82,25 @@ async fn create_checked(
     result
 }
 
-async fn create_one(broker: &Broker, topic: CreatableTopic, validate_only: bool) -> CreatableTopicResult {
+async fn create_one(
+    ctx: &RequestContext<'_>,
+    topic: CreatableTopic,
+    validate_only: bool,
+) -> CreatableTopicResult {
     let name = topic.name.0.to_string();
-    let new_topic = match new_topic(broker, &topic) {
+    let new_topic = match new_topic(ctx.config(), &topic) {
         Ok(new_topic) => new_topic,
         Err((error, message)) => return failure(&name, error, &message),
     };
-    match broker.controller.create_topic_with_logs(new_topic, validate_only, &broker.replicas).await {
+    match ctx.controller().create_topic_with_logs(new_topic, validate_only, ctx.replicas()).await {
         Ok(created) => {
             if !validate_only {
                 failpoint::reach(failpoint::TOPIC_COMMITTED);
             }
             // Every topic config, as Kafka reports them: overrides over
             // dynamic broker defaults over static ones.
-            let image = broker.controller.image();
-            let configs = topic_entries(broker, &image, &created.configs, |_| true)
+            let image = ctx.controller().image();
+            let configs = topic_entries(ctx.config(), &image, &created.configs, |_| true)
                 .into_iter()
                 .map(|entry| {
                     CreatableTopicConfigs::default()
@@ -123,7 +128,7 @@ async fn create_one(broker: &Broker, topic: CreatableTopic, validate_only: bool)
 }
 
 /// Resolves defaults (-1) and manual assignments into a topic to create.
-fn new_topic(broker: &Broker, topic: &CreatableTopic) -> Result<NewTopic, (ResponseError, String)> {
+fn new_topic(config: &BrokerConfig, topic: &CreatableTopic) -> Result<NewTopic, (ResponseError, String)> {
     let mut configs = BTreeMap::new();
     for config in &topic.configs {
         let Some(value) = &config.value else {
@@ -137,9 +142,9 @@ fn new_topic(broker: &Broker, topic: &CreatableTopic) -> Result<NewTopic, (Respo
     let name = topic.name.0.to_string();
     if topic.assignments.is_empty() {
         let partitions =
-            if topic.num_partitions == -1 { broker.config.num_partitions } else { topic.num_partitions };
+            if topic.num_partitions == -1 { config.num_partitions } else { topic.num_partitions };
         let replication_factor = if topic.replication_factor == -1 {
-            broker.config.default_replication_factor
+            config.default_replication_factor
         } else {
             topic.replication_factor
         };
@@ -159,9 +164,9 @@ fn new_topic(broker: &Broker, topic: &CreatableTopic) -> Result<NewTopic, (Respo
 }
 
 /// The partitions a topic of a CreateTopics request asks for.
-fn requested_partitions(broker: &Broker, topic: &CreatableTopic) -> i64 {
+fn requested_partitions(config: &BrokerConfig, topic: &CreatableTopic) -> i64 {
     match (topic.assignments.len(), topic.num_partitions) {
-        (0, -1) => broker.config.num_partitions.into(),
+        (0, -1) => config.num_partitions.into(),
         (0, count) => i64::from(count).max(0),
         (assigned, _) => assigned as i64,
     }
@@ -236,10 +241,10 @@ async fn delete_checked(
             .with_error_code(ResponseError::ThrottlingQuotaExceeded.code())
             .with_error_message((ctx.api_version >= 5).then(|| str_bytes(THROTTLED_MESSAGE)));
     }
-    let partitions = partition_count(ctx.broker, name.as_deref(), id);
+    let partitions = partition_count(ctx.controller(), name.as_deref(), id);
     let result = match delete_denied(ctx, name.as_deref(), id) {
         Some(denied) => denied,
-        None => delete_one(ctx.broker, name, id).await,
+        None => delete_one(ctx, name, id).await,
     };
     if result.error_code == 0 {
         mutations.record(partitions);
@@ -248,8 +253,8 @@ async fn delete_checked(
 }
 
 /// The partitions of a topic named by name or id (0 if unknown).
-fn partition_count(broker: &Broker, name: Option<&str>, id: Uuid) -> usize {
-    let image = broker.controller.image();
+fn partition_count(controller: &ControllerChannel, name: Option<&str>, id: Uuid) -> usize {
+    let image = controller.image();
     let topic = match name {
         Some(name) => image.topic(name),
         None => image.topic_by_id(&id),
@@ -265,7 +270,7 @@ fn may_create(ctx: &RequestContext<'_>, name: &str) -> bool {
 /// The answer for a topic the principal may not delete (DELETE on it);
 /// an id no topic has is left to the unknown-id answer.
 fn delete_denied(ctx: &RequestContext<'_>, name: Option<&str>, id: Uuid) -> Option<DeletableTopicResult> {
-    let image = ctx.broker.controller.image();
+    let image = ctx.controller().image();
     let name = match name {
         Some(name) => name.to_owned(),
         None => image.topic_by_id(&id)?.name.clone(),
@@ -278,8 +283,8 @@ fn delete_denied(ctx: &RequestContext<'_>, name: Option<&str>, id: Uuid) -> Opti
     })
 }
 
-async fn delete_one(broker: &Broker, name: Option<String>, id: Uuid) -> DeletableTopicResult {
-    let image = broker.controller.image();
+async fn delete_one(ctx: &RequestContext<'_>, name: Option<String>, id: Uuid) -> DeletableTopicResult {
+    let image = ctx.controller().image();
     let found = match &name {
         Some(name) => image.topic(name),
         None => image.topic_by_id(&id),
@@ -295,11 +300,11 @@ async fn delete_one(broker: &Broker, name: Option<String>, id: Uuid) -> Deletabl
     };
     let topic_id = topic.id;
     let result = result.with_name(Some(topic_name(&topic.name))).with_topic_id(topic_id);
-    match broker.controller.delete_topic(topic_id).await {
+    match ctx.controller().delete_topic(topic_id).await {
         Ok(deleted) => {
             failpoint::reach(failpoint::TOPIC_REMOVAL_COMMITTED);
             tracing::info!(topic = %deleted, "deleted topic");
-            broker.metrics.remove_topic(&deleted);
+            ctx.metrics().remove_topic(&deleted);
             result
         }
         Err(e) => result
@@ -314,7 +319,7 @@ pub async fn create_partitions(
     request: CreatePartitionsRequest,
 ) -> CreatePartitionsResponse {
     let duplicates = repeated(request.topics.iter().map(|t| t.name.0.as_str()));
-    let image = ctx.broker.controller.image();
+    let image = ctx.controller().image();
     let requested = request
         .topics
         .iter()
@@ -322,7 +327,7 @@ pub async fn create_partitions(
         .filter_map(|t| Some(i64::from(t.count) - image.topic(t.name.0.as_str())?.partitions.len() as i64))
         .map(|new| new.max(0))
         .sum();
-    if let Err(e) = ctx.broker.controller.check_partitions_per_request(requested) {
+    if let Err(e) = ctx.controller().check_partitions_per_request(requested) {
         tracing::info!("create partitions refused: {e}");
         let refused = request.topics.iter().map(|t| {
             CreatePartitionsTopicResult::default()
@@ -344,7 +349,7 @@ pub async fn create_partitions(
         } else if mutations.exceeded() {
             Err((ResponseError::ThrottlingQuotaExceeded, THROTTLED_MESSAGE.to_owned()))
         } else {
-            add_partitions(ctx.broker, topic, request.validate_only).await
+            add_partitions(ctx, topic, request.validate_only).await
         };
         let result = CreatePartitionsTopicResult::default().with_name(topic.name.clone());
         results.push(match outcome {
@@ -366,7 +371,7 @@ pub async fn create_partitions(
 
 /// Grows one topic through the controller, opening the logs it places here.
 async fn add_partitions(
-    broker: &Broker,
+    ctx: &RequestContext<'_>,
     topic: &CreatePartitionsTopic,
     validate_only: bool,
 ) -> Result<(), (ResponseError, String)> {
@@ -376,14 +381,13 @@ async fn add_partitions(
         .as_ref()
         .filter(|a| !a.is_empty())
         .map(|a| a.iter().map(|a| a.broker_ids.iter().map(|id| id.0).collect()).collect());
-    broker
-        .controller
+    ctx.controller()
         .create_partitions_with_logs(
             &topic.name.0,
             topic.count,
             assignments.as_deref(),
             validate_only,
-            &broker.replicas,
+            ctx.replicas(),
         )
         .await
         .map_err(|e| (metadata_error(&e), e.to_string()))?;
