@@ -15,7 +15,6 @@ use super::{live_endpoints, str_bytes, topic_name, AUTHORIZED_OPERATIONS_OMITTED
 use crate::dispatch::RequestContext;
 use crate::error::metadata_error;
 use crate::replica::TopicPartitions;
-use crate::server::Broker;
 
 /// READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS and
 /// ALTER_CONFIGS: everything, as no authorizer is configured.
@@ -23,7 +22,6 @@ const ALL_TOPIC_OPERATIONS: i32 =
     (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 10) | (1 << 11);
 
 pub async fn handle(ctx: &RequestContext<'_>, request: MetadataRequest) -> MetadataResponse {
-    let broker = ctx.broker;
     // Versions before 4 have no flag: they always ask for auto-creation.
     let allow_auto_create = ctx.api_version < 4 || request.allow_auto_topic_creation;
     let operations = if request.include_topic_authorized_operations {
@@ -31,13 +29,11 @@ pub async fn handle(ctx: &RequestContext<'_>, request: MetadataRequest) -> Metad
     } else {
         AUTHORIZED_OPERATIONS_OMITTED
     };
-    let listener = ctx.listener.to_string();
-    let listener = listener.as_str();
     let topics: Vec<MetadataResponseTopic> = match &request.topics {
         // Topics the principal may not describe are left out, as in Kafka.
-        None => (broker.controller.image().topics())
+        None => (ctx.controller().image().topics())
             .filter(|t| ctx.authorize(operation::DESCRIBE, resource::TOPIC, &t.name))
-            .map(|t| describe_topic(broker, t, listener, operations))
+            .map(|t| describe_topic(ctx, t, operations))
             .collect(),
         Some(wanted) => {
             let mut topics = Vec::with_capacity(wanted.len());
@@ -47,7 +43,7 @@ pub async fn handle(ctx: &RequestContext<'_>, request: MetadataRequest) -> Metad
                         topic_error(name, ResponseError::TopicAuthorizationFailed)
                     }
                     (Some(name), _) => lookup_by_name(ctx, name, allow_auto_create, operations).await,
-                    (None, id) => lookup_by_id(broker, id, listener, operations),
+                    (None, id) => lookup_by_id(ctx, id, operations),
                 });
             }
             topics
@@ -64,7 +60,7 @@ pub async fn handle(ctx: &RequestContext<'_>, request: MetadataRequest) -> Metad
         true => ctx.authorized_operations(resource::CLUSTER, CLUSTER_NAME),
         false => AUTHORIZED_OPERATIONS_OMITTED,
     };
-    let cluster_id = (ctx.api_version >= 2).then(|| str_bytes(broker.controller.cluster_id()));
+    let cluster_id = (ctx.api_version >= 2).then(|| str_bytes(ctx.controller().cluster_id()));
     let brokers = live_endpoints(ctx).map(|(id, endpoint, rack)| {
         MetadataResponseBroker::default()
             .with_node_id(BrokerId(id))
@@ -75,7 +71,7 @@ pub async fn handle(ctx: &RequestContext<'_>, request: MetadataRequest) -> Metad
     MetadataResponse::default()
         .with_brokers(brokers.collect())
         .with_cluster_id(cluster_id)
-        .with_controller_id(BrokerId(broker.config.node_id))
+        .with_controller_id(BrokerId(ctx.config().node_id))
         .with_topics(topics)
         .with_cluster_authorized_operations(cluster_operations)
 }
@@ -112,23 +108,22 @@ async fn lookup_by_name(
     allow_auto_create: bool,
     operations: i32,
 ) -> MetadataResponseTopic {
-    let (broker, listener) = (ctx.broker, &*ctx.listener);
-    if let Some(topic) = broker.controller.image().topic(name) {
-        return describe_topic(broker, topic, listener, operations);
+    if let Some(topic) = ctx.controller().image().topic(name) {
+        return describe_topic(ctx, topic, operations);
     }
-    if !(allow_auto_create && broker.config.auto_create_topics_enable) {
+    if !(allow_auto_create && ctx.config().auto_create_topics_enable) {
         return topic_error(name, ResponseError::UnknownTopicOrPartition);
     }
     if !may_create(ctx, name) {
         return topic_error(name, ResponseError::TopicAuthorizationFailed);
     }
-    match auto_create(broker, name).await {
-        Ok(Some(topic)) => describe_topic(broker, &topic, listener, operations),
+    match auto_create(ctx, name).await {
+        Ok(Some(topic)) => describe_topic(ctx, &topic, operations),
         // Created, not yet in this node's image: the client retries.
         Ok(None) => topic_error(name, ResponseError::LeaderNotAvailable),
         // Another request created it first: describe the winner's topic.
-        Err(MetadataError::TopicAlreadyExists(_)) => match broker.controller.image().topic(name) {
-            Some(topic) => describe_topic(broker, topic, listener, operations),
+        Err(MetadataError::TopicAlreadyExists(_)) => match ctx.controller().image().topic(name) {
+            Some(topic) => describe_topic(ctx, topic, operations),
             None => topic_error(name, ResponseError::LeaderNotAvailable),
         },
         Err(e) => {
@@ -138,9 +133,9 @@ async fn lookup_by_name(
     }
 }
 
-fn lookup_by_id(broker: &Broker, id: Uuid, listener: &str, operations: i32) -> MetadataResponseTopic {
-    match broker.controller.image().topic_by_id(&id) {
-        Some(topic) => describe_topic(broker, topic, listener, operations),
+fn lookup_by_id(ctx: &RequestContext<'_>, id: Uuid, operations: i32) -> MetadataResponseTopic {
+    match ctx.controller().image().topic_by_id(&id) {
+        Some(topic) => describe_topic(ctx, topic, operations),
         None => MetadataResponseTopic::default()
             .with_topic_id(id)
             .with_error_code(ResponseError::UnknownTopicId.code())
@@ -151,15 +146,15 @@ fn lookup_by_id(broker: &Broker, id: Uuid, listener: &str, operations: i32) -> M
 /// Creates `name` with the broker's defaults through the active
 /// controller: the topic once this node's image names it, `None` while it
 /// does not yet (the client retries).
-pub async fn auto_create(broker: &Broker, name: &str) -> Result<Option<TopicImage>, MetadataError> {
+async fn auto_create(ctx: &RequestContext<'_>, name: &str) -> Result<Option<TopicImage>, MetadataError> {
     let new_topic = NewTopic {
         name: name.to_owned(),
-        partitions: broker.config.num_partitions,
-        replication_factor: broker.config.default_replication_factor,
+        partitions: ctx.config().num_partitions,
+        replication_factor: ctx.config().default_replication_factor,
         ..Default::default()
     };
-    broker.controller.create_topic_at_active(new_topic, &broker.replicas).await?;
-    let topic = broker.controller.image().topic(name).cloned();
+    ctx.controller().create_topic_at_active(new_topic, ctx.replicas()).await?;
+    let topic = ctx.controller().image().topic(name).cloned();
     if let Some(topic) = &topic {
         tracing::info!(topic = name, partitions = topic.partitions.len(), "auto-created topic");
     }
@@ -173,18 +168,14 @@ fn topic_error(name: &str, error: ResponseError) -> MetadataResponseTopic {
         .with_topic_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED)
 }
 
-fn describe_topic(
-    broker: &Broker,
-    topic: &TopicImage,
-    listener: &str,
-    operations: i32,
-) -> MetadataResponseTopic {
-    let hosted = broker.replicas.topic(&topic.name);
+fn describe_topic(ctx: &RequestContext<'_>, topic: &TopicImage, operations: i32) -> MetadataResponseTopic {
+    let hosted = ctx.replicas().topic(&topic.name);
+    let (image, node_id) = (ctx.controller().image(), ctx.config().node_id);
     let partitions = topic
         .partitions
         .iter()
         .map(|(index, p)| {
-            let state = PartitionState::new(broker, hosted.as_deref(), listener, *index, p);
+            let state = PartitionState::new(&image, node_id, hosted.as_deref(), &ctx.listener, *index, p);
             MetadataResponsePartition::default()
                 .with_error_code(state.error_code())
                 .with_partition_index(*index)
@@ -219,19 +210,18 @@ pub(super) struct PartitionState {
 }
 
 impl PartitionState {
-    /// `hosted` is this broker's replicas of the partition's topic;
-    /// `listener` the one the client came in through.
+    /// `node_id` is this broker, `hosted` its replicas of the partition's
+    /// topic; `listener` the one the client came in through.
     pub fn new(
-        broker: &Broker,
+        image: &MetadataImage,
+        node_id: i32,
         hosted: Option<&TopicPartitions>,
         listener: &str,
         index: i32,
         p: &PartitionImage,
     ) -> Self {
-        let image = broker.controller.image();
-        let node_id = broker.config.node_id;
         let mut offline: Vec<i32> = (p.replicas.iter().enumerate())
-            .filter(|(i, id)| replica_offline(&image, **id, p.directories.get(*i), listener))
+            .filter(|(i, id)| replica_offline(image, **id, p.directories.get(*i), listener))
             .map(|(_, id)| *id)
             .collect();
         // The replica manager knows of a local log gone offline (see
