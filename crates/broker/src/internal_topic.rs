@@ -96,7 +96,7 @@ pub async fn create<'a>(
 ) -> Result<(), ResponseError> {
     let node = services.into();
     match missing(node, name, partitions, replication_factor, segment_bytes) {
-        Some(topic) => created(name, node.controller.create_topic_at_active(topic, &node.replicas).await),
+        Some(topic) => created(name, node.controller.create_topic_at_active(topic, node.replicas).await),
         None => Ok(()),
     }
 }
@@ -113,7 +113,7 @@ pub fn ensure<'a>(
 ) -> Result<(), ResponseError> {
     let node = services.into();
     match missing(node, name, partitions, replication_factor, segment_bytes) {
-        Some(topic) => created(name, node.controller.create_topic_blocking(topic, &node.replicas)),
+        Some(topic) => created(name, node.controller.create_topic_blocking(topic, node.replicas)),
         None => Ok(()),
     }
 }
