@@ -13,7 +13,9 @@
 //! `mode` is `call` for a handler that answers at once, `await` for one
 //! that waits (a fetch for data, a join for its rebalance) and `forward`
 //! for an admin write a KRaft broker sends to the active controller
-//! ([`crate::forwarding`]), answering it here only as the active controller. The versions are
+//! ([`crate::forwarding`]), answering it here only as the active controller
+//! (or a single node): its handler is async too, awaiting the controller's
+//! commit without holding a runtime worker. The versions are
 //! Kafka 4.1's, capped where `kafka-protocol` cannot decode a newer one;
 //! `advertised from n` lowers the advertised minimum below the served one.
 
@@ -48,7 +50,7 @@ macro_rules! served_apis {
     (@forward $handler:path, $ctx:ident, $request:ident) => {
         match $ctx.throttle.parked(crate::forwarding::forward($ctx, &$request)).await {
             Some(answer) => answer.into_reply(),
-            None => $handler($ctx, $request).into_reply(),
+            None => $handler($ctx, $request).await.into_reply(),
         }
     };
     ($(
@@ -114,7 +116,7 @@ served_apis! {
     Produce(ProduceRequest) 3..=13, advertised from 0 => await handlers::produce::handle;
     Fetch(FetchRequest) 4..=18 => await handlers::fetch::handle;
     ListOffsets(ListOffsetsRequest) 1..=10 => call handlers::list_offsets::handle;
-    Metadata(MetadataRequest) 0..=13 => call handlers::metadata::handle;
+    Metadata(MetadataRequest) 0..=13 => await handlers::metadata::handle;
     DescribeTopicPartitions(DescribeTopicPartitionsRequest) 0..=0 => call handlers::topic_partitions::handle;
     ApiVersions(ApiVersionsRequest) 0..=4 => call handlers::api_versions::handle;
     // Served by the connection's SASL exchange; these answer only outside it.
@@ -135,7 +137,7 @@ served_apis! {
     AddRaftVoter(AddRaftVoterRequest) 0..=0 => await handlers::raft::add_raft_voter;
     RemoveRaftVoter(RemoveRaftVoterRequest) 0..=0 => await handlers::raft::remove_raft_voter;
     UpdateRaftVoter(UpdateRaftVoterRequest) 0..=0 => await handlers::raft::update_raft_voter;
-    FindCoordinator(FindCoordinatorRequest) 0..=6 => call handlers::groups::find_coordinator;
+    FindCoordinator(FindCoordinatorRequest) 0..=6 => await handlers::groups::find_coordinator;
     JoinGroup(JoinGroupRequest) 0..=9 => await handlers::groups::join;
     SyncGroup(SyncGroupRequest) 0..=5 => await handlers::groups::sync;
     Heartbeat(HeartbeatRequest) 0..=4 => call handlers::groups::heartbeat;

@@ -23,6 +23,8 @@ use crate::txn::TransactionCoordinator;
 
 /// The wait for an append to reach the ISR.
 pub type Replication<'a> = Pin<Box<dyn Future<Output = Result<(), ResponseError>> + Send + 'a>>;
+/// A producer id, once reserved.
+pub type ProducerIdReservation<'a> = Pin<Box<dyn Future<Output = Result<i64, ResponseError>> + Send + 'a>>;
 
 /// The broker as the coordinators use it.
 pub trait CoordinatorHost: Send + Sync {
@@ -49,8 +51,9 @@ pub trait CoordinatorHost: Send + Sync {
     fn await_append(&self, wait: AwaitedAppend, timeout: Duration) -> Replication<'_>;
     /// Flips to true when the broker begins to stop.
     fn stopping(&self) -> watch::Receiver<bool>;
-    /// A producer id from this broker's reserved block.
-    fn next_producer_id(&self) -> Result<i64, ResponseError>;
+    /// A producer id from this broker's reserved block, which is refilled
+    /// from the active controller.
+    fn next_producer_id(&self) -> ProducerIdReservation<'_>;
     /// Opens links to the other brokers' inter-broker listeners.
     fn inter_broker_connector(&self) -> &Connector;
     /// `host:port` of broker `id`'s inter-broker listener.
@@ -121,10 +124,14 @@ impl CoordinatorHost for Broker {
         Broker::stopping(self)
     }
 
-    fn next_producer_id(&self) -> Result<i64, ResponseError> {
-        self.producer_ids.next_id(|| self.allocate_producer_ids()).map_err(|e| {
-            tracing::error!("cannot reserve producer ids: {e}");
-            crate::error::metadata_error(&e)
+    fn next_producer_id(&self) -> ProducerIdReservation<'_> {
+        Box::pin(async move {
+            let reserved =
+                self.producer_ids.next_id_async(|| self.controller.allocate_producer_ids_at_active());
+            reserved.await.map_err(|e| {
+                tracing::error!("cannot reserve producer ids: {e}");
+                crate::error::metadata_error(&e)
+            })
         })
     }
 
@@ -204,7 +211,7 @@ pub mod testing {
         fn stopping(&self) -> tokio::sync::watch::Receiver<bool> {
             self.broker.stopping()
         }
-        fn next_producer_id(&self) -> Result<i64, ResponseError> {
+        fn next_producer_id(&self) -> crate::coordinator_host::ProducerIdReservation<'_> {
             CoordinatorHost::next_producer_id(&*self.broker)
         }
         fn inter_broker_connector(&self) -> &strom_quorum::channel::Connector {

@@ -14,11 +14,15 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable};
 
 use crate::apis::{self, Request};
+use crate::config::BrokerConfig;
+use crate::controller_channel::ControllerChannel;
 use crate::error::RequestError;
 use crate::handlers::api_versions;
-use crate::metrics::GaugeGuard;
+use crate::metrics::{GaugeGuard, Metrics};
 use crate::quota::throttled::Throttled;
+use crate::replica::ReplicaManager;
 use crate::response_errors::{Outcome, ResponseErrors};
+use crate::security::ListenerSecurity;
 use crate::server::Broker;
 use strom_storage::records::{uvarint_len, write_uvarint};
 use strom_storage::segment::FileSlice;
@@ -42,6 +46,31 @@ pub struct RequestContext<'a> {
 }
 
 impl RequestContext<'_> {
+    /// The cluster metadata and the controller, as this node reaches them.
+    pub fn controller(&self) -> &ControllerChannel {
+        &self.broker.controller
+    }
+
+    /// The partitions this node hosts.
+    pub fn replicas(&self) -> &ReplicaManager {
+        &self.broker.replicas
+    }
+
+    /// The broker's static config.
+    pub fn config(&self) -> &BrokerConfig {
+        &self.broker.config
+    }
+
+    /// The broker's metrics.
+    pub fn metrics(&self) -> &Metrics {
+        &self.broker.metrics
+    }
+
+    /// Each listener's TLS and SASL settings, in `listeners` order.
+    pub fn listener_security(&self) -> &[std::sync::Arc<ListenerSecurity>] {
+        &self.broker.listener_security
+    }
+
     /// Whether this request's principal may do `op` (an
     /// [`strom_metadata::acl::operation`] id) on the resource; always true
     /// without an authorizer.

@@ -8,7 +8,18 @@ use std::collections::BTreeMap;
 use kafka_protocol::error::ResponseError;
 use strom_metadata::{MetadataError, NewTopic};
 
-use crate::server::Broker;
+use crate::controller_channel::ControllerChannel;
+use crate::replica::ReplicaManager;
+
+/// What the internal-topic helpers use of the broker: the controller
+/// channel, the hosted partitions and whether the node is in a KRaft
+/// cluster. The broker converts into it, so the coordinators pass theirs.
+#[derive(Clone, Copy)]
+pub struct Services<'a> {
+    pub controller: &'a ControllerChannel,
+    pub replicas: &'a ReplicaManager,
+    pub kraft: bool,
+}
 
 /// Java's `String.hashCode`, over UTF-16 code units.
 pub fn java_hash(s: &str) -> i32 {
@@ -28,8 +39,13 @@ pub fn partition_for(id: &str, partitions: i32) -> i32 {
 /// the image this broker last applied: where clients find the coordinator
 /// of the ids that partition owns. COORDINATOR_NOT_AVAILABLE while the
 /// topic does not exist or the partition has no leader.
-pub fn coordinator_of(broker: &Broker, topic: &str, partition: i32) -> Result<i32, ResponseError> {
-    let image = broker.replicas.image();
+pub fn coordinator_of<'a>(
+    services: impl Into<Services<'a>>,
+    topic: &str,
+    partition: i32,
+) -> Result<i32, ResponseError> {
+    let node = services.into();
+    let image = node.replicas.image();
     let state = image.topic(topic).and_then(|t| t.partitions.get(&partition));
     match state {
         Some(state) if state.leader >= 0 => Ok(state.leader),
@@ -43,11 +59,16 @@ pub fn coordinator_of(broker: &Broker, topic: &str, partition: i32) -> Result<i3
 /// here. In a cluster it does not: the partition may land on another
 /// broker, and the group state taken in meanwhile would be lost when this
 /// broker's image catches up; the client finds the coordinator again.
-pub fn check_local(broker: &Broker, topic: &str, partition: i32) -> Result<(), ResponseError> {
-    if broker.replicas.image().topic(topic).is_none() {
-        return if broker.config.kraft.is_kraft() { Err(ResponseError::NotCoordinator) } else { Ok(()) };
+pub fn check_local<'a>(
+    services: impl Into<Services<'a>>,
+    topic: &str,
+    partition: i32,
+) -> Result<(), ResponseError> {
+    let node = services.into();
+    if node.replicas.image().topic(topic).is_none() {
+        return if node.kraft { Err(ResponseError::NotCoordinator) } else { Ok(()) };
     }
-    match broker.replicas.partition(topic, partition) {
+    match node.replicas.partition(topic, partition) {
         Some(p) if p.is_leader() => Ok(()),
         _ => Err(ResponseError::NotCoordinator),
     }
@@ -66,30 +87,65 @@ pub const DEFAULT_REPLICATION_FACTOR: i16 = 3;
 /// its coordinators are unavailable. Left unset, it is Kafka's default of
 /// 3 capped at the brokers registered, so a single node (which Kafka's
 /// sample `server.properties` configures with 1) works without settings.
-pub fn ensure(
-    broker: &Broker,
+pub async fn create<'a>(
+    services: impl Into<Services<'a>>,
     name: &str,
     partitions: i32,
     replication_factor: Option<i16>,
     segment_bytes: i64,
 ) -> Result<(), ResponseError> {
-    if broker.controller.image().topic(name).is_some() {
-        return Ok(());
+    let node = services.into();
+    match missing(node, name, partitions, replication_factor, segment_bytes) {
+        Some(topic) => created(name, node.controller.create_topic_at_active(topic, node.replicas).await),
+        None => Ok(()),
+    }
+}
+
+/// [`create`] for the coordinators' synchronous write paths, which reach
+/// it only when no FindCoordinator created the topic first; it parks the
+/// runtime worker while the controller commits.
+pub fn ensure<'a>(
+    services: impl Into<Services<'a>>,
+    name: &str,
+    partitions: i32,
+    replication_factor: Option<i16>,
+    segment_bytes: i64,
+) -> Result<(), ResponseError> {
+    let node = services.into();
+    match missing(node, name, partitions, replication_factor, segment_bytes) {
+        Some(topic) => created(name, node.controller.create_topic_blocking(topic, node.replicas)),
+        None => Ok(()),
+    }
+}
+
+/// The topic to create, unless the image already names it.
+fn missing(
+    node: Services<'_>,
+    name: &str,
+    partitions: i32,
+    replication_factor: Option<i16>,
+    segment_bytes: i64,
+) -> Option<NewTopic> {
+    let image = node.controller.image();
+    if image.topic(name).is_some() {
+        return None;
     }
     let configs = BTreeMap::from([
         ("cleanup.policy".to_owned(), "compact".to_owned()),
         ("segment.bytes".to_owned(), segment_bytes.to_string()),
     ]);
-    let image = broker.controller.image();
     let replication_factor = replication_factor.unwrap_or_else(|| {
         let usable = image.brokers.values().filter(|b| !b.in_controlled_shutdown).count();
         DEFAULT_REPLICATION_FACTOR.min(usable.max(1) as i16)
     });
-    let topic =
-        NewTopic { name: name.to_owned(), partitions, replication_factor, configs, ..Default::default() };
-    // Through the active controller; this node's image names the topic
-    // (and its coordinators answer) a moment after it is created.
-    match broker.create_topic(topic) {
+    Some(NewTopic { name: name.to_owned(), partitions, replication_factor, configs, ..Default::default() })
+}
+
+/// The coordinator's view of creating `name`: through the active
+/// controller, so this node's image names the topic (and its coordinators
+/// answer) a moment after it is created.
+fn created(name: &str, result: Result<(), MetadataError>) -> Result<(), ResponseError> {
+    match result {
         Ok(()) | Err(MetadataError::TopicAlreadyExists(_)) => Ok(()),
         Err(e) => {
             tracing::error!("cannot create {name}: {e}");
@@ -102,6 +158,7 @@ pub fn ensure(
 mod tests {
     use super::*;
     use crate::config::BrokerConfig;
+    use crate::server::Broker;
 
     #[test]
     fn java_string_hash_matches_the_jvm() {
@@ -126,8 +183,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let overrides = [("log.dirs".to_owned(), dir.path().display().to_string())];
         let broker = Broker::open(BrokerConfig::from_properties("", &overrides).unwrap()).unwrap();
-        ensure(&broker, "__internal", 3, None, 1 << 20).unwrap();
-        ensure(&broker, "__internal", 3, None, 1 << 20).unwrap();
+        ensure(&*broker, "__internal", 3, None, 1 << 20).unwrap();
+        ensure(&*broker, "__internal", 3, None, 1 << 20).unwrap();
         let image = broker.controller.image();
         let topic = image.topic("__internal").expect("created");
         assert_eq!(topic.configs.get("cleanup.policy").map(String::as_str), Some("compact"));
@@ -142,7 +199,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let overrides = [("log.dirs".to_owned(), dir.path().display().to_string())];
         let broker = Broker::open(BrokerConfig::from_properties("", &overrides).unwrap()).unwrap();
-        let refused = ensure(&broker, "__internal", 3, Some(3), 1 << 20).unwrap_err();
+        let refused = ensure(&*broker, "__internal", 3, Some(3), 1 << 20).unwrap_err();
         assert_eq!(refused, ResponseError::CoordinatorNotAvailable);
         assert!(broker.controller.image().topic("__internal").is_none());
     }

@@ -3,7 +3,10 @@
 //! A request travels through these modules, in order:
 //!
 //! - [`server`] binds the listeners, accepts connections and owns start-up,
-//!   background duties (flushes, checkpoints) and clean shutdown;
+//!   background duties (flushes, checkpoints) and clean shutdown; its
+//!   `Broker` is the composition root that builds the services below and
+//!   hands each task and helper the ones it uses (the coordinators still
+//!   take the whole broker);
 //! - [`network`] reads size-prefixed frames (bounded by
 //!   `socket.request.max.bytes`) and writes responses in request order,
 //!   over TLS and behind SASL where the listener's [`security`] asks;
@@ -20,6 +23,11 @@
 //!   node with `process.roles`; until the node has caught up with the
 //!   metadata log, [`early_peers`] answers them on the controller
 //!   listeners instead);
+//! - [`controller_channel`] is how everything reaches the cluster
+//!   metadata: the published image, this node's controller (handlers
+//!   answering as the active controller await its commits), the
+//!   [`controller_link`] to the active controller elsewhere and this
+//!   broker's epoch, which the [`lifecycle`] managers keep;
 //! - [`response_errors`] reads each response's error codes, which dispatch
 //!   counts per API and logs per request at debug level;
 //! - [`replica`] is the partition state the handlers act on: the
@@ -71,6 +79,7 @@ pub mod apis;
 pub mod config;
 pub mod config_sources;
 pub mod console;
+pub mod controller_channel;
 pub mod controller_link;
 pub mod coordinator_host;
 pub mod dispatch;

@@ -18,18 +18,30 @@ use kafka_protocol::messages::{
 use strom_metadata::BrokerRegistration;
 use tokio::sync::watch;
 
+use crate::config::BrokerConfig;
+use crate::controller_channel::ControllerChannel;
 use crate::controller_link::ControllerLink;
 use crate::handlers::str_bytes;
-use crate::server::Broker;
 
 /// The versions this node sends (Kafka 4.1's broker sends these too).
 const REGISTRATION_VERSION: i16 = 4;
 const HEARTBEAT_VERSION: i16 = 1;
 const CONTROLLER_REGISTRATION_VERSION: i16 = 0;
 
+/// What the lifecycle managers use of this node: its config and its
+/// channel to the controller (whose broker epoch they keep).
+#[derive(Clone)]
+pub struct Node {
+    pub config: Arc<BrokerConfig>,
+    pub controller: Arc<ControllerChannel>,
+    /// The epoch the last incarnation shut down cleanly at, -1 for none
+    /// (KIP-966: an unclean restart leaves the ISR and ELR).
+    pub previous_broker_epoch: i64,
+}
+
 /// Registers and heartbeats until `stop` flips.
-pub async fn run_broker(broker: Arc<Broker>, link: Arc<ControllerLink>, mut stop: watch::Receiver<bool>) {
-    let interval = heartbeat_interval(&broker);
+pub async fn run_broker(node: Node, link: Arc<ControllerLink>, mut stop: watch::Receiver<bool>) {
+    let interval = heartbeat_interval(&node);
     let mut ticks = tokio::time::interval(interval);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -39,12 +51,12 @@ pub async fn run_broker(broker: Arc<Broker>, link: Arc<ControllerLink>, mut stop
             _ = ticks.tick() => {}
         }
         let round = async {
-            if broker.broker_epoch() == -1 {
-                register(&broker, &link, interval).await?;
+            if node.controller.broker_epoch() == -1 {
+                register(&node, &link, interval).await?;
             }
             // At once after a registration too: the controller unfences
             // this broker on the first heartbeat that shows it caught up.
-            heartbeat(&broker, &link, broker.broker_epoch(), false, interval).await.map(drop)
+            heartbeat(&node, &link, node.controller.broker_epoch(), false, interval).await.map(drop)
         };
         let outcome = tokio::select! {
             biased;
@@ -57,14 +69,13 @@ pub async fn run_broker(broker: Arc<Broker>, link: Arc<ControllerLink>, mut stop
     }
 }
 
-fn heartbeat_interval(broker: &Broker) -> Duration {
-    Duration::from_millis(broker.config.kraft.broker_heartbeat_interval_ms.max(1) as u64)
+fn heartbeat_interval(node: &Node) -> Duration {
+    Duration::from_millis(node.config.kraft.broker_heartbeat_interval_ms.max(1) as u64)
 }
 
-async fn register(broker: &Broker, link: &ControllerLink, timeout: Duration) -> Result<(), String> {
-    let previous_epoch = broker.replicas.logs_broker_epoch();
+async fn register(node: &Node, link: &ControllerLink, timeout: Duration) -> Result<(), String> {
     let registration =
-        crate::server::registration(&broker.config, broker.controller.cluster_id(), previous_epoch)
+        crate::server::registration(&node.config, node.controller.cluster_id(), node.previous_broker_epoch)
             .map_err(|e| e.to_string())?;
     let request = registration_request(&registration);
     let not_controller = |r: &kafka_protocol::messages::BrokerRegistrationResponse| {
@@ -78,7 +89,7 @@ async fn register(broker: &Broker, link: &ControllerLink, timeout: Duration) -> 
         return Err(format!("registration refused with error {}", response.error_code));
     }
     tracing::info!(broker_epoch = response.broker_epoch, "registered with the active controller");
-    broker.set_broker_epoch(response.broker_epoch);
+    node.controller.set_broker_epoch(response.broker_epoch);
     Ok(())
 }
 
@@ -117,21 +128,21 @@ fn registration_request(registration: &BrokerRegistration) -> BrokerRegistration
 
 /// One heartbeat; returns whether the controller says this broker may shut down.
 async fn heartbeat(
-    broker: &Broker,
+    node: &Node,
     link: &ControllerLink,
     epoch: i64,
     want_shut_down: bool,
     timeout: Duration,
 ) -> Result<bool, String> {
     let request = BrokerHeartbeatRequest::default()
-        .with_broker_id(BrokerId(broker.config.node_id))
+        .with_broker_id(BrokerId(node.config.node_id))
         .with_broker_epoch(epoch)
-        .with_current_metadata_offset(broker.controller.image().last_offset)
+        .with_current_metadata_offset(node.controller.image().last_offset)
         .with_want_fence(false)
         .with_want_shut_down(want_shut_down);
     let response = match link.is_active() {
         // The active controller is this node: no connection to itself.
-        true => tokio::time::timeout(timeout, local_heartbeat(broker, &request))
+        true => tokio::time::timeout(timeout, local_heartbeat(node, &request))
             .await
             .map_err(|_| "the controller did not answer in time".to_owned())?,
         false => {
@@ -145,7 +156,7 @@ async fn heartbeat(
     let lost = [ResponseError::StaleBrokerEpoch.code(), ResponseError::BrokerIdNotRegistered.code()];
     if lost.contains(&response.error_code) {
         // The session is gone (expired, or another incarnation): register afresh.
-        broker.set_broker_epoch(-1);
+        node.controller.set_broker_epoch(-1);
         return Err(format!("heartbeat refused with error {}; registering again", response.error_code));
     }
     if response.error_code != 0 {
@@ -154,7 +165,7 @@ async fn heartbeat(
     Ok(response.should_shut_down)
 }
 
-async fn local_heartbeat(broker: &Broker, request: &BrokerHeartbeatRequest) -> BrokerHeartbeatResponse {
+async fn local_heartbeat(node: &Node, request: &BrokerHeartbeatRequest) -> BrokerHeartbeatResponse {
     let heartbeat = strom_metadata::BrokerHeartbeat {
         broker_id: request.broker_id.0,
         broker_epoch: request.broker_epoch,
@@ -162,7 +173,7 @@ async fn local_heartbeat(broker: &Broker, request: &BrokerHeartbeatRequest) -> B
         want_fence: request.want_fence,
         want_shut_down: request.want_shut_down,
     };
-    match broker.controller.broker_heartbeat(heartbeat, strom_storage::now_ms()).await {
+    match node.controller.broker_heartbeat(heartbeat, strom_storage::now_ms()).await {
         Ok(reply) => BrokerHeartbeatResponse::default()
             .with_is_caught_up(reply.is_caught_up)
             .with_is_fenced(reply.is_fenced)
@@ -174,16 +185,16 @@ async fn local_heartbeat(broker: &Broker, request: &BrokerHeartbeatRequest) -> B
 /// Kafka's controlled shutdown: heartbeats asking to shut down until the
 /// controller agrees, for at most the session timeout; without an answer
 /// from any controller within a heartbeat interval it is skipped.
-pub async fn controlled_shutdown(broker: &Broker, link: &ControllerLink) {
-    let epoch = broker.broker_epoch();
+pub async fn controlled_shutdown(node: &Node, link: &ControllerLink) {
+    let epoch = node.controller.broker_epoch();
     if epoch == -1 {
         return;
     }
-    let interval = heartbeat_interval(broker);
+    let interval = heartbeat_interval(node);
     let deadline = tokio::time::Instant::now()
-        + Duration::from_millis(broker.config.kraft.broker_session_timeout_ms.max(1) as u64);
+        + Duration::from_millis(node.config.kraft.broker_session_timeout_ms.max(1) as u64);
     while tokio::time::Instant::now() < deadline {
-        match heartbeat(broker, link, epoch, true, interval).await {
+        match heartbeat(node, link, epoch, true, interval).await {
             Ok(true) => {
                 tracing::info!("the controller agreed to the controlled shutdown");
                 return;
@@ -203,19 +214,18 @@ pub async fn controlled_shutdown(broker: &Broker, link: &ControllerLink) {
 
 /// Registers this controller with the active controller until its
 /// registration is in the metadata.
-pub async fn run_controller(broker: Arc<Broker>, link: Arc<ControllerLink>, mut stop: watch::Receiver<bool>) {
+pub async fn run_controller(node: Node, link: Arc<ControllerLink>, mut stop: watch::Receiver<bool>) {
     let incarnation_id = uuid::Uuid::new_v4();
-    let request = controller_registration(&broker, incarnation_id);
-    let interval = heartbeat_interval(&broker);
-    let registered = |broker: &Broker| {
-        broker
-            .controller
+    let request = controller_registration(&node, incarnation_id);
+    let interval = heartbeat_interval(&node);
+    let registered = |node: &Node| {
+        node.controller
             .image()
             .controllers
-            .get(&broker.config.node_id)
+            .get(&node.config.node_id)
             .is_some_and(|c| c.incarnation_id == incarnation_id)
     };
-    while !registered(&broker) {
+    while !registered(&node) {
         let not_controller = |r: &kafka_protocol::messages::ControllerRegistrationResponse| {
             r.error_code == ResponseError::NotController.code()
         };
@@ -234,8 +244,8 @@ pub async fn run_controller(broker: Arc<Broker>, link: Arc<ControllerLink>, mut 
     tracing::info!("registered as a controller");
 }
 
-fn controller_registration(broker: &Broker, incarnation_id: uuid::Uuid) -> ControllerRegistrationRequest {
-    let config = &broker.config;
+fn controller_registration(node: &Node, incarnation_id: uuid::Uuid) -> ControllerRegistrationRequest {
+    let config = &node.config;
     let listeners = config
         .kraft
         .controller_listeners(&config.listeners)

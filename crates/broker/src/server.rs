@@ -11,7 +11,6 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,6 +28,7 @@ use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 
 use crate::config::BrokerConfig;
+use crate::controller_channel::ControllerChannel;
 use crate::controller_link::ControllerLink;
 use crate::fetch_session::FetchSessionCache;
 use crate::group::{GroupCoordinator, OFFSETS_TOPIC};
@@ -54,10 +54,9 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// Everything a request handler can reach.
 pub struct Broker {
     pub config: Arc<BrokerConfig>,
-    pub controller: Controller,
-    /// This broker's epoch: the offset of its registration record, -1
-    /// until it is registered.
-    broker_epoch: AtomicI64,
+    /// The cluster metadata: the image, this node's controller, the link
+    /// to the active one and this broker's epoch.
+    pub controller: Arc<ControllerChannel>,
     pub replicas: ReplicaManager,
     pub fetch_sessions: FetchSessionCache,
     pub groups: GroupCoordinator,
@@ -74,8 +73,6 @@ pub struct Broker {
     stopping: watch::Sender<bool>,
     /// The metadata log of a KRaft node: its quorum, feeding the loader.
     metadata_log: Option<Arc<QuorumRecordLog>>,
-    /// A KRaft node's requests to the active controller.
-    controller_link: Option<Arc<ControllerLink>>,
     /// Opens links to other brokers (replica fetches), secured as the
     /// inter-broker listener.
     inter_broker: Connector,
@@ -286,10 +283,11 @@ impl Broker {
             true => crate::security::client::inter_broker_connector(&config).map_err(StartError::Config)?,
             false => Connector::plaintext(),
         };
+        let controller =
+            Arc::new(ControllerChannel::new(config.node_id, controller, controller_link, broker_epoch));
         let broker = Self {
             config,
             controller,
-            broker_epoch: AtomicI64::new(broker_epoch),
             replicas,
             fetch_sessions,
             groups,
@@ -301,7 +299,6 @@ impl Broker {
             connection_limits,
             stopping,
             metadata_log,
-            controller_link,
             inter_broker,
             replication: Default::default(),
         };
@@ -325,7 +322,6 @@ impl Broker {
         self.metadata_log.as_deref().map(QuorumRecordLog::quorum)
     }
 
-    /// A KRaft node's link to the active controller.
     /// Opens links to other brokers through the inter-broker listener.
     pub fn inter_broker_connector(&self) -> &Connector {
         &self.inter_broker
@@ -337,49 +333,25 @@ impl Broker {
         Some(format!("{}:{}", endpoint.host, endpoint.port))
     }
 
-    pub fn controller_link(&self) -> Option<&Arc<ControllerLink>> {
-        self.controller_link.as_ref()
-    }
-
-    /// A block of producer ids from the active controller: this node's
-    /// own controller when it is the active one (or a single node), else
-    /// over the controller link.
-    pub fn allocate_producer_ids(&self) -> Result<strom_metadata::ProducerIdBlock, MetadataError> {
-        let (broker_id, epoch) = (self.config.node_id, self.broker_epoch());
-        match self.controller_link.as_ref().filter(|link| !link.is_active()) {
-            Some(link) => block_on(link.allocate_producer_ids(broker_id, epoch)),
-            None => block_on(self.controller.allocate_producer_ids(broker_id, epoch)),
-        }
-    }
-
-    /// Creates `topic` through the active controller (this node's own
-    /// when it is the active one), then opens the logs it places here.
-    pub fn create_topic(&self, topic: strom_metadata::NewTopic) -> Result<(), MetadataError> {
-        match self.controller_link.as_ref().filter(|link| !link.is_active()) {
-            Some(link) => block_on(link.create_topic(&topic))?,
-            None => drop(block_on(self.controller.create_topic_with_logs(topic, false, &self.replicas))?),
-        }
-        Ok(())
-    }
-
-    /// Records the broker epoch the controller gave this broker (-1: none).
-    pub fn set_broker_epoch(&self, epoch: i64) {
-        self.broker_epoch.store(epoch, Ordering::Release);
-        if epoch >= 0 {
-            self.replicas.set_logs_broker_epoch(epoch);
+    /// What the lifecycle managers use of this node.
+    fn node(&self) -> lifecycle::Node {
+        lifecycle::Node {
+            config: self.config.clone(),
+            controller: self.controller.clone(),
+            previous_broker_epoch: self.replicas.logs_broker_epoch(),
         }
     }
 
     /// This broker's epoch (the offset of its registration record), -1
-    /// while it is not registered.
+    /// while it is not registered: [`ControllerChannel::broker_epoch`].
     pub fn broker_epoch(&self) -> i64 {
-        self.broker_epoch.load(Ordering::Acquire)
+        self.controller.broker_epoch()
     }
 
     /// Waits until the metadata shows this KRaft broker registered and
     /// unfenced; at once for a single node or a controller-only node.
     pub async fn wait_until_unfenced(&self) {
-        if self.controller_link.is_none() || !self.config.kraft.has_role(ProcessRole::Broker) {
+        if self.controller.link().is_none() || !self.config.kraft.has_role(ProcessRole::Broker) {
             return;
         }
         let mut images = self.controller.loader().subscribe();
@@ -437,6 +409,16 @@ impl Broker {
             if let Err(e) = loaded {
                 tracing::error!(partition = %tp, "loading the coordinator's state failed: {e}");
             }
+        }
+    }
+}
+
+impl<'a> From<&'a Broker> for crate::internal_topic::Services<'a> {
+    fn from(broker: &'a Broker) -> Self {
+        Self {
+            controller: &broker.controller,
+            replicas: &broker.replicas,
+            kraft: broker.config.kraft.is_kraft(),
         }
     }
 }
@@ -600,15 +582,15 @@ impl BoundBroker {
         let stop_rx = self.broker.stopping();
         let mut background = JoinSet::new();
         background.spawn(periodic_duties(self.broker.clone(), stop_rx.clone()));
-        if let Some(link) = self.broker.controller_link() {
+        if let Some(link) = self.broker.controller.link() {
             let kraft = &self.broker.config.kraft;
             if kraft.has_role(ProcessRole::Broker) {
-                background.spawn(lifecycle::run_broker(self.broker.clone(), link.clone(), stop_rx.clone()));
+                background.spawn(lifecycle::run_broker(self.broker.node(), link.clone(), stop_rx.clone()));
                 background.spawn(crate::replication::run(self.broker.clone(), link.clone(), stop_rx.clone()));
             }
             if kraft.has_role(ProcessRole::Controller) {
                 background.spawn(lifecycle::run_controller(
-                    self.broker.clone(),
+                    self.broker.node(),
                     link.clone(),
                     stop_rx.clone(),
                 ));
@@ -665,16 +647,16 @@ impl BoundBroker {
             shutdown.await;
         }
         if let Some(link) =
-            self.broker.controller_link().filter(|_| self.broker.config.kraft.has_role(ProcessRole::Broker))
+            self.broker.controller.link().filter(|_| self.broker.config.kraft.has_role(ProcessRole::Broker))
         {
-            lifecycle::controlled_shutdown(&self.broker, link).await;
+            lifecycle::controlled_shutdown(&self.broker.node(), link).await;
         }
         tracing::info!("shutting down: no new connections, finishing in-flight requests");
         self.broker.stopping.send_replace(true);
         if let Some(metadata_log) = &self.broker.metadata_log {
             metadata_log.close();
         }
-        if let Some(link) = self.broker.controller_link() {
+        if let Some(link) = self.broker.controller.link() {
             link.close();
         }
         if let Some(quorum) = self.broker.quorum() {
@@ -698,6 +680,10 @@ impl BoundBroker {
         tracing::debug!("connections drained");
         while background.join_next().await.is_some() {}
         tracing::debug!("background duties ended");
+        let broker_epoch = self.broker.controller.broker_epoch();
+        if broker_epoch >= 0 {
+            self.broker.replicas.set_logs_broker_epoch(broker_epoch);
+        }
         self.broker.replicas.shutdown()?;
         tracing::info!("shut down cleanly");
         Ok(())
@@ -932,7 +918,7 @@ async fn keep_session(broker: &Broker) {
         {
             Ok(request) => register_broker(request, &broker.controller).await.map(|epoch| {
                 tracing::info!(broker_epoch = epoch, "registered with the controller");
-                broker.set_broker_epoch(epoch);
+                broker.controller.set_broker_epoch(epoch);
             }),
             Err(e) => {
                 tracing::warn!("cannot build the broker registration: {e}");
@@ -945,7 +931,7 @@ async fn keep_session(broker: &Broker) {
         Ok(()) | Err(MetadataError::NotController { .. }) => {}
         Err(MetadataError::StaleBrokerEpoch(_) | MetadataError::BrokerIdNotRegistered(_)) => {
             // The session was lost (fenced, unregistered): register afresh.
-            broker.broker_epoch.store(-1, Ordering::Release);
+            broker.controller.set_broker_epoch(-1);
         }
         Err(e) => tracing::warn!("broker heartbeat failed: {e}"),
     }

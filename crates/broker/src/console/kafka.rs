@@ -102,7 +102,7 @@ impl<'a> Kafka<'a> {
 
     pub fn metadata(&self) -> MetadataResponse {
         let request = MetadataRequest::default().with_topics(None).with_allow_auto_topic_creation(false);
-        handlers::metadata::handle(&self.ctx(ApiKey::Metadata, 12), request)
+        wait(handlers::metadata::handle(&self.ctx(ApiKey::Metadata, 12), request))
     }
 
     pub fn describe_cluster(&self) -> DescribeClusterResponse {
@@ -434,16 +434,19 @@ fn encode_record(record: TestRecord) -> Bytes {
 
 /// An admin write as the API table serves it: forwarded to the active
 /// controller from a KRaft node that is not it, else answered here.
-fn admin<R, F>(ctx: &RequestContext<'_>, request: R, handler: F) -> R::Response
+fn admin<'c, 'a, R, F, Fut>(ctx: &'c RequestContext<'a>, request: R, handler: F) -> R::Response
 where
     R: kafka_protocol::protocol::Request + crate::forwarding::FailedForward,
     R::Response: crate::response_errors::ResponseErrors,
-    F: FnOnce(&RequestContext<'_>, R) -> R::Response,
+    F: FnOnce(&'c RequestContext<'a>, R) -> Fut,
+    Fut: std::future::Future<Output = R::Response>,
 {
-    match wait(crate::forwarding::forward(ctx, &request)) {
-        Some(answer) => answer,
-        None => handler(ctx, request),
-    }
+    wait(async {
+        match crate::forwarding::forward(ctx, &request).await {
+            Some(answer) => answer,
+            None => handler(ctx, request).await,
+        }
+    })
 }
 
 /// Runs an async handler to its answer. Pages render on the blocking pool

@@ -13,7 +13,6 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use strom_metadata::acl::{operation, Acl, AclFilter};
-use strom_metadata::block_on;
 
 use super::str_bytes;
 use crate::dispatch::RequestContext;
@@ -26,13 +25,13 @@ const NO_AUTHORIZER: &str = "No Authorizer is configured.";
 /// SECURITY_DISABLED when no authorizer is configured, as in Kafka; then
 /// CLUSTER_AUTHORIZATION_FAILED without `op` on the cluster.
 fn refusal(ctx: &RequestContext<'_>, op: i8) -> Option<(i16, Option<String>)> {
-    if !ctx.broker.config.authorizer.enabled {
+    if !ctx.config().authorizer.enabled {
         return Some((ResponseError::SecurityDisabled.code(), Some(NO_AUTHORIZER.to_owned())));
     }
     (!ctx.authorize_cluster(op)).then_some((CLUSTER_DENIED.code(), None))
 }
 
-pub fn create(ctx: &RequestContext<'_>, request: CreateAclsRequest) -> CreateAclsResponse {
+pub async fn create(ctx: &RequestContext<'_>, request: CreateAclsRequest) -> CreateAclsResponse {
     let failed = |code: i16, message: Option<String>| {
         let result = AclCreationResult::default()
             .with_error_code(code)
@@ -55,7 +54,7 @@ pub fn create(ctx: &RequestContext<'_>, request: CreateAclsRequest) -> CreateAcl
                 permission: c.permission_type,
             })
             .collect();
-        match block_on(ctx.broker.controller.create_acls(&acls)) {
+        match ctx.controller().create_acls(&acls).await {
             Ok(results) => results
                 .into_iter()
                 .map(|result| match result {
@@ -90,7 +89,7 @@ pub fn describe(ctx: &RequestContext<'_>, request: DescribeAclsRequest) -> Descr
             .with_error_code(ResponseError::InvalidRequest.code())
             .with_error_message(Some(StrBytes::from(why)));
     }
-    let image = ctx.broker.controller.image();
+    let image = ctx.controller().image();
     let mut matched: Vec<&Acl> = image.acls().values().filter(|acl| filter.matches(acl)).collect();
     matched.sort();
     let mut resources: Vec<DescribeAclsResource> = Vec::new();
@@ -120,7 +119,7 @@ pub fn describe(ctx: &RequestContext<'_>, request: DescribeAclsRequest) -> Descr
     response.with_resources(resources)
 }
 
-pub fn delete(ctx: &RequestContext<'_>, request: DeleteAclsRequest) -> DeleteAclsResponse {
+pub async fn delete(ctx: &RequestContext<'_>, request: DeleteAclsRequest) -> DeleteAclsResponse {
     let failed = |code: i16, message: Option<String>| {
         let result = DeleteAclsFilterResult::default()
             .with_error_code(code)
@@ -143,7 +142,7 @@ pub fn delete(ctx: &RequestContext<'_>, request: DeleteAclsRequest) -> DeleteAcl
                 permission: f.permission_type,
             })
             .collect();
-        match block_on(ctx.broker.controller.delete_acls(&filters)) {
+        match ctx.controller().delete_acls(&filters).await {
             Ok(results) => results.into_iter().map(filter_result).collect(),
             Err(e) => failed(metadata_error(&e).code(), Some(e.to_string())),
         }

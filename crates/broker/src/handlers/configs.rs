@@ -25,19 +25,18 @@ use strom_metadata::controller::validate_topic_name;
 use strom_metadata::topic_config::{
     broker_synonyms, dynamic_broker_config_kind, topic_config_def, Kind, TOPIC_CONFIGS,
 };
-use strom_metadata::{
-    block_on, ConfigResource, MetadataError, MetadataImage, RESOURCE_BROKER, RESOURCE_TOPIC,
-};
+use strom_metadata::{ConfigResource, MetadataError, MetadataImage, RESOURCE_BROKER, RESOURCE_TOPIC};
 
 use super::str_bytes;
 use crate::config::is_known_key;
+use crate::config::BrokerConfig;
 use crate::config_sources::{
     config_type, BrokerLevels, ConfigEntry, BROKER_KEYS, DYNAMIC_BROKER_CONFIG,
     DYNAMIC_DEFAULT_BROKER_CONFIG, DYNAMIC_TOPIC_CONFIG,
 };
 use crate::dispatch::RequestContext;
 use crate::error::metadata_error;
-use crate::server::Broker;
+use crate::security::ListenerSecurity;
 use strom_metadata::acl::{operation, resource};
 
 /// A refusal: the error code and the message sent with it.
@@ -48,16 +47,16 @@ fn invalid_request(message: String) -> Refusal {
 }
 
 /// The broker config levels of this broker in `image`.
-fn levels<'a>(broker: &'a Broker, image: &'a MetadataImage, node_id: &str) -> BrokerLevels<'a> {
+fn levels<'a>(config: &'a BrokerConfig, image: &'a MetadataImage, node_id: &str) -> BrokerLevels<'a> {
     BrokerLevels {
         per_broker: image.broker_configs(node_id),
         cluster_default: image.broker_configs(""),
-        static_configs: &broker.config.provided,
+        static_configs: &config.provided,
     }
 }
 
 /// The resource a request names; a broker must be this one, or "".
-fn config_resource(broker: &Broker, resource_type: i8, name: &str) -> Result<ConfigResource, Refusal> {
+fn config_resource(config: &BrokerConfig, resource_type: i8, name: &str) -> Result<ConfigResource, Refusal> {
     match resource_type {
         RESOURCE_TOPIC => Ok(ConfigResource::Topic(name.to_owned())),
         RESOURCE_BROKER if name.is_empty() => Ok(ConfigResource::Broker(String::new())),
@@ -65,8 +64,8 @@ fn config_resource(broker: &Broker, resource_type: i8, name: &str) -> Result<Con
             let node_id: i32 = name
                 .parse()
                 .map_err(|_| invalid_request(format!("Broker id must be an integer, but it is: {name}")))?;
-            if node_id != broker.config.node_id {
-                let expected = broker.config.node_id;
+            if node_id != config.node_id {
+                let expected = config.node_id;
                 return Err(invalid_request(format!(
                     "Unexpected broker id, expected {expected} or empty string, but received {name}"
                 )));
@@ -94,10 +93,10 @@ fn config_denial(ctx: &RequestContext<'_>, op: i8, resource_type: i8, name: &str
 const RESOURCE_GROUP: i8 = 32;
 
 pub fn describe(ctx: &RequestContext<'_>, request: DescribeConfigsRequest) -> DescribeConfigsResponse {
-    let broker = ctx.broker;
-    let image = broker.controller.image();
-    let node_id = broker.config.node_id.to_string();
-    let levels = levels(broker, &image, &node_id);
+    let config = ctx.config();
+    let image = ctx.controller().image();
+    let node_id = config.node_id.to_string();
+    let levels = levels(config, &image, &node_id);
     let results = request
         .resources
         .iter()
@@ -111,7 +110,7 @@ pub fn describe(ctx: &RequestContext<'_>, request: DescribeConfigsRequest) -> De
                 resource.resource_type,
                 &resource.resource_name,
             );
-            match denied.map_or_else(|| describe_resource(broker, &image, &levels, resource), Err) {
+            match denied.map_or_else(|| describe_resource(config, &image, &levels, resource), Err) {
                 Ok(entries) => result.with_configs(
                     entries.into_iter().map(|e| wire_entry(e, request.include_synonyms)).collect(),
                 ),
@@ -125,7 +124,7 @@ pub fn describe(ctx: &RequestContext<'_>, request: DescribeConfigsRequest) -> De
 }
 
 fn describe_resource(
-    broker: &Broker,
+    config: &BrokerConfig,
     image: &MetadataImage,
     levels: &BrokerLevels<'_>,
     resource: &DescribeConfigsResource,
@@ -133,12 +132,12 @@ fn describe_resource(
     let keys = resource.configuration_keys.as_deref().unwrap_or_default();
     let wanted = |name: &str| keys.is_empty() || keys.iter().any(|k| k.as_str() == name);
     let name = resource.resource_name.as_str();
-    match config_resource(broker, resource.resource_type, name)? {
+    match config_resource(config, resource.resource_type, name)? {
         ConfigResource::Topic(topic) => {
             validate_topic_name(&topic)
                 .map_err(|e| (ResponseError::InvalidTopicException, Some(e.to_string())))?;
             let topic = image.topic(&topic).ok_or((ResponseError::UnknownTopicOrPartition, None))?;
-            Ok(topic_entries(broker, image, &topic.configs, wanted))
+            Ok(topic_entries(config, image, &topic.configs, wanted))
         }
         ConfigResource::Broker(node) if node.is_empty() => {
             Ok(levels.cluster_default_entries().into_iter().filter(|e| wanted(&e.name)).collect())
@@ -157,14 +156,14 @@ fn describe_resource(
 /// The topic configs `wanted` of a topic with these `overrides`, as this
 /// broker applies them under `image`.
 pub fn topic_entries(
-    broker: &Broker,
+    config: &BrokerConfig,
     image: &MetadataImage,
     overrides: &BTreeMap<String, String>,
     wanted: impl Fn(&str) -> bool,
 ) -> Vec<ConfigEntry> {
-    let node_id = broker.config.node_id.to_string();
-    let levels = levels(broker, image, &node_id);
-    let log = broker.config.with_dynamic_from(image).log_config_for(overrides);
+    let node_id = config.node_id.to_string();
+    let levels = levels(config, image, &node_id);
+    let log = config.with_dynamic_from(image).log_config_for(overrides);
     let described = TOPIC_CONFIGS.iter().filter(|def| wanted(def.name));
     described.map(|def| levels.topic_entry(def, overrides, &log)).collect()
 }
@@ -234,7 +233,7 @@ struct Alteration {
     refused: Option<Refusal>,
 }
 
-pub fn alter(ctx: &RequestContext<'_>, request: AlterConfigsRequest) -> AlterConfigsResponse {
+pub async fn alter(ctx: &RequestContext<'_>, request: AlterConfigsRequest) -> AlterConfigsResponse {
     let alterations = request
         .resources
         .into_iter()
@@ -256,7 +255,8 @@ pub fn alter(ctx: &RequestContext<'_>, request: AlterConfigsRequest) -> AlterCon
             }
         })
         .collect();
-    let responses = alter_all(ctx.broker, alterations, request.validate_only)
+    let responses = alter_all(ctx, alterations, request.validate_only)
+        .await
         .into_iter()
         .map(|(alteration, refusal)| {
             let (code, message) = wire_refusal(refusal);
@@ -270,7 +270,7 @@ pub fn alter(ctx: &RequestContext<'_>, request: AlterConfigsRequest) -> AlterCon
     AlterConfigsResponse::default().with_responses(responses)
 }
 
-pub fn incremental_alter(
+pub async fn incremental_alter(
     ctx: &RequestContext<'_>,
     request: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
@@ -298,7 +298,8 @@ pub fn incremental_alter(
             }
         })
         .collect();
-    let responses = alter_all(ctx.broker, alterations, request.validate_only)
+    let responses = alter_all(ctx, alterations, request.validate_only)
+        .await
         .into_iter()
         .map(|(alteration, refusal)| {
             let (code, message) = wire_refusal(refusal);
@@ -326,8 +327,8 @@ fn null_values(names: &[String]) -> Option<Refusal> {
 }
 
 /// Applies each alteration, then brings the hosted logs in line at once.
-fn alter_all(
-    broker: &Broker,
+async fn alter_all(
+    ctx: &RequestContext<'_>,
     alterations: Vec<Alteration>,
     validate_only: bool,
 ) -> Vec<(Alteration, Option<Refusal>)> {
@@ -337,22 +338,23 @@ fn alter_all(
         .map(|a| (a.resource_type, a.resource_name.clone()))
         .filter(|key| !seen.insert(key.clone()))
         .collect();
-    let results: Vec<_> = alterations
-        .into_iter()
-        .map(|alteration| {
-            let refusal = if repeated.contains(&(alteration.resource_type, alteration.resource_name.clone()))
-            {
-                Some(invalid_request("Each resource must appear at most once.".into()))
-            } else {
-                alter_one(broker, &alteration, validate_only).err()
-            };
-            (alteration, refusal)
-        })
-        .collect();
+    let mut results = Vec::with_capacity(alterations.len());
+    for alteration in alterations {
+        let refusal = if repeated.contains(&(alteration.resource_type, alteration.resource_name.clone())) {
+            Some(invalid_request("Each resource must appear at most once.".into()))
+        } else {
+            alter_one(ctx, &alteration, validate_only).await.err()
+        };
+        results.push((alteration, refusal));
+    }
     results
 }
 
-fn alter_one(broker: &Broker, alteration: &Alteration, validate_only: bool) -> Result<(), Refusal> {
+async fn alter_one(
+    ctx: &RequestContext<'_>,
+    alteration: &Alteration,
+    validate_only: bool,
+) -> Result<(), Refusal> {
     if let Some(refusal) = &alteration.refused {
         return Err(refusal.clone());
     }
@@ -360,25 +362,29 @@ fn alter_one(broker: &Broker, alteration: &Alteration, validate_only: bool) -> R
     if !alteration.ops.iter().all(|(name, _)| names.insert(name)) {
         return Err(invalid_request("Error due to duplicate config keys".into()));
     }
-    let resource = config_resource(broker, alteration.resource_type, &alteration.resource_name)?;
+    let config = ctx.config();
+    let resource = config_resource(config, alteration.resource_type, &alteration.resource_name)?;
     if let ConfigResource::Broker(name) = &resource {
         refuse_read_only(&alteration.ops)?;
         refuse_cluster_wide_stores(name, &alteration.ops)?;
     }
-    let node_id = broker.config.node_id.to_string();
-    let result = block_on(broker.controller.alter_configs(&resource, validate_only, |image, current| {
-        let levels = levels(broker, image, &node_id);
-        // AlterConfigs replaces the whole set: its SETs apply to nothing.
-        let start = if alteration.replace { &BTreeMap::new() } else { current };
-        let next = apply_ops(&resource, &levels, start, &alteration.ops)?;
-        if let ConfigResource::Broker(name) = &resource {
-            check_broker_overlay(broker, &levels, name, &next)?;
-            if *name == node_id {
-                check_listener_stores(broker, &next)?;
+    let node_id = config.node_id.to_string();
+    let result = ctx
+        .controller()
+        .alter_configs(&resource, validate_only, |image, current| {
+            let levels = levels(config, image, &node_id);
+            // AlterConfigs replaces the whole set: its SETs apply to nothing.
+            let start = if alteration.replace { &BTreeMap::new() } else { current };
+            let next = apply_ops(&resource, &levels, start, &alteration.ops)?;
+            if let ConfigResource::Broker(name) = &resource {
+                check_broker_overlay(config, &levels, name, &next)?;
+                if *name == node_id {
+                    check_listener_stores(ctx.listener_security(), &next)?;
+                }
             }
-        }
-        Ok(next)
-    }));
+            Ok(next)
+        })
+        .await;
     match result {
         Ok(()) => {
             if !validate_only {
@@ -410,8 +416,11 @@ fn refuse_cluster_wide_stores(resource_name: &str, ops: &[(String, Op)]) -> Resu
 /// New store keys must give every TLS listener of this broker stores that
 /// load, or the change is refused (as Kafka validates a reconfigured
 /// SslFactory before it takes the change).
-fn check_listener_stores(broker: &Broker, next: &BTreeMap<String, String>) -> Result<(), MetadataError> {
-    for security in &broker.listener_security {
+fn check_listener_stores(
+    listener_security: &[std::sync::Arc<ListenerSecurity>],
+    next: &BTreeMap<String, String>,
+) -> Result<(), MetadataError> {
+    for security in listener_security {
         if let Some(tls) = &security.tls {
             tls.validate(next).map_err(|e| {
                 MetadataError::InvalidConfig(format!(
@@ -511,15 +520,14 @@ fn edit_list(list: &str, values: &str, append: bool) -> String {
 /// The broker config the change would give this broker must parse as a
 /// whole (e.g. every synonym of a retention time).
 fn check_broker_overlay(
-    broker: &Broker,
+    config: &BrokerConfig,
     levels: &BrokerLevels<'_>,
     resource_name: &str,
     next: &BTreeMap<String, String>,
 ) -> Result<(), MetadataError> {
     let (cluster_default, per_broker) =
         if resource_name.is_empty() { (next, levels.per_broker) } else { (levels.cluster_default, next) };
-    broker
-        .config
+    config
         .with_dynamic(cluster_default, per_broker)
         .map(drop)
         .map_err(|e| MetadataError::InvalidConfig(e.to_string()))

@@ -5,13 +5,13 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaElectionResult};
 use kafka_protocol::messages::{ElectLeadersRequest, ElectLeadersResponse};
 use strom_metadata::acl::operation;
-use strom_metadata::{block_on, MetadataError, TopicElections};
+use strom_metadata::{MetadataError, TopicElections};
 
 use super::{str_bytes, topic_name};
 use crate::dispatch::RequestContext;
 use crate::error::metadata_error;
 
-pub fn handle(ctx: &RequestContext<'_>, request: ElectLeadersRequest) -> ElectLeadersResponse {
+pub async fn handle(ctx: &RequestContext<'_>, request: ElectLeadersRequest) -> ElectLeadersResponse {
     let named: Option<Vec<(String, Vec<i32>)>> = request
         .topic_partitions
         .as_ref()
@@ -25,7 +25,7 @@ pub fn handle(ctx: &RequestContext<'_>, request: ElectLeadersRequest) -> ElectLe
     } else {
         request.election_type
     };
-    match block_on(ctx.broker.controller.elect_leaders(election_type, named.as_deref())) {
+    match ctx.controller().elect_leaders(election_type, named.as_deref()).await {
         Ok(outcomes) => ElectLeadersResponse::default().with_replica_election_results(results(outcomes)),
         Err(e) => failed(named.as_deref(), metadata_error(&e).code()),
     }

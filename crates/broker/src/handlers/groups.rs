@@ -42,36 +42,18 @@ pub fn may_read_group(ctx: &RequestContext<'_>, group_id: &str) -> bool {
     ctx.authorize(operation::READ, resource::GROUP, group_id)
 }
 
-pub fn find_coordinator(
+pub async fn find_coordinator(
     ctx: &RequestContext<'_>,
     request: FindCoordinatorRequest,
 ) -> FindCoordinatorResponse {
-    let lookup = |key: &str| -> Coordinator {
-        let base = Coordinator::default().with_key(str_bytes(key));
-        let denied = match request.key_type {
-            KEY_TYPE_GROUP if !ctx.authorize(operation::DESCRIBE, resource::GROUP, key) => {
-                Some(ResponseError::GroupAuthorizationFailed)
-            }
-            KEY_TYPE_TRANSACTION if !ctx.authorize(operation::DESCRIBE, resource::TRANSACTIONAL_ID, key) => {
-                Some(ResponseError::TransactionalIdAuthorizationFailed)
-            }
-            _ => None,
-        };
-        if let Some(error) = denied {
-            return base.with_node_id(BrokerId(-1)).with_port(-1).with_error_code(error.code());
-        }
-        match coordinator_endpoint(ctx, request.key_type, key) {
-            Ok((id, host, port)) => {
-                base.with_node_id(BrokerId(id)).with_host(str_bytes(&host)).with_port(port)
-            }
-            Err(error) => base.with_node_id(BrokerId(-1)).with_port(-1).with_error_code(error.code()),
-        }
-    };
     if ctx.api_version >= 4 {
-        let coordinators = request.coordinator_keys.iter().map(|k| lookup(k.as_str())).collect();
+        let mut coordinators = Vec::with_capacity(request.coordinator_keys.len());
+        for key in &request.coordinator_keys {
+            coordinators.push(lookup_coordinator(ctx, request.key_type, key.as_str()).await);
+        }
         return FindCoordinatorResponse::default().with_coordinators(coordinators);
     }
-    let found = lookup(request.key.as_str());
+    let found = lookup_coordinator(ctx, request.key_type, request.key.as_str()).await;
     let response = FindCoordinatorResponse::default()
         .with_error_code(found.error_code)
         .with_node_id(found.node_id)
@@ -83,10 +65,31 @@ pub fn find_coordinator(
     response
 }
 
+/// One key's coordinator, or why the principal may not know it.
+async fn lookup_coordinator(ctx: &RequestContext<'_>, key_type: i8, key: &str) -> Coordinator {
+    let base = Coordinator::default().with_key(str_bytes(key));
+    let denied = match key_type {
+        KEY_TYPE_GROUP if !ctx.authorize(operation::DESCRIBE, resource::GROUP, key) => {
+            Some(ResponseError::GroupAuthorizationFailed)
+        }
+        KEY_TYPE_TRANSACTION if !ctx.authorize(operation::DESCRIBE, resource::TRANSACTIONAL_ID, key) => {
+            Some(ResponseError::TransactionalIdAuthorizationFailed)
+        }
+        _ => None,
+    };
+    if let Some(error) = denied {
+        return base.with_node_id(BrokerId(-1)).with_port(-1).with_error_code(error.code());
+    }
+    match coordinator_endpoint(ctx, key_type, key).await {
+        Ok((id, host, port)) => base.with_node_id(BrokerId(id)).with_host(str_bytes(&host)).with_port(port),
+        Err(error) => base.with_node_id(BrokerId(-1)).with_port(-1).with_error_code(error.code()),
+    }
+}
+
 /// The coordinator of `key`: the broker leading the internal partition
 /// that owns it, with its endpoint on the client's listener (created on
 /// first use, as in Kafka).
-fn coordinator_endpoint(
+async fn coordinator_endpoint(
     ctx: &RequestContext<'_>,
     key_type: i8,
     key: &str,
@@ -95,12 +98,21 @@ fn coordinator_endpoint(
     let (topic, partition) = match key_type {
         KEY_TYPE_GROUP if key.is_empty() => return Err(ResponseError::InvalidGroupId),
         KEY_TYPE_GROUP => {
-            broker.groups.ensure_offsets_topic(broker)?;
+            let config = &broker.config.groups;
+            let (partitions, replication) =
+                (config.offsets_topic_partitions, config.offsets_topic_replication_factor);
+            let segment_bytes = config.offsets_topic_segment_bytes;
+            internal_topic::create(broker, OFFSETS_TOPIC, partitions, replication, segment_bytes).await?;
             (OFFSETS_TOPIC, broker.groups.partition_for(key))
         }
         KEY_TYPE_TRANSACTION if key.is_empty() => return Err(ResponseError::InvalidRequest),
         KEY_TYPE_TRANSACTION => {
-            broker.transactions.ensure_topic(broker)?;
+            let config = &broker.config.transactions;
+            let (partitions, replication) =
+                (config.state_log_partitions, config.state_log_replication_factor);
+            let segment_bytes = config.state_log_segment_bytes;
+            internal_topic::create(broker, TRANSACTION_STATE_TOPIC, partitions, replication, segment_bytes)
+                .await?;
             (TRANSACTION_STATE_TOPIC, broker.transactions.partition_for(key))
         }
         _ => return Err(ResponseError::CoordinatorNotAvailable),

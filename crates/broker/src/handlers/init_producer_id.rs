@@ -41,7 +41,7 @@ pub async fn handle(ctx: &RequestContext<'_>, request: InitProducerIdRequest) ->
             Err(error) => error_response(super::transactions::fenced_for(error, ctx.api_version, 4)),
         };
     }
-    match broker.producer_ids.next_id(|| broker.allocate_producer_ids()) {
+    match broker.producer_ids.next_id_async(|| broker.controller.allocate_producer_ids_at_active()).await {
         Ok(id) => InitProducerIdResponse::default().with_producer_id(ProducerId(id)).with_producer_epoch(0),
         Err(e) => {
             tracing::error!("cannot reserve producer ids: {e}");

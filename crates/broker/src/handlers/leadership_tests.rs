@@ -137,7 +137,7 @@ fn metadata_names_each_leader_and_a_leaderless_partition_with_its_offline_replic
     place(&broker, "t", &[node, OTHER]);
     let describe = || {
         let request = MetadataRequest::default().with_topics(None);
-        let response = super::metadata::handle(&ctx(&broker, ApiKey::Metadata, 12), request);
+        let response = block_on(super::metadata::handle(&ctx(&broker, ApiKey::Metadata, 12), request));
         let brokers: Vec<i32> = response.brokers.iter().map(|b| b.node_id.0).collect();
         let partitions = response.topics[0]
             .partitions
@@ -159,7 +159,8 @@ fn metadata_names_each_leader_and_a_leaderless_partition_with_its_offline_replic
 fn find_group_coordinator(broker: &Broker, group: &str) -> (i16, i32, i32) {
     let request =
         FindCoordinatorRequest::default().with_key_type(0).with_coordinator_keys(vec![str_bytes(group)]);
-    let response = super::groups::find_coordinator(&ctx(broker, ApiKey::FindCoordinator, 4), request);
+    let response =
+        block_on(super::groups::find_coordinator(&ctx(broker, ApiKey::FindCoordinator, 4), request));
     let found = &response.coordinators[0];
     (found.error_code, found.node_id.0, found.port)
 }

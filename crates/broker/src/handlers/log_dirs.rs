@@ -15,7 +15,7 @@ use strom_storage::LogDir;
 
 use super::{str_bytes, topic_name};
 use crate::dispatch::RequestContext;
-use crate::server::Broker;
+use crate::replica::ReplicaManager;
 
 /// Kafka's `DescribeLogDirsResponse.UNKNOWN_VOLUME_BYTES`.
 const UNKNOWN_VOLUME_BYTES: i64 = -1;
@@ -35,19 +35,23 @@ pub fn describe(ctx: &RequestContext<'_>, request: DescribeLogDirsRequest) -> De
         }
         wanted
     });
-    let broker = ctx.broker;
-    let results = broker
-        .replicas
+    let replicas = ctx.replicas();
+    let results = replicas
         .log_dirs()
         .iter()
         .enumerate()
-        .map(|(index, dir)| describe_dir(broker, index, dir, &wanted))
+        .map(|(index, dir)| describe_dir(replicas, index, dir, &wanted))
         .collect();
     DescribeLogDirsResponse::default().with_results(results)
 }
 
 /// An offline dir reports KAFKA_STORAGE_ERROR and nothing else, as in Kafka.
-fn describe_dir(broker: &Broker, index: usize, dir: &LogDir, wanted: &Wanted) -> DescribeLogDirsResult {
+fn describe_dir(
+    replicas: &ReplicaManager,
+    index: usize,
+    dir: &LogDir,
+    wanted: &Wanted,
+) -> DescribeLogDirsResult {
     let path = std::path::absolute(dir.path()).unwrap_or_else(|_| dir.path().to_owned());
     let result = DescribeLogDirsResult::default().with_log_dir(str_bytes(&path.display().to_string()));
     if !dir.is_online() {
@@ -57,7 +61,7 @@ fn describe_dir(broker: &Broker, index: usize, dir: &LogDir, wanted: &Wanted) ->
             .with_usable_bytes(UNKNOWN_VOLUME_BYTES);
     }
     let mut topics: BTreeMap<String, Vec<DescribeLogDirsPartition>> = BTreeMap::new();
-    for partition in broker.replicas.partitions_in_dir(index) {
+    for partition in replicas.partitions_in_dir(index) {
         let tp = &partition.tp;
         let asked =
             wanted.as_ref().is_none_or(|w| w.get(&tp.topic).is_some_and(|p| p.contains(&tp.partition)));

@@ -15,15 +15,13 @@ use super::{live_endpoints, str_bytes, topic_name, AUTHORIZED_OPERATIONS_OMITTED
 use crate::dispatch::RequestContext;
 use crate::error::metadata_error;
 use crate::replica::TopicPartitions;
-use crate::server::Broker;
 
 /// READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS and
 /// ALTER_CONFIGS: everything, as no authorizer is configured.
 const ALL_TOPIC_OPERATIONS: i32 =
     (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 10) | (1 << 11);
 
-pub fn handle(ctx: &RequestContext<'_>, request: MetadataRequest) -> MetadataResponse {
-    let broker = ctx.broker;
+pub async fn handle(ctx: &RequestContext<'_>, request: MetadataRequest) -> MetadataResponse {
     // Versions before 4 have no flag: they always ask for auto-creation.
     let allow_auto_create = ctx.api_version < 4 || request.allow_auto_topic_creation;
     let operations = if request.include_topic_authorized_operations {
@@ -31,27 +29,25 @@ pub fn handle(ctx: &RequestContext<'_>, request: MetadataRequest) -> MetadataRes
     } else {
         AUTHORIZED_OPERATIONS_OMITTED
     };
-    let listener = ctx.listener.to_string();
-    let listener = listener.as_str();
     let topics: Vec<MetadataResponseTopic> = match &request.topics {
         // Topics the principal may not describe are left out, as in Kafka.
-        None => (broker.controller.image().topics())
+        None => (ctx.controller().image().topics())
             .filter(|t| ctx.authorize(operation::DESCRIBE, resource::TOPIC, &t.name))
-            .map(|t| describe_topic(broker, t, listener, operations))
+            .map(|t| describe_topic(ctx, t, operations))
             .collect(),
-        Some(wanted) => wanted
-            .iter()
-            .map(|t| match (&t.name, t.topic_id) {
-                (Some(name), _) if !ctx.authorize(operation::DESCRIBE, resource::TOPIC, name) => {
-                    topic_error(name, ResponseError::TopicAuthorizationFailed)
-                }
-                (Some(name), _) => {
-                    let creatable = || may_create(ctx, name);
-                    lookup_by_name(broker, name, listener, allow_auto_create, &creatable, operations)
-                }
-                (None, id) => lookup_by_id(broker, id, listener, operations),
-            })
-            .collect(),
+        Some(wanted) => {
+            let mut topics = Vec::with_capacity(wanted.len());
+            for t in wanted {
+                topics.push(match (&t.name, t.topic_id) {
+                    (Some(name), _) if !ctx.authorize(operation::DESCRIBE, resource::TOPIC, name) => {
+                        topic_error(name, ResponseError::TopicAuthorizationFailed)
+                    }
+                    (Some(name), _) => lookup_by_name(ctx, name, allow_auto_create, operations).await,
+                    (None, id) => lookup_by_id(ctx, id, operations),
+                });
+            }
+            topics
+        }
     };
     let topics = with_authorization(ctx, topics, request.include_topic_authorized_operations);
     // Topic ids exist from v10 and the cluster id from v2 on.
@@ -64,7 +60,7 @@ pub fn handle(ctx: &RequestContext<'_>, request: MetadataRequest) -> MetadataRes
         true => ctx.authorized_operations(resource::CLUSTER, CLUSTER_NAME),
         false => AUTHORIZED_OPERATIONS_OMITTED,
     };
-    let cluster_id = (ctx.api_version >= 2).then(|| str_bytes(broker.controller.cluster_id()));
+    let cluster_id = (ctx.api_version >= 2).then(|| str_bytes(ctx.controller().cluster_id()));
     let brokers = live_endpoints(ctx).map(|(id, endpoint, rack)| {
         MetadataResponseBroker::default()
             .with_node_id(BrokerId(id))
@@ -75,7 +71,7 @@ pub fn handle(ctx: &RequestContext<'_>, request: MetadataRequest) -> MetadataRes
     MetadataResponse::default()
         .with_brokers(brokers.collect())
         .with_cluster_id(cluster_id)
-        .with_controller_id(BrokerId(broker.config.node_id))
+        .with_controller_id(BrokerId(ctx.config().node_id))
         .with_topics(topics)
         .with_cluster_authorized_operations(cluster_operations)
 }
@@ -106,30 +102,28 @@ fn with_authorization(
     topics
 }
 
-fn lookup_by_name(
-    broker: &Broker,
+async fn lookup_by_name(
+    ctx: &RequestContext<'_>,
     name: &str,
-    listener: &str,
     allow_auto_create: bool,
-    may_create: &dyn Fn() -> bool,
     operations: i32,
 ) -> MetadataResponseTopic {
-    if let Some(topic) = broker.controller.image().topic(name) {
-        return describe_topic(broker, topic, listener, operations);
+    if let Some(topic) = ctx.controller().image().topic(name) {
+        return describe_topic(ctx, topic, operations);
     }
-    if !(allow_auto_create && broker.config.auto_create_topics_enable) {
+    if !(allow_auto_create && ctx.config().auto_create_topics_enable) {
         return topic_error(name, ResponseError::UnknownTopicOrPartition);
     }
-    if !may_create() {
+    if !may_create(ctx, name) {
         return topic_error(name, ResponseError::TopicAuthorizationFailed);
     }
-    match auto_create(broker, name) {
-        Ok(Some(topic)) => describe_topic(broker, &topic, listener, operations),
+    match auto_create(ctx, name).await {
+        Ok(Some(topic)) => describe_topic(ctx, &topic, operations),
         // Created, not yet in this node's image: the client retries.
         Ok(None) => topic_error(name, ResponseError::LeaderNotAvailable),
         // Another request created it first: describe the winner's topic.
-        Err(MetadataError::TopicAlreadyExists(_)) => match broker.controller.image().topic(name) {
-            Some(topic) => describe_topic(broker, topic, listener, operations),
+        Err(MetadataError::TopicAlreadyExists(_)) => match ctx.controller().image().topic(name) {
+            Some(topic) => describe_topic(ctx, topic, operations),
             None => topic_error(name, ResponseError::LeaderNotAvailable),
         },
         Err(e) => {
@@ -139,9 +133,9 @@ fn lookup_by_name(
     }
 }
 
-fn lookup_by_id(broker: &Broker, id: Uuid, listener: &str, operations: i32) -> MetadataResponseTopic {
-    match broker.controller.image().topic_by_id(&id) {
-        Some(topic) => describe_topic(broker, topic, listener, operations),
+fn lookup_by_id(ctx: &RequestContext<'_>, id: Uuid, operations: i32) -> MetadataResponseTopic {
+    match ctx.controller().image().topic_by_id(&id) {
+        Some(topic) => describe_topic(ctx, topic, operations),
         None => MetadataResponseTopic::default()
             .with_topic_id(id)
             .with_error_code(ResponseError::UnknownTopicId.code())
@@ -152,15 +146,15 @@ fn lookup_by_id(broker: &Broker, id: Uuid, listener: &str, operations: i32) -> M
 /// Creates `name` with the broker's defaults through the active
 /// controller: the topic once this node's image names it, `None` while it
 /// does not yet (the client retries).
-pub fn auto_create(broker: &Broker, name: &str) -> Result<Option<TopicImage>, MetadataError> {
+async fn auto_create(ctx: &RequestContext<'_>, name: &str) -> Result<Option<TopicImage>, MetadataError> {
     let new_topic = NewTopic {
         name: name.to_owned(),
-        partitions: broker.config.num_partitions,
-        replication_factor: broker.config.default_replication_factor,
+        partitions: ctx.config().num_partitions,
+        replication_factor: ctx.config().default_replication_factor,
         ..Default::default()
     };
-    broker.create_topic(new_topic)?;
-    let topic = broker.controller.image().topic(name).cloned();
+    ctx.controller().create_topic_at_active(new_topic, ctx.replicas()).await?;
+    let topic = ctx.controller().image().topic(name).cloned();
     if let Some(topic) = &topic {
         tracing::info!(topic = name, partitions = topic.partitions.len(), "auto-created topic");
     }
@@ -174,18 +168,14 @@ fn topic_error(name: &str, error: ResponseError) -> MetadataResponseTopic {
         .with_topic_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED)
 }
 
-fn describe_topic(
-    broker: &Broker,
-    topic: &TopicImage,
-    listener: &str,
-    operations: i32,
-) -> MetadataResponseTopic {
-    let hosted = broker.replicas.topic(&topic.name);
+fn describe_topic(ctx: &RequestContext<'_>, topic: &TopicImage, operations: i32) -> MetadataResponseTopic {
+    let hosted = ctx.replicas().topic(&topic.name);
+    let (image, node_id) = (ctx.controller().image(), ctx.config().node_id);
     let partitions = topic
         .partitions
         .iter()
         .map(|(index, p)| {
-            let state = PartitionState::new(broker, hosted.as_deref(), listener, *index, p);
+            let state = PartitionState::new(&image, node_id, hosted.as_deref(), &ctx.listener, *index, p);
             MetadataResponsePartition::default()
                 .with_error_code(state.error_code())
                 .with_partition_index(*index)
@@ -220,19 +210,18 @@ pub(super) struct PartitionState {
 }
 
 impl PartitionState {
-    /// `hosted` is this broker's replicas of the partition's topic;
-    /// `listener` the one the client came in through.
+    /// `node_id` is this broker, `hosted` its replicas of the partition's
+    /// topic; `listener` the one the client came in through.
     pub fn new(
-        broker: &Broker,
+        image: &MetadataImage,
+        node_id: i32,
         hosted: Option<&TopicPartitions>,
         listener: &str,
         index: i32,
         p: &PartitionImage,
     ) -> Self {
-        let image = broker.controller.image();
-        let node_id = broker.config.node_id;
         let mut offline: Vec<i32> = (p.replicas.iter().enumerate())
-            .filter(|(i, id)| replica_offline(&image, **id, p.directories.get(*i), listener))
+            .filter(|(i, id)| replica_offline(image, **id, p.directories.get(*i), listener))
             .map(|(_, id)| *id)
             .collect();
         // The replica manager knows of a local log gone offline (see

@@ -63,7 +63,7 @@ async fn forward_to_leader(
     description: &QuorumDescription,
 ) -> Result<DescribeQuorumResponse, String> {
     let address = leader_address(ctx, description).ok_or("the leader is not a known voter")?;
-    let connector = ctx.broker.controller_link().ok_or("not a KRaft node")?.connector();
+    let connector = ctx.broker.controller.link().ok_or("not a KRaft node")?.connector();
     let channel =
         connector.connect(&address, FORWARD_CLIENT_ID, FORWARD_TIMEOUT).await.map_err(|e| e.to_string())?;
     channel.send(request, ctx.api_version, FORWARD_TIMEOUT).await.map_err(|e| e.to_string())

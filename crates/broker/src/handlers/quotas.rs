@@ -14,7 +14,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use strom_metadata::image::{QuotaEntity, ENTITY_IP};
 use strom_metadata::operations::QuotaAlteration;
-use strom_metadata::{block_on, MetadataError};
+use strom_metadata::MetadataError;
 
 use super::str_bytes;
 use crate::dispatch::RequestContext;
@@ -34,7 +34,7 @@ pub fn describe(
             .with_error_code(ResponseError::InvalidRequest.code())
             .with_error_message(Some(str_bytes(&message)));
     }
-    let image = ctx.broker.controller.image();
+    let image = ctx.controller().image();
     let entries = image
         .all_client_quotas()
         .filter(|(entity, _)| matches_filter(entity, &request.components, request.strict))
@@ -93,7 +93,7 @@ fn matches_filter(entity: &QuotaEntity, components: &[ComponentData], strict: bo
     each && (!strict || entity.len() == components.len())
 }
 
-pub fn alter(ctx: &RequestContext<'_>, request: AlterClientQuotasRequest) -> AlterClientQuotasResponse {
+pub async fn alter(ctx: &RequestContext<'_>, request: AlterClientQuotasRequest) -> AlterClientQuotasResponse {
     if !ctx.authorize_cluster(strom_metadata::acl::operation::ALTER_CONFIGS) {
         return failed(&request, ResponseError::ClusterAuthorizationFailed);
     }
@@ -101,16 +101,15 @@ pub fn alter(ctx: &RequestContext<'_>, request: AlterClientQuotasRequest) -> Alt
     let parsed: Vec<Result<QuotaAlteration, MetadataError>> =
         request.entries.iter().map(alteration).collect();
     let valid: Vec<QuotaAlteration> = parsed.iter().filter_map(|p| p.as_ref().ok().cloned()).collect();
-    let mut outcomes =
-        match block_on(ctx.broker.controller.alter_client_quotas(&valid, request.validate_only)) {
-            Ok(outcomes) => outcomes.into_iter(),
-            Err(e) => {
-                let (code, message) = (metadata_error(&e).code(), e.to_string());
-                tracing::warn!("client quota change not written: {message}");
-                let results = entities.into_iter().map(|entity| entry(entity, code, Some(&message)));
-                return AlterClientQuotasResponse::default().with_entries(results.collect());
-            }
-        };
+    let mut outcomes = match ctx.controller().alter_client_quotas(&valid, request.validate_only).await {
+        Ok(outcomes) => outcomes.into_iter(),
+        Err(e) => {
+            let (code, message) = (metadata_error(&e).code(), e.to_string());
+            tracing::warn!("client quota change not written: {message}");
+            let results = entities.into_iter().map(|entity| entry(entity, code, Some(&message)));
+            return AlterClientQuotasResponse::default().with_entries(results.collect());
+        }
+    };
     let results = parsed.into_iter().zip(entities).map(|(parsed, entity)| {
         let outcome = parsed.and_then(|_| outcomes.next().unwrap_or(Ok(())));
         match outcome {

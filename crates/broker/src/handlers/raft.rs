@@ -117,7 +117,7 @@ async fn forward_to_leader<R: Request>(ctx: &RequestContext<'_>, request: &R) ->
         return None;
     }
     let address = super::quorum::leader_address(ctx, &description)?;
-    let connector = ctx.broker.controller_link()?.connector();
+    let connector = ctx.broker.controller.link()?.connector();
     let channel = connector.connect(&address, FORWARD_CLIENT_ID, FORWARD_TIMEOUT).await.ok()?;
     match channel.send(request, ctx.api_version, FORWARD_TIMEOUT).await {
         Ok(response) => Some(response),

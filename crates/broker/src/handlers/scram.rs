@@ -15,14 +15,14 @@ use kafka_protocol::messages::{
 };
 use strom_metadata::image::ScramCredentialImage;
 use strom_metadata::operations::{ScramAlteration, UserOutcome};
-use strom_metadata::{block_on, MetadataImage};
+use strom_metadata::MetadataImage;
 
 use super::str_bytes;
 use crate::dispatch::RequestContext;
 use crate::error::metadata_error;
 use crate::security::sasl::scram::{ScramCredential, ScramMechanism};
 
-pub fn alter(
+pub async fn alter(
     ctx: &RequestContext<'_>,
     request: AlterUserScramCredentialsRequest,
 ) -> AlterUserScramCredentialsResponse {
@@ -39,22 +39,21 @@ pub fn alter(
         credential: credential_of(u.mechanism, &u.salted_password, &u.salt, u.iterations),
     });
     let alterations: Vec<ScramAlteration> = deletions.chain(upsertions).collect();
-    let outcomes: Vec<UserOutcome> =
-        match block_on(ctx.broker.controller.alter_scram_credentials(&alterations)) {
-            Ok(outcomes) => outcomes,
-            Err(e) => {
-                // The write failed: every user gets its error.
-                let (code, message) = (metadata_error(&e).code(), e.to_string());
-                tracing::warn!("SCRAM credential change not written: {message}");
-                let results = users_of(&alterations).into_iter().map(|user| {
-                    AlterUserScramCredentialsResult::default()
-                        .with_user(str_bytes(&user))
-                        .with_error_code(code)
-                        .with_error_message(Some(str_bytes(&message)))
-                });
-                return AlterUserScramCredentialsResponse::default().with_results(results.collect());
-            }
-        };
+    let outcomes: Vec<UserOutcome> = match ctx.controller().alter_scram_credentials(&alterations).await {
+        Ok(outcomes) => outcomes,
+        Err(e) => {
+            // The write failed: every user gets its error.
+            let (code, message) = (metadata_error(&e).code(), e.to_string());
+            tracing::warn!("SCRAM credential change not written: {message}");
+            let results = users_of(&alterations).into_iter().map(|user| {
+                AlterUserScramCredentialsResult::default()
+                    .with_user(str_bytes(&user))
+                    .with_error_code(code)
+                    .with_error_message(Some(str_bytes(&message)))
+            });
+            return AlterUserScramCredentialsResponse::default().with_results(results.collect());
+        }
+    };
     let results = outcomes.into_iter().map(|(user, outcome)| {
         let result = AlterUserScramCredentialsResult::default().with_user(str_bytes(&user));
         match outcome {
@@ -130,7 +129,7 @@ pub fn describe(
     ctx: &RequestContext<'_>,
     request: DescribeUserScramCredentialsRequest,
 ) -> DescribeUserScramCredentialsResponse {
-    let image = ctx.broker.controller.image();
+    let image = ctx.controller().image();
     let results = match request.users {
         // Null or empty: every user with a credential.
         None => all_users(&image),

@@ -108,14 +108,15 @@ fn describe_topic(
     first: i32,
     limit: usize,
 ) -> (DescribeTopicPartitionsResponseTopic, Option<i32>) {
-    let hosted = ctx.broker.replicas.topic(&topic.name);
+    let hosted = ctx.replicas().topic(&topic.name);
+    let (image, node_id) = (ctx.controller().image(), ctx.config().node_id);
     let listener = ctx.listener.to_string();
     let mut wanted = topic.partitions.range(first..);
     let partitions = wanted
         .by_ref()
         .take(limit)
         .map(|(index, p)| {
-            let state = PartitionState::new(ctx.broker, hosted.as_deref(), &listener, *index, p);
+            let state = PartitionState::new(&image, node_id, hosted.as_deref(), &listener, *index, p);
             DescribeTopicPartitionsResponsePartition::default()
                 .with_error_code(state.error_code())
                 .with_partition_index(*index)

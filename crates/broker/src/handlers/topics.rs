@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, HashSet};
 
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::create_topics_response::{CreatableTopicConfigs, CreatableTopicResult};
@@ -11,29 +12,30 @@ use kafka_protocol::messages::{
     CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
     DeleteTopicsRequest, DeleteTopicsResponse,
 };
-use strom_metadata::{block_on, MetadataError, NewTopic};
+use strom_metadata::{MetadataError, NewTopic};
 use uuid::Uuid;
 
 use super::configs::topic_entries;
 use super::{str_bytes, topic_name};
+use crate::config::BrokerConfig;
+use crate::controller_channel::ControllerChannel;
 use crate::dispatch::RequestContext;
 use crate::error::metadata_error;
 use crate::failpoint;
 use crate::quota::{MutationQuota, THROTTLED_MESSAGE};
-use crate::server::Broker;
 use strom_metadata::acl::{operation, resource};
 
-pub fn create(ctx: &RequestContext<'_>, request: CreateTopicsRequest) -> CreateTopicsResponse {
+pub async fn create(ctx: &RequestContext<'_>, request: CreateTopicsRequest) -> CreateTopicsResponse {
     let duplicates = repeated(request.topics.iter().map(|t| t.name.0.as_str()));
     let requested = request
         .topics
         .iter()
         .filter(|t| !duplicates.contains(t.name.0.as_str()))
-        .map(|t| requested_partitions(ctx.broker, t))
+        .map(|t| requested_partitions(ctx.config(), t))
         .sum();
     // Like Kafka's bound on the records of one operation: the whole request
     // is refused, so no topic of it is half way to the limit.
-    if let Err(e) = ctx.broker.controller.check_partitions_per_request(requested) {
+    if let Err(e) = ctx.controller().check_partitions_per_request(requested) {
         tracing::info!("create topics refused: {e}");
         let refused = request.topics.iter().map(|t| {
             for_version(failure(t.name.0.as_str(), metadata_error(&e), &e.to_string()), ctx.api_version)
@@ -41,54 +43,64 @@ pub fn create(ctx: &RequestContext<'_>, request: CreateTopicsRequest) -> CreateT
         return CreateTopicsResponse::default().with_topics(refused.collect());
     }
     let mutations = MutationQuota::new(ctx, 6);
-    let topics = request
-        .topics
-        .into_iter()
-        .map(|topic| {
-            let name = topic.name.0.to_string();
-            if duplicates.contains(&name) {
-                return failure(
-                    &name,
-                    ResponseError::InvalidRequest,
-                    "topic appears more than once in the request",
-                );
-            }
-            if !may_create(ctx, &name) {
-                return failure(&name, ResponseError::TopicAuthorizationFailed, "Authorization failed.");
-            }
-            if mutations.exceeded() {
-                return failure(&name, ResponseError::ThrottlingQuotaExceeded, THROTTLED_MESSAGE);
-            }
-            let mut result = create_one(ctx.broker, topic, request.validate_only);
-            if result.error_code == 0 && !request.validate_only {
-                mutations.record(result.num_partitions.max(0) as usize);
-            }
-            // The new topic's configs are shown only to who may describe them.
-            if !ctx.authorize(operation::DESCRIBE_CONFIGS, resource::TOPIC, &name) {
-                result.configs = None;
-                result.topic_config_error_code = ResponseError::TopicAuthorizationFailed.code();
-            }
-            for_version(result, ctx.api_version)
-        })
-        .collect();
+    let mut topics = Vec::with_capacity(request.topics.len());
+    for topic in request.topics {
+        let result = create_checked(ctx, &mutations, &duplicates, topic, request.validate_only).await;
+        topics.push(for_version(result, ctx.api_version));
+    }
     CreateTopicsResponse::default().with_topics(topics).with_throttle_time_ms(mutations.throttle_time_ms())
 }
 
-fn create_one(broker: &Broker, topic: CreatableTopic, validate_only: bool) -> CreatableTopicResult {
+/// One topic of a CreateTopics request, once it passed the request's
+/// checks: its own, then the controller's.
+async fn create_checked(
+    ctx: &RequestContext<'_>,
+    mutations: &MutationQuota<'_, '_>,
+    duplicates: &HashSet<String>,
+    topic: CreatableTopic,
+    validate_only: bool,
+) -> CreatableTopicResult {
     let name = topic.name.0.to_string();
-    let new_topic = match new_topic(broker, &topic) {
+    if duplicates.contains(&name) {
+        return failure(&name, ResponseError::InvalidRequest, "topic appears more than once in the request");
+    }
+    if !may_create(ctx, &name) {
+        return failure(&name, ResponseError::TopicAuthorizationFailed, "Authorization failed.");
+    }
+    if mutations.exceeded() {
+        return failure(&name, ResponseError::ThrottlingQuotaExceeded, THROTTLED_MESSAGE);
+    }
+    let mut result = create_one(ctx, topic, validate_only).await;
+    if result.error_code == 0 && !validate_only {
+        mutations.record(result.num_partitions.max(0) as usize);
+    }
+    // The new topic's configs are shown only to who may describe them.
+    if !ctx.authorize(operation::DESCRIBE_CONFIGS, resource::TOPIC, &name) {
+        result.configs = None;
+        result.topic_config_error_code = ResponseError::TopicAuthorizationFailed.code();
+    }
+    result
+}
+
+async fn create_one(
+    ctx: &RequestContext<'_>,
+    topic: CreatableTopic,
+    validate_only: bool,
+) -> CreatableTopicResult {
+    let name = topic.name.0.to_string();
+    let new_topic = match new_topic(ctx.config(), &topic) {
         Ok(new_topic) => new_topic,
         Err((error, message)) => return failure(&name, error, &message),
     };
-    match block_on(broker.controller.create_topic_with_logs(new_topic, validate_only, &broker.replicas)) {
+    match ctx.controller().create_topic_with_logs(new_topic, validate_only, ctx.replicas()).await {
         Ok(created) => {
             if !validate_only {
                 failpoint::reach(failpoint::TOPIC_COMMITTED);
             }
             // Every topic config, as Kafka reports them: overrides over
             // dynamic broker defaults over static ones.
-            let image = broker.controller.image();
-            let configs = topic_entries(broker, &image, &created.configs, |_| true)
+            let image = ctx.controller().image();
+            let configs = topic_entries(ctx.config(), &image, &created.configs, |_| true)
                 .into_iter()
                 .map(|entry| {
                     CreatableTopicConfigs::default()
@@ -116,7 +128,7 @@ fn create_one(broker: &Broker, topic: CreatableTopic, validate_only: bool) -> Cr
 }
 
 /// Resolves defaults (-1) and manual assignments into a topic to create.
-fn new_topic(broker: &Broker, topic: &CreatableTopic) -> Result<NewTopic, (ResponseError, String)> {
+fn new_topic(config: &BrokerConfig, topic: &CreatableTopic) -> Result<NewTopic, (ResponseError, String)> {
     let mut configs = BTreeMap::new();
     for config in &topic.configs {
         let Some(value) = &config.value else {
@@ -130,9 +142,9 @@ fn new_topic(broker: &Broker, topic: &CreatableTopic) -> Result<NewTopic, (Respo
     let name = topic.name.0.to_string();
     if topic.assignments.is_empty() {
         let partitions =
-            if topic.num_partitions == -1 { broker.config.num_partitions } else { topic.num_partitions };
+            if topic.num_partitions == -1 { config.num_partitions } else { topic.num_partitions };
         let replication_factor = if topic.replication_factor == -1 {
-            broker.config.default_replication_factor
+            config.default_replication_factor
         } else {
             topic.replication_factor
         };
@@ -152,9 +164,9 @@ fn new_topic(broker: &Broker, topic: &CreatableTopic) -> Result<NewTopic, (Respo
 }
 
 /// The partitions a topic of a CreateTopics request asks for.
-fn requested_partitions(broker: &Broker, topic: &CreatableTopic) -> i64 {
+fn requested_partitions(config: &BrokerConfig, topic: &CreatableTopic) -> i64 {
     match (topic.assignments.len(), topic.num_partitions) {
-        (0, -1) => broker.config.num_partitions.into(),
+        (0, -1) => config.num_partitions.into(),
         (0, count) => i64::from(count).max(0),
         (assigned, _) => assigned as i64,
     }
@@ -189,8 +201,7 @@ fn failure(name: &str, error: ResponseError, message: &str) -> CreatableTopicRes
         .with_replication_factor(-1)
 }
 
-pub fn delete(ctx: &RequestContext<'_>, request: DeleteTopicsRequest) -> DeleteTopicsResponse {
-    let broker = ctx.broker;
+pub async fn delete(ctx: &RequestContext<'_>, request: DeleteTopicsRequest) -> DeleteTopicsResponse {
     // v6 names topics by name or id; earlier versions by name only.
     let wanted: Vec<(Option<String>, Uuid)> = if ctx.api_version >= 6 {
         request.topics.iter().map(|t| (t.name.as_ref().map(|n| n.0.to_string()), t.topic_id)).collect()
@@ -198,42 +209,52 @@ pub fn delete(ctx: &RequestContext<'_>, request: DeleteTopicsRequest) -> DeleteT
         request.topic_names.iter().map(|n| (Some(n.0.to_string()), Uuid::nil())).collect()
     };
     let mutations = MutationQuota::new(ctx, 5);
-    let responses = wanted
-        .into_iter()
-        .map(|(name, id)| {
-            if mutations.exceeded() {
-                return DeletableTopicResult::default()
-                    .with_name(name.as_deref().map(topic_name))
-                    .with_topic_id(id)
-                    .with_error_code(ResponseError::ThrottlingQuotaExceeded.code())
-                    .with_error_message((ctx.api_version >= 5).then(|| str_bytes(THROTTLED_MESSAGE)));
-            }
-            let partitions = partition_count(broker, name.as_deref(), id);
-            let mut result = match delete_denied(ctx, name.as_deref(), id) {
-                Some(denied) => denied,
-                None => delete_one(broker, name, id),
-            };
-            if result.error_code == 0 {
-                mutations.record(partitions);
-            }
-            // Topic ids are reported from v6, error messages from v5.
-            if ctx.api_version < 6 {
-                result.topic_id = Uuid::nil();
-            }
-            if ctx.api_version < 5 {
-                result.error_message = None;
-            }
-            result
-        })
-        .collect();
+    let mut responses = Vec::with_capacity(wanted.len());
+    for (name, id) in wanted {
+        let mut result = delete_checked(ctx, &mutations, name, id).await;
+        // Topic ids are reported from v6, error messages from v5.
+        if ctx.api_version < 6 {
+            result.topic_id = Uuid::nil();
+        }
+        if ctx.api_version < 5 {
+            result.error_message = None;
+        }
+        responses.push(result);
+    }
     DeleteTopicsResponse::default()
         .with_responses(responses)
         .with_throttle_time_ms(mutations.throttle_time_ms())
 }
 
+/// One topic of a DeleteTopics request: refused over the mutation quota
+/// or without DELETE on it, else deleted by the controller.
+async fn delete_checked(
+    ctx: &RequestContext<'_>,
+    mutations: &MutationQuota<'_, '_>,
+    name: Option<String>,
+    id: Uuid,
+) -> DeletableTopicResult {
+    if mutations.exceeded() {
+        return DeletableTopicResult::default()
+            .with_name(name.as_deref().map(topic_name))
+            .with_topic_id(id)
+            .with_error_code(ResponseError::ThrottlingQuotaExceeded.code())
+            .with_error_message((ctx.api_version >= 5).then(|| str_bytes(THROTTLED_MESSAGE)));
+    }
+    let partitions = partition_count(ctx.controller(), name.as_deref(), id);
+    let result = match delete_denied(ctx, name.as_deref(), id) {
+        Some(denied) => denied,
+        None => delete_one(ctx, name, id).await,
+    };
+    if result.error_code == 0 {
+        mutations.record(partitions);
+    }
+    result
+}
+
 /// The partitions of a topic named by name or id (0 if unknown).
-fn partition_count(broker: &Broker, name: Option<&str>, id: Uuid) -> usize {
-    let image = broker.controller.image();
+fn partition_count(controller: &ControllerChannel, name: Option<&str>, id: Uuid) -> usize {
+    let image = controller.image();
     let topic = match name {
         Some(name) => image.topic(name),
         None => image.topic_by_id(&id),
@@ -249,7 +270,7 @@ fn may_create(ctx: &RequestContext<'_>, name: &str) -> bool {
 /// The answer for a topic the principal may not delete (DELETE on it);
 /// an id no topic has is left to the unknown-id answer.
 fn delete_denied(ctx: &RequestContext<'_>, name: Option<&str>, id: Uuid) -> Option<DeletableTopicResult> {
-    let image = ctx.broker.controller.image();
+    let image = ctx.controller().image();
     let name = match name {
         Some(name) => name.to_owned(),
         None => image.topic_by_id(&id)?.name.clone(),
@@ -262,8 +283,8 @@ fn delete_denied(ctx: &RequestContext<'_>, name: Option<&str>, id: Uuid) -> Opti
     })
 }
 
-fn delete_one(broker: &Broker, name: Option<String>, id: Uuid) -> DeletableTopicResult {
-    let image = broker.controller.image();
+async fn delete_one(ctx: &RequestContext<'_>, name: Option<String>, id: Uuid) -> DeletableTopicResult {
+    let image = ctx.controller().image();
     let found = match &name {
         Some(name) => image.topic(name),
         None => image.topic_by_id(&id),
@@ -279,11 +300,11 @@ fn delete_one(broker: &Broker, name: Option<String>, id: Uuid) -> DeletableTopic
     };
     let topic_id = topic.id;
     let result = result.with_name(Some(topic_name(&topic.name))).with_topic_id(topic_id);
-    match block_on(broker.controller.delete_topic(topic_id)) {
+    match ctx.controller().delete_topic(topic_id).await {
         Ok(deleted) => {
             failpoint::reach(failpoint::TOPIC_REMOVAL_COMMITTED);
             tracing::info!(topic = %deleted, "deleted topic");
-            broker.metrics.remove_topic(&deleted);
+            ctx.metrics().remove_topic(&deleted);
             result
         }
         Err(e) => result
@@ -293,12 +314,12 @@ fn delete_one(broker: &Broker, name: Option<String>, id: Uuid) -> DeletableTopic
 }
 
 /// CreatePartitions: grows topics; partitions are never removed.
-pub fn create_partitions(
+pub async fn create_partitions(
     ctx: &RequestContext<'_>,
     request: CreatePartitionsRequest,
 ) -> CreatePartitionsResponse {
     let duplicates = repeated(request.topics.iter().map(|t| t.name.0.as_str()));
-    let image = ctx.broker.controller.image();
+    let image = ctx.controller().image();
     let requested = request
         .topics
         .iter()
@@ -306,7 +327,7 @@ pub fn create_partitions(
         .filter_map(|t| Some(i64::from(t.count) - image.topic(t.name.0.as_str())?.partitions.len() as i64))
         .map(|new| new.max(0))
         .sum();
-    if let Err(e) = ctx.broker.controller.check_partitions_per_request(requested) {
+    if let Err(e) = ctx.controller().check_partitions_per_request(requested) {
         tracing::info!("create partitions refused: {e}");
         let refused = request.topics.iter().map(|t| {
             CreatePartitionsTopicResult::default()
@@ -317,54 +338,61 @@ pub fn create_partitions(
         return CreatePartitionsResponse::default().with_results(refused.collect());
     }
     let mutations = MutationQuota::new(ctx, 3);
-    let results = request
-        .topics
-        .iter()
-        .map(|topic| {
-            let name = topic.name.0.to_string();
-            let current = image.topic(&name).map_or(0, |t| t.partitions.len());
-            let outcome = if duplicates.contains(&name) {
-                Err((ResponseError::InvalidRequest, "topic appears more than once in the request".to_owned()))
-            } else if !ctx.authorize(operation::ALTER, resource::TOPIC, &name) {
-                Err((ResponseError::TopicAuthorizationFailed, "Authorization failed.".to_owned()))
-            } else if mutations.exceeded() {
-                Err((ResponseError::ThrottlingQuotaExceeded, THROTTLED_MESSAGE.to_owned()))
-            } else {
-                // An empty list asks for no particular placement, like null.
-                let assignments: Option<Vec<Vec<i32>>> = topic
-                    .assignments
-                    .as_ref()
-                    .filter(|a| !a.is_empty())
-                    .map(|a| a.iter().map(|a| a.broker_ids.iter().map(|id| id.0).collect()).collect());
-                block_on(ctx.broker.controller.create_partitions_with_logs(
-                    &name,
-                    topic.count,
-                    assignments.as_deref(),
-                    request.validate_only,
-                    &ctx.broker.replicas,
-                ))
-                .inspect(|()| {
-                    if !request.validate_only {
-                        failpoint::reach(failpoint::PARTITIONS_ADDED);
-                    }
-                })
-                .map_err(|e| (metadata_error(&e), e.to_string()))
-            };
-            let result = CreatePartitionsTopicResult::default().with_name(topic.name.clone());
-            match outcome {
-                Ok(()) => {
-                    if !request.validate_only {
-                        mutations.record((topic.count.max(0) as usize).saturating_sub(current));
-                    }
-                    result
+    let mut results = Vec::with_capacity(request.topics.len());
+    for topic in &request.topics {
+        let name = topic.name.0.as_str();
+        let current = image.topic(name).map_or(0, |t| t.partitions.len());
+        let outcome = if duplicates.contains(name) {
+            Err((ResponseError::InvalidRequest, "topic appears more than once in the request".to_owned()))
+        } else if !ctx.authorize(operation::ALTER, resource::TOPIC, name) {
+            Err((ResponseError::TopicAuthorizationFailed, "Authorization failed.".to_owned()))
+        } else if mutations.exceeded() {
+            Err((ResponseError::ThrottlingQuotaExceeded, THROTTLED_MESSAGE.to_owned()))
+        } else {
+            add_partitions(ctx, topic, request.validate_only).await
+        };
+        let result = CreatePartitionsTopicResult::default().with_name(topic.name.clone());
+        results.push(match outcome {
+            Ok(()) => {
+                if !request.validate_only {
+                    mutations.record((topic.count.max(0) as usize).saturating_sub(current));
                 }
-                Err((error, message)) => {
-                    result.with_error_code(error.code()).with_error_message(Some(str_bytes(&message)))
-                }
+                result
             }
-        })
-        .collect();
+            Err((error, message)) => {
+                result.with_error_code(error.code()).with_error_message(Some(str_bytes(&message)))
+            }
+        });
+    }
     CreatePartitionsResponse::default()
         .with_results(results)
         .with_throttle_time_ms(mutations.throttle_time_ms())
+}
+
+/// Grows one topic through the controller, opening the logs it places here.
+async fn add_partitions(
+    ctx: &RequestContext<'_>,
+    topic: &CreatePartitionsTopic,
+    validate_only: bool,
+) -> Result<(), (ResponseError, String)> {
+    // An empty list asks for no particular placement, like null.
+    let assignments: Option<Vec<Vec<i32>>> = topic
+        .assignments
+        .as_ref()
+        .filter(|a| !a.is_empty())
+        .map(|a| a.iter().map(|a| a.broker_ids.iter().map(|id| id.0).collect()).collect());
+    ctx.controller()
+        .create_partitions_with_logs(
+            &topic.name.0,
+            topic.count,
+            assignments.as_deref(),
+            validate_only,
+            ctx.replicas(),
+        )
+        .await
+        .map_err(|e| (metadata_error(&e), e.to_string()))?;
+    if !validate_only {
+        failpoint::reach(failpoint::PARTITIONS_ADDED);
+    }
+    Ok(())
 }

@@ -364,7 +364,8 @@ struct Applied {
 fn apply_response(followed: &[&Followed], response: FetchResponse) -> Vec<Applied> {
     if let Some(error) = ResponseError::try_from_code(response.error_code) {
         tracing::debug!("replica fetch refused: {error:?}");
-        let failed = |f: &&Followed| Applied { key: key_of(f), outcome: Outcome::Failed, bytes: 0, lag: None };
+        let failed =
+            |f: &&Followed| Applied { key: key_of(f), outcome: Outcome::Failed, bytes: 0, lag: None };
         return followed.iter().map(failed).collect();
     }
     let mut results = Vec::new();

@@ -116,6 +116,9 @@ enum InitStaged {
     /// An ongoing transaction is being fenced: abort it, then answer
     /// CONCURRENT_TRANSACTIONS.
     Fence(Staged),
+    /// The id needs a new producer id: reserve one (outside the lock, as
+    /// that may ask the controller) and stage again.
+    NeedsProducerId,
 }
 
 /// One transaction's markers being written: the id stays claimed until the
@@ -286,7 +289,14 @@ impl TransactionCoordinator {
         }
         self.ensure_topic(host)?;
         self.check_coordinator(host, transactional_id)?;
-        match self.stage_init(host, transactional_id, timeout_ms, expected)? {
+        let mut fresh = None;
+        let mut staged = self.stage_init(host, transactional_id, timeout_ms, expected, fresh)?;
+        if let InitStaged::NeedsProducerId = staged {
+            fresh = Some(host.next_producer_id().await?);
+            staged = self.stage_init(host, transactional_id, timeout_ms, expected, fresh)?;
+        }
+        match staged {
+            InitStaged::NeedsProducerId => Err(ResponseError::ConcurrentTransactions),
             InitStaged::Answer(staged) => {
                 let answer = (staged.next.producer_id, staged.next.producer_epoch);
                 self.settle(host, staged).await?;
@@ -301,26 +311,30 @@ impl TransactionCoordinator {
         }
     }
 
-    /// InitProducerId's checks and its state, staged under the lock.
+    /// InitProducerId's checks and its state, staged under the lock;
+    /// `fresh` is a reserved producer id, for an id that needs one.
     fn stage_init(
         &self,
         host: &dyn CoordinatorHost,
         transactional_id: &str,
         timeout_ms: i32,
         expected: Option<(i64, i16)>,
+        fresh: Option<i64>,
     ) -> Result<InitStaged, ResponseError> {
         let now_ms = strom_storage::now_ms();
         let request = InitRequest { timeout_ms, expected, now_ms };
         let mut txns = self.txns();
-        let current = match txns.get(transactional_id) {
-            Some(current) => current.clone(),
-            None => TxnMetadata::new(transactional_id, host.next_producer_id()?, timeout_ms, now_ms),
+        let current = match (txns.get(transactional_id), fresh) {
+            (Some(current), _) => current.clone(),
+            (None, Some(id)) => TxnMetadata::new(transactional_id, id, timeout_ms, now_ms),
+            (None, None) => return Ok(InitStaged::NeedsProducerId),
         };
         let (next, fence) = match current.prepare_init(request)? {
             InitTransition::Ready(next) => (next, false),
-            InitTransition::NeedsNewProducerId => {
-                (current.prepare_rotation(host.next_producer_id()?, request), false)
-            }
+            InitTransition::NeedsNewProducerId => match fresh {
+                Some(id) => (current.prepare_rotation(id, request), false),
+                None => return Ok(InitStaged::NeedsProducerId),
+            },
             InitTransition::FenceOngoing(fenced) => (fenced, true),
         };
         // As Kafka, a new id is known (Empty, no epoch) from its first write.

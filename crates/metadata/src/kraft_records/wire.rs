@@ -110,17 +110,17 @@ impl<'a> Reader<'a> {
         Ok(out)
     }
 
-    /// Kafka's unsigned varint: at most 5 bytes, 7 bits each, low bits first.
+    /// Kafka's unsigned varint (storage's codec), holding an int: at most 5 bytes.
     pub fn uvarint(&mut self) -> Result<u32, DecodeError> {
-        let mut value = 0u32;
-        for shift in (0..35).step_by(7) {
-            let byte = self.array::<1>()?[0];
-            value |= u32::from(byte & 0x7f) << shift;
-            if byte & 0x80 == 0 {
-                return Ok(value);
+        let window = &self.buf[..self.buf.len().min(5)];
+        match strom_storage::batch::read_uvarint(window) {
+            Some((value, used)) => {
+                self.take(used)?;
+                u32::try_from(value).map_err(|_| DecodeError::VarintTooLong)
             }
+            None if window.len() == 5 => Err(DecodeError::VarintTooLong),
+            None => Err(DecodeError::Truncated),
         }
-        Err(DecodeError::VarintTooLong)
     }
 
     /// A compact length: `None` for null, else the length, which must fit in
@@ -181,13 +181,9 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// Appends Kafka's unsigned varint.
-pub fn put_uvarint(out: &mut BytesMut, mut value: u32) {
-    while value >= 0x80 {
-        out.put_u8(value as u8 | 0x80);
-        value >>= 7;
-    }
-    out.put_u8(value as u8);
+/// Appends Kafka's unsigned varint (storage's codec).
+pub fn put_uvarint(out: &mut BytesMut, value: u32) {
+    strom_storage::records::write_uvarint(u64::from(value), out);
 }
 
 fn put_compact_len(
