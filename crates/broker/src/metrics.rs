@@ -542,6 +542,8 @@ mod tests {
             partition_epoch: 0,
             directories: Vec::new(),
             leader_recovery_state: 0,
+            adding_replicas: vec![],
+            removing_replicas: vec![],
         };
         let partitions = [
             partition(1, &[1], &[1]),

@@ -47,6 +47,10 @@ pub struct PartitionImage {
     /// Kafka's `LeaderRecoveryState`: 0 recovered, 1 while a leader chosen
     /// by an unclean election recovers.
     pub leader_recovery_state: i8,
+    /// During a reassignment (KIP-455), the replicas being added (already
+    /// in `replicas`) and those to leave once the added ones are in sync.
+    pub adding_replicas: Vec<i32>,
+    pub removing_replicas: Vec<i32>,
 }
 
 impl From<PartitionRecord> for PartitionImage {
@@ -59,11 +63,18 @@ impl From<PartitionRecord> for PartitionImage {
             partition_epoch: r.partition_epoch,
             directories: r.directories,
             leader_recovery_state: r.leader_recovery_state,
+            adding_replicas: r.adding_replicas,
+            removing_replicas: r.removing_replicas,
         }
     }
 }
 
 impl PartitionImage {
+    /// Whether a reassignment (KIP-455) is under way.
+    pub fn is_reassigning(&self) -> bool {
+        !self.adding_replicas.is_empty() || !self.removing_replicas.is_empty()
+    }
+
     /// As Kafka's `PartitionRegistration.merge`: a new leader bumps the
     /// leader epoch, and every change bumps the partition epoch.
     pub fn merge(&mut self, r: PartitionChangeRecord) {
@@ -75,6 +86,12 @@ impl PartitionImage {
         }
         if let Some(directories) = r.directories {
             self.directories = directories;
+        }
+        if let Some(adding) = r.adding_replicas {
+            self.adding_replicas = adding;
+        }
+        if let Some(removing) = r.removing_replicas {
+            self.removing_replicas = removing;
         }
         if r.leader_recovery_state >= 0 {
             self.leader_recovery_state = r.leader_recovery_state;
@@ -541,6 +558,8 @@ pub fn partition_record(topic_id: Uuid, id: i32, p: &PartitionImage) -> Partitio
         leader_epoch: p.leader_epoch,
         partition_epoch: p.partition_epoch,
         directories: p.directories.clone(),
+        adding_replicas: p.adding_replicas.clone(),
+        removing_replicas: p.removing_replicas.clone(),
         ..Default::default()
     }
 }

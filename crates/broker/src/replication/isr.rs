@@ -228,6 +228,8 @@ mod tests {
             partition_epoch: 7,
             directories: Vec::new(),
             leader_recovery_state: 0,
+            adding_replicas: vec![],
+            removing_replicas: vec![],
         };
         assert!(set.apply(&image, 10, 0, &|_| true));
         set
@@ -266,6 +268,8 @@ mod tests {
             partition_epoch: 8,
             directories: Vec::new(),
             leader_recovery_state: 0,
+            adding_replicas: vec![],
+            removing_replicas: vec![],
         };
         set.apply(&image, 30, 0, &|id| id != 3);
         assert_eq!(set.high_watermark(30, 0, LAG_MS), 30);
@@ -321,6 +325,8 @@ mod tests {
             partition_epoch: 8,
             directories: Vec::new(),
             leader_recovery_state: 0,
+            adding_replicas: vec![],
+            removing_replicas: vec![],
         };
         assert!(!set.apply(&image, 10, 5, &|_| true));
         assert_eq!((set.isr.clone(), set.pending.clone()), (vec![1, 2], None));

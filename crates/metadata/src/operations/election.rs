@@ -71,6 +71,11 @@ pub struct PartitionChange<'a> {
     target_isr: Vec<i32>,
     target_recovery_state: i8,
     election: Election,
+    target_replicas: Vec<i32>,
+    target_adding: Vec<i32>,
+    target_removing: Vec<i32>,
+    /// The log dir of each replica the partition does not yet have.
+    default_directory: &'a dyn Fn(i32) -> Uuid,
 }
 
 impl<'a> PartitionChange<'a> {
@@ -82,7 +87,27 @@ impl<'a> PartitionChange<'a> {
             target_isr: partition.isr.clone(),
             target_recovery_state: partition.leader_recovery_state,
             election: Election::Online,
+            target_replicas: partition.replicas.clone(),
+            target_adding: partition.adding_replicas.clone(),
+            target_removing: partition.removing_replicas.clone(),
+            default_directory: &|_| super::DIRECTORY_UNASSIGNED,
         }
+    }
+
+    /// A new assignment (KIP-455): all replicas, and which of them are
+    /// being added and removed; `directory` gives new replicas' log dirs.
+    pub fn with_assignment(
+        mut self,
+        replicas: Vec<i32>,
+        adding: Vec<i32>,
+        removing: Vec<i32>,
+        directory: &'a dyn Fn(i32) -> Uuid,
+    ) -> Self {
+        self.target_replicas = replicas;
+        self.target_adding = adding;
+        self.target_removing = removing;
+        self.default_directory = directory;
+        self
     }
 
     pub fn with_election(mut self, election: Election) -> Self {
@@ -102,12 +127,13 @@ impl<'a> PartitionChange<'a> {
 
     /// The record that carries out the change, or `None` when nothing
     /// changes. `can_lead` says which brokers may lead now.
-    pub fn build(self, can_lead: impl Fn(i32) -> bool) -> Option<PartitionChangeRecord> {
+    pub fn build(mut self, can_lead: impl Fn(i32) -> bool) -> Option<PartitionChangeRecord> {
         let mut record = PartitionChangeRecord {
             topic_id: self.topic_id,
             partition_id: self.partition_id,
             ..Default::default()
         };
+        self.complete_reassignment_if_in_sync();
         let (leader, unclean) = self.elect(&can_lead);
         if leader != self.partition.leader {
             record.leader = leader;
@@ -119,25 +145,74 @@ impl<'a> PartitionChange<'a> {
                 }
             }
         }
+        // A replica leaving the assignment must see a new leader epoch.
+        let keeps_every_replica = self.partition.replicas.iter().all(|r| self.target_replicas.contains(r));
+        if record.leader == LEADER_UNCHANGED && !keeps_every_replica {
+            record.leader = self.partition.leader;
+        }
         // An ISR is never emptied: its last member stays while it is away.
         if record.isr.is_none() && !self.target_isr.is_empty() && self.target_isr != self.partition.isr {
             record.isr = Some(self.target_isr.clone());
         }
+        self.set_assignment_changes(&mut record);
         if record.leader_recovery_state < 0
             && self.target_recovery_state != self.partition.leader_recovery_state
         {
             record.leader_recovery_state = self.target_recovery_state;
         }
-        let unchanged =
-            record.leader == LEADER_UNCHANGED && record.isr.is_none() && record.leader_recovery_state < 0;
+        let unchanged = record.leader == LEADER_UNCHANGED
+            && record.isr.is_none()
+            && record.leader_recovery_state < 0
+            && record.replicas.is_none()
+            && record.adding_replicas.is_none()
+            && record.removing_replicas.is_none();
         (!unchanged).then_some(record)
+    }
+
+    /// Kafka's `completeReassignmentIfNeeded`: once every replica that
+    /// stays is in the target ISR, the removed replicas leave the
+    /// assignment and the ISR.
+    fn complete_reassignment_if_in_sync(&mut self) {
+        if self.target_adding.is_empty() && self.target_removing.is_empty() {
+            return;
+        }
+        let staying = |r: &i32| !self.target_removing.contains(r);
+        let isr: Vec<i32> = self.target_isr.iter().copied().filter(staying).collect();
+        let replicas: Vec<i32> = self.target_replicas.iter().copied().filter(staying).collect();
+        if isr.is_empty() || replicas.is_empty() || !replicas.iter().all(|r| isr.contains(r)) {
+            return;
+        }
+        self.target_isr = isr;
+        self.target_replicas = replicas;
+        self.target_adding.clear();
+        self.target_removing.clear();
+    }
+
+    /// Kafka's `setAssignmentChanges`: replicas, their log dirs and the
+    /// reassignment's adding and removing replicas, where they changed.
+    fn set_assignment_changes(&self, record: &mut PartitionChangeRecord) {
+        let p = self.partition;
+        if self.target_replicas != p.replicas {
+            let directory = |r: &i32| match p.replicas.iter().position(|x| x == r) {
+                Some(i) => p.directories.get(i).copied().unwrap_or((self.default_directory)(*r)),
+                None => (self.default_directory)(*r),
+            };
+            record.directories = Some(self.target_replicas.iter().map(directory).collect());
+            record.replicas = Some(self.target_replicas.clone());
+        }
+        if self.target_adding != p.adding_replicas {
+            record.adding_replicas = Some(self.target_adding.clone());
+        }
+        if self.target_removing != p.removing_replicas {
+            record.removing_replicas = Some(self.target_removing.clone());
+        }
     }
 
     /// The leader the election picks, and whether it was picked from
     /// outside the ISR.
     fn elect(&self, can_lead: &impl Fn(i32) -> bool) -> (i32, bool) {
         let valid = |r: i32| self.target_isr.contains(&r) && can_lead(r);
-        let replicas = &self.partition.replicas;
+        let replicas = &self.target_replicas;
         if self.election == Election::Preferred {
             if let Some(&preferred) = replicas.first().filter(|r| valid(**r)) {
                 return (preferred, false);

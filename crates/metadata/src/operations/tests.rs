@@ -2,6 +2,7 @@ use super::*;
 use crate::placement::SplitMix64;
 
 mod election;
+mod reassignment;
 
 const CLUSTER: &str = "MkU3OEVBNTcwNTJENDM2Qg";
 const SESSION_MS: i64 = 9_000;
