@@ -38,6 +38,7 @@ mod perf;
 mod perf_consume;
 mod produce;
 mod quota_configs;
+mod reassign;
 mod server;
 mod specs;
 mod storage;
@@ -80,6 +81,8 @@ enum Command {
     DeleteRecords(delete_records::DeleteRecordsArgs),
     /// Elect preferred or unclean leaders of partitions.
     LeaderElection(leader_election::LeaderElectionArgs),
+    /// Move partition replicas between brokers: generate, execute, verify, cancel and list reassignments.
+    Reassign(reassign::ReassignArgs),
     /// The cluster's id, controller and brokers, or the brokers' API versions.
     Cluster(cluster::ClusterArgs),
     /// List and describe transactions; find and abort hanging ones.
@@ -112,6 +115,7 @@ fn main() {
         Command::Offsets(args) => offsets::run(args),
         Command::DeleteRecords(args) => delete_records::run(args),
         Command::LeaderElection(args) => leader_election::run(args),
+        Command::Reassign(args) => reassign::run(args),
         Command::Cluster(args) => cluster::run(args),
         Command::Transactions(args) => transactions::run(args),
         Command::Storage(args) => storage::run(args),
