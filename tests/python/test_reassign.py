@@ -25,6 +25,7 @@ from harness import (
     assert_one_line_error,
     confluent_producer,
     consume_confluent,
+    create_topic,
     produce_confluent,
     strom,
     wait_future,
@@ -194,3 +195,29 @@ def test_bad_plans_are_one_line_errors(cluster, tmp_path):
     assert_one_line_error(reassign(cluster, "--generate", "--topics-to-move-json-file", str(to_move),
                                    "--broker-list", "3,3"), "Broker list contains duplicate entries: 3")
     assert reassign(cluster, "--verify").returncode != 0, "--verify needs a plan"
+
+
+def test_reassignments_need_alter_and_listing_needs_describe_on_the_cluster(broker_factory):
+    from kafka.errors import ClusterAuthorizationFailedError
+    from test_acls import USERS, Authorized
+
+    authorized = Authorized(broker_factory)
+    topic = f"acl-{uuid.uuid4().hex[:8]}"
+    create_topic(authorized.broker.bootstrap, topic)
+    admin = KafkaAdminClient(
+        bootstrap_servers=f"127.0.0.1:{authorized.sasl_port}", security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="PLAIN", sasl_plain_username="alice", sasl_plain_password=USERS["alice"])
+    tp = TopicPartition(topic, 0)
+    try:
+        with pytest.raises(ClusterAuthorizationFailedError):
+            admin.alter_partition_reassignments({tp: [1]})
+        with pytest.raises(ClusterAuthorizationFailedError):
+            admin.list_partition_reassignments()
+        authorized.acls("--add", "--allow-principal", "User:alice", "--operation", "Describe", "--cluster")
+        assert admin.list_partition_reassignments() == {}
+        with pytest.raises(ClusterAuthorizationFailedError):
+            admin.alter_partition_reassignments({tp: [1]})
+        authorized.acls("--add", "--allow-principal", "User:alice", "--operation", "Alter", "--cluster")
+        assert admin.alter_partition_reassignments({tp: None}) == {tp: NoReassignmentInProgressError}
+    finally:
+        admin.close()
