@@ -133,6 +133,11 @@ def test_execute_moves_every_acknowledged_record_to_the_new_replicas_and_the_old
 
 def test_a_reassignment_that_cannot_catch_up_stays_listed_until_cancelled(cluster, tmp_path):
     topic = create_on(cluster, [1, 2])
+    # Broker 100 is down and fenced: it stays registered but can never
+    # join the ISR. (The admin client starts after the fencing, so it does
+    # not pick the dead broker to send its requests to.)
+    cluster.kill9(100)
+    wait_until(lambda: live_brokers(cluster.bootstrap) == BROKERS - {100}, CLUSTER_WAIT_S, "broker 100 fenced")
     admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=int(ADMIN_TIMEOUT_S * 1000))
     tp = TopicPartition(topic, 0)
     try:
@@ -142,8 +147,6 @@ def test_a_reassignment_that_cannot_catch_up_stays_listed_until_cancelled(cluste
         missing = TopicPartition(topic, 5)
         assert admin.alter_partition_reassignments({missing: [3]}) == {missing: UnknownTopicOrPartitionError}
 
-        # Broker 100 is down: it stays registered but can never join the ISR.
-        cluster.kill9(100)
         assert admin.alter_partition_reassignments({tp: [1, 100]}) == {tp: None}
         ongoing = admin.list_partition_reassignments([tp])
         assert ongoing == {tp: {"replicas": [1, 100, 2], "adding_replicas": [100], "removing_replicas": [2]}}

@@ -13,7 +13,8 @@
 //!   (`kafka-delete-records.sh`) and `strom cluster` (cluster id, controller,
 //!   brokers, and `kafka-broker-api-versions.sh`), `strom transactions`
 //!   (`kafka-transactions.sh`), `strom leader-election`
-//!   (`kafka-leader-election.sh`). Kafka's flags and text
+//!   (`kafka-leader-election.sh`), `strom reassign`
+//!   (`kafka-reassign-partitions.sh`). Kafka's flags and text
 //!   output; `--format json` where a script would parse the output.
 //! - `strom storage format` and `strom storage random-uuid` prepare a KRaft
 //!   node's log dirs, like `kafka-storage.sh`.
