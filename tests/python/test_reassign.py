@@ -191,6 +191,9 @@ def test_bad_plans_are_one_line_errors(cluster, tmp_path):
                                    str(plan(tmp_path, topic, [3, 77]))), "Unknown broker id 77")
     assert_one_line_error(reassign(cluster, "--execute", "--reassignment-json-file",
                                    str(plan(tmp_path, "no-such-topic", [3]))), "Topic no-such-topic not found.")
+    assert_one_line_error(reassign(cluster, "--execute", "--disallow-replication-factor-change",
+                                   "--reassignment-json-file", str(plan(tmp_path, topic, [3]))),
+                          f"{topic}-0: ", "The replication factor is changed from 2 to 1")
     to_move = tmp_path / "topics.json"
     to_move.write_text(json.dumps({"version": 1, "topics": [{"topic": topic}]}))
     assert_one_line_error(reassign(cluster, "--generate", "--topics-to-move-json-file", str(to_move),

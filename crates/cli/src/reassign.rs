@@ -39,6 +39,10 @@ pub struct ReassignArgs {
     /// With --execute: start even while other reassignments are ongoing.
     #[arg(long, requires = "execute")]
     additional: bool,
+    /// With --execute: refuse targets that change a partition's
+    /// replication factor (KIP-860).
+    #[arg(long = "disallow-replication-factor-change", requires = "execute")]
+    disallow_replication_factor_change: bool,
     /// `{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2]}]}`.
     #[arg(long = "reassignment-json-file", value_name = "FILE")]
     reassignment_json_file: Option<PathBuf>,
@@ -64,7 +68,10 @@ pub fn run(args: ReassignArgs) -> anyhow::Result<()> {
         match (targets, to_move, brokers) {
             _ if args.list => list(&admin).await,
             (_, Some(topics), Some(brokers)) if args.generate => generate(&admin, &topics, &brokers).await,
-            (Some(targets), _, _) if args.execute => execute(&admin, &targets, args.additional).await,
+            (Some(targets), _, _) if args.execute => {
+                let allow_rf_change = !args.disallow_replication_factor_change;
+                execute(&admin, &targets, args.additional, allow_rf_change).await
+            }
             (Some(targets), _, _) if args.verify => verify(&admin, &targets).await,
             (Some(targets), _, _) => cancel(&admin, &targets).await,
             _ => bail!("no action"),
@@ -91,7 +98,12 @@ async fn generate(admin: &Admin, topics: &[String], brokers: &[i32]) -> anyhow::
     Ok(())
 }
 
-async fn execute(admin: &Admin, targets: &Assignment, additional: bool) -> anyhow::Result<()> {
+async fn execute(
+    admin: &Admin,
+    targets: &Assignment,
+    additional: bool,
+    allow_rf_change: bool,
+) -> anyhow::Result<()> {
     if !additional && !admin.list_partition_reassignments(None).await?.is_empty() {
         bail!(
             "Cannot execute because there is an existing partition assignment. Use --additional to \
@@ -117,7 +129,7 @@ async fn execute(admin: &Admin, targets: &Assignment, additional: bool) -> anyho
     let requests: Vec<(String, i32, Option<Vec<i32>>)> =
         targets.iter().map(|((t, p), replicas)| (t.clone(), *p, Some(replicas.clone()))).collect();
     let failed: Vec<String> = admin
-        .alter_partition_reassignments(&requests)
+        .alter_partition_reassignments(&requests, allow_rf_change)
         .await?
         .into_iter()
         .filter_map(|r| r.result.err().map(|e| format!("{}-{}: {e}", r.topic, r.partition)))
@@ -181,7 +193,7 @@ async fn cancel(admin: &Admin, targets: &Assignment) -> anyhow::Result<()> {
     let requests: Vec<(String, i32, Option<Vec<i32>>)> =
         ongoing.iter().map(|(t, p)| (t.clone(), *p, None)).collect();
     let failed: Vec<String> = admin
-        .alter_partition_reassignments(&requests)
+        .alter_partition_reassignments(&requests, true)
         .await?
         .into_iter()
         .filter_map(|r| r.result.err().map(|e| format!("{}-{}: {e}", r.topic, r.partition)))

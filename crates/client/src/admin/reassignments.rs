@@ -28,10 +28,13 @@ pub struct PartitionReassignment {
 
 impl Admin {
     /// AlterPartitionReassignments: moves each `(topic, partition)` to its
-    /// replicas, or cancels its reassignment when they are `None`.
+    /// replicas, or cancels its reassignment when they are `None`. Without
+    /// `allow_replication_factor_change` (KIP-860) a target must keep the
+    /// partition's replication factor.
     pub async fn alter_partition_reassignments(
         &self,
         targets: &[(String, i32, Option<Vec<i32>>)],
+        allow_replication_factor_change: bool,
     ) -> Result<Vec<PartitionResult<()>>> {
         let mut by_topic: BTreeMap<&str, Vec<ReassignablePartition>> = BTreeMap::new();
         for (topic, partition, replicas) in targets {
@@ -45,7 +48,7 @@ impl Admin {
         });
         let request = AlterPartitionReassignmentsRequest::default()
             .with_timeout_ms(timeout_ms(&self.cluster))
-            .with_allow_replication_factor_change(true)
+            .with_allow_replication_factor_change(allow_replication_factor_change)
             .with_topics(topics.collect());
         let response = self.to_controller("AlterPartitionReassignments", &request).await?;
         if let Some(e) =

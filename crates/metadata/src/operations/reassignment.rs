@@ -89,12 +89,12 @@ fn change(
     allow_replication_factor_change: bool,
 ) -> Result<Option<PartitionChangeRecord>, MetadataError> {
     validate_reassignment_replicas(&placement_brokers(image), target)?;
-    // KIP-860 compares with the replication factor before any ongoing
-    // reassignment.
-    let original = original_replicas(partition).len();
-    if !allow_replication_factor_change && original != target.len() {
+    // KIP-860 compares with the replicas the partition is headed for: an
+    // ongoing reassignment's target.
+    let headed_for = partition.replicas.len() - partition.removing_replicas.len();
+    if !allow_replication_factor_change && headed_for != target.len() {
         return Err(MetadataError::InvalidReplicationFactor(format!(
-            "The replication factor is changed from {original} to {}",
+            "The replication factor is changed from {headed_for} to {}",
             target.len()
         )));
     }

@@ -125,3 +125,22 @@ fn listing_names_only_reassigning_partitions_of_known_topics() {
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].1.iter().map(|o| o.partition).collect::<Vec<_>>(), vec![0]);
 }
+
+#[test]
+fn a_kept_replication_factor_is_the_ongoing_reassignments_target() {
+    let mut world = World::new();
+    two_of_four(&mut world);
+    world.reassign(0, Some(vec![3, 4])).unwrap();
+    let keep = |world: &World, target: Vec<i32>| {
+        let topics = [("t".to_owned(), vec![(0, Some(target))])];
+        let (_, mut outcomes) =
+            alter_partition_reassignments(&world.image, &topics, false, ElectionDefaults::default());
+        outcomes.pop().unwrap().1.pop().unwrap().1
+    };
+    let refused = keep(&world, vec![3, 4, 1]);
+    assert!(
+        matches!(&refused, Err(MetadataError::InvalidReplicationFactor(m)) if m.ends_with("from 2 to 3")),
+        "{refused:?}"
+    );
+    assert!(keep(&world, vec![1, 3]).is_ok());
+}
