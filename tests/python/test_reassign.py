@@ -59,14 +59,17 @@ def create_on(cluster: Cluster, replicas: list[int]) -> str:
     topic = f"move-{uuid.uuid4().hex[:8]}"
     admin = admin_client(cluster.bootstrap)
     wait_future(admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[replicas])])[topic])
-    wait_until(lambda: (s := state(cluster, topic)) and s[0] >= 0, CLUSTER_WAIT_S, f"a leader of {topic}")
+    # Every broker knows the topic, so no tool meets one that does not yet.
+    for node in cluster.brokers():
+        wait_until(lambda node=node: (s := state(node.bootstrap, topic)) and s[0] >= 0, CLUSTER_WAIT_S,
+                   f"a leader of {topic} on broker {node.node_id}")
     return topic
 
 
-def state(cluster: Cluster, topic: str) -> tuple[int, list[int], list[int]] | None:
+def state(bootstrap: str, topic: str) -> tuple[int, list[int], list[int]] | None:
     """Partition 0's leader, replicas and ISR, as Metadata reports them."""
     try:
-        meta = admin_client(cluster.bootstrap).list_topics(topic, timeout=5).topics[topic].partitions.get(0)
+        meta = admin_client(bootstrap).list_topics(topic, timeout=5).topics[topic].partitions.get(0)
     except Exception:  # noqa: BLE001 - polled again until the deadline
         return None
     return (meta.leader, list(meta.replicas), sorted(meta.isrs)) if meta else None
@@ -113,7 +116,7 @@ def test_execute_moves_every_acknowledged_record_to_the_new_replicas_and_the_old
         return f"Reassignment of partition {topic}-0 is completed." in done.stdout
 
     wait_until(completed, MOVE_WAIT_S, "the reassignment to complete")
-    leader, replicas, isr = wait_until(lambda: (s := state(cluster, topic)) and s[1] == [3, 100] and s, CLUSTER_WAIT_S,
+    leader, replicas, isr = wait_until(lambda: (s := state(cluster.bootstrap, topic)) and s[1] == [3, 100] and s, CLUSTER_WAIT_S,
                                        "the new replicas in the metadata")
     assert leader == 3 and isr == [3, 100], (leader, isr)
     # Read from the new leader, which took over from the removed one.
@@ -134,11 +137,13 @@ def test_execute_moves_every_acknowledged_record_to_the_new_replicas_and_the_old
 def test_a_reassignment_that_cannot_catch_up_stays_listed_until_cancelled(cluster, tmp_path):
     topic = create_on(cluster, [1, 2])
     # Broker 100 is down and fenced: it stays registered but can never
-    # join the ISR. (The admin client starts after the fencing, so it does
-    # not pick the dead broker to send its requests to.)
+    # join the ISR. The admin client bootstraps from broker 1 alone, which
+    # names itself as the broker for admin requests.
     cluster.kill9(100)
-    wait_until(lambda: live_brokers(cluster.bootstrap) == BROKERS - {100}, CLUSTER_WAIT_S, "broker 100 fenced")
-    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=int(ADMIN_TIMEOUT_S * 1000))
+    bootstrap = cluster.nodes[1].bootstrap
+    wait_until(lambda: live_brokers(bootstrap) == BROKERS - {100}, CLUSTER_WAIT_S, "broker 100 fenced")
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap,
+                             request_timeout_ms=int(ADMIN_TIMEOUT_S * 1000))
     tp = TopicPartition(topic, 0)
     try:
         assert admin.alter_partition_reassignments({tp: None}) == {tp: NoReassignmentInProgressError}
@@ -162,13 +167,15 @@ def test_a_reassignment_that_cannot_catch_up_stays_listed_until_cancelled(cluste
 
     cancelled = reassign(cluster, "--cancel", "--reassignment-json-file", str(target))
     assert cancelled.returncode == 0 and cancelled.stdout == f"Successfully cancelled partition reassignment for: {topic}-0\n", cancelled
-    leader, replicas, isr = wait_until(lambda: (s := state(cluster, topic)) and s[1] == [1, 2] and s, CLUSTER_WAIT_S,
+    leader, replicas, isr = wait_until(lambda: (s := state(cluster.bootstrap, topic)) and s[1] == [1, 2] and s, CLUSTER_WAIT_S,
                                        "the original replicas back")
     assert (leader, isr) == (1, [1, 2])
     again = reassign(cluster, "--cancel", "--reassignment-json-file", str(target))
     assert again.stdout == "None of the specified partition reassignments are active.\n", again
-    verified = reassign(cluster, "--verify", "--reassignment-json-file", str(target))
-    assert f"There is no active reassignment of partition {topic}-0, but replica set is 1,2 rather than 1,100." in verified.stdout
+    # Brokers learn of the revert a moment after the controller.
+    reverted = f"There is no active reassignment of partition {topic}-0, but replica set is 1,2 rather than 1,100."
+    wait_until(lambda: reverted in reassign(cluster, "--verify", "--reassignment-json-file", str(target)).stdout,
+               CLUSTER_WAIT_S, "--verify to report the original replicas")
 
 
 def test_bad_plans_are_one_line_errors(cluster, tmp_path):
