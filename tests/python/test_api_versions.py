@@ -50,6 +50,8 @@ KAFKA_41 = {
     42: ("DeleteGroups", 0, 2),
     43: ("ElectLeaders", 0, 2),
     44: ("IncrementalAlterConfigs", 0, 1),
+    45: ("AlterPartitionReassignments", 0, 1),  # v1: KIP-860
+    46: ("ListPartitionReassignments", 0, 0),
     47: ("OffsetDelete", 0, 0),
     48: ("DescribeClientQuotas", 0, 1),
     49: ("AlterClientQuotas", 0, 1),
@@ -78,9 +80,8 @@ OMITTED = {
         38: "CreateDelegationToken",
         39: "RenewDelegationToken", 40: "ExpireDelegationToken", 41: "DescribeDelegationToken",
     },
-    "no reassignment, log dir moves or feature updates yet": {
+    "no log dir moves or feature updates yet": {
         34: "AlterReplicaLogDirs",
-        45: "AlterPartitionReassignments", 46: "ListPartitionReassignments",
         57: "UpdateFeatures",
     },
     "no client telemetry (KIP-714)": {71: "GetTelemetrySubscriptions", 72: "PushTelemetry", 74: "ListConfigResources"},

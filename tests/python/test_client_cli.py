@@ -262,7 +262,7 @@ def test_perf_produce_text_summary_reads_like_kafkas(broker):
 
 SUBCOMMANDS = [
     ["server"], ["dump-log"], ["topics"], ["produce"], ["consume"], ["groups"], ["configs"], ["offsets"],
-    ["delete-records"], ["leader-election"], ["cluster"], ["perf", "produce"], ["perf", "consume"],
+    ["delete-records"], ["leader-election"], ["reassign"], ["cluster"], ["perf", "produce"], ["perf", "consume"],
 ]
 
 

@@ -180,6 +180,8 @@ served_apis! {
     // Kafka 4 removed v0-v1 (KIP-896).
     AlterPartition(AlterPartitionRequest) 2..=3 => await handlers::controller::alter_partition;
     ElectLeaders(ElectLeadersRequest) 0..=2 => forward handlers::elect_leaders::handle;
+    AlterPartitionReassignments(AlterPartitionReassignmentsRequest) 0..=1 => forward handlers::reassignments::alter;
+    ListPartitionReassignments(ListPartitionReassignmentsRequest) 0..=0 => forward handlers::reassignments::list;
     // KIP-590: a forwarded admin write with its client's principal.
     Envelope(EnvelopeRequest) 0..=0 => await handlers::envelope::handle;
     DescribeAcls(DescribeAclsRequest) 1..=3 => call handlers::acls::describe;

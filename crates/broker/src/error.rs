@@ -58,6 +58,7 @@ pub fn metadata_error(e: &MetadataError) -> ResponseError {
         MetadataError::ElectionNotNeeded => ResponseError::ElectionNotNeeded,
         MetadataError::PreferredLeaderNotAvailable(_) => ResponseError::PreferredLeaderNotAvailable,
         MetadataError::EligibleLeadersNotAvailable(_) => ResponseError::EligibleLeadersNotAvailable,
+        MetadataError::NoReassignmentInProgress => ResponseError::NoReassignmentInProgress,
         MetadataError::Storage(_) => ResponseError::KafkaStorageError,
     }
 }

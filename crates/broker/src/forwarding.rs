@@ -1,7 +1,8 @@
 //! Admin writes a KRaft broker receives go to the active controller, as
 //! Kafka 4's brokers forward them: CreateTopics, DeleteTopics,
 //! CreatePartitions, AlterConfigs, IncrementalAlterConfigs, CreateAcls,
-//! DeleteAcls, AlterClientQuotas, AlterUserScramCredentials and ElectLeaders. Each is wrapped in an Envelope (KIP-590) with its client's
+//! DeleteAcls, AlterClientQuotas, AlterUserScramCredentials, ElectLeaders,
+//! AlterPartitionReassignments and ListPartitionReassignments. Each is wrapped in an Envelope (KIP-590) with its client's
 //! principal and address, so the controller authorizes the client, not
 //! this broker, and sent over the node's
 //! [`ControllerLink`](crate::controller_link), which retries at the new
@@ -173,6 +174,18 @@ impl FailedForward for DeleteAclsRequest {
         let results =
             self.filters.iter().map(|_| DeleteAclsFilterResult::default().with_error_code(error.code()));
         DeleteAclsResponse::default().with_filter_results(results.collect())
+    }
+}
+
+impl FailedForward for AlterPartitionReassignmentsRequest {
+    fn failed(&self, error: ResponseError) -> AlterPartitionReassignmentsResponse {
+        crate::handlers::reassignments::alter_failed(self, error, None)
+    }
+}
+
+impl FailedForward for ListPartitionReassignmentsRequest {
+    fn failed(&self, error: ResponseError) -> ListPartitionReassignmentsResponse {
+        crate::handlers::reassignments::list_failed(error)
     }
 }
 

@@ -305,6 +305,23 @@ impl ResponseErrors for AlterPartitionResponse {
     }
 }
 
+impl ResponseErrors for AlterPartitionReassignmentsResponse {
+    fn visit_errors(&self, visit: &mut dyn FnMut(&dyn Display, i16)) {
+        visit(&"", self.error_code);
+        for topic in &self.responses {
+            for p in &topic.partitions {
+                visit(&format_args!("{}-{}", topic.name.0, p.partition_index), p.error_code);
+            }
+        }
+    }
+}
+
+impl ResponseErrors for ListPartitionReassignmentsResponse {
+    fn visit_errors(&self, visit: &mut dyn FnMut(&dyn Display, i16)) {
+        visit(&"", self.error_code);
+    }
+}
+
 impl ResponseErrors for ElectLeadersResponse {
     fn visit_errors(&self, visit: &mut dyn FnMut(&dyn Display, i16)) {
         visit(&"", self.error_code);

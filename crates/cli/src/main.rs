@@ -13,7 +13,8 @@
 //!   (`kafka-delete-records.sh`) and `strom cluster` (cluster id, controller,
 //!   brokers, and `kafka-broker-api-versions.sh`), `strom transactions`
 //!   (`kafka-transactions.sh`), `strom leader-election`
-//!   (`kafka-leader-election.sh`). Kafka's flags and text
+//!   (`kafka-leader-election.sh`), `strom reassign`
+//!   (`kafka-reassign-partitions.sh`). Kafka's flags and text
 //!   output; `--format json` where a script would parse the output.
 //! - `strom storage format` and `strom storage random-uuid` prepare a KRaft
 //!   node's log dirs, like `kafka-storage.sh`.
@@ -38,6 +39,7 @@ mod perf;
 mod perf_consume;
 mod produce;
 mod quota_configs;
+mod reassign;
 mod server;
 mod specs;
 mod storage;
@@ -80,6 +82,8 @@ enum Command {
     DeleteRecords(delete_records::DeleteRecordsArgs),
     /// Elect preferred or unclean leaders of partitions.
     LeaderElection(leader_election::LeaderElectionArgs),
+    /// Move partition replicas between brokers: generate, execute, verify, cancel and list reassignments.
+    Reassign(reassign::ReassignArgs),
     /// The cluster's id, controller and brokers, or the brokers' API versions.
     Cluster(cluster::ClusterArgs),
     /// List and describe transactions; find and abort hanging ones.
@@ -112,6 +116,7 @@ fn main() {
         Command::Offsets(args) => offsets::run(args),
         Command::DeleteRecords(args) => delete_records::run(args),
         Command::LeaderElection(args) => leader_election::run(args),
+        Command::Reassign(args) => reassign::run(args),
         Command::Cluster(args) => cluster::run(args),
         Command::Transactions(args) => transactions::run(args),
         Command::Storage(args) => storage::run(args),

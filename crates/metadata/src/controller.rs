@@ -121,6 +121,8 @@ pub enum MetadataError {
     PreferredLeaderNotAvailable(String),
     #[error("{0}")]
     EligibleLeadersNotAvailable(String),
+    #[error("No partition reassignment is in progress.")]
+    NoReassignmentInProgress,
     /// This node is not the active controller; `leader_id` is, if known.
     #[error("this node is not the active controller")]
     NotController { leader_id: Option<i32> },
@@ -685,6 +687,37 @@ impl Controller {
             self.commit(records).await?;
         }
         Ok(results)
+    }
+
+    /// AlterPartitionReassignments (KIP-455): starts or cancels the
+    /// reassignments of the named partitions; per partition, whether it
+    /// was accepted.
+    pub async fn alter_partition_reassignments(
+        &self,
+        topics: &[(String, Vec<operations::ReassignmentTarget>)],
+        allow_replication_factor_change: bool,
+    ) -> Result<Vec<operations::TopicReassignments>, MetadataError> {
+        let (state, _) = self.begin().await?;
+        let (records, results) = operations::alter_partition_reassignments(
+            &self.image(),
+            topics,
+            allow_replication_factor_change,
+            state.election_defaults,
+        );
+        if !records.is_empty() {
+            self.commit(records).await?;
+        }
+        Ok(results)
+    }
+
+    /// ListPartitionReassignments: the ongoing reassignments, as the
+    /// active controller's latest image holds them.
+    pub async fn list_partition_reassignments(
+        &self,
+        topics: Option<&[(String, Vec<i32>)]>,
+    ) -> Result<Vec<(String, Vec<operations::OngoingReassignment>)>, MetadataError> {
+        let _state = self.begin().await?;
+        Ok(operations::list_partition_reassignments(&self.image(), topics))
     }
 
     /// Moves leadership back to preferred replicas that are in sync and

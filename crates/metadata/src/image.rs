@@ -53,6 +53,10 @@ pub struct PartitionImage {
     /// Replicas that were eligible or in the ISR when the partition lost
     /// them all; with the ISR and ELR empty, the last known leader.
     pub last_known_elr: Vec<i32>,
+    /// During a reassignment (KIP-455), the replicas being added (already
+    /// in `replicas`) and those to leave once the added ones are in sync.
+    pub adding_replicas: Vec<i32>,
+    pub removing_replicas: Vec<i32>,
 }
 
 impl From<PartitionRecord> for PartitionImage {
@@ -67,11 +71,18 @@ impl From<PartitionRecord> for PartitionImage {
             leader_recovery_state: r.leader_recovery_state,
             elr: r.eligible_leader_replicas.unwrap_or_default(),
             last_known_elr: r.last_known_elr.unwrap_or_default(),
+            adding_replicas: r.adding_replicas,
+            removing_replicas: r.removing_replicas,
         }
     }
 }
 
 impl PartitionImage {
+    /// Whether a reassignment (KIP-455) is under way.
+    pub fn is_reassigning(&self) -> bool {
+        !self.adding_replicas.is_empty() || !self.removing_replicas.is_empty()
+    }
+
     /// As Kafka's `PartitionRegistration.merge`: a new leader bumps the
     /// leader epoch, and every change bumps the partition epoch.
     pub fn merge(&mut self, r: PartitionChangeRecord) {
@@ -83,6 +94,12 @@ impl PartitionImage {
         }
         if let Some(directories) = r.directories {
             self.directories = directories;
+        }
+        if let Some(adding) = r.adding_replicas {
+            self.adding_replicas = adding;
+        }
+        if let Some(removing) = r.removing_replicas {
+            self.removing_replicas = removing;
         }
         if r.leader_recovery_state >= 0 {
             self.leader_recovery_state = r.leader_recovery_state;
@@ -582,6 +599,8 @@ pub fn partition_record(topic_id: Uuid, id: i32, p: &PartitionImage) -> Partitio
         directories: p.directories.clone(),
         eligible_leader_replicas: (!p.elr.is_empty()).then(|| p.elr.clone()),
         last_known_elr: (!p.last_known_elr.is_empty()).then(|| p.last_known_elr.clone()),
+        adding_replicas: p.adding_replicas.clone(),
+        removing_replicas: p.removing_replicas.clone(),
         ..Default::default()
     }
 }

@@ -15,7 +15,9 @@
 //!   the image, the request and the time: records to write, or the Kafka
 //!   error that refuses it; its `election` module moves leadership and ISRs
 //!   (fencing, controlled shutdown, AlterPartition, ElectLeaders, leader
-//!   balancing) as Kafka's `PartitionChangeBuilder` does;
+//!   balancing) as Kafka's `PartitionChangeBuilder` does, and its
+//!   `reassignment` module starts, completes and cancels partition
+//!   reassignments (KIP-455);
 //! - [`record_log`] is where the controller writes: the [`RecordLog`]
 //!   seam, and the single node's fsync'd local log behind it;
 //! - [`quorum_log`] is the record log of a KRaft node: the controller

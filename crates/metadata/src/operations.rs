@@ -28,6 +28,7 @@ use crate::placement::{
 use crate::topic_config::validate_topic_config;
 
 mod election;
+mod reassignment;
 mod security;
 
 pub use election::{
@@ -35,6 +36,10 @@ pub use election::{
     lead_leaderless, move_leadership_away, Election, ElectionDefaults, IsrChange, IsrOutcome,
     PartitionChange, TopicElections, ELECTION_PREFERRED, ELECTION_UNCLEAN, MIN_INSYNC_REPLICAS,
     UNCLEAN_LEADER_ELECTION_ENABLE,
+};
+pub use reassignment::{
+    alter_partition_reassignments, list_partition_reassignments, OngoingReassignment, ReassignmentTarget,
+    TopicReassignments,
 };
 pub use security::{
     alter_client_quotas, alter_scram_credentials, QuotaAlteration, ScramAlteration, UserOutcome,

@@ -431,6 +431,15 @@ pub fn validate_new_partition_assignments(
     Ok(())
 }
 
+/// A reassignment's target replicas (KIP-455): not empty, registered
+/// brokers only, each once.
+pub fn validate_reassignment_replicas(
+    brokers: &[RegisteredBroker],
+    replicas: &[i32],
+) -> Result<(), MetadataError> {
+    validate_manual_replicas(&by_id(brokers), replicas, None)
+}
+
 fn by_id(brokers: &[RegisteredBroker]) -> BTreeMap<i32, &RegisteredBroker> {
     brokers.iter().map(|broker| (broker.id, broker)).collect()
 }

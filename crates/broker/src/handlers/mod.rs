@@ -22,6 +22,7 @@ pub mod produce;
 pub mod quorum;
 pub mod quotas;
 pub mod raft;
+pub mod reassignments;
 pub mod sasl;
 pub mod scram;
 pub mod topic_partitions;

@@ -9,12 +9,14 @@
 //! are retried up to `default.api.timeout.ms` after refreshing metadata.
 //! Consumer-group administration lives in [`groups`], transactions in
 //! [`transactions`], the metadata quorum in [`quorum`], client quotas and
-//! SCRAM credentials in [`quotas`].
+//! SCRAM credentials in [`quotas`], partition reassignments in
+//! [`reassignments`].
 
 pub(crate) mod groups;
 pub(crate) mod partitions;
 pub(crate) mod quorum;
 pub mod quotas;
+pub(crate) mod reassignments;
 pub(crate) mod transactions;
 
 use std::collections::BTreeMap;
@@ -189,6 +191,7 @@ pub struct Admin {
 pub use groups::{GroupDescription, GroupMember, ListedGroup, MemberDescription};
 pub use partitions::{PartitionDescription, TopicDescription};
 pub use quorum::{QuorumEndpoint, QuorumInfo, QuorumReplica, METADATA_TOPIC};
+pub use reassignments::PartitionReassignment;
 pub use transactions::{
     AbortTransactionSpec, ListTransactionsFilter, ProducerState, TransactionDescription, TransactionListing,
 };

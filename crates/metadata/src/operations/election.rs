@@ -121,6 +121,11 @@ pub struct PartitionChange<'a> {
     /// A broker that restarted without a clean shutdown: its log may miss
     /// acknowledged records, so it leaves the ISR and ELR.
     unclean_shutdown: Option<i32>,
+    target_replicas: Vec<i32>,
+    target_adding: Vec<i32>,
+    target_removing: Vec<i32>,
+    /// The log dir of each replica the partition does not yet have.
+    default_directory: &'a dyn Fn(i32) -> Uuid,
 }
 
 impl<'a> PartitionChange<'a> {
@@ -135,6 +140,10 @@ impl<'a> PartitionChange<'a> {
             election: Election::Online,
             elr_min_isr: None,
             unclean_shutdown: None,
+            target_replicas: partition.replicas.clone(),
+            target_adding: partition.adding_replicas.clone(),
+            target_removing: partition.removing_replicas.clone(),
+            default_directory: &|_| super::DIRECTORY_UNASSIGNED,
         }
     }
 
@@ -155,6 +164,22 @@ impl<'a> PartitionChange<'a> {
         } else {
             change
         }
+    }
+
+    /// A new assignment (KIP-455): all replicas, and which of them are
+    /// being added and removed; `directory` gives new replicas' log dirs.
+    pub fn with_assignment(
+        mut self,
+        replicas: Vec<i32>,
+        adding: Vec<i32>,
+        removing: Vec<i32>,
+        directory: &'a dyn Fn(i32) -> Uuid,
+    ) -> Self {
+        self.target_replicas = replicas;
+        self.target_adding = adding;
+        self.target_removing = removing;
+        self.default_directory = directory;
+        self
     }
 
     pub fn with_election(mut self, election: Election) -> Self {
@@ -193,6 +218,7 @@ impl<'a> PartitionChange<'a> {
             partition_id: self.partition_id,
             ..Default::default()
         };
+        self.complete_reassignment_if_in_sync();
         self.populate_target_elr();
         let (leader, unclean) = self.elect(&can_lead);
         if leader != self.partition.leader {
@@ -210,6 +236,11 @@ impl<'a> PartitionChange<'a> {
                 }
             }
         }
+        // A replica leaving the assignment must see a new leader epoch.
+        let keeps_every_replica = self.partition.replicas.iter().all(|r| self.target_replicas.contains(r));
+        if record.leader == LEADER_UNCHANGED && !keeps_every_replica {
+            record.leader = self.partition.leader;
+        }
         self.set_record_elr(&mut record);
         // Without ELR an ISR is never emptied: its last member stays while it is away.
         let may_empty = self.elr_min_isr.is_some();
@@ -220,6 +251,7 @@ impl<'a> PartitionChange<'a> {
             record.isr = Some(self.target_isr.clone());
         }
         self.set_last_known_leader(&mut record);
+        self.set_assignment_changes(&mut record);
         if record.leader_recovery_state < 0
             && self.target_recovery_state != self.partition.leader_recovery_state
         {
@@ -229,7 +261,10 @@ impl<'a> PartitionChange<'a> {
             && record.isr.is_none()
             && record.leader_recovery_state < 0
             && record.eligible_leader_replicas.is_none()
-            && record.last_known_elr.is_none();
+            && record.last_known_elr.is_none()
+            && record.replicas.is_none()
+            && record.adding_replicas.is_none()
+            && record.removing_replicas.is_none();
         (!unchanged).then_some(record)
     }
 
@@ -246,6 +281,7 @@ impl<'a> PartitionChange<'a> {
         self.target_elr = candidates
             .into_iter()
             .filter(|r| !self.target_isr.contains(r) && self.unclean_shutdown != Some(*r))
+            .filter(|r| self.target_replicas.contains(r))
             .collect();
     }
 
@@ -277,11 +313,50 @@ impl<'a> PartitionChange<'a> {
         }
     }
 
+    /// Kafka's `completeReassignmentIfNeeded`: once every replica that
+    /// stays is in the target ISR, the removed replicas leave the
+    /// assignment and the ISR.
+    fn complete_reassignment_if_in_sync(&mut self) {
+        if self.target_adding.is_empty() && self.target_removing.is_empty() {
+            return;
+        }
+        let staying = |r: &i32| !self.target_removing.contains(r);
+        let isr: Vec<i32> = self.target_isr.iter().copied().filter(staying).collect();
+        let replicas: Vec<i32> = self.target_replicas.iter().copied().filter(staying).collect();
+        if isr.is_empty() || replicas.is_empty() || !replicas.iter().all(|r| isr.contains(r)) {
+            return;
+        }
+        self.target_isr = isr;
+        self.target_replicas = replicas;
+        self.target_adding.clear();
+        self.target_removing.clear();
+    }
+
+    /// Kafka's `setAssignmentChanges`: replicas, their log dirs and the
+    /// reassignment's adding and removing replicas, where they changed.
+    fn set_assignment_changes(&self, record: &mut PartitionChangeRecord) {
+        let p = self.partition;
+        if self.target_replicas != p.replicas {
+            let directory = |r: &i32| match p.replicas.iter().position(|x| x == r) {
+                Some(i) => p.directories.get(i).copied().unwrap_or((self.default_directory)(*r)),
+                None => (self.default_directory)(*r),
+            };
+            record.directories = Some(self.target_replicas.iter().map(directory).collect());
+            record.replicas = Some(self.target_replicas.clone());
+        }
+        if self.target_adding != p.adding_replicas {
+            record.adding_replicas = Some(self.target_adding.clone());
+        }
+        if self.target_removing != p.removing_replicas {
+            record.removing_replicas = Some(self.target_removing.clone());
+        }
+    }
+
     /// The leader the election picks, and whether it was picked from
     /// outside the ISR and ELR.
     fn elect(&self, can_lead: &impl Fn(i32) -> bool) -> (i32, bool) {
         let valid = |r: i32| self.may_lead_cleanly(r) && can_lead(r);
-        let replicas = &self.partition.replicas;
+        let replicas = &self.target_replicas;
         if self.election == Election::Preferred {
             if let Some(&preferred) = replicas.first().filter(|r| valid(**r)) {
                 return (preferred, false);

@@ -3,6 +3,7 @@ use crate::placement::SplitMix64;
 
 mod election;
 mod elr;
+mod reassignment;
 
 const CLUSTER: &str = "MkU3OEVBNTcwNTJENDM2Qg";
 const SESSION_MS: i64 = 9_000;

@@ -12,14 +12,19 @@ fn three_replicas(world: &mut World) -> Vec<i64> {
 }
 
 impl World {
-    fn create_assigned(&mut self, name: &str, replicas: Vec<i32>, configs: BTreeMap<String, String>) {
+    pub(super) fn create_assigned(
+        &mut self,
+        name: &str,
+        replicas: Vec<i32>,
+        configs: BTreeMap<String, String>,
+    ) {
         let topic =
             NewTopic { name: name.into(), assignments: vec![(0, replicas)], configs, ..Default::default() };
         let (records, _) = create_topic(&self.image, &topic, &mut self.placer, 10_000).unwrap();
         self.apply(records);
     }
 
-    fn partition(&self, name: &str) -> PartitionImage {
+    pub(super) fn partition(&self, name: &str) -> PartitionImage {
         self.image.topic(name).unwrap().partitions[&0].clone()
     }
 
@@ -35,7 +40,12 @@ impl World {
         self.apply(records);
     }
 
-    fn alter(&mut self, broker: i32, epoch: i64, change: IsrChange) -> Result<PartitionImage, MetadataError> {
+    pub(super) fn alter(
+        &mut self,
+        broker: i32,
+        epoch: i64,
+        change: IsrChange,
+    ) -> Result<PartitionImage, MetadataError> {
         let (records, mut results) =
             alter_partition(&self.image, broker, epoch, &[change], ElectionDefaults::default())?;
         self.apply(records);
@@ -51,7 +61,7 @@ impl World {
 }
 
 /// An AlterPartition entry for "t"-0 from the partition as it stands.
-fn isr_change(world: &World, isr: &[(i32, i64)]) -> IsrChange {
+pub(super) fn isr_change(world: &World, isr: &[(i32, i64)]) -> IsrChange {
     let p = world.partition("t");
     IsrChange {
         topic_id: world.image.topic("t").unwrap().id,
