@@ -21,7 +21,7 @@ from confluent_kafka.admin import AdminClient
 
 from cluster import CLUSTER_WAIT_S, Cluster
 from harness import OutRecord, confluent_consumer, confluent_producer, produce_confluent, wait_until
-from test_cluster_clients import BROKERS, coordinator_of, leaders, live_brokers, spread_topic
+from test_cluster_clients import BROKERS, coordinator_of, leaders, spread_topic
 from test_secure_links import SecureCluster, create, wait_formed
 from test_transactions import SENTINEL, TIMEOUT_S, committed_offset, describe_transaction, txn_producer
 import wire
@@ -39,14 +39,7 @@ def start_cluster(tmp_path, env: dict[str, str] | None = None, **settings: str) 
     cluster = Cluster(tmp_path, controllers=3, combined=True, overrides=overrides)
     for node in cluster.brokers():
         node.process.env.update(env or {})
-    cluster.start()
-    cluster.wait_for_leader()
-    for node in cluster.brokers():
-        wait_until(
-            lambda node=node: live_brokers(node.bootstrap) == BROKERS,
-            CLUSTER_WAIT_S,
-            f"all brokers through broker {node.node_id}",
-        )
+    cluster.start_serving()
     return cluster
 
 
