@@ -40,6 +40,7 @@ use crate::server::Broker;
 use markers::MarkerJob;
 use peers::Peers;
 use state::{InitRequest, InitTransition, TxnMetadata, TxnPartition, TxnResult, TxnState};
+use strom_metadata::MetadataImage;
 
 /// Kafka's internal topic for transaction state.
 pub const TRANSACTION_STATE_TOPIC: &str = "__transaction_state";
@@ -87,6 +88,8 @@ pub struct TransactionCoordinator {
     marker_queue: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<MarkerJob>>>,
     /// Connections to the other brokers, for markers and verification.
     peers: Peers,
+    /// `__transaction_state` partitions whose leadership is being taken.
+    loading: internal_topic::Loading,
 }
 
 /// One transaction's markers being written: the id stays claimed until the
@@ -122,6 +125,7 @@ impl TransactionCoordinator {
             marker_jobs,
             marker_queue: Mutex::new(Some(marker_queue)),
             peers: Peers::default(),
+            loading: internal_topic::Loading::new(TRANSACTION_STATE_TOPIC),
         }
     }
 
@@ -139,9 +143,21 @@ impl TransactionCoordinator {
     }
 
     /// NOT_COORDINATOR unless this broker leads the `__transaction_state`
-    /// partition of `transactional_id`.
+    /// partition of `transactional_id`; COORDINATOR_LOAD_IN_PROGRESS while
+    /// the leadership is being taken and the partition replayed.
     pub fn check_coordinator(&self, broker: &Broker, transactional_id: &str) -> Result<(), ResponseError> {
-        internal_topic::check_local(broker, TRANSACTION_STATE_TOPIC, self.partition_for(transactional_id))
+        self.loading.check(broker, self.partition_for(transactional_id))
+    }
+
+    /// Marks the `__transaction_state` partitions `image` gives this broker
+    /// to lead as loading, before the leadership is applied; returns them.
+    pub fn start_loading(&self, broker: &Broker, image: &MetadataImage) -> Vec<i32> {
+        self.loading.start(broker, image)
+    }
+
+    /// The partitions [`Self::start_loading`] marked are replayed.
+    pub fn finish_loading(&self, loaded: &[i32]) {
+        self.loading.finish(loaded);
     }
 
     /// Forgets the transactions of a `__transaction_state` partition this
@@ -265,14 +281,21 @@ impl TransactionCoordinator {
     /// AddPartitionsToTxn v4+ with `verify_only`: one answer per partition.
     pub fn verify_partitions(
         &self,
+        broker: &Broker,
         transactional_id: &str,
         producer_id: i64,
         epoch: i16,
         partitions: &[TxnPartition],
     ) -> Vec<Option<ResponseError>> {
+        let checked = match transactional_id {
+            "" => Err(ResponseError::InvalidRequest),
+            _ => self.check_coordinator(broker, transactional_id),
+        };
+        if let Err(error) = checked {
+            return vec![Some(error); partitions.len()];
+        }
         let txns = self.txns();
         let verified = match txns.get(transactional_id) {
-            _ if transactional_id.is_empty() => Err(ResponseError::InvalidRequest),
             None => Err(ResponseError::InvalidProducerIdMapping),
             Some(current) => current.verify_partitions(producer_id, epoch, partitions),
         };
@@ -478,6 +501,8 @@ impl TransactionCoordinator {
             "loaded transactions"
         );
         self.txns().extend(loaded);
+        // Served from here on: the prepared transactions complete as any would.
+        self.loading.finish(&[number]);
         for id in prepared {
             if let Err(error) = self.complete(broker, &id) {
                 tracing::warn!(
@@ -698,6 +723,28 @@ mod tests {
 
     fn verify(broker: &Broker, (producer_id, epoch): (i64, i16)) -> Result<(), ResponseError> {
         broker.transactions.verify_produce("tx", producer_id, epoch, &("t".to_owned(), 0))
+    }
+
+    #[test]
+    fn a_coordinator_still_loading_the_ids_partition_answers_load_in_progress_not_an_unknown_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = open_broker(dir.path());
+        let coordinator = &broker.transactions;
+        let partition = coordinator.partition_for("tx");
+        let tp = ("t".to_owned(), 0);
+        coordinator.loading.mark(partition);
+        let loading = Some(ResponseError::CoordinatorLoadInProgress);
+        assert_eq!(
+            coordinator.verify_partitions(&broker, "tx", 1, 0, std::slice::from_ref(&tp)),
+            vec![loading]
+        );
+        assert_eq!(
+            coordinator.add_partitions(&broker, "tx", 1, 0, std::slice::from_ref(&tp)),
+            Err(ResponseError::CoordinatorLoadInProgress)
+        );
+        coordinator.finish_loading(&[partition]);
+        let unknown = Some(ResponseError::InvalidProducerIdMapping);
+        assert_eq!(coordinator.verify_partitions(&broker, "tx", 1, 0, &[tp]), vec![unknown], "once loaded");
     }
 
     #[test]
