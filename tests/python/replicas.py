@@ -36,7 +36,8 @@ def replicated_topic(cluster: Cluster, partitions: int) -> str:
 def view(node, topic: str) -> tuple[set[int], dict[int, wire.MetadataPartition]]:
     """The live brokers and the topic's partitions as one node's Metadata has them; empty when unanswered."""
     try:
-        response = wire.parse_metadata(wire.call(node.port, wire.metadata_request(1, [topic]), timeout_s=2.0, host=node.host))
+        request = wire.metadata_request(1, [topic])
+        response = wire.parse_metadata(wire.call(node.port, request, timeout_s=2.0, host=node.host))
     except (OSError, AssertionError, ValueError):
         return set(), {}
     described = response.topic(topic)
@@ -152,7 +153,7 @@ def check_partition(cluster: Cluster, topic: str, partition: int, leader: int,
     moved = {v: (offset, at[v]) for v, offset in acked.items() if at[v] != offset}
     assert not moved, f"records not at their acknowledged offsets {list(moved.items())[:10]} on {where}"
     logs = wait_until(
-        lambda: len({replica_log(cluster, n, topic, partition) for n in cluster.nodes if cluster.nodes[n].is_broker}) == 1
+        lambda: len({replica_log(cluster, n.node_id, topic, partition) for n in cluster.brokers()}) == 1
         and replica_log(cluster, leader, topic, partition),
         CLUSTER_WAIT_S,
         f"identical replica logs of {where}",

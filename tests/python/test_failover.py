@@ -171,7 +171,8 @@ def test_a_rolling_restart_by_sigterm_under_acks_all_load_fails_no_delivery_and_
         finally:
             recorder.finish()
         context = f"rolling restart, sent {recorder.sent}, acked {len(recorder.acked)}"
-        assert recorder.failed == [], f"{len(recorder.failed)} failed deliveries, first {recorder.failed[:5]} ({context})"
+        failed = recorder.failed
+        assert failed == [], f"{len(failed)} failed deliveries, first {failed[:5]} ({context})"
         assert len(recorder.acked) == recorder.sent, context
         _, states = view(cluster.nodes[1], topic)
         for partition in range(PARTITIONS):

@@ -105,7 +105,8 @@ def test_a_cut_off_leader_acknowledges_nothing_is_replaced_and_truncates_its_tai
                                        MAX_RECORDS, MAJORITY_SETTINGS)
             producers.append(majority)
             watch.wait_led_elsewhere(old_leader)
-            wait_until(lambda: len(majority.acked()) >= PROGRESS, CLUSTER_WAIT_S, "writes acknowledged by the new leader")
+            wait_until(lambda: len(majority.acked()) >= PROGRESS, CLUSTER_WAIT_S,
+                       "writes acknowledged by the new leader")
             cut_off.wait_exit()
             assert cut_off.acked() == {}, "a leader cut off from every follower acknowledged acks=all writes"
             assert len(cut_off.failed()) == CUT_OFF_RECORDS, cut_off.out.read_text()[-2000:]
