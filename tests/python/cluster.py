@@ -26,7 +26,7 @@ import os
 import signal
 from pathlib import Path
 
-from harness import Broker, BrokerError, free_port, skip_unless_ci, strom, wait_until
+from harness import Broker, BrokerError, admin_client, free_port, skip_unless_ci, strom, wait_until
 from netns import Network, NetnsUnavailable
 from test_storage_format import random_uuid
 import wire
@@ -40,6 +40,14 @@ FAST_QUORUM = {
     "controller.quorum.election.backoff.max.ms": "300",
 }
 CLUSTER_WAIT_S = 30.0
+
+
+def live_brokers(bootstrap: str) -> set[int]:
+    """The unfenced brokers a broker's Metadata lists; none while it cannot answer."""
+    try:
+        return set(admin_client(bootstrap).list_topics(timeout=5).brokers)
+    except Exception:  # noqa: BLE001 - a node still starting answers nothing
+        return set()
 
 
 class Node:
@@ -196,6 +204,20 @@ class Cluster:
             if not (node.data_dir / "meta.properties").exists():
                 self.format(node)
             node.process.start()
+
+    def start_serving(self, timeout_s: float = CLUSTER_WAIT_S) -> None:
+        """Starts every node, then waits for a quorum leader and for every
+        broker to list every broker as live."""
+        self.start()
+        self.wait_for_leader(timeout_s)
+        self.wait_brokers_live(timeout_s)
+
+    def wait_brokers_live(self, timeout_s: float = CLUSTER_WAIT_S) -> None:
+        """Every broker's Metadata lists every broker, none fenced."""
+        expected = {n.node_id for n in self.brokers()}
+        for node in self.brokers():
+            wait_until(lambda node=node: live_brokers(node.bootstrap) == expected, timeout_s,
+                       f"every broker live through broker {node.node_id}")
 
     def stop(self, node_id: int) -> None:
         self.nodes[node_id].process.stop()

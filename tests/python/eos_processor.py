@@ -5,6 +5,11 @@ partition of `output`, and commits the input offsets inside each
 transaction. It exits 0 once every input partition is consumed up to the
 end given on the command line.
 
+A transaction that fails with an abortable error (a coordinator or leader
+lost mid-transaction) is aborted and its input read again from the offsets
+the last commit stored, as Kafka's exactly-once processors do; it prints
+"committed <records>" after every commit.
+
 With STALL_AT it stops once that many input records are committed: it opens
 one more transaction, writes a batch into it, says "stalled" and waits to be
 killed, so the kill always leaves an open transaction behind.
@@ -17,10 +22,17 @@ from __future__ import annotations
 import sys
 import time
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 BATCH = 500
 DEADLINE_S = 240.0
+STEP_ATTEMPTS = 10
+RETRY_BACKOFF_S = 0.2
+COORDINATOR_MOVING = {
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+}
 
 
 def main(bootstrap: str, source: str, sink: str, group: str, transactional_id: str, ends: list[int], stall_at: int | None) -> int:
@@ -36,9 +48,11 @@ def main(bootstrap: str, source: str, sink: str, group: str, transactional_id: s
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id, "linger.ms": 5})
     producer.init_transactions(60)
     partitions = [TopicPartition(source, p) for p in range(len(ends))]
-    committed = consumer.committed(partitions, timeout=60)
+    # A group coordinator just elected may not serve yet: ask again.
+    committed = retrying(lambda: consumer.committed(partitions, timeout=60))
     consumer.assign([TopicPartition(source, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING) for tp in committed])
     positions = {tp.partition: max(tp.offset, 0) for tp in committed}
+    committed_positions = dict(positions)
     print(f"starting from {positions}", flush=True)
     deadline = time.monotonic() + DEADLINE_S
     while any(positions[p] < end for p, end in enumerate(ends)):
@@ -62,16 +76,44 @@ def main(bootstrap: str, source: str, sink: str, group: str, transactional_id: s
             print("stalled with an open transaction", flush=True)
             time.sleep(max(deadline - time.monotonic(), 0))
             return 4
-        offsets = [TopicPartition(source, p, offset) for p, offset in positions.items()]
-        producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), 60)
         try:
-            producer.commit_transaction(60)
+            commit(producer, consumer, source, positions)
         except KafkaException as exc:
-            print(f"commit failed: {exc}", flush=True)
-            return 3
+            if not exc.args[0].txn_requires_abort():
+                print(f"commit failed: {exc}", flush=True)
+                return 3
+            print(f"aborting: {exc}", flush=True)
+            producer.abort_transaction(60)
+            positions = dict(committed_positions)
+            consumer.assign([TopicPartition(source, p, offset) for p, offset in positions.items()])
+            continue
+        committed_positions = dict(positions)
+        print(f"committed {sum(positions.values())}", flush=True)
     print(f"done at {positions}", flush=True)
     consumer.close()
     return 0
+
+
+def commit(producer: Producer, consumer: Consumer, source: str, positions: dict[int, int]) -> None:
+    """Adds the input offsets to the transaction and commits it, each step
+    again while its error is retriable; raises an error that is not."""
+    offsets = [TopicPartition(source, p, offset) for p, offset in positions.items()]
+    retrying(lambda: producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), 60))
+    retrying(lambda: producer.commit_transaction(60))
+
+
+def retrying(step):
+    """`step()`, again (a bounded number of times, after a short backoff)
+    while it fails with a retriable error or a coordinator on the move."""
+    for attempt in range(1, STEP_ATTEMPTS + 1):
+        try:
+            return step()
+        except KafkaException as exc:
+            error = exc.args[0]
+            if attempt == STEP_ATTEMPTS or not (error.retriable() or error.code() in COORDINATOR_MOVING):
+                raise
+            print(f"retrying: {exc}", flush=True)
+            time.sleep(RETRY_BACKOFF_S)
 
 
 if __name__ == "__main__":

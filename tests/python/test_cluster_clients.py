@@ -12,7 +12,7 @@ from collections import Counter
 import pytest
 from confluent_kafka import TopicPartition
 
-from cluster import CLUSTER_WAIT_S, Cluster
+from cluster import CLUSTER_WAIT_S, Cluster, live_brokers
 from console_client import ConsoleClient
 from harness import (
     ADMIN_TIMEOUT_S,
@@ -45,22 +45,8 @@ def cluster(tmp_path):
         "transaction.state.log.num.partitions": "6",
     }
     with Cluster(tmp_path, controllers=3, combined=True, overrides=overrides) as cluster:
-        cluster.start()
-        cluster.wait_for_leader()
-        for node in cluster.brokers():
-            wait_until(
-                lambda node=node: live_brokers(node.bootstrap) == BROKERS,
-                CLUSTER_WAIT_S,
-                f"all brokers through broker {node.node_id}",
-            )
+        cluster.start_serving()
         yield cluster
-
-
-def live_brokers(bootstrap: str) -> set[int]:
-    try:
-        return set(admin_client(bootstrap).list_topics(timeout=5).brokers)
-    except Exception:  # noqa: BLE001 - a node still starting answers nothing
-        return set()
 
 
 def leaders(bootstrap: str, topic: str) -> dict[int, int]:

@@ -16,7 +16,7 @@ import pytest
 from confluent_kafka import ElectionType, KafkaException, TopicCollection, TopicPartition
 from confluent_kafka.admin import NewTopic
 
-from cluster import CLUSTER_WAIT_S, Cluster
+from cluster import CLUSTER_WAIT_S, Cluster, live_brokers
 from harness import ADMIN_TIMEOUT_S, admin_client, confluent_consumer, strom, wait_future, wait_until
 import wire
 
@@ -36,19 +36,8 @@ UNKNOWN_TOPIC_OR_PARTITION = 3
 @pytest.fixture
 def cluster(tmp_path):
     with Cluster(tmp_path, controllers=3, combined=True, overrides=OVERRIDES) as cluster:
-        cluster.start()
-        cluster.wait_for_leader()
-        for node in cluster.brokers():
-            wait_until(lambda node=node: live_brokers(node.bootstrap) == BROKERS, CLUSTER_WAIT_S,
-                       f"all brokers through broker {node.node_id}")
+        cluster.start_serving()
         yield cluster
-
-
-def live_brokers(bootstrap: str) -> set[int]:
-    try:
-        return set(admin_client(bootstrap).list_topics(timeout=5).brokers)
-    except KafkaException:
-        return set()
 
 
 def partitions(port: int, topic: str) -> dict[int, wire.MetadataPartition]:

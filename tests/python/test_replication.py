@@ -33,18 +33,8 @@ SEGMENT = "00000000000000000000.log"
 @pytest.fixture
 def cluster(tmp_path):
     with Cluster(tmp_path, controllers=3, combined=True) as cluster:
-        cluster.start()
-        cluster.wait_for_leader()
-        for node in cluster.brokers():
-            wait_until(lambda node=node: live_brokers(node.bootstrap) == BROKERS, CLUSTER_WAIT_S, "all brokers")
+        cluster.start_serving()
         yield cluster
-
-
-def live_brokers(bootstrap: str) -> set[int]:
-    try:
-        return set(admin_client(bootstrap).list_topics(timeout=5).brokers)
-    except Exception:  # noqa: BLE001 - a node still starting answers nothing
-        return set()
 
 
 def replicated_topic(cluster: Cluster, config: dict[str, str] | None = None) -> tuple[str, int]:
@@ -132,10 +122,7 @@ FENCED_WAIT_S = 40.0
 @pytest.fixture
 def brokers(tmp_path):
     with Cluster(tmp_path, controllers=1, brokers=3) as cluster:
-        cluster.start()
-        cluster.wait_for_leader()
-        for node in cluster.brokers():
-            wait_until(lambda node=node: live_brokers(node.bootstrap) == BROKER_IDS, CLUSTER_WAIT_S, "all brokers")
+        cluster.start_serving()
         yield cluster
 
 

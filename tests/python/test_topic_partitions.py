@@ -15,9 +15,7 @@ from cluster import CLUSTER_WAIT_S, Cluster
 from harness import (
     ADMIN_TIMEOUT_S,
     admin_cli,
-    admin_client,
     admin_ok,
-    assert_one_line_error,
     create_topic,
     strom,
     wait_until,
@@ -208,19 +206,8 @@ def test_leader_election_flags_are_checked_as_kafkas(broker, tmp_path):
 @pytest.fixture
 def cluster(tmp_path):
     with Cluster(tmp_path, controllers=3, combined=True) as cluster:
-        cluster.start()
-        cluster.wait_for_leader()
-        wait_until(
-            lambda: live_brokers(cluster.nodes[1].bootstrap) == {1, 2, 3}, CLUSTER_WAIT_S, "all brokers registered"
-        )
+        cluster.start_serving()
         yield cluster
-
-
-def live_brokers(bootstrap: str) -> set[int]:
-    try:
-        return set(admin_client(bootstrap).list_topics(timeout=5).brokers)
-    except Exception:  # noqa: BLE001 - a node still starting answers nothing
-        return set()
 
 
 def report(bootstrap: str, topic: str, flag: str) -> list[str] | None:

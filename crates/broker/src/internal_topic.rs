@@ -1,14 +1,18 @@
 //! The internal topics the coordinators keep their state in
 //! (`__consumer_offsets` for groups, `__transaction_state` for
-//! transactions): which partition owns a group or transactional id, and
-//! creating the topic on first use with Kafka's settings.
+//! transactions): which partition owns a group or transactional id,
+//! creating the topic on first use with Kafka's settings, and the
+//! partitions whose coordinator state is still being loaded.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Mutex;
 
 use kafka_protocol::error::ResponseError;
-use strom_metadata::{MetadataError, NewTopic};
+use strom_metadata::{MetadataError, MetadataImage, NewTopic};
 
 use crate::controller_channel::ControllerChannel;
+use crate::coordinator_host::CoordinatorHost;
+use crate::locks::lock_recovering;
 use crate::replica::ReplicaManager;
 
 /// What the internal-topic helpers use of the broker: the controller
@@ -71,6 +75,70 @@ pub fn check_local<'a>(
     match node.replicas.partition(topic, partition) {
         Some(p) if p.is_leader() => Ok(()),
         _ => Err(ResponseError::NotCoordinator),
+    }
+}
+
+/// The partitions of an internal topic whose leadership this broker is
+/// taking: led already, their coordinator state not yet replayed. Kafka's
+/// coordinators answer COORDINATOR_LOAD_IN_PROGRESS for them meanwhile, a
+/// retriable error, where a request served from the half-loaded state
+/// would get a wrong, possibly fatal, answer.
+#[derive(Debug)]
+pub struct Loading {
+    topic: &'static str,
+    partitions: Mutex<HashSet<i32>>,
+}
+
+impl Loading {
+    pub fn new(topic: &'static str) -> Self {
+        Self { topic, partitions: Mutex::default() }
+    }
+
+    /// Marks the partitions `image` gives this broker to lead as loading,
+    /// before the leadership is applied; returns them.
+    pub fn start(&self, replicas: &ReplicaManager, image: &MetadataImage) -> Vec<i32> {
+        let Some(topic) = image.topic(self.topic) else { return Vec::new() };
+        let me = replicas.node_id();
+        let gained: Vec<i32> = topic
+            .partitions
+            .iter()
+            .filter(|(number, state)| {
+                state.leader == me && replicas.partition(self.topic, **number).is_some_and(|p| !p.is_leader())
+            })
+            .map(|(number, _)| *number)
+            .collect();
+        self.lock().extend(&gained);
+        gained
+    }
+
+    /// The partitions [`Self::start`] marked are replayed.
+    pub fn finish(&self, loaded: &[i32]) {
+        if loaded.is_empty() {
+            return;
+        }
+        let mut loading = self.lock();
+        for partition in loaded {
+            loading.remove(partition);
+        }
+    }
+
+    /// [`check_local`], then COORDINATOR_LOAD_IN_PROGRESS while `partition` loads.
+    pub fn check(&self, host: &dyn CoordinatorHost, partition: i32) -> Result<(), ResponseError> {
+        host.check_leads(self.topic, partition)?;
+        if self.lock().contains(&partition) {
+            return Err(ResponseError::CoordinatorLoadInProgress);
+        }
+        Ok(())
+    }
+
+    /// Marks `partition` as loading, as [`Self::start`] does for a gained one.
+    #[cfg(test)]
+    pub(crate) fn mark(&self, partition: i32) {
+        self.lock().insert(partition);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<i32>> {
+        lock_recovering(&self.partitions, "loading coordinator partitions")
     }
 }
 

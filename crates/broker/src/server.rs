@@ -373,9 +373,10 @@ impl Broker {
     /// hosts, which of them it leads, and their log configs. The loader
     /// calls it with every image (a publisher registered in `assemble`).
     pub fn apply_image(&self, image: &Arc<MetadataImage>) {
-        // Groups of an offsets partition this image makes us lead are
-        // loading (COORDINATOR_LOAD_IN_PROGRESS) until replayed.
-        let loading = self.groups.start_loading(self, image);
+        // Groups and transactions of an internal partition this image makes
+        // us lead are loading (COORDINATOR_LOAD_IN_PROGRESS) until replayed.
+        let loading_groups = self.groups.start_loading(self, image);
+        let loading_txns = self.transactions.start_loading(self, image);
         match self.replicas.sync(image) {
             Ok(changes) => {
                 self.replication.image_applied();
@@ -386,7 +387,8 @@ impl Broker {
                 "applying the metadata to the hosted partitions failed: {e}"
             ),
         }
-        self.groups.finish_loading(&loading);
+        self.groups.finish_loading(&loading_groups);
+        self.transactions.finish_loading(&loading_txns);
     }
 
     /// The coordinators unload the state of the internal partitions whose

@@ -22,7 +22,7 @@ pub mod codec;
 pub mod consumer;
 pub mod state;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -144,43 +144,28 @@ type StoredGroup = Result<Written, ResponseError>;
 pub struct GroupCoordinator {
     config: GroupConfig,
     groups: Mutex<HashMap<String, Group>>,
-    /// Offsets partitions whose leadership is being taken: led already,
-    /// not yet replayed.
-    loading: Mutex<HashSet<i32>>,
+    /// Offsets partitions whose leadership is being taken.
+    loading: internal_topic::Loading,
 }
 
 impl GroupCoordinator {
     pub fn new(config: GroupConfig) -> Self {
-        Self { config, groups: Mutex::new(HashMap::new()), loading: Mutex::new(HashSet::new()) }
+        Self {
+            config,
+            groups: Mutex::new(HashMap::new()),
+            loading: internal_topic::Loading::new(OFFSETS_TOPIC),
+        }
     }
 
     /// Marks the offsets partitions `image` gives this broker to lead as
     /// loading, before the leadership is applied; returns them.
     pub fn start_loading(&self, host: &dyn CoordinatorHost, image: &MetadataImage) -> Vec<i32> {
-        let Some(topic) = image.topic(OFFSETS_TOPIC) else { return Vec::new() };
-        let me = host.replicas().node_id();
-        let gained: Vec<i32> = topic
-            .partitions
-            .iter()
-            .filter(|(number, state)| {
-                state.leader == me
-                    && host.replicas().partition(OFFSETS_TOPIC, **number).is_some_and(|p| !p.is_leader())
-            })
-            .map(|(number, _)| *number)
-            .collect();
-        lock_recovering(&self.loading, "loading offsets partitions").extend(&gained);
-        gained
+        self.loading.start(host.replicas(), image)
     }
 
     /// The partitions [`Self::start_loading`] marked are replayed.
     pub fn finish_loading(&self, loaded: &[i32]) {
-        if loaded.is_empty() {
-            return;
-        }
-        let mut loading = lock_recovering(&self.loading, "loading offsets partitions");
-        for partition in loaded {
-            loading.remove(partition);
-        }
+        self.loading.finish(loaded);
     }
 
     pub fn config(&self) -> &GroupConfig {
@@ -306,9 +291,9 @@ impl GroupCoordinator {
         self.append_txn_offsets(host, commit, entries, verify).0
     }
 
-    /// Appends and stages a TxnOffsetCommit's offsets under the groups
-    /// lock. They are staged at once, acknowledged or not: the marker
-    /// commits what the log holds, as a replay would.
+    /// Appends and stages a TxnOffsetCommit's offsets. They are staged at
+    /// once, acknowledged or not: the marker commits what the log holds, as
+    /// a replay would.
     fn append_txn_offsets(
         &self,
         host: &dyn CoordinatorHost,
@@ -316,19 +301,25 @@ impl GroupCoordinator {
         entries: &[CommitEntry],
         verify: impl FnOnce() -> Result<(), ResponseError>,
     ) -> (Vec<Option<ResponseError>>, Option<Written>) {
-        let mut groups = self.groups();
         let group_id = commit.group_id.as_str();
-        if let Err(error) = check_txn_committer(&groups, commit) {
-            return (vec![Some(error); entries.len()], None);
-        }
         let now_ms = strom_storage::now_ms();
-        let (outcomes, records) = self.offset_records(host, group_id, entries, now_ms);
+        let (outcomes, records) = {
+            let groups = self.groups();
+            if let Err(error) = check_txn_committer(&groups, commit) {
+                return (vec![Some(error); entries.len()], None);
+            }
+            self.offset_records(host, group_id, entries, now_ms)
+        };
         if records.is_empty() {
             return (outcomes, None);
         }
         let encoded = records.iter().map(|(k, v)| (Some(k.encode()), Some(v.encode()), now_ms));
         let batch =
             strom_storage::batch::encode_transactional(encoded, commit.producer_id, commit.producer_epoch);
+        // Not under the groups lock: verifying may wait on the transaction
+        // coordinator of another broker, and a worker thread blocked on
+        // the lock by every other group request would starve that wait
+        // (and the whole broker) of the runtime.
         let producer_id = commit.producer_id;
         let written = self.append(host, group_id, |partition, now_ms| {
             let origin = AppendOrigin::Coordinator;
@@ -338,6 +329,7 @@ impl GroupCoordinator {
             Ok(written) => written,
             Err(error) => return (outcomes.into_iter().map(|o| o.or(Some(error))).collect(), None),
         };
+        let mut groups = self.groups();
         let group = groups.entry(group_id.to_owned()).or_insert_with(|| Group::new(group_id));
         let pending = group.pending_txn_offsets.entry(commit.producer_id).or_default();
         for (key, value) in records {
@@ -479,12 +471,7 @@ impl GroupCoordinator {
     /// partition of `group_id`; COORDINATOR_LOAD_IN_PROGRESS while the
     /// leadership is being taken and the partition replayed.
     pub fn check_coordinator(&self, host: &dyn CoordinatorHost, group_id: &str) -> Result<(), ResponseError> {
-        let partition = self.partition_for(group_id);
-        host.check_leads(OFFSETS_TOPIC, partition)?;
-        if lock_recovering(&self.loading, "loading offsets partitions").contains(&partition) {
-            return Err(ResponseError::CoordinatorLoadInProgress);
-        }
-        Ok(())
+        self.loading.check(host, self.partition_for(group_id))
     }
 
     /// ConsumerGroupHeartbeat (KIP-848).

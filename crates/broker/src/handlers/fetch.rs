@@ -1019,8 +1019,7 @@ mod tests {
             leader: 1,
             leader_epoch: 0,
             partition_epoch: 0,
-            directories: Vec::new(),
-            leader_recovery_state: 0,
+            ..Default::default()
         };
         set.apply(&image, 100, 0, &|_| true);
         set.record_fetch(2, 1, 90, 100, 1);

@@ -89,7 +89,7 @@ async fn add_or_verify(
             })
             .collect()
     } else if verify_only {
-        broker.transactions.verify_partitions(transactional_id, producer_id, epoch, &partitions)
+        broker.transactions.verify_partitions(broker, transactional_id, producer_id, epoch, &partitions)
     } else {
         let outcome = broker
             .transactions
@@ -328,14 +328,18 @@ pub async fn txn_offset_commit(
 /// transaction (AddOffsetsToTxn first), as Kafka's verification demands.
 fn verify_offsets_in_txn(broker: &Broker, request: &TxnOffsetCommitRequest) -> Result<(), ResponseError> {
     let partition = (OFFSETS_TOPIC.to_owned(), broker.groups.partition_for(request.group_id.as_str()));
-    // Asked with the group lock held, as the append that follows is: one
-    // round trip when the transaction coordinator is another broker.
+    // One round trip when the transaction coordinator is another broker.
     let (producer_id, epoch) = (request.producer_id.0, request.producer_epoch);
+    // Kafka's mapping: a transaction coordinator that cannot answer yet is
+    // this group coordinator being unavailable, which the client retries
+    // (NOT_COORDINATOR would send it looking for another group coordinator).
     verify_in_txn(broker, request.transactional_id.as_str(), producer_id, epoch, &partition).map_err(|e| {
-        if e == ResponseError::TransactionAbortable {
-            ResponseError::InvalidTxnState
-        } else {
-            e
+        match e {
+            ResponseError::TransactionAbortable => ResponseError::InvalidTxnState,
+            ResponseError::CoordinatorLoadInProgress | ResponseError::NotCoordinator => {
+                ResponseError::CoordinatorNotAvailable
+            }
+            other => other,
         }
     })
 }
@@ -566,11 +570,16 @@ fn verify_in_txn(
     partition: &TxnPartition,
 ) -> Result<(), ResponseError> {
     let coordinator = &broker.transactions;
+    if !coordinator.config().partition_verification {
+        return Ok(());
+    }
     match coordinator.check_coordinator(broker, transactional_id) {
-        Err(ResponseError::NotCoordinator) if coordinator.config().partition_verification => {
+        Ok(()) => coordinator.verify_produce(transactional_id, producer_id, epoch, partition),
+        Err(ResponseError::NotCoordinator) => {
             crate::txn::peers::verify_at_coordinator(broker, transactional_id, producer_id, epoch, partition)
         }
-        _ => coordinator.verify_produce(transactional_id, producer_id, epoch, partition),
+        // Loading: the id's state is not here yet, ask again.
+        Err(error) => Err(error),
     }
 }
 

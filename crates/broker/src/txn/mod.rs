@@ -48,6 +48,7 @@ use crate::replication::purgatory::AwaitedAppend;
 use markers::MarkerJob;
 use peers::Peers;
 use state::{InitRequest, InitTransition, TxnMetadata, TxnPartition, TxnResult, TxnState};
+use strom_metadata::MetadataImage;
 
 /// Kafka's internal topic for transaction state.
 pub const TRANSACTION_STATE_TOPIC: &str = "__transaction_state";
@@ -100,6 +101,8 @@ pub struct TransactionCoordinator {
     /// Wakes the timers to complete the prepared transactions of a
     /// partition just loaded.
     loaded_prepared: tokio::sync::Notify,
+    /// `__transaction_state` partitions whose leadership is being taken.
+    loading: internal_topic::Loading,
 }
 
 /// A state appended to `__transaction_state`, its id pending until the ISR
@@ -155,6 +158,7 @@ impl TransactionCoordinator {
             marker_queue: Mutex::new(Some(marker_queue)),
             peers: Peers::default(),
             loaded_prepared: tokio::sync::Notify::new(),
+            loading: internal_topic::Loading::new(TRANSACTION_STATE_TOPIC),
         }
     }
 
@@ -172,13 +176,25 @@ impl TransactionCoordinator {
     }
 
     /// NOT_COORDINATOR unless this broker leads the `__transaction_state`
-    /// partition of `transactional_id`.
+    /// partition of `transactional_id`; COORDINATOR_LOAD_IN_PROGRESS while
+    /// the leadership is being taken and the partition replayed.
     pub fn check_coordinator(
         &self,
         host: &dyn CoordinatorHost,
         transactional_id: &str,
     ) -> Result<(), ResponseError> {
-        host.check_leads(TRANSACTION_STATE_TOPIC, self.partition_for(transactional_id))
+        self.loading.check(host, self.partition_for(transactional_id))
+    }
+
+    /// Marks the `__transaction_state` partitions `image` gives this broker
+    /// to lead as loading, before the leadership is applied; returns them.
+    pub fn start_loading(&self, host: &dyn CoordinatorHost, image: &MetadataImage) -> Vec<i32> {
+        self.loading.start(host.replicas(), image)
+    }
+
+    /// The partitions [`Self::start_loading`] marked are replayed.
+    pub fn finish_loading(&self, loaded: &[i32]) {
+        self.loading.finish(loaded);
     }
 
     /// Forgets the transactions of a `__transaction_state` partition this
@@ -369,14 +385,21 @@ impl TransactionCoordinator {
     /// AddPartitionsToTxn v4+ with `verify_only`: one answer per partition.
     pub fn verify_partitions(
         &self,
+        host: &dyn CoordinatorHost,
         transactional_id: &str,
         producer_id: i64,
         epoch: i16,
         partitions: &[TxnPartition],
     ) -> Vec<Option<ResponseError>> {
+        let checked = match transactional_id {
+            "" => Err(ResponseError::InvalidRequest),
+            _ => self.check_coordinator(host, transactional_id),
+        };
+        if let Err(error) = checked {
+            return vec![Some(error); partitions.len()];
+        }
         let txns = self.txns();
         let verified = match txns.get(transactional_id) {
-            _ if transactional_id.is_empty() => Err(ResponseError::InvalidRequest),
             None => Err(ResponseError::InvalidProducerIdMapping),
             Some(current) => current.verify_partitions(producer_id, epoch, partitions),
         };
@@ -592,6 +615,8 @@ impl TransactionCoordinator {
         let number = partition.tp.partition;
         tracing::info!(partition = number, transactional_ids = loaded.len(), prepared, "loaded transactions");
         self.txns().extend(loaded);
+        // Served from here on: the prepared transactions complete as any would.
+        self.loading.finish(&[number]);
         if prepared > 0 {
             self.loaded_prepared.notify_one();
         }
@@ -829,6 +854,28 @@ mod tests {
 
     fn verify(broker: &Broker, (producer_id, epoch): (i64, i16)) -> Result<(), ResponseError> {
         broker.transactions.verify_produce("tx", producer_id, epoch, &("t".to_owned(), 0))
+    }
+
+    #[test]
+    fn a_coordinator_still_loading_the_ids_partition_answers_load_in_progress_not_an_unknown_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = open_broker(dir.path());
+        let coordinator = &broker.transactions;
+        let partition = coordinator.partition_for("tx");
+        let tp = ("t".to_owned(), 0);
+        coordinator.loading.mark(partition);
+        let loading = Some(ResponseError::CoordinatorLoadInProgress);
+        assert_eq!(
+            coordinator.verify_partitions(&*broker, "tx", 1, 0, std::slice::from_ref(&tp)),
+            vec![loading]
+        );
+        assert_eq!(
+            block_on(coordinator.add_partitions(&*broker, "tx", 1, 0, std::slice::from_ref(&tp))),
+            Err(ResponseError::CoordinatorLoadInProgress)
+        );
+        coordinator.finish_loading(&[partition]);
+        let unknown = Some(ResponseError::InvalidProducerIdMapping);
+        assert_eq!(coordinator.verify_partitions(&*broker, "tx", 1, 0, &[tp]), vec![unknown], "once loaded");
     }
 
     #[test]
