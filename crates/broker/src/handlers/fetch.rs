@@ -801,16 +801,7 @@ fn diverging_epoch(partition: &Partition, target: &FetchTarget) -> Option<Outcom
     if end_offset >= target.fetch_offset && epoch >= target.last_fetched_epoch {
         return None;
     }
-    Some(Outcome {
-        error: None,
-        high_watermark: partition.high_watermark(),
-        last_stable_offset: partition.last_stable_offset(),
-        log_start_offset: partition.log_start_offset(),
-        records: None,
-        aborted: Vec::new(),
-        diverging: Some((epoch, end_offset)),
-        preferred_read_replica: None,
-    })
+    Some(Outcome { diverging: Some((epoch, end_offset)), ..Outcome::without_records(partition) })
 }
 
 fn read_one(
@@ -831,16 +822,7 @@ fn read_one(
             diverging: None,
             preferred_read_replica: None,
         },
-        Err(e) => Outcome {
-            error: Some(storage_error(&e)),
-            high_watermark: partition.high_watermark(),
-            last_stable_offset: partition.last_stable_offset(),
-            log_start_offset: partition.log_start_offset(),
-            records: None,
-            aborted: Vec::new(),
-            diverging: None,
-            preferred_read_replica: None,
-        },
+        Err(e) => Outcome { error: Some(storage_error(&e)), ..Outcome::without_records(partition) },
     }
 }
 
