@@ -5,7 +5,7 @@
 //! in memory. After every step it checks that acknowledged records survive
 //! in every ISR and ELR member, that logs agree below their high
 //! watermarks, and that a leader's high watermark never goes back.
-//! `STROM_SIM_SEED=n` replays one seed.
+//! `STROM_SIM_SEED=n` replays one seed; `STROM_SIM_SEEDS=n` runs seeds 0..n.
 
 use std::collections::BTreeMap;
 
@@ -244,6 +244,7 @@ impl World {
                     if !lost_response {
                         let f = self.broker(id);
                         let to = truncation_offset(f.log.end_offset_for(epoch), end, 0);
+                        assert!(to >= f.hw, "{id} truncates to {to}, below its high watermark {}", f.hw);
                         f.log.truncate(to);
                         f.hw = f.hw.min(to);
                         self.trace
@@ -512,6 +513,10 @@ impl World {
     }
 }
 
+fn env_number(name: &str, default: u64) -> u64 {
+    std::env::var(name).map_or(default, |v| v.parse().unwrap_or_else(|_| panic!("{name} is not a number")))
+}
+
 fn run(seed: u64, steps: usize) -> usize {
     let mut world = World::new(seed);
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -534,7 +539,7 @@ fn run(seed: u64, steps: usize) -> usize {
 fn acknowledged_records_survive_crashes_partitions_and_lost_messages() {
     let seeds: Vec<u64> = match std::env::var("STROM_SIM_SEED") {
         Ok(seed) => vec![seed.parse().expect("STROM_SIM_SEED is a number")],
-        Err(_) => (0..2000).collect(),
+        Err(_) => (0..env_number("STROM_SIM_SEEDS", 2000)).collect(),
     };
     let acked: usize = seeds.iter().map(|seed| run(*seed, 300)).sum();
     // The runs must do something: appends acknowledged across the seeds.
