@@ -42,6 +42,7 @@ use crate::fetch_session::{
 use crate::metrics::GaugeGuard;
 use crate::quota::QuotaType;
 use crate::replica::{Isolation, Partition, TopicPartitions};
+use crate::replication::fetcher::divergence;
 use crate::response_errors::ResponseErrors;
 use crate::server::Broker;
 use kafka_protocol::messages::fetch_response::AbortedTransaction;
@@ -791,17 +792,16 @@ fn diverging_epoch(partition: &Partition, target: &FetchTarget) -> Option<Outcom
     if target.last_fetched_epoch < 0 {
         return None;
     }
-    let (epoch, end_offset) = match partition.end_offset_for_epoch(target.last_fetched_epoch) {
+    let found = match partition.end_offset_for_epoch(target.last_fetched_epoch) {
         Ok(found) => found,
         Err(e) => return Some(Outcome::failed(storage_error(&e))),
     };
-    if epoch < 0 || end_offset < 0 || target.fetch_offset < partition.log_start_offset() {
-        return Some(Outcome::failed(ResponseError::OffsetOutOfRange));
+    let log_start = partition.log_start_offset();
+    match divergence(target.last_fetched_epoch, target.fetch_offset, found, log_start) {
+        Ok(None) => None,
+        Ok(diverging) => Some(Outcome { diverging, ..Outcome::without_records(partition) }),
+        Err(e) => Some(Outcome::failed(e)),
     }
-    if end_offset >= target.fetch_offset && epoch >= target.last_fetched_epoch {
-        return None;
-    }
-    Some(Outcome { diverging: Some((epoch, end_offset)), ..Outcome::without_records(partition) })
 }
 
 fn read_one(

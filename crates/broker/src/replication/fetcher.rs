@@ -434,13 +434,43 @@ fn truncate_on_divergence(
     leader_epoch: i32,
     leader_end: i64,
 ) -> Result<(), strom_storage::StorageError> {
-    let (epoch, end) = partition.end_offset_for_epoch(leader_epoch)?;
+    let found = partition.end_offset_for_epoch(leader_epoch)?;
+    let offset = truncation_offset(found, leader_end, partition.log_start_offset());
+    tracing::info!(partition = %partition.tp, leader_epoch, leader_end, offset, "truncating where the log diverged from the leader's");
+    partition.truncate_to(offset)?;
+    Ok(())
+}
+
+/// Where a follower truncates when the leader says its epoch ends at
+/// `leader_end`: `found` is the follower's own end of that epoch (its
+/// largest epoch not above it, -1 when it has none), and the log start is
+/// the floor.
+pub(crate) fn truncation_offset(found: (i32, i64), leader_end: i64, log_start: i64) -> i64 {
+    let (epoch, end) = found;
     let offset = match epoch {
         -1 => leader_end,
         _ => end.min(leader_end),
     };
-    let offset = offset.max(partition.log_start_offset());
-    tracing::info!(partition = %partition.tp, leader_epoch, leader_end, offset, "truncating where the log diverged from the leader's");
-    partition.truncate_to(offset)?;
-    Ok(())
+    offset.max(log_start)
+}
+
+/// KIP-320, the leader's side: `found` is where the largest epoch not
+/// above the fetcher's last fetched epoch ends here. A fetcher holding a
+/// suffix this log does not is answered with that epoch and end (`Some`);
+/// an epoch this log cannot place, or an offset below the log start, is
+/// OFFSET_OUT_OF_RANGE.
+pub(crate) fn divergence(
+    last_fetched_epoch: i32,
+    fetch_offset: i64,
+    found: (i32, i64),
+    log_start: i64,
+) -> Result<Option<(i32, i64)>, ResponseError> {
+    let (epoch, end_offset) = found;
+    if epoch < 0 || end_offset < 0 || fetch_offset < log_start {
+        return Err(ResponseError::OffsetOutOfRange);
+    }
+    if end_offset >= fetch_offset && epoch >= last_fetched_epoch {
+        return Ok(None);
+    }
+    Ok(Some(found))
 }

@@ -12,6 +12,8 @@ pub mod alter_partition;
 pub mod fetcher;
 pub mod isr;
 pub mod purgatory;
+#[cfg(test)]
+mod sim;
 
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
