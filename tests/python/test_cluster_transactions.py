@@ -401,10 +401,6 @@ EOS_PARTITIONS = 3
 EOS_PER_PARTITION = 10_000
 
 
-# Fails now and then until the coordinator's state writes wait for the ISR
-# (see `TransactionCoordinator::persist`): a state the killed coordinator
-# acknowledged (AddOffsetsToTxn, EndTxn) can be missing from its successor,
-# which then refuses the transaction's offsets with INVALID_TXN_STATE.
 @pytest.mark.xfail(
     reason="run after the other tests of this file, the processor sometimes stops making progress after the"
     " second kill of its coordinator's broker; the cause is not found yet",
