@@ -347,9 +347,10 @@ def test_a_throttled_fetch_is_answered_empty_and_fetches_are_capped_to_the_quota
 
 def test_request_percentage_counts_fetch_work_but_not_long_poll_waits(quota_broker):
     create_topic(quota_broker.bootstrap, "quiet")
-    # 1% of a thread: 10 ms of work a second, far less than a parked
-    # fetch's wait but far more than its work.
-    set_quota(quota_broker, ["--entity-type", "clients", "--entity-name", "poller"], "request_percentage=1")
+    # 10% of a thread: 100 ms of work a second, far less than a parked
+    # fetch's 700 ms wait but far more than its work, even on a busy machine
+    # where a few milliseconds of work take ten times as long.
+    set_quota(quota_broker, ["--entity-type", "clients", "--entity-name", "poller"], "request_percentage=10")
     with wire.Connection(quota_broker.port, timeout_s=15) as conn:
         for correlation_id in range(3):
             started = time.monotonic()

@@ -107,6 +107,7 @@ pub mod replication;
 pub mod response_errors;
 pub mod security;
 pub mod server;
+pub mod shutdown;
 pub mod txn;
 pub mod verification;
 

@@ -47,7 +47,7 @@ pub async fn run_broker(node: Node, link: Arc<ControllerLink>, mut stop: watch::
     loop {
         tokio::select! {
             biased;
-            _ = stop.changed() => return,
+            _ = crate::shutdown::stopped(&mut stop) => return,
             _ = ticks.tick() => {}
         }
         let round = async {
@@ -60,7 +60,7 @@ pub async fn run_broker(node: Node, link: Arc<ControllerLink>, mut stop: watch::
         };
         let outcome = tokio::select! {
             biased;
-            _ = stop.changed() => return,
+            _ = crate::shutdown::stopped(&mut stop) => return,
             outcome = round => outcome,
         };
         if let Err(e) = outcome {
@@ -232,12 +232,12 @@ pub async fn run_controller(node: Node, link: Arc<ControllerLink>, mut stop: wat
         let sent = link.send(&request, CONTROLLER_REGISTRATION_VERSION, interval, not_controller);
         tokio::select! {
             biased;
-            _ = stop.changed() => return,
+            _ = crate::shutdown::stopped(&mut stop) => return,
             answer = sent => if let Err(e) = answer { tracing::debug!("controller registration: {e}") },
         }
         tokio::select! {
             biased;
-            _ = stop.changed() => return,
+            _ = crate::shutdown::stopped(&mut stop) => return,
             _ = tokio::time::sleep(interval.min(Duration::from_millis(500))) => {}
         }
     }

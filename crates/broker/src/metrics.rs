@@ -461,7 +461,7 @@ pub async fn serve_http(broker: Arc<Broker>, listener: TcpListener, mut stop: wa
     loop {
         let accepted = tokio::select! {
             biased;
-            _ = stop.changed() => return,
+            _ = crate::shutdown::stopped(&mut stop) => return,
             accepted = listener.accept() => accepted,
         };
         match accepted {

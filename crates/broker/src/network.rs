@@ -93,7 +93,7 @@ pub async fn serve(
     };
     let accepted = tokio::select! {
         biased;
-        _ = shutdown.changed() => return,
+        _ = crate::shutdown::stopped(&mut shutdown) => return,
         accepted = tokio::time::timeout(security.max_idle, tls.accept(stream)) => accepted,
     };
     let Ok(accepted) = accepted else {
@@ -142,14 +142,14 @@ async fn serve_stream<R: AsyncRead + Unpin, W: ResponseWriter>(
             }
             tokio::select! {
                 biased;
-                _ = shutdown.changed() => break,
+                _ = crate::shutdown::stopped(&mut shutdown) => break,
                 _ = tokio::time::sleep(muted) => {}
             }
         }
         let limit = sasl.as_ref().map_or(max, |sasl| sasl.max_frame_bytes(max));
         let frame = tokio::select! {
             biased;
-            _ = shutdown.changed() => break,
+            _ = crate::shutdown::stopped(&mut shutdown) => break,
             frame = read_frame(&mut reader, limit) => frame,
             // Kafka's idle expiry (`connections.max.idle.ms`); a frame
             // still arriving when the time is up counts as idle too.

@@ -817,7 +817,7 @@ async fn accept_loop(
     loop {
         let accepted = tokio::select! {
             biased;
-            _ = stop.changed() => break,
+            _ = crate::shutdown::stopped(&mut stop) => break,
             accepted = listener.accept() => accepted,
         };
         // Reap finished connection tasks so the set stays bounded.
@@ -897,7 +897,7 @@ async fn run_log_cleaner(broker: Arc<Broker>, mut stop: watch::Receiver<bool>, i
         if !cleaned {
             tokio::select! {
                 biased;
-                _ = stop.changed() => return,
+                _ = crate::shutdown::stopped(&mut stop) => return,
                 _ = tokio::time::sleep(backoff) => {}
             }
         }
@@ -971,7 +971,7 @@ async fn periodic_duties(broker: Arc<Broker>, mut stop: watch::Receiver<bool>) {
     loop {
         tokio::select! {
             biased;
-            _ = stop.changed() => return,
+            _ = crate::shutdown::stopped(&mut stop) => return,
             _ = flush.tick() => {
                 on_blocking_thread(&broker, "flush", |replicas| {
                     let flushed = replicas.flush_due();
@@ -995,14 +995,14 @@ async fn periodic_duties(broker: Arc<Broker>, mut stop: watch::Receiver<bool>) {
                 // A controller waiting for its quorum must not hold up shutdown.
                 tokio::select! {
                     biased;
-                    _ = stop.changed() => return,
+                    _ = crate::shutdown::stopped(&mut stop) => return,
                     _ = keep_session(&broker) => {}
                 }
             }
             _ = leader_balance.tick(), if config.auto_leader_rebalance_enable => {
                 tokio::select! {
                     biased;
-                    _ = stop.changed() => return,
+                    _ = crate::shutdown::stopped(&mut stop) => return,
                     _ = balance_leaders(&broker) => {}
                 }
             }

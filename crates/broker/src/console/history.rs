@@ -146,7 +146,7 @@ pub async fn run_sampler(
     loop {
         tokio::select! {
             biased;
-            _ = stop.changed() => return,
+            _ = crate::shutdown::stopped(&mut stop) => return,
             _ = tick.tick() => {
                 let (broker, history) = (broker.clone(), history.clone());
                 let sampled = tokio::task::spawn_blocking(move || history.sample(&broker, strom_storage::now_ms()));

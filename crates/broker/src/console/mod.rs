@@ -67,13 +67,13 @@ pub async fn serve(broker: Arc<Broker>, listener: TcpListener, mut stop: watch::
     loop {
         let permit = tokio::select! {
             biased;
-            _ = stop.changed() => break,
+            _ = crate::shutdown::stopped(&mut stop) => break,
             permit = permits.clone().acquire_owned() => permit,
         };
         let Ok(permit) = permit else { break };
         let accepted = tokio::select! {
             biased;
-            _ = stop.changed() => break,
+            _ = crate::shutdown::stopped(&mut stop) => break,
             accepted = listener.accept() => accepted,
         };
         match accepted {

@@ -1018,7 +1018,7 @@ impl GroupCoordinator {
         let mut last_retention_check = Instant::now();
         loop {
             tokio::select! {
-                _ = stopping.changed() => return,
+                _ = crate::shutdown::stopped(&mut stopping) => return,
                 _ = tick.tick() => {}
             }
             let now = Instant::now();

@@ -700,7 +700,7 @@ async fn read_with_wait(
         let woken = throttle.parked(async {
             tokio::select! {
                 _ = waiter.notified() => true,
-                _ = stopping.changed() => false,
+                _ = crate::shutdown::stopped(&mut stopping) => false,
                 // Expired: answer with whatever arrived while waiting.
                 _ = tokio::time::sleep_until(deadline) => false,
             }

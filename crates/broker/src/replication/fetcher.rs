@@ -90,7 +90,7 @@ pub async fn run(
             tokio::select! {
                 changed = assigned.changed() => if changed.is_err() { return },
                 _ = tokio::time::sleep_until(wake) => {}
-                _ = stop.changed() => return,
+                _ = crate::shutdown::stopped(&mut stop) => return,
             }
             continue;
         }
@@ -102,7 +102,7 @@ pub async fn run(
                 Ok(()) => continue,
                 Err(_) => return,
             },
-            _ = stop.changed() => return,
+            _ = crate::shutdown::stopped(&mut stop) => return,
         };
         match sent {
             Ok(response) => {
@@ -123,7 +123,7 @@ pub async fn run(
                 for f in ready.iter().filter(|f| out_of_range.contains(&key_of(f))) {
                     let reset = tokio::select! {
                         reset = fetch_offset_and_truncate(&broker, leader, &mut channel, f, &config) => reset,
-                        _ = stop.changed() => return,
+                        _ = crate::shutdown::stopped(&mut stop) => return,
                     };
                     if let Err(e) = reset {
                         tracing::warn!(partition = %f.partition.tp, "cannot reset the fetch offset: {e}");
@@ -136,7 +136,7 @@ pub async fn run(
                 channel = None;
                 tokio::select! {
                     _ = tokio::time::sleep(backoff) => {}
-                    _ = stop.changed() => return,
+                    _ = crate::shutdown::stopped(&mut stop) => return,
                 }
             }
         }

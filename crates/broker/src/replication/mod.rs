@@ -61,7 +61,7 @@ pub async fn run(broker: Arc<Broker>, link: Arc<ControllerLink>, mut stop: watch
     loop {
         tokio::select! {
             biased;
-            _ = stop.changed() => break,
+            _ = crate::shutdown::stopped(&mut stop) => break,
             _ = broker.replication.image_applied.notified() => assign(&broker, &mut fetchers, &stop),
             _ = broker.replication.isr_proposed.notified() => send_isr_changes(&broker, &link),
             _ = isr_check.tick() => {

@@ -81,7 +81,7 @@ pub async fn await_appends<K>(
         let timed_out = tokio::select! {
             _ = waiter.notified() => false,
             _ = tokio::time::sleep_until(deadline) => true,
-            _ = stopping.changed() => true,
+            _ = crate::shutdown::stopped(&mut stopping) => true,
         };
         if timed_out {
             failed.extend(waits.into_iter().map(|(key, _)| (key, ResponseError::RequestTimedOut)));

@@ -141,7 +141,7 @@ impl ReloadingAcceptor {
         loop {
             tokio::select! {
                 biased;
-                _ = stop.changed() => return,
+                _ = crate::shutdown::stopped(&mut stop) => return,
                 _ = tick.tick() => {}
             }
             match self.reload_if_changed(&dynamic()) {

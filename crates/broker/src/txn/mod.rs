@@ -660,7 +660,7 @@ impl TransactionCoordinator {
         loop {
             let run = host.clone();
             tokio::select! {
-                _ = stopping.changed() => return,
+                _ = crate::shutdown::stopped(&mut stopping) => return,
                 Some(job) = marker_jobs.recv() => {
                     tokio::spawn(markers::deliver(run, job));
                 }
