@@ -77,6 +77,7 @@ from wire import (
     call,
     consumer_assignment,
     consumer_subscription,
+    find_coordinator,
     find_coordinator_v4_request,
     heartbeat_v4_request,
     join_group_request,
@@ -1058,6 +1059,7 @@ def wire_member(port: int, group: str, topics=("t",), **kwargs):
 def test_wire_join_sync_heartbeat_errors(broker_factory):
     broker = broker_factory(group_initial_rebalance_delay_ms=0)
     port, group = broker.port, "wire-group"
+    find_coordinator(port, group)
     protocols = [("range", consumer_subscription(["t"])), ("roundrobin", consumer_subscription(["t"]))]
 
     # v4+: a new member first learns its id.
@@ -1142,6 +1144,7 @@ def test_wire_offset_commit_checks_the_committer_and_fetch_sees_valid_commits(br
     broker = broker_factory(group_initial_rebalance_delay_ms=0)
     port, group, topic = broker.port, "wire-offsets", "t"  # `t` is what wire_member subscribes to
     create_topic(broker.bootstrap, topic, 2)
+    find_coordinator(port, group)
     # Long sessions: the member never heartbeats, and must outlive a slow run.
     timeouts = {"session_timeout_ms": 60_000, "rebalance_timeout_ms": 60_000}
     member, first_generation = wire_member(port, group, **timeouts)
@@ -1279,6 +1282,7 @@ def test_wire_static_leader_restart_skips_the_assignment(broker_factory, version
     leader id, so the member does not run an assignment (over nobody)."""
     broker = broker_factory(group_initial_rebalance_delay_ms=0)
     member = StaticWireMember(broker.port, f"static-wire-v{version}", "instance-1", version)
+    find_coordinator(broker.port, member.group)
     first, again = member.start_and_restart()
     if version >= 9:
         assert (again.leader, again.skip_assignment) == (again.member_id, True), again
@@ -1300,6 +1304,7 @@ def test_wire_static_member_old_incarnation_is_fenced(broker_factory):
     new incarnation in turn."""
     broker = broker_factory(group_initial_rebalance_delay_ms=0)
     member = StaticWireMember(broker.port, "static-fencing", "instance-1")
+    find_coordinator(broker.port, member.group)
     first, again = member.start_and_restart()
     assert member.heartbeat(1, again.member_id) == NONE
     outcomes = {
@@ -1326,6 +1331,7 @@ def test_member_that_dies_during_a_rebalance_is_dropped_at_its_session_timeout(b
     max.poll.interval.ms (5 minutes by default)."""
     broker = broker_factory(group_initial_rebalance_delay_ms=0)
     port, group = broker.port, "dies-mid-rebalance"
+    find_coordinator(port, group)
     # Short enough that a broker waiting for it still answers within the test.
     rebalance_ms = 20_000
     silent, _ = wire_member(port, group, session_timeout_ms=SESSION_TIMEOUT_MS, rebalance_timeout_ms=rebalance_ms)
@@ -1355,6 +1361,7 @@ def test_clean_shutdown_answers_a_parked_join(broker_factory):
     shutdown (as a delayed fetch does not): the broker answers it or drops the connection."""
     broker = broker_factory(group_initial_rebalance_delay_ms=0)
     port, group = broker.port, "parked-at-shutdown"
+    find_coordinator(port, group)
     # A member that will not rejoin, but whose session outlasts the test.
     wire_member(port, group, session_timeout_ms=60_000, rebalance_timeout_ms=60_000)
     protocols = [("range", consumer_subscription(["t"]))]

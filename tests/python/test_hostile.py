@@ -50,6 +50,7 @@ from wire import (
     exchange,
     fetch,
     fetch_request,
+    find_coordinator,
     frame,
     init_producer_id,
     init_producer_id_request,
@@ -548,6 +549,7 @@ def test_transactional_id_patterns_cannot_crash_or_stall_the_broker(broker):
     """A 40 KB pattern of `.?` or `a*` atoms once overflowed a worker's stack
     (SIGABRT); patterns are now compiled by a linear-time engine within bounds."""
     ids = [f"hostile-{i:03d}" for i in range(PATTERN_IDS)]
+    find_coordinator(broker.port, ids[0], key_type=1)
     for transactional_id in ids:
         assert init_producer_id(broker.port, 4, transactional_id=transactional_id).error_code == 0
     for atom in (".?", "a*"):
@@ -579,6 +581,7 @@ def test_a_transaction_nobody_added_cannot_stall_read_committed_consumers(broker
     producer that never called AddPartitionsToTxn, once opened a transaction
     no marker would ever end: the last stable offset stuck, across restarts."""
     create_topic(broker.bootstrap, "mixed")
+    find_coordinator(broker.port, "mixed-tx", key_type=1)
     init = init_producer_id(broker.port, 4, transactional_id="mixed-tx")
     plain = encode_record_batch([BatchRecord(None, b"plain")])
     hidden = transactional_batch(init.producer_id, init.producer_epoch, b"hidden")

@@ -39,6 +39,7 @@ from wire import (
     OUT_OF_ORDER_SEQUENCE_NUMBER,
     BatchRecord,
     encode_record_batch,
+    find_coordinator,
     init_producer_id,
     produce,
 )
@@ -221,6 +222,7 @@ def test_init_producer_id_hands_out_fresh_ids_at_epoch_zero(broker):
     assert init_producer_id(broker.port, 3, producer_epoch=2).error_code == INVALID_REQUEST
     assert init_producer_id(broker.port, 4, transactional_id="").error_code == INVALID_REQUEST
     # A transactional id keeps its producer id; each init bumps the epoch.
+    find_coordinator(broker.port, "orders-tx", key_type=1)
     transactional = init_producer_id(broker.port, 4, transactional_id="orders-tx")
     assert (transactional.error_code, transactional.producer_epoch) == (NONE, 0)
     assert transactional.producer_id not in ids

@@ -518,9 +518,10 @@ def test_admin_views_and_coordinator_errors(broker):
     assert wire.init_producer_id(broker.port, 4, transactional_id="tx", transaction_timeout_ms=900_001).error_code == (
         INVALID_TRANSACTION_TIMEOUT
     )
+    # Finding the first transactional id's coordinator created Kafka's internal topic.
+    wire.find_coordinator(broker.port, "wire-tx", key_type=1)
     init = wire.init_producer_id(broker.port, 4, transactional_id="wire-tx")
     pid, epoch = init.producer_id, init.producer_epoch
-    # The first transactional id created Kafka's internal topic.
     assert len(topic_partitions(admin_client(broker.bootstrap), "__transaction_state")) == 50
     assert describe_transaction(broker.port, "wire-tx").state == "Empty"
     assert describe_transaction(broker.port, "nobody").error_code == TRANSACTIONAL_ID_NOT_FOUND

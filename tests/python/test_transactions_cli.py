@@ -84,7 +84,9 @@ def test_find_hanging_and_abort_free_read_committed_consumers(broker_factory):
     # As a broker before KIP-890 did: transactional batches need no verification.
     broker = broker_factory(transaction_partition_verification_enable=False)
     create_topic(broker.bootstrap, "orders", 2)
+    wire.find_coordinator(broker.port, "old-client", key_type=1)
     init = wire.init_producer_id(broker.port, 4, transactional_id="old-client")
+    assert init.error_code == wire.NONE, init
     pid, epoch = init.producer_id, init.producer_epoch
     for partition in (0, 1):
         batch = transactional_batch(pid, epoch, b"hanging")

@@ -1083,6 +1083,15 @@ def parse_find_coordinator_v4(payload: bytes) -> list[Coordinator]:
     return coordinators
 
 
+def find_coordinator(port: int, key: str, key_type: int = 0) -> Coordinator:
+    """The coordinator of `key` (key type 0: a group, 1: a transactional
+    id), found as a client finds it before its first group or transaction
+    request; the first ask creates the coordinator's internal topic."""
+    (found,) = parse_find_coordinator_v4(call(port, find_coordinator_v4_request(0, [key], key_type)))
+    assert found.error_code == 0, found
+    return found
+
+
 class JoinMember(NamedTuple):
     member_id: str
     group_instance_id: str | None

@@ -165,7 +165,6 @@ const ACCEPTED_KEYS: &[&str] = &[
     "socket.receive.buffer.bytes",
     "share.coordinator.state.topic.replication.factor",
     "share.coordinator.state.topic.min.isr",
-    "transaction.state.log.min.isr",
     "zookeeper.connect",
     "broker.rack",
     "controller.quorum.election.timeout.ms",
@@ -608,6 +607,7 @@ impl BrokerConfig {
                 state_log_partitions: p.parse("transaction.state.log.num.partitions", 50, 1)?,
                 state_log_segment_bytes: p.parse("transaction.state.log.segment.bytes", 100 << 20, 1)?,
                 state_log_replication_factor: p.optional("transaction.state.log.replication.factor", 1)?,
+                state_log_min_isr: p.optional("transaction.state.log.min.isr", 1)?,
                 max_timeout_ms: p.parse("transaction.max.timeout.ms", 900_000, 1)?,
                 abort_timed_out_interval_ms: p.parse(
                     "transaction.abort.timed.out.transaction.cleanup.interval.ms",
@@ -712,7 +712,6 @@ const ACCEPTED_INTS: &[(&str, i32)] = &[
     ("num.io.threads", 1),
     ("socket.send.buffer.bytes", i32::MIN),
     ("socket.receive.buffer.bytes", i32::MIN),
-    ("transaction.state.log.min.isr", 1),
 ];
 
 /// Kafka's shorts among the keys Strom accepts without acting on; each

@@ -12,7 +12,7 @@
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
-use strom_metadata::{block_on, Controller, MetadataError, NewTopic, ProducerIdBlock};
+use strom_metadata::{Controller, MetadataError, NewTopic, ProducerIdBlock};
 
 use crate::controller_link::ControllerLink;
 use crate::replica::ReplicaManager;
@@ -88,16 +88,5 @@ impl ControllerChannel {
             Some(link) => link.create_topic(&topic).await,
             None => self.controller.create_topic_with_logs(topic, false, replicas).await.map(drop),
         }
-    }
-
-    /// [`Self::create_topic_at_active`] for the coordinators' synchronous
-    /// write paths (an internal topic written before any FindCoordinator
-    /// made it); it parks the runtime worker until those paths await.
-    pub fn create_topic_blocking(
-        &self,
-        topic: NewTopic,
-        replicas: &ReplicaManager,
-    ) -> Result<(), MetadataError> {
-        block_on(self.create_topic_at_active(topic, replicas))
     }
 }

@@ -35,14 +35,6 @@ pub trait CoordinatorHost: Send + Sync {
     fn metadata_image(&self) -> Arc<MetadataImage>;
     fn groups(&self) -> &GroupCoordinator;
     fn transactions(&self) -> &TransactionCoordinator;
-    /// Creates a coordinator's internal topic on first use.
-    fn ensure_internal_topic(
-        &self,
-        name: &str,
-        partitions: i32,
-        replication_factor: Option<i16>,
-        segment_bytes: i64,
-    ) -> Result<(), ResponseError>;
     /// NOT_COORDINATOR unless this broker leads `topic`-`partition`.
     fn check_leads(&self, topic: &str, partition: i32) -> Result<(), ResponseError>;
     /// The topic's `min.insync.replicas`, at least 1.
@@ -96,16 +88,6 @@ impl CoordinatorHost for Broker {
 
     fn transactions(&self) -> &TransactionCoordinator {
         &self.transactions
-    }
-
-    fn ensure_internal_topic(
-        &self,
-        name: &str,
-        partitions: i32,
-        replication_factor: Option<i16>,
-        segment_bytes: i64,
-    ) -> Result<(), ResponseError> {
-        crate::internal_topic::ensure(self, name, partitions, replication_factor, segment_bytes)
     }
 
     fn check_leads(&self, topic: &str, partition: i32) -> Result<(), ResponseError> {
@@ -181,15 +163,6 @@ pub mod testing {
         }
         fn transactions(&self) -> &crate::txn::TransactionCoordinator {
             &self.broker.transactions
-        }
-        fn ensure_internal_topic(
-            &self,
-            name: &str,
-            partitions: i32,
-            rf: Option<i16>,
-            segment: i64,
-        ) -> Result<(), ResponseError> {
-            self.broker.ensure_internal_topic(name, partitions, rf, segment)
         }
         fn check_leads(&self, topic: &str, partition: i32) -> Result<(), ResponseError> {
             self.broker.check_leads(topic, partition)

@@ -16,13 +16,12 @@ use crate::locks::lock_recovering;
 use crate::replica::ReplicaManager;
 
 /// What the internal-topic helpers use of the broker: the controller
-/// channel, the hosted partitions and whether the node is in a KRaft
-/// cluster. The broker converts into it, so the coordinators pass theirs.
+/// channel and the hosted partitions. The broker converts into it, so the
+/// coordinators pass theirs.
 #[derive(Clone, Copy)]
 pub struct Services<'a> {
     pub controller: &'a ControllerChannel,
     pub replicas: &'a ReplicaManager,
-    pub kraft: bool,
 }
 
 /// Java's `String.hashCode`, over UTF-16 code units.
@@ -58,20 +57,15 @@ pub fn coordinator_of<'a>(
 }
 
 /// Kafka's `isGroupLocal` / `isCoordinatorFor`: NOT_COORDINATOR unless
-/// this broker leads partition `partition` of internal topic `topic`. On a
-/// single node a topic not created yet passes: its first write creates it
-/// here. In a cluster it does not: the partition may land on another
-/// broker, and the group state taken in meanwhile would be lost when this
-/// broker's image catches up; the client finds the coordinator again.
+/// this broker leads partition `partition` of internal topic `topic`. A
+/// topic not created yet is led by no one: the client asks FindCoordinator,
+/// which creates it.
 pub fn check_local<'a>(
     services: impl Into<Services<'a>>,
     topic: &str,
     partition: i32,
 ) -> Result<(), ResponseError> {
     let node = services.into();
-    if node.replicas.image().topic(topic).is_none() {
-        return if node.kraft { Err(ResponseError::NotCoordinator) } else { Ok(()) };
-    }
     match node.replicas.partition(topic, partition) {
         Some(p) if p.is_leader() => Ok(()),
         _ => Err(ResponseError::NotCoordinator),
@@ -146,67 +140,75 @@ impl Loading {
 /// `transaction.state.log.replication.factor`.
 pub const DEFAULT_REPLICATION_FACTOR: i16 = 3;
 
-/// Creates the compacted internal topic `name` on first use. Creating it
-/// concurrently is not an error; failing to is the coordinator being
-/// unavailable, as in Kafka.
-///
-/// A configured `replication_factor` is kept to, as Kafka keeps to it:
-/// until that many brokers are registered the topic is not created and
-/// its coordinators are unavailable. Left unset, it is Kafka's default of
-/// 3 capped at the brokers registered, so a single node (which Kafka's
-/// sample `server.properties` configures with 1) works without settings.
-pub async fn create<'a>(
-    services: impl Into<Services<'a>>,
-    name: &str,
-    partitions: i32,
-    replication_factor: Option<i16>,
-    segment_bytes: i64,
-) -> Result<(), ResponseError> {
-    let node = services.into();
-    match missing(node, name, partitions, replication_factor, segment_bytes) {
-        Some(topic) => created(name, node.controller.create_topic_at_active(topic, node.replicas).await),
-        None => Ok(()),
-    }
+/// A coordinator's internal topic, as Kafka creates it on first use.
+#[derive(Debug, Clone, Copy)]
+pub struct InternalTopic {
+    pub name: &'static str,
+    pub partitions: i32,
+    /// A configured replication factor is kept to, as Kafka keeps to it:
+    /// until that many brokers are registered the topic is not created and
+    /// its coordinators are unavailable. Unset, it is Kafka's default of 3
+    /// capped at the brokers registered, so a single node (which Kafka's
+    /// sample `server.properties` configures with 1) works without settings.
+    pub replication_factor: Option<i16>,
+    pub min_insync_replicas: MinInsyncReplicas,
+    pub segment_bytes: i64,
 }
 
-/// [`create`] for the coordinators' synchronous write paths, which reach
-/// it only when no FindCoordinator created the topic first; it parks the
-/// runtime worker while the controller commits.
-pub fn ensure<'a>(
+/// The `min.insync.replicas` an internal topic is created with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MinInsyncReplicas {
+    /// None of its own: the broker's applies (`__consumer_offsets`).
+    Broker,
+    /// Set at creation (`transaction.state.log.min.isr`). Unset, Kafka's
+    /// default of 2 capped at the replication factor, as the factor itself
+    /// is capped.
+    Topic(Option<i32>),
+}
+
+/// Kafka's `transaction.state.log.min.isr` default.
+const DEFAULT_MIN_INSYNC_REPLICAS: i32 = 2;
+
+/// Creates the compacted internal topic on first use, as FindCoordinator
+/// does in Kafka. Creating it concurrently is not an error; failing to is
+/// the coordinator being unavailable, as in Kafka.
+pub async fn create<'a>(
     services: impl Into<Services<'a>>,
-    name: &str,
-    partitions: i32,
-    replication_factor: Option<i16>,
-    segment_bytes: i64,
+    topic: &InternalTopic,
 ) -> Result<(), ResponseError> {
     let node = services.into();
-    match missing(node, name, partitions, replication_factor, segment_bytes) {
-        Some(topic) => created(name, node.controller.create_topic_blocking(topic, node.replicas)),
+    match missing(node, topic) {
+        Some(new) => created(topic.name, node.controller.create_topic_at_active(new, node.replicas).await),
         None => Ok(()),
     }
 }
 
 /// The topic to create, unless the image already names it.
-fn missing(
-    node: Services<'_>,
-    name: &str,
-    partitions: i32,
-    replication_factor: Option<i16>,
-    segment_bytes: i64,
-) -> Option<NewTopic> {
+fn missing(node: Services<'_>, topic: &InternalTopic) -> Option<NewTopic> {
     let image = node.controller.image();
-    if image.topic(name).is_some() {
+    if image.topic(topic.name).is_some() {
         return None;
     }
-    let configs = BTreeMap::from([
-        ("cleanup.policy".to_owned(), "compact".to_owned()),
-        ("segment.bytes".to_owned(), segment_bytes.to_string()),
-    ]);
-    let replication_factor = replication_factor.unwrap_or_else(|| {
+    let replication_factor = topic.replication_factor.unwrap_or_else(|| {
         let usable = image.brokers.values().filter(|b| !b.in_controlled_shutdown).count();
         DEFAULT_REPLICATION_FACTOR.min(usable.max(1) as i16)
     });
-    Some(NewTopic { name: name.to_owned(), partitions, replication_factor, configs, ..Default::default() })
+    let mut configs = BTreeMap::from([
+        ("cleanup.policy".to_owned(), "compact".to_owned()),
+        ("segment.bytes".to_owned(), topic.segment_bytes.to_string()),
+    ]);
+    if let MinInsyncReplicas::Topic(configured) = topic.min_insync_replicas {
+        let min_isr =
+            configured.unwrap_or_else(|| DEFAULT_MIN_INSYNC_REPLICAS.min(i32::from(replication_factor)));
+        configs.insert("min.insync.replicas".to_owned(), min_isr.to_string());
+    }
+    Some(NewTopic {
+        name: topic.name.to_owned(),
+        partitions: topic.partitions,
+        replication_factor,
+        configs,
+        ..Default::default()
+    })
 }
 
 /// The coordinator's view of creating `name`: through the active
@@ -246,28 +248,50 @@ mod tests {
         assert_eq!(partition_for("aaaaaaa", 50), 27);
     }
 
-    #[test]
-    fn an_internal_topic_is_created_once_compacted() {
-        let dir = tempfile::tempdir().unwrap();
-        let overrides = [("log.dirs".to_owned(), dir.path().display().to_string())];
-        let broker = Broker::open(BrokerConfig::from_properties("", &overrides).unwrap()).unwrap();
-        ensure(&*broker, "__internal", 3, None, 1 << 20).unwrap();
-        ensure(&*broker, "__internal", 3, None, 1 << 20).unwrap();
-        let image = broker.controller.image();
-        let topic = image.topic("__internal").expect("created");
-        assert_eq!(topic.configs.get("cleanup.policy").map(String::as_str), Some("compact"));
-        assert_eq!(topic.configs.get("segment.bytes").map(String::as_str), Some("1048576"));
-        assert!((0..3).all(|p| broker.replicas.partition("__internal", p).is_some()));
-        // Unset, the replication factor is capped at the one broker there is.
-        assert!(topic.partitions.values().all(|p| p.replicas.len() == 1));
+    fn internal(replication_factor: Option<i16>, min_insync_replicas: MinInsyncReplicas) -> InternalTopic {
+        let name = "__internal";
+        InternalTopic { name, partitions: 3, replication_factor, min_insync_replicas, segment_bytes: 1 << 20 }
     }
 
-    #[test]
-    fn a_configured_replication_factor_above_the_brokers_leaves_the_coordinator_unavailable() {
+    fn open_broker(dir: &std::path::Path) -> std::sync::Arc<Broker> {
+        let overrides = [("log.dirs".to_owned(), dir.display().to_string())];
+        Broker::open(BrokerConfig::from_properties("", &overrides).unwrap()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn an_internal_topic_is_created_once_compacted() {
         let dir = tempfile::tempdir().unwrap();
-        let overrides = [("log.dirs".to_owned(), dir.path().display().to_string())];
-        let broker = Broker::open(BrokerConfig::from_properties("", &overrides).unwrap()).unwrap();
-        let refused = ensure(&*broker, "__internal", 3, Some(3), 1 << 20).unwrap_err();
+        let broker = open_broker(dir.path());
+        let topic = internal(None, MinInsyncReplicas::Broker);
+        create(&*broker, &topic).await.unwrap();
+        create(&*broker, &topic).await.unwrap();
+        let image = broker.controller.image();
+        let created = image.topic("__internal").expect("created");
+        assert_eq!(created.configs.get("cleanup.policy").map(String::as_str), Some("compact"));
+        assert_eq!(created.configs.get("segment.bytes").map(String::as_str), Some("1048576"));
+        assert_eq!(created.configs.get("min.insync.replicas"), None, "the broker's applies");
+        assert!((0..3).all(|p| broker.replicas.partition("__internal", p).is_some()));
+        // Unset, the replication factor is capped at the one broker there is.
+        assert!(created.partitions.values().all(|p| p.replicas.len() == 1));
+    }
+
+    #[tokio::test]
+    async fn a_state_log_min_isr_is_kept_when_set_and_capped_at_the_replicas_when_not() {
+        for (configured, expected) in [(None, "1"), (Some(3), "3")] {
+            let dir = tempfile::tempdir().unwrap();
+            let broker = open_broker(dir.path());
+            create(&*broker, &internal(None, MinInsyncReplicas::Topic(configured))).await.unwrap();
+            let image = broker.controller.image();
+            let created = image.topic("__internal").expect("created");
+            assert_eq!(created.configs.get("min.insync.replicas").map(String::as_str), Some(expected));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_configured_replication_factor_above_the_brokers_leaves_the_coordinator_unavailable() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = open_broker(dir.path());
+        let refused = create(&*broker, &internal(Some(3), MinInsyncReplicas::Broker)).await.unwrap_err();
         assert_eq!(refused, ResponseError::CoordinatorNotAvailable);
         assert!(broker.controller.image().topic("__internal").is_none());
     }

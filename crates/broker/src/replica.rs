@@ -22,6 +22,7 @@
 //! hosted partitions), so they are used through a poisoning.
 
 use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, Weak};
@@ -391,38 +392,60 @@ impl Partition {
     /// transaction is not yet open in the log, `verify` must first confirm
     /// with the transaction coordinator that this partition belongs to it
     /// (KIP-890; see [`crate::verification`]).
-    pub fn append_verified(
+    pub async fn append_verified(
         &self,
         records: &[u8],
         now_ms: i64,
         producer_id: i64,
-        verify: impl FnOnce() -> Result<(), ResponseError>,
+        verify: impl Future<Output = Result<(), ResponseError>>,
     ) -> Result<(AppendInfo, i64), VerifiedAppendError> {
-        self.append_verified_as(records, now_ms, AppendOrigin::Client, producer_id, verify)
+        let guard =
+            self.verify_transaction(producer_id, verify).await.map_err(VerifiedAppendError::Unverified)?;
+        self.append_guarded(records, now_ms, AppendOrigin::Client, producer_id, guard)
     }
 
-    /// [`Self::append_verified`] for `origin`: the group coordinator's
-    /// TxnOffsetCommit batches are verified the same way.
-    pub fn append_verified_as(
+    /// The first half of [`Self::append_verified`]: asks `verify` only when
+    /// the producer has no transaction open here yet. The guard returned
+    /// goes to [`Self::append_guarded`], or back through
+    /// [`Self::abandon_verification`] when no append follows.
+    pub async fn verify_transaction(
+        &self,
+        producer_id: i64,
+        verify: impl Future<Output = Result<(), ResponseError>>,
+    ) -> Result<Option<Guard>, ResponseError> {
+        if !self.needs_verification(producer_id) {
+            return Ok(None);
+        }
+        let guard = self.verifications.begin(producer_id);
+        match verify.await {
+            Ok(()) => Ok(Some(guard)),
+            Err(error) => {
+                self.verifications.abandon(producer_id, guard);
+                Err(error)
+            }
+        }
+    }
+
+    /// The second half of [`Self::append_verified`], for `origin`: the
+    /// group coordinator's TxnOffsetCommit batches are verified the same way.
+    pub fn append_guarded(
         &self,
         records: &[u8],
         now_ms: i64,
         origin: AppendOrigin,
         producer_id: i64,
-        verify: impl FnOnce() -> Result<(), ResponseError>,
+        guard: Option<Guard>,
     ) -> Result<(AppendInfo, i64), VerifiedAppendError> {
-        let guard = self.needs_verification(producer_id).then(|| self.verifications.begin(producer_id));
-        if let Some(guard) = guard {
-            if let Err(error) = verify() {
-                self.verifications.abandon(producer_id, guard);
-                return Err(VerifiedAppendError::Unverified(error));
-            }
-        }
         let appended = self.append_checked(records, now_ms, origin, guard);
         if let (Err(_), Some(guard)) = (&appended, guard) {
-            self.verifications.abandon(producer_id, guard);
+            self.abandon_verification(producer_id, guard);
         }
         Ok(appended?)
+    }
+
+    /// Gives up a verification no append follows.
+    pub fn abandon_verification(&self, producer_id: i64, guard: Guard) {
+        self.verifications.abandon(producer_id, guard);
     }
 
     /// Kafka's `maybeStartTransactionVerification`: whether the producer has

@@ -417,11 +417,7 @@ impl Broker {
 
 impl<'a> From<&'a Broker> for crate::internal_topic::Services<'a> {
     fn from(broker: &'a Broker) -> Self {
-        Self {
-            controller: &broker.controller,
-            replicas: &broker.replicas,
-            kraft: broker.config.kraft.is_kraft(),
-        }
+        Self { controller: &broker.controller, replicas: &broker.replicas }
     }
 }
 

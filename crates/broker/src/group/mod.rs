@@ -23,6 +23,7 @@ pub mod consumer;
 pub mod state;
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -53,7 +54,7 @@ const TICK: Duration = Duration::from_millis(100);
 pub struct GroupConfig {
     pub offsets_topic_partitions: i32,
     pub offsets_topic_segment_bytes: i64,
-    /// `offsets.topic.replication.factor`, if set (see [`internal_topic::ensure`]).
+    /// `offsets.topic.replication.factor`, if set (see [`internal_topic::InternalTopic`]).
     pub offsets_topic_replication_factor: Option<i16>,
     pub min_session_timeout_ms: i32,
     pub max_session_timeout_ms: i32,
@@ -190,15 +191,16 @@ impl GroupCoordinator {
         internal_topic::partition_for(group_id, self.config.offsets_topic_partitions)
     }
 
-    /// Creates `__consumer_offsets` on first use, with Kafka's settings.
-    pub fn ensure_offsets_topic(&self, host: &dyn CoordinatorHost) -> Result<(), ResponseError> {
+    /// `__consumer_offsets` as Kafka's settings create it.
+    pub fn offsets_topic(&self) -> internal_topic::InternalTopic {
         let config = &self.config;
-        host.ensure_internal_topic(
-            OFFSETS_TOPIC,
-            config.offsets_topic_partitions,
-            config.offsets_topic_replication_factor,
-            config.offsets_topic_segment_bytes,
-        )
+        internal_topic::InternalTopic {
+            name: OFFSETS_TOPIC,
+            partitions: config.offsets_topic_partitions,
+            replication_factor: config.offsets_topic_replication_factor,
+            min_insync_replicas: internal_topic::MinInsyncReplicas::Broker,
+            segment_bytes: config.offsets_topic_segment_bytes,
+        }
     }
 
     /// Writes records to the group's `__consumer_offsets` partition, as
@@ -227,7 +229,6 @@ impl GroupCoordinator {
         group_id: &str,
         append: impl FnOnce(&Partition, i64) -> Result<(AppendInfo, i64), VerifiedAppendError>,
     ) -> Result<Written, ResponseError> {
-        self.ensure_offsets_topic(host)?;
         let partition = host
             .replicas()
             .partition(OFFSETS_TOPIC, self.partition_for(group_id))
@@ -269,9 +270,9 @@ impl GroupCoordinator {
         host: &dyn CoordinatorHost,
         commit: &TxnCommit,
         entries: &[CommitEntry],
-        verify: impl FnOnce() -> Result<(), ResponseError>,
+        verify: impl Future<Output = Result<(), ResponseError>>,
     ) -> Vec<Option<ResponseError>> {
-        let (outcomes, written) = self.append_txn_offsets(host, commit, entries, verify);
+        let (outcomes, written) = self.append_txn_offsets(host, commit, entries, verify).await;
         let Some(written) = written else { return outcomes };
         match self.acknowledged(host, written).await {
             Ok(()) => outcomes,
@@ -281,25 +282,25 @@ impl GroupCoordinator {
 
     /// [`Self::commit_in_txn`] without the wait for the ISR.
     #[cfg(test)]
-    pub fn txn_commit(
+    pub async fn txn_commit(
         &self,
         host: &dyn CoordinatorHost,
         commit: &TxnCommit,
         entries: &[CommitEntry],
-        verify: impl FnOnce() -> Result<(), ResponseError>,
+        verify: impl Future<Output = Result<(), ResponseError>>,
     ) -> Vec<Option<ResponseError>> {
-        self.append_txn_offsets(host, commit, entries, verify).0
+        self.append_txn_offsets(host, commit, entries, verify).await.0
     }
 
     /// Appends and stages a TxnOffsetCommit's offsets. They are staged at
     /// once, acknowledged or not: the marker commits what the log holds, as
     /// a replay would.
-    fn append_txn_offsets(
+    async fn append_txn_offsets(
         &self,
         host: &dyn CoordinatorHost,
         commit: &TxnCommit,
         entries: &[CommitEntry],
-        verify: impl FnOnce() -> Result<(), ResponseError>,
+        verify: impl Future<Output = Result<(), ResponseError>>,
     ) -> (Vec<Option<ResponseError>>, Option<Written>) {
         let group_id = commit.group_id.as_str();
         let now_ms = strom_storage::now_ms();
@@ -317,17 +318,27 @@ impl GroupCoordinator {
         let batch =
             strom_storage::batch::encode_transactional(encoded, commit.producer_id, commit.producer_epoch);
         // Not under the groups lock: verifying may wait on the transaction
-        // coordinator of another broker, and a worker thread blocked on
-        // the lock by every other group request would starve that wait
-        // (and the whole broker) of the runtime.
+        // coordinator of another broker.
         let producer_id = commit.producer_id;
+        let failed = |error| (outcomes.iter().map(|o| (*o).or(Some(error))).collect(), None);
+        let Some(verifying) = host.replicas().partition(OFFSETS_TOPIC, self.partition_for(group_id)) else {
+            return failed(ResponseError::CoordinatorNotAvailable);
+        };
+        let guard = match verifying.verify_transaction(producer_id, verify).await {
+            Ok(guard) => guard,
+            Err(error) => return failed(error),
+        };
         let written = self.append(host, group_id, |partition, now_ms| {
-            let origin = AppendOrigin::Coordinator;
-            partition.append_verified_as(&batch, now_ms, origin, producer_id, verify)
+            partition.append_guarded(&batch, now_ms, AppendOrigin::Coordinator, producer_id, guard)
         });
         let written = match written {
             Ok(written) => written,
-            Err(error) => return (outcomes.into_iter().map(|o| o.or(Some(error))).collect(), None),
+            Err(error) => {
+                if let Some(guard) = guard {
+                    verifying.abandon_verification(producer_id, guard);
+                }
+                return failed(error);
+            }
         };
         let mut groups = self.groups();
         let group = groups.entry(group_id.to_owned()).or_insert_with(|| Group::new(group_id));
@@ -1365,6 +1376,7 @@ mod tests {
         let broker = Broker::open(BrokerConfig::from_properties("", &overrides).unwrap()).unwrap();
         let topic = NewTopic { name: "t".into(), partitions: 1, replication_factor: 1, ..Default::default() };
         block_on(broker.controller.create_topic(topic, false)).unwrap();
+        block_on(internal_topic::create(&*broker, &broker.groups.offsets_topic())).unwrap();
         let coordinator = &broker.groups;
         let commit = |group: &str| {
             let entry =

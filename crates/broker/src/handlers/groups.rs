@@ -98,21 +98,12 @@ async fn coordinator_endpoint(
     let (topic, partition) = match key_type {
         KEY_TYPE_GROUP if key.is_empty() => return Err(ResponseError::InvalidGroupId),
         KEY_TYPE_GROUP => {
-            let config = &broker.config.groups;
-            let (partitions, replication) =
-                (config.offsets_topic_partitions, config.offsets_topic_replication_factor);
-            let segment_bytes = config.offsets_topic_segment_bytes;
-            internal_topic::create(broker, OFFSETS_TOPIC, partitions, replication, segment_bytes).await?;
+            internal_topic::create(broker, &broker.groups.offsets_topic()).await?;
             (OFFSETS_TOPIC, broker.groups.partition_for(key))
         }
         KEY_TYPE_TRANSACTION if key.is_empty() => return Err(ResponseError::InvalidRequest),
         KEY_TYPE_TRANSACTION => {
-            let config = &broker.config.transactions;
-            let (partitions, replication) =
-                (config.state_log_partitions, config.state_log_replication_factor);
-            let segment_bytes = config.state_log_segment_bytes;
-            internal_topic::create(broker, TRANSACTION_STATE_TOPIC, partitions, replication, segment_bytes)
-                .await?;
+            internal_topic::create(broker, &broker.transactions.state_topic()).await?;
             (TRANSACTION_STATE_TOPIC, broker.transactions.partition_for(key))
         }
         _ => return Err(ResponseError::CoordinatorNotAvailable),

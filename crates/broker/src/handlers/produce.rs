@@ -40,20 +40,19 @@ pub async fn handle(ctx: &RequestContext<'_>, request: ProduceRequest) -> MaybeR
     let throttle_time_ms =
         crate::quota::record_request(ctx, QuotaType::Produce, record_bytes(&request) as f64);
     let mut waits = Vec::new();
-    let mut responses: Vec<TopicProduceResponse> = request
-        .topic_data
-        .into_iter()
-        .enumerate()
-        .map(|(at, topic)| match produce_denial(ctx, transactional_id.as_deref(), &topic) {
+    let mut responses: Vec<TopicProduceResponse> = Vec::with_capacity(request.topic_data.len());
+    for (at, topic) in request.topic_data.into_iter().enumerate() {
+        let response = match produce_denial(ctx, transactional_id.as_deref(), &topic) {
             Some(denied) => denied_topic(topic, denied),
             None => {
                 let (response, waiting) =
-                    produce_topic(broker, ctx.api_version, acks, transactional_id.as_deref(), topic);
+                    produce_topic(broker, ctx.api_version, acks, transactional_id.as_deref(), topic).await;
                 waits.extend(waiting.into_iter().map(|(index, wait)| ((at, index), wait)));
                 response
             }
-        })
-        .collect();
+        };
+        responses.push(response);
+    }
     if !waits.is_empty() {
         let timeout = Duration::from_millis(request.timeout_ms.max(0) as u64);
         for ((topic, partition), error) in await_appends(broker, waits, timeout).await {
@@ -159,7 +158,7 @@ fn record_bytes(request: &ProduceRequest) -> usize {
     partitions.map(|p| p.records.as_ref().map_or(0, |r| r.len())).sum()
 }
 
-fn produce_topic(
+async fn produce_topic(
     broker: &Broker,
     version: i16,
     acks: i16,
@@ -175,21 +174,21 @@ fn produce_topic(
         (broker.replicas.topic(topic.name.0.as_str()), ResponseError::UnknownTopicOrPartition, named)
     };
     let mut waits = Vec::new();
-    let partitions = topic
-        .partition_data
-        .into_iter()
-        .enumerate()
-        .map(|(at, data)| match &hosted {
+    let mut partitions = Vec::with_capacity(topic.partition_data.len());
+    for (at, data) in topic.partition_data.into_iter().enumerate() {
+        let response = match &hosted {
             None => error_response(data.index, unknown, Some(format!("this broker hosts no {named}"))),
             Some(hosted) => {
                 let mut awaited = None;
                 let response =
-                    produce_partition(broker, hosted, version, acks, transactional_id, data, &mut awaited);
+                    produce_partition(broker, hosted, version, acks, transactional_id, data, &mut awaited)
+                        .await;
                 waits.extend(awaited.map(|wait| (at, wait)));
                 response
             }
-        })
-        .collect();
+        };
+        partitions.push(response);
+    }
     let response = TopicProduceResponse::default()
         .with_name(topic.name)
         .with_topic_id(topic.topic_id)
@@ -197,7 +196,7 @@ fn produce_topic(
     (response, waits)
 }
 
-fn produce_partition(
+async fn produce_partition(
     broker: &Broker,
     hosted: &TopicPartitions,
     version: i16,
@@ -258,9 +257,8 @@ fn produce_partition(
                 );
             };
             let tp = (hosted.name.clone(), index);
-            partition.append_verified(&records, now, header.producer_id, || {
-                verify_transactional_produce(broker, version, transactional_id, &header, &tp)
-            })
+            let verify = verify_transactional_produce(broker, version, transactional_id, &header, &tp);
+            partition.append_verified(&records, now, header.producer_id, verify).await
         }
     };
     match appended {

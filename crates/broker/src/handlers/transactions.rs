@@ -32,6 +32,7 @@ use kafka_protocol::messages::{
 use super::{str_bytes, topic_name};
 use crate::dispatch::RequestContext;
 use crate::group::{CommitEntry, TxnCommit, OFFSETS_TOPIC};
+use crate::internal_topic;
 use crate::server::Broker;
 use crate::txn::state::{TxnPartition, TxnResult, TxnState};
 use crate::txn::write_marker;
@@ -219,7 +220,8 @@ pub async fn add_offsets(
         return AddOffsetsToTxnResponse::default().with_error_code(error.code());
     }
     let partition = (OFFSETS_TOPIC.to_owned(), broker.groups.partition_for(request.group_id.as_str()));
-    let outcome = match broker.groups.ensure_offsets_topic(broker) {
+    // Created as FindCoordinator would, so the marker has a partition to land in.
+    let outcome = match internal_topic::create(broker, &broker.groups.offsets_topic()).await {
         Ok(()) => {
             let (id, producer) = (request.transactional_id.as_str(), request.producer_id.0);
             broker
@@ -300,7 +302,7 @@ pub async fn txn_offset_commit(
             member_id: if ctx.api_version >= 3 { request.member_id.to_string() } else { String::new() },
             instance_id: request.group_instance_id.as_ref().map(|i| i.to_string()),
         };
-        let verify = || verify_offsets_in_txn(broker, &request);
+        let verify = verify_offsets_in_txn(broker, &request);
         let outcomes = broker.groups.commit_in_txn(broker, &commit, &entries, verify).await;
         outcomes.into_iter().map(|o| o.map(|e| fenced_for(e, ctx.api_version, 3))).collect()
     };
@@ -326,22 +328,25 @@ pub async fn txn_offset_commit(
 
 /// The group's `__consumer_offsets` partition must be in the producer's
 /// transaction (AddOffsetsToTxn first), as Kafka's verification demands.
-fn verify_offsets_in_txn(broker: &Broker, request: &TxnOffsetCommitRequest) -> Result<(), ResponseError> {
+async fn verify_offsets_in_txn(
+    broker: &Broker,
+    request: &TxnOffsetCommitRequest,
+) -> Result<(), ResponseError> {
     let partition = (OFFSETS_TOPIC.to_owned(), broker.groups.partition_for(request.group_id.as_str()));
     // One round trip when the transaction coordinator is another broker.
     let (producer_id, epoch) = (request.producer_id.0, request.producer_epoch);
     // Kafka's mapping: a transaction coordinator that cannot answer yet is
     // this group coordinator being unavailable, which the client retries
     // (NOT_COORDINATOR would send it looking for another group coordinator).
-    verify_in_txn(broker, request.transactional_id.as_str(), producer_id, epoch, &partition).map_err(|e| {
-        match e {
+    verify_in_txn(broker, request.transactional_id.as_str(), producer_id, epoch, &partition).await.map_err(
+        |e| match e {
             ResponseError::TransactionAbortable => ResponseError::InvalidTxnState,
             ResponseError::CoordinatorLoadInProgress | ResponseError::NotCoordinator => {
                 ResponseError::CoordinatorNotAvailable
             }
             other => other,
-        }
-    })
+        },
+    )
 }
 
 /// WriteTxnMarkers: the markers of transaction coordinators on other
@@ -562,7 +567,7 @@ pub fn describe_producers(
 /// Whether `partition` is in the ongoing transaction of `transactional_id`,
 /// by this broker's coordinator or, when another broker coordinates the
 /// id, by that one's answer.
-fn verify_in_txn(
+async fn verify_in_txn(
     broker: &Broker,
     transactional_id: &str,
     producer_id: i64,
@@ -577,6 +582,7 @@ fn verify_in_txn(
         Ok(()) => coordinator.verify_produce(transactional_id, producer_id, epoch, partition),
         Err(ResponseError::NotCoordinator) => {
             crate::txn::peers::verify_at_coordinator(broker, transactional_id, producer_id, epoch, partition)
+                .await
         }
         // Loading: the id's state is not here yet, ask again.
         Err(error) => Err(error),
@@ -589,7 +595,7 @@ fn verify_in_txn(
 /// for the producer: TRANSACTION_ABORTABLE only from Produce v11 on
 /// (INVALID_TXN_STATE before), and retriable coordinator errors as
 /// NOT_ENOUGH_REPLICAS, which every client retries.
-pub fn verify_transactional_produce(
+pub async fn verify_transactional_produce(
     broker: &Broker,
     produce_version: i16,
     transactional_id: &str,
@@ -597,7 +603,7 @@ pub fn verify_transactional_produce(
     partition: &TxnPartition,
 ) -> Result<(), ResponseError> {
     let (producer_id, epoch) = (batch.producer_id, batch.producer_epoch);
-    verify_in_txn(broker, transactional_id, producer_id, epoch, partition).map_err(|e| match e {
+    verify_in_txn(broker, transactional_id, producer_id, epoch, partition).await.map_err(|e| match e {
         ResponseError::TransactionAbortable if produce_version < 11 => ResponseError::InvalidTxnState,
         ResponseError::ProducerFenced => ResponseError::InvalidProducerEpoch,
         ResponseError::ConcurrentTransactions

@@ -41,7 +41,7 @@ use strom_storage::StorageError;
 
 use crate::coordinator_host::{replicated, CoordinatorHost};
 use crate::group::OFFSETS_TOPIC;
-use crate::internal_topic;
+use crate::internal_topic::{self, InternalTopic, MinInsyncReplicas};
 use crate::locks::lock_recovering;
 use crate::replica::Partition;
 use crate::replication::purgatory::AwaitedAppend;
@@ -63,8 +63,10 @@ pub struct TxnConfig {
     pub state_log_partitions: i32,
     /// `transaction.state.log.segment.bytes`
     pub state_log_segment_bytes: i64,
-    /// `transaction.state.log.replication.factor`, if set (see [`internal_topic::ensure`]).
+    /// `transaction.state.log.replication.factor`, if set (see [`internal_topic::InternalTopic`]).
     pub state_log_replication_factor: Option<i16>,
+    /// `transaction.state.log.min.isr`, the topic's `min.insync.replicas`.
+    pub state_log_min_isr: Option<i32>,
     /// `transaction.max.timeout.ms`
     pub max_timeout_ms: i32,
     /// `transaction.abort.timed.out.transaction.cleanup.interval.ms`
@@ -206,15 +208,16 @@ impl TransactionCoordinator {
         tracing::info!(partition, transactional_ids = before - txns.len(), "unloaded transactions");
     }
 
-    /// Creates `__transaction_state` on first use, with Kafka's settings.
-    pub fn ensure_topic(&self, host: &dyn CoordinatorHost) -> Result<(), ResponseError> {
+    /// `__transaction_state` as Kafka's settings create it.
+    pub fn state_topic(&self) -> InternalTopic {
         let config = &self.config;
-        host.ensure_internal_topic(
-            TRANSACTION_STATE_TOPIC,
-            config.state_log_partitions,
-            config.state_log_replication_factor,
-            config.state_log_segment_bytes,
-        )
+        InternalTopic {
+            name: TRANSACTION_STATE_TOPIC,
+            partitions: config.state_log_partitions,
+            replication_factor: config.state_log_replication_factor,
+            min_insync_replicas: MinInsyncReplicas::Topic(config.state_log_min_isr),
+            segment_bytes: config.state_log_segment_bytes,
+        }
     }
 
     /// Appends `metadata` (or, for `None`, a tombstone of `transactional_id`)
@@ -226,7 +229,6 @@ impl TransactionCoordinator {
         transactional_id: &str,
         metadata: Option<&TxnMetadata>,
     ) -> Result<AwaitedAppend, ResponseError> {
-        self.ensure_topic(host)?;
         let partition = host
             .replicas()
             .partition(TRANSACTION_STATE_TOPIC, self.partition_for(transactional_id))
@@ -303,7 +305,6 @@ impl TransactionCoordinator {
         if timeout_ms <= 0 || timeout_ms > self.config.max_timeout_ms {
             return Err(ResponseError::InvalidTransactionTimeout);
         }
-        self.ensure_topic(host)?;
         self.check_coordinator(host, transactional_id)?;
         let mut fresh = None;
         let mut staged = self.stage_init(host, transactional_id, timeout_ms, expected, fresh)?;
@@ -817,9 +818,15 @@ mod tests {
     use strom_metadata::block_on;
     use strom_metadata::NewTopic;
 
+    /// A single node whose coordinators' topics exist, as FindCoordinator
+    /// leaves them.
     fn open_broker(dir: &Path) -> Arc<Broker> {
         let overrides = [("log.dirs".to_owned(), dir.display().to_string())];
-        Broker::open(BrokerConfig::from_properties("", &overrides).unwrap()).unwrap()
+        let broker = Broker::open(BrokerConfig::from_properties("", &overrides).unwrap()).unwrap();
+        for topic in [broker.transactions.state_topic(), broker.groups.offsets_topic()] {
+            block_on(internal_topic::create(&*broker, &topic)).unwrap();
+        }
+        broker
     }
 
     fn create_topic(broker: &Broker, name: &str, partitions: i32) {
@@ -888,7 +895,8 @@ mod tests {
         let batch = client_batch(producer.0, producer.1);
         let refused = partition.append(&batch, 0);
         assert!(matches!(refused, Err(StorageError::InvalidTxnState(_))), "no verification: {refused:?}");
-        let unverified = partition.append_verified(&batch, 0, producer.0, || verify(&broker, producer));
+        let unverified =
+            block_on(partition.append_verified(&batch, 0, producer.0, async { verify(&broker, producer) }));
         assert!(matches!(
             unverified,
             Err(VerifiedAppendError::Unverified(ResponseError::TransactionAbortable))
@@ -903,14 +911,14 @@ mod tests {
             &[("t".to_owned(), 0)],
         ))
         .unwrap();
-        partition.append_verified(&batch, 0, producer.0, || verify(&broker, producer)).unwrap();
+        block_on(partition.append_verified(&batch, 0, producer.0, async { verify(&broker, producer) }))
+            .unwrap();
         let mut next = client_batch(producer.0, producer.1);
         next[strom_storage::batch::BASE_SEQUENCE + 3] = 1;
         let crc = strom_storage::batch::compute_crc(&next);
         next[strom_storage::batch::CRC..strom_storage::batch::CRC + 4].copy_from_slice(&crc.to_be_bytes());
-        partition
-            .append_verified(&next, 0, producer.0, || panic!("the open transaction needs no second word"))
-            .unwrap();
+        let unasked = async { panic!("the open transaction needs no second word") };
+        block_on(partition.append_verified(&next, 0, producer.0, unasked)).unwrap();
         assert_eq!(partition.high_watermark(), 2);
     }
 
@@ -926,13 +934,13 @@ mod tests {
         let partition = broker.replicas.partition("t", 0).unwrap();
         // The coordinator vouches for the partition, then the transaction
         // ends (its marker written) before the batch reaches the log.
-        let appended =
-            partition.append_verified(&client_batch(producer.0, producer.1), 0, producer.0, || {
-                let verified = verify(&broker, producer);
-                block_on(coordinator.end_txn(&*broker, "tx", producer.0, producer.1, TxnResult::Abort))
-                    .unwrap();
-                verified
-            });
+        let verify_then_abort = async {
+            let verified = verify(&broker, producer);
+            coordinator.end_txn(&*broker, "tx", producer.0, producer.1, TxnResult::Abort).await.unwrap();
+            verified
+        };
+        let batch = client_batch(producer.0, producer.1);
+        let appended = block_on(partition.append_verified(&batch, 0, producer.0, verify_then_abort));
         assert!(
             matches!(appended, Err(VerifiedAppendError::Storage(StorageError::InvalidTxnState(_)))),
             "{appended:?}"
@@ -949,7 +957,6 @@ mod tests {
         create_topic(&broker, "t", 1);
         let coordinator = &broker.transactions;
         let producer = block_on(coordinator.init_producer_id(&*broker, "tx", 60_000, None)).unwrap();
-        broker.groups.ensure_offsets_topic(&*broker).unwrap();
         let offsets = (OFFSETS_TOPIC.to_owned(), broker.groups.partition_for("g"));
         block_on(coordinator.add_partitions(
             &*broker,
@@ -972,12 +979,13 @@ mod tests {
         // Verified, then the transaction's abort marker lands before the
         // offsets do (written here directly: the group lock is held).
         let partition = broker.replicas.partition(OFFSETS_TOPIC, offsets.1).unwrap();
-        let outcomes = broker.groups.txn_commit(&*broker, &commit, &[entry], || {
+        let verify_then_abort = async {
             let verified = coordinator.verify_produce("tx", producer.0, producer.1, &offsets);
             let marker = encode_marker(ControlType::Abort, producer.0, producer.1, 0, 0);
             partition.append_as(&marker, 0, AppendOrigin::Coordinator).unwrap();
             verified
-        });
+        };
+        let outcomes = block_on(broker.groups.txn_commit(&*broker, &commit, &[entry], verify_then_abort));
         assert_eq!(outcomes, vec![Some(ResponseError::InvalidTxnState)]);
         assert!(stable(&broker, OFFSETS_TOPIC, offsets.1), "no transaction left open in __consumer_offsets");
     }

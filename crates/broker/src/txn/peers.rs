@@ -84,22 +84,16 @@ impl Peers {
 }
 
 /// Asks the coordinator of `transactional_id` on another broker whether
-/// `partition` is in the producer's ongoing transaction. The produce
-/// handler is synchronous, so the worker thread waits in place (tokio
-/// moves its other tasks away); COORDINATOR_NOT_AVAILABLE when no answer
-/// comes, which the produce answers with a retriable error.
-pub fn verify_at_coordinator(
+/// `partition` is in the producer's ongoing transaction;
+/// COORDINATOR_NOT_AVAILABLE when no answer comes, which the produce
+/// answers with a retriable error.
+pub async fn verify_at_coordinator(
     host: &dyn CoordinatorHost,
     transactional_id: &str,
     producer_id: i64,
     producer_epoch: i16,
     partition: &TxnPartition,
 ) -> Result<(), ResponseError> {
-    use tokio::runtime::{Handle, RuntimeFlavor};
-    let handle = Handle::try_current()
-        .ok()
-        .filter(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread)
-        .ok_or(ResponseError::CoordinatorNotAvailable)?;
     let image = host.replicas().image();
     let state_partition = host.transactions().partition_for(transactional_id);
     let coordinator = image
@@ -111,7 +105,7 @@ pub fn verify_at_coordinator(
     let request = verify_request(transactional_id, producer_id, producer_epoch, partition);
     let peers = &host.transactions().peers;
     let sent = peers.send(host, &image, coordinator, &request, VERIFY_VERSION, VERIFY_TIMEOUT);
-    let response = tokio::task::block_in_place(|| handle.block_on(sent)).map_err(|e| {
+    let response = sent.await.map_err(|e| {
         tracing::info!(transactional_id, coordinator, "verifying a transactional produce failed: {e}");
         ResponseError::CoordinatorNotAvailable
     })?;
