@@ -253,11 +253,11 @@ mod tests {
         let broker = Broker::open(BrokerConfig::from_properties("", &overrides).unwrap()).unwrap();
         ensure(&*broker, "__internal", 3, None, 1 << 20).unwrap();
         ensure(&*broker, "__internal", 3, None, 1 << 20).unwrap();
-        let image = broker.controller.image();
+        let image = broker.controller().image();
         let topic = image.topic("__internal").expect("created");
         assert_eq!(topic.configs.get("cleanup.policy").map(String::as_str), Some("compact"));
         assert_eq!(topic.configs.get("segment.bytes").map(String::as_str), Some("1048576"));
-        assert!((0..3).all(|p| broker.replicas.partition("__internal", p).is_some()));
+        assert!((0..3).all(|p| broker.replicas().partition("__internal", p).is_some()));
         // Unset, the replication factor is capped at the one broker there is.
         assert!(topic.partitions.values().all(|p| p.replicas.len() == 1));
     }
@@ -269,6 +269,6 @@ mod tests {
         let broker = Broker::open(BrokerConfig::from_properties("", &overrides).unwrap()).unwrap();
         let refused = ensure(&*broker, "__internal", 3, Some(3), 1 << 20).unwrap_err();
         assert_eq!(refused, ResponseError::CoordinatorNotAvailable);
-        assert!(broker.controller.image().topic("__internal").is_none());
+        assert!(broker.controller().image().topic("__internal").is_none());
     }
 }
