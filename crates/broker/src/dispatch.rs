@@ -109,10 +109,12 @@ impl<'a> RequestContext<'a> {
         self.broker.listener_security()
     }
 
+    /// The consumer groups this node coordinates.
     pub fn groups(&self) -> &GroupCoordinator {
         self.broker.groups()
     }
 
+    /// The transactions this node coordinates.
     pub fn transactions(&self) -> &TransactionCoordinator {
         self.broker.transactions()
     }
@@ -137,6 +139,7 @@ impl<'a> RequestContext<'a> {
         self.broker.replication()
     }
 
+    /// The block of producer ids this node hands out.
     pub fn producer_ids(&self) -> &ProducerIdManager {
         self.broker.producer_ids()
     }
@@ -155,21 +158,21 @@ impl<'a> RequestContext<'a> {
     /// [`strom_metadata::acl::operation`] id) on the resource; always true
     /// without an authorizer.
     pub fn authorize(&self, op: i8, resource_type: i8, name: &str) -> bool {
-        let authorizer = &self.broker.config().authorizer;
+        let authorizer = &self.config().authorizer;
         if !authorizer.enabled {
             return true;
         }
-        let image = self.broker.controller().image();
+        let image = self.controller().image();
         authorizer.authorize(&image, &self.principal, self.client_address(), op, resource_type, name)
     }
 
     /// Whether this principal may do `op` on some resource of the type.
     pub fn authorize_any(&self, op: i8, resource_type: i8) -> bool {
-        let authorizer = &self.broker.config().authorizer;
+        let authorizer = &self.config().authorizer;
         if !authorizer.enabled {
             return true;
         }
-        let image = self.broker.controller().image();
+        let image = self.controller().image();
         authorizer.authorize_any(&image, &self.principal, self.client_address(), op, resource_type)
     }
 
@@ -181,14 +184,14 @@ impl<'a> RequestContext<'a> {
 
     /// KIP-430's authorized operations of the resource for this principal.
     pub fn authorized_operations(&self, resource_type: i8, name: &str) -> i32 {
-        let image = self.broker.controller().image();
-        let authorizer = &self.broker.config().authorizer;
+        let image = self.controller().image();
+        let authorizer = &self.config().authorizer;
         authorizer.authorized_operations(&image, &self.principal, self.client_address(), resource_type, name)
     }
 
     /// Whether the request came in on a controller listener.
     pub fn on_controller_listener(&self) -> bool {
-        let names = &self.broker.config().kraft.controller_listener_names;
+        let names = &self.config().kraft.controller_listener_names;
         names.iter().any(|name| name.eq_ignore_ascii_case(&self.listener))
     }
 

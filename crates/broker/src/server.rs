@@ -91,6 +91,7 @@ pub struct Broker {
 
 /// Read access to the services, for the composition roots and tests.
 impl Broker {
+    /// The static config.
     pub fn config(&self) -> &Arc<BrokerConfig> {
         &self.config
     }
@@ -105,22 +106,27 @@ impl Broker {
         &self.replicas
     }
 
+    /// Incremental fetch sessions (KIP-227).
     pub fn fetch_sessions(&self) -> &FetchSessionCache {
         &self.fetch_sessions
     }
 
+    /// The consumer groups this node coordinates.
     pub fn groups(&self) -> &GroupCoordinator {
         &self.groups
     }
 
+    /// The request, topic and connection counters.
     pub fn metrics(&self) -> &Metrics {
         &self.metrics
     }
 
+    /// The block of producer ids this node hands out.
     pub fn producer_ids(&self) -> &ProducerIdManager {
         &self.producer_ids
     }
 
+    /// The transactions this node coordinates.
     pub fn transactions(&self) -> &TransactionCoordinator {
         &self.transactions
     }
@@ -399,16 +405,6 @@ impl Broker {
         self.metadata_log.as_deref().map(QuorumRecordLog::quorum)
     }
 
-    /// Opens links to other brokers through the inter-broker listener.
-    pub fn inter_broker_connector(&self) -> &Connector {
-        &self.inter_broker
-    }
-
-    /// `host:port` of broker `id`'s inter-broker listener, as registered in `image`.
-    pub fn inter_broker_address(&self, image: &MetadataImage, id: i32) -> Option<String> {
-        self.config.inter_broker_address(image, id)
-    }
-
     /// What the lifecycle managers use of this node.
     fn node(&self) -> lifecycle::Node {
         lifecycle::Node {
@@ -560,11 +556,11 @@ impl CoordinatorHost for Broker {
     }
 
     fn inter_broker_connector(&self) -> &Connector {
-        Broker::inter_broker_connector(self)
+        &self.inter_broker
     }
 
     fn inter_broker_address(&self, image: &MetadataImage, id: i32) -> Option<String> {
-        Broker::inter_broker_address(self, image, id)
+        self.config.inter_broker_address(image, id)
     }
 }
 
