@@ -59,7 +59,7 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// through [`RequestContext`](crate::dispatch::RequestContext)'s accessors,
 /// the coordinators through [`CoordinatorHost`], replication through
 /// [`ReplicationServices`]; only the composition roots (this module,
-/// [`dispatch`](crate::dispatch), [`network`](crate::network) and the
+/// [`dispatch`](crate::dispatch), [`network`] and the
 /// [`console`](crate::console)) hold the whole `Broker`.
 pub struct Broker {
     config: Arc<BrokerConfig>,
