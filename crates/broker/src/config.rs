@@ -353,6 +353,12 @@ impl BrokerConfig {
         Some((host, listener.port))
     }
 
+    /// `host:port` of broker `id`'s inter-broker listener, as registered in `image`.
+    pub fn inter_broker_address(&self, image: &MetadataImage, id: i32) -> Option<String> {
+        let endpoint = image.brokers.get(&id)?.endpoint(&self.kraft.inter_broker_listener_name)?;
+        Some(format!("{}:{}", endpoint.host, endpoint.port))
+    }
+
     /// `logging.level` (Strom's own; a `tracing` filter such as
     /// `info,strom_storage=debug`), read ahead of the rest so logging is set
     /// up before the config's own warnings are logged.

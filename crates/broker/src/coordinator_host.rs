@@ -2,8 +2,9 @@
 //! them: their internal partitions, the metadata image, replication waits,
 //! producer ids and links to the other brokers. [`group`](crate::group)
 //! and [`txn`](crate::txn) see the broker only through [`CoordinatorHost`],
-//! so they do not depend on the whole [`Broker`] (and a test can stand in
-//! for one part of it, such as the wait for the ISR).
+//! so they do not depend on the whole [`Broker`](crate::server::Broker)
+//! (and a test can stand in for one part of it, such as the wait for the
+//! ISR).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -17,8 +18,7 @@ use tokio::sync::watch;
 
 use crate::group::GroupCoordinator;
 use crate::replica::ReplicaManager;
-use crate::replication::purgatory::{await_append, AwaitedAppend};
-use crate::server::Broker;
+use crate::replication::purgatory::AwaitedAppend;
 use crate::txn::TransactionCoordinator;
 
 /// The wait for an append to reach the ISR.
@@ -69,67 +69,11 @@ pub async fn replicated(
     })
 }
 
-impl CoordinatorHost for Broker {
-    fn node_id(&self) -> i32 {
-        self.config.node_id
-    }
-
-    fn replicas(&self) -> &ReplicaManager {
-        &self.replicas
-    }
-
-    fn metadata_image(&self) -> Arc<MetadataImage> {
-        self.controller.image()
-    }
-
-    fn groups(&self) -> &GroupCoordinator {
-        &self.groups
-    }
-
-    fn transactions(&self) -> &TransactionCoordinator {
-        &self.transactions
-    }
-
-    fn check_leads(&self, topic: &str, partition: i32) -> Result<(), ResponseError> {
-        crate::internal_topic::check_local(self, topic, partition)
-    }
-
-    fn min_insync_replicas(&self, topic: &str) -> usize {
-        crate::handlers::produce::min_insync_replicas(self, topic).max(1) as usize
-    }
-
-    fn await_append(&self, wait: AwaitedAppend, timeout: Duration) -> Replication<'_> {
-        Box::pin(await_append(self, wait, timeout))
-    }
-
-    fn stopping(&self) -> watch::Receiver<bool> {
-        Broker::stopping(self)
-    }
-
-    fn next_producer_id(&self) -> ProducerIdReservation<'_> {
-        Box::pin(async move {
-            let reserved =
-                self.producer_ids.next_id_async(|| self.controller.allocate_producer_ids_at_active());
-            reserved.await.map_err(|e| {
-                tracing::error!("cannot reserve producer ids: {e}");
-                crate::error::metadata_error(&e)
-            })
-        })
-    }
-
-    fn inter_broker_connector(&self) -> &Connector {
-        Broker::inter_broker_connector(self)
-    }
-
-    fn inter_broker_address(&self, image: &MetadataImage, id: i32) -> Option<String> {
-        Broker::inter_broker_address(self, image, id)
-    }
-}
-
 /// Test stand-ins for the broker.
 #[cfg(test)]
 pub mod testing {
     use super::*;
+    use crate::server::Broker;
 
     /// The broker, except that its writes reach the ISR only once the test
     /// says how (and from then on all the same way).
@@ -153,16 +97,16 @@ pub mod testing {
             self.broker.node_id()
         }
         fn replicas(&self) -> &crate::replica::ReplicaManager {
-            &self.broker.replicas
+            self.broker.replicas()
         }
         fn metadata_image(&self) -> Arc<strom_metadata::MetadataImage> {
             self.broker.metadata_image()
         }
         fn groups(&self) -> &crate::group::GroupCoordinator {
-            &self.broker.groups
+            self.broker.groups()
         }
         fn transactions(&self) -> &crate::txn::TransactionCoordinator {
-            &self.broker.transactions
+            self.broker.transactions()
         }
         fn check_leads(&self, topic: &str, partition: i32) -> Result<(), ResponseError> {
             self.broker.check_leads(topic, partition)

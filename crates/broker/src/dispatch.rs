@@ -16,21 +16,32 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 use crate::apis::{self, Request};
 use crate::config::BrokerConfig;
 use crate::controller_channel::ControllerChannel;
+use crate::coordinator_host::CoordinatorHost;
 use crate::error::RequestError;
+use crate::fetch_session::FetchSessionCache;
+use crate::group::GroupCoordinator;
 use crate::handlers::api_versions;
+use crate::internal_topic::Services;
 use crate::metrics::{GaugeGuard, Metrics};
+use crate::producer_ids::ProducerIdManager;
 use crate::quota::throttled::Throttled;
+use crate::quota::QuotaManager;
 use crate::replica::ReplicaManager;
+use crate::replication::Replication;
 use crate::response_errors::{Outcome, ResponseErrors};
 use crate::security::ListenerSecurity;
 use crate::server::Broker;
+use crate::txn::TransactionCoordinator;
+use strom_quorum::Quorum;
 use strom_storage::records::{uvarint_len, write_uvarint};
 use strom_storage::segment::FileSlice;
+use tokio::sync::watch;
 use uuid::Uuid;
 
-/// What a handler knows about the request it serves.
+/// What a handler knows about the request it serves. Handlers reach the
+/// broker's services through its accessors, each naming the one it uses.
 pub struct RequestContext<'a> {
-    pub broker: &'a Broker,
+    broker: &'a Broker,
     pub api_key: ApiKey,
     pub api_version: i16,
     pub header: RequestHeader,
@@ -45,51 +56,123 @@ pub struct RequestContext<'a> {
     pub throttle: crate::quota::Throttle,
 }
 
-impl RequestContext<'_> {
+impl<'a> RequestContext<'a> {
+    /// The context of an `api_key` request (of the version `header` names)
+    /// from `principal` at `client_host`, arrived on `listener`.
+    pub fn new(
+        broker: &'a Broker,
+        api_key: ApiKey,
+        header: RequestHeader,
+        client_host: String,
+        listener: std::sync::Arc<str>,
+        principal: std::sync::Arc<str>,
+    ) -> Self {
+        let api_version = header.request_api_version;
+        let throttle = crate::quota::Throttle::default();
+        Self { broker, api_key, api_version, header, client_host, listener, principal, throttle }
+    }
+
+    /// The context of a request this one carries (an Envelope's): on the
+    /// same broker and listener, from the client it names.
+    pub fn inner(
+        &self,
+        api_key: ApiKey,
+        header: RequestHeader,
+        client_host: String,
+        principal: std::sync::Arc<str>,
+    ) -> RequestContext<'a> {
+        Self::new(self.broker, api_key, header, client_host, self.listener.clone(), principal)
+    }
+
     /// The cluster metadata and the controller, as this node reaches them.
     pub fn controller(&self) -> &ControllerChannel {
-        &self.broker.controller
+        self.broker.controller()
     }
 
     /// The partitions this node hosts.
     pub fn replicas(&self) -> &ReplicaManager {
-        &self.broker.replicas
+        self.broker.replicas()
     }
 
     /// The broker's static config.
     pub fn config(&self) -> &BrokerConfig {
-        &self.broker.config
+        self.broker.config()
     }
 
     /// The broker's metrics.
     pub fn metrics(&self) -> &Metrics {
-        &self.broker.metrics
+        self.broker.metrics()
     }
 
     /// Each listener's TLS and SASL settings, in `listeners` order.
     pub fn listener_security(&self) -> &[std::sync::Arc<ListenerSecurity>] {
-        &self.broker.listener_security
+        self.broker.listener_security()
+    }
+
+    /// The consumer groups this node coordinates.
+    pub fn groups(&self) -> &GroupCoordinator {
+        self.broker.groups()
+    }
+
+    /// The transactions this node coordinates.
+    pub fn transactions(&self) -> &TransactionCoordinator {
+        self.broker.transactions()
+    }
+
+    /// The broker as the coordinators' methods take it.
+    pub fn coordinator_host(&self) -> &'a dyn CoordinatorHost {
+        self.broker
+    }
+
+    /// Incremental fetch sessions (KIP-227).
+    pub fn fetch_sessions(&self) -> &FetchSessionCache {
+        self.broker.fetch_sessions()
+    }
+
+    /// Client and replication quota sensors.
+    pub fn quotas(&self) -> &QuotaManager {
+        self.broker.quotas()
+    }
+
+    /// Wakes the replication task (fetchers, ISR changes).
+    pub fn replication(&self) -> &Replication {
+        self.broker.replication()
+    }
+
+    /// The block of producer ids this node hands out.
+    pub fn producer_ids(&self) -> &ProducerIdManager {
+        self.broker.producer_ids()
+    }
+
+    /// The metadata quorum of a KRaft node.
+    pub fn quorum(&self) -> Option<&Quorum> {
+        self.broker.quorum()
+    }
+
+    /// A receiver that sees `true` once shutdown begins.
+    pub fn stopping(&self) -> watch::Receiver<bool> {
+        self.broker.stopping()
     }
 
     /// Whether this request's principal may do `op` (an
     /// [`strom_metadata::acl::operation`] id) on the resource; always true
     /// without an authorizer.
     pub fn authorize(&self, op: i8, resource_type: i8, name: &str) -> bool {
-        let authorizer = &self.broker.config.authorizer;
+        let authorizer = &self.config().authorizer;
         if !authorizer.enabled {
             return true;
         }
-        let image = self.broker.controller.image();
+        let image = self.controller().image();
         authorizer.authorize(&image, &self.principal, self.client_address(), op, resource_type, name)
     }
 
     /// Whether this principal may do `op` on some resource of the type.
     pub fn authorize_any(&self, op: i8, resource_type: i8) -> bool {
-        let authorizer = &self.broker.config.authorizer;
+        let authorizer = &self.config().authorizer;
         if !authorizer.enabled {
             return true;
         }
-        let image = self.broker.controller.image();
+        let image = self.controller().image();
         authorizer.authorize_any(&image, &self.principal, self.client_address(), op, resource_type)
     }
 
@@ -101,20 +184,26 @@ impl RequestContext<'_> {
 
     /// KIP-430's authorized operations of the resource for this principal.
     pub fn authorized_operations(&self, resource_type: i8, name: &str) -> i32 {
-        let image = self.broker.controller.image();
-        let authorizer = &self.broker.config.authorizer;
+        let image = self.controller().image();
+        let authorizer = &self.config().authorizer;
         authorizer.authorized_operations(&image, &self.principal, self.client_address(), resource_type, name)
     }
 
     /// Whether the request came in on a controller listener.
     pub fn on_controller_listener(&self) -> bool {
-        let names = &self.broker.config.kraft.controller_listener_names;
+        let names = &self.config().kraft.controller_listener_names;
         names.iter().any(|name| name.eq_ignore_ascii_case(&self.listener))
     }
 
     /// The client's IP address as ACL hosts name it (no leading `/`).
     pub fn client_address(&self) -> &str {
         self.client_host.trim_start_matches('/')
+    }
+}
+
+impl<'a> From<&RequestContext<'a>> for Services<'a> {
+    fn from(ctx: &RequestContext<'a>) -> Self {
+        ctx.broker.into()
     }
 }
 
@@ -265,19 +354,17 @@ pub async fn handle_frame(
     frame: Bytes,
 ) -> Result<Option<Vec<Chunk>>, RequestError> {
     let started = std::time::Instant::now();
-    let (api_key, api_version, header, request) = match parse_frame(frame)? {
-        Parsed::Request { api_key, api_version, header, request } => (api_key, api_version, header, request),
+    let (api_key, header, request) = match parse_frame(frame)? {
+        Parsed::Request { api_key, header, request, .. } => (api_key, header, request),
         Parsed::UnsupportedApiVersions { correlation_id } => {
             return Ok(Some(vec![Chunk::Bytes(unsupported_api_versions(correlation_id))]));
         }
     };
-    let _in_flight = GaugeGuard::new(&broker.metrics.requests_in_flight);
+    let _in_flight = GaugeGuard::new(&broker.metrics().requests_in_flight);
     let client_host = format!("/{}", peer.ip());
     let listener = listener.clone();
     let principal = session.principal.clone();
-    let throttle = crate::quota::Throttle::default();
-    let ctx =
-        RequestContext { broker, api_key, api_version, header, client_host, listener, principal, throttle };
+    let ctx = RequestContext::new(broker, api_key, header, client_host, listener, principal);
     let mut answer = apis::route(&ctx, *request).await;
     crate::quota::record_request_time(&ctx, started.elapsed());
     let throttle_ms = ctx.throttle.get();
@@ -289,9 +376,9 @@ pub async fn handle_frame(
     let encoded = answer.send.then(|| encode_response(&ctx, answer.body.as_ref())).transpose();
     crate::quota::record_encoding_time(&ctx, encoding.elapsed());
     let elapsed = started.elapsed();
-    broker.metrics.record_request(api_key as i16, elapsed);
+    broker.metrics().record_request(api_key as i16, elapsed);
     let outcome = Outcome::of(answer.body.as_ref(), tracing::enabled!(tracing::Level::DEBUG));
-    broker.metrics.record_errors(api_key as i16, &outcome.counts);
+    broker.metrics().record_errors(api_key as i16, &outcome.counts);
     if let Some(detail) = &outcome.detail {
         log_request(&ctx, peer, elapsed, detail);
     }

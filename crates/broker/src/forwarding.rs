@@ -50,7 +50,7 @@ where
     R: Request + FailedForward,
     R::Response: ResponseErrors,
 {
-    let link = ctx.broker.controller.link()?;
+    let link = ctx.controller().link()?;
     // A controller listener's requests (an Envelope's inner one among them)
     // are this controller's to answer, as Kafka's ControllerApis does.
     if link.is_active() || ctx.on_controller_listener() {

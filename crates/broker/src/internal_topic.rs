@@ -265,12 +265,12 @@ mod tests {
         let topic = internal(None, MinInsyncReplicas::Broker);
         create(&*broker, &topic).await.unwrap();
         create(&*broker, &topic).await.unwrap();
-        let image = broker.controller.image();
+        let image = broker.controller().image();
         let created = image.topic("__internal").expect("created");
         assert_eq!(created.configs.get("cleanup.policy").map(String::as_str), Some("compact"));
         assert_eq!(created.configs.get("segment.bytes").map(String::as_str), Some("1048576"));
         assert_eq!(created.configs.get("min.insync.replicas"), None, "the broker's applies");
-        assert!((0..3).all(|p| broker.replicas.partition("__internal", p).is_some()));
+        assert!((0..3).all(|p| broker.replicas().partition("__internal", p).is_some()));
         // Unset, the replication factor is capped at the one broker there is.
         assert!(created.partitions.values().all(|p| p.replicas.len() == 1));
     }
@@ -281,7 +281,7 @@ mod tests {
             let dir = tempfile::tempdir().unwrap();
             let broker = open_broker(dir.path());
             create(&*broker, &internal(None, MinInsyncReplicas::Topic(configured))).await.unwrap();
-            let image = broker.controller.image();
+            let image = broker.controller().image();
             let created = image.topic("__internal").expect("created");
             assert_eq!(created.configs.get("min.insync.replicas").map(String::as_str), Some(expected));
         }
@@ -293,6 +293,6 @@ mod tests {
         let broker = open_broker(dir.path());
         let refused = create(&*broker, &internal(Some(3), MinInsyncReplicas::Broker)).await.unwrap_err();
         assert_eq!(refused, ResponseError::CoordinatorNotAvailable);
-        assert!(broker.controller.image().topic("__internal").is_none());
+        assert!(broker.controller().image().topic("__internal").is_none());
     }
 }

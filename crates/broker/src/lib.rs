@@ -5,8 +5,11 @@
 //! - [`server`] binds the listeners, accepts connections and owns start-up,
 //!   background duties (flushes, checkpoints) and clean shutdown; its
 //!   `Broker` is the composition root that builds the services below and
-//!   hands each task and helper the ones it uses (the coordinators still
-//!   take the whole broker);
+//!   hands each task and helper the ones it uses: handlers through
+//!   [`dispatch::RequestContext`]'s accessors, the coordinators through
+//!   [`coordinator_host::CoordinatorHost`], replication through
+//!   [`replication::ReplicationServices`]; only server, dispatch, network
+//!   and the console hold the whole `Broker`;
 //! - [`network`] reads size-prefixed frames (bounded by
 //!   `socket.request.max.bytes`) and writes responses in request order,
 //!   over TLS and behind SASL where the listener's [`security`] asks;

@@ -19,7 +19,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
-use crate::server::Broker;
+use crate::controller_channel::ControllerChannel;
+use crate::group::GroupCoordinator;
+use crate::replica::ReplicaManager;
 
 /// Upper bounds of the request latency histogram, in milliseconds.
 const LATENCY_BUCKETS_MS: [f64; 14] =
@@ -143,14 +145,20 @@ impl Metrics {
         self.topics.write().unwrap_or_else(PoisonError::into_inner).remove(name);
     }
 
-    /// The Prometheus text exposition of every metric.
-    pub fn render(&self, broker: &Broker) -> String {
+    /// The Prometheus text exposition of every metric, with the gauges
+    /// read from the hosted partitions, the image and the groups.
+    pub fn render(
+        &self,
+        replicas: &ReplicaManager,
+        controller: &ControllerChannel,
+        groups: &GroupCoordinator,
+    ) -> String {
         let mut out = String::with_capacity(16 * 1024);
         self.render_requests(&mut out);
         self.render_topics(&mut out);
         self.render_network(&mut out);
-        render_partitions(&mut out, broker);
-        render_consumer_lag(&mut out, broker);
+        render_partitions(&mut out, replicas, controller);
+        render_consumer_lag(&mut out, replicas, groups);
         self.render_process(&mut out);
         out
     }
@@ -289,8 +297,8 @@ struct LogFigures {
     segments: i64,
 }
 
-fn render_partitions(out: &mut String, broker: &Broker) {
-    let partitions = broker.replicas.partitions();
+fn render_partitions(out: &mut String, replicas: &ReplicaManager, controller: &ControllerChannel) {
+    let partitions = replicas.partitions();
     let mut rows: Vec<_> = partitions
         .iter()
         .map(|p| {
@@ -325,24 +333,22 @@ fn render_partitions(out: &mut String, broker: &Broker) {
     }
     // A partition on a failed log dir has no leader until the broker restarts.
     let led = partitions.iter().filter(|p| p.is_online() && p.is_leader()).count();
-    let image = broker.controller.image();
-    let node_id = broker.config.node_id;
+    let image = controller.image();
+    let node_id = replicas.node_id();
     let offline = image
         .topics()
         .flat_map(|topic| topic.partitions.iter().map(move |(index, p)| (topic, *index, p.leader)))
         .filter(|(topic, index, leader)| {
-            let local_offline =
-                || broker.replicas.partition(&topic.name, *index).is_none_or(|p| !p.is_online());
+            let local_offline = || replicas.partition(&topic.name, *index).is_none_or(|p| !p.is_online());
             *leader < 0 || (*leader == node_id && local_offline())
         })
         .count();
     let led_here = image.topics().flat_map(|topic| {
-        let online =
-            |index: i32| broker.replicas.partition(&topic.name, index).is_some_and(|p| p.is_online());
+        let online = |index: i32| replicas.partition(&topic.name, index).is_some_and(|p| p.is_online());
         topic.partitions.iter().filter(move |(index, _)| online(**index)).map(|(_, partition)| partition)
     });
-    let under_replicated = under_replicated_count(led_here, broker.config.node_id);
-    let offline_dirs = broker.replicas.log_dirs().iter().filter(|d| !d.is_online()).count();
+    let under_replicated = under_replicated_count(led_here, node_id);
+    let offline_dirs = replicas.log_dirs().iter().filter(|d| !d.is_online()).count();
     let counts = [
         ("kafka_server_replicamanager_partitioncount", "Partitions hosted here.", rows.len()),
         ("kafka_server_replicamanager_leadercount", "Partitions led here.", led),
@@ -371,12 +377,11 @@ fn under_replicated_count<'a>(
 
 /// Committed offset and lag (high watermark minus committed offset) of each
 /// partition a group has committed for.
-fn render_consumer_lag(out: &mut String, broker: &Broker) {
+fn render_consumer_lag(out: &mut String, replicas: &ReplicaManager, groups: &GroupCoordinator) {
     let mut rows = Vec::new();
-    for (group, ..) in broker.groups.list() {
-        for (topic, partition, committed) in broker.groups.fetch_offsets(&group, None) {
-            let (Some(committed), Some(hosted)) = (committed, broker.replicas.partition(&topic, partition))
-            else {
+    for (group, ..) in groups.list() {
+        for (topic, partition, committed) in groups.fetch_offsets(&group, None) {
+            let (Some(committed), Some(hosted)) = (committed, replicas.partition(&topic, partition)) else {
                 continue;
             };
             let lag = (hosted.high_watermark() - committed.offset).max(0);
@@ -456,8 +461,13 @@ fn page_size() -> f64 {
     }
 }
 
-/// Serves `GET /metrics` until the broker stops; anything else gets a 404.
-pub async fn serve_http(broker: Arc<Broker>, listener: TcpListener, mut stop: watch::Receiver<bool>) {
+/// Serves `GET /metrics`, the text `render` makes, until the broker stops;
+/// anything else gets a 404.
+pub async fn serve_http(
+    render: Arc<dyn Fn() -> String + Send + Sync>,
+    listener: TcpListener,
+    mut stop: watch::Receiver<bool>,
+) {
     loop {
         let accepted = tokio::select! {
             biased;
@@ -466,9 +476,9 @@ pub async fn serve_http(broker: Arc<Broker>, listener: TcpListener, mut stop: wa
         };
         match accepted {
             Ok((stream, _)) => {
-                let broker = broker.clone();
+                let render = render.clone();
                 tokio::spawn(async move {
-                    if let Err(e) = tokio::time::timeout(HTTP_TIMEOUT, answer(&broker, stream)).await {
+                    if let Err(e) = tokio::time::timeout(HTTP_TIMEOUT, answer(&*render, stream)).await {
                         tracing::debug!("metrics request timed out: {e}");
                     }
                 });
@@ -481,7 +491,7 @@ pub async fn serve_http(broker: Arc<Broker>, listener: TcpListener, mut stop: wa
     }
 }
 
-async fn answer(broker: &Broker, mut stream: TcpStream) -> std::io::Result<()> {
+async fn answer(render: &(dyn Fn() -> String + Send + Sync), mut stream: TcpStream) -> std::io::Result<()> {
     let mut head = Vec::with_capacity(512);
     let mut buf = [0u8; 1024];
     while !head.windows(4).any(|w| w == b"\r\n\r\n") {
@@ -496,9 +506,7 @@ async fn answer(broker: &Broker, mut stream: TcpStream) -> std::io::Result<()> {
     let (method, path) = (parts.next().unwrap_or_default(), parts.next().unwrap_or_default());
     let path = path.split(|b| *b == b'?').next().unwrap_or_default();
     let (status, content_type, body) = match (method, path) {
-        (b"GET", b"/metrics") => {
-            ("200 OK", "text/plain; version=0.0.4; charset=utf-8", broker.metrics.render(broker))
-        }
+        (b"GET", b"/metrics") => ("200 OK", "text/plain; version=0.0.4; charset=utf-8", render()),
         (b"GET", _) => ("404 Not Found", "text/plain", "try /metrics\n".to_owned()),
         _ => ("405 Method Not Allowed", "text/plain", "only GET\n".to_owned()),
     };

@@ -133,7 +133,7 @@ async fn serve_stream<R: AsyncRead + Unpin, W: ResponseWriter>(
     let mut reader = BufReader::with_capacity(IO_BUFFER_BYTES, read_half);
     let mut writer = BufWriter::with_capacity(IO_BUFFER_BYTES, write_half);
     let mut sasl = security.sasl.clone().map(SaslConnection::new);
-    let max = broker.config.socket_request_max_bytes;
+    let max = broker.config().socket_request_max_bytes;
     loop {
         if let Some(muted) = session.mute.remaining() {
             // KIP-219: a throttled client's next request waits in its socket.
@@ -176,7 +176,7 @@ async fn serve_stream<R: AsyncRead + Unpin, W: ResponseWriter>(
         };
         match dispatch::handle_frame(&broker, peer, &security.name, &session, frame).await {
             Ok(Some(response)) => {
-                if let Err(e) = write_response(&mut writer, response, broker.config.zero_copy_fetch).await {
+                if let Err(e) = write_response(&mut writer, response, broker.config().zero_copy_fetch).await {
                     tracing::debug!(%peer, "write failed: {e}");
                     break;
                 }

@@ -76,17 +76,20 @@ mod tests {
         let mut first = Vec::new();
         for _ in 0..PRODUCER_ID_BLOCK_SIZE + 2 {
             first.push(
-                manager.next_id_async(|| broker.controller.allocate_producer_ids_at_active()).await.unwrap(),
+                manager
+                    .next_id_async(|| broker.controller().allocate_producer_ids_at_active())
+                    .await
+                    .unwrap(),
             );
         }
         assert_eq!(first, (0..PRODUCER_ID_BLOCK_SIZE + 2).collect::<Vec<_>>());
-        let allocate_stale = || broker.controller.allocate_producer_ids(1, broker.broker_epoch() + 1);
+        let allocate_stale = || broker.controller().allocate_producer_ids(1, broker.broker_epoch() + 1);
         let stale = ProducerIdManager::default().next_id_async(allocate_stale).await;
         assert!(matches!(stale, Err(MetadataError::StaleBrokerEpoch(_))), "{stale:?}");
         drop(broker);
         let broker = open();
         let after_restart = ProducerIdManager::default()
-            .next_id_async(|| broker.controller.allocate_producer_ids_at_active())
+            .next_id_async(|| broker.controller().allocate_producer_ids_at_active())
             .await;
         assert_eq!(
             after_restart.unwrap(),

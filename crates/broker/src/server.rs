@@ -14,6 +14,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use kafka_protocol::error::ResponseError;
 use strom_metadata::controller::{METADATA_LOG_DIR, SUPPORTED_FEATURES};
 use strom_metadata::{
     block_on, BrokerHeartbeat, BrokerRegistration, Controller, Endpoint, FeatureRange, HeartbeatReply,
@@ -30,6 +31,7 @@ use tokio::task::JoinSet;
 use crate::config::BrokerConfig;
 use crate::controller_channel::ControllerChannel;
 use crate::controller_link::ControllerLink;
+use crate::coordinator_host::{CoordinatorHost, ProducerIdReservation, Replication as AppendReplicated};
 use crate::fetch_session::FetchSessionCache;
 use crate::group::{GroupCoordinator, OFFSETS_TOPIC};
 use crate::kraft_config::ProcessRole;
@@ -41,6 +43,8 @@ use crate::producer_ids::ProducerIdManager;
 use crate::quota::connections::{ConnectionLimits, Refusal};
 use crate::quota::QuotaManager;
 use crate::replica::{LeadershipChanges, ReplicaManager};
+use crate::replication::purgatory::{await_append, AwaitedAppend};
+use crate::replication::{Replication, ReplicationServices};
 use crate::security::sasl::scram::{ImageScramCredentials, ScramCredentials};
 use crate::security::ListenerSecurity;
 use crate::txn::{TransactionCoordinator, TRANSACTION_STATE_TOPIC};
@@ -51,24 +55,29 @@ const PLAINTEXT: i16 = 0;
 /// How long shutdown waits for connections to finish their requests.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Everything a request handler can reach.
+/// The broker's services, composed once at start. Handlers reach them
+/// through [`RequestContext`](crate::dispatch::RequestContext)'s accessors,
+/// the coordinators through [`CoordinatorHost`], replication through
+/// [`ReplicationServices`]; only the composition roots (this module,
+/// [`dispatch`](crate::dispatch), [`network`] and the
+/// [`console`](crate::console)) hold the whole `Broker`.
 pub struct Broker {
-    pub config: Arc<BrokerConfig>,
+    config: Arc<BrokerConfig>,
     /// The cluster metadata: the image, this node's controller, the link
     /// to the active one and this broker's epoch.
-    pub controller: Arc<ControllerChannel>,
-    pub replicas: ReplicaManager,
-    pub fetch_sessions: FetchSessionCache,
-    pub groups: GroupCoordinator,
-    pub metrics: Metrics,
-    pub producer_ids: ProducerIdManager,
-    pub transactions: TransactionCoordinator,
+    controller: Arc<ControllerChannel>,
+    replicas: Arc<ReplicaManager>,
+    fetch_sessions: FetchSessionCache,
+    groups: GroupCoordinator,
+    metrics: Metrics,
+    producer_ids: ProducerIdManager,
+    transactions: TransactionCoordinator,
     /// Each listener's TLS and SASL settings, in `listeners` order.
-    pub listener_security: Vec<Arc<ListenerSecurity>>,
+    listener_security: Vec<Arc<ListenerSecurity>>,
     /// Client quota sensors.
-    pub quotas: QuotaManager,
+    quotas: Arc<QuotaManager>,
     /// Open connections and connection rates per client address.
-    pub connection_limits: Arc<ConnectionLimits>,
+    connection_limits: Arc<ConnectionLimits>,
     /// Flips to true when shutdown begins; delayed operations end early on it.
     stopping: watch::Sender<bool>,
     /// The metadata log of a KRaft node: its quorum, feeding the loader.
@@ -77,7 +86,70 @@ pub struct Broker {
     /// inter-broker listener.
     inter_broker: Connector,
     /// Wakes the replication task (fetchers, ISR changes).
-    pub replication: crate::replication::Replication,
+    replication: Arc<Replication>,
+}
+
+/// Read access to the services, for the composition roots and tests.
+impl Broker {
+    /// The static config.
+    pub fn config(&self) -> &Arc<BrokerConfig> {
+        &self.config
+    }
+
+    /// The cluster metadata and the controller, as this node reaches them.
+    pub fn controller(&self) -> &Arc<ControllerChannel> {
+        &self.controller
+    }
+
+    /// The partitions this node hosts.
+    pub fn replicas(&self) -> &ReplicaManager {
+        &self.replicas
+    }
+
+    /// Incremental fetch sessions (KIP-227).
+    pub fn fetch_sessions(&self) -> &FetchSessionCache {
+        &self.fetch_sessions
+    }
+
+    /// The consumer groups this node coordinates.
+    pub fn groups(&self) -> &GroupCoordinator {
+        &self.groups
+    }
+
+    /// The request, topic and connection counters.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// The block of producer ids this node hands out.
+    pub fn producer_ids(&self) -> &ProducerIdManager {
+        &self.producer_ids
+    }
+
+    /// The transactions this node coordinates.
+    pub fn transactions(&self) -> &TransactionCoordinator {
+        &self.transactions
+    }
+
+    /// Each listener's TLS and SASL settings, in `listeners` order.
+    pub fn listener_security(&self) -> &[Arc<ListenerSecurity>] {
+        &self.listener_security
+    }
+
+    /// Client quota sensors.
+    pub fn quotas(&self) -> &QuotaManager {
+        &self.quotas
+    }
+
+    /// Open connections and connection rates per client address.
+    pub fn connection_limits(&self) -> &Arc<ConnectionLimits> {
+        &self.connection_limits
+    }
+
+    /// Wakes the replication task (fetchers, ISR changes).
+    pub fn replication(&self) -> &Replication {
+        &self.replication
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -267,7 +339,7 @@ impl Broker {
         if broker_epoch >= 0 {
             logs.set_broker_epoch(broker_epoch);
         }
-        let replicas = ReplicaManager::open(config.clone(), logs, &controller.image())?;
+        let replicas = Arc::new(ReplicaManager::open(config.clone(), logs, &controller.image())?);
         let logs_ms = started.elapsed().as_millis();
         let fetch_sessions = FetchSessionCache::new(config.max_incremental_fetch_session_cache_slots);
         let groups = GroupCoordinator::new(config.groups.clone());
@@ -275,7 +347,7 @@ impl Broker {
         let metrics = Metrics::default();
         let producer_ids = ProducerIdManager::default();
         let transactions = TransactionCoordinator::new(config.transactions.clone());
-        let quotas = QuotaManager::new(config.quota_window);
+        let quotas = Arc::new(QuotaManager::new(config.quota_window));
         let connection_limits =
             Arc::new(ConnectionLimits::new(config.connection_limits.clone(), config.quota_window));
         // A single node links to no other broker.
@@ -317,20 +389,20 @@ impl Broker {
         Ok(broker)
     }
 
+    /// What the replication task uses of this broker.
+    fn replication_services(&self) -> ReplicationServices {
+        ReplicationServices {
+            replicas: self.replicas.clone(),
+            controller: self.controller.clone(),
+            quotas: self.quotas.clone(),
+            wakes: self.replication.clone(),
+            connector: self.inter_broker.clone(),
+        }
+    }
+
     /// The metadata quorum of a KRaft node.
     pub fn quorum(&self) -> Option<&Quorum> {
         self.metadata_log.as_deref().map(QuorumRecordLog::quorum)
-    }
-
-    /// Opens links to other brokers through the inter-broker listener.
-    pub fn inter_broker_connector(&self) -> &Connector {
-        &self.inter_broker
-    }
-
-    /// `host:port` of broker `id`'s inter-broker listener, as registered in `image`.
-    pub fn inter_broker_address(&self, image: &MetadataImage, id: i32) -> Option<String> {
-        let endpoint = image.brokers.get(&id)?.endpoint(&self.config.kraft.inter_broker_listener_name)?;
-        Some(format!("{}:{}", endpoint.host, endpoint.port))
     }
 
     /// What the lifecycle managers use of this node.
@@ -418,6 +490,63 @@ impl Broker {
 impl<'a> From<&'a Broker> for crate::internal_topic::Services<'a> {
     fn from(broker: &'a Broker) -> Self {
         Self { controller: &broker.controller, replicas: &broker.replicas }
+    }
+}
+
+impl CoordinatorHost for Broker {
+    fn node_id(&self) -> i32 {
+        self.config.node_id
+    }
+
+    fn replicas(&self) -> &ReplicaManager {
+        &self.replicas
+    }
+
+    fn metadata_image(&self) -> Arc<MetadataImage> {
+        self.controller.image()
+    }
+
+    fn groups(&self) -> &GroupCoordinator {
+        &self.groups
+    }
+
+    fn transactions(&self) -> &TransactionCoordinator {
+        &self.transactions
+    }
+
+    fn check_leads(&self, topic: &str, partition: i32) -> Result<(), ResponseError> {
+        crate::internal_topic::check_local(self, topic, partition)
+    }
+
+    fn min_insync_replicas(&self, topic: &str) -> usize {
+        crate::handlers::produce::min_insync_replicas(&self.controller, &self.replicas, topic).max(1) as usize
+    }
+
+    fn await_append(&self, wait: AwaitedAppend, timeout: Duration) -> AppendReplicated<'_> {
+        Box::pin(await_append(self.stopping(), wait, timeout))
+    }
+
+    fn stopping(&self) -> watch::Receiver<bool> {
+        Broker::stopping(self)
+    }
+
+    fn next_producer_id(&self) -> ProducerIdReservation<'_> {
+        Box::pin(async move {
+            let reserved =
+                self.producer_ids.next_id_async(|| self.controller.allocate_producer_ids_at_active());
+            reserved.await.map_err(|e| {
+                tracing::error!("cannot reserve producer ids: {e}");
+                crate::error::metadata_error(&e)
+            })
+        })
+    }
+
+    fn inter_broker_connector(&self) -> &Connector {
+        &self.inter_broker
+    }
+
+    fn inter_broker_address(&self, image: &MetadataImage, id: i32) -> Option<String> {
+        self.config.inter_broker_address(image, id)
     }
 }
 
@@ -584,7 +713,11 @@ impl BoundBroker {
             let kraft = &self.broker.config.kraft;
             if kraft.has_role(ProcessRole::Broker) {
                 background.spawn(lifecycle::run_broker(self.broker.node(), link.clone(), stop_rx.clone()));
-                background.spawn(crate::replication::run(self.broker.clone(), link.clone(), stop_rx.clone()));
+                background.spawn(crate::replication::run(
+                    self.broker.replication_services(),
+                    link.clone(),
+                    stop_rx.clone(),
+                ));
             }
             if kraft.has_role(ProcessRole::Controller) {
                 background.spawn(lifecycle::run_controller(
@@ -597,7 +730,10 @@ impl BoundBroker {
         background.spawn(GroupCoordinator::run_timers(self.broker.clone()));
         background.spawn(TransactionCoordinator::run_timers(self.broker.clone()));
         if let Some(listener) = self.metrics_listener {
-            background.spawn(metrics::serve_http(self.broker.clone(), listener, stop_rx.clone()));
+            let broker = self.broker.clone();
+            let render =
+                Arc::new(move || broker.metrics.render(&broker.replicas, &broker.controller, &broker.groups));
+            background.spawn(metrics::serve_http(render, listener, stop_rx.clone()));
         }
         if self.broker.config.cleaner.enable {
             for id in 0..self.broker.config.cleaner.threads {

@@ -73,13 +73,13 @@ async fn serve(config: BrokerConfig) -> anyhow::Result<()> {
 
 /// The one line that says which broker this is and where it serves.
 fn log_start(broker: &Broker, bound: &BoundBroker) {
-    let config = &broker.config;
+    let config = broker.config();
     let log_dirs: Vec<String> = config.log_dirs.iter().map(|d| d.display().to_string()).collect();
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),
         node_id = config.node_id,
         log_dirs = %log_dirs.join(","),
-        cluster_id = %broker.controller.cluster_id(),
+        cluster_id = %broker.controller().cluster_id(),
         listeners = %bound.listener_addresses().join(","),
         "Strom started"
     );

@@ -110,7 +110,7 @@ impl History {
     pub fn sample(&self, broker: &Broker, now_ms: i64) {
         let mut counters = HashMap::new();
         let (mut bytes_in, mut bytes_out, mut messages_in) = (0, 0, 0);
-        for (topic, metrics) in broker.metrics.topics_snapshot() {
+        for (topic, metrics) in broker.metrics().topics_snapshot() {
             let values = [
                 ("bytes_in", metrics.bytes_in.load(Ordering::Relaxed)),
                 ("bytes_out", metrics.bytes_out.load(Ordering::Relaxed)),
@@ -127,7 +127,7 @@ impl History {
         counters.insert(BYTES_OUT.into(), bytes_out);
         counters.insert(MESSAGES_IN.into(), messages_in);
         self.record_rates(now_ms, counters);
-        self.record(CONNECTIONS, now_ms, broker.metrics.connections.load(Ordering::Relaxed) as f64);
+        self.record(CONNECTIONS, now_ms, broker.metrics().connections.load(Ordering::Relaxed) as f64);
         for (group, lag) in super::pages::groups::total_lags(broker) {
             self.record(&group_lag_series(&group), now_ms, lag as f64);
         }

@@ -78,19 +78,17 @@ impl<'a> Kafka<'a> {
             .with_client_id(Some(str_bytes(CLIENT_ID)));
         // Answers name the broker's endpoints as its first advertised
         // listener does (a controller listener advertises none).
-        let config = &self.broker.config;
+        let config = &self.broker.config();
         let advertised = config.listeners.iter().find(|l| config.advertised_endpoint(&l.name).is_some());
         let listener = advertised.or(config.listeners.first()).map_or("PLAINTEXT", |l| l.name.as_str());
-        RequestContext {
-            broker: self.broker,
+        RequestContext::new(
+            self.broker,
             api_key,
-            api_version,
             header,
-            client_host: self.client_host.clone(),
-            listener: listener.into(),
-            principal: self.principal.clone(),
-            throttle: Default::default(),
-        }
+            self.client_host.clone(),
+            listener.into(),
+            self.principal.clone(),
+        )
     }
 
     /// The message browser reads partitions directly, not through Fetch:

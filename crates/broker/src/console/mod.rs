@@ -57,7 +57,7 @@ pub struct Console {
 
 /// Serves the console on `listener` until the broker stops.
 pub async fn serve(broker: Arc<Broker>, listener: TcpListener, mut stop: watch::Receiver<bool>) {
-    let config = broker.config.console.clone();
+    let config = broker.config().console.clone();
     let history = Arc::new(History::new(config.sample_ms));
     let sampler =
         tokio::spawn(history::run_sampler(broker.clone(), history.clone(), config.sample_ms, stop.clone()));

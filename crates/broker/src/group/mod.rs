@@ -1375,9 +1375,9 @@ mod tests {
         let overrides = [("log.dirs".to_owned(), dir.path().display().to_string())];
         let broker = Broker::open(BrokerConfig::from_properties("", &overrides).unwrap()).unwrap();
         let topic = NewTopic { name: "t".into(), partitions: 1, replication_factor: 1, ..Default::default() };
-        block_on(broker.controller.create_topic(topic, false)).unwrap();
-        block_on(internal_topic::create(&*broker, &broker.groups.offsets_topic())).unwrap();
-        let coordinator = &broker.groups;
+        block_on(broker.controller().create_topic(topic, false)).unwrap();
+        block_on(internal_topic::create(&*broker, &broker.groups().offsets_topic())).unwrap();
+        let coordinator = broker.groups();
         let commit = |group: &str| {
             let entry =
                 CommitEntry { topic: "t".into(), partition: 0, offset: 7, leader_epoch: -1, metadata: None };

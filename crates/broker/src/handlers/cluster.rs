@@ -19,12 +19,11 @@ const ENDPOINT_BROKERS: i8 = 1;
 const ENDPOINT_CONTROLLERS: i8 = 2;
 
 pub fn describe(ctx: &RequestContext<'_>, request: DescribeClusterRequest) -> DescribeClusterResponse {
-    let broker = ctx.broker;
     let endpoint_type = if ctx.api_version >= 1 { request.endpoint_type } else { ENDPOINT_BROKERS };
-    let image = broker.controller.image();
+    let image = ctx.controller().image();
     let response = DescribeClusterResponse::default()
         .with_endpoint_type(endpoint_type)
-        .with_cluster_id(str_bytes(broker.controller.cluster_id()))
+        .with_cluster_id(str_bytes(ctx.controller().cluster_id()))
         .with_cluster_authorized_operations(match request.include_cluster_authorized_operations {
             true => ctx.authorized_operations(resource::CLUSTER, CLUSTER_NAME),
             false => AUTHORIZED_OPERATIONS_OMITTED,
@@ -39,7 +38,7 @@ pub fn describe(ctx: &RequestContext<'_>, request: DescribeClusterRequest) -> De
             ))
         }
         ENDPOINT_CONTROLLERS if ctx.on_controller_listener() => {
-            let active = broker.quorum().and_then(|q| q.leader().borrow().leader_id).unwrap_or(-1);
+            let active = ctx.quorum().and_then(|q| q.leader().borrow().leader_id).unwrap_or(-1);
             response.with_controller_id(BrokerId(active)).with_brokers(controllers(ctx, &image))
         }
         _ => response
@@ -52,8 +51,8 @@ pub fn describe(ctx: &RequestContext<'_>, request: DescribeClusterRequest) -> De
 /// This node when it is a live broker, else the first live broker; a
 /// single node is always its own.
 fn live_broker_for_admin(ctx: &RequestContext<'_>, image: &MetadataImage) -> i32 {
-    let me = ctx.broker.config.node_id;
-    if ctx.broker.quorum().is_none() {
+    let me = ctx.config().node_id;
+    if ctx.quorum().is_none() {
         return me;
     }
     let mut live = image.live_brokers().map(|b| b.id);

@@ -62,21 +62,21 @@ pub fn heartbeat(
         assignor: request.server_assignor.as_ref().map(|s| s.to_string()),
         owned,
     };
-    let broker = ctx.broker;
+    let host = ctx.coordinator_host();
     if request.subscribed_topic_regex.as_ref().is_some_and(|r| !r.is_empty()) {
         return ConsumerGroupHeartbeatResponse::default()
             .with_error_code(ResponseError::InvalidRequest.code())
             .with_error_message(Some(str_bytes("regular expression subscriptions are not supported")));
     }
-    let beat = broker
-        .groups
-        .check_coordinator(broker, &request.group_id)
-        .and_then(|()| broker.groups.consumer_heartbeat(broker, request.group_id.as_str(), heartbeat));
+    let beat = ctx
+        .groups()
+        .check_coordinator(host, &request.group_id)
+        .and_then(|()| ctx.groups().consumer_heartbeat(host, request.group_id.as_str(), heartbeat));
     match beat {
         Ok(reply) => ConsumerGroupHeartbeatResponse::default()
             .with_member_id(Some(str_bytes(&reply.member_id)))
             .with_member_epoch(reply.member_epoch)
-            .with_heartbeat_interval_ms(broker.groups.config().consumer_heartbeat_interval_ms)
+            .with_heartbeat_interval_ms(ctx.groups().config().consumer_heartbeat_interval_ms)
             .with_assignment(
                 reply.assignment.map(|a| Assignment::default().with_topic_partitions(by_topic(&a))),
             ),
@@ -102,7 +102,7 @@ pub fn describe(
     ctx: &RequestContext<'_>,
     request: ConsumerGroupDescribeRequest,
 ) -> ConsumerGroupDescribeResponse {
-    let image = ctx.broker.controller.image();
+    let image = ctx.controller().image();
     let described = |partitions: &BTreeSet<Tp>| {
         let topics = by_topic(partitions)
             .into_iter()
@@ -133,10 +133,10 @@ pub fn describe(
             ) {
                 return base.with_error_code(ResponseError::GroupAuthorizationFailed.code());
             }
-            if let Err(error) = ctx.broker.groups.check_coordinator(ctx.broker, id) {
+            if let Err(error) = ctx.groups().check_coordinator(ctx.coordinator_host(), id) {
                 return base.with_error_code(error.code());
             }
-            let Some(group) = ctx.broker.groups.describe_consumer_group(id.as_str()) else {
+            let Some(group) = ctx.groups().describe_consumer_group(id.as_str()) else {
                 return base
                     .with_error_code(ResponseError::GroupIdNotFound.code())
                     .with_error_message(Some(str_bytes("no consumer group with this id")));

@@ -59,7 +59,7 @@ pub async fn broker_registration(
         log_dirs: request.log_dirs.clone(),
         previous_broker_epoch: request.previous_broker_epoch,
     };
-    let result = ctx.broker.controller.register_broker(registration, strom_storage::now_ms()).await;
+    let result = ctx.controller().register_broker(registration, strom_storage::now_ms()).await;
     BrokerRegistrationResponse::default()
         .with_error_code(code(&result))
         .with_broker_epoch(*result.as_ref().unwrap_or(&-1))
@@ -76,7 +76,7 @@ pub async fn broker_heartbeat(
         want_fence: request.want_fence,
         want_shut_down: request.want_shut_down,
     };
-    let result = ctx.broker.controller.broker_heartbeat(heartbeat, strom_storage::now_ms()).await;
+    let result = ctx.controller().broker_heartbeat(heartbeat, strom_storage::now_ms()).await;
     let response = BrokerHeartbeatResponse::default().with_error_code(code(&result));
     match result {
         Ok(reply) => response
@@ -91,7 +91,7 @@ pub async fn unregister_broker(
     ctx: &RequestContext<'_>,
     request: UnregisterBrokerRequest,
 ) -> UnregisterBrokerResponse {
-    let result = ctx.broker.controller.unregister_broker(request.broker_id.0).await;
+    let result = ctx.controller().unregister_broker(request.broker_id.0).await;
     UnregisterBrokerResponse::default().with_error_code(code(&result)).with_error_message(message(&result))
 }
 
@@ -122,7 +122,7 @@ pub async fn controller_registration(
             })
             .collect(),
     };
-    let result = ctx.broker.controller.register_controller(controller).await;
+    let result = ctx.controller().register_controller(controller).await;
     ControllerRegistrationResponse::default()
         .with_error_code(code(&result))
         .with_error_message(message(&result))
@@ -132,7 +132,7 @@ pub async fn allocate_producer_ids(
     ctx: &RequestContext<'_>,
     request: AllocateProducerIdsRequest,
 ) -> AllocateProducerIdsResponse {
-    let result = ctx.broker.controller.allocate_producer_ids(request.broker_id.0, request.broker_epoch).await;
+    let result = ctx.controller().allocate_producer_ids(request.broker_id.0, request.broker_epoch).await;
     let response = AllocateProducerIdsResponse::default().with_error_code(code(&result));
     match result {
         Ok(block) => response
@@ -158,7 +158,7 @@ pub async fn alter_partition(
         .iter()
         .flat_map(|t| t.partitions.iter().map(move |p| isr_change(t.topic_id, p)))
         .collect();
-    let controller = &ctx.broker.controller;
+    let controller = &ctx.controller();
     let results = match controller.alter_partition(request.broker_id.0, request.broker_epoch, &changes).await
     {
         Ok(results) => results,
@@ -241,8 +241,8 @@ mod tests {
             assignments: vec![(0, vec![1, OTHER])],
             ..Default::default()
         };
-        block_on(broker.controller.create_topic(topic, false)).unwrap();
-        let image = broker.controller.image();
+        block_on(broker.controller().create_topic(topic, false)).unwrap();
+        let image = broker.controller().image();
         let (id, epochs) =
             (image.topic("t").unwrap().id, (image.brokers[&1].epoch, image.brokers[&OTHER].epoch));
         let ctx = ctx(&broker, ApiKey::AlterPartition, 3);

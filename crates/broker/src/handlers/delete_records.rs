@@ -29,8 +29,7 @@ pub fn handle(ctx: &RequestContext<'_>, request: DeleteRecordsRequest) -> Delete
                             .with_low_watermark(-1)
                             .with_error_code(ResponseError::TopicAuthorizationFailed.code());
                     }
-                    let partition = match ctx.broker.replicas.leader_partition(&topic.name, p.partition_index)
-                    {
+                    let partition = match ctx.replicas().leader_partition(&topic.name, p.partition_index) {
                         Ok(partition) => partition,
                         Err(error) => return result.with_low_watermark(-1).with_error_code(error.code()),
                     };
@@ -48,7 +47,7 @@ pub fn handle(ctx: &RequestContext<'_>, request: DeleteRecordsRequest) -> Delete
         .collect();
     // A deletion the client was told of must not come back after a crash.
     if moved {
-        if let Err(e) = ctx.broker.replicas.checkpoint() {
+        if let Err(e) = ctx.replicas().checkpoint() {
             tracing::error!("checkpoint after DeleteRecords failed: {e}");
         }
     }

@@ -40,24 +40,14 @@ async fn serve_inner(ctx: &RequestContext<'_>, request: EnvelopeRequest) -> Resu
         .and_then(|bytes| decode_principal(bytes.clone()))
         .ok_or(ResponseError::PrincipalDeserializationFailure)?;
     let client_ip = client_ip(&request.client_host_address).ok_or(ResponseError::InvalidRequest)?;
-    let Ok(Parsed::Request { api_key, api_version, header, request: inner }) =
-        parse_frame(request.request_data)
+    let Ok(Parsed::Request { api_key, header, request: inner, .. }) = parse_frame(request.request_data)
     else {
         return Err(ResponseError::InvalidRequest);
     };
     if !apis::is_forwarded(api_key) {
         return Err(ResponseError::InvalidRequest);
     }
-    let inner_ctx = RequestContext {
-        broker: ctx.broker,
-        api_key,
-        api_version,
-        header,
-        client_host: format!("/{client_ip}"),
-        listener: ctx.listener.clone(),
-        principal: principal.into(),
-        throttle: crate::quota::Throttle::default(),
-    };
+    let inner_ctx = ctx.inner(api_key, header, format!("/{client_ip}"), principal.into());
     let mut answer = route_boxed(&inner_ctx, *inner).await;
     // A throttle the inner request earned (controller mutation quotas) is
     // its client's: it goes back in the inner response.

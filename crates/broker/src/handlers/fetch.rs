@@ -39,12 +39,12 @@ use crate::error::storage_error;
 use crate::fetch_session::{
     FetchPlan, FetchRequestParts, FetchTarget, PartitionKey, PartitionNews, Reported, TopicKey,
 };
-use crate::metrics::GaugeGuard;
-use crate::quota::QuotaType;
-use crate::replica::{Isolation, Partition, TopicPartitions};
+use crate::metrics::{GaugeGuard, Metrics};
+use crate::quota::{QuotaManager, QuotaType};
+use crate::replica::{Isolation, Partition, ReplicaManager, TopicPartitions};
 use crate::replication::fetcher::divergence;
+use crate::replication::Replication;
 use crate::response_errors::ResponseErrors;
-use crate::server::Broker;
 use kafka_protocol::messages::fetch_response::AbortedTransaction;
 use kafka_protocol::messages::ProducerId;
 use strom_storage::segment::FileSlice;
@@ -159,17 +159,17 @@ pub async fn handle(ctx: &RequestContext<'_>, request: FetchRequest) -> FetchRep
     if from_follower {
         ctx.throttle.exempt_from_request_quota();
     }
-    if ctx.broker.quorum().is_some() && super::raft::is_metadata_fetch(&request, ctx.api_version) {
+    if ctx.quorum().is_some() && super::raft::is_metadata_fetch(&request, ctx.api_version) {
         let response = super::raft::fetch(ctx, request).await;
         return FetchReply { response, splices: Vec::new() };
     }
-    let broker = ctx.broker;
+    let replicas = ctx.replicas();
     let by_id = ctx.api_version >= 13;
     // Kafka's `fetchOnlyLeader`: consumers with client metadata (v11+) may
     // read from followers.
     let follower_reads = !from_follower && ctx.api_version >= FIRST_CLIENT_RACK_VERSION;
     let readable = read_authorization(ctx, &request);
-    let (hosted, rejected) = requested_targets(broker, &request, by_id, follower_reads, &readable);
+    let (hosted, rejected) = requested_targets(replicas, &request, by_id, follower_reads, &readable);
     let forgotten = forgotten_partitions(&request, by_id);
     let parts = FetchRequestParts {
         session_id: request.session_id,
@@ -178,12 +178,12 @@ pub async fn handle(ctx: &RequestContext<'_>, request: FetchRequest) -> FetchRep
         requested: hosted,
         forgotten: &forgotten,
     };
-    let plan = match broker.fetch_sessions.begin(parts) {
+    let plan = match ctx.fetch_sessions().begin(parts) {
         Ok(plan) => plan,
         // Kafka answers session errors without a session.
         Err(error) => return session_error(error, 0),
     };
-    let partitions = hosted_partitions(broker, &plan.targets);
+    let partitions = hosted_partitions(replicas, &plan.targets);
     let max_wait = Duration::from_millis(request.max_wait_ms.max(0) as u64).min(MAX_WAIT_CAP);
     // read_committed exists from v4 on.
     let read_committed = ctx.api_version >= 4 && request.isolation_level == READ_COMMITTED;
@@ -193,31 +193,30 @@ pub async fn handle(ctx: &RequestContext<'_>, request: FetchRequest) -> FetchRep
         (None, false) => Isolation::ReadUncommitted,
     };
     if let Some((replica_id, broker_epoch)) = follower {
-        record_follower_progress(broker, &plan, &partitions, replica_id, broker_epoch);
+        record_follower_progress(ctx.replication(), &plan, &partitions, replica_id, broker_epoch);
     }
     let missing = if by_id { ResponseError::UnknownTopicId } else { ResponseError::UnknownTopicOrPartition };
     let fetch_max_bytes = match from_follower {
-        true => broker.config.fetch_max_bytes,
+        true => ctx.config().fetch_max_bytes,
         false => consumer_max_bytes(ctx),
     };
     let limits = Limits::new(&request, fetch_max_bytes, isolation, missing, follower_reads);
     let routing = match (follower, follower_reads) {
-        (Some((replica_id, _)), _) => Routing::for_follower(broker, &plan, &partitions, replica_id),
+        (Some((replica_id, _)), _) => Routing::for_follower(ctx, &plan, &partitions, replica_id),
         (None, true) => Routing::for_consumer(ctx, &plan, &partitions, &request.rack_id),
         (None, false) => Routing::default(),
     };
-    let outcomes =
-        read_with_wait(broker, &ctx.throttle, &plan, &partitions, limits, &routing, max_wait).await;
+    let outcomes = read_with_wait(ctx, &plan, &partitions, limits, &routing, max_wait).await;
     if from_follower {
-        routing.record_leader_throttled(broker, &outcomes);
+        routing.record_leader_throttled(ctx, &outcomes);
     } else {
         if let Some(reply) = throttled_reply(ctx, &plan, &outcomes) {
             return reply;
         }
     }
-    count_reads(broker, &plan, &partitions, &outcomes, from_follower);
+    count_reads(ctx.metrics(), &plan, &partitions, &outcomes, from_follower);
     let reported: Vec<Reported> = outcomes.iter().map(Outcome::reported).collect();
-    let included = match broker.fetch_sessions.finish(&plan, &reported) {
+    let included = match ctx.fetch_sessions().finish(&plan, &reported) {
         Ok(included) => included,
         Err(error) => return session_error(error, plan.session_id),
     };
@@ -241,7 +240,7 @@ pub async fn handle(ctx: &RequestContext<'_>, request: FetchRequest) -> FetchRep
 /// it take at once: a larger response would always be throttled and so,
 /// answered empty, never reach it (Kafka caps it the same way).
 fn consumer_max_bytes(ctx: &RequestContext<'_>) -> i32 {
-    let config_max = ctx.broker.config.fetch_max_bytes;
+    let config_max = ctx.config().fetch_max_bytes;
     match crate::quota::max_value_in_window(ctx, QuotaType::Fetch) {
         Some(window_bytes) => config_max.min(window_bytes.min(i32::MAX as f64) as i32),
         None => config_max,
@@ -265,7 +264,7 @@ fn throttled_reply(ctx: &RequestContext<'_>, plan: &FetchPlan, outcomes: &[Outco
         return None;
     }
     crate::quota::unrecord_request(ctx, QuotaType::Fetch, bytes);
-    let (error, session_id) = ctx.broker.fetch_sessions.throttled(plan);
+    let (error, session_id) = ctx.fetch_sessions().throttled(plan);
     let response = FetchResponse::default()
         .with_throttle_time_ms(throttle_time_ms)
         .with_error_code(error.map_or(0, |e| e.code()))
@@ -288,7 +287,7 @@ fn follower_of(request: &FetchRequest) -> Option<(i32, i64)> {
 /// records how far the follower holds its log (moving the high watermark),
 /// and an ISR the follower caught up into goes to the controller.
 fn record_follower_progress(
-    broker: &Broker,
+    replication: &Replication,
     plan: &FetchPlan,
     partitions: &[Option<Arc<Partition>>],
     replica_id: i32,
@@ -301,7 +300,7 @@ fn record_follower_progress(
             continue;
         }
         if partition.record_follower_fetch(replica_id, broker_epoch, target.fetch_offset).is_some() {
-            broker.replication.isr_change_proposed();
+            replication.isr_change_proposed();
         }
     }
 }
@@ -391,11 +390,16 @@ fn read_authorization<'a>(ctx: &'a RequestContext<'_>, request: &FetchRequest) -
 }
 
 /// A request's topic, found among the hosted ones by id (v13+) or name.
-fn hosted_topic(broker: &Broker, by_id: bool, id: Uuid, name: &str) -> Option<Arc<TopicPartitions>> {
+fn hosted_topic(
+    replicas: &ReplicaManager,
+    by_id: bool,
+    id: Uuid,
+    name: &str,
+) -> Option<Arc<TopicPartitions>> {
     if by_id {
-        broker.replicas.topic_by_id(&id)
+        replicas.topic_by_id(&id)
     } else {
-        broker.replicas.topic(name)
+        replicas.topic(name)
     }
 }
 
@@ -404,7 +408,7 @@ fn hosted_topic(broker: &Broker, by_id: bool, id: Uuid, name: &str) -> Option<Ar
 /// names cannot make a session grow beyond the partitions that exist. A
 /// fetch by name leaves the topic id nil: the session keys it by name.
 fn requested_targets(
-    broker: &Broker,
+    replicas: &ReplicaManager,
     request: &FetchRequest,
     by_id: bool,
     follower_reads: bool,
@@ -412,7 +416,7 @@ fn requested_targets(
 ) -> (Vec<FetchTarget>, Vec<(FetchTarget, ResponseError)>) {
     let (mut hosted, mut rejected) = (Vec::new(), Vec::new());
     for topic in &request.topics {
-        let found = hosted_topic(broker, by_id, topic.topic_id, &topic.topic.0);
+        let found = hosted_topic(replicas, by_id, topic.topic_id, &topic.topic.0);
         let denied = match &found {
             Some(t) => !readable(&t.name),
             None => !by_id && !readable(&topic.topic.0),
@@ -433,7 +437,7 @@ fn requested_targets(
             };
             match &found {
                 _ if denied => rejected.push((target, ResponseError::TopicAuthorizationFailed)),
-                Some(t) => match readable_partition(broker, &t.name, p.partition, follower_reads) {
+                Some(t) => match readable_partition(replicas, &t.name, p.partition, follower_reads) {
                     // A stale or future leader epoch is answered, not read (KIP-320).
                     Ok(partition) => match partition.check_current_leader_epoch(p.current_leader_epoch) {
                         Ok(()) => hosted.push(target),
@@ -452,15 +456,15 @@ fn requested_targets(
 /// The partition a fetch may read: one led here or, when `follower_reads`,
 /// one followed here from a live leader; else Kafka's error for it.
 fn readable_partition(
-    broker: &Broker,
+    replicas: &ReplicaManager,
     topic: &str,
     partition: i32,
     follower_reads: bool,
 ) -> Result<Arc<Partition>, ResponseError> {
-    let followed = follower_reads.then(|| broker.replicas.partition(topic, partition)).flatten();
+    let followed = follower_reads.then(|| replicas.partition(topic, partition)).flatten();
     match followed {
         Some(p) if serves_consumers_as_follower(&p) => Ok(p),
-        _ => broker.replicas.leader_partition(topic, partition),
+        _ => replicas.leader_partition(topic, partition),
     }
 }
 
@@ -488,7 +492,7 @@ fn forgotten_partitions(request: &FetchRequest, by_id: bool) -> Vec<PartitionKey
 /// Each target's partition, by topic id or, for a fetch by name, by name,
 /// looking each topic up once per run of its partitions; `None` where the
 /// topic is gone.
-fn hosted_partitions(broker: &Broker, targets: &[FetchTarget]) -> Vec<Option<Arc<Partition>>> {
+fn hosted_partitions(replicas: &ReplicaManager, targets: &[FetchTarget]) -> Vec<Option<Arc<Partition>>> {
     let mut run: Option<(&FetchTarget, Option<Arc<TopicPartitions>>)> = None;
     targets
         .iter()
@@ -498,7 +502,7 @@ fn hosted_partitions(broker: &Broker, targets: &[FetchTarget]) -> Vec<Option<Arc
                 .is_none_or(|(first, _)| (first.topic_id, &first.topic) != (target.topic_id, &target.topic))
             {
                 let by_id = !target.topic_id.is_nil();
-                run = Some((target, hosted_topic(broker, by_id, target.topic_id, &target.topic)));
+                run = Some((target, hosted_topic(replicas, by_id, target.topic_id, &target.topic)));
             }
             let found = run.as_ref().and_then(|(_, found)| found.as_ref())?;
             found.get(target.partition).cloned()
@@ -553,15 +557,15 @@ struct Routing {
 impl Routing {
     /// A follower's fetch: which partitions the leader throttle covers.
     fn for_follower(
-        broker: &Broker,
+        ctx: &RequestContext<'_>,
         plan: &FetchPlan,
         partitions: &[Option<Arc<Partition>>],
         replica_id: i32,
     ) -> Self {
         use crate::quota::replication::is_throttled;
         use strom_metadata::topic_config::LEADER_THROTTLED_REPLICAS;
-        let config = broker.replicas.config();
-        let image = broker.controller.image();
+        let config = ctx.replicas().config();
+        let image = ctx.controller().image();
         let me = config.node_id;
         let throttle_listed: Vec<bool> = plan
             .targets
@@ -591,7 +595,7 @@ impl Routing {
         partitions: &[Option<Arc<Partition>>],
         client_rack: &str,
     ) -> Self {
-        let config = ctx.broker.replicas.config();
+        let config = ctx.replicas().config();
         if config.replica_selector != ReplicaSelector::RackAware || client_rack.is_empty() {
             return Self::default();
         }
@@ -621,8 +625,8 @@ impl Routing {
 
     /// Whether the leader's replication rate is over its bound, asked only
     /// when a partition could be held back.
-    fn leader_over_quota(&self, broker: &Broker) -> bool {
-        self.throttle_holds.contains(&true) && broker.quotas.leader_replication.is_exceeded(self.leader_rate)
+    fn leader_over_quota(&self, quotas: &QuotaManager) -> bool {
+        self.throttle_holds.contains(&true) && quotas.leader_replication.is_exceeded(self.leader_rate)
     }
 
     fn holds_back(&self, index: usize) -> bool {
@@ -631,15 +635,15 @@ impl Routing {
 
     /// Kafka's `sizeOfThrottledPartitions`: what a follower was sent of the
     /// throttled partitions counts against the leader's rate.
-    fn record_leader_throttled(&self, broker: &Broker, outcomes: &[Outcome]) {
+    fn record_leader_throttled(&self, ctx: &RequestContext<'_>, outcomes: &[Outcome]) {
         let bytes: usize = outcomes
             .iter()
             .zip(&self.throttle_listed)
             .filter(|(_, listed)| **listed)
             .map(|(o, _)| o.bytes())
             .sum();
-        let window = broker.replicas.config().replication_throttle.window;
-        broker.quotas.leader_replication.record(bytes, window);
+        let window = ctx.replicas().config().replication_throttle.window;
+        ctx.quotas().leader_replication.record(bytes, window);
     }
 }
 
@@ -663,11 +667,10 @@ fn rack_aware_replica(
 }
 
 /// Reads until `min_bytes` are available, an error occurs, `max_wait` passes
-/// or the broker starts shutting down; the waits count as parked on
-/// `throttle`.
+/// or the broker starts shutting down; the waits count as parked on the
+/// request's throttle.
 async fn read_with_wait(
-    broker: &Broker,
-    throttle: &crate::quota::Throttle,
+    ctx: &RequestContext<'_>,
     plan: &FetchPlan,
     partitions: &[Option<Arc<Partition>>],
     limits: Limits,
@@ -676,8 +679,8 @@ async fn read_with_wait(
 ) -> Vec<Outcome> {
     // Held back partitions do not count towards `min_bytes`, as in Kafka's
     // DelayedFetch: a throttled follower waits out its max wait.
-    let read = || read_all(plan, partitions, limits, routing, routing.leader_over_quota(broker));
-    let mut stopping = broker.stopping();
+    let read = || read_all(plan, partitions, limits, routing, routing.leader_over_quota(ctx.quotas()));
+    let mut stopping = ctx.stopping();
     let deadline = Instant::now() + max_wait;
     let waiter = Arc::new(Notify::new());
     // Each partition's wake count at registration; only partitions woken
@@ -696,8 +699,8 @@ async fn read_with_wait(
         if satisfied || Instant::now() >= deadline || *stopping.borrow() {
             return outcomes;
         }
-        let _parked = GaugeGuard::new(&broker.metrics.delayed_fetches);
-        let woken = throttle.parked(async {
+        let _parked = GaugeGuard::new(&ctx.metrics().delayed_fetches);
+        let woken = ctx.throttle.parked(async {
             tokio::select! {
                 _ = waiter.notified() => true,
                 _ = crate::shutdown::stopped(&mut stopping) => false,
@@ -715,7 +718,7 @@ async fn read_with_wait(
 /// to followers (Kafka's `ReplicationBytesOutPerSec`). Error codes are
 /// counted from the response by dispatch.
 fn count_reads(
-    broker: &Broker,
+    metrics: &Metrics,
     plan: &FetchPlan,
     partitions: &[Option<Arc<Partition>>],
     outcomes: &[Outcome],
@@ -726,7 +729,7 @@ fn count_reads(
         if !counted {
             continue;
         }
-        let metrics = broker.metrics.topic(&target.topic);
+        let metrics = metrics.topic(&target.topic);
         match outcome.error {
             Some(_) => metrics.failed_fetch_requests.fetch_add(1, Ordering::Relaxed),
             None if to_follower => {
@@ -888,6 +891,7 @@ mod tests {
 
     use super::*;
     use crate::config::BrokerConfig;
+    use crate::server::Broker;
 
     #[tokio::test]
     async fn a_fetch_from_a_partition_led_elsewhere_names_the_leader_from_v16() {
@@ -897,8 +901,8 @@ mod tests {
 
         let dir = tempfile::tempdir().unwrap();
         let broker = broker_with_another(dir.path());
-        place(&broker, "t", &[broker.config.node_id, OTHER]);
-        let id = broker.controller.image().topic("t").unwrap().id;
+        place(&broker, "t", &[broker.config().node_id, OTHER]);
+        let id = broker.controller().image().topic("t").unwrap().id;
         let partitions =
             (0..2).map(|p| FetchPartition::default().with_partition(p).with_partition_max_bytes(1024));
         let topic = FetchTopic::default().with_topic_id(id).with_partitions(partitions.collect());
@@ -928,9 +932,9 @@ mod tests {
 
         let dir = tempfile::tempdir().unwrap();
         let broker = broker_with_another(dir.path());
-        let assignments = [(0, vec![OTHER, broker.config.node_id])].into_iter().collect();
+        let assignments = [(0, vec![OTHER, broker.config().node_id])].into_iter().collect();
         let topic = NewTopic { name: "t".into(), assignments, ..Default::default() };
-        strom_metadata::block_on(broker.controller.create_topic_with_logs(topic, false, &broker.replicas))
+        strom_metadata::block_on(broker.controller().create_topic_with_logs(topic, false, broker.replicas()))
             .unwrap();
         let fetch = |version: i16, offset: i64| {
             let partition = FetchPartition::default()
@@ -954,19 +958,19 @@ mod tests {
 
     #[test]
     fn a_leader_holds_back_throttled_partitions_from_followers_outside_the_isr_while_over_its_rate() {
-        use crate::handlers::leadership_tests::{broker_with_another, OTHER};
+        use crate::handlers::leadership_tests::{broker_with_another, ctx, OTHER};
         use strom_metadata::topic_config::LEADER_THROTTLED_REPLICAS;
 
         let dir = tempfile::tempdir().unwrap();
         let broker = broker_with_another(dir.path());
-        let me = broker.config.node_id;
+        let me = broker.config().node_id;
         let configs = [(LEADER_THROTTLED_REPLICAS.to_owned(), format!("0:{me}"))].into_iter().collect();
         let assignments = vec![(0, vec![me, OTHER]), (1, vec![me, OTHER])];
         let topic = NewTopic { name: "t".into(), configs, assignments, ..Default::default() };
-        strom_metadata::block_on(broker.controller.create_topic_with_logs(topic, false, &broker.replicas))
+        strom_metadata::block_on(broker.controller().create_topic_with_logs(topic, false, broker.replicas()))
             .unwrap();
         let plan = sessionless_plan(&broker, "t", 2);
-        let partitions = hosted_partitions(&broker, &plan.targets);
+        let partitions = hosted_partitions(broker.replicas(), &plan.targets);
         let batch = strom_storage::batch::encode_batch(&[(None, Some(Bytes::from_static(b"v")))], 0);
         for partition in partitions.iter().flatten() {
             partition.append(&batch, 0).unwrap();
@@ -982,8 +986,9 @@ mod tests {
             read_all(&plan, &partitions, limits, routing, over_quota).iter().map(|o| o.bytes() > 0).collect()
         };
 
-        let in_sync = Routing::for_follower(&broker, &plan, &partitions, OTHER);
-        let outside = Routing::for_follower(&broker, &plan, &partitions, OTHER + 1);
+        let ctx = ctx(&broker, kafka_protocol::messages::ApiKey::Fetch, 17);
+        let in_sync = Routing::for_follower(&ctx, &plan, &partitions, OTHER);
+        let outside = Routing::for_follower(&ctx, &plan, &partitions, OTHER + 1);
 
         assert_eq!(in_sync.throttle_listed, [true, false], "only 0:{me} is listed");
         assert_eq!(sent(&in_sync, true), [true, true], "an in-sync follower is never held back");
@@ -1020,7 +1025,7 @@ mod tests {
     }
 
     fn sessionless_plan(broker: &Broker, topic: &str, partitions: i32) -> FetchPlan {
-        let hosted = broker.replicas.topic(topic).unwrap();
+        let hosted = broker.replicas().topic(topic).unwrap();
         let requested = (0..partitions)
             .map(|partition| FetchTarget {
                 topic_id: hosted.id,
@@ -1033,7 +1038,7 @@ mod tests {
             .collect();
         let parts =
             FetchRequestParts { session_id: 0, epoch: -1, uses_topic_ids: true, requested, forgotten: &[] };
-        broker.fetch_sessions.begin(parts).unwrap()
+        broker.fetch_sessions().begin(parts).unwrap()
     }
 
     #[tokio::test]
@@ -1044,7 +1049,7 @@ mod tests {
 
         let dir = tempfile::tempdir().unwrap();
         let broker = broker_with_another(dir.path());
-        place(&broker, "t", &[broker.config.node_id]);
+        place(&broker, "t", &[broker.config().node_id]);
         let partition = FetchPartition::default().with_partition(0).with_partition_max_bytes(1024);
         let topic = FetchTopic::default().with_topic(topic_name("t")).with_partitions(vec![partition]);
         let request = FetchRequest::default()
@@ -1058,7 +1063,7 @@ mod tests {
         let fence_everyone = async {
             tokio::task::yield_now().await;
             let later = strom_storage::now_ms() + 3_600_000;
-            strom_metadata::block_on(broker.controller.fence_expired_brokers(later)).unwrap();
+            strom_metadata::block_on(broker.controller().fence_expired_brokers(later)).unwrap();
             std::future::pending::<()>().await
         };
 
@@ -1077,9 +1082,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let broker = open_broker(dir.path());
         let topic = NewTopic { name: "t".into(), partitions: 2, replication_factor: 1, ..Default::default() };
-        strom_metadata::block_on(broker.controller.create_topic(topic, false)).unwrap();
+        strom_metadata::block_on(broker.controller().create_topic(topic, false)).unwrap();
         let plan = sessionless_plan(&broker, "t", 2);
-        let partitions = hosted_partitions(&broker, &plan.targets);
+        let partitions = hosted_partitions(broker.replicas(), &plan.targets);
         let (busy, idle) = (partitions[0].clone().unwrap(), partitions[1].clone().unwrap());
         let limits = Limits {
             max_bytes: 1 << 20,
@@ -1098,10 +1103,11 @@ mod tests {
             }
             idle.waiter_count()
         };
-        let throttle = crate::quota::Throttle::default();
+        let ctx =
+            crate::handlers::leadership_tests::ctx(&broker, kafka_protocol::messages::ApiKey::Fetch, 17);
         let routing = Routing::default();
         let idle_waiters = tokio::select! {
-            _ = read_with_wait(&broker, &throttle, &plan, &partitions, limits, &routing, Duration::from_secs(30)) => {
+            _ = read_with_wait(&ctx, &plan, &partitions, limits, &routing, Duration::from_secs(30)) => {
                 panic!("the fetch returned short of its min_bytes")
             }
             count = appends => count,
@@ -1116,10 +1122,10 @@ mod tests {
         for (name, partitions) in [("a", 2), ("b", 1)] {
             let topic =
                 NewTopic { name: name.into(), partitions, replication_factor: 1, ..Default::default() };
-            strom_metadata::block_on(broker.controller.create_topic(topic, false)).unwrap();
+            strom_metadata::block_on(broker.controller().create_topic(topic, false)).unwrap();
         }
         let target = |topic: &str, partition| {
-            let hosted = broker.replicas.topic(topic).unwrap();
+            let hosted = broker.replicas().topic(topic).unwrap();
             FetchTarget {
                 topic_id: hosted.id,
                 topic: topic.into(),
@@ -1135,7 +1141,7 @@ mod tests {
         let answered: Vec<(&FetchTarget, Outcome)> = targets
             .iter()
             .map(|t| {
-                let partition = broker.replicas.partition(&t.topic, t.partition).unwrap();
+                let partition = broker.replicas().partition(&t.topic, t.partition).unwrap();
                 partition.append(&batch, 0).unwrap();
                 let read = partition.read(0, 1 << 20, true, Isolation::ReadUncommitted).unwrap();
                 let outcome = Outcome {

@@ -94,24 +94,23 @@ async fn coordinator_endpoint(
     key_type: i8,
     key: &str,
 ) -> Result<(i32, String, i32), ResponseError> {
-    let broker = ctx.broker;
     let (topic, partition) = match key_type {
         KEY_TYPE_GROUP if key.is_empty() => return Err(ResponseError::InvalidGroupId),
         KEY_TYPE_GROUP => {
-            internal_topic::create(broker, &broker.groups.offsets_topic()).await?;
-            (OFFSETS_TOPIC, broker.groups.partition_for(key))
+            internal_topic::create(ctx, &ctx.groups().offsets_topic()).await?;
+            (OFFSETS_TOPIC, ctx.groups().partition_for(key))
         }
         KEY_TYPE_TRANSACTION if key.is_empty() => return Err(ResponseError::InvalidRequest),
         KEY_TYPE_TRANSACTION => {
-            internal_topic::create(broker, &broker.transactions.state_topic()).await?;
-            (TRANSACTION_STATE_TOPIC, broker.transactions.partition_for(key))
+            internal_topic::create(ctx, &ctx.transactions().state_topic()).await?;
+            (TRANSACTION_STATE_TOPIC, ctx.transactions().partition_for(key))
         }
         _ => return Err(ResponseError::CoordinatorNotAvailable),
     };
-    let leader = internal_topic::coordinator_of(broker, topic, partition)?;
+    let leader = internal_topic::coordinator_of(ctx, topic, partition)?;
     // This broker answers with the endpoint it advertises; others with the
     // one they registered. A listener without one sends the client nowhere.
-    let endpoint = if leader == broker.config.node_id {
+    let endpoint = if leader == ctx.config().node_id {
         advertised_endpoint(ctx)
     } else {
         live_endpoints(ctx).find(|(id, ..)| *id == leader).map(|(_, e, _)| (e.host, i32::from(e.port)))
@@ -142,13 +141,13 @@ pub async fn join(ctx: &RequestContext<'_>, request: JoinGroupRequest) -> JoinGr
         require_known_member_id: ctx.api_version >= 4,
         supports_skip_assignment: ctx.api_version >= 9,
     };
-    if let Err(error) = ctx.broker.groups.check_coordinator(ctx.broker, &join.group_id) {
+    if let Err(error) = ctx.groups().check_coordinator(ctx.coordinator_host(), &join.group_id) {
         return JoinGroupResponse::default()
             .with_error_code(error.code())
             .with_generation_id(-1)
             .with_member_id(request.member_id);
     }
-    let result = ctx.throttle.parked(ctx.broker.groups.join(join, ctx.broker.stopping())).await;
+    let result = ctx.throttle.parked(ctx.groups().join(join, ctx.stopping())).await;
     let members = result
         .members
         .into_iter()
@@ -193,10 +192,10 @@ pub async fn sync(ctx: &RequestContext<'_>, request: SyncGroupRequest) -> SyncGr
         protocol_name: request.protocol_name.as_ref().map(|s| s.to_string()),
         assignments,
     };
-    if let Err(error) = ctx.broker.groups.check_coordinator(ctx.broker, &sync.group_id) {
+    if let Err(error) = ctx.groups().check_coordinator(ctx.coordinator_host(), &sync.group_id) {
         return SyncGroupResponse::default().with_error_code(error.code());
     }
-    let result = ctx.throttle.parked(ctx.broker.groups.sync(ctx.broker, sync)).await;
+    let result = ctx.throttle.parked(ctx.groups().sync(ctx.coordinator_host(), sync)).await;
     let response =
         SyncGroupResponse::default().with_error_code(code(result.error)).with_assignment(result.assignment);
     if ctx.api_version >= 5 && result.error.is_none() {
@@ -209,10 +208,10 @@ pub fn heartbeat(ctx: &RequestContext<'_>, request: HeartbeatRequest) -> Heartbe
     if !may_read_group(ctx, &request.group_id) {
         return HeartbeatResponse::default().with_error_code(GROUP_DENIED.code());
     }
-    if let Err(error) = ctx.broker.groups.check_coordinator(ctx.broker, &request.group_id) {
+    if let Err(error) = ctx.groups().check_coordinator(ctx.coordinator_host(), &request.group_id) {
         return HeartbeatResponse::default().with_error_code(error.code());
     }
-    let error = ctx.broker.groups.heartbeat(
+    let error = ctx.groups().heartbeat(
         request.group_id.as_str(),
         request.member_id.as_str(),
         request.group_instance_id.as_deref(),
@@ -235,10 +234,9 @@ pub fn leave(ctx: &RequestContext<'_>, request: LeaveGroupRequest) -> LeaveGroup
         vec![(request.member_id.to_string(), None)]
     };
     let left = ctx
-        .broker
-        .groups
-        .check_coordinator(ctx.broker, &request.group_id)
-        .and_then(|()| ctx.broker.groups.leave(ctx.broker, request.group_id.as_str(), &leaving));
+        .groups()
+        .check_coordinator(ctx.coordinator_host(), &request.group_id)
+        .and_then(|()| ctx.groups().leave(ctx.coordinator_host(), request.group_id.as_str(), &leaving));
     match left {
         Err(error) => LeaveGroupResponse::default().with_error_code(error.code()),
         Ok(outcomes) if ctx.api_version < 3 => {
@@ -266,8 +264,7 @@ pub fn list(ctx: &RequestContext<'_>, request: ListGroupsRequest) -> ListGroupsR
     // Without DESCRIBE on the cluster, only groups the principal may describe are listed.
     let all_groups = ctx.authorize_cluster(operation::DESCRIBE);
     let groups = ctx
-        .broker
-        .groups
+        .groups()
         .list()
         .into_iter()
         .filter(|(_, _, state, _)| states.is_empty() || states.contains(&state.to_ascii_lowercase()))
@@ -301,10 +298,10 @@ pub fn describe(ctx: &RequestContext<'_>, request: DescribeGroupsRequest) -> Des
                 false => AUTHORIZED_OPERATIONS_OMITTED,
             };
             let base = if ctx.api_version >= 3 { base.with_authorized_operations(operations) } else { base };
-            if let Err(error) = ctx.broker.groups.check_coordinator(ctx.broker, id) {
+            if let Err(error) = ctx.groups().check_coordinator(ctx.coordinator_host(), id) {
                 return base.with_error_code(error.code());
             }
-            let Some(described) = ctx.broker.groups.describe(id.as_str()) else {
+            let Some(described) = ctx.groups().describe(id.as_str()) else {
                 let dead = base.with_group_state(str_bytes("Dead"));
                 if ctx.api_version < 6 {
                     return dead;
@@ -345,8 +342,8 @@ pub async fn delete(ctx: &RequestContext<'_>, request: DeleteGroupsRequest) -> D
         let error = if !ctx.authorize(operation::DELETE, resource::GROUP, id) {
             Some(GROUP_DENIED)
         } else {
-            match ctx.broker.groups.check_coordinator(ctx.broker, id) {
-                Ok(()) => ctx.broker.groups.delete_group(ctx.broker, id.as_str()).await,
+            match ctx.groups().check_coordinator(ctx.coordinator_host(), id) {
+                Ok(()) => ctx.groups().delete_group(ctx.coordinator_host(), id.as_str()).await,
                 Err(error) => Some(error),
             }
         };

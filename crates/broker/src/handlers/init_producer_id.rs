@@ -18,7 +18,6 @@ const NO_PRODUCER_ID: i64 = -1;
 const NO_PRODUCER_EPOCH: i16 = -1;
 
 pub async fn handle(ctx: &RequestContext<'_>, request: InitProducerIdRequest) -> InitProducerIdResponse {
-    let broker = ctx.broker;
     if let Some(error) = request_error(&request) {
         return error_response(error);
     }
@@ -28,8 +27,8 @@ pub async fn handle(ctx: &RequestContext<'_>, request: InitProducerIdRequest) ->
     if let Some(transactional_id) = &request.transactional_id {
         let given = request.producer_id.0 != NO_PRODUCER_ID;
         let expected = given.then_some((request.producer_id.0, request.producer_epoch));
-        let outcome = broker.transactions.init_producer_id(
-            broker,
+        let outcome = ctx.transactions().init_producer_id(
+            ctx.coordinator_host(),
             transactional_id.as_str(),
             request.transaction_timeout_ms,
             expected,
@@ -41,7 +40,7 @@ pub async fn handle(ctx: &RequestContext<'_>, request: InitProducerIdRequest) ->
             Err(error) => error_response(super::transactions::fenced_for(error, ctx.api_version, 4)),
         };
     }
-    match broker.producer_ids.next_id_async(|| broker.controller.allocate_producer_ids_at_active()).await {
+    match ctx.producer_ids().next_id_async(|| ctx.controller().allocate_producer_ids_at_active()).await {
         Ok(id) => InitProducerIdResponse::default().with_producer_id(ProducerId(id)).with_producer_epoch(0),
         Err(e) => {
             tracing::error!("cannot reserve producer ids: {e}");

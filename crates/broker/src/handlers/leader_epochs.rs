@@ -40,7 +40,7 @@ pub fn handle(
             let partitions = topic
                 .partitions
                 .iter()
-                .map(|p| match ctx.broker.replicas.leader_partition(name, p.partition) {
+                .map(|p| match ctx.replicas().leader_partition(name, p.partition) {
                     _ if denied => failure(p.partition, ResponseError::TopicAuthorizationFailed),
                     Ok(partition) => end_offset(&partition, p),
                     Err(error) => failure(p.partition, error),

@@ -31,7 +31,7 @@ pub(crate) fn broker_with_another(dir: &std::path::Path) -> Arc<Broker> {
     let broker = Broker::open(BrokerConfig::from_properties("", &overrides).unwrap()).unwrap();
     let registration = BrokerRegistration {
         broker_id: OTHER,
-        cluster_id: broker.controller.cluster_id().to_owned(),
+        cluster_id: broker.controller().cluster_id().to_owned(),
         incarnation_id: uuid::Uuid::new_v4(),
         endpoints: vec![Endpoint {
             name: "PLAINTEXT".into(),
@@ -48,7 +48,7 @@ pub(crate) fn broker_with_another(dir: &std::path::Path) -> Arc<Broker> {
         previous_broker_epoch: -1,
     };
     let now = strom_storage::now_ms();
-    let epoch = block_on(broker.controller.register_broker(registration, now)).unwrap();
+    let epoch = block_on(broker.controller().register_broker(registration, now)).unwrap();
     heartbeat(&broker, OTHER, epoch, now);
     broker
 }
@@ -57,33 +57,31 @@ pub(crate) fn heartbeat(broker: &Broker, id: i32, epoch: i64, now_ms: i64) {
     let request = BrokerHeartbeat {
         broker_id: id,
         broker_epoch: epoch,
-        current_metadata_offset: broker.controller.image().last_offset,
+        current_metadata_offset: broker.controller().image().last_offset,
         want_fence: false,
         want_shut_down: false,
     };
-    block_on(broker.controller.broker_heartbeat(request, now_ms)).unwrap();
+    block_on(broker.controller().broker_heartbeat(request, now_ms)).unwrap();
 }
 
 /// Topic `name` with partition `p` placed on `placement[p]`.
 pub(crate) fn place(broker: &Broker, name: &str, placement: &[i32]) {
     let assignments = placement.iter().enumerate().map(|(p, &b)| (p as i32, vec![b])).collect();
     let topic = NewTopic { name: name.into(), assignments, ..Default::default() };
-    block_on(broker.controller.create_topic_with_logs(topic, false, &broker.replicas)).unwrap();
+    block_on(broker.controller().create_topic_with_logs(topic, false, broker.replicas())).unwrap();
 }
 
 pub(crate) fn ctx(broker: &Broker, api_key: ApiKey, api_version: i16) -> RequestContext<'_> {
     let header =
         RequestHeader::default().with_request_api_key(api_key as i16).with_request_api_version(api_version);
-    RequestContext {
+    RequestContext::new(
         broker,
         api_key,
-        api_version,
         header,
-        client_host: "/127.0.0.1".into(),
-        listener: "PLAINTEXT".into(),
-        principal: "User:ANONYMOUS".into(),
-        throttle: Default::default(),
-    }
+        "/127.0.0.1".into(),
+        "PLAINTEXT".into(),
+        "User:ANONYMOUS".into(),
+    )
 }
 
 fn produce(broker: &Broker, version: i16, partition: i32) -> kafka_protocol::messages::ProduceResponse {
@@ -100,12 +98,12 @@ fn produce(broker: &Broker, version: i16, partition: i32) -> kafka_protocol::mes
 fn a_produce_to_a_partition_led_elsewhere_names_the_leader_and_its_endpoint() {
     let dir = tempfile::tempdir().unwrap();
     let broker = broker_with_another(dir.path());
-    place(&broker, "t", &[broker.config.node_id, OTHER]);
+    place(&broker, "t", &[broker.config().node_id, OTHER]);
 
     let refused = produce(&broker, 10, 1);
     let answer = &refused.responses[0].partition_responses[0];
     assert_eq!(answer.error_code, ResponseError::NotLeaderOrFollower.code());
-    let epoch = broker.controller.image().topic("t").unwrap().partitions[&1].leader_epoch;
+    let epoch = broker.controller().image().topic("t").unwrap().partitions[&1].leader_epoch;
     assert_eq!((answer.current_leader.leader_id.0, answer.current_leader.leader_epoch), (OTHER, epoch));
     let endpoints: Vec<_> =
         refused.node_endpoints.iter().map(|e| (e.node_id.0, e.host.to_string(), e.port)).collect();
@@ -121,7 +119,7 @@ fn a_produce_to_a_partition_led_elsewhere_names_the_leader_and_its_endpoint() {
     assert_eq!(led.responses[0].partition_responses[0].error_code, 0);
     assert!(led.node_endpoints.is_empty());
 
-    block_on(broker.controller.unregister_broker(OTHER)).unwrap();
+    block_on(broker.controller().unregister_broker(OTHER)).unwrap();
     let leaderless = produce(&broker, 10, 1);
     let answer = &leaderless.responses[0].partition_responses[0];
     assert_eq!(answer.error_code, ResponseError::NotLeaderOrFollower.code());
@@ -133,7 +131,7 @@ fn a_produce_to_a_partition_led_elsewhere_names_the_leader_and_its_endpoint() {
 fn metadata_names_each_leader_and_a_leaderless_partition_with_its_offline_replica() {
     let dir = tempfile::tempdir().unwrap();
     let broker = broker_with_another(dir.path());
-    let node = broker.config.node_id;
+    let node = broker.config().node_id;
     place(&broker, "t", &[node, OTHER]);
     let describe = || {
         let request = MetadataRequest::default().with_topics(None);
@@ -150,7 +148,7 @@ fn metadata_names_each_leader_and_a_leaderless_partition_with_its_offline_replic
     };
     assert_eq!(describe(), (vec![node, OTHER], vec![(0, node, vec![]), (0, OTHER, vec![])]));
 
-    block_on(broker.controller.unregister_broker(OTHER)).unwrap();
+    block_on(broker.controller().unregister_broker(OTHER)).unwrap();
 
     let leaderless = (ResponseError::LeaderNotAvailable.code(), -1, vec![OTHER]);
     assert_eq!(describe(), (vec![node], vec![(0, node, vec![]), leaderless]));
@@ -179,7 +177,7 @@ fn the_coordinator_is_the_leader_of_the_groups_partition_and_others_answer_not_c
     assert_eq!(find_group_coordinator(&broker, "g"), (0, OTHER, i32::from(OTHER_PORT)));
     assert_eq!(fetch_offsets_error(&broker, "g"), ResponseError::NotCoordinator.code());
 
-    block_on(broker.controller.unregister_broker(OTHER)).unwrap();
+    block_on(broker.controller().unregister_broker(OTHER)).unwrap();
     let (error, ..) = find_group_coordinator(&broker, "g");
     assert_eq!(error, ResponseError::CoordinatorNotAvailable.code());
 }
@@ -188,15 +186,15 @@ fn the_coordinator_is_the_leader_of_the_groups_partition_and_others_answer_not_c
 fn groups_are_unloaded_when_leadership_moves_away_and_loaded_again_when_it_returns() {
     let dir = tempfile::tempdir().unwrap();
     let broker = broker_with_another(dir.path());
-    let node = broker.config.node_id;
+    let node = broker.config().node_id;
     place(&broker, "t", &[node]);
     place(&broker, OFFSETS_TOPIC, &[node]);
     assert_eq!(find_group_coordinator(&broker, "g").1, node);
     let entry = CommitEntry { topic: "t".into(), partition: 0, offset: 7, leader_epoch: -1, metadata: None };
-    assert_eq!(block_on(broker.groups.commit(&*broker, "g", -1, "", None, &[entry])), [None]);
+    assert_eq!(block_on(broker.groups().commit(&*broker, "g", -1, "", None, &[entry])), [None]);
     let committed = |broker: &Broker| {
         broker
-            .groups
+            .groups()
             .fetch_offsets("g", None)
             .into_iter()
             .map(|(_, _, v)| v.map(|v| v.offset))
@@ -206,7 +204,7 @@ fn groups_are_unloaded_when_leadership_moves_away_and_loaded_again_when_it_retur
 
     // Every broker misses its session: this one leads nothing any more.
     let later = strom_storage::now_ms() + 3_600_000;
-    block_on(broker.controller.fence_expired_brokers(later)).unwrap();
+    block_on(broker.controller().fence_expired_brokers(later)).unwrap();
     assert_eq!(fetch_offsets_error(&broker, "g"), ResponseError::NotCoordinator.code());
     assert!(committed(&broker).is_empty(), "the group's state left with the leadership");
 
@@ -220,11 +218,11 @@ fn a_group_commits_offsets_of_partitions_led_by_other_brokers() {
     let dir = tempfile::tempdir().unwrap();
     let broker = broker_with_another(dir.path());
     place(&broker, "t", &[OTHER]);
-    place(&broker, OFFSETS_TOPIC, &[broker.config.node_id]);
+    place(&broker, OFFSETS_TOPIC, &[broker.config().node_id]);
     let entry =
         |partition| CommitEntry { topic: "t".into(), partition, offset: 3, leader_epoch: -1, metadata: None };
 
-    let outcomes = block_on(broker.groups.commit(&*broker, "g", -1, "", None, &[entry(0), entry(1)]));
+    let outcomes = block_on(broker.groups().commit(&*broker, "g", -1, "", None, &[entry(0), entry(1)]));
 
     assert_eq!(outcomes, [None, Some(ResponseError::UnknownTopicOrPartition)]);
 }

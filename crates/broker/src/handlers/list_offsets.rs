@@ -48,7 +48,7 @@ pub fn handle(ctx: &RequestContext<'_>, request: ListOffsetsRequest) -> ListOffs
                 .partitions
                 .iter()
                 .map(|p| {
-                    let response = match ctx.broker.replicas.leader_partition(name, p.partition_index) {
+                    let response = match ctx.replicas().leader_partition(name, p.partition_index) {
                         _ if denied => failure(p.partition_index, ResponseError::TopicAuthorizationFailed),
                         Ok(partition) => list_partition(&partition, p, isolation),
                         Err(error) => failure(p.partition_index, error),

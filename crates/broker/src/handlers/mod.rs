@@ -59,7 +59,7 @@ pub fn topic_name(s: &str) -> TopicName {
 pub fn live_endpoints(
     ctx: &RequestContext<'_>,
 ) -> impl Iterator<Item = (i32, strom_metadata::Endpoint, Option<String>)> + 'static {
-    let image = ctx.broker.controller.image();
+    let image = ctx.controller().image();
     let listener = ctx.listener.to_string();
     let live: Vec<_> = image
         .live_brokers()
@@ -88,7 +88,7 @@ pub struct LeaderHints {
 
 impl LeaderHints {
     pub fn new(ctx: &RequestContext<'_>) -> Self {
-        Self { image: ctx.broker.replicas.image(), listener: ctx.listener.to_string(), leaders: Vec::new() }
+        Self { image: ctx.replicas().image(), listener: ctx.listener.to_string(), leaders: Vec::new() }
     }
 
     /// The hint for `topic`'s partition `partition`: as Kafka's
@@ -122,6 +122,6 @@ impl LeaderHints {
 }
 
 pub fn advertised_endpoint(ctx: &RequestContext<'_>) -> Option<(String, i32)> {
-    let (host, port) = ctx.broker.config.advertised_endpoint(&ctx.listener)?;
+    let (host, port) = ctx.config().advertised_endpoint(&ctx.listener)?;
     Some((host, i32::from(port)))
 }

@@ -20,8 +20,8 @@ use uuid::Uuid;
 use super::{str_bytes, topic_name};
 use crate::dispatch::RequestContext;
 use crate::group::codec::OffsetValue;
-use crate::group::CommitEntry;
-use crate::server::Broker;
+use crate::group::{CommitEntry, GroupCoordinator};
+use crate::replica::ReplicaManager;
 use strom_metadata::acl::{operation, resource};
 
 fn code(error: Option<ResponseError>) -> i16 {
@@ -29,16 +29,15 @@ fn code(error: Option<ResponseError>) -> i16 {
 }
 
 /// v10 names topics by id; earlier versions by name.
-fn resolve(broker: &Broker, by_id: bool, name: &str, id: Uuid) -> String {
+fn resolve(replicas: &ReplicaManager, by_id: bool, name: &str, id: Uuid) -> String {
     if by_id {
-        broker.replicas.topic_by_id(&id).map(|t| t.name.clone()).unwrap_or_default()
+        replicas.topic_by_id(&id).map(|t| t.name.clone()).unwrap_or_default()
     } else {
         name.to_owned()
     }
 }
 
 pub async fn commit(ctx: &RequestContext<'_>, request: OffsetCommitRequest) -> OffsetCommitResponse {
-    let broker = ctx.broker;
     let by_id = ctx.api_version >= 10;
     if !super::groups::may_read_group(ctx, &request.group_id) {
         return OffsetCommitResponse::default().with_topics(commit_refused(&request, by_id));
@@ -46,7 +45,7 @@ pub async fn commit(ctx: &RequestContext<'_>, request: OffsetCommitRequest) -> O
     let mut entries = Vec::new();
     let mut shape = Vec::new();
     for topic in &request.topics {
-        let name = resolve(broker, by_id, topic.name.as_str(), topic.topic_id);
+        let name = resolve(ctx.replicas(), by_id, topic.name.as_str(), topic.topic_id);
         // Committing needs READ on the topic; refused topics commit nothing.
         let denied = !name.is_empty() && !ctx.authorize(operation::READ, resource::TOPIC, &name);
         let indexes: Vec<i32> = topic.partitions.iter().map(|p| p.partition_index).collect();
@@ -64,10 +63,10 @@ pub async fn commit(ctx: &RequestContext<'_>, request: OffsetCommitRequest) -> O
             });
         }
     }
-    let mut outcomes = broker
-        .groups
+    let mut outcomes = ctx
+        .groups()
         .commit(
-            broker,
+            ctx.coordinator_host(),
             request.group_id.as_str(),
             request.generation_id_or_member_epoch,
             request.member_id.as_str(),
@@ -131,8 +130,8 @@ fn commit_refused(request: &OffsetCommitRequest, by_id: bool) -> Vec<OffsetCommi
 type TopicOffsets = (String, Vec<(i32, Option<OffsetValue>)>);
 
 /// One group's committed offsets, grouped by topic in request order.
-fn fetched(broker: &Broker, group: &str, wanted: Option<Vec<(String, i32)>>) -> Vec<TopicOffsets> {
-    let offsets = broker.groups.fetch_offsets(group, wanted.as_deref());
+fn fetched(groups: &GroupCoordinator, group: &str, wanted: Option<Vec<(String, i32)>>) -> Vec<TopicOffsets> {
+    let offsets = groups.fetch_offsets(group, wanted.as_deref());
     let mut topics: Vec<TopicOffsets> = Vec::new();
     for (topic, partition, value) in offsets {
         match topics.iter_mut().find(|(t, _)| *t == topic) {
@@ -145,12 +144,18 @@ fn fetched(broker: &Broker, group: &str, wanted: Option<Vec<(String, i32)>>) -> 
 
 /// With `require_stable` (v7+), an offset a transaction has staged but not
 /// yet ended is UNSTABLE_OFFSET_COMMIT: the consumer waits and retries.
-fn unstable(broker: &Broker, require_stable: bool, group: &str, topic: &str, partition: i32) -> bool {
-    require_stable && broker.groups.has_pending_txn_offset(group, topic, partition)
+fn unstable(
+    groups: &GroupCoordinator,
+    require_stable: bool,
+    group: &str,
+    topic: &str,
+    partition: i32,
+) -> bool {
+    require_stable && groups.has_pending_txn_offset(group, topic, partition)
 }
 
 pub fn fetch(ctx: &RequestContext<'_>, request: OffsetFetchRequest) -> OffsetFetchResponse {
-    let broker = ctx.broker;
+    let coordinator = ctx.groups();
     let require_stable = ctx.api_version >= 7 && request.require_stable;
     let may_describe = |group: &str| ctx.authorize(operation::DESCRIBE, resource::GROUP, group);
     let group_denied = ResponseError::GroupAuthorizationFailed.code();
@@ -158,19 +163,19 @@ pub fn fetch(ctx: &RequestContext<'_>, request: OffsetFetchRequest) -> OffsetFet
         return OffsetFetchResponse::default().with_error_code(group_denied);
     }
     if ctx.api_version < 8 {
-        if let Err(error) = broker.groups.check_coordinator(broker, &request.group_id) {
+        if let Err(error) = coordinator.check_coordinator(ctx.coordinator_host(), &request.group_id) {
             return OffsetFetchResponse::default().with_error_code(error.code());
         }
         let wanted = request.topics.as_ref().map(|topics| {
             topics.iter().flat_map(|t| t.partition_indexes.iter().map(|p| (t.name.to_string(), *p))).collect()
         });
-        let topics = fetched(broker, request.group_id.as_str(), wanted)
+        let topics = fetched(coordinator, request.group_id.as_str(), wanted)
             .into_iter()
             .map(|(topic, partitions)| {
                 let partitions = partitions
                     .into_iter()
                     .map(|(index, value)| {
-                        if unstable(broker, require_stable, request.group_id.as_str(), &topic, index) {
+                        if unstable(coordinator, require_stable, request.group_id.as_str(), &topic, index) {
                             return OffsetFetchResponsePartition::default()
                                 .with_partition_index(index)
                                 .with_committed_offset(-1)
@@ -225,7 +230,7 @@ pub fn fetch(ctx: &RequestContext<'_>, request: OffsetFetchRequest) -> OffsetFet
                     .with_group_id(group.group_id.clone())
                     .with_error_code(group_denied);
             }
-            if let Err(error) = broker.groups.check_coordinator(broker, &group.group_id) {
+            if let Err(error) = coordinator.check_coordinator(ctx.coordinator_host(), &group.group_id) {
                 return OffsetFetchResponseGroup::default()
                     .with_group_id(group.group_id.clone())
                     .with_error_code(error.code());
@@ -234,18 +239,18 @@ pub fn fetch(ctx: &RequestContext<'_>, request: OffsetFetchRequest) -> OffsetFet
                 topics
                     .iter()
                     .flat_map(|t| {
-                        let name = resolve(broker, by_id, t.name.as_str(), t.topic_id);
+                        let name = resolve(ctx.replicas(), by_id, t.name.as_str(), t.topic_id);
                         t.partition_indexes.iter().map(move |p| (name.clone(), *p))
                     })
                     .collect()
             });
-            let topics = fetched(broker, group.group_id.as_str(), wanted)
+            let topics = fetched(coordinator, group.group_id.as_str(), wanted)
                 .into_iter()
                 .filter_map(|(topic, partitions)| {
                     let partitions: Vec<OffsetFetchResponsePartitions> = partitions
                         .into_iter()
                         .map(|(index, value)| {
-                            if unstable(broker, require_stable, group.group_id.as_str(), &topic, index) {
+                            if unstable(coordinator, require_stable, group.group_id.as_str(), &topic, index) {
                                 return OffsetFetchResponsePartitions::default()
                                     .with_partition_index(index)
                                     .with_committed_offset(-1)
@@ -260,7 +265,7 @@ pub fn fetch(ctx: &RequestContext<'_>, request: OffsetFetchRequest) -> OffsetFet
                         })
                         .collect();
                     let id = if by_id {
-                        broker.replicas.topic(&topic).map_or(Uuid::nil(), |t| t.id)
+                        ctx.replicas().topic(&topic).map_or(Uuid::nil(), |t| t.id)
                     } else {
                         Uuid::nil()
                     };
@@ -333,10 +338,9 @@ pub fn delete(ctx: &RequestContext<'_>, request: OffsetDeleteRequest) -> OffsetD
         .map(|(t, _)| t)
         .flat_map(|t| t.partitions.iter().map(|p| (t.name.to_string(), p.partition_index)))
         .collect();
-    let deleted =
-        ctx.broker.groups.check_coordinator(ctx.broker, &request.group_id).and_then(|()| {
-            ctx.broker.groups.delete_offsets(ctx.broker, request.group_id.as_str(), &partitions)
-        });
+    let deleted = ctx.groups().check_coordinator(ctx.coordinator_host(), &request.group_id).and_then(|()| {
+        ctx.groups().delete_offsets(ctx.coordinator_host(), request.group_id.as_str(), &partitions)
+    });
     match deleted {
         Err(error) => OffsetDeleteResponse::default().with_error_code(error.code()),
         Ok(outcomes) => {

@@ -24,17 +24,17 @@ use kafka_protocol::messages::{BrokerId, ProduceRequest, ProduceResponse};
 
 use super::transactions::verify_transactional_produce;
 use super::{str_bytes, LeaderHints};
+use crate::controller_channel::ControllerChannel;
 use crate::dispatch::{MaybeReply, RequestContext};
 use crate::error::storage_error;
+use crate::metrics::Metrics;
 use crate::quota::QuotaType;
-use crate::replica::{TopicPartitions, VerifiedAppendError};
+use crate::replica::{ReplicaManager, TopicPartitions, VerifiedAppendError};
 use crate::replication::purgatory::{await_appends, AwaitedAppend};
-use crate::server::Broker;
 use strom_storage::batch::{BatchHeader, Batches};
 use strom_storage::StorageError;
 
 pub async fn handle(ctx: &RequestContext<'_>, request: ProduceRequest) -> MaybeReply<ProduceResponse> {
-    let broker = ctx.broker;
     let acks = request.acks;
     let transactional_id = request.transactional_id.as_ref().map(|t| t.to_string());
     let throttle_time_ms =
@@ -45,8 +45,7 @@ pub async fn handle(ctx: &RequestContext<'_>, request: ProduceRequest) -> MaybeR
         let response = match produce_denial(ctx, transactional_id.as_deref(), &topic) {
             Some(denied) => denied_topic(topic, denied),
             None => {
-                let (response, waiting) =
-                    produce_topic(broker, ctx.api_version, acks, transactional_id.as_deref(), topic).await;
+                let (response, waiting) = produce_topic(ctx, acks, transactional_id.as_deref(), topic).await;
                 waits.extend(waiting.into_iter().map(|(index, wait)| ((at, index), wait)));
                 response
             }
@@ -55,11 +54,11 @@ pub async fn handle(ctx: &RequestContext<'_>, request: ProduceRequest) -> MaybeR
     }
     if !waits.is_empty() {
         let timeout = Duration::from_millis(request.timeout_ms.max(0) as u64);
-        for ((topic, partition), error) in await_appends(broker, waits, timeout).await {
+        for ((topic, partition), error) in await_appends(ctx.stopping(), waits, timeout).await {
             responses[topic].partition_responses[partition].error_code = error.code();
         }
     }
-    count_failures(broker, &responses);
+    count_failures(ctx.replicas(), ctx.metrics(), &responses);
     if acks == 0 {
         // As Kafka: a failed acks=0 request closes the connection, so the
         // producer refreshes its metadata (a leader may have moved). With
@@ -135,7 +134,7 @@ fn produce_denial(
         }
     }
     let name = if ctx.api_version >= 13 {
-        ctx.broker.replicas.topic_by_id(&topic.topic_id)?.name.clone()
+        ctx.replicas().topic_by_id(&topic.topic_id)?.name.clone()
     } else {
         topic.name.0.to_string()
     };
@@ -159,19 +158,19 @@ fn record_bytes(request: &ProduceRequest) -> usize {
 }
 
 async fn produce_topic(
-    broker: &Broker,
-    version: i16,
+    ctx: &RequestContext<'_>,
     acks: i16,
     transactional_id: Option<&str>,
     topic: TopicProduceData,
 ) -> (TopicProduceResponse, Vec<(usize, AwaitedAppend)>) {
     // v13 names topics by id; earlier versions by name.
-    let (hosted, unknown, named) = if version >= 13 {
+    let replicas = ctx.replicas();
+    let (hosted, unknown, named) = if ctx.api_version >= 13 {
         let named = format!("topic id {}", topic.topic_id);
-        (broker.replicas.topic_by_id(&topic.topic_id), ResponseError::UnknownTopicId, named)
+        (replicas.topic_by_id(&topic.topic_id), ResponseError::UnknownTopicId, named)
     } else {
         let named = format!("topic {}", topic.name.0);
-        (broker.replicas.topic(topic.name.0.as_str()), ResponseError::UnknownTopicOrPartition, named)
+        (replicas.topic(topic.name.0.as_str()), ResponseError::UnknownTopicOrPartition, named)
     };
     let mut waits = Vec::new();
     let mut partitions = Vec::with_capacity(topic.partition_data.len());
@@ -181,8 +180,7 @@ async fn produce_topic(
             Some(hosted) => {
                 let mut awaited = None;
                 let response =
-                    produce_partition(broker, hosted, version, acks, transactional_id, data, &mut awaited)
-                        .await;
+                    produce_partition(ctx, hosted, acks, transactional_id, data, &mut awaited).await;
                 waits.extend(awaited.map(|wait| (at, wait)));
                 response
             }
@@ -197,17 +195,16 @@ async fn produce_topic(
 }
 
 async fn produce_partition(
-    broker: &Broker,
+    ctx: &RequestContext<'_>,
     hosted: &TopicPartitions,
-    version: i16,
     acks: i16,
     transactional_id: Option<&str>,
     data: PartitionProduceData,
     awaited: &mut Option<AwaitedAppend>,
 ) -> PartitionProduceResponse {
-    let index = data.index;
+    let (index, version) = (data.index, ctx.api_version);
     let mut min_insync = 1;
-    let partition = match broker.replicas.leader_partition(&hosted.name, index) {
+    let partition = match ctx.replicas().leader_partition(&hosted.name, index) {
         Ok(partition) => partition,
         Err(ResponseError::NotLeaderOrFollower) => {
             let message = format!("this broker does not lead partition {index} of topic {}", hosted.name);
@@ -228,7 +225,7 @@ async fn produce_partition(
     }
     // Only acks=all asks for the in-sync count: keep the lookup off acks=1.
     if acks == -1 {
-        min_insync = min_insync_replicas(broker, &hosted.name).max(1) as usize;
+        min_insync = min_insync_replicas(ctx.controller(), ctx.replicas(), &hosted.name).max(1) as usize;
         let in_sync = partition.isr_size();
         if in_sync < min_insync {
             let message =
@@ -257,13 +254,14 @@ async fn produce_partition(
                 );
             };
             let tp = (hosted.name.clone(), index);
-            let verify = verify_transactional_produce(broker, version, transactional_id, &header, &tp);
+            let host = ctx.coordinator_host();
+            let verify = verify_transactional_produce(host, version, transactional_id, &header, &tp);
             partition.append_verified(&records, now, header.producer_id, verify).await
         }
     };
     match appended {
         Ok((info, log_start_offset)) => {
-            let metrics = broker.metrics.topic(&hosted.name);
+            let metrics = ctx.metrics().topic(&hosted.name);
             metrics.bytes_in.fetch_add(info.bytes as u64, Ordering::Relaxed);
             metrics.messages_in.fetch_add(info.records, Ordering::Relaxed);
             // Alone in the ISR, the high watermark has passed the batch already.
@@ -353,21 +351,25 @@ fn record_errors(e: &StorageError) -> Vec<BatchIndexAndErrorMessage> {
 
 /// Counts refused partition appends per topic (dispatch counts the error
 /// codes of every API).
-fn count_failures(broker: &Broker, responses: &[TopicProduceResponse]) {
+fn count_failures(replicas: &ReplicaManager, metrics: &Metrics, responses: &[TopicProduceResponse]) {
     for topic in responses {
         for _refused in topic.partition_responses.iter().filter(|p| p.error_code != 0) {
-            if broker.replicas.topic(&topic.name).is_some() {
-                broker.metrics.topic(&topic.name).failed_produce_requests.fetch_add(1, Ordering::Relaxed);
+            if replicas.topic(&topic.name).is_some() {
+                metrics.topic(&topic.name).failed_produce_requests.fetch_add(1, Ordering::Relaxed);
             }
         }
     }
 }
 
 /// The topic's `min.insync.replicas`, else the broker's (dynamic or static).
-pub(crate) fn min_insync_replicas(broker: &Broker, topic: &str) -> i32 {
-    let image = broker.controller.image();
+pub(crate) fn min_insync_replicas(
+    controller: &ControllerChannel,
+    replicas: &ReplicaManager,
+    topic: &str,
+) -> i32 {
+    let image = controller.image();
     let configured = image.topic(topic).and_then(|t| t.configs.get("min.insync.replicas")?.parse().ok());
-    configured.unwrap_or_else(|| broker.replicas.config().min_insync_replicas)
+    configured.unwrap_or_else(|| replicas.config().min_insync_replicas)
 }
 
 fn error_response(index: i32, error: ResponseError, message: Option<String>) -> PartitionProduceResponse {

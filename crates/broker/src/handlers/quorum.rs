@@ -39,7 +39,7 @@ pub async fn describe(ctx: &RequestContext<'_>, request: DescribeQuorumRequest) 
     if !asks_for_the_metadata_partition(&request) {
         return unknown_partitions(request);
     }
-    let Some(quorum) = ctx.broker.quorum() else { return describe_single_node(ctx) };
+    let Some(quorum) = ctx.quorum() else { return describe_single_node(ctx) };
     let description = quorum.describe();
     if description.is_leader {
         return from_description(ctx, &description);
@@ -63,7 +63,7 @@ async fn forward_to_leader(
     description: &QuorumDescription,
 ) -> Result<DescribeQuorumResponse, String> {
     let address = leader_address(ctx, description).ok_or("the leader is not a known voter")?;
-    let connector = ctx.broker.controller.link().ok_or("not a KRaft node")?.connector();
+    let connector = ctx.controller().link().ok_or("not a KRaft node")?.connector();
     let channel =
         connector.connect(&address, FORWARD_CLIENT_ID, FORWARD_TIMEOUT).await.map_err(|e| e.to_string())?;
     channel.send(request, ctx.api_version, FORWARD_TIMEOUT).await.map_err(|e| e.to_string())
@@ -71,7 +71,7 @@ async fn forward_to_leader(
 
 /// The leader's `host:port` on the quorum's listener, as the voter set has it.
 pub(crate) fn leader_address(ctx: &RequestContext<'_>, description: &QuorumDescription) -> Option<String> {
-    let listener = ctx.broker.config.kraft.controller_listener_names.first()?;
+    let listener = ctx.config().kraft.controller_listener_names.first()?;
     let (_, endpoints) = description.voter_endpoints.iter().find(|(id, _)| *id == description.leader_id)?;
     let endpoint = endpoints.iter().find(|e| e.listener.eq_ignore_ascii_case(listener))?;
     Some(format!("{}:{}", endpoint.host, endpoint.port))
@@ -103,7 +103,7 @@ fn from_description(ctx: &RequestContext<'_>, description: &QuorumDescription) -
                 .with_last_caught_up_timestamp(r.last_caught_up_timestamp_ms);
         }
         if version >= 2 {
-            let own = (r.replica_id == ctx.broker.config.node_id).then(|| metadata_directory_id(ctx));
+            let own = (r.replica_id == ctx.config().node_id).then(|| metadata_directory_id(ctx));
             state = state.with_replica_directory_id(r.directory_id.or(own).unwrap_or_default());
         }
         state
@@ -143,9 +143,8 @@ fn voter_nodes(description: &QuorumDescription) -> Vec<Node> {
 
 /// A node without `process.roles`: the leader and only voter of its own quorum.
 fn describe_single_node(ctx: &RequestContext<'_>) -> DescribeQuorumResponse {
-    let broker = ctx.broker;
-    let node_id = broker.config.node_id;
-    let end_offset = broker.controller.applied_end_offset();
+    let node_id = ctx.config().node_id;
+    let end_offset = ctx.controller().applied_end_offset();
     // Kafka's leader reports itself as fetching and caught up right now.
     let now = strom_storage::now_ms();
     let mut voter =
@@ -209,14 +208,13 @@ fn unknown_partitions(request: DescribeQuorumRequest) -> DescribeQuorumResponse 
 /// The directory id in the metadata log dir's `meta.properties`; the zero
 /// uuid (Kafka's "no directory id") if it has none.
 fn metadata_directory_id(ctx: &RequestContext<'_>) -> Uuid {
-    crate::meta_properties::directory_id(&ctx.broker.config.metadata_log_dir)
-        .map_or(Uuid::nil(), Uuid::from_bytes)
+    crate::meta_properties::directory_id(&ctx.config().metadata_log_dir).map_or(Uuid::nil(), Uuid::from_bytes)
 }
 
 /// The voter's endpoints: its controller listeners on a KRaft node, else
 /// the listener the request came in on.
 fn voter_listeners(ctx: &RequestContext<'_>) -> Vec<Listener> {
-    let config = &ctx.broker.config;
+    let config = &ctx.config();
     let controllers = config.kraft.controller_listeners(&config.listeners);
     let endpoints: Vec<(String, String, u16)> = if controllers.is_empty() {
         config

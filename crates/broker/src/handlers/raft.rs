@@ -49,7 +49,7 @@ async fn ask(ctx: &RequestContext<'_>, request: WireRequest) -> Result<WireRespo
     if !ctx.authorize_cluster(strom_metadata::acl::operation::CLUSTER_ACTION) {
         return Err(ResponseError::ClusterAuthorizationFailed.code());
     }
-    let Some(quorum) = ctx.broker.quorum() else {
+    let Some(quorum) = ctx.quorum() else {
         return Err(ResponseError::UnsupportedVersion.code());
     };
     quorum.handle_request(request, ctx.api_version).await.map_err(|e| {
@@ -112,12 +112,12 @@ async fn forward_to_leader<R: Request>(ctx: &RequestContext<'_>, request: &R) ->
     if ctx.header.client_id.as_deref() == Some(FORWARD_CLIENT_ID) {
         return None;
     }
-    let description = ctx.broker.quorum()?.describe();
+    let description = ctx.quorum()?.describe();
     if description.is_leader || description.leader_id < 0 {
         return None;
     }
     let address = super::quorum::leader_address(ctx, &description)?;
-    let connector = ctx.broker.controller.link()?.connector();
+    let connector = ctx.controller().link()?.connector();
     let channel = connector.connect(&address, FORWARD_CLIENT_ID, FORWARD_TIMEOUT).await.ok()?;
     match channel.send(request, ctx.api_version, FORWARD_TIMEOUT).await {
         Ok(response) => Some(response),

@@ -32,8 +32,8 @@ fn replicated_with(dir: &std::path::Path, configs: &[(&str, &str)]) -> Arc<Broke
         configs: configs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
         ..Default::default()
     };
-    block_on(broker.controller.create_topic_with_logs(topic, false, &broker.replicas)).unwrap();
-    assert!(broker.replicas.partition("r", 0).unwrap().is_leader());
+    block_on(broker.controller().create_topic_with_logs(topic, false, broker.replicas())).unwrap();
+    assert!(broker.replicas().partition("r", 0).unwrap().is_leader());
     broker
 }
 
@@ -58,7 +58,7 @@ async fn follower_fetch_from(
     offset: i64,
     last_fetched_epoch: i32,
 ) -> (i16, i64, i32, i64) {
-    let topic_id = broker.replicas.topic(topic).unwrap().id;
+    let topic_id = broker.replicas().topic(topic).unwrap().id;
     let partition = FetchPartition::default()
         .with_partition(0)
         .with_fetch_offset(offset)
@@ -84,7 +84,7 @@ async fn follower_fetch_from(
 async fn acks_all_waits_until_the_follower_has_fetched_past_the_batch() {
     let dir = tempfile::tempdir().unwrap();
     let broker = replicated(dir.path());
-    let partition = broker.replicas.partition("r", 0).unwrap();
+    let partition = broker.replicas().partition("r", 0).unwrap();
 
     let timed_out = produce(&broker, -1, 50).await;
     assert_eq!(
@@ -121,15 +121,15 @@ async fn an_offset_commit_is_answered_and_visible_once_the_follower_has_it() {
         assignments: vec![(0, vec![LOCAL, OTHER])],
         ..Default::default()
     };
-    block_on(broker.controller.create_topic_with_logs(topic, false, &broker.replicas)).unwrap();
-    let offsets = broker.replicas.partition(OFFSETS_TOPIC, 0).unwrap();
+    block_on(broker.controller().create_topic_with_logs(topic, false, broker.replicas())).unwrap();
+    let offsets = broker.replicas().partition(OFFSETS_TOPIC, 0).unwrap();
     let committed = || {
-        let offsets = broker.groups.fetch_offsets("g", None).into_iter();
+        let offsets = broker.groups().fetch_offsets("g", None).into_iter();
         offsets.map(|(_, _, v)| v.map(|v| v.offset)).collect::<Vec<_>>()
     };
     let entry = CommitEntry { topic: "r".into(), partition: 0, offset: 7, leader_epoch: -1, metadata: None };
 
-    let commit = broker.groups.commit(&*broker, "g", -1, "", None, std::slice::from_ref(&entry));
+    let commit = broker.groups().commit(&*broker, "g", -1, "", None, std::slice::from_ref(&entry));
     tokio::pin!(commit);
     let early = tokio::time::timeout(Duration::from_millis(50), &mut commit).await;
     assert!(early.is_err(), "no answer before the follower holds the commit");
@@ -149,12 +149,12 @@ async fn a_follower_with_a_suffix_the_leader_lacks_is_told_where_to_truncate() {
     for _ in 0..2 {
         produce(&broker, 1, 1_000).await;
     }
-    let epoch = broker.replicas.partition("r", 0).unwrap().leader_epoch();
+    let epoch = broker.replicas().partition("r", 0).unwrap().leader_epoch();
     assert_eq!(follower_fetch(&broker, 2, epoch).await.2, -1, "the same history: no divergence");
     // The follower holds offsets 2..5 of this epoch, which ends at 2 here.
     let (error, _, diverging_epoch, end_offset) = follower_fetch(&broker, 5, epoch).await;
     assert_eq!((error, diverging_epoch, end_offset), (0, epoch, 2));
-    let partition = broker.replicas.partition("r", 0).unwrap();
+    let partition = broker.replicas().partition("r", 0).unwrap();
     let recorded = partition.replica_set().follower(OTHER).unwrap().log_end_offset;
     assert_eq!(recorded, 2, "a diverged follower's fetch offset is not recorded");
     // An epoch newer than any here cannot be placed.
@@ -171,7 +171,7 @@ async fn acks_all_is_refused_when_the_isr_is_smaller_than_min_insync_replicas() 
         refused.responses[0].partition_responses[0].error_code,
         ResponseError::NotEnoughReplicas.code()
     );
-    let partition = broker.replicas.partition("r", 0).unwrap();
+    let partition = broker.replicas().partition("r", 0).unwrap();
     assert_eq!(partition.log_end_offset(), 0, "refused before the append");
 }
 
@@ -184,8 +184,8 @@ fn a_follower_appends_its_leaders_batches_and_truncates_where_they_diverge() {
     let broker = broker_with_another(dir.path());
     let topic =
         NewTopic { name: "f".into(), assignments: vec![(0, vec![OTHER, LOCAL])], ..Default::default() };
-    block_on(broker.controller.create_topic_with_logs(topic, false, &broker.replicas)).unwrap();
-    let partition = broker.replicas.partition("f", 0).unwrap();
+    block_on(broker.controller().create_topic_with_logs(topic, false, broker.replicas())).unwrap();
+    let partition = broker.replicas().partition("f", 0).unwrap();
     assert!(!partition.is_leader());
 
     let leader_dir = tempfile::tempdir().unwrap();

@@ -40,7 +40,7 @@ fn describe(
     ctx: &RequestContext<'_>,
     request: &DescribeTopicPartitionsRequest,
 ) -> Result<DescribeTopicPartitionsResponse, String> {
-    let image = ctx.broker.controller.image();
+    let image = ctx.controller().image();
     let (cursor_topic, cursor_partition) = request
         .cursor
         .as_ref()

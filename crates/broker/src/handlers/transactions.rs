@@ -30,10 +30,11 @@ use kafka_protocol::messages::{
 };
 
 use super::{str_bytes, topic_name};
+use crate::coordinator_host::CoordinatorHost;
 use crate::dispatch::RequestContext;
 use crate::group::{CommitEntry, TxnCommit, OFFSETS_TOPIC};
 use crate::internal_topic;
-use crate::server::Broker;
+use crate::replica::ReplicaManager;
 use crate::txn::state::{TxnPartition, TxnResult, TxnState};
 use crate::txn::write_marker;
 use strom_metadata::acl::{operation, resource};
@@ -55,13 +56,13 @@ pub fn fenced_for(error: ResponseError, version: i16, first_version: i16) -> Res
 
 /// The (topic, partition) pairs of a request, and whether the metadata
 /// knows all of them.
-fn resolve(broker: &Broker, topics: &[AddPartitionsToTxnTopic]) -> (Vec<TxnPartition>, bool) {
+fn resolve(replicas: &ReplicaManager, topics: &[AddPartitionsToTxnTopic]) -> (Vec<TxnPartition>, bool) {
     let mut partitions = Vec::new();
     let mut all_known = true;
     for topic in topics {
         for index in &topic.partitions {
             // Any broker may lead it: the metadata says it exists.
-            all_known &= broker.replicas.knows(topic.name.as_str(), *index);
+            all_known &= replicas.knows(topic.name.as_str(), *index);
             partitions.push((topic.name.to_string(), *index));
         }
     }
@@ -72,7 +73,7 @@ fn resolve(broker: &Broker, topics: &[AddPartitionsToTxnTopic]) -> (Vec<TxnParti
 /// error for all, or, when some partition is unknown, UNKNOWN_TOPIC_OR_PARTITION
 /// for those and OPERATION_NOT_ATTEMPTED for the rest.
 async fn add_or_verify(
-    broker: &Broker,
+    broker: &dyn CoordinatorHost,
     version: i16,
     transactional_id: &str,
     producer_id: i64,
@@ -80,20 +81,20 @@ async fn add_or_verify(
     verify_only: bool,
     topics: &[AddPartitionsToTxnTopic],
 ) -> Vec<AddPartitionsToTxnTopicResult> {
-    let (partitions, all_known) = resolve(broker, topics);
+    let (partitions, all_known) = resolve(broker.replicas(), topics);
     let errors: Vec<Option<ResponseError>> = if !all_known {
         partitions
             .iter()
-            .map(|(t, p)| match broker.replicas.knows(t, *p) {
+            .map(|(t, p)| match broker.replicas().knows(t, *p) {
                 false => Some(ResponseError::UnknownTopicOrPartition),
                 true => Some(ResponseError::OperationNotAttempted),
             })
             .collect()
     } else if verify_only {
-        broker.transactions.verify_partitions(broker, transactional_id, producer_id, epoch, &partitions)
+        broker.transactions().verify_partitions(broker, transactional_id, producer_id, epoch, &partitions)
     } else {
         let outcome = broker
-            .transactions
+            .transactions()
             .add_partitions(broker, transactional_id, producer_id, epoch, &partitions)
             .await;
         vec![outcome.err().map(|e| fenced_for(e, version, 2)); partitions.len()]
@@ -167,7 +168,7 @@ pub async fn add_partitions(
     ctx: &RequestContext<'_>,
     request: AddPartitionsToTxnRequest,
 ) -> AddPartitionsToTxnResponse {
-    let broker = ctx.broker;
+    let broker = ctx.coordinator_host();
     if ctx.api_version < 4 {
         let txn_id = request.v3_and_below_transactional_id.as_str();
         if let Some(results) = add_denied(ctx, txn_id, &request.v3_and_below_topics) {
@@ -215,17 +216,17 @@ pub async fn add_offsets(
     ctx: &RequestContext<'_>,
     request: AddOffsetsToTxnRequest,
 ) -> AddOffsetsToTxnResponse {
-    let broker = ctx.broker;
+    let broker = ctx.coordinator_host();
     if let Some(error) = txn_denied(ctx, &request.transactional_id, Some(&request.group_id)) {
         return AddOffsetsToTxnResponse::default().with_error_code(error.code());
     }
-    let partition = (OFFSETS_TOPIC.to_owned(), broker.groups.partition_for(request.group_id.as_str()));
+    let partition = (OFFSETS_TOPIC.to_owned(), broker.groups().partition_for(request.group_id.as_str()));
     // Created as FindCoordinator would, so the marker has a partition to land in.
-    let outcome = match internal_topic::create(broker, &broker.groups.offsets_topic()).await {
+    let outcome = match internal_topic::create(ctx, &broker.groups().offsets_topic()).await {
         Ok(()) => {
             let (id, producer) = (request.transactional_id.as_str(), request.producer_id.0);
             broker
-                .transactions
+                .transactions()
                 .add_partitions(broker, id, producer, request.producer_epoch, &[partition])
                 .await
         }
@@ -240,10 +241,9 @@ pub async fn end(ctx: &RequestContext<'_>, request: EndTxnRequest) -> EndTxnResp
     let outcome = match txn_denied(ctx, &request.transactional_id, None) {
         Some(error) => Err(error),
         None => {
-            ctx.broker
-                .transactions
+            ctx.transactions()
                 .end_txn(
-                    ctx.broker,
+                    ctx.coordinator_host(),
                     request.transactional_id.as_str(),
                     request.producer_id.0,
                     request.producer_epoch,
@@ -263,7 +263,7 @@ pub async fn txn_offset_commit(
     ctx: &RequestContext<'_>,
     request: TxnOffsetCommitRequest,
 ) -> TxnOffsetCommitResponse {
-    let broker = ctx.broker;
+    let broker = ctx.coordinator_host();
     let entries: Vec<CommitEntry> = request
         .topics
         .iter()
@@ -277,7 +277,7 @@ pub async fn txn_offset_commit(
             })
         })
         .collect();
-    let coordinator = broker.groups.check_coordinator(broker, &request.group_id);
+    let coordinator = broker.groups().check_coordinator(broker, &request.group_id);
     let denied = txn_denied(ctx, &request.transactional_id, Some(&request.group_id));
     let topic_denied = |topic: &str| !ctx.authorize(operation::READ, resource::TOPIC, topic);
     let outcomes = if denied.is_some() {
@@ -303,7 +303,7 @@ pub async fn txn_offset_commit(
             instance_id: request.group_instance_id.as_ref().map(|i| i.to_string()),
         };
         let verify = verify_offsets_in_txn(broker, &request);
-        let outcomes = broker.groups.commit_in_txn(broker, &commit, &entries, verify).await;
+        let outcomes = broker.groups().commit_in_txn(broker, &commit, &entries, verify).await;
         outcomes.into_iter().map(|o| o.map(|e| fenced_for(e, ctx.api_version, 3))).collect()
     };
     let mut outcomes = outcomes.into_iter();
@@ -329,10 +329,10 @@ pub async fn txn_offset_commit(
 /// The group's `__consumer_offsets` partition must be in the producer's
 /// transaction (AddOffsetsToTxn first), as Kafka's verification demands.
 async fn verify_offsets_in_txn(
-    broker: &Broker,
+    broker: &dyn CoordinatorHost,
     request: &TxnOffsetCommitRequest,
 ) -> Result<(), ResponseError> {
-    let partition = (OFFSETS_TOPIC.to_owned(), broker.groups.partition_for(request.group_id.as_str()));
+    let partition = (OFFSETS_TOPIC.to_owned(), broker.groups().partition_for(request.group_id.as_str()));
     // One round trip when the transaction coordinator is another broker.
     let (producer_id, epoch) = (request.producer_id.0, request.producer_epoch);
     // Kafka's mapping: a transaction coordinator that cannot answer yet is
@@ -352,7 +352,7 @@ async fn verify_offsets_in_txn(
 /// WriteTxnMarkers: the markers of transaction coordinators on other
 /// brokers (and of tools) for the partitions this broker leads.
 pub fn write_markers(ctx: &RequestContext<'_>, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse {
-    let broker = ctx.broker;
+    let broker = ctx.coordinator_host();
     let cluster_action = ctx.authorize_cluster(operation::CLUSTER_ACTION);
     let markers = request
         .markers
@@ -367,7 +367,8 @@ pub fn write_markers(ctx: &RequestContext<'_>, request: WriteTxnMarkersRequest) 
                         .partition_indexes
                         .iter()
                         .map(|index| {
-                            let error = match broker.replicas.leader_partition(topic.name.as_str(), *index) {
+                            let error = match broker.replicas().leader_partition(topic.name.as_str(), *index)
+                            {
                                 _ if !cluster_action => Some(ResponseError::ClusterAuthorizationFailed),
                                 Err(error) => Some(error),
                                 Ok(_) => write_marker(
@@ -409,10 +410,9 @@ pub fn describe(
                 describe_transactions_response::TransactionState::default().with_transactional_id(id.clone());
             let described = match ctx.authorize(operation::DESCRIBE, resource::TRANSACTIONAL_ID, id) {
                 true => ctx
-                    .broker
-                    .transactions
-                    .check_coordinator(ctx.broker, id)
-                    .and_then(|()| ctx.broker.transactions.describe(id.as_str())),
+                    .transactions()
+                    .check_coordinator(ctx.coordinator_host(), id)
+                    .and_then(|()| ctx.transactions().describe(id.as_str())),
                 false => Err(ResponseError::TransactionalIdAuthorizationFailed),
             };
             match described {
@@ -466,8 +466,7 @@ pub fn list(ctx: &RequestContext<'_>, request: ListTransactionsRequest) -> ListT
         }
     };
     let listed = ctx
-        .broker
-        .transactions
+        .transactions()
         .list(&states, &producer_ids, min_duration_ms)
         .into_iter()
         .filter(|t| pattern.as_ref().is_none_or(|p| p.matches(&t.transactional_id)))
@@ -537,7 +536,7 @@ pub fn describe_producers(
                     if !ctx.authorize(operation::READ, resource::TOPIC, &topic.name) {
                         return base.with_error_code(ResponseError::TopicAuthorizationFailed.code());
                     }
-                    let partition = match ctx.broker.replicas.leader_partition(topic.name.as_str(), *index) {
+                    let partition = match ctx.replicas().leader_partition(topic.name.as_str(), *index) {
                         Ok(partition) => partition,
                         Err(error) => return base.with_error_code(error.code()),
                     };
@@ -568,13 +567,13 @@ pub fn describe_producers(
 /// by this broker's coordinator or, when another broker coordinates the
 /// id, by that one's answer.
 async fn verify_in_txn(
-    broker: &Broker,
+    broker: &dyn CoordinatorHost,
     transactional_id: &str,
     producer_id: i64,
     epoch: i16,
     partition: &TxnPartition,
 ) -> Result<(), ResponseError> {
-    let coordinator = &broker.transactions;
+    let coordinator = broker.transactions();
     if !coordinator.config().partition_verification {
         return Ok(());
     }
@@ -596,7 +595,7 @@ async fn verify_in_txn(
 /// (INVALID_TXN_STATE before), and retriable coordinator errors as
 /// NOT_ENOUGH_REPLICAS, which every client retries.
 pub async fn verify_transactional_produce(
-    broker: &Broker,
+    broker: &dyn CoordinatorHost,
     produce_version: i16,
     transactional_id: &str,
     batch: &BatchHeader,

@@ -252,9 +252,9 @@ impl Throttle {
 /// response's `throttle_time_ms`; the channel is muted that long after the
 /// response (KIP-219).
 pub fn record_request(ctx: &crate::dispatch::RequestContext<'_>, quota: QuotaType, value: f64) -> i32 {
-    let image = ctx.broker.controller.image();
+    let image = ctx.controller().image();
     let client_id = ctx.header.client_id.as_deref().unwrap_or("");
-    let ms = ctx.broker.quotas.record(&image, quota, quota_user(&ctx.principal), client_id, value);
+    let ms = ctx.quotas().record(&image, quota, quota_user(&ctx.principal), client_id, value);
     ctx.throttle.raise(ms);
     ms.min(i32::MAX as u64) as i32
 }
@@ -262,17 +262,17 @@ pub fn record_request(ctx: &crate::dispatch::RequestContext<'_>, quota: QuotaTyp
 /// Takes back `value` recorded by [`record_request`] for a response that
 /// is not sent after all.
 pub fn unrecord_request(ctx: &crate::dispatch::RequestContext<'_>, quota: QuotaType, value: f64) {
-    let image = ctx.broker.controller.image();
+    let image = ctx.controller().image();
     let client_id = ctx.header.client_id.as_deref().unwrap_or("");
-    ctx.broker.quotas.unrecord(&image, quota, quota_user(&ctx.principal), client_id, value);
+    ctx.quotas().unrecord(&image, quota, quota_user(&ctx.principal), client_id, value);
 }
 
 /// The most the requesting client may record of `quota` at once without
 /// being throttled; `None` when no quota applies to it.
 pub fn max_value_in_window(ctx: &crate::dispatch::RequestContext<'_>, quota: QuotaType) -> Option<f64> {
-    let image = ctx.broker.controller.image();
+    let image = ctx.controller().image();
     let client_id = ctx.header.client_id.as_deref().unwrap_or("");
-    ctx.broker.quotas.max_value_in_window(&image, quota, quota_user(&ctx.principal), client_id)
+    ctx.quotas().max_value_in_window(&image, quota, quota_user(&ctx.principal), client_id)
 }
 
 /// `request_percentage` (KIP-124): the time the broker works on a
@@ -298,10 +298,10 @@ pub fn max_value_in_window(ctx: &crate::dispatch::RequestContext<'_>, quota: Quo
 /// Exempt are the handshake APIs and the cluster's own, as in Kafka.
 pub fn record_request_time(ctx: &crate::dispatch::RequestContext<'_>, handled: Duration) -> u64 {
     let Some(percent_seconds) = charged_percent_seconds(ctx, handled) else { return 0 };
-    let image = ctx.broker.controller.image();
+    let image = ctx.controller().image();
     let client_id = ctx.header.client_id.as_deref().unwrap_or("");
     let user = quota_user(&ctx.principal);
-    let ms = ctx.broker.quotas.record(&image, QuotaType::Request, user, client_id, percent_seconds);
+    let ms = ctx.quotas().record(&image, QuotaType::Request, user, client_id, percent_seconds);
     ctx.throttle.raise(ms);
     ms
 }
@@ -312,10 +312,10 @@ pub fn record_encoding_time(ctx: &crate::dispatch::RequestContext<'_>, encoded: 
     if exempt_from_request_quota(ctx) {
         return;
     }
-    let image = ctx.broker.controller.image();
+    let image = ctx.controller().image();
     let client_id = ctx.header.client_id.as_deref().unwrap_or("");
     let value = encoded.as_secs_f64() * 100.0;
-    ctx.broker.quotas.record(&image, QuotaType::Request, quota_user(&ctx.principal), client_id, value);
+    ctx.quotas().record(&image, QuotaType::Request, quota_user(&ctx.principal), client_id, value);
 }
 
 /// How long the client must wait for its `request_percentage` as it
@@ -324,9 +324,9 @@ pub fn request_time_throttle(ctx: &crate::dispatch::RequestContext<'_>) -> u64 {
     if exempt_from_request_quota(ctx) {
         return 0;
     }
-    let image = ctx.broker.controller.image();
+    let image = ctx.controller().image();
     let client_id = ctx.header.client_id.as_deref().unwrap_or("");
-    let ms = ctx.broker.quotas.check(&image, QuotaType::Request, quota_user(&ctx.principal), client_id);
+    let ms = ctx.quotas().check(&image, QuotaType::Request, quota_user(&ctx.principal), client_id);
     ctx.throttle.raise(ms);
     ms
 }
@@ -376,10 +376,10 @@ impl<'c, 'a> MutationQuota<'c, 'a> {
         if !self.strict {
             return false;
         }
-        let image = self.ctx.broker.controller.image();
+        let image = self.ctx.controller().image();
         let client_id = self.ctx.header.client_id.as_deref().unwrap_or("");
         let user = quota_user(&self.ctx.principal);
-        let ms = self.ctx.broker.quotas.check(&image, QuotaType::ControllerMutation, user, client_id);
+        let ms = self.ctx.quotas().check(&image, QuotaType::ControllerMutation, user, client_id);
         self.ctx.throttle.raise(ms);
         ms > 0
     }

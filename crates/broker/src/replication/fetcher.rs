@@ -36,7 +36,7 @@ use uuid::Uuid;
 
 use crate::config::ReplicaFetchConfig;
 use crate::replica::Partition;
-use crate::server::Broker;
+use crate::replication::ReplicationServices;
 
 /// Fetch v15 carries `replica_state` (KIP-903) and topic ids.
 const FETCH_VERSION: i16 = 15;
@@ -61,12 +61,12 @@ pub struct Followed {
 /// Fetches the partitions `assigned` names from `leader` until the
 /// assignment is dropped or the broker stops.
 pub async fn run(
-    broker: Arc<Broker>,
+    services: ReplicationServices,
     leader: i32,
     mut assigned: watch::Receiver<Vec<Followed>>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let config = broker.replicas.config().replica_fetch;
+    let config = services.replicas.config().replica_fetch;
     let backoff = Duration::from_millis(config.backoff_ms);
     let mut channel: Option<Channel> = None;
     let mut delayed: HashMap<(Uuid, i32), Instant> = HashMap::new();
@@ -79,7 +79,7 @@ pub async fn run(
         delayed.retain(|_, until| *until > now);
         let followed = assigned.borrow_and_update().clone();
         lags.keep_only(&followed);
-        let throttle = FollowerThrottle::now(&broker, &followed);
+        let throttle = FollowerThrottle::now(&services, &followed);
         let ready: Vec<&Followed> = followed
             .iter()
             .filter(|f| !delayed.contains_key(&key_of(f)))
@@ -94,9 +94,9 @@ pub async fn run(
             }
             continue;
         }
-        let request = fetch_request(&broker, &config, &ready);
+        let request = fetch_request(&services, &config, &ready);
         let sent = tokio::select! {
-            sent = send(&broker, leader, &mut channel, &request, &config) => sent,
+            sent = send(&services, leader, &mut channel, &request, &config) => sent,
             changed = assigned.changed() => match changed {
                 // A new assignment fetches at once, from the new offsets.
                 Ok(()) => continue,
@@ -119,10 +119,10 @@ pub async fn run(
                     }
                     lags.update(&applied);
                 }
-                broker.quotas.follower_replication.record(throttled_bytes, throttle.window);
+                services.quotas.follower_replication.record(throttled_bytes, throttle.window);
                 for f in ready.iter().filter(|f| out_of_range.contains(&key_of(f))) {
                     let reset = tokio::select! {
-                        reset = fetch_offset_and_truncate(&broker, leader, &mut channel, f, &config) => reset,
+                        reset = fetch_offset_and_truncate(&services, leader, &mut channel, f, &config) => reset,
                         _ = crate::shutdown::stopped(&mut stop) => return,
                     };
                     if let Err(e) = reset {
@@ -183,12 +183,12 @@ struct FollowerThrottle {
 }
 
 impl FollowerThrottle {
-    fn now(broker: &Broker, followed: &[Followed]) -> Self {
+    fn now(services: &ReplicationServices, followed: &[Followed]) -> Self {
         use crate::quota::replication::is_throttled;
         use strom_metadata::topic_config::FOLLOWER_THROTTLED_REPLICAS;
-        let config = broker.replicas.config();
+        let config = services.replicas.config();
         let throttle = config.replication_throttle;
-        let image = broker.controller.image();
+        let image = services.controller.image();
         let listed = followed
             .iter()
             .filter(|f| {
@@ -197,7 +197,7 @@ impl FollowerThrottle {
             })
             .map(key_of)
             .collect();
-        let over_quota = broker.quotas.follower_replication.is_exceeded(throttle.follower_rate);
+        let over_quota = services.quotas.follower_replication.is_exceeded(throttle.follower_rate);
         Self { listed, over_quota, window: throttle.window }
     }
 
@@ -215,28 +215,31 @@ impl FollowerThrottle {
 /// Sends `request` to `leader` over its inter-broker listener, connecting
 /// first if need be.
 async fn send(
-    broker: &Broker,
+    services: &ReplicationServices,
     leader: i32,
     channel: &mut Option<Channel>,
     request: &FetchRequest,
     config: &ReplicaFetchConfig,
 ) -> Result<FetchResponse, String> {
     let timeout = SOCKET_TIMEOUT + Duration::from_millis(config.wait_max_ms.max(0) as u64);
-    let channel = connected(broker, leader, channel).await?;
+    let channel = connected(services, leader, channel).await?;
     channel.send(request, FETCH_VERSION, timeout).await.map_err(|e| e.to_string())
 }
 
 /// The channel to `leader`, connected first if need be.
 async fn connected<'c>(
-    broker: &Broker,
+    services: &ReplicationServices,
     leader: i32,
     channel: &'c mut Option<Channel>,
 ) -> Result<&'c Channel, String> {
     if channel.as_ref().is_none_or(Channel::is_closed) {
-        let address = broker
-            .inter_broker_address(&broker.controller.image(), leader)
+        let image = services.controller.image();
+        let address = services
+            .replicas
+            .config()
+            .inter_broker_address(&image, leader)
             .ok_or("the leader has no inter-broker endpoint")?;
-        let connector = broker.inter_broker_connector();
+        let connector = &services.connector;
         let connected =
             connector.connect(&address, CLIENT_ID, SOCKET_TIMEOUT).await.map_err(|e| e.to_string())?;
         *channel = Some(connected);
@@ -250,7 +253,7 @@ async fn connected<'c>(
 /// was away) restarts its log empty there. The next fetch goes on from
 /// the new log end.
 async fn fetch_offset_and_truncate(
-    broker: &Broker,
+    services: &ReplicationServices,
     leader: i32,
     channel: &mut Option<Channel>,
     followed: &Followed,
@@ -258,7 +261,7 @@ async fn fetch_offset_and_truncate(
 ) -> Result<(), String> {
     let partition = &followed.partition;
     let log_end = partition.log_end_offset();
-    let leader_end = leader_offset(broker, leader, channel, followed, LATEST, config).await?;
+    let leader_end = leader_offset(services, leader, channel, followed, LATEST, config).await?;
     let restart_at = if leader_end < log_end {
         if leader_end >= partition.log_start_offset() {
             tracing::info!(partition = %partition.tp, log_end, leader_end, "truncating to the leader's log end");
@@ -267,7 +270,7 @@ async fn fetch_offset_and_truncate(
         }
         leader_end
     } else {
-        let leader_start = leader_offset(broker, leader, channel, followed, EARLIEST, config).await?;
+        let leader_start = leader_offset(services, leader, channel, followed, EARLIEST, config).await?;
         if leader_start <= log_end {
             return Ok(());
         }
@@ -280,7 +283,7 @@ async fn fetch_offset_and_truncate(
 /// The leader's offset for `timestamp` (LATEST: its log end, as a replica
 /// asks; EARLIEST: its log start).
 async fn leader_offset(
-    broker: &Broker,
+    services: &ReplicationServices,
     leader: i32,
     channel: &mut Option<Channel>,
     followed: &Followed,
@@ -296,10 +299,10 @@ async fn leader_offset(
         .with_name(TopicName(StrBytes::from_string(tp.topic.clone())))
         .with_partitions(vec![partition]);
     let request = ListOffsetsRequest::default()
-        .with_replica_id(BrokerId(broker.config.node_id))
+        .with_replica_id(BrokerId(services.replicas.node_id()))
         .with_topics(vec![topic]);
     let timeout = SOCKET_TIMEOUT + Duration::from_millis(config.wait_max_ms.max(0) as u64);
-    let channel = connected(broker, leader, channel).await?;
+    let channel = connected(services, leader, channel).await?;
     let response = channel.send(&request, LIST_OFFSETS_VERSION, timeout).await.map_err(|e| e.to_string())?;
     let answer = response.topics.first().and_then(|t| t.partitions.first()).ok_or("an empty answer")?;
     match ResponseError::try_from_code(answer.error_code) {
@@ -308,7 +311,11 @@ async fn leader_offset(
     }
 }
 
-fn fetch_request(broker: &Broker, config: &ReplicaFetchConfig, followed: &[&Followed]) -> FetchRequest {
+fn fetch_request(
+    services: &ReplicationServices,
+    config: &ReplicaFetchConfig,
+    followed: &[&Followed],
+) -> FetchRequest {
     let mut topics: Vec<FetchTopic> = Vec::new();
     for f in followed {
         let p = &f.partition;
@@ -327,8 +334,8 @@ fn fetch_request(broker: &Broker, config: &ReplicaFetchConfig, followed: &[&Foll
         }
     }
     let replica = ReplicaState::default()
-        .with_replica_id(BrokerId(broker.config.node_id))
-        .with_replica_epoch(broker.broker_epoch());
+        .with_replica_id(BrokerId(services.replicas.node_id()))
+        .with_replica_epoch(services.controller.broker_epoch());
     FetchRequest::default()
         .with_replica_id(BrokerId(-1))
         .with_replica_state(replica)

@@ -20,11 +20,14 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
+use strom_quorum::channel::Connector;
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 
+use crate::controller_channel::ControllerChannel;
 use crate::controller_link::ControllerLink;
-use crate::server::Broker;
+use crate::quota::QuotaManager;
+use crate::replica::ReplicaManager;
 use fetcher::Followed;
 
 /// The wake-ups of the replication task.
@@ -46,6 +49,20 @@ impl Replication {
     }
 }
 
+/// What the replication task and its fetchers use of the broker, built
+/// once at start.
+#[derive(Clone)]
+pub struct ReplicationServices {
+    pub replicas: Arc<ReplicaManager>,
+    /// The newest image and this broker's epoch.
+    pub controller: Arc<ControllerChannel>,
+    /// The follower side of the replication throttles.
+    pub quotas: Arc<QuotaManager>,
+    pub wakes: Arc<Replication>,
+    /// Opens links to the leaders' inter-broker listeners.
+    pub connector: Connector,
+}
+
 /// A running fetcher and its assignment.
 struct Fetcher {
     assigned: watch::Sender<Vec<Followed>>,
@@ -53,22 +70,22 @@ struct Fetcher {
 }
 
 /// Runs the fetchers and ISR changes of a KRaft broker until it stops.
-pub async fn run(broker: Arc<Broker>, link: Arc<ControllerLink>, mut stop: watch::Receiver<bool>) {
-    let lag_ms = broker.replicas.config().replica_lag_time_max_ms.max(2) as u64;
+pub async fn run(services: ReplicationServices, link: Arc<ControllerLink>, mut stop: watch::Receiver<bool>) {
+    let lag_ms = services.replicas.config().replica_lag_time_max_ms.max(2) as u64;
     let mut isr_check = tokio::time::interval(Duration::from_millis(lag_ms / 2));
     let mut fetchers: HashMap<(i32, i32), Fetcher> = HashMap::new();
-    assign(&broker, &mut fetchers, &stop);
+    assign(&services, &mut fetchers, &stop);
     loop {
         tokio::select! {
             biased;
             _ = crate::shutdown::stopped(&mut stop) => break,
-            _ = broker.replication.image_applied.notified() => assign(&broker, &mut fetchers, &stop),
-            _ = broker.replication.isr_proposed.notified() => send_isr_changes(&broker, &link),
+            _ = services.wakes.image_applied.notified() => assign(&services, &mut fetchers, &stop),
+            _ = services.wakes.isr_proposed.notified() => send_isr_changes(&services, &link),
             _ = isr_check.tick() => {
-                for partition in broker.replicas.partitions().iter().filter(|p| p.is_leader()) {
+                for partition in services.replicas.partitions().iter().filter(|p| p.is_leader()) {
                     partition.shrink_isr_proposal();
                 }
-                send_isr_changes(&broker, &link);
+                send_isr_changes(&services, &link);
             }
         }
     }
@@ -81,11 +98,15 @@ pub async fn run(broker: Arc<Broker>, link: Arc<ControllerLink>, mut stop: watch
 /// Hands each partition this broker follows to the fetcher of its leader
 /// (one of `num.replica.fetchers`, by hash), starting and ending fetchers
 /// as leaders come and go.
-fn assign(broker: &Arc<Broker>, fetchers: &mut HashMap<(i32, i32), Fetcher>, stop: &watch::Receiver<bool>) {
-    let me = broker.replicas.node_id();
-    let count = broker.replicas.config().replica_fetch.fetchers.max(1);
+fn assign(
+    services: &ReplicationServices,
+    fetchers: &mut HashMap<(i32, i32), Fetcher>,
+    stop: &watch::Receiver<bool>,
+) {
+    let me = services.replicas.node_id();
+    let count = services.replicas.config().replica_fetch.fetchers.max(1);
     let mut wanted: HashMap<(i32, i32), Vec<Followed>> = HashMap::new();
-    for topic in broker.replicas.topics() {
+    for topic in services.replicas.topics() {
         for partition in topic.partitions.values() {
             let set = partition.replica_set();
             if partition.is_leader() || set.leader < 0 || set.leader == me || partition.is_deleted() {
@@ -113,7 +134,7 @@ fn assign(broker: &Arc<Broker>, fetchers: &mut HashMap<(i32, i32), Fetcher>, sto
             }
             None => {
                 let (assigned, receiver) = watch::channel(followed);
-                let task = tokio::spawn(fetcher::run(broker.clone(), key.0, receiver, stop.clone()));
+                let task = tokio::spawn(fetcher::run(services.clone(), key.0, receiver, stop.clone()));
                 tracing::info!(leader = key.0, fetcher = key.1, "started a replica fetcher");
                 fetchers.insert(key, Fetcher { assigned, task });
             }
@@ -122,14 +143,14 @@ fn assign(broker: &Arc<Broker>, fetchers: &mut HashMap<(i32, i32), Fetcher>, sto
 }
 
 /// Sends every ISR change a led partition proposed and has not sent.
-fn send_isr_changes(broker: &Arc<Broker>, link: &Arc<ControllerLink>) {
-    let broker_epoch = broker.broker_epoch();
-    for topic in broker.replicas.topics() {
+fn send_isr_changes(services: &ReplicationServices, link: &Arc<ControllerLink>) {
+    let broker_epoch = services.controller.broker_epoch();
+    for topic in services.replicas.topics() {
         for partition in topic.partitions.values().filter(|p| p.is_leader()) {
             let Some(proposal) = partition.take_isr_proposal(broker_epoch) else { continue };
             tokio::spawn(alter_partition::send(
                 link.clone(),
-                broker.replicas.node_id(),
+                services.replicas.node_id(),
                 broker_epoch,
                 topic.id,
                 partition.clone(),

@@ -6,11 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
-use tokio::sync::Notify;
+use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
 use crate::replica::Partition;
-use crate::server::Broker;
 
 /// An append waiting for the ISR: the high watermark must pass
 /// `required_offset`.
@@ -52,13 +51,12 @@ impl AwaitedAppend {
 /// replicated while the ISR is below `min.insync.replicas` is
 /// NOT_ENOUGH_REPLICAS_AFTER_APPEND. Returns the failed appends' keys.
 pub async fn await_appends<K>(
-    broker: &Broker,
+    mut stopping: watch::Receiver<bool>,
     mut waits: Vec<(K, AwaitedAppend)>,
     timeout: Duration,
 ) -> Vec<(K, ResponseError)> {
     let deadline = Instant::now() + timeout;
     let waiter = Arc::new(Notify::new());
-    let mut stopping = broker.stopping();
     let mut failed = Vec::new();
     loop {
         for (_, wait) in &mut waits {
@@ -92,14 +90,14 @@ pub async fn await_appends<K>(
 
 /// [`await_appends`] of one append.
 pub async fn await_append(
-    broker: &Broker,
+    stopping: watch::Receiver<bool>,
     wait: AwaitedAppend,
     timeout: Duration,
 ) -> Result<(), ResponseError> {
     if wait.is_replicated() {
         return Ok(());
     }
-    match await_appends(broker, vec![((), wait)], timeout).await.pop() {
+    match await_appends(stopping, vec![((), wait)], timeout).await.pop() {
         Some(((), error)) => Err(error),
         None => Ok(()),
     }

@@ -823,7 +823,7 @@ mod tests {
     fn open_broker(dir: &Path) -> Arc<Broker> {
         let overrides = [("log.dirs".to_owned(), dir.display().to_string())];
         let broker = Broker::open(BrokerConfig::from_properties("", &overrides).unwrap()).unwrap();
-        for topic in [broker.transactions.state_topic(), broker.groups.offsets_topic()] {
+        for topic in [broker.transactions().state_topic(), broker.groups().offsets_topic()] {
             block_on(internal_topic::create(&*broker, &topic)).unwrap();
         }
         broker
@@ -831,7 +831,7 @@ mod tests {
 
     fn create_topic(broker: &Broker, name: &str, partitions: i32) {
         let topic = NewTopic { name: name.into(), partitions, replication_factor: 1, ..Default::default() };
-        strom_metadata::block_on(broker.controller.create_topic(topic, false)).unwrap();
+        strom_metadata::block_on(broker.controller().create_topic(topic, false)).unwrap();
     }
 
     /// Writes one transactional record of `producer` into `topic`-`index`,
@@ -839,12 +839,12 @@ mod tests {
     fn write_in_txn(broker: &Broker, topic: &str, index: i32, (producer_id, epoch): (i64, i16)) {
         let record = [(None, Some(bytes::Bytes::from_static(b"v")), 0)];
         let batch = strom_storage::batch::encode_transactional(record, producer_id, epoch);
-        let partition = broker.replicas.partition(topic, index).unwrap();
+        let partition = broker.replicas().partition(topic, index).unwrap();
         partition.append_as(&batch, 0, AppendOrigin::Coordinator).unwrap();
     }
 
     fn stable(broker: &Broker, topic: &str, index: i32) -> bool {
-        let partition = broker.replicas.partition(topic, index).unwrap();
+        let partition = broker.replicas().partition(topic, index).unwrap();
         partition.last_stable_offset() == partition.high_watermark()
     }
 
@@ -860,14 +860,14 @@ mod tests {
     }
 
     fn verify(broker: &Broker, (producer_id, epoch): (i64, i16)) -> Result<(), ResponseError> {
-        broker.transactions.verify_produce("tx", producer_id, epoch, &("t".to_owned(), 0))
+        broker.transactions().verify_produce("tx", producer_id, epoch, &("t".to_owned(), 0))
     }
 
     #[test]
     fn a_coordinator_still_loading_the_ids_partition_answers_load_in_progress_not_an_unknown_id() {
         let dir = tempfile::tempdir().unwrap();
         let broker = open_broker(dir.path());
-        let coordinator = &broker.transactions;
+        let coordinator = broker.transactions();
         let partition = coordinator.partition_for("tx");
         let tp = ("t".to_owned(), 0);
         coordinator.loading.mark(partition);
@@ -890,8 +890,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let broker = open_broker(dir.path());
         create_topic(&broker, "t", 1);
-        let producer = block_on(broker.transactions.init_producer_id(&*broker, "tx", 60_000, None)).unwrap();
-        let partition = broker.replicas.partition("t", 0).unwrap();
+        let producer =
+            block_on(broker.transactions().init_producer_id(&*broker, "tx", 60_000, None)).unwrap();
+        let partition = broker.replicas().partition("t", 0).unwrap();
         let batch = client_batch(producer.0, producer.1);
         let refused = partition.append(&batch, 0);
         assert!(matches!(refused, Err(StorageError::InvalidTxnState(_))), "no verification: {refused:?}");
@@ -903,7 +904,7 @@ mod tests {
         ));
         assert_eq!(partition.high_watermark(), 0);
 
-        block_on(broker.transactions.add_partitions(
+        block_on(broker.transactions().add_partitions(
             &*broker,
             "tx",
             producer.0,
@@ -927,11 +928,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let broker = open_broker(dir.path());
         create_topic(&broker, "t", 1);
-        let coordinator = &broker.transactions;
+        let coordinator = broker.transactions();
         let producer = block_on(coordinator.init_producer_id(&*broker, "tx", 60_000, None)).unwrap();
         block_on(coordinator.add_partitions(&*broker, "tx", producer.0, producer.1, &[("t".to_owned(), 0)]))
             .unwrap();
-        let partition = broker.replicas.partition("t", 0).unwrap();
+        let partition = broker.replicas().partition("t", 0).unwrap();
         // The coordinator vouches for the partition, then the transaction
         // ends (its marker written) before the batch reaches the log.
         let verify_then_abort = async {
@@ -955,9 +956,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let broker = open_broker(dir.path());
         create_topic(&broker, "t", 1);
-        let coordinator = &broker.transactions;
+        let coordinator = broker.transactions();
         let producer = block_on(coordinator.init_producer_id(&*broker, "tx", 60_000, None)).unwrap();
-        let offsets = (OFFSETS_TOPIC.to_owned(), broker.groups.partition_for("g"));
+        let offsets = (OFFSETS_TOPIC.to_owned(), broker.groups().partition_for("g"));
         block_on(coordinator.add_partitions(
             &*broker,
             "tx",
@@ -978,14 +979,14 @@ mod tests {
             CommitEntry { topic: "t".into(), partition: 0, offset: 1, leader_epoch: -1, metadata: None };
         // Verified, then the transaction's abort marker lands before the
         // offsets do (written here directly: the group lock is held).
-        let partition = broker.replicas.partition(OFFSETS_TOPIC, offsets.1).unwrap();
+        let partition = broker.replicas().partition(OFFSETS_TOPIC, offsets.1).unwrap();
         let verify_then_abort = async {
             let verified = coordinator.verify_produce("tx", producer.0, producer.1, &offsets);
             let marker = encode_marker(ControlType::Abort, producer.0, producer.1, 0, 0);
             partition.append_as(&marker, 0, AppendOrigin::Coordinator).unwrap();
             verified
         };
-        let outcomes = block_on(broker.groups.txn_commit(&*broker, &commit, &[entry], verify_then_abort));
+        let outcomes = block_on(broker.groups().txn_commit(&*broker, &commit, &[entry], verify_then_abort));
         assert_eq!(outcomes, vec![Some(ResponseError::InvalidTxnState)]);
         assert!(stable(&broker, OFFSETS_TOPIC, offsets.1), "no transaction left open in __consumer_offsets");
     }
@@ -995,7 +996,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let broker = open_broker(dir.path());
         create_topic(&broker, "t", 2);
-        let coordinator = &broker.transactions;
+        let coordinator = broker.transactions();
         let producer = block_on(coordinator.init_producer_id(&*broker, "tx", 60_000, None)).unwrap();
         let partitions = [("t".to_owned(), 0), ("t".to_owned(), 1)];
         block_on(coordinator.add_partitions(&*broker, "tx", producer.0, producer.1, &partitions)).unwrap();
@@ -1010,12 +1011,12 @@ mod tests {
         assert!(!stable(&broker, "t", 0));
         drop(broker);
         let broker = open_broker(dir.path());
-        assert_eq!(broker.transactions.describe("tx").unwrap().state, TxnState::PrepareCommit);
+        assert_eq!(broker.transactions().describe("tx").unwrap().state, TxnState::PrepareCommit);
         // What the timers do once woken by the load.
-        block_on(broker.transactions.complete_prepared(&*broker, 0));
-        assert_eq!(broker.transactions.describe("tx").unwrap().state, TxnState::CompleteCommit);
+        block_on(broker.transactions().complete_prepared(&*broker, 0));
+        assert_eq!(broker.transactions().describe("tx").unwrap().state, TxnState::CompleteCommit);
         assert!(stable(&broker, "t", 0), "the commit marker was written at start");
-        let end = broker.replicas.partition("t", 1).unwrap().high_watermark();
+        let end = broker.replicas().partition("t", 1).unwrap().high_watermark();
         assert_eq!(end, 1, "every partition of the transaction got its marker");
     }
 
@@ -1024,7 +1025,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let broker = open_broker(dir.path());
         create_topic(&broker, "t", 1);
-        let coordinator = &broker.transactions;
+        let coordinator = broker.transactions();
         let producer = block_on(coordinator.init_producer_id(&*broker, "tx", 1_000, None)).unwrap();
         block_on(coordinator.add_partitions(&*broker, "tx", producer.0, producer.1, &[("t".to_owned(), 0)]))
             .unwrap();
@@ -1038,7 +1039,7 @@ mod tests {
         assert!(stable(&broker, "t", 0));
         let end = block_on(coordinator.end_txn(&*broker, "tx", producer.0, producer.1, TxnResult::Commit));
         assert_eq!(end, Err(ResponseError::ProducerFenced), "the old epoch is fenced");
-        let partition = broker.replicas.partition("t", 0).unwrap();
+        let partition = broker.replicas().partition("t", 0).unwrap();
         let aborted = partition
             .log()
             .lock()
@@ -1053,7 +1054,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let broker = open_broker(dir.path());
         create_topic(&broker, "t", 2);
-        let coordinator = &broker.transactions;
+        let coordinator = broker.transactions();
         let (id, epoch) = block_on(coordinator.init_producer_id(&*broker, "tx", 60_000, None)).unwrap();
         block_on(coordinator.add_partitions(&*broker, "tx", id, epoch, &[("t".to_owned(), 0)])).unwrap();
         let held = HeldReplication::new(&broker);
@@ -1091,7 +1092,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let broker = open_broker(dir.path());
         create_topic(&broker, "t", 1);
-        let coordinator = &broker.transactions;
+        let coordinator = broker.transactions();
         let (id, epoch) = block_on(coordinator.init_producer_id(&*broker, "tx", 60_000, None)).unwrap();
         block_on(coordinator.add_partitions(&*broker, "tx", id, epoch, &[("t".to_owned(), 0)])).unwrap();
         let timed_out = HeldReplication::new(&broker);
@@ -1116,7 +1117,7 @@ mod tests {
     fn invalid_timeouts_and_unknown_ids_get_kafkas_errors() {
         let dir = tempfile::tempdir().unwrap();
         let broker = open_broker(dir.path());
-        let coordinator = &broker.transactions;
+        let coordinator = broker.transactions();
         assert_eq!(
             block_on(coordinator.init_producer_id(&*broker, "tx", 0, None)),
             Err(ResponseError::InvalidTransactionTimeout)

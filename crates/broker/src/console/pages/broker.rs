@@ -19,11 +19,11 @@ pub fn page(page: &Page<'_>) -> Response {
         producers(page),
         configs(page)
     );
-    page.render(&format!("Broker {}", page.broker().config.node_id), "/broker", &body)
+    page.render(&format!("Broker {}", page.broker().config().node_id), "/broker", &body)
 }
 
 fn configs(page: &Page<'_>) -> String {
-    let node = page.broker().config.node_id.to_string();
+    let node = page.broker().config().node_id.to_string();
     let response = page.kafka.describe_configs(BROKER_RESOURCE, &[node]);
     let rows: Vec<Vec<String>> = response
         .results

@@ -359,7 +359,7 @@ pub fn page(page: &Page<'_>) -> Response {
         let reason = format!("TOPIC_AUTHORIZATION_FAILED: not authorized to read topic {topic}");
         return page.refused(403, "/topics", "/topics", &reason);
     }
-    let image = page.broker().replicas.image();
+    let image = page.broker().replicas().image();
     let Some(partition_count) = image.topic(topic).map(|t| t.partitions.len() as i32) else {
         return page.refused(
             404,
@@ -369,7 +369,7 @@ pub fn page(page: &Page<'_>) -> Response {
         );
     };
     // Records are read from the partition's leader, as a consumer reads them.
-    let partition = match page.broker().replicas.leader_partition(topic, query.partition) {
+    let partition = match page.broker().replicas().leader_partition(topic, query.partition) {
         Ok(partition) => partition,
         Err(error) => {
             let why = match error {

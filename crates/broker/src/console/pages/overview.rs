@@ -30,7 +30,7 @@ pub fn page(page: &Page<'_>) -> Response {
     let metadata = page.kafka.metadata();
     let (topics, partitions, under, offline) = partition_health(&metadata);
     let rate = |series: &str| page.history.latest(series).map_or("-".to_owned(), svg::human);
-    let connections = page.broker().metrics.connections.load(Ordering::Relaxed);
+    let connections = page.broker().metrics().connections.load(Ordering::Relaxed);
     let summary = facts(
         "summary",
         &[
