@@ -10,9 +10,10 @@ markers finishes the transaction when it returns; a marker owed to a
 killed leader keeps the transaction prepared until it is written; a
 commit is answered only once the state's followers hold it, and survives
 the kill of its coordinator; all of it over a SASL_SSL inter-broker
-listener; and a consume-transform-produce loop that outlives kill -9 of
-its transaction coordinator's broker twice, with every input exactly once
-in its output."""
+listener; a new producer of a transactional id takes over from one whose
+group coordinator's broker died mid-transaction; and a
+consume-transform-produce loop that outlives kill -9 of its transaction
+coordinator's broker twice, with every input exactly once in its output."""
 
 from __future__ import annotations
 
@@ -410,7 +411,9 @@ def test_a_new_instance_of_a_transactional_id_takes_over_from_one_whose_group_co
         watch.wait_whole()
         group = f"takeover-{uuid.uuid4().hex[:8]}"
         victim = wait_until(
-            lambda: (c := coordinator_of(cluster.nodes[1], group)) in BROKERS and c, CLUSTER_WAIT_S, "the group coordinator"
+            lambda: (c := coordinator_of(cluster.nodes[1], group)) in BROKERS and c,
+            CLUSTER_WAIT_S,
+            "the group coordinator",
         )
         inputs = values("in", 10)
         produce_confluent(confluent_producer(cluster.bootstrap, acks="all"), topic,
