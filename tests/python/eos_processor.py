@@ -10,6 +10,14 @@ lost mid-transaction) is aborted and its input read again from the offsets
 the last commit stored, as Kafka's exactly-once processors do; it prints
 "committed <records>" after every commit.
 
+librdkafka (2.10 to at least 2.16, confluentinc/librdkafka#5511 and #5456)
+can block in send_offsets_to_transaction forever, past its timeout, when
+the group coordinator's broker dropped out of a Metadata response (as a
+fenced broker does, in Kafka as here) while the client still had it
+cached: the TxnOffsetCommit then waits for a broker connection that never
+comes. A watchdog ends the process then with STUCK_EXIT (5), saying so,
+so a caller can start a new instance, which fences this one's transaction.
+
 With STALL_AT it stops once that many input records are committed: it opens
 one more transaction, writes a batch into it, says "stalled" and waits to be
 killed, so the kill always leaves an open transaction behind.
@@ -19,13 +27,20 @@ killed, so the kill always leaves an open transaction behind.
 
 from __future__ import annotations
 
+import os
 import sys
+import threading
 import time
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 BATCH = 500
 DEADLINE_S = 240.0
+SEND_OFFSETS_TIMEOUT_S = 30.0
+# How long past its own timeout a librdkafka call may take before the
+# client counts as stuck.
+STUCK_GRACE_S = 15.0
+STUCK_EXIT = 5
 STEP_ATTEMPTS = 10
 RETRY_BACKOFF_S = 0.2
 COORDINATOR_MOVING = {
@@ -98,8 +113,30 @@ def commit(producer: Producer, consumer: Consumer, source: str, positions: dict[
     """Adds the input offsets to the transaction and commits it, each step
     again while its error is retriable; raises an error that is not."""
     offsets = [TopicPartition(source, p, offset) for p, offset in positions.items()]
-    retrying(lambda: producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), 60))
+    metadata = consumer.consumer_group_metadata()
+
+    def send() -> None:
+        producer.send_offsets_to_transaction(offsets, metadata, SEND_OFFSETS_TIMEOUT_S)
+
+    retrying(lambda: watched(send, SEND_OFFSETS_TIMEOUT_S, "send_offsets_to_transaction"))
     retrying(lambda: producer.commit_transaction(60))
+
+
+def watched(step, timeout_s: float, name: str):
+    """`step()`, or the process ends with STUCK_EXIT once it outlives its
+    timeout by STUCK_GRACE_S (the librdkafka hang in the module doc)."""
+
+    def stuck() -> None:
+        print(f"stuck: {name} still blocked {timeout_s + STUCK_GRACE_S:.0f} s after it began", flush=True)
+        os._exit(STUCK_EXIT)
+
+    watchdog = threading.Timer(timeout_s + STUCK_GRACE_S, stuck)
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        return step()
+    finally:
+        watchdog.cancel()
 
 
 def retrying(step):
