@@ -244,11 +244,14 @@ def two_state_replicas_in_sync(cluster: Cluster, layout: Layout) -> None:
     default transaction.state.log.min.isr; the data topics keep one."""
     set_topic_configs(cluster.bootstrap, TRANSACTION_STATE_TOPIC, min_insync_replicas="2")
     coordinator = cluster.nodes[layout.coordinator].bootstrap
-    wait_until(
-        lambda: describe_topic(coordinator, TRANSACTION_STATE_TOPIC)["min.insync.replicas"].value == "2",
-        CLUSTER_WAIT_S,
-        "min.insync.replicas=2 at the coordinator",
-    )
+
+    def applied() -> bool:
+        try:
+            return describe_topic(coordinator, TRANSACTION_STATE_TOPIC)["min.insync.replicas"].value == "2"
+        except KafkaException:
+            return False  # the coordinator's image does not name the topic yet
+
+    wait_until(applied, CLUSTER_WAIT_S, "min.insync.replicas=2 at the coordinator")
 
 
 def test_a_commit_is_answered_only_once_the_state_followers_hold_it(tmp_path):
