@@ -2,16 +2,16 @@
 whose coordinator is on one broker writes to partitions led by the two
 others, whose leaders verify each partition with that coordinator
 (AddPartitionsToTxn verify_only); the coordinator's markers reach them
-through WriteTxnMarkers, so
-read_committed consumers see a committed transaction whole and an aborted
-one not at all; transactional offsets land with a group coordinator on
-another broker; a coordinator killed between PrepareCommit and its
-markers finishes the transaction when it returns; a marker owed to a
-killed leader keeps the transaction prepared until it is written; a
-commit is answered only once the state's followers hold it, and survives
-the kill of its coordinator; all of it over a SASL_SSL inter-broker
-listener; a new producer of a transactional id takes over from one whose
-group coordinator's broker died mid-transaction; and a
+through WriteTxnMarkers, so read_committed consumers see a committed
+transaction whole and an aborted one not at all; transactional offsets
+land with a group coordinator on another broker; a coordinator killed
+between PrepareCommit and its markers finishes the transaction when it
+returns; a marker owed to a killed leader keeps the transaction prepared
+until it is written, and a marker counts only once its partition's ISR
+holds it; a commit is answered only once the state's followers hold it,
+and survives the kill of its coordinator; all of it over a SASL_SSL
+inter-broker listener; a new producer of a transactional id takes over
+from one whose group coordinator's broker died mid-transaction; and a
 consume-transform-produce loop that outlives kill -9 of its transaction
 coordinator's broker twice, with every input exactly once in its output."""
 
@@ -25,11 +25,11 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from cluster import CLUSTER_WAIT_S, Cluster
-from harness import OutRecord, confluent_consumer, confluent_producer, produce_confluent, wait_until
-from replicas import TopicWatch, replicated_topic
+from harness import OutRecord, confluent_consumer, confluent_producer, produce_confluent, wait_future, wait_until
+from replicas import TopicWatch, replicated_topic, view
 from test_cluster_clients import BROKERS, coordinator_of, leaders, spread_topic
 from test_configs import describe_topic, set_topic_configs
 from test_secure_links import SecureCluster, create, wait_formed
@@ -42,6 +42,9 @@ PREPARED_FAILPOINT = "txn-prepared"
 # How long a commit is given while the state's followers are stopped: well
 # under the broker session timeout (9 s), so no broker is fenced meanwhile.
 PAUSED_COMMIT_S = 4
+# How long a marker is watched not counting while the partition's follower
+# is stopped: well under the broker session timeout, as above.
+HELD_MARKER_S = 3
 
 
 def start_cluster(tmp_path, env: dict[str, str] | None = None, **settings: str) -> Cluster:
@@ -348,6 +351,48 @@ def test_markers_for_a_killed_leader_wait_for_it_and_the_transaction_completes_o
     producer.commit_transaction(TIMEOUT_S)
     committed = read_until_sentinels(cluster.bootstrap, topic, partitions, "read_committed")
     assert committed == {p: values(f"waited-p{p}", 10) for p in partitions}
+
+
+def test_a_marker_counts_only_once_the_partitions_isr_holds_it(tmp_path):
+    # The state has one replica, so PrepareCommit needs no other broker;
+    # the data partition's follower is stopped, so the marker its leader
+    # appends cannot reach the ISR until the follower runs again.
+    with start_cluster(tmp_path, transaction_state_log_replication_factor="1") as cluster:
+        layout = Layout(cluster)
+        quorum_leader, _ = cluster.wait_for_leader()
+        # The follower stopped is not the active controller: no election meanwhile.
+        leader, follower = sorted(layout.others, key=lambda b: b != quorum_leader)
+        topic = f"held-{uuid.uuid4().hex[:8]}"
+        assignment = [[leader, follower]]
+        new = NewTopic(topic, num_partitions=1, replica_assignment=assignment, config={"min.insync.replicas": "2"})
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        wait_future(admin.create_topics([new])[topic])
+
+        def in_sync() -> bool:
+            p = view(cluster.nodes[leader], topic)[1].get(0)
+            return p is not None and p.leader == leader and sorted(p.isr) == sorted([leader, follower])
+
+        wait_until(in_sync, CLUSTER_WAIT_S, "the partition led with its follower in sync")
+        producer = txn_producer(cluster.bootstrap, layout.transactional_id)
+        producer.begin_transaction()
+        produce_in_txn(producer, topic, [0], "held")
+        port = cluster.nodes[layout.coordinator].broker_port
+        cluster.nodes[follower].pause()
+        try:
+            producer.commit_transaction(TIMEOUT_S)  # decided once PrepareCommit is written
+            held_until = time.monotonic() + HELD_MARKER_S
+            while time.monotonic() < held_until:
+                state = describe_transaction(port, layout.transactional_id).state
+                assert state == "PrepareCommit", "completed before the partition's ISR held its marker"
+                time.sleep(0.2)
+        finally:
+            cluster.nodes[follower].resume()
+
+        wait_for_state(cluster, layout, "CompleteCommit")
+        producer.begin_transaction()
+        producer.produce(topic, value=SENTINEL, partition=0)
+        producer.commit_transaction(TIMEOUT_S)
+        assert read_until_sentinels(cluster.bootstrap, topic, [0], "read_committed") == {0: values("held-p0", 10)}
 
 
 @pytest.mark.timeout(240)

@@ -41,6 +41,7 @@ DESCRIBE_TRANSACTIONS = 65
 INVALID_TXN_STATE = 48
 INVALID_PRODUCER_ID_MAPPING = 49
 INVALID_TRANSACTION_TIMEOUT = 50
+CONCURRENT_TRANSACTIONS = 51
 UNSTABLE_OFFSET_COMMIT = 88
 PRODUCER_FENCED = 90
 TRANSACTIONAL_ID_NOT_FOUND = 105
@@ -561,8 +562,12 @@ def test_admin_views_and_coordinator_errors(broker):
     assert end_txn(broker.port, 1, "wire-tx", pid, epoch - 1 if epoch else 5, True) == wire.INVALID_PRODUCER_EPOCH
     assert end_txn(broker.port, 3, "wire-tx", pid, epoch + 1, True) == PRODUCER_FENCED
     assert end_txn(broker.port, 3, "wire-tx", pid, epoch, True) == NONE
+    # Answered once PrepareCommit is written; the markers follow.
+    assert end_txn(broker.port, 3, "wire-tx", pid, epoch, True) in (NONE, CONCURRENT_TRANSACTIONS)
+    wait_until(
+        lambda: describe_transaction(broker.port, "wire-tx").state == "CompleteCommit", 10, "the markers written"
+    )
     assert end_txn(broker.port, 3, "wire-tx", pid, epoch, True) == NONE, "a retried commit succeeds"
     assert end_txn(broker.port, 3, "wire-tx", pid, epoch, False) == INVALID_TXN_STATE
-    assert describe_transaction(broker.port, "wire-tx").state == "CompleteCommit"
     index, error, _, producers = describe_producers(broker.port, "orders", 1)
     assert [(p[0], p[5]) for p in producers] == [(pid, -1)], "the marker closed the transaction"

@@ -161,7 +161,7 @@ served_apis! {
     AddOffsetsToTxn(AddOffsetsToTxnRequest) 0..=4 => await handlers::transactions::add_offsets;
     EndTxn(EndTxnRequest) 0..=5 => await handlers::transactions::end;
     TxnOffsetCommit(TxnOffsetCommitRequest) 0..=5 => await handlers::transactions::txn_offset_commit;
-    WriteTxnMarkers(WriteTxnMarkersRequest) 1..=1 => call handlers::transactions::write_markers;
+    WriteTxnMarkers(WriteTxnMarkersRequest) 1..=1 => await handlers::transactions::write_markers;
     DescribeTransactions(DescribeTransactionsRequest) 0..=0 => call handlers::transactions::describe;
     ListTransactions(ListTransactionsRequest) 0..=2 => call handlers::transactions::list;
     DescribeProducers(DescribeProducersRequest) 0..=0 => call handlers::transactions::describe_producers;

@@ -5,6 +5,8 @@
 //! Clients older than KIP-588 do not know PRODUCER_FENCED: as Kafka does,
 //! they get INVALID_PRODUCER_EPOCH instead ([`fenced_for`]).
 
+use std::time::Duration;
+
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::add_partitions_to_txn_response::{
@@ -36,7 +38,7 @@ use crate::group::{CommitEntry, TxnCommit, OFFSETS_TOPIC};
 use crate::internal_topic;
 use crate::replica::ReplicaManager;
 use crate::txn::state::{TxnPartition, TxnResult, TxnState};
-use crate::txn::write_marker;
+use crate::txn::{self, TxnMarker};
 use strom_metadata::acl::{operation, resource};
 use strom_storage::batch::BatchHeader;
 
@@ -350,46 +352,52 @@ async fn verify_offsets_in_txn(
 }
 
 /// WriteTxnMarkers: the markers of transaction coordinators on other
-/// brokers (and of tools) for the partitions this broker leads.
-pub fn write_markers(ctx: &RequestContext<'_>, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse {
-    let broker = ctx.coordinator_host();
+/// brokers (and of tools), each answered once the partition's ISR holds it
+/// (`request.timeout.ms`), as Kafka appends them with acks=-1.
+pub async fn write_markers(
+    ctx: &RequestContext<'_>,
+    request: WriteTxnMarkersRequest,
+) -> WriteTxnMarkersResponse {
     let cluster_action = ctx.authorize_cluster(operation::CLUSTER_ACTION);
+    let mut writes = Vec::new();
+    for marker in &request.markers {
+        let txn_marker = TxnMarker {
+            producer_id: marker.producer_id.0,
+            producer_epoch: marker.producer_epoch,
+            coordinator_epoch: marker.coordinator_epoch,
+            result: if marker.transaction_result { TxnResult::Commit } else { TxnResult::Abort },
+        };
+        for topic in &marker.topics {
+            let partitions = topic.partition_indexes.iter().map(|index| (topic.name.to_string(), *index));
+            writes.extend(partitions.map(|tp| (txn_marker, tp)));
+        }
+    }
+    let mut errors = match cluster_action {
+        true => {
+            let timeout = Duration::from_millis(ctx.transactions().config().request_timeout_ms);
+            txn::write_markers(ctx.coordinator_host(), &writes, timeout).await
+        }
+        false => vec![Some(ResponseError::ClusterAuthorizationFailed); writes.len()],
+    }
+    .into_iter();
     let markers = request
         .markers
-        .iter()
+        .into_iter()
         .map(|marker| {
-            let result = if marker.transaction_result { TxnResult::Commit } else { TxnResult::Abort };
             let topics = marker
                 .topics
-                .iter()
+                .into_iter()
                 .map(|topic| {
                     let partitions = topic
                         .partition_indexes
                         .iter()
                         .map(|index| {
-                            let error = match broker.replicas().leader_partition(topic.name.as_str(), *index)
-                            {
-                                _ if !cluster_action => Some(ResponseError::ClusterAuthorizationFailed),
-                                Err(error) => Some(error),
-                                Ok(_) => write_marker(
-                                    broker,
-                                    marker.producer_id.0,
-                                    marker.producer_epoch,
-                                    marker.coordinator_epoch,
-                                    result,
-                                    topic.name.as_str(),
-                                    *index,
-                                )
-                                .err(),
-                            };
                             WritableTxnMarkerPartitionResult::default()
                                 .with_partition_index(*index)
-                                .with_error_code(code(error))
+                                .with_error_code(code(errors.next().flatten()))
                         })
                         .collect();
-                    WritableTxnMarkerTopicResult::default()
-                        .with_name(topic.name.clone())
-                        .with_partitions(partitions)
+                    WritableTxnMarkerTopicResult::default().with_name(topic.name).with_partitions(partitions)
                 })
                 .collect();
             WritableTxnMarkerResult::default().with_producer_id(marker.producer_id).with_topics(topics)

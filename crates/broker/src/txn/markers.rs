@@ -1,12 +1,13 @@
-//! Transaction markers for partitions other brokers lead, sent as Kafka's
-//! coordinator sends them (its `TransactionMarkerChannelManager`): one
-//! WriteTxnMarkers (v1) per destination broker, to each partition's
-//! current leader, through the inter-broker listener.
+//! Transaction markers, sent as Kafka's coordinator sends them (its
+//! `TransactionMarkerChannelManager`): one WriteTxnMarkers (v1) per
+//! destination broker, to each partition's current leader, through the
+//! inter-broker listener; markers of partitions led here are written
+//! straight into their logs. Either way a marker counts once the
+//! partition's ISR holds it.
 //!
-//! A prepared transaction whose partitions are not all led here becomes a
-//! [`MarkerJob`]: the coordinator writes its local markers, queues the job
-//! and returns; [`deliver`] then sends the rest without any coordinator
-//! lock held. Each partition's answer is judged as Kafka's
+//! Every prepared transaction becomes a [`MarkerJob`]: the coordinator
+//! queues it and answers EndTxn; [`deliver`] then writes the markers
+//! without any coordinator lock held. Each partition's answer is judged as Kafka's
 //! `TransactionMarkerRequestCompletionHandler` judges it ([`outcome`]):
 //! written, retried at the partition's (new) leader after the next look at
 //! the metadata image, dropped, or fenced (the transaction is no longer
@@ -29,7 +30,7 @@ use tokio::time::Instant;
 
 use super::peers::REQUEST_TIMEOUT;
 use super::state::{TxnPartition, TxnResult};
-use super::CompletionClaim;
+use super::{CompletionClaim, TxnMarker};
 use crate::coordinator_host::CoordinatorHost;
 
 /// The WriteTxnMarkers version sent, as Kafka 4's coordinator sends it.
@@ -40,14 +41,12 @@ const RETRY_BACKOFF: Duration = Duration::from_millis(100);
 /// coordinator's retry timer.
 pub const DELIVERY_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// The markers of one prepared transaction still to be written elsewhere.
+/// The markers of one prepared transaction.
 pub struct MarkerJob {
     pub transactional_id: String,
-    pub producer_id: i64,
-    pub producer_epoch: i16,
-    pub result: TxnResult,
-    /// The `__transaction_state` partition's leader epoch when the job began.
-    pub coordinator_epoch: i32,
+    /// Carries the `__transaction_state` partition's leader epoch when the
+    /// job began.
+    pub marker: TxnMarker,
     pub partitions: Vec<TxnPartition>,
     /// Keeps the coordinator's timer off the transaction while in flight.
     pub(super) claim: CompletionClaim,
@@ -67,11 +66,6 @@ pub struct MarkerPlan {
 }
 
 impl MarkerPlan {
-    /// Whether every marker can be written here, now.
-    pub fn is_local(&self) -> bool {
-        self.remote.is_empty() && self.leaderless.is_empty()
-    }
-
     /// The partitions whose markers must wait for the network or a leader.
     pub fn elsewhere(&self) -> Vec<TxnPartition> {
         self.remote.values().flatten().chain(&self.leaderless).cloned().collect()
@@ -182,20 +176,11 @@ async fn send_round(
 ) -> Option<Vec<TxnPartition>> {
     let image = host.replicas().image();
     let plan = plan(pending, &image, host.node_id());
-    let mut unanswered: Vec<TxnPartition> = plan.elsewhere();
-    let mut answers: Vec<(TxnPartition, MarkerOutcome)> = Vec::new();
-    for tp in plan.local {
-        let written = super::write_marker(
-            &**host,
-            job.producer_id,
-            job.producer_epoch,
-            job.coordinator_epoch,
-            job.result,
-            &tp.0,
-            tp.1,
-        );
-        answers.push((tp, outcome(written.err())));
+    if !plan.gone.is_empty() {
+        let id = &job.transactional_id;
+        tracing::info!(transactional_id = id, partitions = ?plan.gone, "no markers for partitions of deleted topics");
     }
+    let mut unanswered: Vec<TxnPartition> = plan.elsewhere();
     let mut sends = tokio::task::JoinSet::new();
     for (leader, partitions) in plan.remote {
         let request = request(job, &partitions);
@@ -205,6 +190,12 @@ async fn send_round(
             answers_of(leader, partitions, answered)
         });
     }
+    // Written here while the other brokers write theirs.
+    let local: Vec<_> = plan.local.into_iter().map(|tp| (job.marker, tp)).collect();
+    let timeout = Duration::from_millis(host.transactions().config().request_timeout_ms);
+    let written = super::write_markers(&**host, &local, timeout).await;
+    let mut answers: Vec<(TxnPartition, MarkerOutcome)> =
+        local.into_iter().zip(written).map(|((_, tp), error)| (tp, outcome(error))).collect();
     while let Some(sent) = sends.join_next().await {
         answers.extend(sent.unwrap_or_default());
     }
@@ -232,12 +223,13 @@ fn request(job: &MarkerJob, partitions: &[TxnPartition]) -> WriteTxnMarkersReque
                 .with_partition_indexes(indexes)
         })
         .collect();
+    let TxnMarker { producer_id, producer_epoch, coordinator_epoch, result } = job.marker;
     let marker = WritableTxnMarker::default()
-        .with_producer_id(ProducerId(job.producer_id))
-        .with_producer_epoch(job.producer_epoch)
-        .with_transaction_result(job.result == TxnResult::Commit)
+        .with_producer_id(ProducerId(producer_id))
+        .with_producer_epoch(producer_epoch)
+        .with_transaction_result(result == TxnResult::Commit)
         .with_topics(topics)
-        .with_coordinator_epoch(job.coordinator_epoch);
+        .with_coordinator_epoch(coordinator_epoch);
     WriteTxnMarkersRequest::default().with_markers(vec![marker])
 }
 
@@ -319,7 +311,6 @@ mod tests {
         assert_eq!(plan.remote, BTreeMap::from([(2, vec![tp("t", 1), tp("t", 3)]), (3, vec![tp("t", 2)])]));
         assert_eq!(plan.leaderless, vec![tp("t", 4)]);
         assert_eq!(plan.gone, vec![tp("gone", 0)]);
-        assert!(!plan.is_local());
         assert_eq!(plan.elsewhere(), vec![tp("t", 1), tp("t", 3), tp("t", 2), tp("t", 4)]);
     }
 
@@ -327,7 +318,7 @@ mod tests {
     fn a_transaction_led_here_needs_no_network() {
         let image = image_with("t", &[1, 1]);
         let plan = plan(&[tp("t", 0), tp("t", 1), tp("gone", 3)], &image, 1);
-        assert!(plan.is_local());
+        assert!(plan.elsewhere().is_empty());
         assert_eq!(plan.local.len(), 2);
     }
 
@@ -355,10 +346,12 @@ mod tests {
         let completing = Arc::default();
         let job = MarkerJob {
             transactional_id: "tx".into(),
-            producer_id: 42,
-            producer_epoch: 3,
-            result: TxnResult::Commit,
-            coordinator_epoch: 7,
+            marker: TxnMarker {
+                producer_id: 42,
+                producer_epoch: 3,
+                coordinator_epoch: 7,
+                result: TxnResult::Commit,
+            },
             partitions: Vec::new(),
             claim: CompletionClaim::take(&completing, "tx").unwrap(),
         };

@@ -16,14 +16,16 @@
 //! lock released; then made current, or on failure the pending state is
 //! cleared and the client told to retry.
 //!
-//! Ending a transaction: PrepareCommit (or PrepareAbort) is written, then a
-//! COMMIT (ABORT) marker goes straight into the log of every partition of
-//! the transaction this broker leads and, through WriteTxnMarkers
-//! ([`markers`]), to the leaders of the others; once every marker is
-//! written, CompleteCommit (CompleteAbort). A marker in `__consumer_offsets` makes
-//! the transaction's staged offsets the group's (or drops them). A crash
-//! between the steps leaves a Prepare state, which start-up completes; an
-//! Ongoing transaction left behind times out and is aborted.
+//! Ending a transaction, in Kafka's order: once the ISR holds PrepareCommit
+//! (or PrepareAbort) the outcome is decided and the client answered; then
+//! a COMMIT (ABORT) marker goes to every partition of the transaction
+//! ([`markers`]): into the log of those this broker leads, through
+//! WriteTxnMarkers to the leaders of the others, each an acks=-1 write the
+//! ISR must hold; once every marker is, CompleteCommit (CompleteAbort).
+//! A marker in `__consumer_offsets` makes the transaction's staged offsets
+//! the group's (or drops them). A crash between the steps leaves a Prepare
+//! state, which the next coordinator completes; an Ongoing transaction left
+//! behind times out and is aborted.
 
 pub mod codec;
 pub mod markers;
@@ -322,7 +324,7 @@ impl TransactionCoordinator {
             InitStaged::Fence(staged) => {
                 self.settle(host, staged).await?;
                 tracing::info!(transactional_id, "fenced the ongoing transaction of an older producer");
-                self.complete(host, transactional_id).await?;
+                self.complete(host, transactional_id)?;
                 Err(ResponseError::ConcurrentTransactions)
             }
         }
@@ -424,8 +426,8 @@ impl TransactionCoordinator {
         current.verify_produce(producer_id, epoch, partition)
     }
 
-    /// EndTxn: once the ISR holds PrepareCommit (PrepareAbort) the outcome
-    /// is decided; the markers follow before the client is answered.
+    /// EndTxn: answered once the ISR holds PrepareCommit (PrepareAbort),
+    /// which decides the outcome; the markers follow ([`markers::deliver`]).
     pub async fn end_txn(
         &self,
         host: &dyn CoordinatorHost,
@@ -447,21 +449,17 @@ impl TransactionCoordinator {
             self.stage(host, &mut txns, next)?
         };
         self.settle(host, staged).await?;
-        if let Err(error) = self.complete(host, transactional_id).await {
+        if let Err(error) = self.complete(host, transactional_id) {
             // Decided all the same: the retry timer writes the markers.
             tracing::warn!(transactional_id, "transaction markers not yet written: {error:?}");
         }
         Ok(())
     }
 
-    /// Writes the markers of a prepared transaction this broker leads the
-    /// partitions of, then its Complete state; markers for other brokers'
-    /// partitions are queued for [`markers::deliver`], which completes it.
-    async fn complete(
-        &self,
-        host: &dyn CoordinatorHost,
-        transactional_id: &str,
-    ) -> Result<(), ResponseError> {
+    /// Queues the markers of a prepared transaction for
+    /// [`markers::deliver`], which completes it once the ISR of every
+    /// partition holds its marker.
+    fn complete(&self, host: &dyn CoordinatorHost, transactional_id: &str) -> Result<(), ResponseError> {
         let Some(claim) = CompletionClaim::take(&self.completing, transactional_id) else {
             return Err(ResponseError::ConcurrentTransactions);
         };
@@ -469,27 +467,17 @@ impl TransactionCoordinator {
         let Some(prepared) = prepared.filter(|m| m.state.is_prepared() && m.pending_state.is_none()) else {
             return Ok(());
         };
-        let result = prepared.pending_result().expect("prepared");
         crate::failpoint::reach(crate::failpoint::TXN_PREPARED);
-        let coordinator_epoch = self.coordinator_epoch(host, transactional_id)?;
-        let plan = markers::plan(&prepared.partitions, &host.replicas().image(), host.node_id());
-        if !plan.gone.is_empty() {
-            tracing::info!(transactional_id, partitions = ?plan.gone, "no markers for partitions of deleted topics");
-        }
-        let (producer_id, producer_epoch) = (prepared.producer_id, prepared.producer_epoch);
-        write_markers(host, producer_id, producer_epoch, coordinator_epoch, result, &plan.local)?;
-        if plan.is_local() {
-            let finished = self.finish(host, transactional_id).await;
-            drop(claim);
-            return finished;
-        }
+        let marker = TxnMarker {
+            producer_id: prepared.producer_id,
+            producer_epoch: prepared.producer_epoch,
+            coordinator_epoch: self.coordinator_epoch(host, transactional_id)?,
+            result: prepared.pending_result().expect("prepared"),
+        };
         let job = MarkerJob {
             transactional_id: transactional_id.to_owned(),
-            producer_id,
-            producer_epoch,
-            result,
-            coordinator_epoch,
-            partitions: plan.elsewhere(),
+            marker,
+            partitions: prepared.partitions.into_iter().collect(),
             claim,
         };
         self.marker_jobs.send(job).map_err(|_| ResponseError::CoordinatorNotAvailable)
@@ -518,12 +506,13 @@ impl TransactionCoordinator {
     /// unchanged (Kafka cancels the markers otherwise).
     fn still_sending(&self, host: &dyn CoordinatorHost, job: &MarkerJob) -> bool {
         let id = &job.transactional_id;
+        let marker = &job.marker;
         let same_txn = self.txns().get(id).is_some_and(|m| {
             m.state.is_prepared()
-                && m.producer_id == job.producer_id
-                && m.producer_epoch == job.producer_epoch
+                && m.producer_id == marker.producer_id
+                && m.producer_epoch == marker.producer_epoch
         });
-        same_txn && self.coordinator_epoch(host, id) == Ok(job.coordinator_epoch)
+        same_txn && self.coordinator_epoch(host, id) == Ok(marker.coordinator_epoch)
     }
 
     /// Every marker written: the transaction's Complete state.
@@ -635,8 +624,8 @@ impl TransactionCoordinator {
             .map(|m| m.transactional_id.clone())
             .collect();
         for id in prepared {
-            match self.complete(host, &id).await {
-                // Its markers are on their way to other brokers.
+            match self.complete(host, &id) {
+                // Its markers are on their way already.
                 Ok(()) | Err(ResponseError::ConcurrentTransactions) => {}
                 Err(error) => {
                     tracing::warn!(transactional_id = id, "transaction markers still failing: {error:?}")
@@ -702,7 +691,7 @@ impl TransactionCoordinator {
                 Err(error) => Err(error),
             };
             match aborted {
-                Ok(()) => match self.complete(host, &id).await {
+                Ok(()) => match self.complete(host, &id) {
                     Ok(()) => tracing::info!(transactional_id = id, "aborted a transaction past its timeout"),
                     Err(error) => {
                         tracing::warn!(transactional_id = id, "aborting a timed out transaction: {error:?}")
@@ -742,69 +731,87 @@ impl TransactionCoordinator {
     }
 }
 
-/// Writes a marker of `producer_id` at `epoch` into each partition and,
-/// for `__consumer_offsets`, ends the staged offsets there. Partitions of
-/// deleted topics are skipped, as Kafka does. Returns the first failure.
-pub fn write_markers<'a>(
-    host: &dyn CoordinatorHost,
-    producer_id: i64,
-    epoch: i16,
-    coordinator_epoch: i32,
-    result: TxnResult,
-    partitions: impl IntoIterator<Item = &'a TxnPartition>,
-) -> Result<(), ResponseError> {
-    let mut first_error = None;
-    for (topic, index) in partitions {
-        if let Err(error) = write_marker(host, producer_id, epoch, coordinator_epoch, result, topic, *index) {
-            first_error.get_or_insert(error);
-        }
-    }
-    first_error.map_or(Ok(()), Err)
+/// A transaction marker as its coordinator sends it: which producer's
+/// transaction ends, how, and from which coordinator epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TxnMarker {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    /// The leader epoch of the coordinator's `__transaction_state` partition.
+    pub coordinator_epoch: i32,
+    pub result: TxnResult,
 }
 
-/// One marker; WriteTxnMarkers reports these per partition. A marker from
-/// an older coordinator than the partition last heard from is refused
-/// (TRANSACTION_COORDINATOR_FENCED).
-pub fn write_marker(
+/// Writes each marker into its partition, led here, as Kafka's acks=-1
+/// write: appended, then awaited until the ISR holds it (`timeout` for
+/// all). A marker held by the ISR in `__consumer_offsets` then ends the
+/// transaction's staged offsets there. Returns each marker's error, in
+/// order: WriteTxnMarkers answers these per partition.
+pub async fn write_markers(
     host: &dyn CoordinatorHost,
-    producer_id: i64,
-    epoch: i16,
-    coordinator_epoch: i32,
-    result: TxnResult,
+    markers: &[(TxnMarker, TxnPartition)],
+    timeout: Duration,
+) -> Vec<Option<ResponseError>> {
+    let mut errors = vec![None; markers.len()];
+    let mut waits = Vec::new();
+    for (i, (marker, (topic, index))) in markers.iter().enumerate() {
+        match append_marker(host, marker, topic, *index) {
+            Ok(Some(wait)) => waits.push((i, wait)),
+            Ok(None) => {}
+            Err(error) => errors[i] = Some(error),
+        }
+    }
+    let deadline = tokio::time::Instant::now() + timeout;
+    for (i, wait) in waits {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        if let Err(error) = host.await_append(wait, left).await {
+            errors[i] = Some(error);
+            continue;
+        }
+        let (marker, (topic, index)) = &markers[i];
+        if topic == OFFSETS_TOPIC {
+            host.groups().complete_txn(marker.producer_id, *index, marker.result == TxnResult::Commit);
+        }
+    }
+    errors
+}
+
+/// Appends one marker, refused (NOT_ENOUGH_REPLICAS) while the ISR is
+/// below `min.insync.replicas`, and from an older coordinator than the
+/// partition last heard from (TRANSACTION_COORDINATOR_FENCED). None when
+/// a newer producer epoch already ended the transaction here: no marker
+/// is owed.
+fn append_marker(
+    host: &dyn CoordinatorHost,
+    marker: &TxnMarker,
     topic: &str,
     index: i32,
-) -> Result<(), ResponseError> {
-    let partition = match host.replicas().leader_partition(topic, index) {
-        Ok(partition) => partition,
-        Err(ResponseError::UnknownTopicOrPartition) => {
-            tracing::info!(topic, partition = index, "skipping the marker of a partition that is gone");
-            return Ok(());
-        }
-        // Not (or no longer) led here: the coordinator sends it to the leader.
-        Err(error) => return Err(error),
-    };
-    let control = match result {
+) -> Result<Option<AwaitedAppend>, ResponseError> {
+    // Not (or no longer) led here: the coordinator sends it to the leader,
+    // or drops it once the image says the topic is gone.
+    let partition = host.replicas().leader_partition(topic, index)?;
+    let min_insync = host.min_insync_replicas(topic);
+    if partition.isr_size() < min_insync {
+        return Err(ResponseError::NotEnoughReplicas);
+    }
+    let control = match marker.result {
         TxnResult::Commit => ControlType::Commit,
         TxnResult::Abort => ControlType::Abort,
     };
     let now = strom_storage::now_ms();
-    let marker = encode_marker(control, producer_id, epoch, coordinator_epoch, now);
-    match partition.append_as(&marker, now, AppendOrigin::Coordinator) {
-        Ok(_) => {}
-        // A newer epoch already ended this producer's transaction here.
+    let batch =
+        encode_marker(control, marker.producer_id, marker.producer_epoch, marker.coordinator_epoch, now);
+    match partition.append_as(&batch, now, AppendOrigin::Coordinator) {
+        Ok((info, _)) => Ok(Some(AwaitedAppend::new(partition, info.last_offset + 1, min_insync))),
         Err(StorageError::InvalidProducerEpoch(e)) => {
             tracing::info!(topic, partition = index, "skipping a stale marker: {e}");
-            return Ok(());
+            Ok(None)
         }
         Err(e) => {
             tracing::error!(topic, partition = index, "writing a transaction marker failed: {e}");
-            return Err(crate::error::storage_error(&e));
+            Err(crate::error::storage_error(&e))
         }
     }
-    if topic == OFFSETS_TOPIC {
-        host.groups().complete_txn(producer_id, index, result == TxnResult::Commit);
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -857,6 +864,18 @@ mod tests {
         let crc = compute_crc(&batch);
         batch[CRC..CRC + 4].copy_from_slice(&crc.to_be_bytes());
         batch
+    }
+
+    /// What the timers' marker task does: delivers every queued job.
+    fn deliver_markers(broker: &Arc<Broker>) {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let host: Arc<dyn CoordinatorHost> = broker.clone();
+        loop {
+            let mut queue = lock_recovering(&broker.transactions().marker_queue, "marker queue");
+            let Ok(job) = queue.as_mut().expect("no timers run in tests").try_recv() else { return };
+            drop(queue);
+            runtime.block_on(markers::deliver(host.clone(), job));
+        }
     }
 
     fn verify(broker: &Broker, (producer_id, epoch): (i64, i16)) -> Result<(), ResponseError> {
@@ -938,6 +957,7 @@ mod tests {
         let verify_then_abort = async {
             let verified = verify(&broker, producer);
             coordinator.end_txn(&*broker, "tx", producer.0, producer.1, TxnResult::Abort).await.unwrap();
+            deliver_markers(&broker);
             verified
         };
         let batch = client_batch(producer.0, producer.1);
@@ -992,6 +1012,59 @@ mod tests {
     }
 
     #[test]
+    fn a_marker_counts_only_once_the_isr_holds_it() {
+        use crate::group::{CommitEntry, TxnCommit};
+        let dir = tempfile::tempdir().unwrap();
+        let broker = open_broker(dir.path());
+        create_topic(&broker, "t", 1);
+        let coordinator = broker.transactions();
+        let (producer_id, producer_epoch) =
+            block_on(coordinator.init_producer_id(&*broker, "tx", 60_000, None)).unwrap();
+        let offsets = (OFFSETS_TOPIC.to_owned(), broker.groups().partition_for("g"));
+        let added = std::slice::from_ref(&offsets);
+        block_on(coordinator.add_partitions(&*broker, "tx", producer_id, producer_epoch, added)).unwrap();
+        let commit = TxnCommit {
+            group_id: "g".into(),
+            producer_id,
+            producer_epoch,
+            generation: -1,
+            member_id: String::new(),
+            instance_id: None,
+        };
+        let entry =
+            CommitEntry { topic: "t".into(), partition: 0, offset: 1, leader_epoch: -1, metadata: None };
+        let staged = block_on(broker.groups().txn_commit(&*broker, &commit, &[entry], async { Ok(()) }));
+        assert_eq!(staged, vec![None]);
+        let pending = || broker.groups().has_pending_txn_offset("g", "t", 0);
+
+        let marker =
+            TxnMarker { producer_id, producer_epoch, coordinator_epoch: 0, result: TxnResult::Commit };
+        let writes = [(marker, offsets.clone())];
+        let timeout = Duration::from_secs(30);
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let timed_out = HeldReplication::new(&broker);
+        timed_out.replicate(Err(ResponseError::RequestTimedOut));
+        let written = runtime.block_on(write_markers(&timed_out, &writes, timeout));
+        assert_eq!(written, vec![Some(ResponseError::RequestTimedOut)], "the coordinator retries it");
+        assert!(pending(), "a marker the ISR does not hold ends nothing");
+
+        let held = HeldReplication::new(&broker);
+        runtime.block_on(async {
+            let write = write_markers(&held, &writes, timeout);
+            tokio::pin!(write);
+            tokio::select! {
+                biased;
+                answer = &mut write => panic!("answered before replicated: {answer:?}"),
+                _ = tokio::task::yield_now() => {}
+            }
+            assert!(pending(), "still waiting for the ISR");
+            held.replicate(Ok(()));
+            assert_eq!(write.await, vec![None]);
+        });
+        assert!(!pending(), "the commit made the offsets the group's");
+    }
+
+    #[test]
     fn a_transaction_prepared_before_a_crash_is_completed_once_loaded() {
         let dir = tempfile::tempdir().unwrap();
         let broker = open_broker(dir.path());
@@ -1014,6 +1087,7 @@ mod tests {
         assert_eq!(broker.transactions().describe("tx").unwrap().state, TxnState::PrepareCommit);
         // What the timers do once woken by the load.
         block_on(broker.transactions().complete_prepared(&*broker, 0));
+        deliver_markers(&broker);
         assert_eq!(broker.transactions().describe("tx").unwrap().state, TxnState::CompleteCommit);
         assert!(stable(&broker, "t", 0), "the commit marker was written at start");
         let end = broker.replicas().partition("t", 1).unwrap().high_watermark();
@@ -1034,6 +1108,7 @@ mod tests {
         block_on(coordinator.abort_timed_out(&*broker, started + 1_000));
         assert_eq!(coordinator.describe("tx").unwrap().state, TxnState::Ongoing, "not yet past the timeout");
         block_on(coordinator.abort_timed_out(&*broker, started + 1_001));
+        deliver_markers(&broker);
         let aborted = coordinator.describe("tx").unwrap();
         assert_eq!((aborted.state, aborted.producer_epoch), (TxnState::CompleteAbort, producer.1 + 1));
         assert!(stable(&broker, "t", 0));
@@ -1057,6 +1132,7 @@ mod tests {
         let coordinator = broker.transactions();
         let (id, epoch) = block_on(coordinator.init_producer_id(&*broker, "tx", 60_000, None)).unwrap();
         block_on(coordinator.add_partitions(&*broker, "tx", id, epoch, &[("t".to_owned(), 0)])).unwrap();
+        write_in_txn(&broker, "t", 0, (id, epoch));
         let held = HeldReplication::new(&broker);
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         runtime.block_on(async {
@@ -1082,6 +1158,10 @@ mod tests {
             held.replicate(Ok(()));
             end.await.unwrap();
         });
+        // Answered once decided, before any marker is written.
+        assert_eq!(coordinator.describe("tx").unwrap().state, TxnState::PrepareCommit);
+        assert!(!stable(&broker, "t", 0));
+        deliver_markers(&broker);
         let completed = coordinator.describe("tx").unwrap();
         assert_eq!((completed.state, completed.pending_state), (TxnState::CompleteCommit, None));
         assert!(stable(&broker, "t", 0), "the commit marker is written");
@@ -1110,6 +1190,7 @@ mod tests {
 
         // The client's retry, replicated this time.
         block_on(coordinator.end_txn(&*broker, "tx", id, epoch, TxnResult::Commit)).unwrap();
+        deliver_markers(&broker);
         assert_eq!(coordinator.describe("tx").unwrap().state, TxnState::CompleteCommit);
     }
 
