@@ -64,15 +64,25 @@ def strom_binary() -> Path:
 _handed_out: deque[int] = deque(maxlen=4096)
 
 
+def worker_ports() -> range:
+    """This test process's share of the loopback ports below the kernel's
+    ephemeral range: all of it, or one slice per pytest-xdist worker, so
+    parallel workers never hand out the same port."""
+    ephemeral_low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    ports = range(max(1024, ephemeral_low // 2), ephemeral_low)
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
+    share = len(ports) // workers
+    return ports[worker * share : (worker + 1) * share]
+
+
 def free_port() -> int:
-    """A free loopback port below the kernel's ephemeral range, not handed
-    out lately.
+    """A free loopback port of this worker's share, not handed out lately.
 
     A port the kernel hands out for bind(0) can later become some client's
     outgoing source port, and then a restarted broker could not bind it again.
     """
-    ephemeral_low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    candidates = random.sample(range(max(1024, ephemeral_low // 2), ephemeral_low), 50)
+    candidates = random.sample(worker_ports(), 50)
     for port in [p for p in candidates if p not in _handed_out] + [0]:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             try:
