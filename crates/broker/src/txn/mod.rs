@@ -866,6 +866,41 @@ mod tests {
         batch
     }
 
+    /// A transaction of "tx" that `__consumer_offsets` was added to, and
+    /// the offset of group "g" for `t`-0 it commits.
+    struct OffsetsInTxn {
+        producer: (i64, i16),
+        offsets: TxnPartition,
+        commit: crate::group::TxnCommit,
+        entry: crate::group::CommitEntry,
+    }
+
+    fn offsets_in_txn(broker: &Arc<Broker>) -> OffsetsInTxn {
+        create_topic(broker, "t", 1);
+        let coordinator = broker.transactions();
+        let (producer_id, producer_epoch) =
+            block_on(coordinator.init_producer_id(&**broker, "tx", 60_000, None)).unwrap();
+        let offsets = (OFFSETS_TOPIC.to_owned(), broker.groups().partition_for("g"));
+        let added = std::slice::from_ref(&offsets);
+        block_on(coordinator.add_partitions(&**broker, "tx", producer_id, producer_epoch, added)).unwrap();
+        let commit = crate::group::TxnCommit {
+            group_id: "g".into(),
+            producer_id,
+            producer_epoch,
+            generation: -1,
+            member_id: String::new(),
+            instance_id: None,
+        };
+        let entry = crate::group::CommitEntry {
+            topic: "t".into(),
+            partition: 0,
+            offset: 1,
+            leader_epoch: -1,
+            metadata: None,
+        };
+        OffsetsInTxn { producer: (producer_id, producer_epoch), offsets, commit, entry }
+    }
+
     /// What the timers' marker task does: delivers every queued job.
     fn deliver_markers(broker: &Arc<Broker>) {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
@@ -972,31 +1007,10 @@ mod tests {
 
     #[test]
     fn txn_offsets_after_the_transaction_ended_are_refused() {
-        use crate::group::{CommitEntry, TxnCommit};
         let dir = tempfile::tempdir().unwrap();
         let broker = open_broker(dir.path());
-        create_topic(&broker, "t", 1);
         let coordinator = broker.transactions();
-        let producer = block_on(coordinator.init_producer_id(&*broker, "tx", 60_000, None)).unwrap();
-        let offsets = (OFFSETS_TOPIC.to_owned(), broker.groups().partition_for("g"));
-        block_on(coordinator.add_partitions(
-            &*broker,
-            "tx",
-            producer.0,
-            producer.1,
-            std::slice::from_ref(&offsets),
-        ))
-        .unwrap();
-        let commit = TxnCommit {
-            group_id: "g".into(),
-            producer_id: producer.0,
-            producer_epoch: producer.1,
-            generation: -1,
-            member_id: String::new(),
-            instance_id: None,
-        };
-        let entry =
-            CommitEntry { topic: "t".into(), partition: 0, offset: 1, leader_epoch: -1, metadata: None };
+        let OffsetsInTxn { producer, offsets, commit, entry } = offsets_in_txn(&broker);
         // Verified, then the transaction's abort marker lands before the
         // offsets do (written here directly: the group lock is held).
         let partition = broker.replicas().partition(OFFSETS_TOPIC, offsets.1).unwrap();
@@ -1013,26 +1027,10 @@ mod tests {
 
     #[test]
     fn a_marker_counts_only_once_the_isr_holds_it() {
-        use crate::group::{CommitEntry, TxnCommit};
         let dir = tempfile::tempdir().unwrap();
         let broker = open_broker(dir.path());
-        create_topic(&broker, "t", 1);
-        let coordinator = broker.transactions();
-        let (producer_id, producer_epoch) =
-            block_on(coordinator.init_producer_id(&*broker, "tx", 60_000, None)).unwrap();
-        let offsets = (OFFSETS_TOPIC.to_owned(), broker.groups().partition_for("g"));
-        let added = std::slice::from_ref(&offsets);
-        block_on(coordinator.add_partitions(&*broker, "tx", producer_id, producer_epoch, added)).unwrap();
-        let commit = TxnCommit {
-            group_id: "g".into(),
-            producer_id,
-            producer_epoch,
-            generation: -1,
-            member_id: String::new(),
-            instance_id: None,
-        };
-        let entry =
-            CommitEntry { topic: "t".into(), partition: 0, offset: 1, leader_epoch: -1, metadata: None };
+        let OffsetsInTxn { producer: (producer_id, producer_epoch), offsets, commit, entry } =
+            offsets_in_txn(&broker);
         let staged = block_on(broker.groups().txn_commit(&*broker, &commit, &[entry], async { Ok(()) }));
         assert_eq!(staged, vec![None]);
         let pending = || broker.groups().has_pending_txn_offset("g", "t", 0);
