@@ -5,7 +5,9 @@ A librdkafka transactional producer leaves a transaction open, as a crashed
 client would; its producer id and epoch are read back with `strom dump-log`;
 a hand-built WriteTxnMarkers v1 then commits or aborts it, and a
 read_committed librdkafka consumer sees the outcome: the last stable offset
-moves past the transaction and only committed records are delivered.
+moves past the transaction and only committed records are delivered. A
+marker is an acks=all write: refused while the ISR is below
+`min.insync.replicas`.
 """
 
 from __future__ import annotations
@@ -18,11 +20,13 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from harness import confluent_producer, create_topic, strom_binary
+from harness import confluent_producer, create_topic, strom_binary, wait_until
+from test_configs import describe_topic, set_topic_configs
 import wire
 
 WRITE_TXN_MARKERS = 27
 MARKERS_VERSION = 1  # the only version Kafka 4 serves; flexible
+NOT_ENOUGH_REPLICAS = 19
 TOOL_TIMEOUT_S = 30
 READ_TIMEOUT_S = 30
 
@@ -144,3 +148,23 @@ def test_markers_end_a_hanging_transaction(broker, commit):
     assert stable_offset(broker.bootstrap, topic) == 5
     expected = ["txn-0", "txn-1", "txn-2", "after"] if commit else ["after"]
     assert read_committed_values(broker.bootstrap, topic, "after") == expected
+
+
+def test_a_marker_is_refused_while_the_isr_is_below_min_insync_replicas(broker):
+    # A marker is an acks=all write: an ISR of one below min.insync.replicas=2
+    # refuses it before anything is appended, and the coordinator retries.
+    topic = "short-isr"
+    create_topic(broker.bootstrap, topic, partitions=1)
+    open_transaction(broker.bootstrap, topic, ["txn-0", "txn-1"])
+    producer_id, epoch = producer_of_first_batch(broker, topic)
+
+    set_topic_configs(broker.bootstrap, topic, min_insync_replicas="2")
+    wait_until(lambda: describe_topic(broker.bootstrap, topic)["min.insync.replicas"].value == "2", 10, "min ISR 2")
+    assert write_txn_markers(broker.port, producer_id, epoch, True, {topic: [0]}) == {(topic, 0): NOT_ENOUGH_REPLICAS}
+    assert stable_offset(broker.bootstrap, topic) == 0, "no marker written"
+
+    set_topic_configs(broker.bootstrap, topic, min_insync_replicas="1")
+    wait_until(lambda: describe_topic(broker.bootstrap, topic)["min.insync.replicas"].value == "1", 10, "min ISR 1")
+    assert write_txn_markers(broker.port, producer_id, epoch, True, {topic: [0]}) == {(topic, 0): wire.NONE}
+    assert stable_offset(broker.bootstrap, topic) == 3, "two records and the marker"
+    assert read_committed_values(broker.bootstrap, topic, "txn-1") == ["txn-0", "txn-1"]
