@@ -1,0 +1,98 @@
+package strom.conformance.harness;
+
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/** One `strom server` process with its own ports and data dir, which survive restarts. */
+public final class StromNode implements Target, AutoCloseable {
+    static final Duration START_TIMEOUT = Duration.ofSeconds(20);
+
+    private final Path dir;
+    private final int port;
+    private final Map<String, String> config = new LinkedHashMap<>();
+    private ServerProcess process;
+
+    /** A single node: a cluster of one, with Kafka's defaults but for a loopback listener. */
+    public static StromNode single(Map<String, String> overrides) {
+        int port = Ports.free();
+        Path dir = Workspace.newDir("strom");
+        Map<String, String> config = new LinkedHashMap<>();
+        config.put("node.id", "1");
+        config.put("listeners", "PLAINTEXT://127.0.0.1:" + port);
+        config.put("log.dirs", dir.resolve("data").toString());
+        config.put("group.initial.rebalance.delay.ms", "0");
+        config.putAll(overrides);
+        return new StromNode(dir, port, config);
+    }
+
+    StromNode(Path dir, int port, Map<String, String> config) {
+        this.dir = dir;
+        this.port = port;
+        this.config.putAll(config);
+    }
+
+    public static Path binary() {
+        String configured = System.getenv("STROM_BIN");
+        return configured != null ? Path.of(configured) : Workspace.repoRoot().resolve("target/suite/strom");
+    }
+
+    @Override
+    public String bootstrap() {
+        return "127.0.0.1:" + port;
+    }
+
+    @Override
+    public String kind() {
+        return "strom";
+    }
+
+    public int port() {
+        return port;
+    }
+
+    public Path dir() {
+        return dir;
+    }
+
+    public Map<String, String> config() {
+        return config;
+    }
+
+    public StromNode start() {
+        List<String> command = new ArrayList<>(List.of(binary().toString(), "server"));
+        config.forEach((key, value) -> {
+            command.add("--override");
+            command.add(key + "=" + value);
+        });
+        process = new ServerProcess("strom node " + config.get("node.id"), command, dir.resolve("strom.log"), port);
+        process.start(START_TIMEOUT);
+        return this;
+    }
+
+    public boolean alive() {
+        return process != null && process.alive();
+    }
+
+    public void stop() {
+        process.stop();
+    }
+
+    public void kill9() {
+        process.kill9();
+    }
+
+    public String logTail() {
+        return process == null ? "(not started)" : process.logTail();
+    }
+
+    @Override
+    public void close() {
+        if (process != null) {
+            process.close();
+        }
+    }
+}
