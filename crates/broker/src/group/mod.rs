@@ -1163,15 +1163,18 @@ fn rejoin_static(
     let Some(mut old) = group.remove_member(old_id) else {
         return Err(Box::new(JoinResult::error(ResponseError::UnknownMemberId, "")));
     };
-    let unchanged = old.protocols == request.protocols;
     old.id = new_id.clone();
     old.client_id = request.client_id.clone();
     old.client_host = request.client_host.clone();
     old.session_timeout = Duration::from_millis(request.session_timeout_ms.max(0) as u64);
     old.heartbeat_deadline = now + old.session_timeout;
     group.static_members.insert(request.instance_id.clone().expect("static"), new_id.clone());
-    if group.state == GroupState::Stable && unchanged {
-        group.members.push(old);
+    // As Kafka: the rejoined member's metadata replaces the old (a restarted
+    // client owns no partitions yet), and only a change of the protocol the
+    // group would select next calls for a rebalance.
+    old.protocols = request.protocols;
+    group.members.push(old);
+    if group.state == GroupState::Stable && group.select_protocol() == group.protocol {
         if !was_leader {
             return Err(Box::new(current_generation(group, &new_id)));
         }
@@ -1192,9 +1195,7 @@ fn rejoin_static(
         }
         return Err(Box::new(result));
     }
-    old.protocols = request.protocols;
-    old.join_waiter = Some(waiter);
-    group.members.push(old);
+    group.member_mut(&new_id).expect("just added").join_waiter = Some(waiter);
     if group.state != GroupState::PreparingRebalance {
         group.prepare_rebalance(limits, now);
     }

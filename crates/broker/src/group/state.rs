@@ -306,7 +306,7 @@ impl Group {
 
     /// Kafka's vote: each member names its most preferred protocol among
     /// those all members support; the most named wins.
-    fn select_protocol(&self) -> Option<String> {
+    pub(super) fn select_protocol(&self) -> Option<String> {
         let candidates: Vec<&String> = self.members[0]
             .protocols
             .iter()

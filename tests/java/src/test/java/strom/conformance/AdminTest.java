@@ -30,6 +30,7 @@ import org.apache.kafka.clients.admin.RecordsToDelete;
 import org.apache.kafka.clients.admin.ScramCredentialInfo;
 import org.apache.kafka.clients.admin.ScramMechanism;
 import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.clients.admin.TransactionState;
 import org.apache.kafka.clients.admin.UserScramCredentialUpsertion;
 import org.apache.kafka.clients.admin.UserScramCredentialsDescription;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
@@ -382,18 +383,23 @@ class AdminTest {
             var listing = Clients.get(admin.listTransactions().all()).stream()
                     .filter(t -> t.transactionalId().equals(transactionalId)).toList();
             assertEquals(1, listing.size());
-            assertEquals(org.apache.kafka.clients.admin.TransactionState.ONGOING, listing.get(0).state());
+            assertEquals(TransactionState.ONGOING, listing.get(0).state());
             var description = Clients.get(admin.describeTransactions(List.of(transactionalId)).all()).get(transactionalId);
             assertEquals(Set.of(partition), description.topicPartitions());
             var producers = Clients.get(admin.describeProducers(List.of(partition)).all()).get(partition);
             assertEquals(1, producers.activeProducers().size());
-            assertEquals(Optional.of(0L), producers.activeProducers().get(0).currentTransactionStartOffset());
+            assertEquals(java.util.OptionalLong.of(0L), producers.activeProducers().get(0).currentTransactionStartOffset());
 
             Clients.get(admin.fenceProducers(List.of(transactionalId)).all());
             assertThrows(org.apache.kafka.common.KafkaException.class, producer::commitTransaction);
-            Wait.until("the fenced transaction aborted", Clients.TIMEOUT, () ->
-                    Clients.get(admin.describeTransactions(List.of(transactionalId)).all()).get(transactionalId)
-                            .state() == org.apache.kafka.clients.admin.TransactionState.COMPLETE_ABORT);
+            // Fencing aborts the open transaction, then leaves the id idle at the bumped epoch.
+            var state = Wait.forValue("the fenced transaction aborted", Clients.TIMEOUT, () -> {
+                var now = Clients.get(admin.describeTransactions(List.of(transactionalId)).all())
+                        .get(transactionalId).state();
+                return now == TransactionState.ONGOING || now == TransactionState.PREPARE_ABORT
+                        ? Optional.empty() : Optional.of(now);
+            });
+            assertEquals(TransactionState.EMPTY, state);
         }
     }
 
