@@ -54,12 +54,29 @@ pub const ELIGIBLE_LEADER_REPLICAS_FEATURE: &str = "eligible.leader.replicas.ver
 /// Its level on a new cluster: Kafka 4.1 enables ELR on newly formatted
 /// clusters.
 pub const ELIGIBLE_LEADER_REPLICAS_LEVEL: i16 = 1;
+/// The feature that turns on the consumer group protocol (KIP-848) at 1.
+pub const GROUP_VERSION_FEATURE: &str = "group.version";
+/// The quorum's own feature: 1 once its voter set is dynamic (KIP-853). It
+/// lives in the quorum's control records, never in a FeatureLevelRecord.
+pub const KRAFT_VERSION_FEATURE: &str = "kraft.version";
 
 /// The feature levels a Strom node supports, as (name, min, max): what it
-/// registers with and what a new log is finalized at (the max).
-pub const SUPPORTED_FEATURES: [(&str, i16, i16); 2] = [
+/// registers with and what ApiVersions lists. Kafka lists only features
+/// whose max is above 0, so `transaction.version` (no KIP-890 epoch bumps
+/// yet), `share.version` and `streams.version` are left out.
+pub const SUPPORTED_FEATURES: [(&str, i16, i16); 4] = [
     (METADATA_VERSION_FEATURE, METADATA_VERSION_LEVEL, METADATA_VERSION_LEVEL),
     (ELIGIBLE_LEADER_REPLICAS_FEATURE, 0, ELIGIBLE_LEADER_REPLICAS_LEVEL),
+    (GROUP_VERSION_FEATURE, 0, 1),
+    (KRAFT_VERSION_FEATURE, 0, 1),
+];
+
+/// The levels a new metadata log is finalized at, as Kafka's format writes
+/// them: each supported feature's max, but for `kraft.version`.
+pub const BOOTSTRAP_FEATURES: [(&str, i16); 3] = [
+    (METADATA_VERSION_FEATURE, METADATA_VERSION_LEVEL),
+    (ELIGIBLE_LEADER_REPLICAS_FEATURE, ELIGIBLE_LEADER_REPLICAS_LEVEL),
+    (GROUP_VERSION_FEATURE, 1),
 ];
 
 /// Why a metadata change was refused; each maps to one Kafka error code.
@@ -355,14 +372,14 @@ impl Controller {
     }
 
     /// A new log's feature levels, written in one batch: `metadata.version`
-    /// and `eligible.leader.replicas.version` at the levels Kafka 4.1 formats.
+    /// first, then the others at the levels Kafka formats.
     async fn write_metadata_version(&self) -> Result<(), MetadataError> {
         if self.image().metadata_version() != 0 {
             return Ok(());
         }
-        let records = SUPPORTED_FEATURES
+        let records = BOOTSTRAP_FEATURES
             .iter()
-            .map(|(name, _, level)| {
+            .map(|(name, level)| {
                 FeatureLevelRecord { name: (*name).into(), feature_level: *level, ..Default::default() }
                     .into()
             })
