@@ -15,7 +15,9 @@
 //! for an admin write a KRaft broker sends to the active controller
 //! ([`crate::forwarding`]), answering it here only as the active controller
 //! (or a single node): its handler is async too, awaiting the controller's
-//! commit without holding a runtime worker. The versions are
+//! commit without holding a runtime worker. `forward_in_handler` is
+//! `forward` for a handler that decides part of the request itself before
+//! it forwards the rest (a config change naming another broker). The versions are
 //! Kafka 4.1's, capped where `kafka-protocol` cannot decode a newer one;
 //! `advertised from n` lowers the advertised minimum below the served one.
 
@@ -46,7 +48,11 @@ macro_rules! served_apis {
     (@call $handler:path, $ctx:ident, $request:ident) => { $handler($ctx, $request).into_reply() };
     (@await $handler:path, $ctx:ident, $request:ident) => { $handler($ctx, $request).await.into_reply() };
     (@forwarded forward) => { true };
+    (@forwarded forward_in_handler) => { true };
     (@forwarded $mode:ident) => { false };
+    (@forward_in_handler $handler:path, $ctx:ident, $request:ident) => {
+        $handler($ctx, $request).await.into_reply()
+    };
     (@forward $handler:path, $ctx:ident, $request:ident) => {
         match $ctx.throttle.parked(crate::forwarding::forward($ctx, &$request)).await {
             Some(answer) => answer.into_reply(),
@@ -152,8 +158,8 @@ served_apis! {
     ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest) 0..=1 => call handlers::consumer_groups::heartbeat;
     ConsumerGroupDescribe(ConsumerGroupDescribeRequest) 0..=1 => call handlers::consumer_groups::describe;
     DescribeConfigs(DescribeConfigsRequest) 1..=4 => call handlers::configs::describe;
-    AlterConfigs(AlterConfigsRequest) 0..=2 => forward handlers::configs::alter;
-    IncrementalAlterConfigs(IncrementalAlterConfigsRequest) 0..=1 => forward handlers::configs::incremental_alter;
+    AlterConfigs(AlterConfigsRequest) 0..=2 => forward_in_handler handlers::configs::alter;
+    IncrementalAlterConfigs(IncrementalAlterConfigsRequest) 0..=1 => forward_in_handler handlers::configs::incremental_alter;
     // v6 (two-phase commit, KIP-939) is unstable in Kafka 4.1.
     InitProducerId(InitProducerIdRequest) 0..=5 => await handlers::init_producer_id::handle;
     DescribeLogDirs(DescribeLogDirsRequest) 1..=4 => call handlers::log_dirs::describe;

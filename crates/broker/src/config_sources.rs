@@ -160,6 +160,28 @@ pub const BROKER_KEYS: &[BrokerKey] = {
         key("log.roll.ms", None, LONG),
         key("log.roll.hours", Some("168"), INT),
         key("unclean.leader.election.enable", Some("false"), BOOLEAN),
+        // Log defaults Strom accepts and describes but does not apply yet:
+        // codec levels (batches are stored as produced), tiered storage's
+        // local retention and copy lag, the decompressed batch bound.
+        key("compression.gzip.level", Some("-1"), INT),
+        key("compression.lz4.level", Some("9"), INT),
+        key("compression.zstd.level", Some("3"), INT),
+        key("log.local.retention.bytes", Some("-2"), LONG),
+        key("log.local.retention.ms", Some("-2"), LONG),
+        key("log.remote.copy.lag.bytes", Some("-1"), LONG),
+        key("log.remote.copy.lag.ms", Some("0"), LONG),
+        key("max.decompressed.message.bytes", Some("2147483639"), INT),
+        // SASL login settings Kafka takes at run time; no Strom mechanism uses them.
+        key("sasl.kerberos.service.name", None, STRING),
+        key("sasl.kerberos.kinit.cmd", Some("/usr/bin/kinit"), STRING),
+        key("sasl.kerberos.ticket.renew.window.factor", Some("0.8"), DOUBLE),
+        key("sasl.kerberos.ticket.renew.jitter", Some("0.05"), DOUBLE),
+        key("sasl.kerberos.min.time.before.relogin", Some("60000"), LONG),
+        key("sasl.kerberos.principal.to.local.rules", Some("DEFAULT"), LIST),
+        key("sasl.login.refresh.window.factor", Some("0.8"), DOUBLE),
+        key("sasl.login.refresh.window.jitter", Some("0.05"), DOUBLE),
+        key("sasl.login.refresh.min.period.seconds", Some("60"), SHORT),
+        key("sasl.login.refresh.buffer.seconds", Some("300"), SHORT),
     ]
 };
 
@@ -224,13 +246,20 @@ impl BrokerLevels<'_> {
         synonyms
     }
 
-    /// A broker config as this broker applies it.
-    pub fn broker_entry(&self, name: &str) -> ConfigEntry {
+    /// The synonyms of broker config `name`, from the first that names it:
+    /// as Kafka does, those ranked above it are not its synonyms
+    /// (log.retention.hours set above log.retention.ms), and none are when
+    /// only its coarser units are set.
+    fn own_synonyms(&self, name: &str) -> Vec<Synonym> {
         let mut synonyms = self.synonyms(&broker_synonyms(name));
-        // As Kafka does, finer synonyms ranked above the config itself are
-        // not its synonyms (log.retention.ms set above log.retention.hours).
         let own = synonyms.iter().position(|s| s.name == name).unwrap_or(synonyms.len());
         synonyms.drain(..own);
+        synonyms
+    }
+
+    /// A broker config as this broker applies it.
+    pub fn broker_entry(&self, name: &str) -> ConfigEntry {
+        let synonyms = self.own_synonyms(name);
         ConfigEntry {
             name: name.into(),
             value: synonyms.first().map(|s| s.value.clone()),
@@ -300,13 +329,17 @@ impl BrokerLevels<'_> {
                 source: DYNAMIC_TOPIC_CONFIG,
             });
         }
-        synonyms.extend(self.synonyms(&broker_synonyms(def.broker_synonym)));
+        if !def.broker_synonym.is_empty() {
+            synonyms.extend(self.own_synonyms(def.broker_synonym));
+        }
         // An override shows as written; otherwise the log's own value, so
-        // that units and precedence are exactly those the log applies.
+        // that units and precedence are exactly those the log applies, or
+        // the broker level's in its finest unit.
         let value = match overrides.get(def.name) {
             Some(value) => Some(value.clone()),
-            None if def.broker_synonym.is_empty() => Some(String::new()),
-            None => log_config_value(def.name, log).or_else(|| synonyms.first().map(in_finest_unit)),
+            None if def.broker_synonym.is_empty() => Some(def.default.into()),
+            None => log_config_value(def.name, log)
+                .or_else(|| self.synonyms(&broker_synonyms(def.broker_synonym)).first().map(in_finest_unit)),
         };
         ConfigEntry {
             name: def.name.into(),
@@ -340,10 +373,10 @@ fn in_finest_unit(synonym: &Synonym) -> String {
 pub fn kind_type(kind: Kind) -> i8 {
     match kind {
         Kind::Long { .. } => config_type::LONG,
-        Kind::Int { .. } => config_type::INT,
+        Kind::Int { .. } | Kind::IntIn { .. } | Kind::GzipLevel => config_type::INT,
         Kind::Double { .. } => config_type::DOUBLE,
         Kind::Bool => config_type::BOOLEAN,
-        Kind::Choice(_) => config_type::STRING,
+        Kind::Choice(_) | Kind::Text => config_type::STRING,
         Kind::List(_) | Kind::ReplicaList => config_type::LIST,
     }
 }
@@ -469,17 +502,29 @@ mod tests {
         let static_configs = map(&[("log.retention.hours", "2")]);
         let entry = topic_entry(&levels(&empty, &empty, &static_configs), "retention.ms", &empty);
         assert_eq!(entry.value.as_deref(), Some("7200000"));
+        // As Kafka answers: the synonyms start at log.retention.ms, which no
+        // level sets, so there are none and the source is the default.
+        assert_eq!(entry.source, DEFAULT_CONFIG);
+        assert!(entry.synonyms.is_empty(), "{:?}", entry.synonyms);
+
+        let static_configs = map(&[("log.retention.ms", "5000"), ("log.retention.hours", "2")]);
+        let entry = topic_entry(&levels(&empty, &empty, &static_configs), "retention.ms", &empty);
+        assert_eq!(entry.value.as_deref(), Some("5000"));
         assert_eq!(entry.source, STATIC_BROKER_CONFIG);
         let names: Vec<_> = entry.synonyms.iter().map(|s| (s.name.as_str(), s.source)).collect();
         assert_eq!(
             names,
-            [("log.retention.hours", STATIC_BROKER_CONFIG), ("log.retention.hours", DEFAULT_CONFIG)]
+            [
+                ("log.retention.ms", STATIC_BROKER_CONFIG),
+                ("log.retention.hours", STATIC_BROKER_CONFIG),
+                ("log.retention.hours", DEFAULT_CONFIG)
+            ]
         );
 
         let cluster_default = map(&[("log.roll.jitter.hours", "1")]);
         let entry = topic_entry(&levels(&empty, &cluster_default, &empty), "segment.jitter.ms", &empty);
         assert_eq!(entry.value.as_deref(), Some("3600000"));
-        assert_eq!(entry.source, DYNAMIC_DEFAULT_BROKER_CONFIG);
+        assert_eq!(entry.source, DEFAULT_CONFIG);
     }
 
     #[test]

@@ -50,12 +50,10 @@ where
     R: Request + FailedForward,
     R::Response: ResponseErrors,
 {
-    let link = ctx.controller().link()?;
-    // A controller listener's requests (an Envelope's inner one among them)
-    // are this controller's to answer, as Kafka's ControllerApis does.
-    if link.is_active() || ctx.on_controller_listener() {
+    if !forwards(ctx) {
         return None;
     }
+    let link = ctx.controller().link()?;
     let envelope = match envelope(ctx, request) {
         Ok(envelope) => envelope,
         Err(e) => {
@@ -88,6 +86,14 @@ where
             Some(request.failed(error))
         }
     }
+}
+
+/// Whether this node sends its admin writes to the active controller: a
+/// KRaft broker that is not the active controller, serving a client. A
+/// controller listener's requests (an Envelope's inner one among them) are
+/// this controller's to answer, as Kafka's ControllerApis does.
+pub fn forwards(ctx: &RequestContext<'_>) -> bool {
+    ctx.controller().link().is_some_and(|link| !link.is_active()) && !ctx.on_controller_listener()
 }
 
 /// A forwarded request's response failing every item of it with one error.

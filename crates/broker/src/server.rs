@@ -192,7 +192,7 @@ fn open_controller(config: &BrokerConfig) -> Result<Controller, StartError> {
         |dir| tracing::info!(dir = %dir.display(), cluster_id = %cluster_id, "formatting log dir"),
     )?;
     std::fs::create_dir_all(&controller_dir).at("create metadata log dir", &controller_dir)?;
-    Ok(configured(Controller::open_local(&controller_dir, &cluster_id)?, config))
+    Ok(Controller::open_local(&controller_dir, &cluster_id, |c| configured(c, config))?)
 }
 
 /// The controller settings of `config`.

@@ -29,7 +29,9 @@ use crate::image::{
 };
 use crate::kraft_records::{ConfigRecord, FeatureLevelRecord, MetadataRecord};
 use crate::loader::{encode_record, MetadataLoader};
-use crate::operations::{self, BrokerHeartbeat, BrokerHeartbeats, BrokerRegistration, HeartbeatReply};
+use crate::operations::{
+    self, BrokerHeartbeat, BrokerHeartbeats, BrokerRegistration, HeartbeatReply, MIN_INSYNC_REPLICAS,
+};
 use crate::placement::{SplitMix64, StripedReplicaPlacer};
 use crate::record_log::{AppendError, Claim, LocalRecordLog, RecordLog};
 use crate::topic_config::{validate_dynamic_broker_config, validate_topic_config};
@@ -82,7 +84,7 @@ pub const BOOTSTRAP_FEATURES: [(&str, i16); 3] = [
 /// Why a metadata change was refused; each maps to one Kafka error code.
 #[derive(Debug, thiserror::Error)]
 pub enum MetadataError {
-    #[error("topic '{0}' already exists")]
+    #[error("Topic '{0}' already exists.")]
     TopicAlreadyExists(String),
     #[error("unknown topic or partition")]
     UnknownTopic,
@@ -281,11 +283,16 @@ impl Controller {
     }
 
     /// A single node's controller: opens (or creates) the metadata log in
-    /// `dir`, replays it, and writes `metadata.version` into a new log.
-    pub fn open_local(dir: &Path, cluster_id: &str) -> Result<Self, MetadataError> {
+    /// `dir`, replays it, applies `configure` (the node's static configs),
+    /// and writes the bootstrap records into a new log.
+    pub fn open_local(
+        dir: &Path,
+        cluster_id: &str,
+        configure: impl FnOnce(Self) -> Self,
+    ) -> Result<Self, MetadataError> {
         let loader = Arc::new(MetadataLoader::new());
         let log = Arc::new(LocalRecordLog::open(dir, loader.clone())?);
-        let controller = Self::new(cluster_id, log, loader);
+        let controller = configure(Self::new(cluster_id, log, loader));
         block_on(controller.bootstrap())?;
         Ok(controller)
     }
@@ -343,15 +350,15 @@ impl Controller {
     /// Starts an operation: takes the controller and waits until this node
     /// may write (NOT_CONTROLLER otherwise). A controller that has just
     /// become active starts every broker's session afresh, as Kafka's
-    /// `BrokerHeartbeatManager` does, and writes `metadata.version` into a
-    /// log that has none yet.
+    /// `BrokerHeartbeatManager` does, and writes the bootstrap records into
+    /// a log that has none yet.
     async fn begin(&self) -> Result<(MutexGuard<'_, ControllerState>, Claim), MetadataError> {
         let mut state = self.state.lock().await;
         let claim = self.claim().await?;
         if state.epoch != Some(claim.epoch) {
             state.heartbeats = BrokerHeartbeats::new(state.session_timeout_ms);
             state.epoch = Some(claim.epoch);
-            self.write_metadata_version().await?;
+            self.write_metadata_version(state.election_defaults.min_insync_replicas).await?;
             return Ok((state, self.claim().await?));
         }
         Ok((state, claim))
@@ -371,19 +378,24 @@ impl Controller {
         Ok(())
     }
 
-    /// A new log's feature levels, written in one batch: `metadata.version`
-    /// first, then the others at the levels Kafka formats.
-    async fn write_metadata_version(&self) -> Result<(), MetadataError> {
+    /// A new log's bootstrap records, written in one batch: the feature
+    /// levels, `metadata.version` first, at the levels Kafka formats; and, as
+    /// eligible leader replicas are on, the cluster-wide `min.insync.replicas`
+    /// at this controller's static value, which KIP-966 keeps set.
+    async fn write_metadata_version(&self, min_insync_replicas: i32) -> Result<(), MetadataError> {
         if self.image().metadata_version() != 0 {
             return Ok(());
         }
-        let records = BOOTSTRAP_FEATURES
+        let mut records: Vec<MetadataRecord> = BOOTSTRAP_FEATURES
             .iter()
             .map(|(name, level)| {
                 FeatureLevelRecord { name: (*name).into(), feature_level: *level, ..Default::default() }
                     .into()
             })
             .collect();
+        let min_isr = min_insync_replicas.to_string();
+        records
+            .push(ConfigResource::Broker(String::new()).record(MIN_INSYNC_REPLICAS, Some(&min_isr)).into());
         self.commit(records).await.map(drop)
     }
 
@@ -514,6 +526,16 @@ impl Controller {
         };
         let next = change(&image, current)?;
         let records = operations::alter_configs(resource, current, &next)?;
+        let cluster_wide = *resource == ConfigResource::Broker(String::new());
+        let removes_min_isr =
+            current.contains_key(MIN_INSYNC_REPLICAS) && !next.contains_key(MIN_INSYNC_REPLICAS);
+        if cluster_wide && image.elr_enabled() && removes_min_isr {
+            // KIP-966: the leader rules read the cluster-wide value, so it stays set.
+            return Err(MetadataError::InvalidConfig(
+                "the cluster-wide min.insync.replicas cannot be removed while eligible leader replicas are enabled"
+                    .into(),
+            ));
+        }
         if validate_only || records.is_empty() {
             return Ok(());
         }

@@ -11,6 +11,15 @@ pub enum Kind {
     Int {
         min: i32,
     },
+    /// An int within bounds, both inclusive.
+    IntIn {
+        min: i32,
+        max: i32,
+    },
+    /// A gzip level: -1 (the codec's default) or 1 to 9.
+    GzipLevel,
+    /// Any string.
+    Text,
     Double {
         min: f64,
         max: f64,
@@ -31,12 +40,19 @@ pub struct TopicConfigDef {
     pub name: &'static str,
     pub kind: Kind,
     /// The broker config whose value is the default; empty for a topic
-    /// config no broker config supplies (its default is empty).
+    /// config no broker config supplies.
     pub broker_synonym: &'static str,
+    /// The default of a topic config without a broker synonym.
+    pub default: &'static str,
 }
 
 const fn def(name: &'static str, kind: Kind, broker_synonym: &'static str) -> TopicConfigDef {
-    TopicConfigDef { name, kind, broker_synonym }
+    TopicConfigDef { name, kind, broker_synonym, default: "" }
+}
+
+/// A topic config no broker config supplies, with its own default.
+const fn topic_only(name: &'static str, kind: Kind, default: &'static str) -> TopicConfigDef {
+    TopicConfigDef { name, kind, broker_synonym: "", default }
 }
 
 const CODECS: &[&str] = &["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"];
@@ -45,14 +61,21 @@ const CODECS: &[&str] = &["uncompressed", "zstd", "lz4", "snappy", "gzip", "prod
 pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
     def("cleanup.policy", Kind::List(&["delete", "compact"]), "log.cleanup.policy"),
     def("compression.type", Kind::Choice(CODECS), "compression.type"),
+    def("compression.gzip.level", Kind::GzipLevel, "compression.gzip.level"),
+    def("compression.lz4.level", Kind::IntIn { min: 1, max: 17 }, "compression.lz4.level"),
+    def("compression.zstd.level", Kind::IntIn { min: -131_072, max: 22 }, "compression.zstd.level"),
     def("delete.retention.ms", Kind::Long { min: 0 }, "log.cleaner.delete.retention.ms"),
+    topic_only("errors.deadletterqueue.group.enable", Kind::Bool, "false"),
     def("file.delete.delay.ms", Kind::Long { min: 0 }, "log.segment.delete.delay.ms"),
     def("flush.messages", Kind::Long { min: 1 }, "log.flush.interval.messages"),
     def("flush.ms", Kind::Long { min: 0 }, "log.flush.interval.ms"),
     def(FOLLOWER_THROTTLED_REPLICAS, Kind::ReplicaList, ""),
     def("index.interval.bytes", Kind::Int { min: 0 }, "log.index.interval.bytes"),
     def(LEADER_THROTTLED_REPLICAS, Kind::ReplicaList, ""),
+    def("local.retention.bytes", Kind::Long { min: -2 }, "log.local.retention.bytes"),
+    def("local.retention.ms", Kind::Long { min: -2 }, "log.local.retention.ms"),
     def("max.compaction.lag.ms", Kind::Long { min: 1 }, "log.cleaner.max.compaction.lag.ms"),
+    def("max.decompressed.message.bytes", Kind::Int { min: 0 }, "max.decompressed.message.bytes"),
     def("max.message.bytes", Kind::Int { min: 0 }, "message.max.bytes"),
     def(
         "message.timestamp.type",
@@ -65,6 +88,11 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
     def("min.compaction.lag.ms", Kind::Long { min: 0 }, "log.cleaner.min.compaction.lag.ms"),
     def("min.insync.replicas", Kind::Int { min: 1 }, "min.insync.replicas"),
     def("preallocate", Kind::Bool, "log.preallocate"),
+    def("remote.copy.lag.bytes", Kind::Long { min: -1 }, "log.remote.copy.lag.bytes"),
+    def("remote.copy.lag.ms", Kind::Long { min: -1 }, "log.remote.copy.lag.ms"),
+    topic_only("remote.log.copy.disable", Kind::Bool, "false"),
+    topic_only("remote.log.delete.on.disable", Kind::Bool, "false"),
+    topic_only(REMOTE_STORAGE_ENABLE, Kind::Bool, "false"),
     def("retention.bytes", Kind::Long { min: i64::MIN }, "log.retention.bytes"),
     def("retention.ms", Kind::Long { min: -1 }, "log.retention.ms"),
     def("segment.bytes", Kind::Int { min: 14 }, "log.segment.bytes"),
@@ -73,6 +101,9 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
     def("segment.ms", Kind::Long { min: 1 }, "log.roll.ms"),
     def("unclean.leader.election.enable", Kind::Bool, "unclean.leader.election.enable"),
 ];
+
+/// Tiered storage for a topic (KIP-405), refused while the broker has none.
+pub const REMOTE_STORAGE_ENABLE: &str = "remote.storage.enable";
 
 /// The partitions whose replication the leader throttles (KIP-73).
 pub const LEADER_THROTTLED_REPLICAS: &str = "leader.replication.throttled.replicas";
@@ -97,6 +128,16 @@ pub fn check_value(kind: Kind, value: &str) -> Result<(), String> {
             Ok(_) => Err(format!("value must be at least {min}")),
             Err(_) => Err("expected a 32-bit integer".into()),
         },
+        Kind::IntIn { min, max } => match value.parse::<i32>() {
+            Ok(v) if (min..=max).contains(&v) => Ok(()),
+            Ok(_) => Err(format!("value must be between {min} and {max}")),
+            Err(_) => Err("expected a 32-bit integer".into()),
+        },
+        Kind::GzipLevel => match value.parse::<i32>() {
+            Ok(v) if v == -1 || (1..=9).contains(&v) => Ok(()),
+            _ => Err("expected -1 or a level from 1 to 9".into()),
+        },
+        Kind::Text => Ok(()),
         Kind::Double { min, max } => match value.parse::<f64>() {
             Ok(v) if (min..=max).contains(&v) => Ok(()),
             _ => Err(format!("expected a number between {min} and {max}")),
@@ -196,10 +237,24 @@ pub const LEADER_THROTTLED_RATE: &str = "leader.replication.throttled.rate";
 /// its throttled replicas.
 pub const FOLLOWER_THROTTLED_RATE: &str = "follower.replication.throttled.rate";
 
-/// Dynamic broker configs that are no topic's default (Kafka's
-/// `DynamicConfig.Broker` quota configs).
-const BROKER_ONLY_DYNAMIC: &[(&str, Kind)] =
-    &[(LEADER_THROTTLED_RATE, Kind::Long { min: 0 }), (FOLLOWER_THROTTLED_RATE, Kind::Long { min: 0 })];
+/// Dynamic broker configs that are no topic's default: Kafka's
+/// `DynamicConfig.Broker` quota configs, and the SASL login settings Kafka
+/// takes per listener at run time (stored and described; Strom has no
+/// Kerberos or login refresh for them to tune).
+const BROKER_ONLY_DYNAMIC: &[(&str, Kind)] = &[
+    (LEADER_THROTTLED_RATE, Kind::Long { min: 0 }),
+    (FOLLOWER_THROTTLED_RATE, Kind::Long { min: 0 }),
+    ("sasl.kerberos.service.name", Kind::Text),
+    ("sasl.kerberos.kinit.cmd", Kind::Text),
+    ("sasl.kerberos.ticket.renew.window.factor", Kind::Double { min: 0.0, max: f64::MAX }),
+    ("sasl.kerberos.ticket.renew.jitter", Kind::Double { min: 0.0, max: f64::MAX }),
+    ("sasl.kerberos.min.time.before.relogin", Kind::Long { min: i64::MIN }),
+    ("sasl.kerberos.principal.to.local.rules", Kind::Text),
+    ("sasl.login.refresh.window.factor", Kind::Double { min: 0.5, max: 1.0 }),
+    ("sasl.login.refresh.window.jitter", Kind::Double { min: 0.0, max: 0.25 }),
+    ("sasl.login.refresh.min.period.seconds", Kind::IntIn { min: 0, max: 900 }),
+    ("sasl.login.refresh.buffer.seconds", Kind::IntIn { min: 0, max: 3600 }),
+];
 
 /// The kind of a broker config that may change at run time, or `None` if
 /// it may not.
@@ -252,7 +307,16 @@ pub fn validate_dynamic_broker_config(name: &str, value: &str) -> Result<(), Str
 /// Validates a topic config override.
 pub fn validate_topic_config(name: &str, value: &str) -> Result<(), String> {
     let def = topic_config_def(name).ok_or_else(|| format!("unknown topic config {name:?}"))?;
-    check_value(def.kind, value).map_err(|e| format!("invalid value {value:?} for {name}: {e}"))
+    check_value(def.kind, value).map_err(|e| format!("invalid value {value:?} for {name}: {e}"))?;
+    if name == REMOTE_STORAGE_ENABLE && value.trim().eq_ignore_ascii_case("true") {
+        // Refused as Kafka refuses it while `remote.log.storage.system.enable` is false.
+        return Err(
+            "tiered storage is not enabled on this broker (remote.log.storage.system.enable=false), \
+                    so no topic can keep its log in remote storage"
+                .into(),
+        );
+    }
+    Ok(())
 }
 
 #[cfg(test)]

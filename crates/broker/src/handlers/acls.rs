@@ -20,7 +20,7 @@ use crate::error::metadata_error;
 
 const CLUSTER_DENIED: ResponseError = ResponseError::ClusterAuthorizationFailed;
 /// Kafka's answer to the ACL APIs on a broker without an authorizer.
-const NO_AUTHORIZER: &str = "No Authorizer is configured.";
+const NO_AUTHORIZER: &str = "No Authorizer is configured on the broker";
 
 /// SECURITY_DISABLED when no authorizer is configured, as in Kafka; then
 /// CLUSTER_AUTHORIZATION_FAILED without `op` on the cluster.

@@ -36,6 +36,7 @@ use crate::config_sources::{
 };
 use crate::dispatch::RequestContext;
 use crate::error::metadata_error;
+use crate::forwarding;
 use crate::security::ListenerSecurity;
 use strom_metadata::acl::{operation, resource};
 
@@ -55,8 +56,14 @@ fn levels<'a>(config: &'a BrokerConfig, image: &'a MetadataImage, node_id: &str)
     }
 }
 
-/// The resource a request names; a broker must be this one, or "".
-fn config_resource(config: &BrokerConfig, resource_type: i8, name: &str) -> Result<ConfigResource, Refusal> {
+/// The resource a request names; a broker must be this one, or "", unless
+/// `any_broker` (the active controller takes a change to any broker's).
+fn config_resource(
+    config: &BrokerConfig,
+    resource_type: i8,
+    name: &str,
+    any_broker: bool,
+) -> Result<ConfigResource, Refusal> {
     match resource_type {
         RESOURCE_TOPIC => Ok(ConfigResource::Topic(name.to_owned())),
         RESOURCE_BROKER if name.is_empty() => Ok(ConfigResource::Broker(String::new())),
@@ -64,7 +71,7 @@ fn config_resource(config: &BrokerConfig, resource_type: i8, name: &str) -> Resu
             let node_id: i32 = name
                 .parse()
                 .map_err(|_| invalid_request(format!("Broker id must be an integer, but it is: {name}")))?;
-            if node_id != config.node_id {
+            if node_id != config.node_id && !any_broker {
                 let expected = config.node_id;
                 return Err(invalid_request(format!(
                     "Unexpected broker id, expected {expected} or empty string, but received {name}"
@@ -132,7 +139,7 @@ fn describe_resource(
     let keys = resource.configuration_keys.as_deref().unwrap_or_default();
     let wanted = |name: &str| keys.is_empty() || keys.iter().any(|k| k.as_str() == name);
     let name = resource.resource_name.as_str();
-    match config_resource(config, resource.resource_type, name)? {
+    match config_resource(config, resource.resource_type, name, false)? {
         ConfigResource::Topic(topic) => {
             validate_topic_name(&topic)
                 .map_err(|e| (ResponseError::InvalidTopicException, Some(e.to_string())))?;
@@ -234,6 +241,13 @@ struct Alteration {
 }
 
 pub async fn alter(ctx: &RequestContext<'_>, request: AlterConfigsRequest) -> AlterConfigsResponse {
+    if forwarding::forwards(ctx) {
+        return forward_rest(ctx, request).await;
+    }
+    alter_here(ctx, request).await
+}
+
+async fn alter_here(ctx: &RequestContext<'_>, request: AlterConfigsRequest) -> AlterConfigsResponse {
     let alterations = request
         .resources
         .into_iter()
@@ -255,22 +269,20 @@ pub async fn alter(ctx: &RequestContext<'_>, request: AlterConfigsRequest) -> Al
             }
         })
         .collect();
-    let responses = alter_all(ctx, alterations, request.validate_only)
-        .await
-        .into_iter()
-        .map(|(alteration, refusal)| {
-            let (code, message) = wire_refusal(refusal);
-            alter_configs_response::AlterConfigsResourceResponse::default()
-                .with_resource_type(alteration.resource_type)
-                .with_resource_name(str_bytes(&alteration.resource_name))
-                .with_error_code(code)
-                .with_error_message(message)
-        })
-        .collect();
-    AlterConfigsResponse::default().with_responses(responses)
+    AlterConfigsRequest::response(alter_all(ctx, alterations, request.validate_only).await)
 }
 
 pub async fn incremental_alter(
+    ctx: &RequestContext<'_>,
+    request: IncrementalAlterConfigsRequest,
+) -> IncrementalAlterConfigsResponse {
+    if forwarding::forwards(ctx) {
+        return forward_rest(ctx, request).await;
+    }
+    incremental_alter_here(ctx, request).await
+}
+
+async fn incremental_alter_here(
     ctx: &RequestContext<'_>,
     request: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
@@ -298,19 +310,137 @@ pub async fn incremental_alter(
             }
         })
         .collect();
-    let responses = alter_all(ctx, alterations, request.validate_only)
-        .await
+    IncrementalAlterConfigsRequest::response(alter_all(ctx, alterations, request.validate_only).await)
+}
+
+// ---------------------------------------------------------------- forwarding
+
+/// A broker's part of a config change it forwards, as Kafka's brokers
+/// preprocess one: a broker resource must name this broker or be "" (the
+/// cluster); the active controller then takes the rest, for any broker.
+fn refused_by_this_broker(ctx: &RequestContext<'_>, resource_type: i8, name: &str) -> Option<Refusal> {
+    (resource_type == RESOURCE_BROKER)
+        .then(|| config_resource(ctx.config(), resource_type, name, false).err())?
+}
+
+/// One resource's outcome: its type and name, the error code (0 for none)
+/// and the message.
+type ResourceResult = (i8, String, i16, Option<StrBytes>);
+
+/// AlterConfigs and IncrementalAlterConfigs, as the forwarding code sees them.
+trait ConfigChange: forwarding::FailedForward + Clone {
+    /// Each resource's (type, name).
+    fn resources(&self) -> Vec<(i8, String)>;
+    /// Keeps the resources `keep` says to.
+    fn retain(&mut self, keep: &[bool]);
+    /// The answer's per-resource results as (type, name, code, message).
+    fn results(response: Self::Response) -> Vec<ResourceResult>;
+    /// An answer of per-resource results.
+    fn response(results: Vec<ResourceResult>) -> Self::Response;
+    /// Serves the request on this node.
+    async fn here(ctx: &RequestContext<'_>, request: Self) -> Self::Response;
+}
+
+/// Refuses here what this broker decides and forwards the rest to the
+/// active controller (served here if it cannot be forwarded); the answer
+/// lists the resources in request order.
+async fn forward_rest<R>(ctx: &RequestContext<'_>, request: R) -> R::Response
+where
+    R: ConfigChange,
+    R::Response: crate::response_errors::ResponseErrors,
+{
+    let resources = request.resources();
+    let refusals: Vec<Option<Refusal>> =
+        resources.iter().map(|(kind, name)| refused_by_this_broker(ctx, *kind, name)).collect();
+    let mut rest = request.clone();
+    rest.retain(&refusals.iter().map(Option::is_none).collect::<Vec<_>>());
+    let answered = if rest.resources().is_empty() {
+        Vec::new()
+    } else {
+        match forwarding::forward(ctx, &rest).await {
+            Some(answer) => R::results(answer),
+            None => R::results(R::here(ctx, rest).await),
+        }
+    };
+    let mut answered = answered.into_iter();
+    let results = resources
         .into_iter()
-        .map(|(alteration, refusal)| {
-            let (code, message) = wire_refusal(refusal);
-            incremental_alter_configs_response::AlterConfigsResourceResponse::default()
-                .with_resource_type(alteration.resource_type)
-                .with_resource_name(str_bytes(&alteration.resource_name))
-                .with_error_code(code)
-                .with_error_message(message)
+        .zip(refusals)
+        .map(|((kind, name), refusal)| match refusal {
+            Some(refusal) => {
+                let (code, message) = wire_refusal(Some(refusal));
+                (kind, name, code, message)
+            }
+            None => answered.next().unwrap_or((kind, name, ResponseError::UnknownServerError.code(), None)),
         })
         .collect();
-    IncrementalAlterConfigsResponse::default().with_responses(responses)
+    R::response(results)
+}
+
+impl ConfigChange for AlterConfigsRequest {
+    fn resources(&self) -> Vec<(i8, String)> {
+        self.resources.iter().map(|r| (r.resource_type, r.resource_name.to_string())).collect()
+    }
+
+    fn retain(&mut self, keep: &[bool]) {
+        let mut keep = keep.iter();
+        self.resources.retain(|_| *keep.next().unwrap_or(&true));
+    }
+
+    fn results(response: AlterConfigsResponse) -> Vec<ResourceResult> {
+        let result = |r: alter_configs_response::AlterConfigsResourceResponse| {
+            (r.resource_type, r.resource_name.to_string(), r.error_code, r.error_message)
+        };
+        response.responses.into_iter().map(result).collect()
+    }
+
+    fn response(results: Vec<ResourceResult>) -> AlterConfigsResponse {
+        let responses = results.into_iter().map(|(kind, name, code, message)| {
+            alter_configs_response::AlterConfigsResourceResponse::default()
+                .with_resource_type(kind)
+                .with_resource_name(str_bytes(&name))
+                .with_error_code(code)
+                .with_error_message(message)
+        });
+        AlterConfigsResponse::default().with_responses(responses.collect())
+    }
+
+    async fn here(ctx: &RequestContext<'_>, request: Self) -> AlterConfigsResponse {
+        alter_here(ctx, request).await
+    }
+}
+
+impl ConfigChange for IncrementalAlterConfigsRequest {
+    fn resources(&self) -> Vec<(i8, String)> {
+        self.resources.iter().map(|r| (r.resource_type, r.resource_name.to_string())).collect()
+    }
+
+    fn retain(&mut self, keep: &[bool]) {
+        let mut keep = keep.iter();
+        self.resources.retain(|_| *keep.next().unwrap_or(&true));
+    }
+
+    fn results(response: IncrementalAlterConfigsResponse) -> Vec<ResourceResult> {
+        let result = |r: incremental_alter_configs_response::AlterConfigsResourceResponse| {
+            (r.resource_type, r.resource_name.to_string(), r.error_code, r.error_message)
+        };
+        response.responses.into_iter().map(result).collect()
+    }
+
+    fn response(results: Vec<ResourceResult>) -> IncrementalAlterConfigsResponse {
+        let responses = results.into_iter().map(|(kind, name, code, message)| {
+            incremental_alter_configs_response::AlterConfigsResourceResponse::default()
+                .with_resource_type(kind)
+                .with_resource_name(str_bytes(&name))
+                .with_error_code(code)
+                .with_error_message(message)
+        });
+        IncrementalAlterConfigsResponse::default().with_responses(responses.collect())
+    }
+
+    async fn here(ctx: &RequestContext<'_>, request: Self) -> IncrementalAlterConfigsResponse {
+        incremental_alter_here(ctx, request).await
+    }
 }
 
 /// The error code (0 for none) and message of a resource's result.
@@ -331,7 +461,7 @@ async fn alter_all(
     ctx: &RequestContext<'_>,
     alterations: Vec<Alteration>,
     validate_only: bool,
-) -> Vec<(Alteration, Option<Refusal>)> {
+) -> Vec<ResourceResult> {
     let mut seen = HashSet::new();
     let repeated: HashSet<(i8, String)> = alterations
         .iter()
@@ -345,7 +475,8 @@ async fn alter_all(
         } else {
             alter_one(ctx, &alteration, validate_only).await.err()
         };
-        results.push((alteration, refusal));
+        let (code, message) = wire_refusal(refusal);
+        results.push((alteration.resource_type, alteration.resource_name, code, message));
     }
     results
 }
@@ -363,7 +494,10 @@ async fn alter_one(
         return Err(invalid_request("Error due to duplicate config keys".into()));
     }
     let config = ctx.config();
-    let resource = config_resource(config, alteration.resource_type, &alteration.resource_name)?;
+    // A request on a controller listener was forwarded by the broker it
+    // names, which checked the id (see `forward_rest`).
+    let any_broker = ctx.on_controller_listener();
+    let resource = config_resource(config, alteration.resource_type, &alteration.resource_name, any_broker)?;
     if let ConfigResource::Broker(name) = &resource {
         refuse_read_only(&alteration.ops)?;
         refuse_cluster_wide_stores(name, &alteration.ops)?;

@@ -18,7 +18,6 @@ use kafka_protocol::messages::{BrokerId, DescribeQuorumRequest, DescribeQuorumRe
 use std::time::Duration;
 use strom_metadata::controller::METADATA_LEADER_EPOCH;
 use strom_quorum::{QuorumDescription, ReplicaDescription};
-use uuid::Uuid;
 
 use super::str_bytes;
 use crate::dispatch::RequestContext;
@@ -103,8 +102,8 @@ fn from_description(ctx: &RequestContext<'_>, description: &QuorumDescription) -
                 .with_last_caught_up_timestamp(r.last_caught_up_timestamp_ms);
         }
         if version >= 2 {
-            let own = (r.replica_id == ctx.config().node_id).then(|| metadata_directory_id(ctx));
-            state = state.with_replica_directory_id(r.directory_id.or(own).unwrap_or_default());
+            // Static voters (kraft.version 0) have no directory id, as in Kafka.
+            state = state.with_replica_directory_id(r.directory_id.unwrap_or_default());
         }
         state
     };
@@ -152,9 +151,7 @@ fn describe_single_node(ctx: &RequestContext<'_>) -> DescribeQuorumResponse {
     if ctx.api_version >= 1 {
         voter = voter.with_last_fetch_timestamp(now).with_last_caught_up_timestamp(now);
     }
-    if ctx.api_version >= 2 {
-        voter = voter.with_replica_directory_id(metadata_directory_id(ctx));
-    }
+    // A static voter: v2's directory id stays the zero uuid, as in Kafka.
     let partition = PartitionData::default()
         .with_partition_index(METADATA_PARTITION)
         .with_leader_id(BrokerId(node_id))
@@ -203,12 +200,6 @@ fn unknown_partitions(request: DescribeQuorumRequest) -> DescribeQuorumResponse 
         })
         .collect();
     DescribeQuorumResponse::default().with_topics(topics)
-}
-
-/// The directory id in the metadata log dir's `meta.properties`; the zero
-/// uuid (Kafka's "no directory id") if it has none.
-fn metadata_directory_id(ctx: &RequestContext<'_>) -> Uuid {
-    crate::meta_properties::directory_id(&ctx.config().metadata_log_dir).map_or(Uuid::nil(), Uuid::from_bytes)
 }
 
 /// The voter's endpoints: its controller listeners on a KRaft node, else

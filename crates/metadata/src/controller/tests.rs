@@ -84,13 +84,28 @@ async fn topics_survive_a_restart() {
 #[tokio::test]
 async fn metadata_version_is_written_once_at_first_start() {
     let dir = tempfile::tempdir().unwrap();
-    let controller = Controller::open_local(dir.path(), CLUSTER).unwrap();
+    let controller = Controller::open_local(dir.path(), CLUSTER, |c| c).unwrap();
     assert_eq!(controller.image().metadata_version(), METADATA_VERSION_LEVEL);
     assert!(controller.image().elr_enabled(), "a new cluster keeps eligible leader replicas");
-    assert_eq!(controller.image().last_offset, 1);
+    // One record per feature level, then the cluster-wide min.insync.replicas.
+    let bootstrap_end = BOOTSTRAP_FEATURES.len() as i64;
+    assert_eq!(controller.image().last_offset, bootstrap_end);
     drop(controller);
-    let controller = Controller::open_local(dir.path(), CLUSTER).unwrap();
-    assert_eq!(controller.image().last_offset, 1, "nothing written at the second start");
+    let controller = Controller::open_local(dir.path(), CLUSTER, |c| c).unwrap();
+    assert_eq!(controller.image().last_offset, bootstrap_end, "nothing written at the second start");
+}
+
+#[tokio::test]
+async fn eligible_leader_replicas_keep_a_cluster_wide_min_isr() {
+    let dir = tempfile::tempdir().unwrap();
+    let defaults = operations::ElectionDefaults { min_insync_replicas: 2, ..Default::default() };
+    let c = Controller::open_local(dir.path(), CLUSTER, |c| c.with_election_defaults(defaults)).unwrap();
+    assert_eq!(c.image().broker_configs("")[MIN_INSYNC_REPLICAS], "2", "the static value");
+    let cluster = ConfigResource::Broker(String::new());
+    c.alter_configs(&cluster, false, set(&[(MIN_INSYNC_REPLICAS, "3")])).await.unwrap();
+    let err = c.alter_configs(&cluster, false, set(&[("log.retention.hours", "2")])).await.unwrap_err();
+    assert!(matches!(&err, MetadataError::InvalidConfig(m) if m.contains(MIN_INSYNC_REPLICAS)), "{err}");
+    assert_eq!(c.image().broker_configs("")[MIN_INSYNC_REPLICAS], "3");
 }
 
 #[tokio::test]
@@ -145,7 +160,9 @@ async fn config_changes_replay_at_start() {
     let orders = ConfigResource::Topic("orders".into());
     c.alter_configs(&orders, false, set(&[("segment.bytes", "4096")])).await.unwrap();
     let cluster = ConfigResource::Broker(String::new());
-    c.alter_configs(&cluster, false, set(&[("log.retention.hours", "2")])).await.unwrap();
+    c.alter_configs(&cluster, false, set(&[("log.retention.hours", "2"), (MIN_INSYNC_REPLICAS, "1")]))
+        .await
+        .unwrap();
     let node = ConfigResource::Broker("1".into());
     c.alter_configs(&node, false, set(&[("message.max.bytes", "2048")])).await.unwrap();
     c.alter_configs(&node, false, set(&[])).await.unwrap();

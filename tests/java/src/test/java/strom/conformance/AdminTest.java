@@ -309,7 +309,7 @@ class AdminTest {
      * epoch bumps), share groups and streams groups. Kafka lists a feature
      * only where its highest supported level is above 0.
      */
-    private static final Set<String> NOT_SERVED_YET = Set.of("transaction.version", "share.version", "streams.version");
+    static final Set<String> NOT_SERVED_YET = Set.of("transaction.version", "share.version", "streams.version");
 
     /** The features a Kafka 4.4 broker supports and finalizes on a new cluster, Strom lists too. */
     @Test

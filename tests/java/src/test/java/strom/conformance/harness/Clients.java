@@ -81,10 +81,16 @@ public final class Clients {
         return new KafkaConsumer<>(config);
     }
 
-    /** Creates the topic and waits until its metadata lists every partition. */
+    /** Creates the topic with the broker's default replication factor; see below. */
     public static void createTopic(Target target, String topic, int partitions, Map<String, String> configs) {
+        createTopic(target, topic, partitions, (short) -1, configs);
+    }
+
+    /** Creates the topic and waits until its metadata lists every partition. */
+    public static void createTopic(Target target, String topic, int partitions, short replicationFactor,
+            Map<String, String> configs) {
         try (Admin admin = admin(target)) {
-            get(admin.createTopics(List.of(new NewTopic(topic, partitions, (short) -1).configs(configs))).all());
+            get(admin.createTopics(List.of(new NewTopic(topic, partitions, replicationFactor).configs(configs))).all());
             Wait.until("topic " + topic + " in metadata", TIMEOUT, () ->
                     get(admin.describeTopics(Set.of(topic)).allTopicNames()).get(topic).partitions().size()
                             == partitions);

@@ -29,6 +29,11 @@ public final class StromNode implements Target, AutoCloseable {
         return new StromNode(dir, port, config);
     }
 
+    /** A node of a KRaft cluster, with its config given whole. */
+    static StromNode kraft(Path dir, int port, Map<String, String> config) {
+        return new StromNode(dir, port, config);
+    }
+
     StromNode(Path dir, int port, Map<String, String> config) {
         this.dir = dir;
         this.port = port;
@@ -73,6 +78,23 @@ public final class StromNode implements Target, AutoCloseable {
         return this;
     }
 
+    /** `strom storage format` of this node's dirs, as kafka-storage format does. */
+    public void format(String clusterId) {
+        Path properties = dir.resolve("server.properties");
+        try {
+            java.nio.file.Files.createDirectories(dir);
+        } catch (java.io.IOException e) {
+            throw new java.io.UncheckedIOException(e);
+        }
+        Workspace.writeProperties(properties, config);
+        run(dir.resolve("format.log"), binary().toString(), "storage", "format", "--config", properties.toString(),
+                "--cluster-id", clusterId);
+    }
+
+    public int nodeId() {
+        return Integer.parseInt(config.get("node.id"));
+    }
+
     public boolean alive() {
         return process != null && process.alive();
     }
@@ -87,6 +109,21 @@ public final class StromNode implements Target, AutoCloseable {
 
     public String logTail() {
         return process == null ? "(not started)" : process.logTail();
+    }
+
+    static void run(Path log, String... command) {
+        try {
+            Process process = new ProcessBuilder(command).redirectErrorStream(true).redirectOutput(log.toFile()).start();
+            if (!process.waitFor(1, java.util.concurrent.TimeUnit.MINUTES) || process.exitValue() != 0) {
+                process.destroyForcibly();
+                throw new AssertionError(String.join(" ", command) + " failed: " + java.nio.file.Files.readString(log));
+            }
+        } catch (java.io.IOException e) {
+            throw new java.io.UncheckedIOException(e);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException(e);
+        }
     }
 
     @Override

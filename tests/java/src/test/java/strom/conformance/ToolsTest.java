@@ -1,0 +1,207 @@
+package strom.conformance;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Map;
+import java.util.function.Function;
+import java.util.regex.Pattern;
+import java.util.stream.Collectors;
+import java.util.stream.IntStream;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.junit.jupiter.api.Test;
+import strom.conformance.harness.Clients;
+import strom.conformance.harness.KafkaTools;
+import strom.conformance.harness.Peers;
+import strom.conformance.harness.Target;
+
+/**
+ * Kafka's own command-line tools against Strom: each command runs against
+ * Strom and against the Kafka peer, and prints the same, but for the values
+ * that differ between any two clusters (ids, sizes, times).
+ */
+class ToolsTest {
+    private static final String TOPICS = "org.apache.kafka.tools.TopicCommand";
+    private static final String CONFIGS = "org.apache.kafka.tools.ConfigCommand";
+    private static final String GROUPS = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand";
+    private static final String CONSOLE_PRODUCER = "org.apache.kafka.tools.ConsoleProducer";
+    private static final String CONSOLE_CONSUMER = "org.apache.kafka.tools.consumer.ConsoleConsumer";
+    private static final String GET_OFFSETS = "org.apache.kafka.tools.GetOffsetShell";
+    private static final String DELETE_RECORDS = "org.apache.kafka.tools.DeleteRecordsCommand";
+    private static final String FEATURES = "org.apache.kafka.tools.FeatureCommand";
+    private static final String QUORUM = "org.apache.kafka.tools.MetadataQuorumCommand";
+    private static final String LEADER_ELECTION = "org.apache.kafka.tools.LeaderElectionCommand";
+    private static final String TRANSACTIONS = "org.apache.kafka.tools.TransactionsCommand";
+    private static final String LOG_DIRS = "org.apache.kafka.tools.LogDirsCommand";
+    private static final String ACLS = "org.apache.kafka.tools.AclCommand";
+    private static final String REASSIGN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand";
+
+    @Test
+    void topicsCreateDescribeAlterDelete() {
+        String topic = Clients.unique("tool-topic");
+        sameOutput(TOPICS, "--create", "--topic", topic, "--partitions", "3", "--config", "retention.ms=3600000").ok();
+        sameOutput(TOPICS, "--describe", "--topic", topic).ok();
+        sameOutput(TOPICS, "--alter", "--topic", topic, "--partitions", "5").ok();
+        sameOutput(TOPICS, "--describe", "--topic", topic).ok();
+        sameOutput(TOPICS, "--list", "--topic", topic).ok();
+        sameOutput(TOPICS, "--create", "--topic", topic, "--partitions", "1");
+        sameOutput(TOPICS, "--describe", "--topic", Clients.unique("missing"));
+        sameOutput(TOPICS, "--delete", "--topic", topic).ok();
+    }
+
+    @Test
+    void consoleProducerAndConsumer() {
+        String topic = Clients.unique("tool-console");
+        String input = IntStream.range(0, 20).mapToObj(i -> "key-" + i + ":value-" + i).collect(Collectors.joining("\n"));
+        for (Target target : targets()) {
+            Clients.createTopic(target, topic, 1, Map.of());
+            KafkaTools.runWithInput(input, CONSOLE_PRODUCER, "--bootstrap-server", target.bootstrap(),
+                    "--topic", topic, "--reader-property", "parse.key=true", "--reader-property", "key.separator=:").ok();
+        }
+        sameOutput(CONSOLE_CONSUMER, "--topic", topic, "--from-beginning", "--max-messages", "20",
+                "--formatter-property", "print.key=true", "--formatter-property", "print.offset=true",
+                "--formatter-property", "print.partition=true", "--group", "tool-console-group").ok();
+        sameOutput(GROUPS, "--describe", "--group", "tool-console-group").ok();
+        sameOutput(GROUPS, "--describe", "--group", "tool-console-group", "--state").ok();
+        sameOutput(GROUPS, "--reset-offsets", "--group", "tool-console-group", "--topic", topic,
+                "--to-offset", "5", "--execute").ok();
+        sameOutput(GROUPS, "--delete", "--group", "tool-console-group").ok();
+    }
+
+    @Test
+    void configsDescribeAndAlter() {
+        String topic = Clients.unique("tool-configs");
+        create(topic, 1);
+        sameOutput(CONFIGS, "--describe", "--entity-type", "topics", "--entity-name", topic).ok();
+        sameOutput(CONFIGS, "--alter", "--entity-type", "topics", "--entity-name", topic,
+                "--add-config", "retention.ms=1000,cleanup.policy=[compact,delete]").ok();
+        sameOutput(CONFIGS, "--describe", "--entity-type", "topics", "--entity-name", topic).ok();
+        sameOutput(CONFIGS, "--alter", "--entity-type", "topics", "--entity-name", topic,
+                "--delete-config", "retention.ms").ok();
+        sameOutput(CONFIGS, "--describe", "--entity-type", "brokers", "--entity-default").ok();
+        sameOutput(CONFIGS, "--alter", "--entity-type", "topics", "--entity-name", topic,
+                "--add-config", "retention.ms=never");
+    }
+
+    @Test
+    void offsetsAndDeleteRecords() {
+        String topic = Clients.unique("tool-offsets");
+        for (Target target : targets()) {
+            Clients.createTopic(target, topic, 2, Map.of());
+            try (KafkaProducer<String, String> producer = Clients.producer(target, Map.of())) {
+                // Fixed timestamps, so max-timestamp names the same record on both.
+                IntStream.range(0, 10).forEach(i -> producer.send(
+                        new ProducerRecord<>(topic, i % 2, 1_700_000_000_000L + i % 4, null, "v" + i)));
+                producer.flush();
+            }
+        }
+        sameOutput(GET_OFFSETS, "--topic", topic).ok();
+        sameOutput(GET_OFFSETS, "--topic", topic, "--time", "earliest").ok();
+        sameOutput(GET_OFFSETS, "--topic-partitions", topic + ":1", "--time", "max-timestamp").ok();
+        sameOutput(DELETE_RECORDS, "--offset-json-file",
+                jsonFile("{\"partitions\":[{\"topic\":\"" + topic + "\",\"partition\":0,\"offset\":3}],\"version\":1}")).ok();
+        sameOutput(GET_OFFSETS, "--topic", topic, "--time", "earliest").ok();
+    }
+
+    @Test
+    void clusterTools() {
+        sameOutput(QUORUM, "describe", "--status").ok();
+        sameOutput(QUORUM, "describe", "--replication").ok();
+        sameOutput(ACLS, "--list");
+        sameOutput(REASSIGN, "--list").ok();
+        String topic = Clients.unique("tool-election");
+        create(topic, 1);
+        sameOutput(LEADER_ELECTION, "--election-type", "PREFERRED", "--topic", topic, "--partition", "0").ok();
+        sameOutput(LOG_DIRS, "--describe", "--topic-list", topic).ok();
+        sameOutput(TRANSACTIONS, "list").ok();
+    }
+
+    /**
+     * kafka-features describe: the same lines for every feature Strom serves,
+     * but for metadata.version (Strom is at 4.1's level) and the epoch.
+     */
+    @Test
+    void featuresDescribe() {
+        List<String> described = new ArrayList<>();
+        for (Target target : targets()) {
+            String out = KafkaTools.run(FEATURES, "--bootstrap-server", target.bootstrap(), "describe").ok().out();
+            described.add(out.lines()
+                    .filter(l -> AdminTest.NOT_SERVED_YET.stream().noneMatch(f -> l.startsWith("Feature: " + f + " ")))
+                    .filter(l -> !l.startsWith("Feature: metadata.version "))
+                    .map(l -> l.replaceAll("Epoch: \\d+", "Epoch: <epoch>"))
+                    .collect(Collectors.joining("\n")));
+        }
+        assertEquals(described.get(1), described.get(0));
+        assertTrue(described.get(0).contains("Feature: group.version"), described.get(0));
+    }
+
+    // ------------------------------------------------------------------ helpers
+
+    private static List<Target> targets() {
+        return Peers.both().toList();
+    }
+
+    private static void create(String topic, int partitions) {
+        targets().forEach(t -> Clients.createTopic(t, topic, partitions, Map.of()));
+    }
+
+    private static String jsonFile(String json) {
+        try {
+            java.nio.file.Path file = java.nio.file.Files.createTempFile("tool", ".json");
+            java.nio.file.Files.writeString(file, json);
+            return file.toString();
+        } catch (java.io.IOException e) {
+            throw new java.io.UncheckedIOException(e);
+        }
+    }
+
+    /**
+     * Runs the tool against both with --bootstrap-server, compares exit code
+     * and output, and returns Strom's result.
+     */
+    private static KafkaTools.Result sameOutput(String tool, String... args) {
+        List<KafkaTools.Result> results = new ArrayList<>();
+        for (Target target : targets()) {
+            // First: tools with subcommands take it only before them.
+            List<String> withServer = new ArrayList<>(List.of("--bootstrap-server", target.bootstrap()));
+            withServer.addAll(Arrays.asList(args));
+            results.add(KafkaTools.run(tool, withServer.toArray(String[]::new)));
+        }
+        KafkaTools.Result strom = results.get(0);
+        KafkaTools.Result kafka = results.get(1);
+        String command = tool.substring(tool.lastIndexOf('.') + 1) + " " + String.join(" ", args);
+        System.out.println("$ " + command + "  (strom: exit " + strom.exitCode() + ")\n" + strom.out() + strom.err());
+        assertEquals(normalize(kafka.out(), targets()), normalize(strom.out(), targets()), command + ": stdout");
+        assertEquals(kafka.exitCode(), strom.exitCode(), command + ": exit code\nkafka: " + kafka.err()
+                + "\nstrom: " + strom.err());
+        assertEquals(normalize(firstLine(kafka.err()), targets()), normalize(firstLine(strom.err()), targets()),
+                command + ": first line of stderr");
+        return strom;
+    }
+
+    private static String firstLine(String text) {
+        return text.lines().filter(l -> !l.isBlank()).findFirst().orElse("");
+    }
+
+    /** Masks what differs between any two clusters: addresses, ids, ports, times and sizes. */
+    static String normalize(String output, List<Target> targets) {
+        String text = output;
+        for (Target target : targets) {
+            text = text.replace(target.bootstrap(), "<bootstrap>");
+        }
+        List<Function<String, String>> masks = List.of(
+                s -> Pattern.compile("TopicId: \\S+").matcher(s).replaceAll("TopicId: <id>"),
+                s -> Pattern.compile("ClusterId:\\s+\\S+").matcher(s).replaceAll("ClusterId: <id>"),
+                s -> Pattern.compile("consumer-[\\w-]+-\\d+-[0-9a-f-]{36}").matcher(s).replaceAll("<member>"),
+                s -> Pattern.compile("/127\\.0\\.0\\.1").matcher(s).replaceAll("<host>"),
+                s -> Pattern.compile("target/work/(kafka|strom)-\\d+").matcher(s).replaceAll("<dir>"));
+        for (Function<String, String> mask : masks) {
+            text = mask.apply(text);
+        }
+        return text;
+    }
+}
