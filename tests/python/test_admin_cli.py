@@ -338,8 +338,10 @@ def test_broker_and_default_configs(broker):
     out = admin_ok(broker, "configs", "--alter", "--broker-defaults", "--add-config", "log.retention.ms=600000")
     assert out.strip() == "Completed updating default config for brokers in the cluster."
     described = admin_json(broker, "configs", "--describe", "--entity-type", "brokers", "--entity-default")
+    # With the min.insync.replicas a new cluster holds there (KIP-966), as Kafka's does.
     assert [(c["name"], c["value"], c["source"]) for c in described[0]["configs"]] == [
-        ("log.retention.ms", "600000", "DYNAMIC_DEFAULT_BROKER_CONFIG")
+        ("log.retention.ms", "600000", "DYNAMIC_DEFAULT_BROKER_CONFIG"),
+        ("min.insync.replicas", "1", "DYNAMIC_DEFAULT_BROKER_CONFIG"),
     ]
     assert admin_ok(broker, "configs", "--describe", "--broker-defaults").splitlines()[0] == (
         "Default configs for brokers in the cluster are:"

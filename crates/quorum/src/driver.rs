@@ -539,9 +539,11 @@ impl Driver {
             let directory_id = directory(id);
             if is_leader && id == me {
                 let end = self.node.log().end_offset() as i64;
+                // As a voter it goes by its key in the voter set: a static
+                // voter has no directory id, as in Kafka.
                 return ReplicaDescription {
                     replica_id: id,
-                    directory_id: self.config.raft.directory_id,
+                    directory_id,
                     log_end_offset: end,
                     last_fetch_timestamp_ms: now,
                     last_caught_up_timestamp_ms: now,

@@ -3,6 +3,7 @@ package strom.conformance;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -12,11 +13,14 @@ import java.util.regex.Pattern;
 import java.util.stream.Collectors;
 import java.util.stream.IntStream;
 import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.junit.jupiter.api.Test;
 import strom.conformance.harness.Clients;
 import strom.conformance.harness.KafkaTools;
 import strom.conformance.harness.Peers;
+import strom.conformance.harness.StromCluster;
+import strom.conformance.harness.StromNode;
 import strom.conformance.harness.Target;
 
 /**
@@ -39,6 +43,9 @@ class ToolsTest {
     private static final String LOG_DIRS = "org.apache.kafka.tools.LogDirsCommand";
     private static final String ACLS = "org.apache.kafka.tools.AclCommand";
     private static final String REASSIGN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand";
+    private static final String DUMP_LOG = "org.apache.kafka.tools.DumpLogSegments";
+    private static final String PRODUCER_PERF = "org.apache.kafka.tools.ProducerPerformance";
+    private static final String CONSUMER_PERF = "org.apache.kafka.tools.ConsumerPerformance";
 
     @Test
     void topicsCreateDescribeAlterDelete() {
@@ -109,8 +116,6 @@ class ToolsTest {
 
     @Test
     void clusterTools() {
-        sameOutput(QUORUM, "describe", "--status").ok();
-        sameOutput(QUORUM, "describe", "--replication").ok();
         sameOutput(ACLS, "--list");
         sameOutput(REASSIGN, "--list").ok();
         String topic = Clients.unique("tool-election");
@@ -137,6 +142,82 @@ class ToolsTest {
         }
         assertEquals(described.get(1), described.get(0));
         assertTrue(described.get(0).contains("Feature: group.version"), described.get(0));
+    }
+
+    /**
+     * kafka-metadata-quorum against one KRaft node of each, in the same
+     * layout (a combined node, a static voter, a CONTROLLER listener): the
+     * same report but for the offsets and times.
+     */
+    @Test
+    void metadataQuorumOnOneKraftNode() {
+        try (StromCluster strom = new StromCluster(1, Map.of()).start()) {
+            for (String[] command : List.of(new String[] {"describe", "--status"},
+                    new String[] {"describe", "--replication"})) {
+                List<String> reports = new ArrayList<>();
+                for (Target target : List.of(strom, Peers.kafka())) {
+                    List<String> args = new ArrayList<>(List.of("--bootstrap-server", target.bootstrap()));
+                    args.addAll(List.of(command));
+                    String out = KafkaTools.run(QUORUM, args.toArray(String[]::new)).ok().out();
+                    reports.add(normalize(out, List.of(strom, Peers.kafka()))
+                            .replaceAll("<host>:\\d+", "<host>:<port>")
+                            .replaceAll("HighWatermark:( +)\\d+", "HighWatermark:$1<offset>")
+                            .replaceAll("(?m)^(\\d+\\s+\\S+\\s+)\\d+(\\s+\\d+\\s+)\\d+\\s+\\d+", "$1<leo>$2<times>")
+                            // The table pads its columns to the widest value.
+                            .replaceAll("[ \\t]+", " "));
+                }
+                assertEquals(reports.get(1), reports.get(0), String.join(" ", command));
+            }
+        }
+    }
+
+    /** kafka-dump-log reads Strom's segments, their indexes and its metadata log, record by record. */
+    @Test
+    void dumpLogReadsStromsSegmentsAndMetadataLog() throws Exception {
+        StromNode strom = Peers.strom();
+        String topic = Clients.unique("tool-dump");
+        Clients.createTopic(strom, topic, 1, Map.of());
+        try (KafkaProducer<String, String> producer = Clients.producer(strom, Map.of(
+                ProducerConfig.COMPRESSION_TYPE_CONFIG, "lz4"))) {
+            IntStream.range(0, 50).forEach(i -> producer.send(new ProducerRecord<>(topic, "key-" + i, "payload-" + i)));
+            producer.flush();
+        }
+        Path partition = Path.of(strom.config().get("log.dirs")).resolve(topic + "-0");
+        String segment = partition.resolve("00000000000000000000.log").toString();
+        String records = KafkaTools.run(DUMP_LOG, "--files", segment, "--deep-iteration", "--print-data-log").ok().out();
+        for (int i = 0; i < 50; i++) {
+            assertTrue(records.contains("key: key-" + i + " payload: payload-" + i), "record " + i + " in\n" + records);
+        }
+        assertTrue(records.contains("compresscodec: lz4"), records);
+        String index = partition.resolve("00000000000000000000.index").toString();
+        String indexDump = KafkaTools.run(DUMP_LOG, "--files", index, "--index-sanity-check").ok().out();
+        assertTrue(indexDump.contains("passed sanity check"), indexDump);
+
+        Path metadata = Path.of(strom.config().get("log.dirs")).resolve("__cluster_metadata-0");
+        String metadataLog;
+        try (var files = java.nio.file.Files.list(metadata)) {
+            metadataLog = files.filter(f -> f.toString().endsWith(".log")).sorted().findFirst().orElseThrow().toString();
+        }
+        String decoded = KafkaTools.run(DUMP_LOG, "--files", metadataLog, "--cluster-metadata-decoder").ok().out();
+        assertTrue(decoded.contains("\"type\":\"FEATURE_LEVEL_RECORD\""), decoded);
+        assertTrue(decoded.contains("\"name\":\"" + topic + "\""), "the TopicRecord of " + topic + " in\n" + decoded);
+        assertTrue(!decoded.contains("Error") && !decoded.contains("Exception"), decoded);
+    }
+
+    /** kafka-producer-perf-test and kafka-consumer-perf-test run their course against Strom. */
+    @Test
+    void perfTestTools() {
+        StromNode strom = Peers.strom();
+        String topic = Clients.unique("tool-perf");
+        Clients.createTopic(strom, topic, 2, Map.of());
+        String produced = KafkaTools.run(PRODUCER_PERF, "--topic", topic, "--num-records", "20000", "--record-size", "100",
+                "--throughput", "-1", "--producer-props", "bootstrap.servers=" + strom.bootstrap(), "acks=all").ok().out();
+        assertTrue(produced.contains("20000 records sent"), produced);
+        String consumed = KafkaTools.run(CONSUMER_PERF, "--bootstrap-server", strom.bootstrap(), "--topic", topic,
+                "--messages", "20000", "--timeout", "30000").ok().out();
+        List<String> lines = consumed.lines().toList();
+        // The header, then one line whose fifth column is the message count.
+        assertEquals("20000", lines.get(lines.size() - 1).split(",\\s*")[4].trim(), consumed);
     }
 
     // ------------------------------------------------------------------ helpers
