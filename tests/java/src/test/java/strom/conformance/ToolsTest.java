@@ -63,6 +63,7 @@ class ToolsTest {
     @Test
     void consoleProducerAndConsumer() {
         String topic = Clients.unique("tool-console");
+        String group = Clients.unique("tool-console-group");
         String input = IntStream.range(0, 20).mapToObj(i -> "key-" + i + ":value-" + i).collect(Collectors.joining("\n"));
         for (Target target : targets()) {
             Clients.createTopic(target, topic, 1, Map.of());
@@ -71,12 +72,12 @@ class ToolsTest {
         }
         sameOutput(CONSOLE_CONSUMER, "--topic", topic, "--from-beginning", "--max-messages", "20",
                 "--formatter-property", "print.key=true", "--formatter-property", "print.offset=true",
-                "--formatter-property", "print.partition=true", "--group", "tool-console-group").ok();
-        sameOutput(GROUPS, "--describe", "--group", "tool-console-group").ok();
-        sameOutput(GROUPS, "--describe", "--group", "tool-console-group", "--state").ok();
-        sameOutput(GROUPS, "--reset-offsets", "--group", "tool-console-group", "--topic", topic,
+                "--formatter-property", "print.partition=true", "--group", group).ok();
+        sameOutput(GROUPS, "--describe", "--group", group).ok();
+        sameOutput(GROUPS, "--describe", "--group", group, "--state").ok();
+        sameOutput(GROUPS, "--reset-offsets", "--group", group, "--topic", topic,
                 "--to-offset", "5", "--execute").ok();
-        sameOutput(GROUPS, "--delete", "--group", "tool-console-group").ok();
+        sameOutput(GROUPS, "--delete", "--group", group).ok();
     }
 
     @Test
@@ -122,7 +123,29 @@ class ToolsTest {
         create(topic, 1);
         sameOutput(LEADER_ELECTION, "--election-type", "PREFERRED", "--topic", topic, "--partition", "0").ok();
         sameOutput(LOG_DIRS, "--describe", "--topic-list", topic).ok();
-        sameOutput(TRANSACTIONS, "list").ok();
+    }
+
+    /** kafka-transactions list and describe of one committed transaction, but for its producer id. */
+    @Test
+    void transactionsListAndDescribe() {
+        String transactionalId = Clients.unique("tool-txn");
+        String topic = Clients.unique("tool-txn-topic");
+        List<String> reports = new ArrayList<>();
+        for (Target target : targets()) {
+            Clients.createTopic(target, topic, 1, Map.of());
+            try (KafkaProducer<String, String> producer = Clients.producer(target, Map.of(
+                    ProducerConfig.TRANSACTIONAL_ID_CONFIG, transactionalId))) {
+                producer.initTransactions();
+                producer.beginTransaction();
+                producer.send(new ProducerRecord<>(topic, "in a transaction"));
+                producer.commitTransaction();
+            }
+            String listed = KafkaTools.run(TRANSACTIONS, "--bootstrap-server", target.bootstrap(), "list",
+                    "--transactional-id-pattern", transactionalId).ok().out();
+            reports.add(listed.replaceAll("[ \\t]+", " ").replaceAll("(?m)^(\\S+ \\d+ )\\d+", "$1<producer-id>"));
+        }
+        assertEquals(reports.get(1), reports.get(0));
+        assertTrue(reports.get(0).contains(transactionalId + " 1 <producer-id> CompleteCommit"), reports.get(0));
     }
 
     /**
