@@ -201,7 +201,9 @@ def test_the_metadata_log_holds_kip631_records_the_decoder_shows(broker_factory)
     assert done.returncode == 0, done.stderr
     payloads = [line.split(" payload: ", 1)[1] for line in done.stdout.splitlines() if " payload: " in line]
     kinds = [p.split("(", 1)[0] for p in payloads]
-    assert kinds[:4] == ["FeatureLevel", "FeatureLevel", "RegisterBroker", "BrokerRegistrationChange"], kinds
+    # The bootstrap batch: the feature levels and the cluster-wide
+    # min.insync.replicas (KIP-966), then the broker's registration.
+    assert kinds[:6] == ["FeatureLevel"] * 3 + ["Config", "RegisterBroker", "BrokerRegistrationChange"], kinds
     assert 'name: "metadata.version", feature_level: 27' in payloads[0]
     assert 'name: "eligible.leader.replicas.version", feature_level: 1' in payloads[1]
     assert f"port: {broker.port}" in payloads[2] and "fenced: true" in payloads[2]

@@ -53,9 +53,12 @@ class HistoryProducer:
                                             stderr=subprocess.STDOUT)
 
     def reports(self) -> list[list[str]]:
-        """Every complete line so far: the last may still be being written."""
+        """Every complete report line so far: the last may still be being
+        written, and librdkafka's own log lines (stderr, which shares the
+        file) are no reports."""
         lines = self.out.read_text().splitlines(keepends=True)
-        return [line.split() for line in lines if line.endswith("\n")]
+        fields = [line.split() for line in lines if line.endswith("\n")]
+        return [f for f in fields if len(f) >= 2 and f[0] in ("ok", "fail")]
 
     def acked(self) -> dict[bytes, tuple[int, int]]:
         """Acknowledged value -> (partition, offset)."""

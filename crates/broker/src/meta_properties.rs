@@ -226,7 +226,8 @@ pub fn random_uuid() -> String {
 
 const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
-fn base64_url(bytes: &[u8; 16]) -> String {
+/// A Kafka UUID's text: its 16 bytes as unpadded URL-safe base64.
+pub fn base64_url(bytes: &[u8; 16]) -> String {
     let mut out = String::with_capacity(22);
     for chunk in bytes.chunks(3) {
         let n = chunk.iter().enumerate().fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));

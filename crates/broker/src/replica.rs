@@ -838,6 +838,11 @@ impl ReplicaManager {
                 logs.delete_orphan(&tp, dir)?;
                 continue;
             }
+            if names_another_topic(&logs, &tp, dir, &topic.id) {
+                tracing::info!(partition = %tp, "removing the log of an earlier topic of the same name");
+                logs.delete_orphan(&tp, dir)?;
+                continue;
+            }
             wanted.push((tp, dir, dynamic.log_config_for(&topic.configs)));
         }
         // Each topic's first partitions first, so what the limit leaves out is predictable.
@@ -992,7 +997,7 @@ impl ReplicaManager {
                         }
                     },
                 };
-                match log {
+                match log.and_then(|log| record_topic_id(&log, &topic.id).map(|()| log)) {
                     Ok(log) => {
                         let dir = self.logs.dir_of(&tp).expect("a log the manager holds has a dir");
                         let replicas = ReplicaSet::new(self.node_id, config.replica_lag_time_max_ms);
@@ -1313,6 +1318,23 @@ impl PartitionLogs for ReplicaManager {
             }
         }
     }
+}
+
+/// Whether the log's `partition.metadata` names a topic other than `id`:
+/// the log outlived its topic, and one of the same name took its place.
+fn names_another_topic(logs: &LogManager, tp: &TopicPartition, dir: usize, id: &Uuid) -> bool {
+    let path = logs.dirs()[dir].path().join(tp.dir_name());
+    let named = strom_storage::partition_metadata::read(&path).ok().flatten();
+    named.is_some_and(|named| named != crate::meta_properties::base64_url(id.as_bytes()))
+}
+
+/// Writes Kafka's `partition.metadata` beside a hosted log, once: the
+/// topic id the dir belongs to.
+fn record_topic_id(log: &SharedLog, topic_id: &Uuid) -> Result<(), StorageError> {
+    use strom_storage::Context;
+    let dir = strom_storage::manager::peek_log(log).dir().to_owned();
+    let id = crate::meta_properties::base64_url(topic_id.as_bytes());
+    strom_storage::partition_metadata::write_if_absent(&dir, &id).at("write partition.metadata in", &dir)
 }
 
 #[cfg(test)]

@@ -73,10 +73,14 @@ fn parse(text: &str) -> Option<Vec<(TopicPartition, i64)>> {
 }
 
 /// The entries of a checkpoint in Kafka's text format (version 0, a count,
-/// then one entry per line, read by `parse_line`); `None` if malformed.
+/// then one entry per line, read by `parse_line`); `None` if malformed. An
+/// empty file holds none: Kafka creates its checkpoint files empty.
 pub fn parse_entries<T>(text: &str, parse_line: impl Fn(&str) -> Option<T>) -> Option<Vec<T>> {
     let mut lines = text.lines();
-    if lines.next()?.trim().parse::<u32>().ok()? != VERSION {
+    let Some(version) = lines.next() else {
+        return Some(Vec::new());
+    };
+    if version.trim().parse::<u32>().ok()? != VERSION {
         return None;
     }
     let count: usize = lines.next()?.trim().parse().ok()?;
@@ -135,6 +139,12 @@ pub fn sync_parent(path: &Path) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_empty_file_holds_no_entries_as_kafka_reads_it() {
+        assert_eq!(parse("").unwrap(), vec![]);
+        assert_eq!(parse("0\n"), None, "a version without a count is torn");
+    }
 
     #[test]
     fn round_trips_entries() {

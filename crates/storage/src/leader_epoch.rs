@@ -54,7 +54,7 @@ impl LeaderEpochCache {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e).at("read", &path),
         };
-        let entries = if text.is_empty() { Some(Vec::new()) } else { parse_entries(&text, parse_entry) };
+        let entries = parse_entries(&text, parse_entry);
         match entries.filter(|entries| is_ascending(entries)) {
             Some(entries) => Ok(Some(Self { path, entries })),
             None => Err(std::io::Error::new(

@@ -24,6 +24,8 @@
 //!   read_committed fetches.
 //! - [`leader_epoch`] is a log's leader epoch cache (`leader-epoch-checkpoint`):
 //!   where each leader epoch begins, for OffsetForLeaderEpoch and truncation.
+//! - [`partition_metadata`] is a partition dir's `partition.metadata`, the
+//!   id of the topic it belongs to.
 //! - [`checkpoint`] writes Kafka's offset checkpoint files atomically;
 //!   [`fsync`] is where every write is forced to disk.
 //! - [`manager`] owns every log across `log.dirs`, loads them at start,
@@ -46,6 +48,7 @@ pub mod index;
 pub mod leader_epoch;
 pub mod log;
 pub mod manager;
+pub mod partition_metadata;
 pub mod producer_state;
 pub mod records;
 pub mod segment;

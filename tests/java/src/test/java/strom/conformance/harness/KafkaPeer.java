@@ -69,14 +69,23 @@ public final class KafkaPeer implements Target, AutoCloseable {
     public KafkaPeer start() {
         Path properties = dir.resolve("server.properties");
         Workspace.writeProperties(properties, config);
-        if (!dir.resolve("data").resolve("meta.properties").toFile().exists()) {
-            runTool(dir.resolve("format.log"), "kafka.tools.StorageTool", "format", "--cluster-id",
-                    Uuid.randomUuid().toString(), "--config", properties.toString());
+        if (!Path.of(config.get("log.dirs")).resolve("meta.properties").toFile().exists()) {
+            format(Uuid.randomUuid().toString());
         }
         process = new ServerProcess("kafka peer", java("kafka.Kafka", properties.toString()),
                 dir.resolve("kafka.log"), port);
         process.start(START_TIMEOUT);
         return this;
+    }
+
+    /** kafka-storage format of the log dir, with extra arguments such as {@code --release-version}. */
+    public void format(String clusterId, String... extra) {
+        Path properties = dir.resolve("server.properties");
+        Workspace.writeProperties(properties, config);
+        List<String> args = new ArrayList<>(List.of("format", "--cluster-id", clusterId, "--config",
+                properties.toString()));
+        args.addAll(List.of(extra));
+        runTool(dir.resolve("format.log"), "kafka.tools.StorageTool", args.toArray(String[]::new));
     }
 
     public void stop() {

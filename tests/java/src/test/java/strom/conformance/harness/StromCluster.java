@@ -20,6 +20,7 @@ public final class StromCluster implements Target, AutoCloseable {
     private static final Duration SERVING_TIMEOUT = Duration.ofSeconds(60);
 
     private final List<StromNode> nodes = new ArrayList<>();
+    private final String clusterId = Uuid.randomUuid().toString();
 
     public StromCluster(int size, Map<String, String> overrides) {
         Path dir = Workspace.newDir("strom-cluster");
@@ -49,14 +50,19 @@ public final class StromCluster implements Target, AutoCloseable {
             config.putAll(overrides);
             nodes.add(StromNode.kraft(nodeDir, own[0], config));
         }
-        String clusterId = Uuid.randomUuid().toString();
-        nodes.forEach(node -> {
-            node.format(clusterId);
-        });
     }
 
-    /** Starts every node and waits until each broker lists all of them as live. */
+    /**
+     * Formats the nodes whose log dir is not formatted yet (a dir another
+     * broker wrote keeps its cluster), starts every node and waits until
+     * each broker lists all of them as live.
+     */
     public StromCluster start() {
+        for (StromNode node : nodes) {
+            if (!Path.of(node.config().get("log.dirs")).resolve("meta.properties").toFile().exists()) {
+                node.format(clusterId);
+            }
+        }
         nodes.forEach(StromNode::start);
         for (StromNode node : nodes) {
             try (Admin admin = Clients.admin(node)) {

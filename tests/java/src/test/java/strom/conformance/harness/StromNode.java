@@ -68,6 +68,7 @@ public final class StromNode implements Target, AutoCloseable {
     }
 
     public StromNode start() {
+        createDir();
         List<String> command = new ArrayList<>(List.of(binary().toString(), "server"));
         config.forEach((key, value) -> {
             command.add("--override");
@@ -81,11 +82,7 @@ public final class StromNode implements Target, AutoCloseable {
     /** `strom storage format` of this node's dirs, as kafka-storage format does. */
     public void format(String clusterId) {
         Path properties = dir.resolve("server.properties");
-        try {
-            java.nio.file.Files.createDirectories(dir);
-        } catch (java.io.IOException e) {
-            throw new java.io.UncheckedIOException(e);
-        }
+        createDir();
         Workspace.writeProperties(properties, config);
         run(dir.resolve("format.log"), binary().toString(), "storage", "format", "--config", properties.toString(),
                 "--cluster-id", clusterId);
@@ -109,6 +106,14 @@ public final class StromNode implements Target, AutoCloseable {
 
     public String logTail() {
         return process == null ? "(not started)" : process.logTail();
+    }
+
+    private void createDir() {
+        try {
+            java.nio.file.Files.createDirectories(dir);
+        } catch (java.io.IOException e) {
+            throw new java.io.UncheckedIOException(e);
+        }
     }
 
     static void run(Path log, String... command) {
