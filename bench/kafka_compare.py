@@ -1,0 +1,235 @@
+#!/usr/bin/env python3
+"""Strom beside Apache Kafka 4.4 on this machine, driven by Kafka's own perf tools.
+
+A benchmark, not a test: it asserts nothing and prints one table, with the
+ratio Strom/Kafka for every figure. Each broker runs alone, as one node on
+loopback with its defaults (Kafka as KRaft broker+controller, its heap at
+1 GiB), and is measured the same way, in the same run:
+
+* start-up: spawn of the server (formatted, empty dir) to the first record
+  a producer has acknowledged;
+* produce: `kafka-producer-perf-test` sends N records of R bytes to a topic
+  of 6 partitions (acks=1 and acks=all, linger 5 ms, 1 MiB batches): MB/s,
+  records/s, and the broker's CPU seconds per GB in (utime+stime of the
+  server process from /proc);
+* latency at half load: the same producer held to half the records/s the
+  broker reached, p50/p99/p99.9 from the tool's histogram;
+* consume: `kafka-consumer-perf-test` reads every record back: MB/s and the
+  broker's CPU seconds per GB out;
+* RSS of the server after the run.
+
+The clients share the two cores with the broker, so the client's own
+ceiling bounds throughput: compare the ratios, which run on the same box
+within minutes of each other.
+
+Run from the repo root, with the `suite` build (`scripts/test` makes it) or
+STROM_BIN, after Maven has resolved tests/java's jars:
+
+    python3 bench/kafka_compare.py --records 2000000 --record-size 100 1024
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+POM = REPO / "tests" / "java" / "pom.xml"
+PARTITIONS = 6
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def classpath() -> str:
+    out = Path(tempfile.mkdtemp()) / "cp.txt"
+    subprocess.run(["mvn", "-q", "-o", "-f", str(POM), "dependency:build-classpath",
+                    f"-Dmdep.outputFile={out}"], check=True, stdout=subprocess.DEVNULL)
+    return out.read_text().strip()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def java(cp: str, main: str, *args: str, heap: str = "256m") -> list[str]:
+    return ["java", f"-Xmx{heap}", "-cp", cp, main, *args]
+
+
+def cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+class Server:
+    """One broker process: Strom or Kafka, on fresh ports and a fresh dir."""
+
+    def __init__(self, kind: str, cp: str, root: Path):
+        self.kind, self.cp = kind, cp
+        self.dir = root / kind
+        self.dir.mkdir(parents=True)
+        self.port = free_port()
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def command(self) -> list[str]:
+        data = self.dir / "data"
+        if self.kind == "strom":
+            binary = os.environ.get("STROM_BIN", str(REPO / "target" / "suite" / "strom"))
+            return [binary, "server", "--override", f"listeners=PLAINTEXT://{self.bootstrap}",
+                    "--override", f"log.dirs={data}", "--override", "group.initial.rebalance.delay.ms=0"]
+        controller = free_port()
+        properties = self.dir / "server.properties"
+        properties.write_text("\n".join([
+            "process.roles=broker,controller", "node.id=1",
+            f"controller.quorum.voters=1@127.0.0.1:{controller}",
+            f"listeners=PLAINTEXT://{self.bootstrap},CONTROLLER://127.0.0.1:{controller}",
+            "controller.listener.names=CONTROLLER", f"log.dirs={data}",
+            "offsets.topic.replication.factor=1", "transaction.state.log.replication.factor=1",
+            "transaction.state.log.min.isr=1", "share.coordinator.state.topic.replication.factor=1",
+            "share.coordinator.state.topic.min.isr=1", "group.initial.rebalance.delay.ms=0", ""]))
+        subprocess.run(java(self.cp, "kafka.tools.StorageTool", "format", "--cluster-id",
+                            uuid.uuid4().hex[:22], "--config", str(properties)),
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return java(self.cp, "kafka.Kafka", str(properties), heap="1g")
+
+    def start(self) -> float:
+        """Starts the server; seconds from spawn to a first acknowledged record."""
+        command = self.command()
+        started = time.monotonic()
+        log = open(self.dir / "server.log", "wb")
+        self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = started + 120
+        while time.monotonic() < deadline:
+            if self.produce_one():
+                first = time.monotonic() - started
+                # The producer's own JVM start is in that figure: take off
+                # what one more run costs against the running server.
+                again = time.monotonic()
+                self.produce_one()
+                return max(0.0, first - (time.monotonic() - again))
+        raise RuntimeError(f"{self.kind} did not take a record within 120 s")
+
+    def produce_one(self) -> bool:
+        done = subprocess.run(java(self.cp, "org.apache.kafka.tools.ProducerPerformance", "--topic", "warm-up",
+                                   "--num-records", "1", "--record-size", "10", "--throughput", "-1",
+                                   "--producer-props", f"bootstrap.servers={self.bootstrap}",
+                                   "max.block.ms=2000", "delivery.timeout.ms=3000", "request.timeout.ms=2000",
+                                   heap="128m"),
+                              capture_output=True, text=True)
+        return done.returncode == 0 and "1 records sent" in done.stdout
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            self.process.wait(60)
+
+
+def create_topic(server: Server, topic: str) -> None:
+    subprocess.run(java(server.cp, "org.apache.kafka.tools.TopicCommand", "--bootstrap-server", server.bootstrap,
+                        "--create", "--topic", topic, "--partitions", str(PARTITIONS)),
+                   check=True, capture_output=True)
+
+
+def produce(server: Server, topic: str, records: int, size: int, acks: str, throughput: int = -1) -> dict:
+    before = cpu_s(server.process.pid)
+    done = subprocess.run(java(server.cp, "org.apache.kafka.tools.ProducerPerformance", "--topic", topic,
+                               "--num-records", str(records), "--record-size", str(size),
+                               "--throughput", str(throughput), "--producer-props",
+                               f"bootstrap.servers={server.bootstrap}", f"acks={acks}", "linger.ms=5",
+                               "batch.size=1048576", "max.request.size=2097152", heap="1g"),
+                          capture_output=True, text=True, timeout=900)
+    cpu = cpu_s(server.process.pid) - before
+    last = [line for line in done.stdout.splitlines() if "records sent" in line][-1]
+    numbers = [float(n) for n in re.findall(r"[\d.]+", last)]
+    # N records sent, R records/sec (M MB/sec), avg ms, max ms, p50, p95, p99, p99.9
+    return {"records_s": numbers[1], "mb_s": numbers[2], "p50": numbers[5], "p99": numbers[7],
+            "p999": numbers[8], "cpu_s_per_gb": cpu / (records * size / 1e9)}
+
+
+def consume(server: Server, topic: str, records: int, size: int) -> dict:
+    before = cpu_s(server.process.pid)
+    done = subprocess.run(java(server.cp, "org.apache.kafka.tools.ConsumerPerformance", "--bootstrap-server",
+                               server.bootstrap, "--topic", topic, "--messages", str(records),
+                               "--timeout", "60000", heap="1g"),
+                          capture_output=True, text=True, timeout=900)
+    cpu = cpu_s(server.process.pid) - before
+    row = [line for line in done.stdout.splitlines() if line and line[0].isdigit()][-1].split(",")
+    return {"mb_s": float(row[3]), "records_s": float(row[5]), "cpu_s_per_gb": cpu / (records * size / 1e9)}
+
+
+def measure(kind: str, cp: str, root: Path, records: int, sizes: list[int]) -> dict:
+    server = Server(kind, cp, root)
+    result = {"startup_s": server.start()}
+    try:
+        for size in sizes:
+            for acks in ("1", "all"):
+                topic = f"bench-{size}-{acks}"
+                create_topic(server, topic)
+                produced = produce(server, topic, records, size, acks)
+                result[f"produce {size} B acks={acks}"] = produced
+                if acks == "1":
+                    result[f"consume {size} B"] = consume(server, topic, records, size)
+                    half = max(1, int(produced["records_s"] / 2))
+                    latency_topic = f"{topic}-half"
+                    create_topic(server, latency_topic)
+                    result[f"half load {size} B acks=1"] = produce(
+                        server, latency_topic, min(records, half * 20), size, acks, half)
+        result["rss_mb"] = rss_mb(server.process.pid)
+    finally:
+        server.stop()
+    return result
+
+
+def print_table(strom: dict, kafka: dict) -> None:
+    print(f"{'figure':46} {'strom':>12} {'kafka':>12} {'strom/kafka':>12}")
+    rows = [("start-up to first acked record, s", strom["startup_s"], kafka["startup_s"]),
+            ("RSS after the run, MB", strom["rss_mb"], kafka["rss_mb"])]
+    for name, figures in strom.items():
+        if isinstance(figures, dict):
+            for key, value in figures.items():
+                rows.append((f"{name}: {key}", value, kafka[name][key]))
+    for name, s, k in rows:
+        ratio = s / k if k else float("nan")
+        print(f"{name:46} {s:12.2f} {k:12.2f} {ratio:12.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--record-size", type=int, nargs="+", default=[100, 1024])
+    args = parser.parse_args()
+    if shutil.which("java") is None or shutil.which("mvn") is None:
+        sys.exit("kafka_compare: needs java and mvn (scripts/test installs them)")
+    cp = classpath()
+    root = Path(tempfile.mkdtemp(prefix="kafka-compare-"))
+    try:
+        strom = measure("strom", cp, root, args.records, args.record_size)
+        kafka = measure("kafka", cp, root, args.records, args.record_size)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print_table(strom, kafka)
+
+
+if __name__ == "__main__":
+    main()
