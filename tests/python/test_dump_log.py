@@ -206,8 +206,10 @@ def test_the_metadata_log_holds_kip631_records_the_decoder_shows(broker_factory)
     assert kinds[:6] == ["FeatureLevel"] * 3 + ["Config", "RegisterBroker", "BrokerRegistrationChange"], kinds
     assert 'name: "metadata.version", feature_level: 27' in payloads[0]
     assert 'name: "eligible.leader.replicas.version", feature_level: 1' in payloads[1]
-    assert f"port: {broker.port}" in payloads[2] and "fenced: true" in payloads[2]
-    assert "fenced: -1" in payloads[3], "the broker is unfenced once caught up"
+    assert 'name: "group.version", feature_level: 1' in payloads[2]
+    assert 'name: "min.insync.replicas", value: Some("1")' in payloads[3], payloads[3]
+    assert f"port: {broker.port}" in payloads[4] and "fenced: true" in payloads[4]
+    assert "fenced: -1" in payloads[5], "the broker is unfenced once caught up"
     topic = [p for p in payloads if p.startswith("Topic(")]
     assert len(topic) == 1 and 'name: "dump-metadata"' in topic[0], payloads
     assert kinds.count("Partition") == 2, kinds

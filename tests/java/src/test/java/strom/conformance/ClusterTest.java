@@ -22,27 +22,16 @@ import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.config.ConfigResource;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import strom.conformance.harness.Clients;
+import strom.conformance.harness.Peers;
 import strom.conformance.harness.StromCluster;
 import strom.conformance.harness.StromNode;
 import strom.conformance.harness.Wait;
 
-/** The Java client against a three-node KRaft Strom cluster, one for the whole class. */
+/** The Java client against the three-node KRaft Strom cluster the run shares. */
 class ClusterTest {
-    private static StromCluster cluster;
-
-    @BeforeAll
-    static void startCluster() {
-        cluster = new StromCluster(3, Map.of()).start();
-    }
-
-    @AfterAll
-    static void stopCluster() {
-        cluster.close();
-    }
+    private final StromCluster cluster = Peers.cluster();
 
     /**
      * An idempotent acks=all producer with five requests in flight keeps
@@ -148,7 +137,7 @@ class ClusterTest {
         assertTrue(first.size() >= 30);
     }
 
-    private static Map<Integer, List<String>> readAll(String topic, int partitions, int count) {
+    private Map<Integer, List<String>> readAll(String topic, int partitions, int count) {
         Map<Integer, List<String>> read = new HashMap<>();
         try (KafkaConsumer<String, String> consumer = Clients.consumer(cluster, Map.of())) {
             consumer.assign(java.util.stream.IntStream.range(0, partitions)

@@ -50,11 +50,7 @@ class ConsumerTest {
              KafkaConsumer<String, String> second = Clients.consumer(target, config)) {
             first.subscribe(List.of(topic));
             second.subscribe(List.of(topic));
-            Wait.until("both members hold two partitions", Clients.TIMEOUT, () -> {
-                first.poll(Duration.ofMillis(50));
-                second.poll(Duration.ofMillis(50));
-                return first.assignment().size() == 2 && second.assignment().size() == 2;
-            });
+            awaitTwoPartitionsEach(first, second);
             Set<TopicPartition> all = new HashSet<>(first.assignment());
             all.addAll(second.assignment());
             assertEquals(PARTITIONS, all.size());
@@ -78,11 +74,7 @@ class ConsumerTest {
             });
             Set<TopicPartition> before = Set.copyOf(first.assignment());
             second.subscribe(List.of(topic));
-            Wait.until("two partitions each", Clients.TIMEOUT, () -> {
-                first.poll(Duration.ofMillis(50));
-                second.poll(Duration.ofMillis(50));
-                return first.assignment().size() == 2 && second.assignment().size() == 2;
-            });
+            awaitTwoPartitionsEach(first, second);
             // Cooperative: the first member gave up exactly what moved, and kept the rest throughout.
             assertEquals(Set.copyOf(second.assignment()), Set.copyOf(firstRevoked));
             assertTrue(before.containsAll(first.assignment()));
@@ -106,11 +98,7 @@ class ConsumerTest {
             Set<TopicPartition> firstHeld;
             try (KafkaConsumer<String, String> first = Clients.consumer(target, firstConfig)) {
                 first.subscribe(List.of(topic));
-                Wait.until("two partitions each", Clients.TIMEOUT, () -> {
-                    first.poll(Duration.ofMillis(50));
-                    second.poll(Duration.ofMillis(50));
-                    return first.assignment().size() == 2 && second.assignment().size() == 2;
-                });
+                awaitTwoPartitionsEach(first, second);
                 firstHeld = Set.copyOf(first.assignment());
             }
             secondRevoked.clear();
@@ -244,6 +232,15 @@ class ConsumerTest {
             producer.flush();
         }
         return topic;
+    }
+
+    /** Polls both members until the group has given each two partitions. */
+    private static void awaitTwoPartitionsEach(KafkaConsumer<String, String> first, KafkaConsumer<String, String> second) {
+        Wait.until("two partitions each", Clients.TIMEOUT, () -> {
+            first.poll(Duration.ofMillis(50));
+            second.poll(Duration.ofMillis(50));
+            return first.assignment().size() == 2 && second.assignment().size() == 2;
+        });
     }
 
     private static ConsumerRebalanceListener recordRevocations(List<TopicPartition> revoked) {

@@ -23,28 +23,17 @@ import org.apache.kafka.streams.StreamsConfig;
 import org.apache.kafka.streams.Topology;
 import org.apache.kafka.streams.kstream.KTable;
 import org.apache.kafka.streams.kstream.Produced;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import strom.conformance.harness.Clients;
+import strom.conformance.harness.Peers;
 import strom.conformance.harness.StromCluster;
 import strom.conformance.harness.Wait;
 import strom.conformance.harness.Workspace;
 
 /** Kafka Streams applications, unchanged, on a three-node Strom cluster. */
 class StreamsTest {
-    private static final Duration STREAMS_TIMEOUT = Duration.ofSeconds(90);
-    private static StromCluster cluster;
-
-    @BeforeAll
-    static void startCluster() {
-        cluster = new StromCluster(3, Map.of()).start();
-    }
-
-    @AfterAll
-    static void stopCluster() {
-        cluster.close();
-    }
+    private final Duration STREAMS_TIMEOUT = Duration.ofSeconds(90);
+    private final StromCluster cluster = Peers.cluster();
 
     /**
      * Word count with exactly_once_v2: its repartition topic, its changelog
@@ -107,7 +96,7 @@ class StreamsTest {
         }
     }
 
-    private static Topology wordCount(String input, String output) {
+    private Topology wordCount(String input, String output) {
         StreamsBuilder builder = new StreamsBuilder();
         builder.<String, String>stream(input)
                 .flatMapValues(sentence -> Arrays.asList(sentence.split(" ")))
@@ -118,7 +107,7 @@ class StreamsTest {
         return builder.build();
     }
 
-    private static KafkaStreams start(Topology topology, String application) {
+    private KafkaStreams start(Topology topology, String application) {
         Properties config = new Properties();
         config.put(StreamsConfig.APPLICATION_ID_CONFIG, application);
         config.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, cluster.bootstrap());
@@ -134,7 +123,7 @@ class StreamsTest {
         return streams;
     }
 
-    private static void produce(String topic, List<String> values) {
+    private void produce(String topic, List<String> values) {
         try (KafkaProducer<String, String> producer = Clients.producer(cluster, Map.of())) {
             for (int i = 0; i < values.size(); i++) {
                 producer.send(new ProducerRecord<>(topic, "line-" + i, values.get(i)));
@@ -143,13 +132,13 @@ class StreamsTest {
         }
     }
 
-    private static Map<String, Long> expectedCounts(List<String> sentences) {
+    private Map<String, Long> expectedCounts(List<String> sentences) {
         return sentences.stream().flatMap(s -> Arrays.stream(s.split(" ")))
                 .collect(Collectors.groupingBy(w -> w, Collectors.counting()));
     }
 
     /** Waits until the committed output's latest count of every word is the expected one. */
-    private static void awaitCounts(String output, Map<String, Long> expected) {
+    private void awaitCounts(String output, Map<String, Long> expected) {
         Map<String, Long> latest = new HashMap<>();
         try (KafkaConsumer<String, Long> consumer = new KafkaConsumer<>(Map.of(
                 ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, cluster.bootstrap(),
@@ -167,7 +156,7 @@ class StreamsTest {
     }
 
     /** The values of the topic's first {@code count} records (more is a failure the caller sees). */
-    private static List<String> values(String topic, int count) {
+    private List<String> values(String topic, int count) {
         try (KafkaConsumer<String, String> consumer = Clients.consumer(cluster, Map.of())) {
             consumer.assign(IntStream.range(0, 2).mapToObj(p -> new TopicPartition(topic, p)).toList());
             List<String> values = new java.util.ArrayList<>();

@@ -4,13 +4,15 @@ import java.util.Map;
 import java.util.stream.Stream;
 
 /**
- * The servers every test class shares: one Strom node and one Kafka peer for
- * the whole run, started on first use and stopped when the JVM exits. Tests
+ * The servers every test class shares: one Strom node, one Kafka peer and
+ * one three-node Strom cluster for the whole run, started on first use and
+ * stopped when the JVM exits. Tests
  * keep out of each other's way with topic and group names of their own.
  */
 public final class Peers {
     private static StromNode strom;
     private static KafkaPeer kafka;
+    private static StromCluster cluster;
 
     private Peers() {}
 
@@ -28,6 +30,15 @@ public final class Peers {
             Runtime.getRuntime().addShutdownHook(new Thread(kafka::close));
         }
         return kafka;
+    }
+
+    /** A three-node KRaft cluster, for the classes that test replication and failover. */
+    public static synchronized StromCluster cluster() {
+        if (cluster == null) {
+            cluster = new StromCluster(3, Map.of()).start();
+            Runtime.getRuntime().addShutdownHook(new Thread(cluster::close));
+        }
+        return cluster;
     }
 
     /** Both, for a test that asks each the same question. */
