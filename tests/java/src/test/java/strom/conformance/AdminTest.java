@@ -198,8 +198,8 @@ class AdminTest {
     }
 
     /**
-     * A topic and a broker in one request, as librdkafka's admin test sends it:
-     * Kafka accepts both, the broker's part by any broker id it has.
+     * A topic and a broker in one request, as librdkafka's admin test sends
+     * it, with a SASL login setting Kafka takes at run time: both are taken.
      */
     @ParameterizedTest(name = "{0}")
     @MethodSource("targets")
