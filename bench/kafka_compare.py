@@ -161,10 +161,10 @@ def produce(server: Server, topic: str, records: int, size: int, acks: str, thro
                           capture_output=True, text=True, timeout=900)
     cpu = cpu_s(server.process.pid) - before
     last = [line for line in done.stdout.splitlines() if "records sent" in line][-1]
-    numbers = [float(n) for n in re.findall(r"[\d.]+", last)]
-    # N records sent, R records/sec (M MB/sec), avg ms, max ms, p50, p95, p99, p99.9
-    return {"records_s": numbers[1], "mb_s": numbers[2], "p50": numbers[5], "p99": numbers[7],
-            "p999": numbers[8], "cpu_s_per_gb": cpu / (records * size / 1e9)}
+    rate = re.search(r"([\d.]+) records/sec \(([\d.]+) MB/sec\)", last)
+    latency = re.search(r"(\d+) ms 50th, \d+ ms 95th, (\d+) ms 99th, (\d+) ms 99\.9th", last)
+    return {"records_s": float(rate[1]), "mb_s": float(rate[2]), "p50_ms": float(latency[1]),
+            "p99_ms": float(latency[2]), "p999_ms": float(latency[3]), "cpu_s_per_gb": cpu / (records * size / 1e9)}
 
 
 def consume(server: Server, topic: str, records: int, size: int) -> dict:
