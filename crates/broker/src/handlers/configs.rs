@@ -377,71 +377,56 @@ where
     R::response(results)
 }
 
-impl ConfigChange for AlterConfigsRequest {
-    fn resources(&self) -> Vec<(i8, String)> {
-        self.resources.iter().map(|r| (r.resource_type, r.resource_name.to_string())).collect()
-    }
+/// The two APIs' impls differ only in their generated types.
+macro_rules! config_change {
+    ($request:ty, $response:ident, $result:ty, $here:ident) => {
+        impl ConfigChange for $request {
+            fn resources(&self) -> Vec<(i8, String)> {
+                self.resources.iter().map(|r| (r.resource_type, r.resource_name.to_string())).collect()
+            }
 
-    fn retain(&mut self, keep: &[bool]) {
-        let mut keep = keep.iter();
-        self.resources.retain(|_| *keep.next().unwrap_or(&true));
-    }
+            fn retain(&mut self, keep: &[bool]) {
+                let mut keep = keep.iter();
+                self.resources.retain(|_| *keep.next().unwrap_or(&true));
+            }
 
-    fn results(response: AlterConfigsResponse) -> Vec<ResourceResult> {
-        let result = |r: alter_configs_response::AlterConfigsResourceResponse| {
-            (r.resource_type, r.resource_name.to_string(), r.error_code, r.error_message)
-        };
-        response.responses.into_iter().map(result).collect()
-    }
+            fn results(response: $response) -> Vec<ResourceResult> {
+                let result = |r: $result| {
+                    (r.resource_type, r.resource_name.to_string(), r.error_code, r.error_message)
+                };
+                response.responses.into_iter().map(result).collect()
+            }
 
-    fn response(results: Vec<ResourceResult>) -> AlterConfigsResponse {
-        let responses = results.into_iter().map(|(kind, name, code, message)| {
-            alter_configs_response::AlterConfigsResourceResponse::default()
-                .with_resource_type(kind)
-                .with_resource_name(str_bytes(&name))
-                .with_error_code(code)
-                .with_error_message(message)
-        });
-        AlterConfigsResponse::default().with_responses(responses.collect())
-    }
+            fn response(results: Vec<ResourceResult>) -> $response {
+                let responses = results.into_iter().map(|(kind, name, code, message)| {
+                    <$result>::default()
+                        .with_resource_type(kind)
+                        .with_resource_name(str_bytes(&name))
+                        .with_error_code(code)
+                        .with_error_message(message)
+                });
+                $response::default().with_responses(responses.collect())
+            }
 
-    async fn here(ctx: &RequestContext<'_>, request: Self) -> AlterConfigsResponse {
-        alter_here(ctx, request).await
-    }
+            async fn here(ctx: &RequestContext<'_>, request: Self) -> $response {
+                $here(ctx, request).await
+            }
+        }
+    };
 }
 
-impl ConfigChange for IncrementalAlterConfigsRequest {
-    fn resources(&self) -> Vec<(i8, String)> {
-        self.resources.iter().map(|r| (r.resource_type, r.resource_name.to_string())).collect()
-    }
-
-    fn retain(&mut self, keep: &[bool]) {
-        let mut keep = keep.iter();
-        self.resources.retain(|_| *keep.next().unwrap_or(&true));
-    }
-
-    fn results(response: IncrementalAlterConfigsResponse) -> Vec<ResourceResult> {
-        let result = |r: incremental_alter_configs_response::AlterConfigsResourceResponse| {
-            (r.resource_type, r.resource_name.to_string(), r.error_code, r.error_message)
-        };
-        response.responses.into_iter().map(result).collect()
-    }
-
-    fn response(results: Vec<ResourceResult>) -> IncrementalAlterConfigsResponse {
-        let responses = results.into_iter().map(|(kind, name, code, message)| {
-            incremental_alter_configs_response::AlterConfigsResourceResponse::default()
-                .with_resource_type(kind)
-                .with_resource_name(str_bytes(&name))
-                .with_error_code(code)
-                .with_error_message(message)
-        });
-        IncrementalAlterConfigsResponse::default().with_responses(responses.collect())
-    }
-
-    async fn here(ctx: &RequestContext<'_>, request: Self) -> IncrementalAlterConfigsResponse {
-        incremental_alter_here(ctx, request).await
-    }
-}
+config_change!(
+    AlterConfigsRequest,
+    AlterConfigsResponse,
+    alter_configs_response::AlterConfigsResourceResponse,
+    alter_here
+);
+config_change!(
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+    incremental_alter_configs_response::AlterConfigsResourceResponse,
+    incremental_alter_here
+);
 
 /// The error code (0 for none) and message of a resource's result.
 fn wire_refusal(refusal: Option<Refusal>) -> (i16, Option<StrBytes>) {
