@@ -24,7 +24,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from cluster import CLUSTER_WAIT_S, Cluster
@@ -488,6 +488,66 @@ def test_a_new_instance_of_a_transactional_id_takes_over_from_one_whose_group_co
         watch.wait_whole()
         commit_sentinels(cluster.bootstrap, topic, [0])
         assert read_until_sentinels(cluster.bootstrap, topic, [0], "read_committed")[0] == inputs + [b"fresh"]
+
+
+# librdkafka's own bound for init_transactions in its fencing test (0103).
+FENCING_INIT_S = 30
+# The transaction state as Kafka's defaults spread it, on all three brokers.
+STATE_ON_THREE = {"transaction_state_log_num_partitions": "50", "transaction_state_log_min_isr": "2"}
+
+
+def test_a_second_producer_of_a_transactional_id_fences_the_first_mid_transaction(tmp_path):
+    """librdkafka's fencing case on a fresh cluster with `__transaction_state`
+    at RF=3 and min ISR 2: a second producer of the id initializes within
+    librdkafka's 30 s while the first has a transaction open, the first one's
+    commit then fails fatally as fenced, and none of its records is read
+    committed."""
+    with start_cluster(tmp_path, **STATE_ON_THREE) as cluster:
+        topic = replicated_topic(cluster, 1)
+        transactional_id = f"fenced-{uuid.uuid4().hex[:8]}"
+        first = txn_producer(cluster.bootstrap, transactional_id)
+        first.begin_transaction()
+        for value in values("fenced", 10):
+            first.produce(topic, value=value, partition=0)
+        assert first.flush(TIMEOUT_S) == 0
+        second = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": transactional_id})
+        second.init_transactions(FENCING_INIT_S)
+        with pytest.raises(KafkaException) as refused:
+            first.commit_transaction(TIMEOUT_S)
+        error = refused.value.args[0]
+        assert error.fatal() and error.code() == KafkaError._FENCED, error
+        commit_sentinels(cluster.bootstrap, topic, [0])
+        assert read_until_sentinels(cluster.bootstrap, topic, [0], "read_committed")[0] == []
+
+
+CHURN_TOPICS = 120
+CHURN_KILLS = 3
+
+
+def test_the_first_transactional_producer_after_topic_churn_through_controller_kills_is_served(tmp_path):
+    """Topics created in bursts while the active controller is killed -9
+    three times leave the metadata busy for a while: the followers of the
+    `__transaction_state` partitions the first transactional producer then
+    creates must keep replicating them (a follower gave up its fetch at every
+    metadata change, so the state's ISR shrank to its leader and the
+    producer's InitProducerId waited 50 s and more), so its
+    init_transactions completes within librdkafka's 30 s."""
+    with start_cluster(tmp_path, **STATE_ON_THREE) as cluster:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        for kill in range(CHURN_KILLS):
+            for i in range(CHURN_TOPICS):
+                name = f"churn-{kill}-{i}-{uuid.uuid4().hex[:6]}"
+                created = admin.create_topics([NewTopic(name, 1 + i % 5, 3)], request_timeout=15)
+                wait_future(created[name], timeout_s=30)
+            leader, epoch = cluster.wait_for_leader()
+            cluster.kill9(leader)
+            cluster.wait_for_leader(newer_than=epoch)
+            cluster.restart(leader)
+            cluster.wait_brokers_live()
+        started = time.monotonic()
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": f"after-churn-{uuid.uuid4().hex[:8]}"})
+        producer.init_transactions(FENCING_INIT_S)
+        print(f"init_transactions after the churn took {time.monotonic() - started:.1f} s")
 
 
 EOS_PROCESSOR = Path(__file__).with_name("eos_processor.py")

@@ -129,8 +129,16 @@ fn assign(
     });
     for (key, followed) in wanted {
         match fetchers.get(&key) {
+            // Only a changed assignment reaches the fetcher: every image
+            // applied passes through here.
             Some(fetcher) => {
-                fetcher.assigned.send_replace(followed);
+                fetcher.assigned.send_if_modified(|current| {
+                    let changed = !same_assignment(current, &followed);
+                    if changed {
+                        *current = followed;
+                    }
+                    changed
+                });
             }
             None => {
                 let (assigned, receiver) = watch::channel(followed);
@@ -140,6 +148,16 @@ fn assign(
             }
         }
     }
+}
+
+/// Whether two assignments name the same partitions at the same leader epochs.
+fn same_assignment(a: &[Followed], b: &[Followed]) -> bool {
+    let same = |(x, y): (&Followed, &Followed)| {
+        Arc::ptr_eq(&x.partition, &y.partition)
+            && x.topic_id == y.topic_id
+            && x.leader_epoch == y.leader_epoch
+    };
+    a.len() == b.len() && a.iter().zip(b).all(same)
 }
 
 /// Sends every ISR change a led partition proposed and has not sent.
