@@ -430,3 +430,36 @@ def test_cluster_names_the_broker_controller_and_api_versions(broker):
             listed[int(match[2])] = (int(match[3]), int(match[4] or match[3]))
     assert listed.keys() == advertised.keys()
     assert "\tApiVersions(18): " in "\n".join(lines)
+
+
+# ---------------------------------------------------------------- strom features
+
+
+def test_features_describe_and_change_levels_as_kafka_features_does(broker):
+    """`strom features` against a single node: kafka-features.sh's lines,
+    a dry run that changes nothing, a downgrade and an upgrade that do, and
+    a level no node supports refused in one line."""
+    described = admin_ok(broker, "features", "describe").splitlines()
+    assert re.fullmatch(
+        r"Feature: metadata\.version\tSupportedMinVersion: 4\.1-IV1\tSupportedMaxVersion: 4\.1-IV1\t"
+        r"FinalizedVersionLevel: 4\.1-IV1\tEpoch: \d+",
+        next(line for line in described if line.startswith("Feature: metadata.version\t")),
+    ), described
+    group = "Feature: group.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: {}\tEpoch:"
+
+    def group_line() -> str:
+        lines = admin_ok(broker, "features", "describe").splitlines()
+        return next(line for line in lines if line.startswith("Feature: group.version\t"))
+
+    assert group_line().startswith(group.format(1))
+    dry = admin_ok(broker, "features", "downgrade", "--feature", "group.version=0", "--dry-run")
+    assert dry == "group.version can be downgraded to 0.\n"
+    assert group_line().startswith(group.format(1))
+    assert admin_ok(broker, "features", "disable", "--feature", "group.version") == "group.version was disabled.\n"
+    wait_until(lambda: group_line().startswith(group.format(0)), 10, "group.version disabled")
+    upgraded = admin_ok(broker, "features", "upgrade", "--feature", "group.version=1")
+    assert upgraded == "group.version was upgraded to 1.\n"
+    wait_until(lambda: group_line().startswith(group.format(1)), 10, "group.version enabled")
+    refused = admin_cli(broker, "features", "upgrade", "--feature", "group.version=7")
+    assert "Could not upgrade group.version to 7. " in refused.stdout and "only supports versions 0-1" in refused.stdout
+    assert_one_line_error(refused, "1 out of 1 operation(s) failed.")

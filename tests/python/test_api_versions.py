@@ -58,6 +58,7 @@ KAFKA_41 = {
     50: ("DescribeUserScramCredentials", 0, 0),
     51: ("AlterUserScramCredentials", 0, 0),
     55: ("DescribeQuorum", 0, 2),
+    57: ("UpdateFeatures", 0, 2),
     60: ("DescribeCluster", 0, 2),
     61: ("DescribeProducers", 0, 0),
     64: ("UnregisterBroker", 0, 0),
@@ -80,10 +81,7 @@ OMITTED = {
         38: "CreateDelegationToken",
         39: "RenewDelegationToken", 40: "ExpireDelegationToken", 41: "DescribeDelegationToken",
     },
-    "no log dir moves or feature updates yet": {
-        34: "AlterReplicaLogDirs",
-        57: "UpdateFeatures",
-    },
+    "no log dir moves yet": {34: "AlterReplicaLogDirs"},
     "no client telemetry (KIP-714)": {71: "GetTelemetrySubscriptions", 72: "PushTelemetry", 74: "ListConfigResources"},
     "no share groups (KIP-932)": {
         76: "ShareGroupHeartbeat", 77: "ShareGroupDescribe", 78: "ShareFetch", 79: "ShareAcknowledge",

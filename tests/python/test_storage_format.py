@@ -106,13 +106,18 @@ def test_format_standalone_then_start_serves_clients_in_the_formatted_cluster(no
 
 def assert_bootstrap_checkpoint(metadata_dir: Path, voter_ids: list[int]) -> None:
     """Kafka's KIP-853 bootstrap snapshot: a control batch of the snapshot
-    header (type 3), kraft.version (5) and the voters (6), then the footer (4)."""
+    header (type 3), kraft.version (5) and the voters (6), a batch of the
+    bootstrap feature levels, then the footer (4)."""
     data = (metadata_dir / "__cluster_metadata-0" / "00000000000000000000-0000000000.checkpoint").read_bytes()
-    types, position = [], 0
+    types, features, position = [], b"", 0
     while position < len(data):
         base_offset, length = struct.unpack_from(">qi", data, position)
         magic, attributes, count = data[position + 16], struct.unpack_from(">h", data, position + 21)[0], struct.unpack_from(">i", data, position + 57)[0]
-        assert (magic, attributes & 0x20) == (2, 0x20), "a v2 control batch"
+        assert magic == 2, "a v2 batch"
+        if not attributes & 0x20:
+            features += data[position + 61 : position + 12 + length]
+            position += 12 + length
+            continue
         # Each record: length, attributes, timestamp delta, offset delta, key length, key (version, type).
         record = position + 61
         for _ in range(count):
@@ -125,6 +130,7 @@ def assert_bootstrap_checkpoint(metadata_dir: Path, voter_ids: list[int]) -> Non
             record += used_varint(data, record) + record_length
         position += 12 + length
     assert types == [3, 5, 6, 4], types
+    assert b"metadata.version" in features and b"group.version" in features, features
     for voter_id in voter_ids:
         assert struct.pack(">i", voter_id) in data
 

@@ -188,6 +188,7 @@ served_apis! {
     ElectLeaders(ElectLeadersRequest) 0..=2 => forward handlers::elect_leaders::handle;
     AlterPartitionReassignments(AlterPartitionReassignmentsRequest) 0..=1 => forward handlers::reassignments::alter;
     ListPartitionReassignments(ListPartitionReassignmentsRequest) 0..=0 => forward handlers::reassignments::list;
+    UpdateFeatures(UpdateFeaturesRequest) 0..=2 => forward handlers::features::update;
     // KIP-590: a forwarded admin write with its client's principal.
     Envelope(EnvelopeRequest) 0..=0 => await handlers::envelope::handle;
     DescribeAcls(DescribeAclsRequest) 1..=3 => call handlers::acls::describe;

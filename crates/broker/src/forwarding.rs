@@ -201,6 +201,12 @@ impl FailedForward for ElectLeadersRequest {
     }
 }
 
+impl FailedForward for UpdateFeaturesRequest {
+    fn failed(&self, error: ResponseError) -> UpdateFeaturesResponse {
+        crate::handlers::features::failed(error, None)
+    }
+}
+
 /// The client's request (its header and body, as it sent them) in an
 /// Envelope with its principal and address.
 fn envelope<R: Request>(ctx: &RequestContext<'_>, request: &R) -> Result<EnvelopeRequest, String> {

@@ -54,6 +54,7 @@ macro_rules! whole_response {
 
 whole_response!(
     ApiVersionsResponse,
+    UpdateFeaturesResponse,
     EnvelopeResponse,
     JoinGroupResponse,
     SyncGroupResponse,

@@ -210,6 +210,19 @@ fn configured(controller: Controller, config: &BrokerConfig) -> Controller {
         .with_election_defaults(defaults)
 }
 
+/// The feature levels `format` chose for a new cluster, if it wrote them
+/// (Kafka's `kafka-storage.sh format` among the writers): each must be
+/// one Strom serves.
+fn bootstrap_features(config: &BrokerConfig) -> Result<Option<Vec<(String, i16)>>, StartError> {
+    let dir = &config.metadata_log_dir;
+    let levels = strom_metadata::features::read_bootstrap(dir).map_err(StartError::Config)?;
+    if let Some(levels) = &levels {
+        strom_metadata::features::check_served(levels)
+            .map_err(|e| StartError::Config(format!("the bootstrap checkpoint in {}: {e}", dir.display())))?;
+    }
+    Ok(levels)
+}
+
 /// The cluster id of a KRaft node's formatted log dirs.
 fn formatted_cluster_id(config: &BrokerConfig) -> Result<String, StartError> {
     let dirs = LogDirs::load(&node_dirs(config))?;
@@ -624,7 +637,10 @@ impl KraftStart {
     fn finish(self) -> Result<Arc<Broker>, StartError> {
         let loader = self.metadata_log.loader().clone();
         let log: Arc<dyn strom_metadata::RecordLog> = self.metadata_log.clone();
-        let controller = configured(Controller::new(&self.cluster_id, log, loader), &self.config);
+        let mut controller = configured(Controller::new(&self.cluster_id, log, loader), &self.config);
+        if let Some(levels) = bootstrap_features(&self.config)? {
+            controller = controller.with_bootstrap_features(levels);
+        }
         let link =
             Arc::new(ControllerLink::new(self.metadata_log.quorum().clone(), self.controller_connector));
         let security = self.listener_security;

@@ -31,6 +31,7 @@ mod configs;
 mod consume;
 mod delete_records;
 mod dump_log;
+mod features;
 mod groups;
 mod leader_election;
 mod logging;
@@ -88,6 +89,8 @@ enum Command {
     Cluster(cluster::ClusterArgs),
     /// List and describe transactions; find and abort hanging ones.
     Transactions(transactions::TransactionsArgs),
+    /// Describe, upgrade, downgrade and disable the cluster's feature levels.
+    Features(features::FeaturesArgs),
     /// Format a KRaft node's log dirs, or print a random UUID.
     Storage(storage::StorageArgs),
     /// Benchmarks.
@@ -119,6 +122,7 @@ fn main() {
         Command::Reassign(args) => reassign::run(args),
         Command::Cluster(args) => cluster::run(args),
         Command::Transactions(args) => transactions::run(args),
+        Command::Features(args) => features::run(args),
         Command::Storage(args) => storage::run(args),
         Command::Perf(command) => perf::run(command),
     };

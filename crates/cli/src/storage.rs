@@ -5,12 +5,14 @@
 //! `server.properties` describes, with Kafka's flags and refusals;
 //! `random-uuid` prints a new cluster id.
 //!
-//! For `--standalone` or `--initial-controllers` it also writes, as Kafka
-//! does, `__cluster_metadata-0/00000000000000000000-0000000000.checkpoint`
-//! with the initial voters (KIP-853 VotersRecord and KRaftVersionRecord,
-//! [`strom_quorum::bootstrap`]); the initial voter's directory id goes into
-//! its metadata dir's `meta.properties`. Kafka's bootstrap metadata records
-//! (the `metadata.version` feature level) are not written yet.
+//! As Kafka does, it writes the metadata log's bootstrap checkpoint,
+//! `__cluster_metadata-0/00000000000000000000-0000000000.checkpoint`
+//! ([`strom_quorum::bootstrap`]): the feature levels the cluster starts at
+//! (`--release-version`, `--feature`), which the first active controller
+//! writes into the new metadata log, and for `--standalone` or
+//! `--initial-controllers` the initial voters (KIP-853 VotersRecord and
+//! KRaftVersionRecord); the initial voter's directory id goes into its
+//! metadata dir's `meta.properties`.
 
 use std::path::{Path, PathBuf};
 
@@ -56,6 +58,12 @@ struct FormatArgs {
     /// Initialize a node without a dynamic quorum topology.
     #[arg(long, short = 'N', group = "quorum")]
     no_initial_controllers: bool,
+    /// The release whose metadata.version and feature levels the cluster starts at, e.g. 4.1-IV1.
+    #[arg(long = "release-version", short = 'r')]
+    release_version: Option<String>,
+    /// A feature level to start at instead of the release's, as name=level (repeatable).
+    #[arg(long = "feature", short = 'f', value_name = "FEATURE=LEVEL", value_parser = crate::features::parse_feature_level)]
+    features: Vec<(String, i16)>,
 }
 
 pub fn run(args: StorageArgs) -> anyhow::Result<()> {
@@ -88,6 +96,12 @@ fn format(args: FormatArgs) -> anyhow::Result<()> {
     }
     meta_properties::check_cluster_id(&args.cluster_id)?;
     let voters = initial_voters(&args, &config)?;
+    let levels = strom_metadata::features::format_levels(
+        args.release_version.as_deref(),
+        &args.features,
+        voters.is_some(),
+    )
+    .map_err(anyhow::Error::msg)?;
     let dirs = LogDirs::load(&node_dirs(&config))?;
     if let Some(formatted) = dirs.verify(config.node_id)?.filter(|id| *id != args.cluster_id) {
         let path = dirs.formatted[0].0.join(meta_properties::META_PROPERTIES);
@@ -117,12 +131,12 @@ fn format(args: FormatArgs) -> anyhow::Result<()> {
     dirs.format(&args.cluster_id, config.node_id, &ids, |dir| {
         println!("Formatting {} {}.", describe(dir), dir.display())
     })?;
-    if let (Some(voters), true) = (&voters, metadata_dir_unformatted) {
-        strom_quorum::bootstrap::write_checkpoint(
-            &config.metadata_log_dir,
-            &bootstrap_voters(voters, &config),
-        )?;
+    if !metadata_dir_unformatted {
+        return Ok(());
     }
+    let voters = voters.map(|voters| bootstrap_voters(&voters, &config));
+    let records = strom_metadata::features::bootstrap_records(&levels);
+    strom_quorum::bootstrap::write_checkpoint(&config.metadata_log_dir, voters.as_deref(), records)?;
     Ok(())
 }
 

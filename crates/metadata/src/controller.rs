@@ -259,6 +259,8 @@ pub struct Controller {
     /// The epoch of the last claim, set under `state`: the operation's
     /// appends name it, so a decision never lands in a later epoch.
     claimed_epoch: AtomicI32,
+    /// The feature levels a new log starts at, `metadata.version` first.
+    bootstrap_features: Vec<(String, i16)>,
 }
 
 impl Controller {
@@ -279,6 +281,7 @@ impl Controller {
                 election_defaults: operations::ElectionDefaults::default(),
             }),
             claimed_epoch: AtomicI32::new(0),
+            bootstrap_features: BOOTSTRAP_FEATURES.iter().map(|(n, l)| ((*n).to_owned(), *l)).collect(),
         }
     }
 
@@ -300,6 +303,15 @@ impl Controller {
     /// Sets `controller.max.partitions.per.request`.
     pub fn with_max_partitions_per_request(mut self, max: i32) -> Self {
         self.max_partitions_per_request = max.max(1);
+        self
+    }
+
+    /// Sets the feature levels a new log starts at, as `format` chose
+    /// them; `metadata.version` is the one Strom serves.
+    pub fn with_bootstrap_features(mut self, mut levels: Vec<(String, i16)>) -> Self {
+        levels.retain(|(name, _)| name != METADATA_VERSION_FEATURE);
+        levels.insert(0, (METADATA_VERSION_FEATURE.to_owned(), METADATA_VERSION_LEVEL));
+        self.bootstrap_features = levels;
         self
     }
 
@@ -379,20 +391,26 @@ impl Controller {
     }
 
     /// A new log's bootstrap records, written in one batch: the feature
-    /// levels, `metadata.version` first, at the levels Kafka formats; and, as
-    /// eligible leader replicas are on, the cluster-wide `min.insync.replicas`
-    /// at this controller's static value, which KIP-966 keeps set.
+    /// levels, `metadata.version` first, at the levels `format` chose; and,
+    /// when eligible leader replicas are on, the cluster-wide
+    /// `min.insync.replicas` at this controller's static value, which
+    /// KIP-966 keeps set.
     async fn write_metadata_version(&self, min_insync_replicas: i32) -> Result<(), MetadataError> {
         if self.image().metadata_version() != 0 {
             return Ok(());
         }
-        let mut records: Vec<MetadataRecord> = BOOTSTRAP_FEATURES
+        let mut records: Vec<MetadataRecord> = self
+            .bootstrap_features
             .iter()
             .map(|(name, level)| {
-                FeatureLevelRecord { name: (*name).into(), feature_level: *level, ..Default::default() }
-                    .into()
+                FeatureLevelRecord { name: name.clone(), feature_level: *level, ..Default::default() }.into()
             })
             .collect();
+        let elr =
+            self.bootstrap_features.iter().any(|(n, l)| n == ELIGIBLE_LEADER_REPLICAS_FEATURE && *l >= 1);
+        if !elr {
+            return self.commit(records).await.map(drop);
+        }
         let min_isr = min_insync_replicas.to_string();
         records
             .push(ConfigResource::Broker(String::new()).record(MIN_INSYNC_REPLICAS, Some(&min_isr)).into());
@@ -601,6 +619,22 @@ impl Controller {
             self.commit(records).await?;
         }
         Ok(outcomes)
+    }
+
+    /// UpdateFeatures: finalizes the levels of `updates` (all of them, or
+    /// none when one is refused); `local` is this controller's node id.
+    pub async fn update_features(
+        &self,
+        local: i32,
+        updates: &[operations::FeatureUpdate],
+        validate_only: bool,
+    ) -> Result<(), MetadataError> {
+        let _state = self.begin().await?;
+        let records = operations::update_features(&self.image(), local, updates)?;
+        if !validate_only && !records.is_empty() {
+            self.commit(records).await?;
+        }
+        Ok(())
     }
 
     /// Reserves the next block of producer ids for `broker_id` at

@@ -39,6 +39,7 @@
 
 pub mod acl;
 pub mod controller;
+pub mod features;
 pub mod image;
 pub mod kraft_records;
 pub mod loader;

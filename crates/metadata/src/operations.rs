@@ -28,6 +28,7 @@ use crate::placement::{
 use crate::topic_config::validate_topic_config;
 
 mod election;
+mod features;
 mod reassignment;
 mod security;
 
@@ -37,6 +38,7 @@ pub use election::{
     PartitionChange, TopicElections, ELECTION_PREFERRED, ELECTION_UNCLEAN, MIN_INSYNC_REPLICAS,
     UNCLEAN_LEADER_ELECTION_ENABLE,
 };
+pub use features::{update_features, FeatureUpdate, UpgradeType};
 pub use reassignment::{
     alter_partition_reassignments, list_partition_reassignments, OngoingReassignment, ReassignmentTarget,
     TopicReassignments,

@@ -1,15 +1,20 @@
-//! The bootstrap checkpoint `kafka-storage.sh format` writes for a dynamic
-//! quorum (KIP-853, `--standalone` or `--initial-controllers`):
+//! The bootstrap checkpoint `kafka-storage.sh format` writes:
 //! `__cluster_metadata-0/00000000000000000000-0000000000.checkpoint`, a
 //! snapshot of Kafka's layout (`RecordsSnapshotWriter`): one control batch
-//! holding the SnapshotHeaderRecord, the KRaftVersionRecord (kraft.version 1)
-//! and the VotersRecord, then a control batch with the SnapshotFooterRecord.
+//! holding the SnapshotHeaderRecord and, for a dynamic quorum (KIP-853,
+//! `--standalone` or `--initial-controllers`), the KRaftVersionRecord
+//! (kraft.version 1) and the VotersRecord; a batch of the bootstrap metadata
+//! records (the feature levels); then a control batch with the
+//! SnapshotFooterRecord.
 //!
 //! Its id (offset 0, epoch 0) names no log position, so the quorum never
 //! serves or installs it; [`read_voters`] gives the quorum its bootstrap
-//! voter set (`kraft.version` 1) at start.
+//! voter set (`kraft.version` 1) at start, [`read_records`] the controller
+//! the records it writes into a new metadata log.
 
 use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
 
 use strom_raft::checkpoint::Checkpoint;
 use strom_raft::{Endpoint, OffsetAndEpoch, ReplicaKey, VersionRange, VoterNode, VoterSet};
@@ -29,14 +34,19 @@ pub struct BootstrapVoter {
     pub endpoints: Vec<(String, String, u16)>,
 }
 
-/// The checkpoint's bytes: `kraft.version` 1 and the voter set, no
-/// records, in epoch 0 (Kafka's `Formatter.writeDynamicQuorumSnapshot`).
-pub fn checkpoint_bytes(voters: &[BootstrapVoter], timestamp_ms: i64) -> Vec<u8> {
+/// The checkpoint's bytes in epoch 0: for a dynamic quorum `kraft.version`
+/// 1 and the voter set, else `kraft.version` 0; then `records`, the
+/// bootstrap metadata records (Kafka's `Formatter`).
+pub fn checkpoint_bytes(
+    voters: Option<&[BootstrapVoter]>,
+    records: Vec<Bytes>,
+    timestamp_ms: i64,
+) -> Vec<u8> {
     let checkpoint = Checkpoint {
         last_contained_log_timestamp_ms: timestamp_ms,
-        kraft_version: 1,
-        voters: Some(VoterSet::new(voters.iter().map(voter_node))),
-        records: Vec::new(),
+        kraft_version: i16::from(voters.is_some()),
+        voters: voters.map(|voters| VoterSet::new(voters.iter().map(voter_node))),
+        records,
     };
     checkpoint.encode(0, timestamp_ms).to_vec()
 }
@@ -60,12 +70,16 @@ fn voter_node(voter: &BootstrapVoter) -> VoterNode {
 
 /// Writes the checkpoint under `metadata_log_dir` (temp, fsync, rename);
 /// returns its path.
-pub fn write_checkpoint(metadata_log_dir: &Path, voters: &[BootstrapVoter]) -> Result<PathBuf, QuorumError> {
+pub fn write_checkpoint(
+    metadata_log_dir: &Path,
+    voters: Option<&[BootstrapVoter]>,
+    records: Vec<Bytes>,
+) -> Result<PathBuf, QuorumError> {
     let dir = metadata_log_dir.join(METADATA_PARTITION_DIR);
     std::fs::create_dir_all(&dir)
         .map_err(|e| QuorumError::Storage(format!("create {}: {e}", dir.display())))?;
     let name = snapshot_file_name(OffsetAndEpoch::new(0, 0));
-    write_atomically(&dir, &name, &checkpoint_bytes(voters, strom_storage::now_ms()))?;
+    write_atomically(&dir, &name, &checkpoint_bytes(voters, records, strom_storage::now_ms()))?;
     Ok(dir.join(name))
 }
 
@@ -73,6 +87,17 @@ pub fn write_checkpoint(metadata_log_dir: &Path, voters: &[BootstrapVoter]) -> R
 /// checkpoint with `kraft.version` 1 (None: a static quorum, or a node
 /// formatted with `--no-initial-controllers`).
 pub fn read_voters(metadata_log_dir: &Path) -> Result<Option<VoterSet>, QuorumError> {
+    let checkpoint = read_checkpoint(metadata_log_dir)?;
+    Ok(checkpoint.and_then(|c| c.voters.filter(|_| c.kraft_version >= 1)))
+}
+
+/// The bootstrap metadata records (the feature levels `format` chose) of
+/// `metadata_log_dir`'s bootstrap checkpoint, if it has one.
+pub fn read_records(metadata_log_dir: &Path) -> Result<Option<Vec<Bytes>>, QuorumError> {
+    Ok(read_checkpoint(metadata_log_dir)?.map(|checkpoint| checkpoint.records))
+}
+
+fn read_checkpoint(metadata_log_dir: &Path) -> Result<Option<Checkpoint>, QuorumError> {
     let path =
         metadata_log_dir.join(METADATA_PARTITION_DIR).join(snapshot_file_name(OffsetAndEpoch::new(0, 0)));
     let bytes = match std::fs::read(&path) {
@@ -82,7 +107,7 @@ pub fn read_voters(metadata_log_dir: &Path) -> Result<Option<VoterSet>, QuorumEr
     };
     let checkpoint = Checkpoint::decode(&bytes.into())
         .map_err(|e| QuorumError::Storage(format!("{}: {e}", path.display())))?;
-    Ok(checkpoint.voters.filter(|_| checkpoint.kraft_version >= 1))
+    Ok(Some(checkpoint))
 }
 
 #[cfg(test)]
@@ -101,7 +126,7 @@ mod tests {
             directory_id: [7; 16],
             endpoints: vec![("CONTROLLER".into(), "h".into(), 9093)],
         };
-        let mut bytes = Bytes::from(checkpoint_bytes(&[voter], 5));
+        let mut bytes = Bytes::from(checkpoint_bytes(Some(&[voter]), Vec::new(), 5));
         let first = RecordBatchDecoder::decode(&mut bytes).unwrap();
         let footer = RecordBatchDecoder::decode(&mut bytes).unwrap();
         assert!(bytes.is_empty());
@@ -127,7 +152,7 @@ mod tests {
             directory_id: [9; 16],
             endpoints: vec![("CONTROLLER".into(), "h".into(), 9093)],
         };
-        write_checkpoint(dir.path(), &[voter]).unwrap();
+        write_checkpoint(dir.path(), Some(&[voter]), Vec::new()).unwrap();
         let voters = read_voters(dir.path()).unwrap().unwrap();
         let node = voters.get(4).unwrap();
         assert_eq!(node.key.directory_id, Some(uuid::Uuid::from_bytes([9; 16])));
@@ -135,10 +160,20 @@ mod tests {
     }
 
     #[test]
+    fn a_static_quorums_checkpoint_holds_only_the_bootstrap_records() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(read_records(dir.path()).unwrap(), None);
+        let records = vec![Bytes::from_static(b"one"), Bytes::from_static(b"two")];
+        write_checkpoint(dir.path(), None, records.clone()).unwrap();
+        assert_eq!(read_records(dir.path()).unwrap(), Some(records));
+        assert_eq!(read_voters(dir.path()).unwrap(), None, "a static quorum's checkpoint names no voters");
+    }
+
+    #[test]
     fn a_damaged_checkpoint_is_an_error_naming_the_file() {
         let dir = tempfile::tempdir().unwrap();
         let voter = BootstrapVoter { id: 4, directory_id: [9; 16], endpoints: vec![] };
-        let path = write_checkpoint(dir.path(), &[voter]).unwrap();
+        let path = write_checkpoint(dir.path(), Some(&[voter]), Vec::new()).unwrap();
         let mut bytes = std::fs::read(&path).unwrap();
         let last = bytes.len() - 1;
         bytes[last] ^= 0xff;

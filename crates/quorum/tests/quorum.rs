@@ -354,7 +354,7 @@ async fn a_standalone_voter_adds_an_observer_as_voter_and_removes_it_again() {
         directory_id: [1; 16],
         endpoints: vec![("CONTROLLER".into(), "127.0.0.1".into(), address1.port())],
     };
-    write_checkpoint(&dir1, &[voter]).unwrap();
+    write_checkpoint(&dir1, Some(&[voter]), Vec::new()).unwrap();
     let node1 = start_dynamic(1, &dir1, listener1, &[]).await;
     let leader = described(&node1.quorum, |d| d.is_leader && d.high_watermark > 0).await;
     assert_eq!(leader.voters.iter().map(|v| v.replica_id).collect::<Vec<_>>(), [1]);

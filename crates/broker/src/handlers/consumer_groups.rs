@@ -13,6 +13,8 @@ use kafka_protocol::messages::{
     ConsumerGroupHeartbeatResponse,
 };
 
+use strom_metadata::controller::GROUP_VERSION_FEATURE;
+
 use super::{str_bytes, topic_name, AUTHORIZED_OPERATIONS_OMITTED};
 use crate::dispatch::RequestContext;
 use crate::group::consumer::{Heartbeat, Tp, DEFAULT_ASSIGNOR};
@@ -21,6 +23,12 @@ pub fn heartbeat(
     ctx: &RequestContext<'_>,
     request: ConsumerGroupHeartbeatRequest,
 ) -> ConsumerGroupHeartbeatResponse {
+    // The protocol is on while `group.version` is finalized at 1 or more.
+    let enabled = ctx.controller().image().features.get(GROUP_VERSION_FEATURE).is_some_and(|l| *l >= 1);
+    if !enabled {
+        return ConsumerGroupHeartbeatResponse::default()
+            .with_error_code(ResponseError::UnsupportedVersion.code());
+    }
     if !super::groups::may_read_group(ctx, &request.group_id) {
         return ConsumerGroupHeartbeatResponse::default()
             .with_error_code(ResponseError::GroupAuthorizationFailed.code());

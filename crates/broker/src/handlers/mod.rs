@@ -10,6 +10,7 @@ pub mod controller;
 pub mod delete_records;
 pub mod elect_leaders;
 pub mod envelope;
+pub mod features;
 pub mod fetch;
 pub mod groups;
 pub mod init_producer_id;

@@ -59,6 +59,7 @@ throttled!(
     DescribeTransactionsResponse,
     DescribeUserScramCredentialsResponse,
     ElectLeadersResponse,
+    UpdateFeaturesResponse,
     EndTxnResponse,
     FetchResponse,
     FetchSnapshotResponse,

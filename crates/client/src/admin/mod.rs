@@ -10,8 +10,9 @@
 //! Consumer-group administration lives in [`groups`], transactions in
 //! [`transactions`], the metadata quorum in [`quorum`], client quotas and
 //! SCRAM credentials in [`quotas`], partition reassignments in
-//! [`reassignments`].
+//! [`reassignments`], feature levels in [`features`].
 
+pub(crate) mod features;
 pub(crate) mod groups;
 pub(crate) mod partitions;
 pub(crate) mod quorum;
@@ -188,6 +189,7 @@ pub struct Admin {
     cluster: Arc<Cluster>,
 }
 
+pub use features::{FeatureDescription, FeatureMetadata, UpgradeType};
 pub use groups::{GroupDescription, GroupMember, ListedGroup, MemberDescription};
 pub use partitions::{PartitionDescription, TopicDescription};
 pub use quorum::{QuorumEndpoint, QuorumInfo, QuorumReplica, METADATA_TOPIC};

@@ -6,6 +6,8 @@ import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.apache.kafka.clients.admin.FeatureUpdate.UpgradeType.SAFE_DOWNGRADE;
+import static org.apache.kafka.clients.admin.FeatureUpdate.UpgradeType.UPGRADE;
 
 import java.util.Collection;
 import java.util.List;
@@ -21,6 +23,8 @@ import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.CreateTopicsOptions;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
 import org.apache.kafka.clients.admin.FeatureMetadata;
+import org.apache.kafka.clients.admin.FeatureUpdate;
+import org.apache.kafka.clients.admin.FinalizedVersionRange;
 import org.apache.kafka.clients.admin.ListOffsetsResult.ListOffsetsResultInfo;
 import org.apache.kafka.clients.admin.NewPartitions;
 import org.apache.kafka.clients.admin.NewTopic;
@@ -31,6 +35,7 @@ import org.apache.kafka.clients.admin.ScramCredentialInfo;
 import org.apache.kafka.clients.admin.ScramMechanism;
 import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.admin.TransactionState;
+import org.apache.kafka.clients.admin.UpdateFeaturesOptions;
 import org.apache.kafka.clients.admin.UserScramCredentialUpsertion;
 import org.apache.kafka.clients.admin.UserScramCredentialsDescription;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
@@ -46,6 +51,7 @@ import org.apache.kafka.common.errors.InvalidConfigurationException;
 import org.apache.kafka.common.errors.InvalidPartitionsException;
 import org.apache.kafka.common.errors.InvalidReplicationFactorException;
 import org.apache.kafka.common.errors.InvalidTopicException;
+import org.apache.kafka.common.errors.InvalidUpdateVersionException;
 import org.apache.kafka.common.errors.SecurityDisabledException;
 import org.apache.kafka.common.errors.TopicExistsException;
 import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
@@ -323,6 +329,42 @@ class AdminTest {
             assertEquals(supportedMax, level.maxVersionLevel(), name + " is finalized at its highest level");
         });
         assertTrue(strom.finalizedFeaturesEpoch().isPresent());
+    }
+
+    /**
+     * UpdateFeatures by Kafka's rules: a downgrade must say so, a level or a
+     * feature no node supports is refused, a dry run changes nothing, and a
+     * feature turned off and on again is finalized at each level in turn.
+     */
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("targets")
+    void updateFeaturesByKafkasRules(Target target) {
+        String elr = "eligible.leader.replicas.version";
+        try (Admin admin = Clients.admin(target)) {
+            assertFailsWith(InvalidUpdateVersionException.class, updateFeature(admin, "metadata.version", 26, UPGRADE, false));
+            assertFailsWith(InvalidUpdateVersionException.class, updateFeature(admin, "group.version", 99, UPGRADE, false));
+            assertFailsWith(InvalidUpdateVersionException.class, updateFeature(admin, "no.such.feature", 1, UPGRADE, false));
+            Clients.get(updateFeature(admin, "group.version", 0, SAFE_DOWNGRADE, true));
+            assertEquals(1, finalizedLevel(admin, "group.version"));
+
+            Clients.get(updateFeature(admin, elr, 0, SAFE_DOWNGRADE, false));
+            Wait.until(elr + " off", java.time.Duration.ofSeconds(10), () -> finalizedLevel(admin, elr) == 0);
+            Clients.get(updateFeature(admin, elr, 1, UPGRADE, false));
+            Wait.until(elr + " on", java.time.Duration.ofSeconds(10), () -> finalizedLevel(admin, elr) == 1);
+        }
+    }
+
+    private static java.util.concurrent.Future<Void> updateFeature(Admin admin, String feature, int level,
+            FeatureUpdate.UpgradeType type, boolean dryRun) {
+        Map<String, FeatureUpdate> update = Map.of(feature, new FeatureUpdate((short) level, type));
+        return admin.updateFeatures(update, new UpdateFeaturesOptions().validateOnly(dryRun)).all();
+    }
+
+    /** The level `feature` is finalized at, 0 where it is not. */
+    private static int finalizedLevel(Admin admin, String feature) {
+        FinalizedVersionRange range = Clients.get(admin.describeFeatures().featureMetadata())
+                .finalizedFeatures().get(feature);
+        return range == null ? 0 : range.maxVersionLevel();
     }
 
     private static Set<String> withoutUnserved(Set<String> names) {

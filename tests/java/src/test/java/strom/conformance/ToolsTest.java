@@ -22,6 +22,7 @@ import strom.conformance.harness.Peers;
 import strom.conformance.harness.StromCluster;
 import strom.conformance.harness.StromNode;
 import strom.conformance.harness.Target;
+import strom.conformance.harness.Workspace;
 
 /**
  * Kafka's own command-line tools against Strom: each command runs against
@@ -165,6 +166,57 @@ class ToolsTest {
         }
         assertEquals(described.get(1), described.get(0));
         assertTrue(described.get(0).contains("Feature: group.version"), described.get(0));
+    }
+
+    /**
+     * kafka-features upgrade, downgrade and disable, as dry runs and as
+     * refusals (a feature no node knows, a level no node supports):
+     * the same lines and exit codes from both.
+     */
+    @Test
+    void featuresUpgradeDowngradeAndDisable() {
+        sameOutput(FEATURES, "upgrade", "--feature", "group.version=1", "--dry-run").ok();
+        sameOutput(FEATURES, "downgrade", "--feature", "group.version=0", "--dry-run").ok();
+        sameOutput(FEATURES, "disable", "--feature", "eligible.leader.replicas.version", "--dry-run").ok();
+        sameOutput(FEATURES, "upgrade", "--feature", "no.such.feature=1");
+        sameOutput(FEATURES, "downgrade", "--feature", "group.version=5", "--dry-run");
+        sameOutput(FEATURES, "upgrade", "--feature", "group.version=1").ok();
+    }
+
+    /**
+     * A Strom node formatted by kafka-storage format and by strom storage
+     * format with the same release and feature flags starts at the levels
+     * they chose; a level Strom does not serve is refused by both formats.
+     */
+    @Test
+    void storageFormatChoosesTheFeatureLevels() throws java.io.IOException {
+        String[] flags = {"--release-version", "4.1-IV1", "--feature", "group.version=0",
+                "--feature", "transaction.version=0"};
+        for (boolean kafkasTool : List.of(true, false)) {
+            try (StromCluster strom = new StromCluster(1, Map.of())) {
+                StromNode node = strom.node(1);
+                String clusterId = org.apache.kafka.common.Uuid.randomUuid().toString();
+                if (kafkasTool) {
+                    java.nio.file.Path properties = node.dir().resolve("server.properties");
+                    java.nio.file.Files.createDirectories(node.dir());
+                    Workspace.writeProperties(properties, node.config());
+                    List<String> args = new ArrayList<>(List.of("format", "--config", properties.toString(),
+                            "--cluster-id", clusterId));
+                    args.addAll(List.of(flags));
+                    KafkaTools.run("kafka.tools.StorageTool", args.toArray(String[]::new)).ok();
+                } else {
+                    node.format(clusterId, flags);
+                }
+                strom.start();
+                try (org.apache.kafka.clients.admin.Admin admin = Clients.admin(strom)) {
+                    var finalized = Clients.get(admin.describeFeatures().featureMetadata()).finalizedFeatures();
+                    String using = kafkasTool ? "kafka-storage" : "strom storage";
+                    assertEquals(27, finalized.get("metadata.version").maxVersionLevel(), using);
+                    assertEquals(1, finalized.get("eligible.leader.replicas.version").maxVersionLevel(), using);
+                    assertTrue(!finalized.containsKey("group.version"), using + ": " + finalized);
+                }
+            }
+        }
     }
 
     /**

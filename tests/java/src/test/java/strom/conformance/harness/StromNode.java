@@ -79,13 +79,15 @@ public final class StromNode implements Target, AutoCloseable {
         return this;
     }
 
-    /** `strom storage format` of this node's dirs, as kafka-storage format does. */
-    public void format(String clusterId) {
+    /** `strom storage format` of this node's dirs, as kafka-storage format does, with {@code extra} flags. */
+    public void format(String clusterId, String... extra) {
         Path properties = dir.resolve("server.properties");
         createDir();
         Workspace.writeProperties(properties, config);
-        run(dir.resolve("format.log"), binary().toString(), "storage", "format", "--config", properties.toString(),
-                "--cluster-id", clusterId);
+        List<String> command = new ArrayList<>(List.of(binary().toString(), "storage", "format", "--config",
+                properties.toString(), "--cluster-id", clusterId));
+        command.addAll(List.of(extra));
+        run(dir.resolve("format.log"), command.toArray(String[]::new));
     }
 
     public int nodeId() {
