@@ -43,6 +43,7 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.ElectionType;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.Uuid;
 import org.apache.kafka.common.acl.AclBindingFilter;
 import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.errors.ElectionNotNeededException;
@@ -375,6 +376,27 @@ class AdminTest {
         try (Admin admin = Clients.admin(target)) {
             return Clients.get(admin.describeFeatures().featureMetadata());
         }
+    }
+
+    /** addRaftVoter and removeRaftVoter on a static quorum: refused by Strom as by Kafka. */
+    @Test
+    void raftVoterChangesOnAStaticQuorum() {
+        List<String> answers = new java.util.ArrayList<>();
+        for (Target target : List.of(Peers.strom(), Peers.kafka())) {
+            try (Admin admin = Clients.admin(target)) {
+                var endpoint = new org.apache.kafka.clients.admin.RaftVoterEndpoint("CONTROLLER", "127.0.0.1", 9999);
+                answers.add(failure(admin.addRaftVoter(5, Uuid.randomUuid(), Set.of(endpoint)).all()) + " / "
+                        + failure(admin.removeRaftVoter(1, Uuid.randomUuid()).all()));
+            }
+        }
+        System.out.println("addRaftVoter / removeRaftVoter on a static quorum: " + answers);
+        assertEquals(answers.get(1), answers.get(0));
+    }
+
+    /** The class of the exception `future` fails with. */
+    private static String failure(java.util.concurrent.Future<?> future) {
+        Clients.KafkaCallFailed failure = assertThrows(Clients.KafkaCallFailed.class, () -> Clients.get(future));
+        return failure.getCause().getClass().getSimpleName();
     }
 
     @ParameterizedTest(name = "{0}")

@@ -9,10 +9,14 @@ import java.util.Collections;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
+import java.util.Set;
 import java.util.concurrent.Future;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AlterConfigOp;
 import org.apache.kafka.clients.admin.ConfigEntry;
+import org.apache.kafka.clients.admin.NewPartitionReassignment;
+import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -20,8 +24,12 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.ElectionType;
+import org.apache.kafka.common.Node;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.TopicPartitionInfo;
 import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.errors.ElectionNotNeededException;
 import org.junit.jupiter.api.Test;
 import strom.conformance.harness.Clients;
 import strom.conformance.harness.Peers;
@@ -100,6 +108,56 @@ class ClusterTest {
                                 .get("sasl.kerberos.min.time.before.relogin").value()));
             }
         }
+    }
+
+    /**
+     * A partition on brokers 2 and 1 reassigned to 3 and 2 (KIP-455): the
+     * move completes, the leader stays on 2 until a preferred election
+     * moves it to 3, a second election is not needed, nor an unclean one
+     * while the leader lives; every record is read back from the new replicas.
+     */
+    @Test
+    void reassignmentThenPreferredAndUncleanElections() {
+        String topic = Clients.unique("moved");
+        TopicPartition partition = new TopicPartition(topic, 0);
+        try (Admin admin = Clients.admin(cluster)) {
+            Clients.get(admin.createTopics(List.of(new NewTopic(topic, Map.of(0, List.of(2, 1))))).all());
+            try (KafkaProducer<String, String> producer = Clients.producer(cluster, Map.of(ProducerConfig.ACKS_CONFIG, "all"))) {
+                for (int i = 0; i < 20; i++) {
+                    Clients.get(producer.send(new ProducerRecord<>(topic, 0, null, "m" + i)));
+                }
+            }
+            Clients.get(admin.alterPartitionReassignments(Map.of(partition,
+                    Optional.of(new NewPartitionReassignment(List.of(3, 2))))).all());
+            Wait.until("the reassignment done", Clients.TIMEOUT, () -> {
+                TopicPartitionInfo info = describe(admin, topic);
+                return Clients.get(admin.listPartitionReassignments().reassignments()).isEmpty()
+                        && replicaIds(info.replicas()).equals(List.of(3, 2))
+                        && replicaIds(info.isr()).containsAll(List.of(3, 2));
+            });
+            assertEquals(2, describe(admin, topic).leader().id(), "the leader stays on a replica it keeps");
+
+            Clients.get(admin.electLeaders(ElectionType.PREFERRED, Set.of(partition)).all());
+            Wait.until("the preferred replica leads", Clients.TIMEOUT, () -> describe(admin, topic).leader().id() == 3);
+            assertCause(ElectionNotNeededException.class, admin.electLeaders(ElectionType.PREFERRED, Set.of(partition)).all());
+            assertCause(ElectionNotNeededException.class, admin.electLeaders(ElectionType.UNCLEAN, Set.of(partition)).all());
+        }
+        List<String> expected = java.util.stream.IntStream.range(0, 20).mapToObj(i -> "m" + i).toList();
+        assertEquals(expected, readAll(topic, 1, 20).get(0));
+    }
+
+    private static TopicPartitionInfo describe(Admin admin, String topic) {
+        return Clients.get(admin.describeTopics(List.of(topic)).allTopicNames()).get(topic).partitions().get(0);
+    }
+
+    private static List<Integer> replicaIds(List<Node> nodes) {
+        return nodes.stream().map(Node::id).toList();
+    }
+
+    private static void assertCause(Class<? extends Throwable> expected, Future<?> future) {
+        Clients.KafkaCallFailed failure = org.junit.jupiter.api.Assertions.assertThrows(
+                Clients.KafkaCallFailed.class, () -> Clients.get(future));
+        org.junit.jupiter.api.Assertions.assertInstanceOf(expected, failure.getCause(), failure.getCause().toString());
     }
 
     @Test
