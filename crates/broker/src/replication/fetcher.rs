@@ -95,25 +95,14 @@ pub async fn run(
             continue;
         }
         let request = fetch_request(&services, &config, &ready);
-        // The fetch in flight is answered within the leader's wait; only a
-        // newly assigned partition is worth giving it up for. (Giving it up for
-        // every new image starved the followers while the metadata churned.)
-        let answer = {
-            let fetch = send(&services, leader, &mut channel, &request, &config);
-            tokio::pin!(fetch);
-            loop {
-                tokio::select! {
-                    sent = &mut fetch => break Some(sent),
-                    changed = assigned.changed() => match changed {
-                        Ok(()) if adds_partitions(&assigned.borrow(), &followed) => break None,
-                        Ok(()) => {}
-                        Err(_) => return,
-                    },
-                    _ = crate::shutdown::stopped(&mut stop) => return,
-                }
-            }
+        // As Kafka's fetcher thread, a new assignment waits for the fetch in
+        // flight (answered within the leader's wait): a leader serves one
+        // connection's requests in order, so each fetch given up would
+        // still hold the next one back by a whole wait.
+        let sent = tokio::select! {
+            sent = send(&services, leader, &mut channel, &request, &config) => sent,
+            _ = crate::shutdown::stopped(&mut stop) => return,
         };
-        let Some(sent) = answer else { continue };
         match sent {
             Ok(response) => {
                 let mut throttled_bytes = 0;
@@ -151,11 +140,6 @@ pub async fn run(
             }
         }
     }
-}
-
-/// Whether `assigned` names a partition `before` did not.
-fn adds_partitions(assigned: &[Followed], before: &[Followed]) -> bool {
-    assigned.iter().any(|f| !before.iter().any(|g| key_of(g) == key_of(f)))
 }
 
 fn key_of(followed: &Followed) -> (Uuid, i32) {
