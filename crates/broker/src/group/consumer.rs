@@ -104,6 +104,17 @@ impl ConsumerGroup {
         }
         match request.member_epoch {
             0 => self.join(&request, now, session_timeout)?,
+            // A static member leaving to restart keeps its partitions until
+            // its session ends or its instance rejoins (KIP-848).
+            -2 if self.members.get(&request.member_id).is_some_and(|m| m.instance_id.is_some()) => {
+                let member = self.members.get_mut(&request.member_id).expect("present");
+                member.session_deadline = now + session_timeout;
+                return Ok(HeartbeatReply {
+                    member_id: request.member_id,
+                    member_epoch: request.member_epoch,
+                    assignment: None,
+                });
+            }
             -1 | -2 => {
                 if self.members.remove(&request.member_id).is_some() {
                     self.target.remove(&request.member_id);
@@ -383,6 +394,29 @@ mod tests {
     fn topics() -> (TopicsView, Uuid) {
         let id = Uuid::new_v4();
         (HashMap::from([("t".to_owned(), (id, 6))]), id)
+    }
+
+    #[test]
+    fn a_static_member_leaving_to_restart_keeps_its_partitions_until_its_session_ends() {
+        let (topics, _) = topics();
+        let mut group = ConsumerGroup::default();
+        let now = Instant::now();
+        let joining = Heartbeat { instance_id: Some("i".into()), ..heartbeat("a", 0, Some(&["t"]), None) };
+        let owned = group.heartbeat(joining, &topics, SESSION, now).unwrap().assignment.unwrap();
+        let leaving = Heartbeat { instance_id: Some("i".into()), ..heartbeat("a", -2, None, None) };
+        assert_eq!(group.heartbeat(leaving, &topics, SESSION, now).unwrap().member_epoch, -2);
+        let later = now + SESSION / 2;
+        let b = group.heartbeat(heartbeat("b", 0, Some(&["t"]), None), &topics, SESSION, later).unwrap();
+        assert!(b.assignment.unwrap().is_empty(), "the leaving static member still owns its partitions");
+        assert!(!group.tick(later), "its session still runs");
+        let expired = now + SESSION + Duration::from_secs(1);
+        assert!(group.tick(expired), "then it expires");
+        let beat = heartbeat("b", b.member_epoch, None, Some(BTreeSet::new()));
+        let b = group.heartbeat(beat, &topics, SESSION, expired).unwrap();
+        assert_eq!(b.assignment.unwrap(), owned, "and the other member takes its partitions");
+        let dynamic = heartbeat("b", -1, None, None);
+        assert_eq!(group.heartbeat(dynamic, &topics, SESSION, expired).unwrap().member_epoch, -1);
+        assert!(!group.members.contains_key("b"), "a dynamic member leaves at once");
     }
 
     #[test]
