@@ -25,7 +25,8 @@ use uuid::Uuid;
 
 use crate::acl::{Acl, AclFilter};
 use crate::image::{
-    config_record, ControllerImage, MetadataImage, TopicImage, RESOURCE_BROKER, RESOURCE_TOPIC,
+    config_record, ControllerImage, MetadataImage, TopicImage, RESOURCE_BROKER, RESOURCE_GROUP,
+    RESOURCE_TOPIC,
 };
 use crate::kraft_records::{ConfigRecord, FeatureLevelRecord, MetadataRecord};
 use crate::loader::{encode_record, MetadataLoader};
@@ -190,6 +191,8 @@ pub enum ConfigResource {
     Topic(String),
     /// Dynamic broker configs: a node id, or "" for the cluster-wide default.
     Broker(String),
+    /// A group's overrides (KIP-848), by group id.
+    Group(String),
 }
 
 impl ConfigResource {
@@ -197,6 +200,7 @@ impl ConfigResource {
         match self {
             Self::Topic(topic) => config_record(RESOURCE_TOPIC, topic, name, value),
             Self::Broker(broker) => config_record(RESOURCE_BROKER, broker, name, value),
+            Self::Group(group) => config_record(RESOURCE_GROUP, group, name, value),
         }
     }
 
@@ -204,6 +208,7 @@ impl ConfigResource {
         match self {
             Self::Topic(_) => validate_topic_config(name, value),
             Self::Broker(_) => validate_dynamic_broker_config(name, value),
+            Self::Group(_) => crate::group_config::validate_group_config(name, value),
         }
         .map_err(MetadataError::InvalidConfig)
     }
@@ -541,6 +546,7 @@ impl Controller {
         let current = match resource {
             ConfigResource::Topic(name) => &image.topic(name).ok_or(MetadataError::UnknownTopic)?.configs,
             ConfigResource::Broker(name) => image.broker_configs(name),
+            ConfigResource::Group(name) => image.group_configs(name),
         };
         let next = change(&image, current)?;
         let records = operations::alter_configs(resource, current, &next)?;

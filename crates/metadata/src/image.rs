@@ -26,6 +26,8 @@ pub use security::{
 /// Kafka's `ConfigResource.Type` ids of the resources Strom keeps configs for.
 pub const RESOURCE_TOPIC: i8 = 2;
 pub const RESOURCE_BROKER: i8 = 4;
+/// Kafka's `ConfigResource.Type.GROUP`.
+pub const RESOURCE_GROUP: i8 = 32;
 
 /// `PartitionChangeRecord.leader` when the leader did not change.
 const LEADER_UNCHANGED: i32 = -2;
@@ -196,6 +198,8 @@ pub struct MetadataImage {
     /// Dynamic broker configs by resource name: a node id, or "" for the
     /// cluster-wide defaults.
     broker_configs: BTreeMap<String, BTreeMap<String, String>>,
+    /// Group configs (KIP-848) by group id.
+    group_configs: BTreeMap<String, BTreeMap<String, String>>,
     /// Offset of the last record applied; -1 before any.
     pub last_offset: i64,
     /// The first producer id no broker has been given yet.
@@ -232,6 +236,11 @@ impl MetadataImage {
     /// the cluster-wide defaults.
     pub fn broker_configs(&self, resource_name: &str) -> &BTreeMap<String, String> {
         self.broker_configs.get(resource_name).unwrap_or(&NO_CONFIGS)
+    }
+
+    /// The config overrides of group `group_id`.
+    pub fn group_configs(&self, group_id: &str) -> &BTreeMap<String, String> {
+        self.group_configs.get(group_id).unwrap_or(&NO_CONFIGS)
     }
 
     /// The access control entries, with their ids.
@@ -442,6 +451,7 @@ impl MetadataImage {
                 }
             },
             RESOURCE_BROKER => self.broker_configs.entry(r.resource_name.clone()).or_default(),
+            RESOURCE_GROUP => self.group_configs.entry(r.resource_name.clone()).or_default(),
             other => {
                 tracing::warn!(resource_type = other, "config record for an unknown resource type ignored");
                 return;
@@ -451,8 +461,12 @@ impl MetadataImage {
             Some(value) => configs.insert(r.name, value),
             None => configs.remove(&r.name),
         };
-        if r.resource_type == RESOURCE_BROKER && configs.is_empty() {
-            self.broker_configs.remove(&r.resource_name);
+        if configs.is_empty() {
+            match r.resource_type {
+                RESOURCE_BROKER => drop(self.broker_configs.remove(&r.resource_name)),
+                RESOURCE_GROUP => drop(self.group_configs.remove(&r.resource_name)),
+                _ => {}
+            }
         }
     }
 
@@ -520,12 +534,13 @@ pub fn snapshot_records(image: &MetadataImage) -> Vec<MetadataRecord> {
                 .map(|(name, value)| config_record(RESOURCE_TOPIC, &topic.name, name, Some(value)).into()),
         );
     }
-    for (resource, configs) in &image.broker_configs {
-        records.extend(
-            configs
-                .iter()
-                .map(|(name, value)| config_record(RESOURCE_BROKER, resource, name, Some(value)).into()),
-        );
+    for (kind, by_name) in [(RESOURCE_BROKER, &image.broker_configs), (RESOURCE_GROUP, &image.group_configs)]
+    {
+        for (resource, configs) in by_name {
+            records.extend(
+                configs.iter().map(|(name, value)| config_record(kind, resource, name, Some(value)).into()),
+            );
+        }
     }
     records.extend(image.acls.iter().map(|(id, acl)| acl_record(*id, acl).into()));
     records.extend(security::snapshot_records(image));

@@ -40,6 +40,7 @@
 pub mod acl;
 pub mod controller;
 pub mod features;
+pub mod group_config;
 pub mod image;
 pub mod kraft_records;
 pub mod loader;
@@ -55,7 +56,7 @@ pub use controller::{
 };
 pub use image::{
     BrokerImage, ControllerImage, Endpoint, FeatureRange, MetadataImage, PartitionImage, TopicImage,
-    RESOURCE_BROKER, RESOURCE_TOPIC,
+    RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_TOPIC,
 };
 pub use loader::MetadataLoader;
 pub use operations::{BrokerHeartbeat, BrokerRegistration, HeartbeatReply, IsrChange, TopicElections};

@@ -495,12 +495,15 @@ impl GroupCoordinator {
         if group_id.is_empty() {
             return Err(ResponseError::InvalidGroupId);
         }
-        let topics: consumer::TopicsView = host
-            .metadata_image()
-            .topics()
-            .map(|t| (t.name.clone(), (t.id, t.partitions.len() as i32)))
-            .collect();
-        let session = Duration::from_millis(self.config.consumer_session_timeout_ms.max(0) as u64);
+        let image = host.metadata_image();
+        let topics: consumer::TopicsView =
+            image.topics().map(|t| (t.name.clone(), (t.id, t.partitions.len() as i32))).collect();
+        let session_ms = strom_metadata::group_config::int_setting(
+            image.group_configs(group_id),
+            "consumer.session.timeout.ms",
+            self.config.consumer_session_timeout_ms,
+        );
+        let session = Duration::from_millis(session_ms.max(0) as u64);
         let mut groups = self.groups();
         if !groups.contains_key(group_id) && heartbeat.member_epoch != 0 {
             return Err(ResponseError::UnknownMemberId);

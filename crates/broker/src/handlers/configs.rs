@@ -1,12 +1,13 @@
-//! DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics and
-//! brokers.
+//! DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics,
+//! brokers and groups.
 //!
 //! A topic resource holds the topic's overrides. A broker resource holds
 //! dynamic broker configs: named by this node's id for this broker alone,
 //! or "" for the cluster-wide defaults. Changes go through the controller
 //! (validated, written to the metadata log) and then reach every hosted
 //! log at once; [`crate::config_sources`] says where each described value
-//! comes from.
+//! comes from. A group resource holds a group's overrides
+//! ([`super::group_configs`]).
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -25,7 +26,9 @@ use strom_metadata::controller::validate_topic_name;
 use strom_metadata::topic_config::{
     broker_synonyms, dynamic_broker_config_kind, topic_config_def, Kind, TOPIC_CONFIGS,
 };
-use strom_metadata::{ConfigResource, MetadataError, MetadataImage, RESOURCE_BROKER, RESOURCE_TOPIC};
+use strom_metadata::{
+    ConfigResource, MetadataError, MetadataImage, RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_TOPIC,
+};
 
 use super::str_bytes;
 use crate::config::is_known_key;
@@ -79,6 +82,7 @@ fn config_resource(
             }
             Ok(ConfigResource::Broker(node_id.to_string()))
         }
+        RESOURCE_GROUP => Ok(ConfigResource::Group(name.to_owned())),
         other => Err(invalid_request(format!("Unsupported resource type {other}"))),
     }
 }
@@ -95,9 +99,6 @@ fn config_denial(ctx: &RequestContext<'_>, op: i8, resource_type: i8, name: &str
     };
     (!allowed).then_some((error, None))
 }
-
-/// `ConfigResource.Type` GROUP.
-const RESOURCE_GROUP: i8 = 32;
 
 pub fn describe(ctx: &RequestContext<'_>, request: DescribeConfigsRequest) -> DescribeConfigsResponse {
     let config = ctx.config();
@@ -156,6 +157,9 @@ fn describe_resource(
                 names.into_iter().map(|name| levels.broker_entry(name)).collect();
             entries.extend(levels.listener_store_entries().into_iter().filter(|e| wanted(&e.name)));
             Ok(entries)
+        }
+        ConfigResource::Group(group) => {
+            Ok(super::group_configs::entries(config, image.group_configs(&group), wanted))
         }
     }
 }
@@ -501,6 +505,9 @@ async fn alter_one(
                     check_listener_stores(ctx.listener_security(), &next)?;
                 }
             }
+            if let ConfigResource::Group(_) = &resource {
+                super::group_configs::check_bounds(config, &next)?;
+            }
             Ok(next)
         })
         .await;
@@ -619,6 +626,15 @@ fn list_key(resource: &ConfigResource, name: &str) -> Result<(Kind, Vec<&'static
             let key = BROKER_KEYS.iter().find(|k| k.name == name).ok_or_else(unknown)?;
             let level = if node.is_empty() { DYNAMIC_DEFAULT_BROKER_CONFIG } else { DYNAMIC_BROKER_CONFIG };
             Ok((kind, vec![key.name], level))
+        }
+        ConfigResource::Group(_) => {
+            let def = strom_metadata::group_config::group_config_def(name).ok_or_else(unknown)?;
+            let kind = if def.kind == strom_metadata::group_config::GroupKind::List {
+                Kind::List(&[])
+            } else {
+                Kind::Text
+            };
+            Ok((kind, Vec::new(), super::group_configs::DYNAMIC_GROUP_CONFIG))
         }
     }
 }

@@ -84,7 +84,11 @@ pub fn heartbeat(
         Ok(reply) => ConsumerGroupHeartbeatResponse::default()
             .with_member_id(Some(str_bytes(&reply.member_id)))
             .with_member_epoch(reply.member_epoch)
-            .with_heartbeat_interval_ms(ctx.groups().config().consumer_heartbeat_interval_ms)
+            .with_heartbeat_interval_ms(strom_metadata::group_config::int_setting(
+                ctx.controller().image().group_configs(&request.group_id),
+                "consumer.heartbeat.interval.ms",
+                ctx.groups().config().consumer_heartbeat_interval_ms,
+            ))
             .with_assignment(
                 reply.assignment.map(|a| Assignment::default().with_topic_partitions(by_topic(&a))),
             ),

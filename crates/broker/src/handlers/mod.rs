@@ -12,6 +12,7 @@ pub mod elect_leaders;
 pub mod envelope;
 pub mod features;
 pub mod fetch;
+pub mod group_configs;
 pub mod groups;
 pub mod init_producer_id;
 pub mod leader_epochs;

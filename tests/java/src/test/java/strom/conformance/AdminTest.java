@@ -378,6 +378,51 @@ class AdminTest {
         }
     }
 
+    /**
+     * A group's configs (KIP-848): described with the same names, values,
+     * sources and types by both; an override set and deleted; values out
+     * of the broker's bounds, of the wrong type or unknown refused with
+     * Kafka's error and message.
+     */
+    @Test
+    void groupConfigsMatchKafkas() {
+        List<String> reports = new java.util.ArrayList<>();
+        for (Target target : List.of(Peers.strom(), Peers.kafka())) {
+            ConfigResource group = new ConfigResource(ConfigResource.Type.GROUP, Clients.unique("configured"));
+            StringBuilder report = new StringBuilder();
+            try (Admin admin = Clients.admin(target)) {
+                report.append(describeGroup(admin, group));
+                alter(admin, group, List.of(new AlterConfigOp(new ConfigEntry("consumer.session.timeout.ms", "50000"),
+                        AlterConfigOp.OpType.SET)));
+                Wait.until("the override described", Clients.TIMEOUT,
+                        () -> describeGroup(admin, group).contains("consumer.session.timeout.ms=50000 DYNAMIC_GROUP_CONFIG"));
+                for (String bad : List.of("consumer.session.timeout.ms=1", "consumer.heartbeat.interval.ms=70000",
+                        "share.delivery.count.limit=1", "share.isolation.level=dirty", "consumer.session.timeout.ms=x",
+                        "no.such.config=1")) {
+                    String[] kv = bad.split("=");
+                    var op = new AlterConfigOp(new ConfigEntry(kv[0], kv[1]), AlterConfigOp.OpType.SET);
+                    Clients.KafkaCallFailed failure = assertThrows(Clients.KafkaCallFailed.class,
+                            () -> alter(admin, group, List.of(op)));
+                    report.append(bad).append(" -> ").append(failure.getCause()).append('\n');
+                }
+                alter(admin, group, List.of(new AlterConfigOp(new ConfigEntry("consumer.session.timeout.ms", ""),
+                        AlterConfigOp.OpType.DELETE)));
+                Wait.until("the override deleted", Clients.TIMEOUT,
+                        () -> describeGroup(admin, group).contains("consumer.session.timeout.ms=45000 DEFAULT_CONFIG"));
+            }
+            reports.add(report.toString());
+        }
+        assertEquals(reports.get(1), reports.get(0));
+    }
+
+    /** One line per config of `group`, sorted by name. */
+    private static String describeGroup(Admin admin, ConfigResource group) {
+        Config config = Clients.get(admin.describeConfigs(List.of(group)).all()).get(group);
+        return config.entries().stream()
+                .map(e -> e.name() + "=" + e.value() + " " + e.source() + " " + e.type() + "\n")
+                .sorted().collect(Collectors.joining());
+    }
+
     /** addRaftVoter and removeRaftVoter on a static quorum: refused by Strom as by Kafka. */
     @Test
     void raftVoterChangesOnAStaticQuorum() {

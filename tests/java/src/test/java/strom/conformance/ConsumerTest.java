@@ -15,7 +15,10 @@ import java.util.Set;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.stream.IntStream;
 import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AlterConfigOp;
+import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.ConsumerGroupDescription;
+import org.apache.kafka.clients.consumer.CloseOptions;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -28,10 +31,13 @@ import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.GroupType;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.config.ConfigResource;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.MethodSource;
 import strom.conformance.harness.Clients;
 import strom.conformance.harness.Peers;
+import strom.conformance.harness.StromNode;
 import strom.conformance.harness.Target;
 import strom.conformance.harness.Wait;
 
@@ -113,6 +119,48 @@ class ConsumerTest {
                 second.poll(Duration.ofMillis(200));
                 assertEquals(List.of(), secondRevoked, "the other member saw a rebalance");
                 assertEquals(2, second.assignment().size());
+            }
+        }
+    }
+
+    /**
+     * A KIP-848 group whose consumer.session.timeout.ms is set to 2 s (the
+     * broker's bounds lowered to allow it): a static member that leaves for
+     * a restart keeps its partitions only that long, then the other member
+     * takes them, not after the broker's 45 s.
+     */
+    @Test
+    void aGroupsOwnSessionTimeoutEndsASilentMember() throws Exception {
+        try (StromNode node = StromNode.single(Map.of("group.consumer.min.session.timeout.ms", "1000",
+                "group.consumer.min.heartbeat.interval.ms", "500", "group.consumer.heartbeat.interval.ms", "500")).start()) {
+            String topic = topicWithRecords(node, 4);
+            String group = Clients.unique("short-session");
+            ConfigResource resource = new ConfigResource(ConfigResource.Type.GROUP, group);
+            try (Admin admin = Clients.admin(node)) {
+                Clients.get(admin.incrementalAlterConfigs(Map.of(resource, List.of(new AlterConfigOp(
+                        new ConfigEntry("consumer.session.timeout.ms", "2000"), AlterConfigOp.OpType.SET)))).all());
+            }
+            Map<String, Object> config = Map.of(ConsumerConfig.GROUP_ID_CONFIG, group,
+                    ConsumerConfig.GROUP_PROTOCOL_CONFIG, "consumer");
+            Map<String, Object> staticConfig = new HashMap<>(config);
+            staticConfig.put(ConsumerConfig.GROUP_INSTANCE_ID_CONFIG, "restarting");
+            KafkaConsumer<String, String> silent = Clients.consumer(node, staticConfig);
+            silent.subscribe(List.of(topic));
+            Wait.until("the first member owns every partition", Clients.TIMEOUT, () -> {
+                silent.poll(Duration.ofMillis(50));
+                return silent.assignment().size() == PARTITIONS;
+            });
+            // A static member's temporary leave: only the session timeout ends it.
+            silent.close(CloseOptions.groupMembershipOperation(CloseOptions.GroupMembershipOperation.REMAIN_IN_GROUP));
+            try (KafkaConsumer<String, String> other = Clients.consumer(node, config)) {
+                other.subscribe(List.of(topic));
+                long started = System.nanoTime();
+                Wait.until("the other member owns every partition", Duration.ofSeconds(20), () -> {
+                    other.poll(Duration.ofMillis(50));
+                    return other.assignment().size() == PARTITIONS;
+                });
+                double seconds = (System.nanoTime() - started) / 1e9;
+                System.out.printf("partitions moved %.1f s after the silent member's last heartbeat%n", seconds);
             }
         }
     }

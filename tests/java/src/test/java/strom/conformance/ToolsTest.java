@@ -96,6 +96,21 @@ class ToolsTest {
                 "--add-config", "retention.ms=never");
     }
 
+    /** kafka-configs on a group's configs (KIP-848): set, described, refused out of bounds, deleted. */
+    @Test
+    void configsOfAGroup() {
+        String group = Clients.unique("tool-group");
+        sameOutput(CONFIGS, "--alter", "--entity-type", "groups", "--entity-name", group,
+                "--add-config", "consumer.heartbeat.interval.ms=6000,share.isolation.level=read_committed").ok();
+        sameOutput(CONFIGS, "--describe", "--entity-type", "groups", "--entity-name", group).ok();
+        sameOutput(CONFIGS, "--describe", "--entity-type", "groups", "--entity-name", group, "--all").ok();
+        sameOutput(CONFIGS, "--alter", "--entity-type", "groups", "--entity-name", group,
+                "--add-config", "consumer.session.timeout.ms=1000");
+        sameOutput(CONFIGS, "--alter", "--entity-type", "groups", "--entity-name", group,
+                "--delete-config", "consumer.heartbeat.interval.ms").ok();
+        sameOutput(CONFIGS, "--describe", "--entity-type", "groups", "--entity-name", group).ok();
+    }
+
     @Test
     void offsetsAndDeleteRecords() {
         String topic = Clients.unique("tool-offsets");
