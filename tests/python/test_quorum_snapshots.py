@@ -152,13 +152,16 @@ def test_the_bootstrap_checkpoint_is_what_kafkas_formatter_writes(broker_factory
     assert node.format(random_uuid(), "--standalone").returncode == 0
     path = node.dirs[0] / "__cluster_metadata-0" / "00000000000000000000-0000000000.checkpoint"
     batches = read_batches(path.read_bytes())
-    # Epoch 0, no metadata records: header, kraft.version 1 and the voter
-    # set in one control batch, the footer in another.
-    assert [batch["epoch"] for batch in batches] == [0, 0]
-    assert all(batch["control"] for batch in batches)
+    # Epoch 0: header, kraft.version 1 and the voter set in one control
+    # batch, the bootstrap feature levels in a batch of records (as Kafka
+    # 4.4's formatter writes them), the footer in a last control batch.
+    assert [batch["epoch"] for batch in batches] == [0, 0, 0]
+    assert [batch["control"] for batch in batches] == [True, False, True]
     offsets = [offset for batch in batches for offset, _, _ in batch["records"]]
-    assert offsets == [0, 1, 2, 3]
-    dumped = strom_ok("dump-log", "--files", str(path), "--deep-iteration")
+    assert offsets == list(range(len(offsets))) and len(batches[1]["records"]) == 3
+    dumped = strom_ok("dump-log", "--files", str(path), "--deep-iteration", "--cluster-metadata-decoder")
+    for feature in ("metadata.version", "eligible.leader.replicas.version", "group.version"):
+        assert f'"{feature}"' in dumped, dumped
     assert "Snapshot end offset: 0, epoch: 0" in dumped, dumped
     directory_id = read_meta(node.dirs[0])["directory.id"]
     port = node.broker.overrides["controller.quorum.bootstrap.servers"].rsplit(":", 1)[1]
