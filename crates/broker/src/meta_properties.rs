@@ -246,13 +246,14 @@ pub fn parse_uuid(text: &str) -> Option<[u8; 16]> {
     }
     let mut values = text.bytes().map(|c| ALPHABET.iter().position(|a| *a == c).map(|v| v as u128));
     // 22 characters carry 132 bits: 21 whole ones, then the last one's top
-    // 2 bits; its low 4 bits are padding and must be zero.
+    // 2 bits; its low 4 bits are padding, ignored as Java's decoder (so
+    // Kafka's tools) ignores them.
     let mut bits: u128 = 0;
     for value in values.by_ref().take(21) {
         bits = bits << 6 | value?;
     }
     let last = values.next()??;
-    (last & 0xf == 0).then(|| (bits << 2 | last >> 4).to_be_bytes())
+    Some((bits << 2 | last >> 4).to_be_bytes())
 }
 
 /// A cluster id `strom storage format` accepts: a Kafka UUID, not a reserved one.
@@ -286,11 +287,12 @@ mod tests {
         // Kafka's Uuid(1, 2) prints as AAAAAAAAAAEAAAAAAAAAAg.
         let bytes = parse_uuid("AAAAAAAAAAEAAAAAAAAAAg").unwrap();
         assert_eq!(u128::from_be_bytes(bytes), 1 << 64 | 2);
-        for bad in
-            ["", "short", "AAAAAAAAAAEAAAAAAAAAAg=", "AAAAAAAAAAEAAAAAAAAAA/", "AAAAAAAAAAEAAAAAAAAAAh"]
-        {
+        for bad in ["", "short", "AAAAAAAAAAEAAAAAAAAAAg=", "AAAAAAAAAAEAAAAAAAA*Ag"] {
             assert_eq!(parse_uuid(bad), None, "{bad}");
         }
+        // Padding bits are ignored, as Kafka's format takes a hex string.
+        assert_eq!(parse_uuid("AAAAAAAAAAEAAAAAAAAAAh"), Some(bytes));
+        assert!(check_cluster_id("4d1b0eef3c384f9387f727").is_ok());
         assert!(check_cluster_id("AAAAAAAAAAAAAAAAAAAAAA").is_err(), "the zero uuid is reserved");
     }
 
