@@ -18,6 +18,16 @@ loopback with its defaults (Kafka as KRaft broker+controller, its heap at
   broker's CPU seconds per GB out;
 * RSS of the server after the run.
 
+With `--cluster`, each runs as three combined KRaft nodes on loopback
+instead (`strom storage format` and `kafka-storage format`, one static
+quorum), and the table holds: a 1 KiB produce at acks=all to a topic of
+RF=3 (MB/s, records/s, CPU seconds of all three nodes per GB in), its
+consume, and the controller failover: the active controller is killed with
+SIGKILL and the time to the next CreateTopics the surviving nodes answer is
+taken, over three rounds (the killed node restarted between them; median
+and worst). The failover needs confluent-kafka: run it with the repo's
+venv (`.venv/bin/python`).
+
 The clients share the two cores with the broker, so the client's own
 ceiling bounds throughput: compare the ratios, which run on the same box
 within minutes of each other.
@@ -26,12 +36,15 @@ Run from the repo root, with the `suite` build (`scripts/test` makes it) or
 STROM_BIN, after Maven has resolved tests/java's jars:
 
     python3 bench/kafka_compare.py --records 2000000 --record-size 100 1024
+    .venv/bin/python bench/kafka_compare.py --cluster --records 1000000
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import os
+import statistics
 import re
 import shutil
 import signal
@@ -142,7 +155,140 @@ class Server:
     def stop(self) -> None:
         if self.process and self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGTERM)
-            self.process.wait(60)
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                # A cluster's last node may wait for a quorum that is gone.
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(30)
+
+
+class ClusterNode(Server):
+    """One combined KRaft node of a three-node cluster."""
+
+    def __init__(self, kind: str, cp: str, root: Path, node_id: int, voters: str, controller: int, cluster_id: str):
+        super().__init__(kind, cp, root / f"{kind}-{node_id}")
+        self.node_id, self.voters, self.controller, self.cluster_id = node_id, voters, controller, cluster_id
+        self.kind = kind
+
+    def properties(self) -> Path:
+        path = self.dir / "server.properties"
+        path.write_text("\n".join([
+            "process.roles=broker,controller", f"node.id={self.node_id}",
+            f"controller.quorum.voters={self.voters}",
+            f"listeners=PLAINTEXT://{self.bootstrap},CONTROLLER://127.0.0.1:{self.controller}",
+            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "controller.listener.names=CONTROLLER", f"log.dirs={self.dir / 'data'}",
+            "group.initial.rebalance.delay.ms=0", ""]))
+        return path
+
+    def command(self) -> list[str]:
+        properties = self.properties()
+        if self.kind == "strom":
+            binary = os.environ.get("STROM_BIN", str(REPO / "target" / "suite" / "strom"))
+            return [binary, "server", str(properties)]
+        return java(self.cp, "kafka.Kafka", str(properties), heap="1g")
+
+    def format(self) -> None:
+        properties = self.properties()
+        if self.kind == "strom":
+            binary = os.environ.get("STROM_BIN", str(REPO / "target" / "suite" / "strom"))
+            command = [binary, "storage", "format", "--config", str(properties), "--cluster-id", self.cluster_id]
+        else:
+            command = java(self.cp, "kafka.tools.StorageTool", "format", "--cluster-id", self.cluster_id,
+                           "--config", str(properties))
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def spawn(self) -> None:
+        log = open(self.dir / "server.log", "ab")
+        self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def kill9(self) -> None:
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(30)
+
+
+class Cluster:
+    """Three combined KRaft nodes of one kind, formatted into one cluster."""
+
+    def __init__(self, kind: str, cp: str, root: Path):
+        self.kind, self.cp = kind, cp
+        controllers = [free_port() for _ in range(3)]
+        voters = ",".join(f"{i + 1}@127.0.0.1:{port}" for i, port in enumerate(controllers))
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        self.nodes = [ClusterNode(kind, cp, root, i + 1, voters, controllers[i], cluster_id) for i in range(3)]
+        for node in self.nodes:
+            node.format()
+            node.spawn()
+        self.process = self.nodes[0].process
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(node.bootstrap for node in self.nodes if node.process.poll() is None)
+
+    def cpu_s(self) -> float:
+        return sum(cpu_s(node.process.pid) for node in self.nodes)
+
+    def wait_serving(self) -> None:
+        deadline = time.monotonic() + 120
+        while not self.nodes[0].produce_one() and time.monotonic() < deadline:
+            pass
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+
+def active_controller(cluster: Cluster) -> int:
+    done = subprocess.run(java(cluster.cp, "org.apache.kafka.tools.MetadataQuorumCommand", "--bootstrap-server",
+                               cluster.bootstrap, "describe", "--status", heap="128m"),
+                          capture_output=True, text=True, timeout=120)
+    return int(re.search(r"LeaderId:\s+(\d+)", done.stdout)[1])
+
+
+def controller_failover_s(cluster: Cluster) -> float:
+    """SIGKILL of the active controller to the next CreateTopics answered."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    victim = cluster.nodes[active_controller(cluster) - 1]
+    survivors = ",".join(node.bootstrap for node in cluster.nodes if node is not victim)
+    admin = AdminClient({"bootstrap.servers": survivors})
+    admin.list_topics(timeout=30)
+    killed = time.monotonic()
+    victim.kill9()
+    while time.monotonic() - killed < 120:
+        name = f"after-failover-{uuid.uuid4().hex[:8]}"
+        future = admin.create_topics([NewTopic(name, 1, 2)], operation_timeout=5, request_timeout=5)[name]
+        try:
+            future.result(10)
+            took = time.monotonic() - killed
+            break
+        except Exception:
+            time.sleep(0.01)
+    else:
+        raise RuntimeError(f"{cluster.kind}: no CreateTopics answered within 120 s of the kill")
+    victim.spawn()
+    cluster.wait_serving()
+    return took
+
+
+def measure_cluster(kind: str, cp: str, root: Path, records: int) -> dict:
+    cluster = Cluster(kind, cp, root)
+    try:
+        cluster.wait_serving()
+        topic = "bench-rf3"
+        subprocess.run(java(cp, "org.apache.kafka.tools.TopicCommand", "--bootstrap-server", cluster.bootstrap,
+                            "--create", "--topic", topic, "--partitions", str(PARTITIONS),
+                            "--replication-factor", "3", "--config", "min.insync.replicas=2"),
+                       check=True, capture_output=True)
+        result = {"produce 1024 B acks=all RF=3": produce(cluster, topic, records, 1024, "all"),
+                  "consume 1024 B RF=3": consume(cluster, topic, records, 1024)}
+        print(kind, result, flush=True)
+        failovers = [controller_failover_s(cluster) for _ in range(3)]
+        result["controller failover, s"] = {"median": statistics.median(failovers), "worst": max(failovers)}
+    finally:
+        cluster.stop()
+    return result
 
 
 def create_topic(server: Server, topic: str) -> None:
@@ -151,15 +297,19 @@ def create_topic(server: Server, topic: str) -> None:
                    check=True, capture_output=True)
 
 
-def produce(server: Server, topic: str, records: int, size: int, acks: str, throughput: int = -1) -> dict:
-    before = cpu_s(server.process.pid)
+def server_cpu_s(server) -> float:
+    return server.cpu_s() if isinstance(server, Cluster) else cpu_s(server.process.pid)
+
+
+def produce(server, topic: str, records: int, size: int, acks: str, throughput: int = -1) -> dict:
+    before = server_cpu_s(server)
     done = subprocess.run(java(server.cp, "org.apache.kafka.tools.ProducerPerformance", "--topic", topic,
                                "--num-records", str(records), "--record-size", str(size),
                                "--throughput", str(throughput), "--producer-props",
                                f"bootstrap.servers={server.bootstrap}", f"acks={acks}", "linger.ms=5",
                                "batch.size=1048576", "max.request.size=2097152", heap="1g"),
                           capture_output=True, text=True, timeout=900)
-    cpu = cpu_s(server.process.pid) - before
+    cpu = server_cpu_s(server) - before
     last = [line for line in done.stdout.splitlines() if "records sent" in line][-1]
     rate = re.search(r"([\d.]+) records/sec \(([\d.]+) MB/sec\)", last)
     latency = re.search(r"(\d+) ms 50th, \d+ ms 95th, (\d+) ms 99th, (\d+) ms 99\.9th", last)
@@ -167,13 +317,13 @@ def produce(server: Server, topic: str, records: int, size: int, acks: str, thro
             "p99_ms": float(latency[2]), "p999_ms": float(latency[3]), "cpu_s_per_gb": cpu / (records * size / 1e9)}
 
 
-def consume(server: Server, topic: str, records: int, size: int) -> dict:
-    before = cpu_s(server.process.pid)
+def consume(server, topic: str, records: int, size: int) -> dict:
+    before = server_cpu_s(server)
     done = subprocess.run(java(server.cp, "org.apache.kafka.tools.ConsumerPerformance", "--bootstrap-server",
                                server.bootstrap, "--topic", topic, "--messages", str(records),
                                "--timeout", "60000", heap="1g"),
                           capture_output=True, text=True, timeout=900)
-    cpu = cpu_s(server.process.pid) - before
+    cpu = server_cpu_s(server) - before
     row = [line for line in done.stdout.splitlines() if line and line[0].isdigit()][-1].split(",")
     return {"mb_s": float(row[3]), "records_s": float(row[5]), "cpu_s_per_gb": cpu / (records * size / 1e9)}
 
@@ -203,8 +353,8 @@ def measure(kind: str, cp: str, root: Path, records: int, sizes: list[int]) -> d
 
 def print_table(strom: dict, kafka: dict) -> None:
     print(f"{'figure':46} {'strom':>12} {'kafka':>12} {'strom/kafka':>12}")
-    rows = [("start-up to first acked record, s", strom["startup_s"], kafka["startup_s"]),
-            ("RSS after the run, MB", strom["rss_mb"], kafka["rss_mb"])]
+    rows = [(name, strom[key], kafka[key]) for name, key in (
+        ("start-up to first acked record, s", "startup_s"), ("RSS after the run, MB", "rss_mb")) if key in strom]
     for name, figures in strom.items():
         if isinstance(figures, dict):
             for key, value in figures.items():
@@ -218,14 +368,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--record-size", type=int, nargs="+", default=[100, 1024])
+    parser.add_argument("--cluster", action="store_true", help="three nodes each, RF=3, and controller failover")
     args = parser.parse_args()
     if shutil.which("java") is None or shutil.which("mvn") is None:
         sys.exit("kafka_compare: needs java and mvn (scripts/test installs them)")
     cp = classpath()
     root = Path(tempfile.mkdtemp(prefix="kafka-compare-"))
     try:
-        strom = measure("strom", cp, root, args.records, args.record_size)
-        kafka = measure("kafka", cp, root, args.records, args.record_size)
+        if args.cluster:
+            strom = measure_cluster("strom", cp, root, args.records)
+            kafka = measure_cluster("kafka", cp, root, args.records)
+        else:
+            strom = measure("strom", cp, root, args.records, args.record_size)
+            kafka = measure("kafka", cp, root, args.records, args.record_size)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     print_table(strom, kafka)
