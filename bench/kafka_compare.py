@@ -35,7 +35,7 @@ Run from the repo root, with the `suite` build (`scripts/test` makes it) or
 STROM_BIN, after Maven has resolved tests/java's jars:
 
     python3 bench/kafka_compare.py --records 2000000 --record-size 100 1024
-    python3 bench/kafka_compare.py --cluster --records 300000
+    .venv/bin/python bench/kafka_compare.py --cluster --records 300000   # wire.py needs crc32c
 """
 
 from __future__ import annotations
